@@ -1,0 +1,266 @@
+// Package app wires bindery together: configuration, database, HTTP server and background
+// services. main parses the command line and calls New then Run; tests boot the whole product
+// the same way on :0 with a temporary database.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"bindery/config"
+	"bindery/logging"
+	"bindery/server"
+	"bindery/store"
+)
+
+// Version is stamped at build time (-ldflags "-X bindery/app.Version=…").
+var Version = "dev"
+
+// Mode selects defaults that differ between production and demo.
+type Mode string
+
+const (
+	ModeServe Mode = "serve"
+	ModeDemo  Mode = "demo"
+)
+
+// Assets are the embedded files the binary carries.
+type Assets struct {
+	Schema fs.FS // migrations: mysql/*.sql, sqlite/*.sql
+	UI     fs.FS // SPA build, index.html at the root
+}
+
+// Options configure New. ConfigPath is required; Addr and DSN override the file's static keys.
+type Options struct {
+	Mode       Mode
+	ConfigPath string
+	Addr       string
+	DSN        string
+	Assets     Assets
+	LogOutput  io.Writer // default os.Stderr
+}
+
+// App is one running bindery instance.
+type App struct {
+	opts     Options
+	cfg      *config.Source
+	db       *store.DB
+	log      *slog.Logger
+	level    *slog.LevelVar
+	metrics  *metrics.Set
+	listener net.Listener
+	http     *http.Server
+	instance string
+
+	// stops run in order at shutdown, after the HTTP server stopped accepting requests.
+	stops []func(context.Context) error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New loads the configuration, opens and migrates the database and binds the listen address.
+// Nothing runs until Run.
+func New(ctx context.Context, opts Options) (_ *App, err error) {
+	if opts.LogOutput == nil {
+		opts.LogOutput = os.Stderr
+	}
+	a := &App{opts: opts, metrics: metrics.NewSet(), level: new(slog.LevelVar)}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+
+	// The log format is static, so peek at the file before the logger exists; the real load
+	// below reports any problem with it.
+	format := "json"
+	if opts.Mode == ModeDemo {
+		format = "text"
+	}
+	if data, err := os.ReadFile(opts.ConfigPath); err == nil {
+		if snap, err := config.Parse(data); err == nil && snap.LogFormat() != "" {
+			format = snap.LogFormat()
+		}
+	}
+	a.log = logging.New(opts.LogOutput, format, a.level)
+
+	a.cfg, err = config.Open(opts.ConfigPath, a.log, a.metrics)
+	if err != nil {
+		return nil, err
+	}
+	snap := a.cfg.Current()
+	a.level.Set(snap.LogLevel())
+	a.cfg.OnChange(func(_, cur *config.Snapshot) { a.level.Set(cur.LogLevel()) })
+
+	dsn := opts.DSN
+	if dsn == "" {
+		dsn = snap.DSN()
+	}
+	a.db, err = store.Open(ctx, dsn, store.Options{MaxOpenConns: snap.MaxOpenConns(), MaxIdleConns: snap.MaxIdleConns()})
+	if err != nil {
+		return nil, err
+	}
+	applied, err := a.db.Migrate(ctx, opts.Assets.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if len(applied) > 0 {
+		a.log.Info("database migrated", "applied", applied)
+	}
+
+	addr := opts.Addr
+	if addr == "" {
+		addr = snap.ListenAddr()
+	}
+	a.listener, err = net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (server.addr or -addr): %w", addr, err)
+	}
+	a.instance = instanceID(a.listener.Addr().String())
+
+	srv := server.New(server.Deps{
+		Config:  a.cfg,
+		DB:      a.db,
+		Metrics: a.metrics,
+		Log:     a.log,
+		UI:      opts.Assets.UI,
+		Version: Version,
+	})
+	a.http = &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	return a, nil
+}
+
+// instanceID names this process for heartbeats and lease ownership: host, pid and address for
+// people, and randomness because a restarted process may get the same pid and address and must
+// not believe it owns the leases of the process that crashed.
+func instanceID(addr string) string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := host + "-" + strconv.Itoa(os.Getpid()) + "-" + addr + "-" + hex.EncodeToString(b[:])
+	if len(id) > 64 {
+		id = id[len(id)-64:]
+	}
+	return id
+}
+
+// URL is the base URL the server listens on.
+func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
+
+// Config is the live configuration source.
+func (a *App) Config() *config.Source { return a.cfg }
+
+// DB is the database handle.
+func (a *App) DB() *store.DB { return a.db }
+
+// Log is the process logger.
+func (a *App) Log() *slog.Logger { return a.log }
+
+// Run serves until ctx ends, then shuts down gracefully within server.shutdownTimeout: stop
+// accepting and finish in-flight requests, stop background services in order, close the
+// database. It returns the first error that stopped serving.
+func (a *App) Run(ctx context.Context) error {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.watchConfig(bg) }()
+	go func() { defer wg.Done(); a.heartbeat(bg) }()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- a.http.Serve(a.listener) }()
+	a.log.Info("bindery listening", "url", a.URL(), "mode", a.opts.Mode, "version", Version, "instance", a.instance)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+
+	timeout := a.cfg.Current().ShutdownTimeout()
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	a.log.Info("shutting down", "timeout", timeout)
+	if e := a.http.Shutdown(sctx); e != nil {
+		a.log.Warn("http shutdown incomplete", "err", e)
+	}
+	for _, stop := range a.stops {
+		if e := stop(sctx); e != nil {
+			a.log.Warn("stop incomplete", "err", e)
+		}
+	}
+	stopBG()
+	wg.Wait()
+	if e := a.db.RemoveInstance(sctx, a.instance); e != nil {
+		a.log.Warn("deregister instance", "err", e)
+	}
+	return errors.Join(err, a.Close())
+}
+
+func (a *App) watchConfig(ctx context.Context) {
+	if err := a.cfg.Watch(ctx); err != nil {
+		a.log.Error("config watch stopped; edits need a restart", "err", err)
+	}
+}
+
+// heartbeatEvery is how often the instance row is refreshed; an instance is live while its
+// heartbeat is younger than three periods.
+const heartbeatEvery = 5 * time.Second
+
+func (a *App) heartbeat(ctx context.Context) {
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		if err := a.db.Heartbeat(ctx, a.instance, Version); err != nil && ctx.Err() == nil {
+			a.log.Warn("instance heartbeat failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close releases the listener and the database. It is safe to call more than once.
+func (a *App) Close() error {
+	a.closeOnce.Do(func() {
+		if a.listener != nil {
+			_ = a.listener.Close()
+		}
+		if a.db != nil {
+			a.closeErr = a.db.Close()
+		}
+	})
+	return a.closeErr
+}
+
+// Instance is this process's id in the instance table.
+func (a *App) Instance() string { return a.instance }
+
+// Metrics is the process's metric set (served at /metrics).
+func (a *App) Metrics() *metrics.Set { return a.metrics }

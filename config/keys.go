@@ -1,0 +1,343 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Key describes one configuration key. Keys is the single list of every key bindery reads:
+// the loader applies it, docs/config.md is generated from it (a test fails when the file is
+// stale), and the ops console reports it. Adding a key means adding it here, with a getter on
+// Snapshot whose doc comment repeats Default and Misconfig, and rows in the misconfig table test.
+type Key struct {
+	Name      string // dotted path: "ratelimit.apply" is ratelimit: → apply:
+	Type      string
+	Default   string
+	Static    bool // read once at start; a change logs "restart needed"
+	Secret    bool // redacted in the ops console and logs
+	Doc       string
+	Misconfig string // what blank, unknown or invalid values do
+	// apply interprets the raw value into the snapshot. It returns the effective value as
+	// text, a note when a fallback was taken, and an error only for values that must reject
+	// the whole file.
+	apply func(s *Snapshot, v value) (effective, note string, err error)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// Keys is the registry. Order is the order of docs/config.md.
+var Keys = []Key{
+	{
+		Name: "server.addr", Type: "host:port", Default: "127.0.0.1:8080", Static: true,
+		Doc:       "Listen address of the HTTP server. The -addr flag overrides it.",
+		Misconfig: "blank → default; an address that cannot be bound fails the start with a clear error.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			s.serverAddr, _ = stringOr(v, "127.0.0.1:8080")
+			return s.serverAddr, "", nil
+		},
+	},
+	{
+		Name: "server.publicURL", Type: "URL", Default: "(http://<listen address>)", Static: true,
+		Doc:       "Base URL external systems use to reach bindery (approval and deploy callbacks).",
+		Misconfig: "blank → derived from the listen address; a value that is not an http(s) URL rejects the file.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			u, _ := stringOr(v, "")
+			if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				return "", "", fmt.Errorf("server.publicURL%s: %q is not an http(s) URL", v.where(), u)
+			}
+			s.serverPublicURL = strings.TrimRight(u, "/")
+			return s.serverPublicURL, "", nil
+		},
+	},
+	{
+		Name: "server.shutdownTimeout", Type: "duration", Default: "10s", Static: true,
+		Doc:       "How long a graceful shutdown waits for in-flight requests and steps.",
+		Misconfig: "blank, unparsable or ≤ 0 → 10s.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.shutdownTimeout, note = durationOr(v, 10*time.Second)
+			return s.shutdownTimeout.String(), note, nil
+		},
+	},
+	{
+		Name: "server.trustedProxies", Type: "list of IP or CIDR", Default: "(none)",
+		Doc:       "Proxies whose X-Forwarded-For hop and login header are believed. The client address is the rightmost X-Forwarded-For hop not in this list.",
+		Misconfig: "missing/blank → no proxy is trusted (the peer address is the client); an invalid entry is skipped and reported: trusting fewer proxies is the safe direction.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			items, note := stringList(v)
+			var bad []string
+			s.trustedProxies = nil
+			for _, it := range items {
+				if p, err := netip.ParsePrefix(it); err == nil {
+					s.trustedProxies = append(s.trustedProxies, p.Masked())
+				} else if a, err := netip.ParseAddr(it); err == nil {
+					s.trustedProxies = append(s.trustedProxies, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+				} else {
+					bad = append(bad, it)
+				}
+			}
+			if len(bad) > 0 {
+				note = "skipped invalid entries: " + strings.Join(bad, ", ")
+			}
+			eff := make([]string, len(s.trustedProxies))
+			for i, p := range s.trustedProxies {
+				eff[i] = p.String()
+			}
+			return strings.Join(eff, ", "), note, nil
+		},
+	},
+	{
+		Name: "database.dsn", Type: "DSN", Default: "(required in serve)", Static: true, Secret: true,
+		Doc:       "mysql://user:pass@tcp(host:3306)/db or sqlite:/path/to/file.db. The -dsn flag of demo overrides it.",
+		Misconfig: "blank in serve → the start fails with a clear error; an unknown scheme fails the start.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			s.dsn, _ = stringOr(v, "")
+			return s.dsn, "", nil
+		},
+	},
+	{
+		Name: "database.maxOpenConns", Type: "int", Default: "20", Static: true,
+		Doc:       "Most open connections to MySQL (SQLite always writes through one connection).",
+		Misconfig: "blank, unparsable or < 1 → 20.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			s.maxOpenConns, _ = intOr(v, 20, 20)
+			note := ""
+			if s.maxOpenConns < 1 {
+				s.maxOpenConns, note = 20, "must be ≥ 1"
+			}
+			return itoa(s.maxOpenConns), note, nil
+		},
+	},
+	{
+		Name: "database.maxIdleConns", Type: "int", Default: "10", Static: true,
+		Doc:       "Most idle connections kept open.",
+		Misconfig: "blank, unparsable or < 0 → 10.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			s.maxIdleConns, _ = intOr(v, 10, 10)
+			note := ""
+			if s.maxIdleConns < 0 {
+				s.maxIdleConns, note = 10, "must be ≥ 0"
+			}
+			return itoa(s.maxIdleConns), note, nil
+		},
+	},
+	{
+		Name: "log.format", Type: "json | text", Default: "(json in serve, text in demo)", Static: true,
+		Doc:       "Log line format.",
+		Misconfig: "blank → the command's default; anything else than json or text rejects the file.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			f, _ := stringOr(v, "")
+			f = strings.ToLower(f)
+			if f != "" && f != "json" && f != "text" {
+				return "", "", fmt.Errorf("log.format%s: %q is not json or text", v.where(), f)
+			}
+			s.logFormat = f
+			return f, "", nil
+		},
+	},
+	{
+		Name: "log.level", Type: "debug | info | warn | error", Default: "info",
+		Doc:       "Lowest level logged. Changes take effect without restart.",
+		Misconfig: "blank or unknown → info.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			raw, note := stringOr(v, "info")
+			switch strings.ToLower(raw) {
+			case "debug":
+				s.logLevel = slog.LevelDebug
+			case "info":
+				s.logLevel = slog.LevelInfo
+			case "warn", "warning":
+				s.logLevel = slog.LevelWarn
+			case "error":
+				s.logLevel = slog.LevelError
+			default:
+				s.logLevel, note = slog.LevelInfo, fmt.Sprintf("%q is not a level", raw)
+			}
+			return s.logLevel.String(), note, nil
+		},
+	},
+	{
+		Name: "workers.size", Type: "int", Default: "8", Static: true,
+		Doc:       "Workers that run long steps (GitLab, approval system). Bounds the concurrent long calls.",
+		Misconfig: "blank, unparsable or < 1 → 8.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.workerCount, note = intOr(v, 8, 8)
+			if s.workerCount < 1 {
+				s.workerCount, note = 8, "must be ≥ 1"
+			}
+			return itoa(s.workerCount), note, nil
+		},
+	},
+	{
+		Name: "workers.queue", Type: "int", Default: "256", Static: true,
+		Doc:       "Bounded queue in front of the workers. A full queue rejects the hand-off and the request shows a failure state, never \"processing\" forever.",
+		Misconfig: "blank, unparsable or < 1 → 256.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.workerQueue, note = intOr(v, 256, 256)
+			if s.workerQueue < 1 {
+				s.workerQueue, note = 256, "must be ≥ 1"
+			}
+			return itoa(s.workerQueue), note, nil
+		},
+	},
+	{
+		Name: "ratelimit.window", Type: "duration", Default: "1m",
+		Doc:       "Sliding window of every rate limit.",
+		Misconfig: "blank, unparsable or ≤ 0 → 1m.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.rateWindow, note = durationOr(v, time.Minute)
+			return s.rateWindow.String(), note, nil
+		},
+	},
+	rateLimitKey("ratelimit.apply", 10, "Applications (POST /api/apply) per subject per window."),
+	{
+		Name: "apply.mode", Type: "OPEN | TEST_WINDOW | CLOSED", Default: "TEST_WINDOW",
+		Doc:       "Whether new applications are accepted: always, only inside apply.window, or never.",
+		Misconfig: "missing/blank → TEST_WINDOW; read case- and space-insensitively; any other value (a typo) → CLOSED.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.applyMode, note = parseAccessMode(v)
+			return string(s.applyMode), note, nil
+		},
+	},
+	{
+		Name: "apply.window", Type: "\"<days> <HH:MM>-<HH:MM>\"", Default: "Mon-Fri 10:00-18:00",
+		Doc:       "When TEST_WINDOW accepts applications, read in apply.timezone. Days: Mon..Sun, ranges and comma lists, or daily.",
+		Misconfig: "missing → default; blank or invalid → the window opens nothing.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			if !v.present {
+				s.applyWindow, _ = ParseWindow("Mon-Fri 10:00-18:00")
+				return "Mon-Fri 10:00-18:00", "", nil
+			}
+			raw, _ := v.scalar()
+			w, err := ParseWindow(raw)
+			if err != nil {
+				s.applyWindow = Window{}
+				return "(opens nothing)", err.Error(), nil
+			}
+			s.applyWindow = w
+			return raw, "", nil
+		},
+	},
+	{
+		Name: "apply.timezone", Type: "IANA zone", Default: "Asia/Shanghai",
+		Doc:       "Zone apply.window is read in. Never the host's zone, so every host agrees.",
+		Misconfig: "blank → default; an unknown zone → the window opens nothing.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			name, note := stringOr(v, "Asia/Shanghai")
+			loc, err := time.LoadLocation(name)
+			if err != nil || name == "Local" {
+				s.applyLocation = nil
+				return "(opens nothing)", fmt.Sprintf("unknown zone %q", name), nil
+			}
+			s.applyLocation = loc
+			return name, note, nil
+		},
+	},
+	{
+		Name: "workflow.approvalFirst", Type: "bool", Default: "false",
+		Doc:       "New applications use the approval-first, batched flow (true) or the legacy MR-first flow (false). Requests in flight finish in the flow they started in.",
+		Misconfig: "blank or invalid → false (legacy flow), as a switch fails off.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.approvalFirst, note = boolOr(v, false, false)
+			return strconv.FormatBool(s.approvalFirst), note, nil
+		},
+	},
+	{
+		Name: "batch.maxRequests", Type: "int", Default: "50",
+		Doc:       "Most requests one batch (one MR) claims.",
+		Misconfig: "blank, unparsable or ≤ 0 → 50; above 1000 → 1000.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			n, note := intOr(v, 50, 50)
+			switch {
+			case n <= 0:
+				n, note = 50, "must be > 0"
+			case n > 1000:
+				n, note = 1000, "capped at 1000"
+			}
+			s.batchMaxRequests = n
+			return itoa(n), note, nil
+		},
+	},
+	{
+		Name: "approval.maxRetries", Type: "int", Default: "3",
+		Doc:       "Retries of the MR approve call per reviewer account, with exponential backoff.",
+		Misconfig: "negative → 0; blank or unparsable → 3.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			n, note := intOr(v, 3, 3)
+			if n < 0 {
+				n, note = 0, "negative means no retries"
+			}
+			s.approvalRetries = n
+			return itoa(n), note, nil
+		},
+	},
+	{
+		Name: "approval.checklistMode", Type: "bool", Default: "false",
+		Doc:       "Approve MRs through the raw-HTTP call that carries the project's required checklist (true) or through the client library (false). Read at each call.",
+		Misconfig: "blank or invalid → false, as a switch fails off.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.checklistMode, note = boolOr(v, false, false)
+			return strconv.FormatBool(s.checklistMode), note, nil
+		},
+	},
+	{
+		Name: "idempotency.ttl", Type: "duration", Default: "24h",
+		Doc:       "How long a write request's idempotency record (operationId → answer) is kept.",
+		Misconfig: "blank, unparsable or ≤ 0 → 24h.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.idempotencyTTL, note = durationOr(v, 24*time.Hour)
+			return s.idempotencyTTL.String(), note, nil
+		},
+	},
+	{
+		Name: "targets", Type: "list of targets", Default: "(empty catalog)",
+		Doc:       "The catalog: key ([a-z0-9-], unique), title, project (GitLab project and batch partition), branch (default main), path (template with {subject}, inside the repository), ruleCodes (empty: anyone signed in), ttl (empty: no expiry).",
+		Misconfig: "any invalid target rejects the whole file; the last good catalog stays in force. A removed target refuses new applications; requests in flight finish.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			ts, err := parseTargets(v)
+			if err != nil {
+				return "", "", err
+			}
+			s.targets = ts
+			return fmt.Sprintf("%d targets", len(ts)), "", nil
+		},
+	},
+}
+
+// rateLimitKey declares a per-route rate limit key. Routes declare the same default beside
+// their route (SPEC §6.1); a test checks that the two agree.
+func rateLimitKey(name string, def int, doc string) Key {
+	return Key{
+		Name: name, Type: "int", Default: itoa(def),
+		Doc:       doc,
+		Misconfig: "missing → default; blank, unparsable or ≤ 0 → no limiting (a misconfiguration must not block traffic).",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			if !v.present {
+				return itoa(def), "", nil
+			}
+			n, note := intOr(v, def, 0)
+			if n <= 0 {
+				if note == "" {
+					note = "≤ 0"
+				}
+				n = 0
+			}
+			s.rateLimits[name] = n
+			if n == 0 {
+				return "unlimited", note, nil
+			}
+			return itoa(n), note, nil
+		},
+	}
+}

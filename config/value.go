@@ -1,0 +1,171 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// value is one key as found in the file: absent, present but blank (`key:` or `key: ""`), or
+// present with a scalar or a structured node.
+type value struct {
+	present bool
+	node    *yaml.Node
+}
+
+func (v value) blank() bool {
+	if !v.present || v.node == nil {
+		return !v.present
+	}
+	if v.node.Kind == yaml.ScalarNode {
+		return v.node.Tag == "!!null" || strings.TrimSpace(v.node.Value) == ""
+	}
+	return len(v.node.Content) == 0
+}
+
+// scalar returns the trimmed scalar text, or ok=false for a list or mapping.
+func (v value) scalar() (string, bool) {
+	if v.node == nil || v.node.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	if v.node.Tag == "!!null" {
+		return "", true
+	}
+	return strings.TrimSpace(v.node.Value), true
+}
+
+// raw is what the ops console shows as "as written".
+func (v value) raw() string {
+	if !v.present {
+		return ""
+	}
+	if s, ok := v.scalar(); ok {
+		return s
+	}
+	out, err := yaml.Marshal(v.node)
+	if err != nil {
+		return "<unprintable>"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (v value) where() string {
+	if v.node == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (line %d)", v.node.Line)
+}
+
+// The parse helpers below return the value, or a note that explains which documented fallback
+// was taken. Missing keys never produce a note: the default is simply in force.
+
+// intOr parses an integer. blank/garbage → onBad; the caller decides about range.
+func intOr(v value, def, onBad int) (int, string) {
+	if !v.present {
+		return def, ""
+	}
+	if v.blank() {
+		return onBad, "blank"
+	}
+	s, ok := v.scalar()
+	if !ok {
+		return onBad, "not a number"
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return onBad, fmt.Sprintf("%q is not an integer", s)
+	}
+	return n, ""
+}
+
+// durationOr parses a Go duration ("90s", "24h"). blank/garbage/≤0 → def.
+func durationOr(v value, def time.Duration) (time.Duration, string) {
+	if !v.present {
+		return def, ""
+	}
+	if v.blank() {
+		return def, "blank"
+	}
+	s, ok := v.scalar()
+	if !ok {
+		return def, "not a duration"
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return def, fmt.Sprintf("%q is not a duration (e.g. 90s, 24h)", s)
+	}
+	if d <= 0 {
+		return def, fmt.Sprintf("%q is not positive", s)
+	}
+	return d, ""
+}
+
+// boolOr parses true/false (and yes/no, on/off, 1/0). Anything else → onBad.
+func boolOr(v value, def, onBad bool) (bool, string) {
+	if !v.present {
+		return def, ""
+	}
+	if v.blank() {
+		return onBad, "blank"
+	}
+	s, ok := v.scalar()
+	if !ok {
+		return onBad, "not a boolean"
+	}
+	switch strings.ToLower(s) {
+	case "true", "yes", "on", "1":
+		return true, ""
+	case "false", "no", "off", "0":
+		return false, ""
+	}
+	return onBad, fmt.Sprintf("%q is not a boolean", s)
+}
+
+// stringOr returns the scalar text; blank → def.
+func stringOr(v value, def string) (string, string) {
+	if !v.present {
+		return def, ""
+	}
+	if v.blank() {
+		return def, "blank"
+	}
+	s, ok := v.scalar()
+	if !ok {
+		return def, "not a string"
+	}
+	return s, ""
+}
+
+// stringList accepts a YAML list of scalars or one comma-separated scalar.
+func stringList(v value) ([]string, string) {
+	if !v.present {
+		return nil, ""
+	}
+	if v.blank() {
+		return nil, "blank"
+	}
+	var out []string
+	if s, ok := v.scalar(); ok {
+		for _, part := range strings.Split(s, ",") {
+			if p := strings.TrimSpace(part); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out, ""
+	}
+	if v.node.Kind != yaml.SequenceNode {
+		return nil, "not a list"
+	}
+	for _, item := range v.node.Content {
+		if item.Kind != yaml.ScalarNode {
+			return nil, "list items must be plain values"
+		}
+		if p := strings.TrimSpace(item.Value); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, ""
+}

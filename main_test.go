@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCommandLineExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"-h"}, 0, "Usage:"},
+		{[]string{"version"}, 0, "bindery "},
+		{[]string{"serve", "-h"}, 0, "-config"},
+		{[]string{"serve", "-nope"}, 2, "flag provided but not defined"},
+		{[]string{"serve"}, 2, "-config is required"},
+		{[]string{"demo", "-h"}, 0, "-data"},
+		{[]string{"demo", "extra"}, 2, "unexpected argument"},
+		{[]string{"sim", "-h"}, 0, "-addr"},
+		{[]string{"migrate", "-h"}, 0, "-dsn"},
+		{[]string{"migrate"}, 2, "-config or -dsn is required"},
+		{[]string{"migrate", "-dsn", "postgres://x"}, 1, "unknown scheme"},
+	} {
+		var out bytes.Buffer
+		code := run(context.Background(), tc.args, &out, &out)
+		if code != tc.code || !strings.Contains(out.String(), tc.out) {
+			t.Errorf("bindery %v: exit %d, want %d; output lacks %q:\n%s", tc.args, code, tc.code, tc.out, out.String())
+		}
+	}
+}
+
+var urlRE = regexp.MustCompile(`running at (http://[0-9.:]+)`)
+
+// startDemo runs `bindery demo` in-process and returns its URL and a stop function.
+func startDemo(t *testing.T, dir string) (string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuf{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"demo", "-addr", "127.0.0.1:0", "-data", dir}, out, io.Discard) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := urlRE.FindStringSubmatch(out.String()); m != nil {
+			return m[1], func() {
+				cancel()
+				if code := <-done; code != 0 {
+					t.Errorf("demo exit %d", code)
+				}
+			}
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("demo exited %d: %s", code, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("demo printed no URL: %s", out.String())
+	return "", nil
+}
+
+func TestDemoStartsTwiceOnTheSameDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	for i := range 2 {
+		url, stop := startDemo(t, dir)
+		resp, err := http.Get(url + "/healthz")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("start %d: healthz %v %v", i+1, resp, err)
+		}
+		resp.Body.Close()
+		stop()
+	}
+}
+
+func TestMigrateCommandIsIdempotent(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
+	for i, want := range []string{"applied 1 migration", "applied 0 migration"} {
+		var out bytes.Buffer
+		if code := run(context.Background(), []string{"migrate", "-dsn", dsn}, &out, &out); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, out.String())
+		}
+		if !strings.Contains(out.String(), want) && !(i == 0 && strings.Contains(out.String(), "applied")) {
+			t.Fatalf("run %d: %s", i, out.String())
+		}
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"bindery/apperr"
+	"bindery/logging"
+)
+
+// statusOf is the one table from error code to HTTP status (SPEC §6). An error that is not an
+// *apperr.Error is a 500 with the generic message.
+var statusOf = map[apperr.Code]int{
+	apperr.InvalidArgument:      http.StatusBadRequest,
+	apperr.Unauthenticated:      http.StatusUnauthorized,
+	apperr.AccessDenied:         http.StatusForbidden,
+	apperr.ApplyClosed:          http.StatusForbidden,
+	apperr.NotFound:             http.StatusNotFound,
+	apperr.MethodNotAllowed:     http.StatusMethodNotAllowed,
+	apperr.Conflict:             http.StatusConflict,
+	apperr.ApplyInProgress:      http.StatusConflict,
+	apperr.BodyTooLarge:         http.StatusRequestEntityTooLarge,
+	apperr.UnsupportedMedia:     http.StatusUnsupportedMediaType,
+	apperr.IdempotencyKeyReused: http.StatusUnprocessableEntity,
+	apperr.RateLimited:          http.StatusTooManyRequests,
+	apperr.Internal:             http.StatusInternalServerError,
+	apperr.Unavailable:          http.StatusServiceUnavailable,
+}
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Code      apperr.Code `json:"code"`
+	Message   string      `json:"message"`
+	Field     string      `json:"field,omitempty"`
+	RequestID string      `json:"requestId"`
+}
+
+// writeError is the only way a handler or interceptor answers with an error. The client gets
+// the code and a message safe to show; causes, stacks and upstream text go to the log with
+// the request id.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	ctx := r.Context()
+	body := ErrorBody{Code: apperr.Internal, Message: apperr.GenericMessage, RequestID: logging.RequestID(ctx)}
+	status := http.StatusInternalServerError
+	if e := apperr.As(err); e != nil {
+		if s, ok := statusOf[e.Code]; ok && e.Code != apperr.Internal {
+			body.Code, body.Message, body.Field, status = e.Code, e.Message, e.Field, s
+		}
+	}
+	switch {
+	case status >= 500:
+		log.ErrorContext(ctx, "request failed", "status", status, "code", body.Code, "err", err)
+	case errors.Unwrap(err) != nil:
+		log.WarnContext(ctx, "request refused", "status", status, "code", body.Code, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+// writeJSON writes v as the response. API answers are never cached.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,248 @@
+// Package store is bindery's data layer: the SQL, next to the method that runs it, for MySQL
+// (production) and SQLite (demo, single instance). The invariants of SPEC §5 are kept by the
+// database itself — unique indexes, guarded writes, database-clock comparisons — so that they
+// hold whatever the timing or the number of instances.
+//
+// Driver errors are translated once, here: no rows → ErrNotFound, duplicate key → ErrDuplicate,
+// a guarded write that matched nothing → ErrPreempted, a deadlock or busy database → ErrRetry.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	_ "modernc.org/sqlite" // registers "sqlite"
+)
+
+// Dialect names the SQL dialect of a DB.
+type Dialect string
+
+const (
+	MySQL  Dialect = "mysql"
+	SQLite Dialect = "sqlite"
+)
+
+// DB is a handle on bindery's database. It is safe for concurrent use.
+type DB struct {
+	dialect Dialect
+	// rw runs every write and every read-then-write transaction. On SQLite it is one
+	// connection with BEGIN IMMEDIATE, so writers queue in Go instead of failing with
+	// SQLITE_BUSY mid-transaction. On MySQL it is the only pool.
+	rw *sql.DB
+	// ro runs plain reads. On SQLite (WAL) readers never block the writer; on MySQL ro == rw.
+	ro *sql.DB
+}
+
+// Options are the static pool settings (database.maxOpenConns, database.maxIdleConns).
+type Options struct {
+	MaxOpenConns int
+	MaxIdleConns int
+}
+
+// Open connects to the database named by dsn: "mysql://user:pass@tcp(host:3306)/db?…" or
+// "sqlite:/path/file.db" (also "sqlite://" and "file:" forms). It does not migrate.
+func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
+	if opts.MaxOpenConns < 1 {
+		opts.MaxOpenConns = 20
+	}
+	if opts.MaxIdleConns < 0 {
+		opts.MaxIdleConns = 10
+	}
+	var db *DB
+	var err error
+	switch {
+	case strings.HasPrefix(dsn, "mysql://"):
+		db, err = openMySQL(strings.TrimPrefix(dsn, "mysql://"), opts)
+	case strings.HasPrefix(dsn, "sqlite:"), strings.HasPrefix(dsn, "file:"):
+		db, err = openSQLite(dsn, opts)
+	case dsn == "":
+		return nil, errors.New("database.dsn is empty: want mysql://user:pass@tcp(host:3306)/db or sqlite:/path/bindery.db")
+	default:
+		return nil, fmt.Errorf("database.dsn: unknown scheme in %q: want mysql:// or sqlite:", RedactDSN(dsn))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Ping(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), err)
+	}
+	return db, nil
+}
+
+// MySQLConfig parses a go-sql-driver DSN (without the mysql:// prefix) and applies the settings
+// bindery relies on: parsed DATETIMEs, UTC on both sides (every comparison uses the database's
+// clock, so the session zone must not vary by host), utf8mb4.
+func MySQLConfig(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database.dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Collation == "" {
+		cfg.Collation = "utf8mb4_bin"
+	}
+	// One round trip per statement instead of prepare+execute+close; values are escaped by the
+	// driver for the utf8mb4 connection, which is safe.
+	cfg.InterpolateParams = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return cfg, nil
+}
+
+func openMySQL(dsn string, opts Options) (*DB, error) {
+	cfg, err := MySQLConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database.dsn: %w", err)
+	}
+	pool := sql.OpenDB(conn)
+	pool.SetMaxOpenConns(opts.MaxOpenConns)
+	pool.SetMaxIdleConns(opts.MaxIdleConns)
+	pool.SetConnMaxLifetime(30 * time.Minute)
+	return &DB{dialect: MySQL, rw: pool, ro: pool}, nil
+}
+
+// sqlitePath extracts the file path from the accepted SQLite DSN forms.
+func sqlitePath(dsn string) string {
+	p := dsn
+	for _, prefix := range []string{"sqlite://", "sqlite:", "file:"} {
+		if strings.HasPrefix(p, prefix) {
+			p = strings.TrimPrefix(p, prefix)
+			break
+		}
+	}
+	p, _, _ = strings.Cut(p, "?")
+	return p
+}
+
+func openSQLite(dsn string, opts Options) (*DB, error) {
+	path := sqlitePath(dsn)
+	if path == "" {
+		return nil, fmt.Errorf("database.dsn %q: no file path", dsn)
+	}
+	// busy_timeout first: it must be in force before journal_mode, which itself needs a lock.
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	base := "file:" + path + "?" + q.Encode()
+
+	rw, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	rw.SetMaxOpenConns(1)
+	rw.SetMaxIdleConns(1)
+	rw.SetConnMaxLifetime(0)
+	ro, err := sql.Open("sqlite", base)
+	if err != nil {
+		rw.Close()
+		return nil, err
+	}
+	ro.SetMaxOpenConns(max(2, min(opts.MaxOpenConns, 8)))
+	ro.SetMaxIdleConns(max(2, min(opts.MaxIdleConns, 8)))
+	return &DB{dialect: SQLite, rw: rw, ro: ro}, nil
+}
+
+// RedactDSN hides the password of a DSN for logs and errors.
+func RedactDSN(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok || scheme != "mysql" {
+		return dsn
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return dsn
+	}
+	user, _, _ := strings.Cut(rest[:at], ":")
+	return scheme + "://" + user + ":***" + rest[at:]
+}
+
+// Dialect is the database's SQL dialect.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Ping checks that both pools answer; /readyz calls it.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.rw.PingContext(ctx); err != nil {
+		return err
+	}
+	if db.ro != db.rw {
+		return db.ro.PingContext(ctx)
+	}
+	return nil
+}
+
+// Close closes the pools.
+func (db *DB) Close() error {
+	err := db.rw.Close()
+	if db.ro != db.rw {
+		err = errors.Join(err, db.ro.Close())
+	}
+	return err
+}
+
+// Raw exposes the write pool for tests and tools that must run their own SQL (invariant checks,
+// benchmarks). Product code goes through store methods.
+func (db *DB) Raw() *sql.DB { return db.rw }
+
+// inTx runs fn in a write transaction: committed when fn returns nil, rolled back on an error or
+// a panic (which is re-raised). The returned error is translated.
+func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return translate(err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return translate(err)
+	}
+	return translate(tx.Commit())
+}
+
+// now is the database clock with sub-second precision. Every time comparison uses it, never the
+// application's clock, so hosts with skewed clocks agree. MySQL keeps microseconds; SQLite's
+// strftime keeps milliseconds — the remaining boundary: two rows admitted within the same
+// millisecond on SQLite compare equal, which only matters to "created before now" (a row
+// written in the very millisecond of a claim waits one round).
+func (db *DB) now() string {
+	if db.dialect == MySQL {
+		return "CURRENT_TIMESTAMP(6)"
+	}
+	return "strftime('%Y-%m-%d %H:%M:%f','now')"
+}
+
+// nowPlus is the database clock shifted by one bound parameter in microseconds (negative: past).
+func (db *DB) nowPlus() string {
+	if db.dialect == MySQL {
+		return "TIMESTAMPADD(MICROSECOND, ?, CURRENT_TIMESTAMP(6))"
+	}
+	return "strftime('%Y-%m-%d %H:%M:%f','now', (CAST(? AS REAL) / 1000000.0) || ' seconds')"
+}
+
+// micros converts a duration into nowPlus's parameter.
+func micros(d time.Duration) int64 { return d.Microseconds() }

@@ -1,0 +1,189 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"bindery/schema"
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+func TestMigrationsAreIdempotentAndRecorded(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		applied, err := db.Migrate(ctx, schema.FS) // storetest already migrated once
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(applied) != 0 {
+			t.Fatalf("second migrate applied %v", applied)
+		}
+		migs, _ := store.Migrations(schema.FS, db.Dialect())
+		v, err := db.SchemaVersion(ctx)
+		if err != nil || v != migs[len(migs)-1].Version {
+			t.Fatalf("schema version %d, %v; want %d", v, err, migs[len(migs)-1].Version)
+		}
+	})
+}
+
+func TestBothDialectsHaveTheSameMigrationVersions(t *testing.T) {
+	my, err := store.Migrations(schema.FS, store.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lite, err := store.Migrations(schema.FS, store.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(my) != len(lite) {
+		t.Fatalf("mysql has %d migrations, sqlite %d", len(my), len(lite))
+	}
+	for i := range my {
+		if my[i].Version != lite[i].Version || my[i].Name != lite[i].Name {
+			t.Errorf("migration %d: mysql %s, sqlite %s", i, my[i].Name, lite[i].Name)
+		}
+	}
+}
+
+func TestConcurrentMigrateFromManyInstances(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dsn  func(testing.TB) string
+	}{{"sqlite", storetest.SQLiteDSN}, {"mysql", storetest.MySQLDSN}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := tc.dsn(t)
+			var wg sync.WaitGroup
+			total := make(chan int, 4)
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					db, err := store.Open(context.Background(), dsn, store.Options{})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer db.Close()
+					applied, err := db.Migrate(context.Background(), schema.FS)
+					if err != nil {
+						t.Error(err)
+					}
+					total <- len(applied)
+				}()
+			}
+			wg.Wait()
+			close(total)
+			sum := 0
+			for n := range total {
+				sum += n
+			}
+			migs, _ := store.Migrations(schema.FS, store.SQLite)
+			if sum != len(migs) {
+				t.Fatalf("migrations applied %d times in total, want exactly %d", sum, len(migs))
+			}
+		})
+	}
+}
+
+func TestBrokenMigrationFailsWithItsName(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		fsys := fstest.MapFS{
+			string(db.Dialect()) + "/9001_broken.sql": {Data: []byte("CREATE TABLE ok_one (id INTEGER);\nTHIS IS NOT SQL;\n")},
+		}
+		_, err := db.Migrate(context.Background(), fsys)
+		if err == nil || !strings.Contains(err.Error(), "9001_broken.sql") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestClockHasSubSecondPrecision(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		seen := map[int]bool{}
+		for range 20 {
+			now, err := db.Now(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[now.Nanosecond()/int(time.Millisecond)] = true
+			time.Sleep(3 * time.Millisecond)
+		}
+		if len(seen) < 2 {
+			t.Fatalf("database clock shows no sub-second part: %v", seen)
+		}
+	})
+}
+
+func TestHeartbeatsCountLiveInstances(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		if n, err := db.LiveInstances(ctx, time.Minute); err != nil || n != 1 {
+			t.Fatalf("no instances yet: %d, %v (want 1: the caller itself)", n, err)
+		}
+		for _, id := range []string{"a", "b", "c", "a"} {
+			if err := db.Heartbeat(ctx, id, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, _ := db.LiveInstances(ctx, time.Minute); n != 3 {
+			t.Fatalf("live = %d, want 3", n)
+		}
+		if err := db.RemoveInstance(ctx, "c"); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := db.LiveInstances(ctx, time.Minute); n != 2 {
+			t.Fatalf("live = %d, want 2", n)
+		}
+		time.Sleep(30 * time.Millisecond)
+		if n, _ := db.LiveInstances(ctx, 10*time.Millisecond); n != 1 {
+			t.Fatalf("stale heartbeats still live: %d", n)
+		}
+	})
+}
+
+func TestDriverErrorsAreTranslated(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		if err := db.Heartbeat(ctx, "dup", "v"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.Raw().ExecContext(ctx, "INSERT INTO instance (id, version) VALUES ('dup', 'v')")
+		if !errors.Is(store.Translate(err), store.ErrDuplicate) {
+			t.Fatalf("duplicate insert: %v", err)
+		}
+		var id string
+		err = db.Raw().QueryRowContext(ctx, "SELECT id FROM instance WHERE id = 'missing'").Scan(&id)
+		if !errors.Is(store.Translate(err), store.ErrNotFound) {
+			t.Fatalf("missing row: %v", err)
+		}
+	})
+}
+
+func TestRedactDSN(t *testing.T) {
+	got := store.RedactDSN("mysql://app:s3cret@tcp(db:3306)/bindery?parseTime=true")
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "app:***@tcp(db:3306)") {
+		t.Fatal(got)
+	}
+}
+
+func TestOpenRejectsUnknownSchemes(t *testing.T) {
+	for _, dsn := range []string{"", "postgres://x", "mysql://bad dsn"} {
+		if _, err := store.Open(context.Background(), dsn, store.Options{}); err == nil {
+			t.Errorf("%q: want error", dsn)
+		}
+	}
+}
+
+func TestSplitStatementsKeepsTriggersWhole(t *testing.T) {
+	src := "-- c\nCREATE TABLE a (x INT);\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\n  SELECT 2;\nEND;\nCREATE INDEX i ON a (x);\n"
+	got := store.SplitStatements(src)
+	if len(got) != 3 || !strings.Contains(got[1], "SELECT 2;\nEND") {
+		t.Fatalf("%q", got)
+	}
+}

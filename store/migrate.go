@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one numbered schema step, e.g. schema/mysql/0002_batches.sql.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations lists the dialect's migrations in fsys (laid out as <dialect>/<NNNN>_<name>.sql),
+// ordered by version. Two files with one version are an error.
+func Migrations(fsys fs.FS, d Dialect) ([]Migration, error) {
+	dir := string(d)
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read migrations %s: %w", dir, err)
+	}
+	var out []Migration
+	seen := map[int]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s/%s: want NNNN_name.sql", dir, name)
+		}
+		if prev, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, name, v)
+		}
+		seen[v] = name
+		body, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// Migrate applies the migrations not yet recorded in schema_migrations, in order, each in its
+// own transaction, and returns the names applied. It is idempotent and safe to run from several
+// instances at once: MySQL serialises on a named lock, SQLite on its single write connection.
+//
+// MySQL commits DDL implicitly, so a migration interrupted halfway is not rolled back: write
+// MySQL migrations with IF NOT EXISTS so that a re-run completes them.
+func (db *DB) Migrate(ctx context.Context, fsys fs.FS) ([]string, error) {
+	migs, err := Migrations(fsys, db.dialect)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.rw.Conn(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer conn.Close()
+	if db.dialect == MySQL {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('bindery_migrate', 60)").Scan(&got); err != nil {
+			return nil, fmt.Errorf("migration lock: %w", err)
+		}
+		if !got.Valid || got.Int64 != 1 {
+			return nil, fmt.Errorf("migration lock: another instance holds it for more than 60s")
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('bindery_migrate')")
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		name       VARCHAR(255) NOT NULL,
+		applied_at VARCHAR(64) NOT NULL
+	)`); err != nil {
+		return nil, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var applied []string
+	for _, m := range migs {
+		done, err := db.applyOne(ctx, conn, m)
+		if err != nil {
+			return applied, fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+		if done {
+			applied = append(applied, m.Name)
+		}
+	}
+	return applied, nil
+}
+
+func (db *DB) applyOne(ctx context.Context, conn *sql.Conn, m Migration) (bool, error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = ?", m.Version).Scan(&n); err != nil {
+		return false, err
+	}
+	if n > 0 {
+		return false, nil
+	}
+	for _, stmt := range SplitStatements(m.SQL) {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return false, fmt.Errorf("%w\nstatement:\n%s", err, stmt)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, "+db.now()+")", m.Version, m.Name); err != nil {
+		return false, err
+	}
+	return true, tx.Commit()
+}
+
+// SplitStatements splits a migration into statements at semicolons that end a line, keeping
+// trigger bodies (BEGIN … END;) whole. Lines starting with "--" are comments.
+func SplitStatements(src string) []string {
+	var out []string
+	var cur strings.Builder
+	depth := 0
+	for _, line := range strings.Split(src, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		upper := strings.ToUpper(trimmed)
+		if strings.HasSuffix(upper, " BEGIN") || upper == "BEGIN" {
+			depth++
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if strings.HasSuffix(trimmed, ";") {
+			if depth > 0 && (upper == "END;" || strings.HasSuffix(upper, " END;")) {
+				depth--
+			}
+			if depth == 0 {
+				stmt := strings.TrimSpace(cur.String())
+				stmt = strings.TrimSuffix(stmt, ";")
+				if strings.TrimSpace(stmt) != "" {
+					out = append(out, stmt)
+				}
+				cur.Reset()
+			}
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// SchemaVersion returns the highest applied migration version (0 when none).
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	if err := db.ro.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil {
+		return 0, translate(err)
+	}
+	return int(v.Int64), nil
+}

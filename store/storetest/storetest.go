@@ -1,0 +1,169 @@
+// Package storetest gives every database test a fresh, migrated database: a SQLite file in the
+// test's temp dir and a uniquely named MariaDB/MySQL database, dropped after the test. Use Each
+// to run one test body against both.
+//
+// MySQL is found at BINDERY_TEST_MYSQL (a go-sql-driver DSN without a database; default
+// root@tcp(127.0.0.1:3306)/). When it is unreachable the MySQL half skips with a loud message,
+// unless BINDERY_REQUIRE_MYSQL=1, which makes it a failure (CI sets it).
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"bindery/schema"
+	"bindery/store"
+)
+
+// Each runs fn twice, as subtests "sqlite" and "mysql", each with its own fresh database.
+func Each(t *testing.T, fn func(t *testing.T, db *store.DB)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { fn(t, SQLite(t)) })
+	t.Run("mysql", func(t *testing.T) { fn(t, MySQL(t)) })
+}
+
+// SQLite returns a migrated database in a fresh file.
+func SQLite(t testing.TB) *store.DB {
+	t.Helper()
+	return open(t, SQLiteDSN(t))
+}
+
+// MySQL returns a migrated, freshly created database, dropped when the test ends.
+func MySQL(t testing.TB) *store.DB {
+	t.Helper()
+	return open(t, MySQLDSN(t))
+}
+
+// SQLiteDSN names a fresh SQLite file, not yet created or migrated.
+func SQLiteDSN(t testing.TB) string {
+	return "sqlite:" + filepath.Join(t.TempDir(), "bindery.db")
+}
+
+// MySQLDSN creates an empty database with a unique name and returns its mysql:// DSN; the
+// database is dropped when the test ends. It skips (or fails, see the package doc) without MySQL.
+func MySQLDSN(t testing.TB) string {
+	t.Helper()
+	admin := requireMySQL(t)
+	name := newName()
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+		}
+	})
+	cfg := adminConfig()
+	cfg.DBName = name
+	return "mysql://" + cfg.FormatDSN()
+}
+
+func open(t testing.TB, dsn string) *store.DB {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 20, MaxIdleConns: 20})
+	if err != nil {
+		t.Fatalf("open %s: %v", store.RedactDSN(dsn), err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(ctx, schema.FS); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+const namePrefix = "bindery_t_"
+
+// newName is unique across parallel packages and processes: time, then randomness. The time
+// lets a later run drop databases leaked by a killed run.
+func newName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return namePrefix + strconv.FormatInt(time.Now().Unix(), 10) + "_" + hex.EncodeToString(b[:])
+}
+
+func adminConfig() *mysql.Config {
+	dsn := os.Getenv("BINDERY_TEST_MYSQL")
+	if dsn == "" {
+		dsn = "root@tcp(127.0.0.1:3306)/"
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		panic(fmt.Sprintf("BINDERY_TEST_MYSQL=%q: %v", dsn, err))
+	}
+	cfg.Timeout = 3 * time.Second
+	return cfg
+}
+
+var (
+	adminOnce sync.Once
+	adminDB   *sql.DB
+	adminErr  error
+)
+
+// requireMySQL returns the admin connection, or skips/fails the test when MySQL is unreachable.
+func requireMySQL(t testing.TB) *sql.DB {
+	t.Helper()
+	adminOnce.Do(func() {
+		cfg := adminConfig()
+		adminDB, adminErr = sql.Open("mysql", cfg.FormatDSN())
+		if adminErr == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			adminErr = adminDB.PingContext(ctx)
+		}
+		if adminErr != nil {
+			fmt.Fprintf(os.Stderr, "\n"+
+				"################################################################\n"+
+				"## MySQL UNREACHABLE at %s: %v\n"+
+				"## Every MySQL half of the store tests is SKIPPED.\n"+
+				"## Set BINDERY_REQUIRE_MYSQL=1 to make this a failure.\n"+
+				"################################################################\n\n", cfg.Addr, adminErr)
+			return
+		}
+		dropLeaked(adminDB)
+	})
+	if adminErr != nil {
+		if os.Getenv("BINDERY_REQUIRE_MYSQL") == "1" {
+			t.Fatalf("MySQL required (BINDERY_REQUIRE_MYSQL=1) but unreachable: %v", adminErr)
+		}
+		t.Skipf("MySQL UNREACHABLE (%v): MySQL half skipped; set BINDERY_REQUIRE_MYSQL=1 to fail instead", adminErr)
+	}
+	return adminDB
+}
+
+// dropLeaked drops test databases older than two hours, left by runs that were killed.
+func dropLeaked(admin *sql.DB) {
+	rows, err := admin.Query("SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'bindery\\_t\\_%'")
+	if err != nil {
+		return
+	}
+	var old []string
+	for rows.Next() {
+		var name string
+		if rows.Scan(&name) != nil {
+			continue
+		}
+		stamp, _, _ := strings.Cut(strings.TrimPrefix(name, namePrefix), "_")
+		if sec, err := strconv.ParseInt(stamp, 10, 64); err == nil && time.Since(time.Unix(sec, 0)) > 2*time.Hour {
+			old = append(old, name)
+		}
+	}
+	rows.Close()
+	for _, name := range old {
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+	}
+}

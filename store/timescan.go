@@ -1,0 +1,59 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// dbTime scans a DATETIME from either driver. MySQL (parseTime) gives time.Time; SQLite gives
+// time.Time for columns declared DATETIME and a string for expressions such as MAX(col) or the
+// clock itself. A NULL leaves Valid false.
+type dbTime struct {
+	T     time.Time
+	Valid bool
+}
+
+var sqliteLayouts = []string{
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02",
+}
+
+func (d *dbTime) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		d.T, d.Valid = time.Time{}, false
+		return nil
+	case time.Time:
+		d.T, d.Valid = x.UTC(), true
+		return nil
+	case []byte:
+		return d.parse(string(x))
+	case string:
+		return d.parse(x)
+	}
+	return fmt.Errorf("scan time: unsupported %T", v)
+}
+
+func (d *dbTime) parse(s string) error {
+	s = strings.TrimSpace(s)
+	for _, layout := range sqliteLayouts {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			d.T, d.Valid = t.UTC(), true
+			return nil
+		}
+	}
+	return fmt.Errorf("scan time: unparsable %q", s)
+}
+
+// Now reads the database clock; tests use it to reason in the database's time.
+func (db *DB) Now(ctx context.Context) (time.Time, error) {
+	var t dbTime
+	if err := db.ro.QueryRowContext(ctx, "SELECT "+db.now()).Scan(&t); err != nil {
+		return time.Time{}, translate(err)
+	}
+	return t.T, nil
+}
