@@ -11,8 +11,12 @@ import (
 
 // Key describes one configuration key. Keys is the single list of every key bindery reads:
 // the loader applies it, docs/config.md is generated from it (a test fails when the file is
-// stale), and the ops console reports it. Adding a key means adding it here, with a getter on
-// Snapshot whose doc comment repeats Default and Misconfig, and rows in the misconfig table test.
+// stale), and the ops console reports it.
+//
+// Adding a key: declare it (here, or in an area file such as gitlab.go that calls register
+// from init), give Snapshot a getter whose doc comment repeats Default and Misconfig (area
+// fields live in a struct embedded in Snapshot), add rows to the misconfig table test
+// (misconfigTable and probes; area test files add theirs from init) and regenerate the docs.
 type Key struct {
 	Name      string // dotted path: "ratelimit.apply" is ratelimit: → apply:
 	Type      string
@@ -29,8 +33,14 @@ type Key struct {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// Keys is the registry. Order is the order of docs/config.md.
-var Keys = []Key{
+// Keys is the registry: the core keys below, then the area files' keys in file-name order.
+// Order is the order of docs/config.md.
+var Keys = coreKeys
+
+// register appends an area's keys; call it from the area file's init.
+func register(ks ...Key) { Keys = append(Keys, ks...) }
+
+var coreKeys = []Key{
 	{
 		Name: "server.addr", Type: "host:port", Default: "127.0.0.1:8080", Static: true,
 		Doc:       "Listen address of the HTTP server. The -addr flag overrides it.",

@@ -1,0 +1,230 @@
+package store
+
+import "fmt"
+
+// BindingStatus is the user-visible state of a subject–target relation (SPEC §3).
+type BindingStatus string
+
+const (
+	StatusApprovalSending BindingStatus = "APPROVAL_SENDING"
+	StatusApprovalSent    BindingStatus = "APPROVAL_SENT"
+	StatusMRCreating      BindingStatus = "MR_CREATING"
+	StatusMRCreated       BindingStatus = "MR_CREATED"
+	StatusMerging         BindingStatus = "MERGING"
+	StatusMerged          BindingStatus = "MERGED"
+	StatusValidated       BindingStatus = "VALIDATED"
+	StatusCreateFailed    BindingStatus = "CREATE_FAILED"
+	StatusHandleFailed    BindingStatus = "HANDLE_FAILED"
+	StatusRejected        BindingStatus = "REJECTED"
+	StatusClosed          BindingStatus = "CLOSED"
+)
+
+// AllStatuses lists every binding status.
+var AllStatuses = []BindingStatus{
+	StatusApprovalSending, StatusApprovalSent, StatusMRCreating, StatusMRCreated, StatusMerging,
+	StatusMerged, StatusValidated, StatusCreateFailed, StatusHandleFailed, StatusRejected, StatusClosed,
+}
+
+// Reappliable is the one definition of "a new application may reset this row in place"
+// (REAPPLIABLE = {REJECTED, CLOSED}); the data layer and the API both use it.
+func (s BindingStatus) Reappliable() bool {
+	return s == StatusRejected || s == StatusClosed
+}
+
+// AwaitingApproval is AWAITING_APPROVAL = {APPROVAL_SENDING, APPROVAL_SENT}: SENDING is written
+// before the call to the approval system, SENT after, and a callback may arrive in between.
+func (s BindingStatus) AwaitingApproval() bool {
+	return s == StatusApprovalSending || s == StatusApprovalSent
+}
+
+// Failed reports the failure statuses, which wait for an operator (retry) or support.
+func (s BindingStatus) Failed() bool {
+	return s == StatusCreateFailed || s == StatusHandleFailed
+}
+
+// bindingTransitions is the one table of legal binding transitions (from → allowed tos). Every
+// binding write checks it; anything else is an ErrIllegalTransition, logged and counted, never
+// written. "" is the state of a row that does not exist yet. A write that keeps the status
+// (only the step changes) is always legal and is not listed.
+//
+// Approval-first: APPROVAL_SENDING → APPROVAL_SENT → (approved) MR_CREATING [waiting set, then a
+// batch] → MR_CREATED [MR open, pipeline passed] → MERGING → MERGED → VALIDATED.
+// Legacy (MR-first): MR_CREATING → MR_CREATED → APPROVAL_SENDING → APPROVAL_SENT → (approved)
+// MERGING → MERGED → VALIDATED.
+// Close phase (revoke, expiry): VALIDATED stays VALIDATED while the delete is batched (steps
+// 10201+), → CLOSED when it merged, → HANDLE_FAILED if it fails.
+// Failures go to CREATE_FAILED / HANDLE_FAILED; an operator retry moves them back to the
+// in-progress status of the step being re-run. Settlement may find the MR merged after all
+// ("merge wins"), hence the edges into MERGED from every in-progress and failed status.
+var bindingTransitions = map[BindingStatus][]BindingStatus{
+	"":                    {StatusApprovalSending, StatusMRCreating},
+	StatusRejected:        {StatusApprovalSending, StatusMRCreating},
+	StatusClosed:          {StatusApprovalSending, StatusMRCreating},
+	StatusApprovalSending: {StatusApprovalSent, StatusRejected, StatusMRCreating, StatusMerging, StatusCreateFailed, StatusHandleFailed},
+	StatusApprovalSent:    {StatusRejected, StatusMRCreating, StatusMerging, StatusMerged, StatusCreateFailed, StatusHandleFailed},
+	StatusMRCreating:      {StatusMRCreated, StatusMerging, StatusMerged, StatusCreateFailed, StatusApprovalSending, StatusRejected},
+	StatusMRCreated:       {StatusApprovalSending, StatusMerging, StatusMerged, StatusMRCreating, StatusCreateFailed, StatusHandleFailed},
+	StatusMerging:         {StatusMerged, StatusHandleFailed, StatusMRCreating},
+	StatusMerged:          {StatusValidated},
+	StatusValidated:       {StatusClosed, StatusHandleFailed},
+	StatusCreateFailed:    {StatusApprovalSending, StatusMRCreating, StatusMRCreated, StatusMerging, StatusMerged, StatusRejected},
+	StatusHandleFailed:    {StatusMRCreating, StatusMerging, StatusMerged, StatusValidated, StatusClosed, StatusRejected},
+}
+
+// CanTransition reports whether from → to is legal. Staying in the same status is legal.
+func CanTransition(from, to BindingStatus) bool {
+	if from == to && from != "" {
+		return true
+	}
+	for _, allowed := range bindingTransitions[from] {
+		if allowed == to {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrIllegalTransition is returned, never written, for a transition outside the table.
+type ErrIllegalTransition struct {
+	From, To BindingStatus
+}
+
+func (e *ErrIllegalTransition) Error() string {
+	from := e.From
+	if from == "" {
+		from = "(none)"
+	}
+	return fmt.Sprintf("illegal binding transition %s → %s", from, e.To)
+}
+
+// Step is the fine-grained step state of an operation, numbered by phase (SPEC §3): create
+// 10001+, handle 10101+, close 10201+, callback 10301, pending/unknown outcomes 10501+. Extend
+// within the ranges; never renumber (codes are stored and shown).
+type Step int
+
+const (
+	// create phase: approval, admission, batch, MR creation
+	StepCreateStarted         Step = 10001
+	StepCreateSucceeded       Step = 10002 // MR open and its pipeline passed
+	StepCreateFailed          Step = 10003
+	StepCreatePipelineFailed  Step = 10004
+	StepCreateHandoffRejected Step = 10005 // worker pool full at hand-off
+	StepApprovalSending       Step = 10006
+	StepApprovalSent          Step = 10007
+	StepApprovalSendFailed    Step = 10008
+	StepApprovalRejected      Step = 10009
+	StepQueued                Step = 10010 // approved, in the waiting set
+	StepBatched               Step = 10011 // claimed by a batch
+	StepCreateInvalid         Step = 10012 // rendered change failed validation at admission
+
+	// handle phase: approve, rebase, merge
+	StepHandleStarted        Step = 10101
+	StepHandleApproved       Step = 10102
+	StepHandleMerged         Step = 10103
+	StepHandleFailed         Step = 10104
+	StepHandleRebaseConflict Step = 10105
+	StepHandleMergeFailed    Step = 10106
+	StepHandlePipelineFailed Step = 10107
+	StepHandleApproveFailed  Step = 10108
+	StepHandleMRClosed       Step = 10109 // the MR was closed outside bindery
+
+	// close phase: revoke or expiry
+	StepCloseStarted   Step = 10201
+	StepCloseSucceeded Step = 10202
+	StepCloseFailed    Step = 10203
+
+	// callback
+	StepCalledBack Step = 10301
+
+	// pending / unknown outcomes: the same MR can be retried
+	StepHandlePipelinePending Step = 10501
+	StepCreatePipelinePending Step = 10502
+	StepHandleRebasePending   Step = 10503
+)
+
+var stepNames = map[Step]string{
+	StepCreateStarted: "CREATE_STARTED", StepCreateSucceeded: "CREATE_SUCCEEDED", StepCreateFailed: "CREATE_FAILED",
+	StepCreatePipelineFailed: "CREATE_PIPELINE_FAILED", StepCreateHandoffRejected: "CREATE_HANDOFF_REJECTED",
+	StepApprovalSending: "APPROVAL_SENDING", StepApprovalSent: "APPROVAL_SENT", StepApprovalSendFailed: "APPROVAL_SEND_FAILED",
+	StepApprovalRejected: "APPROVAL_REJECTED", StepQueued: "QUEUED", StepBatched: "BATCHED", StepCreateInvalid: "CREATE_INVALID",
+	StepHandleStarted: "HANDLE_STARTED", StepHandleApproved: "HANDLE_APPROVED", StepHandleMerged: "HANDLE_MERGED",
+	StepHandleFailed: "HANDLE_FAILED", StepHandleRebaseConflict: "HANDLE_REBASE_CONFLICT", StepHandleMergeFailed: "HANDLE_MERGE_FAILED",
+	StepHandlePipelineFailed: "HANDLE_PIPELINE_FAILED", StepHandleApproveFailed: "HANDLE_APPROVE_FAILED", StepHandleMRClosed: "HANDLE_MR_CLOSED",
+	StepCloseStarted: "CLOSE_STARTED", StepCloseSucceeded: "CLOSE_SUCCEEDED", StepCloseFailed: "CLOSE_FAILED",
+	StepCalledBack:            "CALLED_BACK",
+	StepHandlePipelinePending: "HANDLE_PIPELINE_PENDING", StepCreatePipelinePending: "CREATE_PIPELINE_PENDING",
+	StepHandleRebasePending: "HANDLE_REBASE_PENDING",
+}
+
+// String is the step's stable name, e.g. HANDLE_PIPELINE_PENDING.
+func (s Step) String() string {
+	if n, ok := stepNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("STEP_%d", int(s))
+}
+
+// Known reports whether s is a defined step.
+func (s Step) Known() bool { _, ok := stepNames[s]; return ok }
+
+// deterministicFailures is the one set of steps where waiting or retrying the same MR will not
+// help ("contact support"): the outcome is a property of the change, not of the moment.
+var deterministicFailures = map[Step]bool{
+	StepCreatePipelineFailed: true,
+	StepHandlePipelineFailed: true,
+	StepHandleRebaseConflict: true,
+	StepCreateInvalid:        true,
+	StepHandleMRClosed:       true,
+}
+
+// Deterministic reports whether s is a deterministic external failure.
+func (s Step) Deterministic() bool { return deterministicFailures[s] }
+
+// Pending reports the "outcome unknown, the same MR can be retried" steps (10501+).
+func (s Step) Pending() bool { return s >= 10501 && s < 10601 }
+
+// NextAction tells the client what to do next (SPEC §3).
+type NextAction string
+
+const (
+	NextWait           NextAction = "WAIT"            // normal progress
+	NextWaitManual     NextAction = "WAIT_MANUAL"     // stopped at a retryable step; operators will retry
+	NextContactSupport NextAction = "CONTACT_SUPPORT" // deterministic failure; waiting will not help
+	NextReapply        NextAction = "REAPPLY"         // rejected or closed
+	NextNone           NextAction = "NONE"            // validated
+)
+
+// NextActionFor derives the client's next action from the binding status and the current step.
+func NextActionFor(status BindingStatus, step Step) NextAction {
+	switch {
+	case status.Reappliable():
+		return NextReapply
+	case status == StatusValidated:
+		if step >= StepCloseStarted && step < StepCalledBack {
+			return NextWait // still in effect; its removal is in progress
+		}
+		return NextNone
+	case step.Deterministic():
+		return NextContactSupport
+	case status.Failed(), step.Pending():
+		return NextWaitManual
+	}
+	return NextWait
+}
+
+// NextActionText is the plain-words explanation the SPA shows.
+func NextActionText(a NextAction) string {
+	switch a {
+	case NextWait:
+		return "Your request is progressing; nothing to do."
+	case NextWaitManual:
+		return "Your request stopped at a step that can be retried. You can keep waiting: operators will retry it."
+	case NextContactSupport:
+		return "Your request hit a failure that waiting will not fix. Please contact the maintainers."
+	case NextReapply:
+		return "This request is finished without effect. You can apply again."
+	case NextNone:
+		return "Done: the binding is in effect."
+	}
+	return ""
+}

@@ -1,0 +1,92 @@
+package store
+
+import "testing"
+
+func TestTransitionTableCoversEveryStatus(t *testing.T) {
+	reachable := map[BindingStatus]bool{}
+	for from, tos := range bindingTransitions {
+		if from != "" && !contains(AllStatuses, from) {
+			t.Errorf("table names unknown status %q", from)
+		}
+		for _, to := range tos {
+			if !contains(AllStatuses, to) {
+				t.Errorf("%s → unknown %q", from, to)
+			}
+			reachable[to] = true
+		}
+	}
+	for _, s := range AllStatuses {
+		if !reachable[s] {
+			t.Errorf("%s is unreachable", s)
+		}
+		if _, ok := bindingTransitions[s]; !ok {
+			t.Errorf("%s has no outgoing row (even terminal rows must be listed)", s)
+		}
+	}
+}
+
+func TestIllegalTransitionsAreRefused(t *testing.T) {
+	for _, c := range []struct {
+		from, to BindingStatus
+		ok       bool
+	}{
+		{"", StatusApprovalSending, true},
+		{"", StatusValidated, false},
+		{StatusMerged, StatusValidated, true},
+		{StatusValidated, StatusMerged, false},
+		{StatusRejected, StatusApprovalSending, true},
+		{StatusValidated, StatusApprovalSending, false}, // only REAPPLIABLE rows reset
+		{StatusHandleFailed, StatusApprovalSending, false},
+		{StatusMerging, StatusMerging, true},
+		{StatusApprovalSent, StatusRejected, true},
+	} {
+		if got := CanTransition(c.from, c.to); got != c.ok {
+			t.Errorf("%q → %q: %v, want %v", c.from, c.to, got, c.ok)
+		}
+	}
+}
+
+func TestNextActionFollowsStatusAndStep(t *testing.T) {
+	for _, c := range []struct {
+		status BindingStatus
+		step   Step
+		want   NextAction
+	}{
+		{StatusApprovalSent, StepApprovalSent, NextWait},
+		{StatusMerging, StepHandlePipelinePending, NextWaitManual},
+		{StatusHandleFailed, StepHandlePipelineFailed, NextContactSupport},
+		{StatusHandleFailed, StepHandleApproveFailed, NextWaitManual},
+		{StatusCreateFailed, StepCreateHandoffRejected, NextWaitManual},
+		{StatusRejected, StepApprovalRejected, NextReapply},
+		{StatusClosed, StepCloseSucceeded, NextReapply},
+		{StatusValidated, StepCalledBack, NextNone},
+		{StatusValidated, StepCloseStarted, NextWait},
+	} {
+		if got := NextActionFor(c.status, c.step); got != c.want {
+			t.Errorf("%s/%s: %s, want %s", c.status, c.step, got, c.want)
+		}
+		if NextActionText(c.want) == "" {
+			t.Errorf("no text for %s", c.want)
+		}
+	}
+}
+
+func TestStepsStayInTheirPhaseRanges(t *testing.T) {
+	for s, name := range stepNames {
+		if s < 10001 || s > 10600 || name == "" {
+			t.Errorf("step %d %q out of range", s, name)
+		}
+		if s.Pending() != (s >= 10501) {
+			t.Errorf("%s pending = %v", s, s.Pending())
+		}
+	}
+}
+
+func contains(list []BindingStatus, s BindingStatus) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

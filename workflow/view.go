@@ -1,0 +1,180 @@
+// Package workflow runs the request lifecycle: apply, approval, batching, MR creation, merge,
+// validation, close, recovery. This file is the contract the HTTP layer and the SPA rely on:
+// the inputs and the views of every operation the API exposes. The JSON names are the API's.
+package workflow
+
+import (
+	"time"
+
+	"bindery/store"
+)
+
+// ApplyInput is a validated application: the subject is the caller's canonical identity, never
+// a client-supplied value.
+type ApplyInput struct {
+	OperationID string `json:"operationId"`
+	TargetKey   string `json:"targetKey"`
+	Reason      string `json:"reason"`
+	Subject     string `json:"-"`
+}
+
+// Answer codes of a 202 on POST /api/apply.
+const (
+	CodeAccepted        = "ACCEPTED"
+	CodeDuplicateSubmit = "DUPLICATE_SUBMIT"
+)
+
+// ApplyResult is the body of the 202 answer to an application (or its replay).
+type ApplyResult struct {
+	Code        string              `json:"code"` // ACCEPTED or DUPLICATE_SUBMIT
+	OperationID string              `json:"operationId"`
+	Status      store.BindingStatus `json:"status"`
+	NextAction  store.NextAction    `json:"nextAction"`
+}
+
+// StepView names a step for people and machines.
+type StepView struct {
+	Code int    `json:"code"`
+	Name string `json:"name"`
+}
+
+// Link is an external link (MR, pipeline) with its number.
+type Link struct {
+	ID  int64  `json:"id"`
+	URL string `json:"url"`
+}
+
+// TimelineEntry is one step the request went through.
+type TimelineEntry struct {
+	Step     StepView            `json:"step"`
+	Status   store.BindingStatus `json:"status"`
+	At       time.Time           `json:"at"`
+	Duration time.Duration       `json:"durationNs"` // until the next entry (or now, for the last)
+	Note     string              `json:"note,omitempty"`
+}
+
+// Waiting answers "why is my request waiting" in plain words (SPEC §12.2).
+type Waiting struct {
+	Stage      string    `json:"stage"`              // approval, batch, ci, merge, deploy, …
+	WaitingFor string    `json:"waitingFor"`         // plain words: "the approvers in the approval system"
+	Since      time.Time `json:"since"`              // when this wait began
+	BatchID    int64     `json:"batchId,omitempty"`  // the batch carrying the request
+	Position   int       `json:"position,omitempty"` // 1-based place in the partition's waiting set
+	Ahead      int       `json:"ahead,omitempty"`    // requests ahead of it in the waiting set
+}
+
+// StageDuration is how long one stage took (approval wait, batch wait, CI, merge, deploy).
+type StageDuration struct {
+	Stage    string        `json:"stage"`
+	Duration time.Duration `json:"durationNs"`
+	Done     bool          `json:"done"` // false: still running, duration so far
+}
+
+// RequestView is GET /api/requests/:operationId.
+type RequestView struct {
+	OperationID    string              `json:"operationId"`
+	Subject        string              `json:"subject"`
+	TargetKey      string              `json:"targetKey"`
+	TargetTitle    string              `json:"targetTitle"`
+	Project        string              `json:"project"`
+	Reason         string              `json:"reason"`
+	Flow           string              `json:"flow"` // "approval-first" or "legacy"
+	Status         store.BindingStatus `json:"status"`
+	Step           StepView            `json:"step"`
+	NextAction     store.NextAction    `json:"nextAction"`
+	NextActionText string              `json:"nextActionText"`
+	MR             *Link               `json:"mr,omitempty"`
+	Pipeline       *Link               `json:"pipeline,omitempty"`
+	BatchID        int64               `json:"batchId,omitempty"`
+	Waiting        *Waiting            `json:"waiting,omitempty"`
+	Stages         []StageDuration     `json:"stages"`
+	Timeline       []TimelineEntry     `json:"timeline"`
+	CreatedAt      time.Time           `json:"createdAt"`
+	UpdatedAt      time.Time           `json:"updatedAt"`
+	ExpiresAt      *time.Time          `json:"expiresAt,omitempty"`
+}
+
+// RequestSummary is one row of GET /api/my/requests and of the ops stuck list.
+type RequestSummary struct {
+	OperationID string              `json:"operationId"`
+	Subject     string              `json:"subject"`
+	TargetKey   string              `json:"targetKey"`
+	Status      store.BindingStatus `json:"status"`
+	Step        StepView            `json:"step"`
+	NextAction  store.NextAction    `json:"nextAction"`
+	MR          *Link               `json:"mr,omitempty"`
+	UpdatedAt   time.Time           `json:"updatedAt"`
+	CreatedAt   time.Time           `json:"createdAt"`
+}
+
+// Page is a cursor-paginated list; NextCursor is empty on the last page.
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// BatchView is one batch in the ops console.
+type BatchView struct {
+	ID        int64            `json:"id"`
+	Partition string           `json:"partition"` // the GitLab project
+	Status    string           `json:"status"`    // RUNNING, BLOCKED, SUCCEEDED, FAILED
+	MR        *Link            `json:"mr,omitempty"`
+	Pipeline  *Link            `json:"pipeline,omitempty"`
+	Members   []RequestSummary `json:"members"`
+	Note      string           `json:"note,omitempty"`
+	CreatedAt time.Time        `json:"createdAt"`
+	UpdatedAt time.Time        `json:"updatedAt"`
+}
+
+// RoundResult is the answer of a batch round (cron or POST /api/ops/batches/run).
+type RoundResult struct {
+	Partitions []PartitionRound `json:"partitions"`
+}
+
+// PartitionRound is what one partition's round did.
+type PartitionRound struct {
+	Partition string `json:"partition"`
+	Outcome   string `json:"outcome"` // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, ERROR
+	BatchID   int64  `json:"batchId,omitempty"`
+	Claimed   int    `json:"claimed,omitempty"`
+}
+
+// ReconcileResult is the answer of a reconciliation run.
+type ReconcileResult struct {
+	Scanned   int `json:"scanned"`
+	Validated int `json:"validated"`
+}
+
+// Approval callback results.
+const (
+	ApprovalApproved  = "APPROVED"
+	ApprovalRejected  = "REJECTED"
+	ApprovalWithdrawn = "WITHDRAWN"
+)
+
+// ApprovalCallback is the verified body of POST /hooks/approval.
+type ApprovalCallback struct {
+	CallbackID  string            `json:"requestId"` // the callback's own id, for deduplication
+	OperationID string            `json:"operationId"`
+	Result      string            `json:"result"`
+	Ext         map[string]string `json:"ext,omitempty"` // ext.mrId present → legacy flow
+}
+
+// Callback answer codes (always 2xx so the sender stops retrying).
+const (
+	CallbackAccepted     = "ACCEPTED"
+	CallbackDuplicate    = "DUPLICATE"
+	CallbackIgnoredStale = "IGNORED_STALE"
+)
+
+// CallbackResult is the body of the 2xx answer to a callback.
+type CallbackResult struct {
+	Code string `json:"code"`
+}
+
+// DeployCallback is the verified body of POST /hooks/deploy.
+type DeployCallback struct {
+	Project      string   `json:"project"`
+	MRIID        int64    `json:"mrIid"`
+	OperationIDs []string `json:"operationIds,omitempty"` // present → exact match, no inference
+}
