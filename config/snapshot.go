@@ -46,6 +46,9 @@ type Snapshot struct {
 	checklistMode    bool
 	idempotencyTTL   time.Duration
 	targets          []Target
+
+	// area settings, declared beside their keys
+	hookSettings
 }
 
 // KeyReport is one line of the effective configuration, for the ops console.
