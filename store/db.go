@@ -10,6 +10,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,7 +18,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	_ "modernc.org/sqlite" // registers "sqlite"
+	"modernc.org/sqlite"
 )
 
 // Dialect names the SQL dialect of a DB.
@@ -37,12 +38,26 @@ type DB struct {
 	rw *sql.DB
 	// ro runs plain reads. On SQLite (WAL) readers never block the writer; on MySQL ro == rw.
 	ro *sql.DB
+	// pause, when set (tests only, see export_test.go), is called at named points inside
+	// multi-statement transactions so a test can hold one open and order events around it.
+	pause func(point string)
+	// lockingClaimRead makes the claim read its waiting rows FOR UPDATE. Never set in the product:
+	// it exists so a test and a benchmark can show why the claim reads without locks (I3).
+	lockingClaimRead bool
+	// skipClaimPrecheck goes straight to the claim transaction (tests only: it is how a test
+	// reaches the "read found nothing" rollback on SQLite, where nothing can interleave).
+	skipClaimPrecheck bool
 }
 
-// Options are the static pool settings (database.maxOpenConns, database.maxIdleConns).
+// Options are the static pool settings (database.maxOpenConns, database.maxIdleConns) and an
+// optional statement observer.
 type Options struct {
 	MaxOpenConns int
 	MaxIdleConns int
+	// OnStatement, when set, is called with every statement before the driver runs it, on every
+	// connection of both pools. Tests count statements with it and EXPLAIN what it captured;
+	// leave it nil in production (it costs an allocation per statement).
+	OnStatement func(Statement)
 }
 
 // Open connects to the database named by dsn: "mysql://user:pass@tcp(host:3306)/db?…" or
@@ -111,7 +126,7 @@ func openMySQL(dsn string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database.dsn: %w", err)
 	}
-	pool := sql.OpenDB(conn)
+	pool := sql.OpenDB(observe(conn, opts))
 	pool.SetMaxOpenConns(opts.MaxOpenConns)
 	pool.SetMaxIdleConns(opts.MaxIdleConns)
 	pool.SetConnMaxLifetime(30 * time.Minute)
@@ -144,21 +159,37 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	q.Add("_pragma", "synchronous(NORMAL)")
 	base := "file:" + path + "?" + q.Encode()
 
-	rw, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	rwConn, err := sqlite.NewConnector(base + "&_txlock=immediate")
 	if err != nil {
 		return nil, err
 	}
+	roConn, err := sqlite.NewConnector(base)
+	if err != nil {
+		return nil, err
+	}
+	rw := sql.OpenDB(observe(rwConn, opts))
 	rw.SetMaxOpenConns(1)
 	rw.SetMaxIdleConns(1)
 	rw.SetConnMaxLifetime(0)
-	ro, err := sql.Open("sqlite", base)
-	if err != nil {
-		rw.Close()
-		return nil, err
-	}
+	ro := sql.OpenDB(observe(roConn, opts))
 	ro.SetMaxOpenConns(max(2, min(opts.MaxOpenConns, 8)))
 	ro.SetMaxIdleConns(max(2, min(opts.MaxIdleConns, 8)))
 	return &DB{dialect: SQLite, rw: rw, ro: ro}, nil
+}
+
+// observe wraps the connector with the statement observer when one is configured.
+func observe(c driver.Connector, opts Options) driver.Connector {
+	if opts.OnStatement == nil {
+		return c
+	}
+	return observedConnector{Connector: c, fn: opts.OnStatement}
+}
+
+// hook calls the test pause function at a named point of a transaction (no-op in production).
+func (db *DB) hook(point string) {
+	if db.pause != nil {
+		db.pause(point)
+	}
 }
 
 // RedactDSN hides the password of a DSN for logs and errors.

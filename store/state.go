@@ -228,3 +228,60 @@ func NextActionText(a NextAction) string {
 	}
 	return ""
 }
+
+// BatchStatus is the state of a merge batch. RUNNING and BLOCKED are active: they hold their
+// partition's slot (I1); SUCCEEDED and FAILED are terminal and release it.
+type BatchStatus string
+
+const (
+	BatchRunning   BatchStatus = "RUNNING"
+	BatchBlocked   BatchStatus = "BLOCKED"
+	BatchSucceeded BatchStatus = "SUCCEEDED"
+	BatchFailed    BatchStatus = "FAILED"
+)
+
+// Active reports the statuses that hold the partition's slot.
+func (s BatchStatus) Active() bool { return s == BatchRunning || s == BatchBlocked }
+
+// batchTransitions is the one table of legal batch transitions. BLOCKED (rebase conflict that
+// regeneration could not solve) goes back to RUNNING when an operator retries it; both active
+// statuses settle into SUCCEEDED or FAILED; terminal batches never change again.
+var batchTransitions = map[BatchStatus][]BatchStatus{
+	BatchRunning:   {BatchBlocked, BatchSucceeded, BatchFailed},
+	BatchBlocked:   {BatchRunning, BatchSucceeded, BatchFailed},
+	BatchSucceeded: {},
+	BatchFailed:    {},
+}
+
+// CanTransitionBatch reports whether a batch may go from → to. Staying put is legal for active
+// batches (a write that only records the MR or renews the lease).
+func CanTransitionBatch(from, to BatchStatus) bool {
+	if from == to {
+		return from.Active()
+	}
+	for _, allowed := range batchTransitions[from] {
+		if allowed == to {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrIllegalBatchTransition is returned, never written, for a batch transition outside the table.
+type ErrIllegalBatchTransition struct {
+	From, To BatchStatus
+}
+
+func (e *ErrIllegalBatchTransition) Error() string {
+	return fmt.Sprintf("illegal batch transition %s → %s", e.From, e.To)
+}
+
+// Action is what a batch member changes in the repository: the create phase adds the binding's
+// file, the close phase (revoke, expiry) deletes it. One operation can pass through the waiting
+// set once per action, hence the waiting set's key (operation_id, action).
+type Action string
+
+const (
+	ActionAdd    Action = "ADD"
+	ActionDelete Action = "DELETE"
+)

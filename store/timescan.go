@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -56,4 +57,28 @@ func (db *DB) Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, translate(err)
 	}
 	return t.T, nil
+}
+
+// nullInt64 scans a nullable integer column, NULL → 0 ("none").
+type nullInt64 int64
+
+func (n *nullInt64) Scan(v any) error {
+	var x sql.NullInt64
+	if err := x.Scan(v); err != nil {
+		return err
+	}
+	*n = nullInt64(x.Int64)
+	return nil
+}
+
+// nullString scans a nullable text column, NULL → "".
+type nullString string
+
+func (n *nullString) Scan(v any) error {
+	var x sql.NullString
+	if err := x.Scan(v); err != nil {
+		return err
+	}
+	*n = nullString(x.String)
+	return nil
 }

@@ -34,16 +34,33 @@ func Each(t *testing.T, fn func(t *testing.T, db *store.DB)) {
 	t.Run("mysql", func(t *testing.T) { fn(t, MySQL(t)) })
 }
 
+// EachWith is Each with store options made by opts for each database (e.g. a statement observer,
+// see store.Options.OnStatement); opts runs once per subtest, before fn.
+func EachWith(t *testing.T, opts func(t *testing.T) store.Options, fn func(t *testing.T, db *store.DB)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { fn(t, Open(t, SQLiteDSN(t), opts(t))) })
+	t.Run("mysql", func(t *testing.T) {
+		dsn := MySQLDSN(t)
+		fn(t, Open(t, dsn, opts(t)))
+	})
+}
+
 // SQLite returns a migrated database in a fresh file.
 func SQLite(t testing.TB) *store.DB {
 	t.Helper()
-	return open(t, SQLiteDSN(t))
+	return Open(t, SQLiteDSN(t), DefaultOptions())
 }
 
 // MySQL returns a migrated, freshly created database, dropped when the test ends.
 func MySQL(t testing.TB) *store.DB {
 	t.Helper()
-	return open(t, MySQLDSN(t))
+	return Open(t, MySQLDSN(t), DefaultOptions())
+}
+
+// DefaultOptions are the pool settings of test databases: enough connections for the
+// concurrency tests' goroutines.
+func DefaultOptions() store.Options {
+	return store.Options{MaxOpenConns: 20, MaxIdleConns: 20}
 }
 
 // SQLiteDSN names a fresh SQLite file, not yet created or migrated.
@@ -71,10 +88,15 @@ func MySQLDSN(t testing.TB) string {
 	return "mysql://" + cfg.FormatDSN()
 }
 
-func open(t testing.TB, dsn string) *store.DB {
+// Open opens dsn with opts (zero pool sizes take DefaultOptions'), migrates it and closes it
+// when the test ends.
+func Open(t testing.TB, dsn string, opts store.Options) *store.DB {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: 20, MaxIdleConns: 20})
+	if opts.MaxOpenConns == 0 {
+		opts.MaxOpenConns, opts.MaxIdleConns = DefaultOptions().MaxOpenConns, DefaultOptions().MaxIdleConns
+	}
+	db, err := store.Open(ctx, dsn, opts)
 	if err != nil {
 		t.Fatalf("open %s: %v", store.RedactDSN(dsn), err)
 	}

@@ -1,0 +1,527 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Batch is one merge batch (table merge_batch): the requests one claim took from a partition,
+// carried by one MR.
+type Batch struct {
+	ID         int64
+	Partition  string
+	Project    string
+	Status     BatchStatus
+	Version    int64 // grows on every write; every write is guarded on it (I6)
+	MRIID      int64 // 0: no MR yet
+	PipelineID int64
+	Note       string
+	LeaseOwner string
+	// LeaseUntil: until when the holder (or, for a BLOCKED batch, the operators) may keep the
+	// batch active before the sweep takes it over.
+	LeaseUntil *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	SettledAt  *time.Time
+}
+
+const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, lease_owner, lease_until, created_at, updated_at, settled_at"
+
+func scanBatch(s scanner) (Batch, error) {
+	var b Batch
+	var mr, pipeline nullInt64
+	var owner nullString
+	var until, created, updated, settled dbTime
+	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note, &owner, &until,
+		&created, &updated, &settled); err != nil {
+		return Batch{}, translate(err)
+	}
+	b.MRIID, b.PipelineID, b.LeaseOwner = int64(mr), int64(pipeline), string(owner)
+	b.LeaseUntil, b.CreatedAt, b.UpdatedAt, b.SettledAt = until.ptr(), created.T, updated.T, settled.ptr()
+	return b, nil
+}
+
+func scanBatches(rows interface {
+	scanner
+	Next() bool
+	Err() error
+	Close() error
+}) ([]Batch, error) {
+	defer rows.Close()
+	var out []Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, translate(rows.Err())
+}
+
+// Batch returns batch id (ErrNotFound when unknown).
+func (db *DB) Batch(ctx context.Context, id int64) (Batch, error) {
+	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE id = ?", id))
+	if err != nil {
+		return Batch{}, fmt.Errorf("batch %d: %w", id, err)
+	}
+	return b, nil
+}
+
+// Member is one request a batch claimed (a row of the append-only member history).
+type Member struct {
+	RequestID   int64 // the waiting-set row
+	BatchID     int64
+	OperationID string
+	Action      Action
+	QueuedAt    time.Time
+}
+
+// ClaimOutcome is what one claim round did; the strings are the API's PartitionRound outcomes.
+type ClaimOutcome string
+
+const (
+	ClaimClaimed        ClaimOutcome = "CLAIMED"
+	ClaimSlotOccupied   ClaimOutcome = "SLOT_OCCUPIED"
+	ClaimNothingWaiting ClaimOutcome = "NOTHING_WAITING"
+)
+
+// ClaimInput is one claim round for one partition.
+type ClaimInput struct {
+	Partition string
+	Project   string
+	Max       int           // batch.maxRequests
+	Owner     string        // the instance that will drive the batch (lease owner)
+	Lease     time.Duration // how long before the sweep may take the batch over
+}
+
+// Claim is the result of a claim round.
+type Claim struct {
+	Outcome ClaimOutcome
+	Batch   Batch // set when CLAIMED; its times are not read back
+	Members []Member
+}
+
+// errNothingToClaim rolls the claim transaction back when the read found nothing, so that no
+// empty batch keeps the slot.
+var errNothingToClaim = errors.New("nothing to claim")
+
+// errSlotOccupied rolls back after the slot insert hit the unique key (or lost a deadlock on it).
+var errSlotOccupied = errors.New("slot occupied")
+
+// Claim runs one batch round for a partition (SPEC §5.1). Concurrent rounds — cron on every
+// instance, a manual trigger — are safe: at most one active batch per partition (I1), a request
+// in at most one batch (I2), and enqueues never wait for a claim (I3).
+//
+// The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
+// the round without touching the slot); the batch insert, whose unique active_slot is the mutual
+// exclusion (duplicate → SLOT_OCCUPIED); a plain read of up to Max waiting rows created before
+// the database's now, in (created_at, id) order; nothing read → roll back, releasing the slot;
+// the guarded update by primary key, which must change exactly the rows read; the member history
+// as multi-row inserts. Statements per round: 3 + 2 per 500 members, whatever the waiting set.
+func (db *DB) Claim(ctx context.Context, in ClaimInput) (Claim, error) {
+	if in.Max <= 0 {
+		return Claim{}, fmt.Errorf("claim %s: max %d", in.Partition, in.Max)
+	}
+	// Pre-check on the read pool: no transaction, no lock, no slot churn when idle.
+	if !db.skipClaimPrecheck {
+		var probe int64
+		err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
+			db.now()+" LIMIT 1", in.Partition).Scan(&probe)
+		if err = translate(err); errors.Is(err, ErrNotFound) {
+			return Claim{Outcome: ClaimNothingWaiting}, nil
+		}
+		if err != nil {
+			return Claim{}, fmt.Errorf("claim %s: pre-check: %w", in.Partition, err)
+		}
+	}
+
+	var out Claim
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		out, err = tx.claim(ctx, in)
+		return err
+	})
+	switch {
+	case errors.Is(err, errSlotOccupied):
+		return Claim{Outcome: ClaimSlotOccupied}, nil
+	case errors.Is(err, errNothingToClaim):
+		return Claim{Outcome: ClaimNothingWaiting}, nil
+	case err != nil:
+		return Claim{}, fmt.Errorf("claim %s: %w", in.Partition, err)
+	}
+	return out, nil
+}
+
+func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
+	db := tx.db
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status, lease_owner, lease_until) VALUES (?, ?, ?, ?, "+
+		db.nowPlus()+")", in.Partition, in.Project, BatchRunning, in.Owner, micros(in.Lease))
+	if err = translate(err); errors.Is(err, ErrDuplicate) || errors.Is(err, ErrRetry) {
+		// Duplicate: another batch of this partition is active. Deadlock (MySQL, when several
+		// claimers wait on a slot whose holder rolled back): another claimer holds it now.
+		// Nothing was written; the caller rolls back.
+		return Claim{}, errSlotOccupied
+	}
+	if err != nil {
+		return Claim{}, fmt.Errorf("insert batch: %w", err)
+	}
+	batchID, err := res.LastInsertId()
+	if err != nil {
+		return Claim{}, translate(err)
+	}
+	db.hook("claim.slot")
+
+	// A plain read, never FOR UPDATE (I3): a locking range read would take next-key locks on
+	// the waiting range, exactly the gap new requests insert into, and block every enqueue until
+	// this transaction ends. Without the lock, other claimers are kept out by the slot, and any
+	// unexpected writer is caught by the guarded update below.
+	q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < " +
+		db.now() + " ORDER BY created_at, id LIMIT ?"
+	if db.lockingClaimRead {
+		q += db.forUpdate()
+	}
+	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
+	if err != nil {
+		return Claim{}, fmt.Errorf("read waiting: %w", translate(err))
+	}
+	var members []Member
+	for rows.Next() {
+		m := Member{BatchID: batchID}
+		var queued dbTime
+		if err := rows.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued); err != nil {
+			rows.Close()
+			return Claim{}, translate(err)
+		}
+		m.QueuedAt = queued.T
+		members = append(members, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return Claim{}, translate(err)
+	}
+	if len(members) == 0 {
+		return Claim{}, errNothingToClaim
+	}
+	db.hook("claim.read")
+
+	// I2: claim only rows still unclaimed, by primary key (record locks only, never the waiting
+	// gap), and require every row read to be claimed; anything else rolls the round back.
+	claimed := int64(0)
+	for _, chunk := range chunks(members, maxInList) {
+		args := []any{batchID}
+		for _, m := range chunk {
+			args = append(args, m.RequestID)
+		}
+		res, err := tx.tx.ExecContext(ctx, "UPDATE merge_batch_request SET batch_id = ? WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
+		if err != nil {
+			return Claim{}, fmt.Errorf("claim rows: %w", translate(err))
+		}
+		n, err := affected(res)
+		if err != nil {
+			return Claim{}, translate(err)
+		}
+		claimed += n
+	}
+	if claimed != int64(len(members)) {
+		return Claim{}, fmt.Errorf("claimed %d of %d rows read: %w", claimed, len(members), ErrPreempted)
+	}
+
+	for _, chunk := range chunks(members, maxInList) {
+		args := make([]any, 0, 5*len(chunk))
+		for _, m := range chunk {
+			args = append(args, batchID, m.RequestID, m.OperationID, m.Action, db.timeArg(m.QueuedAt))
+		}
+		if _, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_member (batch_id, request_id, operation_id, action, queued_at) VALUES "+
+			rowsOf("(?, ?, ?, ?, ?)", len(chunk)), args...); err != nil {
+			return Claim{}, fmt.Errorf("member history: %w", translate(err))
+		}
+	}
+	db.hook("claim.written")
+	return Claim{
+		Outcome: ClaimClaimed,
+		Batch:   Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: BatchRunning, Version: 1, LeaseOwner: in.Owner},
+		Members: members,
+	}, nil
+}
+
+// Members returns the requests batch id claimed, from the append-only history, in claim order.
+func (db *DB) Members(ctx context.Context, batchID int64) ([]Member, error) {
+	return members(ctx, db.ro, batchID)
+}
+
+func members(ctx context.Context, q queryer, batchID int64) ([]Member, error) {
+	rows, err := q.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY id", batchID)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []Member
+	for rows.Next() {
+		var m Member
+		var queued dbTime
+		if err := rows.Scan(&m.RequestID, &m.BatchID, &m.OperationID, &m.Action, &queued); err != nil {
+			return nil, translate(err)
+		}
+		m.QueuedAt = queued.T
+		out = append(out, m)
+	}
+	return out, translate(rows.Err())
+}
+
+func memberIDs(ms []Member) (requests []int64, operations []string) {
+	for _, m := range ms {
+		requests = append(requests, m.RequestID)
+		operations = append(operations, m.OperationID)
+	}
+	return requests, operations
+}
+
+// TransitionMembers moves batchID's members with c (the hand-off: BATCHED, MR_CREATED with the
+// MR, MERGING, …) and records the batch on their operations. One read of the members, then
+// transitionMany's statements per 500 members. It returns the operations flipped.
+func (db *DB) TransitionMembers(ctx context.Context, batchID int64, c MemberChange) ([]Operation, error) {
+	var out []Operation
+	err := db.InTx(ctx, func(tx *Tx) error {
+		ms, err := members(ctx, tx.tx, batchID)
+		if err != nil {
+			return err
+		}
+		_, ops := memberIDs(ms)
+		out, err = tx.transitionMany(ctx, ops, c, batchID, "")
+		return err
+	})
+	return out, err
+}
+
+// BatchChange is a guarded write to an active batch: its status (RUNNING ↔ BLOCKED; settling
+// goes through Settle), its MR and pipeline, a note, a new lease.
+type BatchChange struct {
+	Status     BatchStatus // "" keeps it
+	MRIID      int64
+	PipelineID int64
+	Note       string
+	// Lease > 0 sets lease_until to now + Lease: the holder's renewal, or for a BLOCKED batch how
+	// long operators have before the sweep settles it.
+	Lease time.Duration
+}
+
+// UpdateBatch writes c to the batch cur, guarded on cur.Version (0 rows → ErrPreempted) and on the
+// batch transition table (illegal → *ErrIllegalBatchTransition, nothing written).
+func (db *DB) UpdateBatch(ctx context.Context, cur Batch, c BatchChange) (Batch, error) {
+	to := c.Status
+	if to == "" {
+		to = cur.Status
+	}
+	if !to.Active() || !CanTransitionBatch(cur.Status, to) {
+		return Batch{}, &ErrIllegalBatchTransition{From: cur.Status, To: to}
+	}
+	set := "status = ?, version = version + 1, updated_at = " + db.now()
+	args := []any{to}
+	if c.MRIID != 0 {
+		set += ", mr_iid = ?"
+		args = append(args, c.MRIID)
+	}
+	if c.PipelineID != 0 {
+		set += ", pipeline_id = ?"
+		args = append(args, c.PipelineID)
+	}
+	if c.Note != "" {
+		set += ", note = ?"
+		args = append(args, clipNote(c.Note))
+	}
+	if c.Lease > 0 {
+		set += ", lease_until = " + db.nowPlus()
+		args = append(args, micros(c.Lease))
+	}
+	args = append(args, cur.ID, cur.Version)
+	res, err := db.rw.ExecContext(ctx, "UPDATE merge_batch SET "+set+" WHERE id = ? AND version = ?", args...)
+	if err := requireOne(res, err, "update batch %d", cur.ID); err != nil {
+		return Batch{}, err
+	}
+	return db.Batch(ctx, cur.ID)
+}
+
+// Settlement ends a batch: SUCCEEDED (its MR merged) or FAILED (closed, or no MR).
+type Settlement struct {
+	BatchID int64
+	Version int64 // the version the settler read: the guard
+	Status  BatchStatus
+	Note    string
+	// Members, when set, moves the members in the same transaction (e.g. MERGING → MERGED, or
+	// → CREATE_FAILED with the failure step).
+	Members *MemberChange
+}
+
+// Settled is what a settlement did.
+type Settled struct {
+	Members []Member    // every member claimed by the batch
+	Flipped []Operation // the members moved by Settlement.Members
+	Removed int         // processing rows removed (FAILED)
+}
+
+// Settle ends a batch (SPEC §5.3, §4 settlement). Its first statement is the guarded batch write
+// — RUNNING/BLOCKED → terminal at the version read, which also frees the partition's slot — so
+// that a second settler (the lease sweep racing the running worker) fails at once with
+// ErrPreempted and the member resets never run twice. Then, for FAILED, the members' rows in the
+// waiting set are removed in the same transaction (they may be admitted again; the member
+// history keeps them); then the optional member transition.
+func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
+	if s.Status != BatchSucceeded && s.Status != BatchFailed {
+		return Settled{}, &ErrIllegalBatchTransition{From: BatchRunning, To: s.Status}
+	}
+	if s.Members != nil {
+		if err := s.Members.check(); err != nil {
+			return Settled{}, err
+		}
+	}
+	var out Settled
+	err := db.InTx(ctx, func(tx *Tx) error {
+		res, err := tx.tx.ExecContext(ctx, "UPDATE merge_batch SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
+			", settled_at = "+db.now()+", lease_owner = NULL, lease_until = NULL WHERE id = ? AND version = ? AND status IN (?, ?)",
+			s.Status, clipNote(s.Note), s.BatchID, s.Version, BatchRunning, BatchBlocked)
+		if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
+			return err
+		}
+		db.hook("settle.batch")
+		ms, err := members(ctx, tx.tx, s.BatchID)
+		if err != nil {
+			return err
+		}
+		out.Members = ms
+		requests, ops := memberIDs(ms)
+		if s.Status == BatchFailed {
+			for _, chunk := range chunks(requests, maxInList) {
+				res, err := tx.tx.ExecContext(ctx, "DELETE FROM merge_batch_request WHERE batch_id = ? AND id IN "+inList(len(chunk)),
+					append([]any{s.BatchID}, anys(chunk)...)...)
+				if err != nil {
+					return fmt.Errorf("remove members of batch %d: %w", s.BatchID, translate(err))
+				}
+				n, err := affected(res)
+				if err != nil {
+					return translate(err)
+				}
+				out.Removed += int(n)
+			}
+		}
+		if s.Members != nil {
+			out.Flipped, err = tx.transitionMany(ctx, ops, *s.Members, s.BatchID, "")
+		}
+		return err
+	})
+	if err != nil {
+		return Settled{}, err
+	}
+	return out, nil
+}
+
+// RenewBatchLease extends owner's lease on an active batch to ttl from now, without changing the
+// version. Lost (taken over, or settled) → ErrPreempted.
+func (db *DB) RenewBatchLease(ctx context.Context, id int64, owner string, ttl time.Duration) error {
+	res, err := db.rw.ExecContext(ctx, "UPDATE merge_batch SET lease_until = "+db.nowPlus()+" WHERE id = ? AND lease_owner = ? AND status IN (?, ?)",
+		micros(ttl), id, owner, BatchRunning, BatchBlocked)
+	return requireOne(res, err, "renew lease of batch %d", id)
+}
+
+// TakeOverBatch makes owner the holder of an active batch whose lease expired (by the database
+// clock), guarded on cur.Version; the version bump fences the previous holder out.
+func (db *DB) TakeOverBatch(ctx context.Context, cur Batch, owner string, ttl time.Duration) (Batch, error) {
+	res, err := db.rw.ExecContext(ctx, "UPDATE merge_batch SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
+		" WHERE id = ? AND version = ? AND status IN (?, ?) AND (lease_until IS NULL OR lease_until < "+db.now()+")",
+		owner, micros(ttl), cur.ID, cur.Version, BatchRunning, BatchBlocked)
+	if err := requireOne(res, err, "take over batch %d", cur.ID); err != nil {
+		return Batch{}, err
+	}
+	return db.Batch(ctx, cur.ID)
+}
+
+// ExpiredBatches returns up to limit active batches whose lease expired by the database clock:
+// a crashed or stalled holder (RUNNING), or a BLOCKED batch nobody resolved in time. The sweep
+// takes them over and settles or resumes them.
+func (db *DB) ExpiredBatches(ctx context.Context, limit int) ([]Batch, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE status IN (?, ?) AND lease_until < "+db.now()+
+		" ORDER BY lease_until LIMIT ?", BatchRunning, BatchBlocked, limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return scanBatches(rows)
+}
+
+// BatchFilter selects the ops console's batch list; empty fields match everything.
+type BatchFilter struct {
+	Partition string
+	Status    BatchStatus
+	Page
+}
+
+// BatchWithMembers is a batch and its members' applications, in claim order.
+type BatchWithMembers struct {
+	Batch   Batch
+	Members []Operation
+}
+
+// Batches lists batches newest first, each with its members (two queries per page).
+func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, string, error) {
+	c, after, err := decodeCursor(f.Cursor, false)
+	if err != nil {
+		return nil, "", err
+	}
+	q := "SELECT " + batchColumns + " FROM merge_batch WHERE 1 = 1"
+	var args []any
+	if f.Partition != "" {
+		q += " AND partition_key = ?"
+		args = append(args, f.Partition)
+	}
+	if f.Status != "" {
+		q += " AND status = ?"
+		args = append(args, f.Status)
+	}
+	if after {
+		q += " AND id < ?"
+		args = append(args, c.ID)
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, f.limit()+1)
+	rows, err := db.ro.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", translate(err)
+	}
+	batches, err := scanBatches(rows)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(batches) > f.limit() {
+		batches = batches[:f.limit()]
+		next = cursor{ID: batches[len(batches)-1].ID}.encode(false)
+	}
+	out := make([]BatchWithMembers, len(batches))
+	index := map[int64]int{}
+	ids := make([]any, len(batches))
+	for i, b := range batches {
+		out[i].Batch = b
+		index[b.ID] = i
+		ids[i] = b.ID
+	}
+	if len(ids) == 0 {
+		return out, next, nil
+	}
+	mrows, err := db.ro.QueryContext(ctx, "SELECT m.batch_id, "+prefixed("o.", operationColumns)+" FROM merge_batch_member m "+
+		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id IN "+inList(len(ids))+" ORDER BY m.batch_id, m.id", ids...)
+	if err != nil {
+		return nil, "", translate(err)
+	}
+	defer mrows.Close()
+	for mrows.Next() {
+		var batchID int64
+		o, err := scanOperation(mrows, &batchID)
+		if err != nil {
+			return nil, "", err
+		}
+		i := index[batchID]
+		out[i].Members = append(out[i].Members, o)
+	}
+	return out, next, translate(mrows.Err())
+}

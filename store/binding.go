@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Binding is the user-visible state of one subject–target relation (table binding). There is
+// one row per relation (I5); OperationID names the application currently driving it.
+type Binding struct {
+	ID          int64
+	SubjectID   string
+	TargetKey   string
+	Status      BindingStatus
+	OperationID string
+	// Version grows by one on every write; every write is guarded on it (I6).
+	Version   int64
+	ExpiresAt *time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+const bindingColumns = "id, subject_id, target_key, status, operation_id, version, expires_at, created_at, updated_at"
+
+func scanBinding(s scanner) (Binding, error) {
+	var b Binding
+	var expires, created, updated dbTime
+	if err := s.Scan(&b.ID, &b.SubjectID, &b.TargetKey, &b.Status, &b.OperationID, &b.Version, &expires, &created, &updated); err != nil {
+		return Binding{}, translate(err)
+	}
+	b.ExpiresAt, b.CreatedAt, b.UpdatedAt = expires.ptr(), created.T, updated.T
+	return b, nil
+}
+
+// BindingByOperation returns the binding whose current application is operationID. After a
+// re-application replaced the operationId, the old one finds nothing (ErrNotFound): that is how
+// a late callback for an old application is recognised as stale.
+func (db *DB) BindingByOperation(ctx context.Context, operationID string) (Binding, error) {
+	return bindingByOperation(ctx, db.ro, operationID)
+}
+
+// BindingByOperation is DB.BindingByOperation inside the transaction.
+func (tx *Tx) BindingByOperation(ctx context.Context, operationID string) (Binding, error) {
+	return bindingByOperation(ctx, tx.tx, operationID)
+}
+
+func bindingByOperation(ctx context.Context, q queryer, operationID string) (Binding, error) {
+	b, err := scanBinding(q.QueryRowContext(ctx, "SELECT "+bindingColumns+" FROM binding WHERE operation_id = ?", operationID))
+	if err != nil {
+		return Binding{}, fmt.Errorf("binding of operation %s: %w", operationID, err)
+	}
+	return b, nil
+}
+
+// BindingFor returns the relation's row, ErrNotFound when the subject never applied for target.
+func (db *DB) BindingFor(ctx context.Context, subjectID, targetKey string) (Binding, error) {
+	return bindingFor(ctx, db.ro, subjectID, targetKey)
+}
+
+func bindingFor(ctx context.Context, q queryer, subjectID, targetKey string) (Binding, error) {
+	b, err := scanBinding(q.QueryRowContext(ctx, "SELECT "+bindingColumns+" FROM binding WHERE subject_id = ? AND target_key = ?", subjectID, targetKey))
+	if err != nil {
+		return Binding{}, fmt.Errorf("binding %s/%s: %w", subjectID, targetKey, err)
+	}
+	return b, nil
+}
+
+// ExpiredBindings returns up to limit VALIDATED bindings whose expires_at has passed by the
+// database clock, oldest expiry first: the expiry cron starts their close phase.
+func (db *DB) ExpiredBindings(ctx context.Context, limit int) ([]Binding, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+bindingColumns+" FROM binding WHERE status = ? AND expires_at < "+db.now()+
+		" ORDER BY expires_at LIMIT ?", StatusValidated, limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []Binding
+	for rows.Next() {
+		b, err := scanBinding(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, translate(rows.Err())
+}

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// MemberChange moves many requests at once (a batch's members at hand-off and settlement,
+// reconciliation): those whose status is one of From go to To / Step; the others are left alone
+// and reported as not flipped. Every From → To must be in the transition table.
+type MemberChange struct {
+	From       []BindingStatus
+	To         BindingStatus
+	Step       Step
+	Note       string
+	MRIID      int64 // > 0: record the batch's MR on every flipped operation
+	PipelineID int64 // > 0: record its pipeline
+}
+
+func (c MemberChange) check() error {
+	if len(c.From) == 0 {
+		return fmt.Errorf("member change to %s: no From statuses", c.To)
+	}
+	for _, f := range c.From {
+		if !CanTransition(f, c.To) {
+			return &ErrIllegalTransition{From: f, To: c.To}
+		}
+	}
+	return nil
+}
+
+// transitionMany applies c to the given operations, a chunk of at most maxInList ids per
+// statement, never a statement per row. Per chunk: a locking read of the operations (the one
+// lock order: operation first), the operation update, the binding update (which must change
+// exactly the rows flipped, else ErrPreempted), and a multi-row insert into the step history.
+// batchID > 0 records the batch on the operations. project != "" restricts the flip to that
+// project's operations. It returns the operations flipped, as they are after the change.
+func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c MemberChange, batchID int64, project string) ([]Operation, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	db := tx.db
+	ids := slices.Clone(operationIDs)
+	// Sorted and deduplicated: every bulk writer takes its row locks in the same order.
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var flipped []Operation
+	for _, chunk := range chunks(ids, maxInList) {
+		rows, err := tx.tx.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE operation_id IN "+inList(len(chunk))+db.forUpdate(),
+			anys(chunk)...)
+		if err != nil {
+			return nil, translate(err)
+		}
+		ops, err := scanOperations(rows)
+		if err != nil {
+			return nil, err
+		}
+		var eligible []string
+		var moved []Operation
+		for _, o := range ops {
+			if slices.Contains(c.From, o.Status) && (project == "" || o.Project == project) {
+				eligible = append(eligible, o.OperationID)
+				moved = append(moved, o)
+			}
+		}
+		if len(eligible) == 0 {
+			continue
+		}
+
+		set := "status = ?, step = ?, version = version + 1, updated_at = " + db.now()
+		args := []any{c.To, c.Step}
+		if c.MRIID != 0 {
+			set += ", mr_iid = ?"
+			args = append(args, c.MRIID)
+		}
+		if c.PipelineID != 0 {
+			set += ", pipeline_id = ?"
+			args = append(args, c.PipelineID)
+		}
+		if batchID != 0 {
+			set += ", batch_id = ?"
+			args = append(args, batchID)
+		}
+		res, err := tx.tx.ExecContext(ctx, "UPDATE operation SET "+set+" WHERE operation_id IN "+inList(len(eligible)),
+			append(args, anys(eligible)...)...)
+		if err := requireN(res, err, len(eligible), "move %d operations to %s", len(eligible), c.To); err != nil {
+			return nil, err
+		}
+		args = append([]any{c.To}, anys(eligible)...)
+		args = append(args, anys(c.From)...)
+		res, err = tx.tx.ExecContext(ctx, "UPDATE binding SET status = ?, version = version + 1, updated_at = "+db.now()+
+			" WHERE operation_id IN "+inList(len(eligible))+" AND status IN "+inList(len(c.From)), args...)
+		if err := requireN(res, err, len(eligible), "move %d bindings to %s", len(eligible), c.To); err != nil {
+			return nil, err
+		}
+		if err := insertSteps(ctx, tx.tx, eligible, c.Step, c.To, c.Note); err != nil {
+			return nil, err
+		}
+		for _, o := range moved {
+			o.Status, o.Step, o.Version = c.To, c.Step, o.Version+1
+			if c.MRIID != 0 {
+				o.MRIID = c.MRIID
+			}
+			if c.PipelineID != 0 {
+				o.PipelineID = c.PipelineID
+			}
+			if batchID != 0 {
+				o.BatchID = batchID
+			}
+			flipped = append(flipped, o)
+		}
+	}
+	return flipped, nil
+}
+
+// requireN checks that a bulk guarded write changed exactly n rows (else ErrPreempted: a row
+// changed without its operation lock, and the whole transaction rolls back).
+func requireN(res interface{ RowsAffected() (int64, error) }, err error, n int, format string, args ...any) error {
+	if err != nil {
+		return fmt.Errorf(format+": %w", append(args, translate(err))...)
+	}
+	got, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf(format+": %w", append(args, translate(err))...)
+	}
+	if got != int64(n) {
+		return fmt.Errorf(format+": %d of %d rows: %w", append(args, got, n, ErrPreempted)...)
+	}
+	return nil
+}
+
+// TransitionMany moves many requests at once (see MemberChange) and returns those flipped.
+func (db *DB) TransitionMany(ctx context.Context, operationIDs []string, c MemberChange) ([]Operation, error) {
+	var out []Operation
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		out, err = tx.transitionMany(ctx, operationIDs, c, 0, "")
+		return err
+	})
+	return out, err
+}
+
+// MarkValidated flips the given requests MERGED → VALIDATED (step CALLED_BACK), locking
+// operation then binding, and returns only the rows it really flipped: a request already
+// VALIDATED — by a racing deploy callback or reconciliation — is not returned, so the caller
+// emits the "validated" metric for exactly the returned rows, after this returns (the commit).
+func (db *DB) MarkValidated(ctx context.Context, operationIDs ...string) ([]Operation, error) {
+	var out []Operation
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		out, err = tx.markValidated(ctx, operationIDs, "")
+		return err
+	})
+	return out, err
+}
+
+func (tx *Tx) markValidated(ctx context.Context, operationIDs []string, project string) ([]Operation, error) {
+	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []BindingStatus{StatusMerged}, To: StatusValidated, Step: StepCalledBack}, 0, project)
+}

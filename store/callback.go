@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// RecordApprovalCallback records an approval callback by its own request id and reports whether
+// it is new: false means it was already recorded (the duplicate key is the answer; the stored
+// row is never overwritten). Record it in the transaction that acts on it (Tx variant), so a
+// crash cannot leave a callback marked as seen but not acted upon.
+func (db *DB) RecordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
+	var fresh bool
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		fresh, err = tx.RecordApprovalCallback(ctx, callbackID, operationID, result)
+		return err
+	})
+	return fresh, err
+}
+
+// RecordApprovalCallback is DB.RecordApprovalCallback inside the transaction.
+func (tx *Tx) RecordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
+	_, err := tx.tx.ExecContext(ctx, "INSERT INTO approval_callback (callback_id, operation_id, result) VALUES (?, ?, ?)",
+		callbackID, operationID, result)
+	if err = translate(err); errors.Is(err, ErrDuplicate) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("record approval callback %s: %w", callbackID, err)
+	}
+	return true, nil
+}
+
+// Deploy is a verified deploy callback: the project's MR mrIID was deployed. OperationIDs, when
+// the pipeline sends them, name exactly the requests it carried.
+type Deploy struct {
+	Project      string
+	MRIID        int64
+	OperationIDs []string
+}
+
+// Deployed is what recording a deploy callback did.
+type Deployed struct {
+	Fresh     bool        // false: this (project, MR) was already recorded
+	Validated []Operation // the requests flipped MERGED → VALIDATED by this call
+}
+
+// RecordDeploy records the callback (duplicate (project, mrIid) = already recorded) and, in the
+// same transaction, validates its requests: exactly OperationIDs when given (restricted to the
+// project), else the MERGED operations of that MR. Validated lists only real flips, for the
+// metric after commit. A duplicate still validates: it is idempotent and heals nothing-to-do.
+func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
+	if d.MRIID <= 0 || d.Project == "" {
+		return Deployed{}, fmt.Errorf("deploy callback: project %q, mrIid %d", d.Project, d.MRIID)
+	}
+	var out Deployed
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var ids any
+		if len(d.OperationIDs) > 0 {
+			raw, err := json.Marshal(d.OperationIDs)
+			if err != nil {
+				return err
+			}
+			ids = string(raw)
+		}
+		_, err := tx.tx.ExecContext(ctx, "INSERT INTO deploy_callback (project, mr_iid, operation_ids) VALUES (?, ?, ?)", d.Project, d.MRIID, ids)
+		switch err = translate(err); {
+		case err == nil:
+			out.Fresh = true
+		case !errors.Is(err, ErrDuplicate):
+			return fmt.Errorf("record deploy %s!%d: %w", d.Project, d.MRIID, err)
+		}
+		targets := d.OperationIDs
+		if len(targets) == 0 {
+			ops, err := operationsByMR(ctx, tx.tx, d.Project, d.MRIID)
+			if err != nil {
+				return err
+			}
+			for _, o := range ops {
+				targets = append(targets, o.OperationID)
+			}
+		}
+		out.Validated, err = tx.markValidated(ctx, targets, d.Project)
+		return err
+	})
+	return out, err
+}
+
+// Merged is a MERGED request waiting for its deploy callback.
+type Merged struct {
+	OperationID string
+	Project     string
+	MRIID       int64
+}
+
+// MergedBetween returns, in one query, the MERGED requests whose last change lies inside
+// (now − maxAge, now − minAge) by the database clock, with their MR: younger ones may only have a
+// callback on its way, older ones left the window (bounding one run's work). Uses the binding
+// index (status, updated_at).
+func (db *DB) MergedBetween(ctx context.Context, minAge, maxAge time.Duration) ([]Merged, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT b.operation_id, o.project, o.mr_iid FROM binding b "+
+		"JOIN operation o ON o.operation_id = b.operation_id "+
+		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus()+" AND b.updated_at < "+db.nowPlus()+" AND o.mr_iid IS NOT NULL",
+		StatusMerged, -micros(maxAge), -micros(minAge))
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []Merged
+	for rows.Next() {
+		var m Merged
+		if err := rows.Scan(&m.OperationID, &m.Project, &m.MRIID); err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, m)
+	}
+	return out, translate(rows.Err())
+}
+
+// DeployWatermarks returns, in one query, the highest MR number called back per project (read
+// from the (project, mr_iid) index; MR numbers are integers, never sorted as strings).
+func (db *DB) DeployWatermarks(ctx context.Context) (map[string]int64, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT project, MAX(mr_iid) FROM deploy_callback GROUP BY project")
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var p string
+		var iid int64
+		if err := rows.Scan(&p, &iid); err != nil {
+			return nil, translate(err)
+		}
+		out[p] = iid
+	}
+	return out, translate(rows.Err())
+}
+
+// Reconciled is what a reconciliation run did.
+type Reconciled struct {
+	Scanned   int
+	Validated []Operation // real flips only: emit the metric for these, after return
+}
+
+// Reconcile closes the gap left by lost deploy callbacks (SPEC §4): MergedBetween and
+// DeployWatermarks (two reads), then MarkValidated for every row whose MR number is at or below
+// its project's watermark — MR numbers grow per project and the deploy pipeline runs in merge
+// order, so a later MR's callback proves this one deployed. Writes are chunked by 500; the
+// statement count does not depend on rows otherwise.
+func (db *DB) Reconcile(ctx context.Context, minAge, maxAge time.Duration) (Reconciled, error) {
+	merged, err := db.MergedBetween(ctx, minAge, maxAge)
+	if err != nil {
+		return Reconciled{}, fmt.Errorf("reconcile: %w", err)
+	}
+	if len(merged) == 0 {
+		return Reconciled{}, nil
+	}
+	marks, err := db.DeployWatermarks(ctx)
+	if err != nil {
+		return Reconciled{}, fmt.Errorf("reconcile: %w", err)
+	}
+	var due []string
+	for _, m := range merged {
+		if mark, ok := marks[m.Project]; ok && m.MRIID <= mark {
+			due = append(due, m.OperationID)
+		}
+	}
+	out := Reconciled{Scanned: len(merged)}
+	if len(due) == 0 {
+		return out, nil
+	}
+	slices.Sort(due)
+	// One transaction per chunk: a 100,000-row run never holds 100,000 row locks at once, and a
+	// failure keeps the chunks already committed (each flip is final and idempotent).
+	for _, chunk := range chunks(due, maxInList) {
+		flipped, err := db.MarkValidated(ctx, chunk...)
+		if err != nil {
+			return out, fmt.Errorf("reconcile: %w", err)
+		}
+		out.Validated = append(out.Validated, flipped...)
+	}
+	return out, nil
+}

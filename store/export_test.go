@@ -1,0 +1,17 @@
+package store
+
+// Test-only access to the transaction pause points and to the locking claim read that the
+// product never uses (it exists to show, in a test and a benchmark, why the claim reads plainly).
+
+// SetPause installs fn, called at named points inside transactions ("claim.slot", "claim.read",
+// "claim.written", "settle.batch").
+func SetPause(db *DB, fn func(point string)) { db.pause = fn }
+
+// SetLockingClaimRead makes Claim read its waiting rows FOR UPDATE.
+func SetLockingClaimRead(db *DB, on bool) { db.lockingClaimRead = on }
+
+// MaxInList is the chunk size of IN lists and multi-row inserts.
+const MaxInList = maxInList
+
+// SetSkipClaimPrecheck makes Claim start its transaction without the lock-free pre-check.
+func SetSkipClaimPrecheck(db *DB, on bool) { db.skipClaimPrecheck = on }

@@ -1,0 +1,210 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// bg is the context of test steps that must not be cancelled.
+var bg = context.Background()
+
+// application returns an approval-first application for subject on target (project "infra/acl").
+func application(opID, subject, target string) store.Application {
+	return store.Application{
+		OperationID: opID, SubjectID: subject, TargetKey: target, Project: "infra/acl", Flow: "approval-first",
+		Reason: "test", Status: store.StatusApprovalSending, Step: store.StepApprovalSending,
+	}
+}
+
+// mustApply applies and fails the test on error.
+func mustApply(t testing.TB, db *store.DB, a store.Application) store.Request {
+	t.Helper()
+	r, err := db.Apply(bg, a)
+	if err != nil {
+		t.Fatalf("apply %s: %v", a.OperationID, err)
+	}
+	return r
+}
+
+// mustMove reads the request and moves it through each status in turn (legal transitions).
+func mustMove(t testing.TB, db *store.DB, opID string, path ...store.BindingStatus) store.Request {
+	t.Helper()
+	var r store.Request
+	for _, to := range path {
+		cur, err := db.Request(bg, opID)
+		if err != nil {
+			t.Fatalf("read %s: %v", opID, err)
+		}
+		r, err = db.Transition(bg, cur, store.Change{To: to, Step: stepFor(to)})
+		if err != nil {
+			t.Fatalf("move %s → %s: %v", opID, to, err)
+		}
+	}
+	return r
+}
+
+// stepFor is a plausible step for a status, for tests that only care about statuses.
+func stepFor(s store.BindingStatus) store.Step {
+	switch s {
+	case store.StatusApprovalSent:
+		return store.StepApprovalSent
+	case store.StatusRejected:
+		return store.StepApprovalRejected
+	case store.StatusMRCreating:
+		return store.StepQueued
+	case store.StatusMRCreated:
+		return store.StepCreateSucceeded
+	case store.StatusMerging:
+		return store.StepHandleStarted
+	case store.StatusMerged:
+		return store.StepHandleMerged
+	case store.StatusValidated:
+		return store.StepCalledBack
+	case store.StatusCreateFailed:
+		return store.StepCreateFailed
+	case store.StatusHandleFailed:
+		return store.StepHandleFailed
+	case store.StatusClosed:
+		return store.StepCloseSucceeded
+	}
+	return store.StepCreateStarted
+}
+
+// queued creates n approved requests in partition and admits them; it returns their ids.
+func queued(t testing.TB, db *store.DB, partition string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-op-%04d", strings.ReplaceAll(partition, "/", "-"), i)
+	}
+	seedQueued(t, db, partition, ids)
+	return ids
+}
+
+// seedQueued writes requests already approved and waiting (MR_CREATING, step QUEUED) in bulk,
+// with raw multi-row inserts so that large fixtures stay fast; then it admits them.
+func seedQueued(t testing.TB, db *store.DB, partition string, ids []string) {
+	t.Helper()
+	seedRequests(t, db, partition, ids, store.StatusMRCreating, store.StepQueued, 0)
+	for start := 0; start < len(ids); start += 500 {
+		end := min(start+500, len(ids))
+		var vals []string
+		var args []any
+		for _, id := range ids[start:end] {
+			vals = append(vals, "(?, ?, ?)")
+			args = append(args, id, store.ActionAdd, partition)
+		}
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch_request (operation_id, action, partition_key) VALUES "+strings.Join(vals, ", "), args...); err != nil {
+			t.Fatalf("seed waiting: %v", err)
+		}
+	}
+}
+
+// seedRequests writes operation + binding rows in a given state, in bulk (fixtures only; the
+// product goes through Apply and Transition).
+func seedRequests(t testing.TB, db *store.DB, project string, ids []string, status store.BindingStatus, step store.Step, mrIID int64) {
+	t.Helper()
+	for start := 0; start < len(ids); start += 500 {
+		end := min(start+500, len(ids))
+		var ops, binds []string
+		var opArgs, bindArgs []any
+		for _, id := range ids[start:end] {
+			ops = append(ops, "(?, ?, ?, ?, 'approval-first', '', ?, ?, ?)")
+			opArgs = append(opArgs, id, "subject-"+id, "target", project, status, step, nullable(mrIID))
+			binds = append(binds, "(?, ?, ?, ?)")
+			bindArgs = append(bindArgs, "subject-"+id, "target", status, id)
+		}
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step, mr_iid) VALUES "+
+			strings.Join(ops, ", "), opArgs...); err != nil {
+			t.Fatalf("seed operations: %v", err)
+		}
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES "+
+			strings.Join(binds, ", "), bindArgs...); err != nil {
+			t.Fatalf("seed bindings: %v", err)
+		}
+	}
+}
+
+func nullable(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// count runs a COUNT(*) query.
+func count(t testing.TB, db *store.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Raw().QueryRowContext(bg, query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// statements counts what the driver runs, by statement kind (first word) and in total.
+type statements struct {
+	mu     sync.Mutex
+	on     atomic.Bool
+	all    []store.Statement
+	counts map[string]int
+}
+
+func (s *statements) observe(st store.Statement) {
+	if !s.on.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all = append(s.all, st)
+	verb, _, _ := strings.Cut(strings.TrimSpace(st.Query), " ")
+	s.counts[strings.ToUpper(verb)]++
+}
+
+// during counts the statements fn runs.
+func (s *statements) during(t testing.TB, fn func()) (total int, byVerb map[string]int, all []store.Statement) {
+	t.Helper()
+	s.mu.Lock()
+	s.all, s.counts = nil, map[string]int{}
+	s.mu.Unlock()
+	s.on.Store(true)
+	fn()
+	s.on.Store(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.counts {
+		total += n
+	}
+	return total, s.counts, s.all
+}
+
+// eachCounting is storetest.Each with a statement observer on the database.
+func eachCounting(t *testing.T, fn func(t *testing.T, db *store.DB, st *statements)) {
+	t.Helper()
+	var st *statements
+	storetest.EachWith(t, func(*testing.T) store.Options {
+		st = &statements{counts: map[string]int{}}
+		return store.Options{OnStatement: st.observe}
+	}, func(t *testing.T, db *store.DB) { fn(t, db, st) })
+}
+
+// waitFor polls cond until it holds, failing after a generous deadline (a hang guard, not a
+// timing assertion).
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+)
+
+// Statement is one SQL statement as the driver receives it: the query text with its placeholders
+// and the bound values. OnStatement sees it before the driver runs it.
+type Statement struct {
+	Query string
+	Args  []any
+}
+
+// observedConnector wraps a driver.Connector so that every statement a connection runs is reported
+// to fn before it runs. Tests count statements with it (claim, hand-off, settlement and
+// reconciliation must not issue a statement per row) and EXPLAIN what was captured. Transaction
+// boundaries (BEGIN, COMMIT, ROLLBACK) are not statements here.
+type observedConnector struct {
+	driver.Connector
+	fn func(Statement)
+}
+
+func (c observedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &observedConn{Conn: conn, fn: c.fn}, nil
+}
+
+// observedConn forwards every optional interface both drivers implement: a wrapper that hid them
+// would make database/sql fall back to prepare+execute (a different statement count and, on
+// MySQL, a different protocol) and lose context cancellation of lock waits.
+type observedConn struct {
+	driver.Conn
+	fn func(Statement)
+}
+
+var (
+	_ driver.ConnBeginTx        = (*observedConn)(nil)
+	_ driver.ConnPrepareContext = (*observedConn)(nil)
+	_ driver.ExecerContext      = (*observedConn)(nil)
+	_ driver.QueryerContext     = (*observedConn)(nil)
+	_ driver.Pinger             = (*observedConn)(nil)
+	_ driver.SessionResetter    = (*observedConn)(nil)
+	_ driver.Validator          = (*observedConn)(nil)
+	_ driver.NamedValueChecker  = (*observedConn)(nil)
+)
+
+// Unwrap returns the driver's connection (modernc's sqlite.Limit looks through wrappers this way).
+func (c *observedConn) Unwrap() driver.Conn { return c.Conn }
+
+func (c *observedConn) report(query string, args []driver.NamedValue) {
+	vals := make([]any, len(args))
+	for i, a := range args {
+		vals[i] = a.Value
+	}
+	c.fn(Statement{Query: query, Args: vals})
+}
+
+func (c *observedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
+		return b.BeginTx(ctx, opts)
+	}
+	return c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
+}
+
+func (c *observedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	var st driver.Stmt
+	var err error
+	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
+		st, err = p.PrepareContext(ctx, query)
+	} else {
+		st, err = c.Conn.Prepare(query)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &observedStmt{Stmt: st, query: query, conn: c}, nil
+}
+
+func (c *observedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	e, ok := c.Conn.(driver.ExecerContext)
+	if !ok {
+		return nil, driver.ErrSkip
+	}
+	c.report(query, args)
+	return e.ExecContext(ctx, query, args)
+}
+
+func (c *observedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	q, ok := c.Conn.(driver.QueryerContext)
+	if !ok {
+		return nil, driver.ErrSkip
+	}
+	c.report(query, args)
+	return q.QueryContext(ctx, query, args)
+}
+
+func (c *observedConn) Ping(ctx context.Context) error {
+	if p, ok := c.Conn.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+func (c *observedConn) ResetSession(ctx context.Context) error {
+	if r, ok := c.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (c *observedConn) IsValid() bool {
+	if v, ok := c.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+func (c *observedConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if ch, ok := c.Conn.(driver.NamedValueChecker); ok {
+		return ch.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+// observedStmt reports prepared statements when they run (database/sql prepares when the driver
+// answers ErrSkip to a direct execution).
+type observedStmt struct {
+	driver.Stmt
+	query string
+	conn  *observedConn
+}
+
+func (s *observedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	s.conn.report(s.query, args)
+	if e, ok := s.Stmt.(driver.StmtExecContext); ok {
+		return e.ExecContext(ctx, args)
+	}
+	vals, err := plainValues(args)
+	if err != nil {
+		return nil, err
+	}
+	return s.Stmt.Exec(vals) //nolint:staticcheck // fallback for drivers without ExecContext
+}
+
+func (s *observedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.conn.report(s.query, args)
+	if q, ok := s.Stmt.(driver.StmtQueryContext); ok {
+		return q.QueryContext(ctx, args)
+	}
+	vals, err := plainValues(args)
+	if err != nil {
+		return nil, err
+	}
+	return s.Stmt.Query(vals) //nolint:staticcheck // fallback for drivers without QueryContext
+}
+
+func (s *observedStmt) CheckNamedValue(nv *driver.NamedValue) error {
+	if ch, ok := s.Stmt.(driver.NamedValueChecker); ok {
+		return ch.CheckNamedValue(nv)
+	}
+	return s.conn.CheckNamedValue(nv)
+}
+
+func plainValues(args []driver.NamedValue) ([]driver.Value, error) {
+	out := make([]driver.Value, len(args))
+	for i, a := range args {
+		if a.Name != "" {
+			return nil, errors.New("named parameters are not supported")
+		}
+		out[i] = a.Value
+	}
+	return out, nil
+}

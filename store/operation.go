@@ -1,0 +1,253 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Operation is one application (table operation), identified by the client's operationId: its
+// fine-grained step and, in Status, the binding status as of its last transition — equal to the
+// binding's while it is the relation's current application, the last status it reached once a
+// re-application replaced it (so "my requests" shows every application with its outcome).
+type Operation struct {
+	ID          int64
+	OperationID string
+	SubjectID   string
+	TargetKey   string
+	Project     string
+	Flow        string
+	Reason      string
+	Status      BindingStatus
+	Step        Step
+	// Version grows by one on every write and on every lease acquisition (so a holder whose
+	// lease was taken over fails its next write: the version is also the fencing token).
+	Version    int64
+	MRIID      int64 // 0: no MR yet
+	PipelineID int64 // 0: none
+	BatchID    int64 // 0: not batched (legacy flow, or still waiting)
+	LeaseOwner string
+	LeaseUntil *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +
+	"mr_iid, pipeline_id, batch_id, lease_owner, lease_until, created_at, updated_at"
+
+// scanOperation scans operationColumns, after the lead columns of a join when given.
+func scanOperation(s scanner, lead ...any) (Operation, error) {
+	var o Operation
+	var mr, pipeline, batch nullInt64
+	var owner nullString
+	var until, created, updated dbTime
+	if err := s.Scan(append(lead, &o.ID, &o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step,
+		&o.Version, &mr, &pipeline, &batch, &owner, &until, &created, &updated)...); err != nil {
+		return Operation{}, translate(err)
+	}
+	o.MRIID, o.PipelineID, o.BatchID, o.LeaseOwner = int64(mr), int64(pipeline), int64(batch), string(owner)
+	o.LeaseUntil, o.CreatedAt, o.UpdatedAt = until.ptr(), created.T, updated.T
+	return o, nil
+}
+
+func scanOperations(rows interface {
+	scanner
+	Next() bool
+	Err() error
+	Close() error
+}) ([]Operation, error) {
+	defer rows.Close()
+	var out []Operation
+	for rows.Next() {
+		o, err := scanOperation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, translate(rows.Err())
+}
+
+// Operation returns the application operationID (ErrNotFound when unknown).
+func (db *DB) Operation(ctx context.Context, operationID string) (Operation, error) {
+	return operationByID(ctx, db.ro, operationID)
+}
+
+func operationByID(ctx context.Context, q queryer, operationID string) (Operation, error) {
+	o, err := scanOperation(q.QueryRowContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE operation_id = ?", operationID))
+	if err != nil {
+		return Operation{}, fmt.Errorf("operation %s: %w", operationID, err)
+	}
+	return o, nil
+}
+
+// OperationsBySubject lists a subject's applications newest first ("my requests").
+func (db *DB) OperationsBySubject(ctx context.Context, subjectID string, p Page) ([]Operation, string, error) {
+	c, after, err := decodeCursor(p.Cursor, false)
+	if err != nil {
+		return nil, "", err
+	}
+	q := "SELECT " + operationColumns + " FROM operation WHERE subject_id = ?"
+	args := []any{subjectID}
+	if after {
+		q += " AND id < ?"
+		args = append(args, c.ID)
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, p.limit()+1)
+	rows, err := db.ro.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", translate(err)
+	}
+	ops, err := scanOperations(rows)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(ops) > p.limit() {
+		ops = ops[:p.limit()]
+		next = cursor{ID: ops[len(ops)-1].ID}.encode(false)
+	}
+	return ops, next, nil
+}
+
+// StuckFilter selects the ops console's stuck list. Empty Statuses means every status that is
+// not final (all but VALIDATED, REJECTED, CLOSED); Step 0 means any step.
+type StuckFilter struct {
+	Statuses []BindingStatus
+	Step     Step
+	Page
+}
+
+var unfinished = []BindingStatus{
+	StatusApprovalSending, StatusApprovalSent, StatusMRCreating, StatusMRCreated, StatusMerging,
+	StatusMerged, StatusCreateFailed, StatusHandleFailed,
+}
+
+// StuckOperations lists applications by status (and step), the longest unchanged first.
+func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, string, error) {
+	c, after, err := decodeCursor(f.Cursor, true)
+	if err != nil {
+		return nil, "", err
+	}
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = unfinished
+	}
+	if len(statuses) > maxInList {
+		return nil, "", fmt.Errorf("stuck list: %d statuses", len(statuses))
+	}
+	q := "SELECT " + operationColumns + " FROM operation WHERE status IN " + inList(len(statuses))
+	args := anys(statuses)
+	if f.Step != 0 {
+		q += " AND step = ?"
+		args = append(args, f.Step)
+	}
+	if after {
+		q += " AND (updated_at > ? OR (updated_at = ? AND id > ?))"
+		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
+	}
+	q += " ORDER BY updated_at, id LIMIT ?"
+	args = append(args, f.limit()+1)
+	rows, err := db.ro.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", translate(err)
+	}
+	ops, err := scanOperations(rows)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(ops) > f.limit() {
+		ops = ops[:f.limit()]
+		last := ops[len(ops)-1]
+		next = cursor{ID: last.ID, At: last.UpdatedAt}.encode(true)
+	}
+	return ops, next, nil
+}
+
+// OperationsByMR returns the MERGED applications carried by MR mrIID of project: the members a
+// deploy callback without operationIds validates.
+func (db *DB) OperationsByMR(ctx context.Context, project string, mrIID int64) ([]Operation, error) {
+	return operationsByMR(ctx, db.ro, project, mrIID)
+}
+
+func operationsByMR(ctx context.Context, q queryer, project string, mrIID int64) ([]Operation, error) {
+	rows, err := q.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE project = ? AND mr_iid = ? AND status = ?",
+		project, mrIID, StatusMerged)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return scanOperations(rows)
+}
+
+// AcquireOperationLease makes owner the holder of operationID's single-request step until ttl
+// from now (database clock), when the lease is free, expired or already owner's. It bumps the
+// version, so a previous holder that comes back after its lease expired fails its next guarded
+// write with ErrPreempted. Held by another live owner → ErrPreempted; unknown → ErrNotFound.
+func (db *DB) AcquireOperationLease(ctx context.Context, operationID, owner string, ttl time.Duration) (Operation, error) {
+	var o Operation
+	err := db.InTx(ctx, func(tx *Tx) error {
+		res, err := tx.tx.ExecContext(ctx, "UPDATE operation SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
+			" WHERE operation_id = ? AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < "+db.now()+")",
+			owner, micros(ttl), operationID, owner)
+		if err != nil {
+			return err
+		}
+		n, err := affected(res)
+		if err != nil {
+			return err
+		}
+		o, err = operationByID(ctx, tx.tx, operationID)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("lease of operation %s held by %s: %w", operationID, o.LeaseOwner, ErrPreempted)
+		}
+		return nil
+	})
+	return o, err
+}
+
+// RenewOperationLease extends owner's lease to ttl from now. It does not change the version (the
+// holder's writes stay valid). Lost to another owner → ErrPreempted.
+func (db *DB) RenewOperationLease(ctx context.Context, operationID, owner string, ttl time.Duration) error {
+	res, err := db.rw.ExecContext(ctx, "UPDATE operation SET lease_until = "+db.nowPlus()+" WHERE operation_id = ? AND lease_owner = ?",
+		micros(ttl), operationID, owner)
+	return requireOne(res, err, "renew lease of operation %s", operationID)
+}
+
+// ReleaseOperationLease frees owner's lease (a no-op when owner no longer holds it).
+func (db *DB) ReleaseOperationLease(ctx context.Context, operationID, owner string) error {
+	_, err := db.rw.ExecContext(ctx, "UPDATE operation SET lease_owner = NULL, lease_until = NULL WHERE operation_id = ? AND lease_owner = ?",
+		operationID, owner)
+	return translate(err)
+}
+
+// ExpiredOperationLeases returns up to limit operations whose lease expired by the database
+// clock, oldest first: their holder crashed or stalled, and the sweep resumes or settles them
+// (AcquireOperationLease takes them over).
+func (db *DB) ExpiredOperationLeases(ctx context.Context, limit int) ([]Operation, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE lease_until < "+db.now()+
+		" ORDER BY lease_until LIMIT ?", limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return scanOperations(rows)
+}
+
+// requireOne checks that a guarded write changed exactly one row (0 → ErrPreempted).
+func requireOne(res interface{ RowsAffected() (int64, error) }, err error, format string, args ...any) error {
+	if err != nil {
+		return fmt.Errorf(format+": %w", append(args, translate(err))...)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf(format+": %w", append(args, translate(err))...)
+	}
+	if n != 1 {
+		return fmt.Errorf(format+": %w", append(args, ErrPreempted)...)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// StepRecord is one row of an operation's append-only step history (table operation_step):
+// the step it entered, the binding status with it, and when, by the database clock.
+type StepRecord struct {
+	ID          int64
+	OperationID string
+	Step        Step
+	Status      BindingStatus
+	Note        string
+	At          time.Time
+}
+
+// maxNote bounds the stored note (operation_step.note, merge_batch.note are VARCHAR(512)).
+const maxNote = 512
+
+func clipNote(s string) string {
+	if len(s) <= maxNote {
+		return s
+	}
+	// cut on a rune boundary
+	for i := maxNote; i > 0; i-- {
+		if s[i]&0xC0 != 0x80 {
+			return s[:i]
+		}
+	}
+	return ""
+}
+
+// insertSteps appends one history row per operation, with one multi-row insert per chunk.
+func insertSteps(ctx context.Context, tx *sql.Tx, operationIDs []string, step Step, status BindingStatus, note string) error {
+	note = clipNote(note)
+	for _, ids := range chunks(operationIDs, maxInList) {
+		args := make([]any, 0, 4*len(ids))
+		for _, id := range ids {
+			args = append(args, id, step, status, note)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO operation_step (operation_id, step, status, note) VALUES "+
+			rowsOf("(?, ?, ?, ?)", len(ids)), args...); err != nil {
+			return fmt.Errorf("append step %s: %w", step, err)
+		}
+	}
+	return nil
+}
+
+// Steps returns operationID's step history, oldest first.
+func (db *DB) Steps(ctx context.Context, operationID string) ([]StepRecord, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY id", operationID)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []StepRecord
+	for rows.Next() {
+		var r StepRecord
+		var at dbTime
+		if err := rows.Scan(&r.ID, &r.OperationID, &r.Step, &r.Status, &r.Note, &at); err != nil {
+			return nil, translate(err)
+		}
+		r.At = at.T
+		out = append(out, r)
+	}
+	return out, translate(rows.Err())
+}

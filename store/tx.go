@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+)
+
+// Tx is a write transaction that composes several store steps atomically, e.g. recording an
+// approval callback, moving the binding and admitting it to the waiting set. Get one from
+// DB.InTx; it is valid only inside the function given there.
+type Tx struct {
+	db *DB
+	tx *sql.Tx
+}
+
+// InTx runs fn in one write transaction: committed when fn returns nil, rolled back otherwise.
+// Inside fn use only tx: on SQLite the write connection is single, so a call through db would
+// wait for the transaction that is waiting for it.
+func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error { return fn(&Tx{db: db, tx: tx}) })
+}
+
+// queryer is what reads need from *sql.DB and *sql.Tx alike.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// maxInList bounds the placeholders of one IN list and the rows of one multi-row insert
+// (SPEC §5.6): bulk paths issue one statement per chunk, never one per row, and never an
+// unbounded statement.
+const maxInList = 500
+
+// chunks splits items into slices of at most n.
+func chunks[T any](items []T, n int) [][]T {
+	var out [][]T
+	for len(items) > n {
+		out = append(out, items[:n])
+		items = items[n:]
+	}
+	if len(items) > 0 {
+		out = append(out, items)
+	}
+	return out
+}
+
+// inList returns "(?, ?, …)" for n values.
+func inList(n int) string {
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
+}
+
+// rowsOf returns n copies of one VALUES tuple, for a multi-row insert.
+func rowsOf(tuple string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
+}
+
+// anys converts a typed slice into query arguments.
+func anys[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+// forUpdate locks the rows a read returns on MySQL. SQLite needs no row locks: its single write
+// connection (BEGIN IMMEDIATE) already serialises every read-then-write transaction.
+func (db *DB) forUpdate() string {
+	if db.dialect == MySQL {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// timeArg turns a time read from the database back into a parameter that compares equal to the
+// stored value: SQLite stores DATETIME as text with milliseconds, MySQL as DATETIME(6).
+func (db *DB) timeArg(t time.Time) any {
+	if db.dialect == SQLite {
+		return t.UTC().Format("2006-01-02 15:04:05.000")
+	}
+	return t.UTC()
+}
+
+// affected returns the rows a write changed.
+func affected(res sql.Result) (int64, error) {
+	return res.RowsAffected()
+}
+
+// nullInt turns 0 ("none") into NULL.
+func nullInt(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// timePtr returns the time of a nullable column.
+func (d dbTime) ptr() *time.Time {
+	if !d.Valid {
+		return nil
+	}
+	t := d.T
+	return &t
+}
+
+// prefixed qualifies a column list with a table alias: prefixed("o.", "id, step") = "o.id, o.step".
+func prefixed(alias, columns string) string {
+	return alias + strings.ReplaceAll(columns, ", ", ", "+alias)
+}

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Admission puts an application into its partition's waiting set (table merge_batch_request).
+type Admission struct {
+	OperationID string
+	Action      Action
+	Partition   string // the target's GitLab project (SPEC §5.5)
+}
+
+// Admit adds the request to the waiting set and reports whether it was added: false means it
+// was already queued (I4: the duplicate key is the answer, not an error). Its created_at is the
+// database clock; a claim takes it from the next statement on (sub-second precision).
+func (db *DB) Admit(ctx context.Context, a Admission) (bool, error) {
+	var added bool
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		added, err = tx.Admit(ctx, a)
+		return err
+	})
+	return added, err
+}
+
+// Admit is DB.Admit inside the transaction. A duplicate leaves the transaction usable on both
+// databases (the failed statement alone is undone; TestDuplicateKeyInsideATransaction pins it).
+func (tx *Tx) Admit(ctx context.Context, a Admission) (bool, error) {
+	if a.Action != ActionAdd && a.Action != ActionDelete {
+		return false, fmt.Errorf("admit %s: unknown action %q", a.OperationID, a.Action)
+	}
+	_, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_request (operation_id, action, partition_key) VALUES (?, ?, ?)",
+		a.OperationID, a.Action, a.Partition)
+	if err = translate(err); errors.Is(err, ErrDuplicate) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("admit %s: %w", a.OperationID, err)
+	}
+	return true, nil
+}
+
+// WaitingPlace is where a request stands in its partition's waiting set: "why is my request
+// waiting" (SPEC §12.2).
+type WaitingPlace struct {
+	Partition string
+	Action    Action
+	Since     time.Time // admitted at
+	Ahead     int       // requests admitted before it, still waiting
+}
+
+// Position is the 1-based place in the waiting set.
+func (w WaitingPlace) Position() int { return w.Ahead + 1 }
+
+// Waiting returns the request's place in the waiting set, ErrNotFound when it is not waiting
+// (never admitted, already claimed by a batch, or removed by a failed batch).
+func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, error) {
+	var w WaitingPlace
+	var id int64
+	var since dbTime
+	err := db.ro.QueryRowContext(ctx, "SELECT id, partition_key, action, created_at FROM merge_batch_request "+
+		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since)
+	if err != nil {
+		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
+	}
+	w.Since = since.T
+	// Counted on the claim index, in the claim's order (created_at, id).
+	err = db.ro.QueryRowContext(ctx, "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL "+
+		"AND (created_at < ? OR (created_at = ? AND id < ?))", w.Partition, db.timeArg(w.Since), db.timeArg(w.Since), id).Scan(&w.Ahead)
+	if err != nil {
+		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
+	}
+	return w, nil
+}
+
+// PartitionsWaiting lists the partitions that have waiting requests. A batch round runs one
+// claim per partition; reading them here (not from the catalog) lets the requests of a target
+// removed from the config finish.
+func (db *DB) PartitionsWaiting(ctx context.Context) ([]string, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT DISTINCT partition_key FROM merge_batch_request WHERE batch_id IS NULL")
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, p)
+	}
+	return out, translate(rows.Err())
+}
