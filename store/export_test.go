@@ -4,7 +4,7 @@ package store
 // product never uses (it exists to show, in a test and a benchmark, why the claim reads plainly).
 
 // SetPause installs fn, called at named points inside transactions ("claim.slot", "claim.read",
-// "claim.written", "settle.batch").
+// "claim.written", "settle.batch", "apply.read").
 func SetPause(db *DB, fn func(point string)) { db.pause = fn }
 
 // SetLockingClaimRead makes Claim read its waiting rows FOR UPDATE.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -106,6 +107,31 @@ func seedQueued(t testing.TB, db *store.DB, partition string, ids []string) {
 			t.Fatalf("seed waiting: %v", err)
 		}
 	}
+	claimable(t, db)
+}
+
+// claimable waits until the database clock has passed every admission: a claim takes rows
+// created strictly before its now, and SQLite's clock has milliseconds.
+func claimable(t testing.TB, db *store.DB) {
+	t.Helper()
+	var raw sql.NullString
+	if err := db.Raw().QueryRowContext(bg, "SELECT CAST(MAX(created_at) AS CHAR) FROM merge_batch_request").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if !raw.Valid {
+		return
+	}
+	last, err := time.Parse("2006-01-02 15:04:05.999999999", raw.String)
+	if err != nil {
+		t.Fatalf("parse %q: %v", raw.String, err)
+	}
+	waitFor(t, "the clock to pass the last admission", func() bool {
+		now, err := db.Now(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.After(last)
+	})
 }
 
 // seedRequests writes operation + binding rows in a given state, in bulk (fixtures only; the

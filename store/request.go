@@ -102,6 +102,7 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 		return Request{}, translate(err)
 	}
 	existing, err := bindingFor(ctx, tx.tx, a.SubjectID, a.TargetKey)
+	db.hook("apply.read")
 	var b Binding
 	switch {
 	case errors.Is(err, ErrNotFound):
