@@ -215,7 +215,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
 		for _, m := range chunk {
 			args = append(args, m.RequestID)
 		}
-		res, err := tx.tx.ExecContext(ctx, "UPDATE merge_batch_request SET batch_id = ? WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = ? WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
 		if err != nil {
 			return Claim{}, fmt.Errorf("claim rows: %w", translate(err))
 		}
@@ -337,7 +337,7 @@ func (db *DB) UpdateBatch(ctx context.Context, cur Batch, c BatchChange) (Batch,
 		args = append(args, micros(c.Lease))
 	}
 	args = append(args, cur.ID, cur.Version)
-	res, err := db.rw.ExecContext(ctx, "UPDATE merge_batch SET "+set+" WHERE id = ? AND version = ?", args...)
+	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET "+set+" WHERE id = ? AND version = ?", args...)
 	if err := requireOne(res, err, "update batch %d", cur.ID); err != nil {
 		return Batch{}, err
 	}
@@ -379,7 +379,7 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	}
 	var out Settled
 	err := db.InTx(ctx, func(tx *Tx) error {
-		res, err := tx.tx.ExecContext(ctx, "UPDATE merge_batch SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
 			", settled_at = "+db.now()+", lease_owner = NULL, lease_until = NULL WHERE id = ? AND version = ? AND status IN (?, ?)",
 			s.Status, clipNote(s.Note), s.BatchID, s.Version, BatchRunning, BatchBlocked)
 		if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
@@ -394,7 +394,7 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 		requests, ops := memberIDs(ms)
 		if s.Status == BatchFailed {
 			for _, chunk := range chunks(requests, maxInList) {
-				res, err := tx.tx.ExecContext(ctx, "DELETE FROM merge_batch_request WHERE batch_id = ? AND id IN "+inList(len(chunk)),
+				res, err := tx.tx.ExecContext(ctx, db.deleteFrom("merge_batch_request", "PRIMARY")+" WHERE batch_id = ? AND id IN "+inList(len(chunk)),
 					append([]any{s.BatchID}, anys(chunk)...)...)
 				if err != nil {
 					return fmt.Errorf("remove members of batch %d: %w", s.BatchID, translate(err))
@@ -420,7 +420,7 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 // RenewBatchLease extends owner's lease on an active batch to ttl from now, without changing the
 // version. Lost (taken over, or settled) → ErrPreempted.
 func (db *DB) RenewBatchLease(ctx context.Context, id int64, owner string, ttl time.Duration) error {
-	res, err := db.rw.ExecContext(ctx, "UPDATE merge_batch SET lease_until = "+db.nowPlus()+" WHERE id = ? AND lease_owner = ? AND status IN (?, ?)",
+	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET lease_until = "+db.nowPlus()+" WHERE id = ? AND lease_owner = ? AND status IN (?, ?)",
 		micros(ttl), id, owner, BatchRunning, BatchBlocked)
 	return requireOne(res, err, "renew lease of batch %d", id)
 }
@@ -428,7 +428,7 @@ func (db *DB) RenewBatchLease(ctx context.Context, id int64, owner string, ttl t
 // TakeOverBatch makes owner the holder of an active batch whose lease expired (by the database
 // clock), guarded on cur.Version; the version bump fences the previous holder out.
 func (db *DB) TakeOverBatch(ctx context.Context, cur Batch, owner string, ttl time.Duration) (Batch, error) {
-	res, err := db.rw.ExecContext(ctx, "UPDATE merge_batch SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
+	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
 		" WHERE id = ? AND version = ? AND status IN (?, ?) AND (lease_until IS NULL OR lease_until < "+db.now()+")",
 		owner, micros(ttl), cur.ID, cur.Version, BatchRunning, BatchBlocked)
 	if err := requireOne(res, err, "take over batch %d", cur.ID); err != nil {

@@ -47,7 +47,7 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 	ids = slices.Compact(ids)
 	var flipped []Operation
 	for _, chunk := range chunks(ids, maxInList) {
-		rows, err := tx.tx.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE operation_id IN "+inList(len(chunk))+db.forUpdate(),
+		rows, err := tx.tx.QueryContext(ctx, "SELECT "+operationColumns+" FROM "+db.hinted("operation", "uk_operation_operation")+" WHERE operation_id IN "+inList(len(chunk))+db.forUpdate(),
 			anys(chunk)...)
 		if err != nil {
 			return nil, translate(err)
@@ -82,14 +82,14 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 			set += ", batch_id = ?"
 			args = append(args, batchID)
 		}
-		res, err := tx.tx.ExecContext(ctx, "UPDATE operation SET "+set+" WHERE operation_id IN "+inList(len(eligible)),
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET "+set+" WHERE operation_id IN "+inList(len(eligible)),
 			append(args, anys(eligible)...)...)
 		if err := requireN(res, err, len(eligible), "move %d operations to %s", len(eligible), c.To); err != nil {
 			return nil, err
 		}
 		args = append([]any{c.To}, anys(eligible)...)
 		args = append(args, anys(c.From)...)
-		res, err = tx.tx.ExecContext(ctx, "UPDATE binding SET status = ?, version = version + 1, updated_at = "+db.now()+
+		res, err = tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "uk_binding_operation")+" SET status = ?, version = version + 1, updated_at = "+db.now()+
 			" WHERE operation_id IN "+inList(len(eligible))+" AND status IN "+inList(len(c.From)), args...)
 		if err := requireN(res, err, len(eligible), "move %d bindings to %s", len(eligible), c.To); err != nil {
 			return nil, err

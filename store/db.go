@@ -84,7 +84,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := db.Ping(ctx); err != nil {
+	if err := db.pingRetrying(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), err)
 	}
@@ -204,6 +204,25 @@ func RedactDSN(dsn string) string {
 	}
 	user, _, _ := strings.Cut(rest[:at], ":")
 	return scheme + "://" + user + ":***" + rest[at:]
+}
+
+// pingRetrying pings, retrying a busy database for a few seconds. Several processes opening one
+// new SQLite file race to switch it to WAL, and SQLite answers that switch SQLITE_BUSY at once,
+// without its busy handler; the loser succeeds a moment later.
+func (db *DB) pingRetrying(ctx context.Context) error {
+	delay := 5 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := db.Ping(ctx)
+		if err == nil || !errors.Is(translate(err), ErrRetry) || attempt == 10 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
 }
 
 // Dialect is the database's SQL dialect.

@@ -114,8 +114,14 @@ func seedQueued(t testing.TB, db *store.DB, partition string, ids []string) {
 // created strictly before its now, and SQLite's clock has milliseconds.
 func claimable(t testing.TB, db *store.DB) {
 	t.Helper()
+	clockPast(t, db, "SELECT CAST(MAX(created_at) AS CHAR) FROM merge_batch_request")
+}
+
+// clockPast waits until the database clock is after the time query returns.
+func clockPast(t testing.TB, db *store.DB, query string) {
+	t.Helper()
 	var raw sql.NullString
-	if err := db.Raw().QueryRowContext(bg, "SELECT CAST(MAX(created_at) AS CHAR) FROM merge_batch_request").Scan(&raw); err != nil {
+	if err := db.Raw().QueryRowContext(bg, query).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	if !raw.Valid {

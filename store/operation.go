@@ -188,7 +188,7 @@ func operationsByMR(ctx context.Context, q queryer, project string, mrIID int64)
 func (db *DB) AcquireOperationLease(ctx context.Context, operationID, owner string, ttl time.Duration) (Operation, error) {
 	var o Operation
 	err := db.InTx(ctx, func(tx *Tx) error {
-		res, err := tx.tx.ExecContext(ctx, "UPDATE operation SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
 			" WHERE operation_id = ? AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < "+db.now()+")",
 			owner, micros(ttl), operationID, owner)
 		if err != nil {
@@ -213,14 +213,14 @@ func (db *DB) AcquireOperationLease(ctx context.Context, operationID, owner stri
 // RenewOperationLease extends owner's lease to ttl from now. It does not change the version (the
 // holder's writes stay valid). Lost to another owner → ErrPreempted.
 func (db *DB) RenewOperationLease(ctx context.Context, operationID, owner string, ttl time.Duration) error {
-	res, err := db.rw.ExecContext(ctx, "UPDATE operation SET lease_until = "+db.nowPlus()+" WHERE operation_id = ? AND lease_owner = ?",
+	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET lease_until = "+db.nowPlus()+" WHERE operation_id = ? AND lease_owner = ?",
 		micros(ttl), operationID, owner)
 	return requireOne(res, err, "renew lease of operation %s", operationID)
 }
 
 // ReleaseOperationLease frees owner's lease (a no-op when owner no longer holds it).
 func (db *DB) ReleaseOperationLease(ctx context.Context, operationID, owner string) error {
-	_, err := db.rw.ExecContext(ctx, "UPDATE operation SET lease_owner = NULL, lease_until = NULL WHERE operation_id = ? AND lease_owner = ?",
+	_, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET lease_owner = NULL, lease_until = NULL WHERE operation_id = ? AND lease_owner = ?",
 		operationID, owner)
 	return translate(err)
 }

@@ -131,7 +131,7 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 		}
 		// Guarded on the exact status read and on the version: with two REAPPLIABLE statuses, a
 		// row that changed between them must not pass as "still re-appliable".
-		res, err := tx.tx.ExecContext(ctx, "UPDATE binding SET status = ?, operation_id = ?, expires_at = NULL, version = version + 1, "+
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "PRIMARY")+" SET status = ?, operation_id = ?, expires_at = NULL, version = version + 1, "+
 			"updated_at = "+db.now()+" WHERE id = ? AND status = ? AND version = ?",
 			a.Status, a.OperationID, existing.ID, existing.Status, existing.Version)
 		if err := requireOne(res, err, "re-apply %s over %s", a.OperationID, existing.OperationID); err != nil {
@@ -202,7 +202,7 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 		set += ", lease_owner = NULL, lease_until = NULL"
 	}
 	args = append(args, op.ID, op.Version)
-	res, err := tx.tx.ExecContext(ctx, "UPDATE operation SET "+set+" WHERE id = ? AND version = ?", args...)
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+set+" WHERE id = ? AND version = ?", args...)
 	if err := requireOne(res, err, "transition operation %s", op.OperationID); err != nil {
 		return Request{}, err
 	}
@@ -214,7 +214,7 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 		args = append(args, micros(c.ExpiresIn))
 	}
 	args = append(args, b.ID, op.OperationID, b.Version)
-	res, err = tx.tx.ExecContext(ctx, "UPDATE binding SET "+set+" WHERE id = ? AND operation_id = ? AND version = ?", args...)
+	res, err = tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "PRIMARY")+" SET "+set+" WHERE id = ? AND operation_id = ? AND version = ?", args...)
 	if err := requireOne(res, err, "transition binding of %s", op.OperationID); err != nil {
 		return Request{}, err
 	}

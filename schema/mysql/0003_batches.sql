@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS merge_batch (
 -- (operation_id, action) makes admission idempotent (a duplicate key means "already queued").
 -- The claim reads (partition_key, batch_id IS NULL, created_at < now) in (created_at, id) order
 -- from idx_merge_batch_request_claim, with a plain read (I3), and claims by primary key (I2).
--- A failed batch removes its members' rows (the history below keeps them).
+-- idx_merge_batch_request_waiting lists the partitions with waiting rows without scanning the
+-- claimed ones. A failed batch removes its members' rows (the history below keeps them).
 CREATE TABLE IF NOT EXISTS merge_batch_request (
   id            BIGINT       NOT NULL AUTO_INCREMENT,
   operation_id  VARCHAR(64)  NOT NULL,
@@ -40,7 +41,8 @@ CREATE TABLE IF NOT EXISTS merge_batch_request (
   created_at    DATETIME(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (id),
   UNIQUE KEY uk_merge_batch_request_operation (operation_id, action),
-  KEY idx_merge_batch_request_claim (partition_key, batch_id, created_at, id)
+  KEY idx_merge_batch_request_claim (partition_key, batch_id, created_at, id),
+  KEY idx_merge_batch_request_waiting (batch_id, partition_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Append-only member history: one row per claimed request, written by the claim with a multi-row

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS merge_batch_request (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uk_merge_batch_request_operation ON merge_batch_request (operation_id, action);
 CREATE INDEX IF NOT EXISTS idx_merge_batch_request_claim ON merge_batch_request (partition_key, batch_id, created_at, id);
+CREATE INDEX IF NOT EXISTS idx_merge_batch_request_waiting ON merge_batch_request (batch_id, partition_key);
 
 CREATE TABLE IF NOT EXISTS merge_batch_member (
   id           INTEGER  NOT NULL PRIMARY KEY AUTOINCREMENT,

@@ -1,0 +1,446 @@
+package store_test
+
+import (
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// lockWaits counts InnoDB transactions waiting for a row lock. MariaDB refreshes INNODB_TRX
+// only when it was not read for 100 ms, so a poller must pause longer than that between reads
+// or it keeps reading a stale snapshot.
+func lockWaits(t testing.TB, monitor *store.DB) int {
+	time.Sleep(150 * time.Millisecond)
+	return count(t, monitor, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
+}
+
+// I3 on MySQL: while a claim transaction that read 1,000 waiting rows — and already claimed them
+// and wrote their history — is held open, 100 enqueues into the same partition complete before
+// it commits. The same claim reading FOR UPDATE blocks every one of them until it commits:
+// its next-key locks cover the gap at the end of the waiting range, exactly where new requests
+// insert. That contrast is the reason the claim reads without locks.
+func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		locking bool
+	}{{"plain read", false}, {"FOR UPDATE read", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := storetest.MySQLDSN(t)
+			db := storetest.Open(t, dsn, storetest.DefaultOptions())
+			monitor := storetest.Open(t, dsn, store.Options{MaxOpenConns: 2, MaxIdleConns: 2})
+			const partition = "infra/acl"
+			queued(t, db, partition, 1000)
+			store.SetLockingClaimRead(db, c.locking)
+
+			held := make(chan struct{})
+			release := make(chan struct{})
+			var releaseOnce sync.Once
+			let := func() { releaseOnce.Do(func() { close(release) }) }
+			defer let() // a failing test must not leave the claim transaction open
+			store.SetPause(db, func(point string) {
+				if point == "claim.written" {
+					close(held)
+					<-release
+				}
+			})
+			type claimed struct {
+				c   store.Claim
+				err error
+			}
+			claimDone := make(chan claimed, 1)
+			go func() {
+				cl, err := db.Claim(bg, claimInput(partition, 5000))
+				claimDone <- claimed{cl, err}
+			}()
+			<-held // the claim has read, claimed and recorded 1,000 rows; its transaction is open
+
+			var holding atomic.Bool
+			holding.Store(true)
+			var duringClaim atomic.Int32
+			enqueued := make(chan error, 100)
+			for i := range 100 {
+				go func() {
+					_, err := db.Admit(bg, store.Admission{OperationID: fmt.Sprintf("new-%03d", i), Action: store.ActionAdd, Partition: partition})
+					if holding.Load() {
+						duringClaim.Add(1)
+					}
+					enqueued <- err
+				}()
+			}
+			received := 0
+			if !c.locking {
+				for ; received < 100; received++ { // every enqueue completes while the claim is held
+					if err := <-enqueued; err != nil {
+						t.Fatalf("enqueue: %v", err)
+					}
+				}
+				select {
+				case <-claimDone:
+					t.Fatal("the claim committed before it was released")
+				default:
+				}
+			} else {
+				waitFor(t, "enqueues to wait for the claim's locks", func() bool { return lockWaits(t, monitor) > 0 })
+			}
+			holding.Store(false) // from here on, completions count as after the claim
+			let()
+			res := <-claimDone
+			if res.err != nil || res.c.Outcome != store.ClaimClaimed || len(res.c.Members) != 1000 {
+				t.Fatalf("claim: %v %v, %d members", res.err, res.c.Outcome, len(res.c.Members))
+			}
+			for ; received < 100; received++ {
+				if err := <-enqueued; err != nil {
+					t.Fatalf("enqueue: %v", err)
+				}
+			}
+			want := int32(100)
+			if c.locking {
+				want = 0
+			}
+			if got := duringClaim.Load(); got != want {
+				t.Fatalf("%d enqueues completed while the claim was open, want %d", got, want)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id IS NULL"); n != 100 {
+				t.Fatalf("%d requests waiting after the claim, want the 100 new ones", n)
+			}
+			checkBatchInvariants(t, db)
+		})
+	}
+}
+
+// Every statement the hot paths run is EXPLAINed on MariaDB against a realistically shaped
+// data set: each table access must use an index (no full scans). Statements are captured by the
+// driver observer, so a query added later is checked without editing this test.
+func TestEveryHotQueryUsesAnIndex(t *testing.T) {
+	var st *statements
+	dsn := storetest.MySQLDSN(t)
+	st = &statements{counts: map[string]int{}}
+	db := storetest.Open(t, dsn, store.Options{OnStatement: st.observe})
+	fx := seedRealistic(t, db)
+
+	_, _, captured := st.during(t, func() { exerciseHotPaths(t, db, fx) })
+	shapes := map[string]store.Statement{}
+	for _, s := range captured {
+		verb, _, _ := strings.Cut(strings.TrimSpace(s.Query), " ")
+		switch strings.ToUpper(verb) {
+		case "SELECT", "UPDATE", "DELETE":
+			if _, seen := shapes[s.Query]; !seen {
+				shapes[s.Query] = s
+			}
+		}
+	}
+	if len(shapes) < 25 {
+		t.Fatalf("captured only %d query shapes: the hot paths were not exercised", len(shapes))
+	}
+	queries := make([]string, 0, len(shapes))
+	for q := range shapes {
+		queries = append(queries, q)
+	}
+	sort.Strings(queries)
+	for _, q := range queries {
+		plan, bad := explain(t, db, shapes[q])
+		if bad != "" {
+			t.Errorf("%s\n  query: %s\n  plan:\n%s", bad, q, plan)
+		}
+	}
+}
+
+// explain runs EXPLAIN and reports the first table access without an index.
+func explain(t *testing.T, db *store.DB, s store.Statement) (plan, bad string) {
+	t.Helper()
+	rows, err := db.Raw().QueryContext(bg, "EXPLAIN "+s.Query, s.Args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", s.Query, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var b strings.Builder
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := map[string]sql.NullString{}
+		for i, c := range cols {
+			row[c] = vals[i]
+			fmt.Fprintf(&b, "%s=%s ", c, vals[i].String)
+		}
+		b.WriteString("\n")
+		table, typ, key, extra := row["table"], row["type"].String, row["key"], row["Extra"].String
+		if !table.Valid || strings.HasPrefix(table.String, "<") { // no table, or a derived/union result
+			continue
+		}
+		// A full index scan ("index") is only fine for a read that stops at its LIMIT in index
+		// order, or a loose scan for GROUP BY; for a write it locks every row like a table scan.
+		limitedRead := strings.HasPrefix(s.Query, "SELECT") && strings.Contains(s.Query, " LIMIT ")
+		fullScan := typ == "ALL" || (typ == "index" && !limitedRead && !strings.Contains(extra, "Using index for group-by"))
+		if bad == "" && (fullScan || !key.Valid) {
+			bad = fmt.Sprintf("table %s is scanned whole (type %s, key %s)", table.String, typ, key.String)
+		}
+	}
+	return b.String(), bad
+}
+
+type fixture struct {
+	validated, merged, stuck []string
+}
+
+// seedRealistic fills every table the way a running system does: most bindings VALIDATED, a
+// few in progress or stuck, MERGED rows waiting for callbacks in several projects, a long
+// history of claimed batches and a waiting set, then refreshes the optimizer's statistics.
+func seedRealistic(t *testing.T, db *store.DB) fixture {
+	t.Helper()
+	var fx fixture
+	for i := range 3000 {
+		fx.validated = append(fx.validated, fmt.Sprintf("v-%05d", i))
+	}
+	seedRequests(t, db, "team/a", fx.validated, store.StatusValidated, store.StepCalledBack, 1)
+	for p, project := range []string{"team/a", "team/b", "team/c"} {
+		var ids []string
+		for i := range 100 {
+			ids = append(ids, fmt.Sprintf("m-%d-%03d", p, i))
+		}
+		seedRequests(t, db, project, ids, store.StatusMerged, store.StepHandleMerged, int64(100+p))
+		fx.merged = append(fx.merged, ids...)
+	}
+	for i := range 20 {
+		fx.stuck = append(fx.stuck, fmt.Sprintf("s-%03d", i))
+	}
+	seedRequests(t, db, "team/a", fx.stuck, store.StatusHandleFailed, store.StepHandlePipelineFailed, 0)
+	for _, project := range []string{"team/a", "team/b", "team/c"} {
+		for iid := 1; iid <= 50; iid++ {
+			if _, err := db.Raw().ExecContext(bg, "INSERT IGNORE INTO deploy_callback (project, mr_iid) VALUES (?, ?)", project, iid); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// History: 60 settled batches of 50 members each over the validated requests.
+	for start := 0; start < 3000; start += 50 {
+		var ids []any
+		var vals []string
+		for _, id := range fx.validated[start : start+50] {
+			vals = append(vals, "(?, 'ADD', ?)")
+			ids = append(ids, id, "team/a")
+		}
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch_request (operation_id, action, partition_key) VALUES "+strings.Join(vals, ", "), ids...); err != nil {
+			t.Fatal(err)
+		}
+		claimable(t, db)
+		c, err := db.Claim(bg, claimInput("team/a", 50))
+		if err != nil || c.Outcome != store.ClaimClaimed {
+			t.Fatalf("seed batch: %+v %v", c, err)
+		}
+		if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The waiting set: 200 requests across three partitions.
+	for _, p := range []string{"team/a", "team/b", "team/c"} {
+		var ids []string
+		for i := range 70 {
+			ids = append(ids, fmt.Sprintf("w-%s-%03d", strings.TrimPrefix(p, "team/"), i))
+		}
+		seedQueued(t, db, p, ids)
+	}
+	for _, table := range []string{"binding", "operation", "operation_step", "merge_batch", "merge_batch_request", "merge_batch_member", "deploy_callback", "approval_callback"} {
+		if _, err := db.Raw().ExecContext(bg, "ANALYZE TABLE "+table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fx
+}
+
+// exerciseHotPaths calls every store method on a hot path (and the ops reads) once or twice.
+func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
+	t.Helper()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// apply, re-apply, transitions, leases
+	r, err := db.Apply(bg, application("x-1", "zoe", "t"))
+	must("apply", err)
+	_, err = db.Apply(bg, application("x-2", "zoe", "t"))
+	if err == nil {
+		t.Fatal("apply over an active row succeeded")
+	}
+	r, err = db.Transition(bg, r, store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, ExpiresIn: time.Hour, ReleaseLease: true, MRIID: 3})
+	must("transition", err)
+	_, err = db.Apply(bg, application("x-3", "zoe", "t"))
+	must("re-apply", err)
+	_, err = db.AcquireOperationLease(bg, "x-3", "i1", time.Minute)
+	must("lease", err)
+	must("renew", db.RenewOperationLease(bg, "x-3", "i1", time.Minute))
+	must("release", db.ReleaseOperationLease(bg, "x-3", "i1"))
+	_, err = db.ExpiredOperationLeases(bg, 100)
+	must("expired leases", err)
+	_, err = db.ExpiredBindings(bg, 100)
+	must("expired bindings", err)
+	_, err = db.BindingFor(bg, "zoe", "t")
+	must("binding for", err)
+
+	// callbacks and admission
+	_, err = db.RecordApprovalCallback(bg, "cb-1", "x-3", "APPROVED")
+	must("callback", err)
+	_, err = db.Admit(bg, store.Admission{OperationID: "x-3", Action: store.ActionAdd, Partition: "team/a"})
+	must("admit", err)
+	_, err = db.PartitionsWaiting(bg)
+	must("partitions", err)
+
+	// claim, hand-off, batch writes, settlement both ways
+	c, err := db.Claim(bg, claimInput("team/a", 50))
+	must("claim", err)
+	_, err = db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: 200})
+	must("hand-off", err)
+	b, err := db.Batch(bg, c.Batch.ID)
+	must("batch", err)
+	b, err = db.UpdateBatch(bg, b, store.BatchChange{MRIID: 200, Lease: time.Minute})
+	must("update batch", err)
+	must("renew batch", db.RenewBatchLease(bg, b.ID, "test", time.Minute))
+	_, err = db.ExpiredBatches(bg, 10)
+	must("expired batches", err)
+	_, _ = db.TakeOverBatch(bg, b, "i2", time.Minute) // not expired: preempted, still explained
+	_, err = db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded,
+		Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerged, Step: store.StepHandleMerged}})
+	must("settle", err)
+	c, err = db.Claim(bg, claimInput("team/b", 50))
+	must("claim b", err)
+	_, err = db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchFailed,
+		Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusCreateFailed, Step: store.StepCreateFailed}})
+	must("settle failed", err)
+	_, err = db.Members(bg, c.Batch.ID)
+	must("members", err)
+
+	// validation and reconciliation
+	_, err = db.RecordDeploy(bg, store.Deploy{Project: "team/b", MRIID: 101})
+	must("deploy by MR", err)
+	_, err = db.RecordDeploy(bg, store.Deploy{Project: "team/c", MRIID: 102, OperationIDs: fx.merged[250:260]})
+	must("deploy by ids", err)
+	_, err = db.MarkValidated(bg, fx.merged[:5]...)
+	must("mark validated", err)
+	_, err = db.Reconcile(bg, 0, time.Hour)
+	must("reconcile", err)
+
+	// the request view and the lists
+	_, err = db.RequestDetail(bg, fx.validated[10])
+	must("detail", err)
+	_, err = db.RequestDetail(bg, "w-c-005")
+	must("detail waiting", err)
+	_, next, err := db.OperationsBySubject(bg, "subject-v-00001", store.Page{Limit: 1})
+	must("my requests", err)
+	_, _, err = db.OperationsBySubject(bg, "zoe", store.Page{Limit: 1, Cursor: next})
+	must("my requests page 2", err)
+	_, next, err = db.StuckOperations(bg, store.StuckFilter{Page: store.Page{Limit: 5}})
+	must("stuck", err)
+	_, _, err = db.StuckOperations(bg, store.StuckFilter{Statuses: []store.BindingStatus{store.StatusHandleFailed}, Step: store.StepHandlePipelineFailed, Page: store.Page{Limit: 5, Cursor: next}})
+	must("stuck by step", err)
+	_, next, err = db.Batches(bg, store.BatchFilter{Page: store.Page{Limit: 5}})
+	must("batches", err)
+	_, _, err = db.Batches(bg, store.BatchFilter{Partition: "team/a", Status: store.BatchSucceeded, Page: store.Page{Limit: 5, Cursor: next}})
+	must("batches filtered", err)
+	_, err = db.OperationsByMR(bg, "team/a", 1)
+	must("by MR", err)
+}
+
+// Statements must not be issued per row: the hot bulk paths run the same statements for 10 and
+// for 500 rows, and one more per chunked statement for each further 500 (SPEC §5.6: IN lists and
+// multi-row inserts of at most 500). Counted by the driver wrapper, on both databases.
+func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
+	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		type counts struct{ claim, handoff, settle, reconcile int }
+		run := func(n int) counts {
+			t.Helper()
+			partition := fmt.Sprintf("p/%d", n)
+			ids := queued(t, db, partition, n)
+			var c counts
+			var cl store.Claim
+			c.claim, _, _ = st.during(t, func() {
+				var err error
+				if cl, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(cl.Members) != n {
+					t.Fatalf("claim %d: %d members, %v", n, len(cl.Members), err)
+				}
+			})
+			c.handoff, _, _ = st.during(t, func() {
+				moved, err := db.TransitionMembers(bg, cl.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating},
+					To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: int64(n)})
+				if err != nil || len(moved) != n {
+					t.Fatalf("hand-off %d: %d moved, %v", n, len(moved), err)
+				}
+			})
+			c.settle, _, _ = st.during(t, func() {
+				s, err := db.Settle(bg, store.Settlement{BatchID: cl.Batch.ID, Version: cl.Batch.Version, Status: store.BatchSucceeded,
+					Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerged, Step: store.StepHandleMerged}})
+				if err != nil || len(s.Flipped) != n {
+					t.Fatalf("settle %d: %+v %v", n, s.Flipped, err)
+				}
+			})
+			if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES (?, ?)", partition, n+1); err != nil {
+				t.Fatal(err)
+			}
+			clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+			c.reconcile, _, _ = st.during(t, func() {
+				r, err := db.Reconcile(bg, 0, time.Hour)
+				if err != nil || len(r.Validated) != len(ids) {
+					t.Fatalf("reconcile %d: %d validated, %v", n, len(r.Validated), err)
+				}
+			})
+			return c
+		}
+		small, full, large := run(10), run(500), run(1000)
+		if small != full {
+			t.Fatalf("statements grew with rows inside one chunk: 10 rows %+v, 500 rows %+v", small, full)
+		}
+		// One chunk more: the claim's guarded update and history insert; the hand-off's and the
+		// settlement's locking read, two updates and history insert; reconciliation's per-chunk
+		// transaction (its two reads stay two).
+		want := counts{claim: small.claim + 2, handoff: small.handoff + 4, settle: small.settle + 4, reconcile: small.reconcile + 4}
+		if large != want {
+			t.Fatalf("1,000 rows: %+v, want %+v (10 rows: %+v)", large, want, small)
+		}
+		t.Logf("statements for 10 / 500 / 1,000 rows: %+v / %+v / %+v", small, full, large)
+	})
+}
+
+// Reconciliation reads at most twice, whatever the number of rows.
+func TestReconciliationReadsTwice(t *testing.T) {
+	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		var ids []string
+		for i := range 1200 {
+			ids = append(ids, fmt.Sprintf("m-%04d", i))
+		}
+		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 5)
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 9)"); err != nil {
+			t.Fatal(err)
+		}
+		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+		_, verbs, all := st.during(t, func() {
+			r, err := db.Reconcile(bg, 0, time.Hour)
+			if err != nil || r.Scanned != 1200 || len(r.Validated) != 1200 {
+				t.Fatalf("reconcile: %d scanned, %d validated, %v", r.Scanned, len(r.Validated), err)
+			}
+		})
+		reads := 0
+		for _, s := range all {
+			if strings.HasPrefix(s.Query, "SELECT") && !strings.Contains(s.Query, "FOR UPDATE") && !strings.Contains(s.Query, "WHERE operation_id IN") {
+				reads++
+			}
+		}
+		if reads != 2 || verbs["UPDATE"] != 2*3 || verbs["INSERT"] != 3 {
+			t.Fatalf("reconciling 1,200 rows: %d reads, %v", reads, verbs)
+		}
+	})
+}
