@@ -1,0 +1,321 @@
+package store_test
+
+import (
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// ids returns the operation ids of ops, sorted.
+func opIDs(ops []store.Operation) []string {
+	var out []string
+	for _, o := range ops {
+		out = append(out, o.OperationID)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// age moves rows' last change back by d (fixtures for the reconciliation window).
+func age(t testing.TB, db *store.DB, d time.Duration, opIDs ...string) {
+	t.Helper()
+	shift := "TIMESTAMPADD(SECOND, ?, updated_at)"
+	if db.Dialect() == store.SQLite {
+		shift = "strftime('%Y-%m-%d %H:%M:%f', updated_at, (? || ' seconds'))"
+	}
+	for _, id := range opIDs {
+		if _, err := db.Raw().ExecContext(bg, "UPDATE binding SET updated_at = "+shift+" WHERE operation_id = ?", -int(d.Seconds()), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func recordDeploy(t testing.TB, db *store.DB, d store.Deploy) store.Deployed {
+	t.Helper()
+	out, err := db.RecordDeploy(bg, d)
+	if err != nil {
+		t.Fatalf("deploy %+v: %v", d, err)
+	}
+	return out
+}
+
+// Reconciliation validates, per project, the MERGED rows whose MR is at or below the highest MR
+// called back in that project — compared as integers — inside the age window only.
+func TestReconciliationValidatesUpToEachProjectsWatermark(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		seedRequests(t, db, "team/a", []string{"a5"}, store.StatusMerged, store.StepHandleMerged, 5)
+		seedRequests(t, db, "team/a", []string{"a9"}, store.StatusMerged, store.StepHandleMerged, 9)
+		seedRequests(t, db, "team/a", []string{"a11"}, store.StatusMerged, store.StepHandleMerged, 11)
+		seedRequests(t, db, "team/b", []string{"b3"}, store.StatusMerged, store.StepHandleMerged, 3)
+		seedRequests(t, db, "team/c", []string{"c1"}, store.StatusMerged, store.StepHandleMerged, 1)
+		seedRequests(t, db, "team/a", []string{"old"}, store.StatusMerged, store.StepHandleMerged, 1)
+		age(t, db, 3*time.Hour, "old")
+		// MR 10 of team/a was called back (its members are elsewhere); "10" < "9" as strings.
+		recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 10})
+		recordDeploy(t, db, store.Deploy{Project: "team/c", MRIID: 1})
+		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+
+		if r, err := db.Reconcile(bg, time.Hour, 2*time.Hour); err != nil || r.Scanned != 0 {
+			t.Fatalf("rows younger than minAge were scanned: %+v %v", r, err)
+		}
+		r, err := db.Reconcile(bg, 0, 2*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// c1 was validated by its own callback already; old is outside the window.
+		if got := opIDs(r.Validated); r.Scanned != 4 || len(got) != 2 || got[0] != "a5" || got[1] != "a9" {
+			t.Fatalf("scanned %d, validated %v; want a5, a9 of 4 (a11 is above team/a's MR 10, b3 has no callback in team/b)", r.Scanned, got)
+		}
+		again, err := db.Reconcile(bg, 0, 2*time.Hour)
+		if err != nil || len(again.Validated) != 0 || again.Scanned != 2 {
+			t.Fatalf("second run: %+v %v", again, err)
+		}
+		for id, want := range map[string]store.BindingStatus{"a5": store.StatusValidated, "a11": store.StatusMerged, "b3": store.StatusMerged, "old": store.StatusMerged, "c1": store.StatusValidated} {
+			b, err := db.BindingByOperation(bg, id)
+			if err != nil || b.Status != want {
+				t.Errorf("%s: %s %v, want %s", id, b.Status, err, want)
+			}
+		}
+	})
+}
+
+// A deploy callback that names its operations validates exactly those — of its own project.
+func TestADeployCallbackWithOperationIDsValidatesExactlyThose(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		seedRequests(t, db, "team/a", []string{"x", "y"}, store.StatusMerged, store.StepHandleMerged, 4)
+		seedRequests(t, db, "team/b", []string{"z"}, store.StatusMerged, store.StepHandleMerged, 4)
+		d := recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 4, OperationIDs: []string{"x", "z", "unknown"}})
+		if got := opIDs(d.Validated); !d.Fresh || len(got) != 1 || got[0] != "x" {
+			t.Fatalf("validated %v, want only x (y not named, z in another project)", got)
+		}
+		var stored string
+		if err := db.Raw().QueryRowContext(bg, "SELECT operation_ids FROM deploy_callback WHERE project = 'team/a' AND mr_iid = 4").Scan(&stored); err != nil || stored != `["x","z","unknown"]` {
+			t.Fatalf("stored ids %q %v", stored, err)
+		}
+		// Without ids: the MR's MERGED members.
+		d = recordDeploy(t, db, store.Deploy{Project: "team/b", MRIID: 4})
+		if got := opIDs(d.Validated); len(got) != 1 || got[0] != "z" {
+			t.Fatalf("by MR: %v", got)
+		}
+		if _, err := db.RecordDeploy(bg, store.Deploy{Project: "team/b"}); err == nil {
+			t.Fatal("a callback without an MR number was accepted")
+		}
+	})
+}
+
+// The deploy callback, a repeated callback and reconciliation racing over the same rows: each
+// row flips MERGED → VALIDATED exactly once, so the "validated" metric — emitted for returned
+// rows only — counts each once.
+func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var ids []string
+		for i := range 60 {
+			ids = append(ids, "m"+string(rune('a'+i/26))+string(rune('a'+i%26)))
+		}
+		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 8)
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 8)"); err != nil {
+			t.Fatal(err)
+		}
+		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+		var mu sync.Mutex
+		flips := map[string]int{}
+		add := func(ops []store.Operation) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, o := range ops {
+				flips[o.OperationID]++
+			}
+		}
+		var wg sync.WaitGroup
+		for w := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var ops []store.Operation
+				var err error
+				switch w % 3 {
+				case 0:
+					var d store.Deployed
+					d, err = db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 9})
+					ops = d.Validated
+				case 1:
+					var r store.Reconciled
+					r, err = db.Reconcile(bg, 0, time.Hour)
+					ops = r.Validated
+				case 2:
+					ops, err = db.MarkValidated(bg, ids[w*5:]...)
+				}
+				if err != nil && !errors.Is(err, store.ErrRetry) {
+					t.Errorf("validate: %v", err)
+				}
+				add(ops)
+			}()
+		}
+		wg.Wait()
+		// Whatever a deadlock victim left (ErrRetry), one more reconciliation finishes.
+		r, err := db.Reconcile(bg, 0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(r.Validated)
+		for _, id := range ids {
+			if flips[id] != 1 {
+				t.Errorf("%s flipped %d times", id, flips[id])
+			}
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", store.StepCalledBack); n != len(ids) {
+			t.Fatalf("%d CALLED_BACK history rows, want %d", n, len(ids))
+		}
+	})
+}
+
+// Leases: a holder keeps an operation or a batch until its lease expires; then another instance
+// takes it over, and the version bump fences the old holder's writes out.
+func TestAnExpiredLeaseIsTakenOverAndFencesTheOldHolder(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, application("op-1", "alice", "t"))
+		held, err := db.AcquireOperationLease(bg, "op-1", "i1", 50*time.Millisecond)
+		if err != nil || held.LeaseOwner != "i1" {
+			t.Fatalf("acquire: %+v %v", held, err)
+		}
+		stale, _ := db.Request(bg, "op-1")
+		if _, err := db.AcquireOperationLease(bg, "op-1", "i2", time.Minute); !errors.Is(err, store.ErrPreempted) {
+			t.Fatalf("acquire a live lease: %v", err)
+		}
+		if _, err := db.AcquireOperationLease(bg, "missing", "i2", time.Minute); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("acquire a missing operation: %v", err)
+		}
+		waitFor(t, "the lease to expire", func() bool {
+			ops, err := db.ExpiredOperationLeases(bg, 10)
+			return err == nil && len(ops) == 1 && ops[0].OperationID == "op-1"
+		})
+		if _, err := db.AcquireOperationLease(bg, "op-1", "i2", time.Minute); err != nil {
+			t.Fatalf("take over an expired lease: %v", err)
+		}
+		if _, err := db.Transition(bg, stale, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent}); !errors.Is(err, store.ErrPreempted) {
+			t.Fatalf("the old holder's write: %v", err)
+		}
+		if err := db.RenewOperationLease(bg, "op-1", "i1", time.Minute); !errors.Is(err, store.ErrPreempted) {
+			t.Fatalf("the old holder's renewal: %v", err)
+		}
+		if err := db.RenewOperationLease(bg, "op-1", "i2", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		cur, _ := db.Request(bg, "op-1")
+		cur, err = db.Transition(bg, cur, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, ReleaseLease: true})
+		if err != nil || cur.Operation.LeaseOwner != "" {
+			t.Fatalf("finish the step: %+v %v", cur.Operation, err)
+		}
+		if o, _ := db.Operation(bg, "op-1"); o.LeaseOwner != "" || o.LeaseUntil != nil {
+			t.Fatalf("lease kept after the step: %+v", o)
+		}
+
+		// Batches: the claim's lease, a takeover, a fenced settlement.
+		queued(t, db, "team/a", 2)
+		c, err := db.Claim(bg, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5, Owner: "i1", Lease: 50 * time.Millisecond})
+		if err != nil || c.Outcome != store.ClaimClaimed {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+		b, _ := db.Batch(bg, c.Batch.ID)
+		if _, err := db.TakeOverBatch(bg, b, "i2", time.Minute); !errors.Is(err, store.ErrPreempted) {
+			t.Fatalf("take over a live batch: %v", err)
+		}
+		waitFor(t, "the batch lease to expire", func() bool {
+			bs, err := db.ExpiredBatches(bg, 10)
+			return err == nil && len(bs) == 1 && bs[0].ID == b.ID
+		})
+		taken, err := db.TakeOverBatch(bg, b, "i2", time.Minute)
+		if err != nil || taken.LeaseOwner != "i2" || taken.Version != b.Version+1 {
+			t.Fatalf("take over: %+v %v", taken, err)
+		}
+		if err := db.RenewBatchLease(bg, b.ID, "i1", time.Minute); !errors.Is(err, store.ErrPreempted) {
+			t.Fatalf("old holder renews: %v", err)
+		}
+		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded}); !errors.Is(err, store.ErrPreempted) {
+			t.Fatalf("old holder settles: %v", err)
+		}
+		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: taken.Version, Status: store.BatchFailed}); err != nil {
+			t.Fatal(err)
+		}
+		if bs, err := db.ExpiredBatches(bg, 10); err != nil || len(bs) != 0 {
+			t.Fatalf("a settled batch is still swept: %+v %v", bs, err)
+		}
+		// A BLOCKED batch gets a deadline for operators; past it, the sweep sees it.
+		queued(t, db, "team/b", 1)
+		c, _ = db.Claim(bg, store.ClaimInput{Partition: "team/b", Project: "team/b", Max: 5, Owner: "i1", Lease: time.Hour})
+		b, _ = db.Batch(bg, c.Batch.ID)
+		if _, err := db.UpdateBatch(bg, b, store.BatchChange{Status: store.BatchBlocked, Lease: 20 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the blocked batch's deadline", func() bool {
+			bs, err := db.ExpiredBatches(bg, 10)
+			return err == nil && len(bs) == 1 && bs[0].Status == store.BatchBlocked
+		})
+		if _, err := db.UpdateBatch(bg, b, store.BatchChange{Status: store.BatchSucceeded}); err == nil {
+			t.Fatal("UpdateBatch settled a batch (settling goes through Settle)")
+		}
+	})
+}
+
+// Expiry: a validated binding with a TTL shows up in the expiry sweep once its time has passed.
+func TestValidatedBindingsExpireByTheDatabaseClock(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, application("op-1", "alice", "t"))
+		mustApply(t, db, application("op-2", "alice", "u"))
+		for _, id := range []string{"op-1", "op-2"} {
+			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged)
+		}
+		cur, _ := db.Request(bg, "op-1")
+		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusValidated, Step: store.StepCalledBack, ExpiresIn: 30 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		cur, _ = db.Request(bg, "op-2")
+		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusValidated, Step: store.StepCalledBack, ExpiresIn: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "op-1 to expire", func() bool {
+			bs, err := db.ExpiredBindings(bg, 10)
+			return err == nil && len(bs) == 1 && bs[0].OperationID == "op-1"
+		})
+	})
+}
+
+// The request view says where a waiting request stands, and the ops list shows batches with
+// their members.
+func TestWaitingPositionAndBatchMembers(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ids := queued(t, db, "team/a", 5)
+		queued(t, db, "team/b", 2)
+		d, err := db.RequestDetail(bg, ids[3])
+		if err != nil || d.Waiting == nil || d.Waiting.Ahead != 3 || d.Waiting.Position() != 4 || d.Waiting.Partition != "team/a" {
+			t.Fatalf("waiting: %+v %v", d.Waiting, err)
+		}
+		parts, err := db.PartitionsWaiting(bg)
+		sort.Strings(parts)
+		if err != nil || len(parts) != 2 || parts[0] != "team/a" {
+			t.Fatalf("partitions: %v %v", parts, err)
+		}
+		c, err := db.Claim(bg, claimInput("team/a", 2))
+		if err != nil || len(c.Members) != 2 || c.Members[0].OperationID != ids[0] {
+			t.Fatalf("claim takes the oldest first: %+v %v", c, err)
+		}
+		if d, _ = db.RequestDetail(bg, ids[3]); d.Waiting.Position() != 2 {
+			t.Fatalf("after a claim of 2: position %d", d.Waiting.Position())
+		}
+		if d, _ = db.RequestDetail(bg, ids[0]); d.Waiting != nil || d.Batch == nil || d.Batch.ID != c.Batch.ID {
+			t.Fatalf("claimed request: waiting %+v batch %+v", d.Waiting, d.Batch)
+		}
+		list, next, err := db.Batches(bg, store.BatchFilter{Page: store.Page{Limit: 10}})
+		if err != nil || len(list) != 1 || next != "" || len(list[0].Members) != 2 || list[0].Members[1].OperationID != ids[1] {
+			t.Fatalf("batches: %+v %q %v", list, next, err)
+		}
+		if _, err := db.RequestDetail(bg, "missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown request: %v", err)
+		}
+	})
+}
