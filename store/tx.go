@@ -84,10 +84,15 @@ func (db *DB) forUpdate() string {
 // long IN list, or a status index for "WHERE id = ? AND status = ?"; a locking scan in REPEATABLE
 // READ locks every row or gap it passes — an open claim or settlement would block every enqueue
 // (I3), and concurrent guarded updates deadlock on the status index's gaps. Through the primary
-// or unique key, InnoDB locks only the rows named. SQLite has no row locks: the name alone.
+// or unique key, InnoDB locks only the rows named.
 func (db *DB) hinted(table, index string) string {
-	if db.dialect == MySQL {
+	switch {
+	case db.dialect == MySQL:
 		return table + " FORCE INDEX (" + index + ")"
+	case index != "PRIMARY":
+		// SQLite's planner has the same weakness: for "operation_id IN (…) AND status IN (…)"
+		// it may walk the status index — every MERGED row, once per chunk.
+		return table + " INDEXED BY " + index
 	}
 	return table
 }

@@ -1,0 +1,195 @@
+package store_test
+
+// Store benchmarks (SPEC §9), reported in BENCHMARKS.md ("Store"):
+//
+//	BINDERY_REQUIRE_MYSQL=1 go test ./store -run '^$' -bench . -benchtime 5x
+//
+// Each reports, besides time per operation, the statements it ran (stmts/op) and, for the
+// enqueue benchmark, the latency percentiles of enqueues issued while a claim is open.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// benchSeq keeps fixture names unique across the runs of one benchmark (b.N grows).
+var benchSeq atomic.Int64
+
+// benchDBs opens a counting database per dialect (MySQL skipped loudly when unreachable).
+func benchDBs(b *testing.B, fn func(b *testing.B, db *store.DB, st *statements)) {
+	for _, d := range []struct {
+		name string
+		dsn  func(testing.TB) string
+	}{{"sqlite", storetest.SQLiteDSN}, {"mysql", storetest.MySQLDSN}} {
+		b.Run(d.name, func(b *testing.B) {
+			st := &statements{counts: map[string]int{}}
+			db := storetest.Open(b, d.dsn(b), store.Options{OnStatement: st.observe})
+			fn(b, db, st)
+		})
+	}
+}
+
+// BenchmarkClaim: one claim round of 1, 100 and 1,000 waiting rows (seeding and settlement
+// outside the timer).
+func BenchmarkClaim(b *testing.B) {
+	benchDBs(b, func(b *testing.B, db *store.DB, st *statements) {
+		for _, n := range []int{1, 100, 1000} {
+			b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+				stmts := 0
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					partition := fmt.Sprintf("bench/%d/%d", n, benchSeq.Add(1))
+					queued(b, db, partition, n)
+					b.StartTimer()
+					var c store.Claim
+					total, _, _ := st.during(b, func() {
+						var err error
+						if c, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(c.Members) != n {
+							b.Fatalf("claim: %d members, %v", len(c.Members), err)
+						}
+					})
+					b.StopTimer()
+					stmts += total
+					if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(stmts)/float64(b.N), "stmts/op")
+			})
+		}
+	})
+}
+
+// BenchmarkEnqueueDuringOpenClaim (MySQL): 50 concurrent enqueues into a partition while a claim
+// of its 1,000 waiting rows is open — read, claimed and recorded, held 100 ms before commit —
+// with the product's plain read and with a FOR UPDATE read, against the same enqueues with no
+// claim ("idle"). Reports enqueue latency p50/p99 in milliseconds.
+func BenchmarkEnqueueDuringOpenClaim(b *testing.B) {
+	const hold = 100 * time.Millisecond
+	dsn := storetest.MySQLDSN(b)
+	db := storetest.Open(b, dsn, store.Options{MaxOpenConns: 60, MaxIdleConns: 60})
+	for _, mode := range []string{"idle", "plain-read", "for-update-read"} {
+		b.Run(mode, func(b *testing.B) {
+			var lat []time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				seq := benchSeq.Add(1)
+				partition := fmt.Sprintf("enq/%s/%d", mode, seq)
+				queued(b, db, partition, 1000)
+				store.SetLockingClaimRead(db, mode == "for-update-read")
+				held := make(chan struct{})
+				release := make(chan struct{})
+				claimDone := make(chan error, 1)
+				if mode != "idle" {
+					store.SetPause(db, func(point string) {
+						if point == "claim.written" {
+							close(held)
+							<-release
+						}
+					})
+					go func() {
+						c, err := db.Claim(bg, claimInput(partition, 5000))
+						if err == nil && len(c.Members) != 1000 {
+							err = fmt.Errorf("claimed %d", len(c.Members))
+						}
+						claimDone <- err
+					}()
+					<-held
+				}
+				b.StartTimer()
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for j := range 50 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						start := time.Now()
+						if _, err := db.Admit(bg, store.Admission{OperationID: fmt.Sprintf("e-%s-%d-%d", mode, seq, j), Action: store.ActionAdd, Partition: partition}); err != nil {
+							b.Error(err)
+						}
+						mu.Lock()
+						lat = append(lat, time.Since(start))
+						mu.Unlock()
+					}()
+				}
+				if mode != "idle" {
+					time.Sleep(hold)
+					close(release)
+				}
+				wg.Wait()
+				b.StopTimer()
+				if mode != "idle" {
+					if err := <-claimDone; err != nil {
+						b.Fatal(err)
+					}
+				}
+				store.SetPause(db, nil)
+				store.SetLockingClaimRead(db, false)
+				b.StartTimer()
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
+			b.ReportMetric(pct(0.50), "p50-ms")
+			b.ReportMetric(pct(0.99), "p99-ms")
+		})
+	}
+}
+
+// BenchmarkReconcile100k: reconciliation over 100,000 MERGED rows, all below their project's
+// watermark (the rows are put back to MERGED outside the timer).
+func BenchmarkReconcile100k(b *testing.B) {
+	const rows = 100_000
+	benchDBs(b, func(b *testing.B, db *store.DB, st *statements) {
+		ids := make([]string, rows)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("r-%06d", i)
+		}
+		for p := 0; p < 4; p++ { // four projects, 25,000 rows each
+			seedRequests(b, db, fmt.Sprintf("team/%d", p), ids[p*rows/4:(p+1)*rows/4], store.StatusMerged, store.StepHandleMerged, int64(10+p))
+			if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES (?, ?)", fmt.Sprintf("team/%d", p), 100); err != nil {
+				b.Fatal(err)
+			}
+		}
+		clockPast(b, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+		b.ResetTimer()
+		stmts, reads := 0, 0
+		for i := 0; i < b.N; i++ {
+			var r store.Reconciled
+			total, _, all := st.during(b, func() {
+				var err error
+				if r, err = db.Reconcile(bg, 0, time.Hour); err != nil || len(r.Validated) != rows {
+					b.Fatalf("reconcile: %d of %d, %v", len(r.Validated), rows, err)
+				}
+			})
+			stmts += total
+			for _, s := range all {
+				if strings.HasPrefix(s.Query, "SELECT") && !strings.Contains(s.Query, "WHERE operation_id IN") {
+					reads++
+				}
+			}
+			b.StopTimer()
+			for _, q := range []string{"UPDATE operation SET status = 'MERGED', step = ?", "UPDATE binding SET status = 'MERGED'"} {
+				args := []any{}
+				if strings.Contains(q, "?") {
+					args = append(args, store.StepHandleMerged)
+				}
+				if _, err := db.Raw().ExecContext(bg, q, args...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			clockPast(b, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(stmts)/float64(b.N), "stmts/op")
+		b.ReportMetric(float64(reads)/float64(b.N), "reads/op")
+	})
+}
