@@ -43,24 +43,6 @@ func scanBatch(s scanner) (Batch, error) {
 	return b, nil
 }
 
-func scanBatches(rows interface {
-	scanner
-	Next() bool
-	Err() error
-	Close() error
-}) ([]Batch, error) {
-	defer rows.Close()
-	var out []Batch
-	for rows.Next() {
-		b, err := scanBatch(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, translate(rows.Err())
-}
-
 // Batch returns batch id (ErrNotFound when unknown).
 func (db *DB) Batch(ctx context.Context, id int64) (Batch, error) {
 	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE id = ?", id))
@@ -254,21 +236,13 @@ func (db *DB) Members(ctx context.Context, batchID int64) ([]Member, error) {
 
 func members(ctx context.Context, q queryer, batchID int64) ([]Member, error) {
 	rows, err := q.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY id", batchID)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []Member
-	for rows.Next() {
+	return collect(rows, err, func(s scanner) (Member, error) {
 		var m Member
 		var queued dbTime
-		if err := rows.Scan(&m.RequestID, &m.BatchID, &m.OperationID, &m.Action, &queued); err != nil {
-			return nil, translate(err)
-		}
+		err := s.Scan(&m.RequestID, &m.BatchID, &m.OperationID, &m.Action, &queued)
 		m.QueuedAt = queued.T
-		out = append(out, m)
-	}
-	return out, translate(rows.Err())
+		return m, err
+	})
 }
 
 func memberIDs(ms []Member) (requests []int64, operations []string) {
@@ -319,15 +293,7 @@ func (db *DB) UpdateBatch(ctx context.Context, cur Batch, c BatchChange) (Batch,
 		return Batch{}, &ErrIllegalBatchTransition{From: cur.Status, To: to}
 	}
 	set := "status = ?, version = version + 1, updated_at = " + db.now()
-	args := []any{to}
-	if c.MRIID != 0 {
-		set += ", mr_iid = ?"
-		args = append(args, c.MRIID)
-	}
-	if c.PipelineID != 0 {
-		set += ", pipeline_id = ?"
-		args = append(args, c.PipelineID)
-	}
+	set, args := setRefs(set, []any{to}, c.MRIID, c.PipelineID)
 	if c.Note != "" {
 		set += ", note = ?"
 		args = append(args, clipNote(c.Note))
@@ -443,10 +409,7 @@ func (db *DB) TakeOverBatch(ctx context.Context, cur Batch, owner string, ttl ti
 func (db *DB) ExpiredBatches(ctx context.Context, limit int) ([]Batch, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE status IN (?, ?) AND lease_until < "+db.now()+
 		" ORDER BY lease_until LIMIT ?", BatchRunning, BatchBlocked, limit)
-	if err != nil {
-		return nil, translate(err)
-	}
-	return scanBatches(rows)
+	return collect(rows, err, scanBatch)
 }
 
 // BatchFilter selects the ops console's batch list; empty fields match everything.
@@ -485,18 +448,11 @@ func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, s
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, f.limit()+1)
 	rows, err := db.ro.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, "", translate(err)
-	}
-	batches, err := scanBatches(rows)
+	batches, err := collect(rows, err, scanBatch)
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(batches) > f.limit() {
-		batches = batches[:f.limit()]
-		next = cursor{ID: batches[len(batches)-1].ID}.encode(false)
-	}
+	batches, next := trimPage(batches, f.limit(), func(b Batch) cursor { return cursor{ID: b.ID} }, false)
 	out := make([]BatchWithMembers, len(batches))
 	index := map[int64]int{}
 	ids := make([]any, len(batches))

@@ -71,17 +71,5 @@ func bindingFor(ctx context.Context, q queryer, subjectID, targetKey string) (Bi
 func (db *DB) ExpiredBindings(ctx context.Context, limit int) ([]Binding, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+bindingColumns+" FROM binding WHERE status = ? AND expires_at < "+db.now()+
 		" ORDER BY expires_at LIMIT ?", StatusValidated, limit)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []Binding
-	for rows.Next() {
-		b, err := scanBinding(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, translate(rows.Err())
+	return collect(rows, err, scanBinding)
 }

@@ -49,10 +49,7 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 	for _, chunk := range chunks(ids, maxInList) {
 		rows, err := tx.tx.QueryContext(ctx, "SELECT "+operationColumns+" FROM "+db.hinted("operation", "uk_operation_operation")+" WHERE operation_id IN "+inList(len(chunk))+db.forUpdate(),
 			anys(chunk)...)
-		if err != nil {
-			return nil, translate(err)
-		}
-		ops, err := scanOperations(rows)
+		ops, err := collect(rows, err, scanOp)
 		if err != nil {
 			return nil, err
 		}
@@ -69,15 +66,7 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		}
 
 		set := "status = ?, step = ?, version = version + 1, updated_at = " + db.now()
-		args := []any{c.To, c.Step}
-		if c.MRIID != 0 {
-			set += ", mr_iid = ?"
-			args = append(args, c.MRIID)
-		}
-		if c.PipelineID != 0 {
-			set += ", pipeline_id = ?"
-			args = append(args, c.PipelineID)
-		}
+		set, args := setRefs(set, []any{c.To, c.Step}, c.MRIID, c.PipelineID)
 		if batchID != 0 {
 			set += ", batch_id = ?"
 			args = append(args, batchID)

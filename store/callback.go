@@ -107,39 +107,25 @@ func (db *DB) MergedBetween(ctx context.Context, minAge, maxAge time.Duration) (
 		"JOIN operation o ON o.operation_id = b.operation_id "+
 		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus()+" AND b.updated_at < "+db.nowPlus()+" AND o.mr_iid IS NOT NULL",
 		StatusMerged, -micros(maxAge), -micros(minAge))
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []Merged
-	for rows.Next() {
+	return collect(rows, err, func(s scanner) (Merged, error) {
 		var m Merged
-		if err := rows.Scan(&m.OperationID, &m.Project, &m.MRIID); err != nil {
-			return nil, translate(err)
-		}
-		out = append(out, m)
-	}
-	return out, translate(rows.Err())
+		return m, s.Scan(&m.OperationID, &m.Project, &m.MRIID)
+	})
 }
 
 // DeployWatermarks returns, in one query, the highest MR number called back per project (read
 // from the (project, mr_iid) index; MR numbers are integers, never sorted as strings).
 func (db *DB) DeployWatermarks(ctx context.Context) (map[string]int64, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT project, MAX(mr_iid) FROM deploy_callback GROUP BY project")
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
+	marks, err := collect(rows, err, func(s scanner) (Merged, error) {
+		var m Merged
+		return m, s.Scan(&m.Project, &m.MRIID)
+	})
 	out := map[string]int64{}
-	for rows.Next() {
-		var p string
-		var iid int64
-		if err := rows.Scan(&p, &iid); err != nil {
-			return nil, translate(err)
-		}
-		out[p] = iid
+	for _, m := range marks {
+		out[m.Project] = m.MRIID
 	}
-	return out, translate(rows.Err())
+	return out, err
 }
 
 // Reconciled is what a reconciliation run did.

@@ -50,23 +50,8 @@ func scanOperation(s scanner, lead ...any) (Operation, error) {
 	return o, nil
 }
 
-func scanOperations(rows interface {
-	scanner
-	Next() bool
-	Err() error
-	Close() error
-}) ([]Operation, error) {
-	defer rows.Close()
-	var out []Operation
-	for rows.Next() {
-		o, err := scanOperation(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, translate(rows.Err())
-}
+// scanOp is scanOperation for collect.
+func scanOp(s scanner) (Operation, error) { return scanOperation(s) }
 
 // Operation returns the application operationID (ErrNotFound when unknown).
 func (db *DB) Operation(ctx context.Context, operationID string) (Operation, error) {
@@ -96,18 +81,11 @@ func (db *DB) OperationsBySubject(ctx context.Context, subjectID string, p Page)
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, p.limit()+1)
 	rows, err := db.ro.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, "", translate(err)
-	}
-	ops, err := scanOperations(rows)
+	ops, err := collect(rows, err, scanOp)
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(ops) > p.limit() {
-		ops = ops[:p.limit()]
-		next = cursor{ID: ops[len(ops)-1].ID}.encode(false)
-	}
+	ops, next := trimPage(ops, p.limit(), func(o Operation) cursor { return cursor{ID: o.ID} }, false)
 	return ops, next, nil
 }
 
@@ -150,19 +128,11 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 	q += " ORDER BY updated_at, id LIMIT ?"
 	args = append(args, f.limit()+1)
 	rows, err := db.ro.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, "", translate(err)
-	}
-	ops, err := scanOperations(rows)
+	ops, err := collect(rows, err, scanOp)
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(ops) > f.limit() {
-		ops = ops[:f.limit()]
-		last := ops[len(ops)-1]
-		next = cursor{ID: last.ID, At: last.UpdatedAt}.encode(true)
-	}
+	ops, next := trimPage(ops, f.limit(), func(o Operation) cursor { return cursor{ID: o.ID, At: o.UpdatedAt} }, true)
 	return ops, next, nil
 }
 
@@ -175,10 +145,7 @@ func (db *DB) OperationsByMR(ctx context.Context, project string, mrIID int64) (
 func operationsByMR(ctx context.Context, q queryer, project string, mrIID int64) ([]Operation, error) {
 	rows, err := q.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE project = ? AND mr_iid = ? AND status = ?",
 		project, mrIID, StatusMerged)
-	if err != nil {
-		return nil, translate(err)
-	}
-	return scanOperations(rows)
+	return collect(rows, err, scanOp)
 }
 
 // AcquireOperationLease makes owner the holder of operationID's single-request step until ttl
@@ -231,10 +198,7 @@ func (db *DB) ReleaseOperationLease(ctx context.Context, operationID, owner stri
 func (db *DB) ExpiredOperationLeases(ctx context.Context, limit int) ([]Operation, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE lease_until < "+db.now()+
 		" ORDER BY lease_until LIMIT ?", limit)
-	if err != nil {
-		return nil, translate(err)
-	}
-	return scanOperations(rows)
+	return collect(rows, err, scanOp)
 }
 
 // requireOne checks that a guarded write changed exactly one row (0 → ErrPreempted).

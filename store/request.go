@@ -189,15 +189,7 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	}
 	db := tx.db
 	set := "status = ?, step = ?, version = version + 1, updated_at = " + db.now()
-	args := []any{c.To, c.Step}
-	if c.MRIID != 0 {
-		set += ", mr_iid = ?"
-		args = append(args, c.MRIID)
-	}
-	if c.PipelineID != 0 {
-		set += ", pipeline_id = ?"
-		args = append(args, c.PipelineID)
-	}
+	set, args := setRefs(set, []any{c.To, c.Step}, c.MRIID, c.PipelineID)
 	if c.ReleaseLease {
 		set += ", lease_owner = NULL, lease_until = NULL"
 	}

@@ -1,6 +1,9 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // BindingStatus is the user-visible state of a subject–target relation (SPEC §3).
 type BindingStatus string
@@ -76,12 +79,7 @@ func CanTransition(from, to BindingStatus) bool {
 	if from == to && from != "" {
 		return true
 	}
-	for _, allowed := range bindingTransitions[from] {
-		if allowed == to {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(bindingTransitions[from], to)
 }
 
 // ErrIllegalTransition is returned, never written, for a transition outside the table.
@@ -259,12 +257,7 @@ func CanTransitionBatch(from, to BatchStatus) bool {
 	if from == to {
 		return from.Active()
 	}
-	for _, allowed := range batchTransitions[from] {
-		if allowed == to {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(batchTransitions[from], to)
 }
 
 // ErrIllegalBatchTransition is returned, never written, for a batch transition outside the table.

@@ -53,19 +53,11 @@ func insertSteps(ctx context.Context, tx *sql.Tx, operationIDs []string, step St
 // Steps returns operationID's step history, oldest first.
 func (db *DB) Steps(ctx context.Context, operationID string) ([]StepRecord, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY id", operationID)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []StepRecord
-	for rows.Next() {
+	return collect(rows, err, func(s scanner) (StepRecord, error) {
 		var r StepRecord
 		var at dbTime
-		if err := rows.Scan(&r.ID, &r.OperationID, &r.Step, &r.Status, &r.Note, &at); err != nil {
-			return nil, translate(err)
-		}
+		err := s.Scan(&r.ID, &r.OperationID, &r.Step, &r.Status, &r.Note, &at)
 		r.At = at.T
-		out = append(out, r)
-	}
-	return out, translate(rows.Err())
+		return r, err
+	})
 }

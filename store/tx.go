@@ -141,3 +141,43 @@ func (d dbTime) ptr() *time.Time {
 func prefixed(alias, columns string) string {
 	return alias + strings.ReplaceAll(columns, ", ", ", "+alias)
 }
+
+// collect scans every row a query returned (err is the query's) and closes the rows.
+func collect[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		x, err := scan(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, x)
+	}
+	return out, translate(rows.Err())
+}
+
+// trimPage keeps the first limit items of a list read with LIMIT limit+1 and returns the cursor
+// after the last one kept, "" when there is no further page.
+func trimPage[T any](items []T, limit int, after func(T) cursor, withTime bool) ([]T, string) {
+	if len(items) <= limit {
+		return items, ""
+	}
+	items = items[:limit]
+	return items, after(items[limit-1]).encode(withTime)
+}
+
+// setRefs extends a SET clause with the MR and pipeline numbers that are given (non-zero).
+func setRefs(set string, args []any, mrIID, pipelineID int64) (string, []any) {
+	if mrIID != 0 {
+		set += ", mr_iid = ?"
+		args = append(args, mrIID)
+	}
+	if pipelineID != 0 {
+		set += ", pipeline_id = ?"
+		args = append(args, pipelineID)
+	}
+	return set, args
+}

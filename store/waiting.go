@@ -82,17 +82,8 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 // removed from the config finish.
 func (db *DB) PartitionsWaiting(ctx context.Context) ([]string, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT DISTINCT partition_key FROM merge_batch_request WHERE batch_id IS NULL")
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
+	return collect(rows, err, func(s scanner) (string, error) {
 		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, translate(err)
-		}
-		out = append(out, p)
-	}
-	return out, translate(rows.Err())
+		return p, s.Scan(&p)
+	})
 }
