@@ -104,8 +104,8 @@ var errSlotOccupied = errors.New("slot occupied")
 // the guarded update by primary key, which must change exactly the rows read; the member history
 // as multi-row inserts. Statements per round: 3 + 2 per 500 members, whatever the waiting set.
 func (db *DB) Claim(ctx context.Context, in ClaimInput) (Claim, error) {
-	if in.Max <= 0 {
-		return Claim{}, fmt.Errorf("claim %s: max %d", in.Partition, in.Max)
+	if in.Max <= 0 || in.Lease <= 0 || in.Partition == "" {
+		return Claim{}, fmt.Errorf("claim %q: max %d, lease %s: want a partition and positive values", in.Partition, in.Max, in.Lease)
 	}
 	// Pre-check on the read pool: no transaction, no lock, no slot churn when idle.
 	if !db.skipClaimPrecheck {
@@ -242,6 +242,26 @@ func members(ctx context.Context, q queryer, batchID int64) ([]Member, error) {
 		err := s.Scan(&m.RequestID, &m.BatchID, &m.OperationID, &m.Action, &queued)
 		m.QueuedAt = queued.T
 		return m, err
+	})
+}
+
+// BatchRequest is a member as the worker building the batch's commit needs it: its change and
+// its application.
+type BatchRequest struct {
+	Action    Action
+	Operation Operation
+}
+
+// BatchRequests loads batchID's members with their applications in one query, in claim order —
+// the hand-off never reads a member at a time.
+func (db *DB) BatchRequests(ctx context.Context, batchID int64) ([]BatchRequest, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT m.action, "+prefixed("o.", operationColumns)+" FROM merge_batch_member m "+
+		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id = ? ORDER BY m.id", batchID)
+	return collect(rows, err, func(s scanner) (BatchRequest, error) {
+		var r BatchRequest
+		var err error
+		r.Operation, err = scanOperation(s, &r.Action)
+		return r, err
 	})
 }
 

@@ -306,6 +306,8 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("claim", err)
 	_, err = db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: 200})
 	must("hand-off", err)
+	_, err = db.BatchRequests(bg, c.Batch.ID)
+	must("batch requests", err)
 	b, err := db.Batch(bg, c.Batch.ID)
 	must("batch", err)
 	b, err = db.UpdateBatch(bg, b, store.BatchChange{MRIID: 200, Lease: time.Minute})
@@ -375,6 +377,10 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 				}
 			})
 			c.handoff, _, _ = st.during(t, func() {
+				reqs, err := db.BatchRequests(bg, cl.Batch.ID)
+				if err != nil || len(reqs) != n || reqs[0].Action != store.ActionAdd || reqs[0].Operation.OperationID != ids[0] {
+					t.Fatalf("hand-off read %d: %d, %v", n, len(reqs), err)
+				}
 				moved, err := db.TransitionMembers(bg, cl.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating},
 					To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: int64(n)})
 				if err != nil || len(moved) != n {
