@@ -1,4 +1,9 @@
-package workflow
+// Package change takes a set of file actions through a GitLab merge request: it renders the
+// files, and (with the GitLab seam) creates the branch, commit and MR, polls the pipeline in
+// stages, approves, merges, rebases and closes — each step reading the remote state first so
+// that re-running it after a crash or an operator retry is safe. It knows nothing of the
+// database: the batch and workflow packages record what it reports.
+package change
 
 import (
 	"errors"

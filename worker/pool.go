@@ -1,4 +1,5 @@
-package workflow
+// Package worker is the bounded, rejecting pool that runs long steps.
+package worker
 
 import (
 	"context"
