@@ -457,3 +457,11 @@ func (f *fakeAPI) seedStuck(opID, subject, targetKey string, at time.Time) {
 	fr.move(store.StatusMerging, store.StepHandlePipelinePending, at.Add(40*time.Minute))
 	fr.view.Waiting = &workflow.Waiting{Stage: "merge", WaitingFor: "an operator to retry: the pipeline did not finish in time", Since: at.Add(40 * time.Minute), BatchID: b.ID}
 }
+
+// seen is what the fake received, read under its lock (the browser's requests run on the
+// server's goroutines).
+func (f *fakeAPI) seen() (applies, retries []string, requests int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.applies...), append([]string(nil), f.retries...), len(f.reqs)
+}

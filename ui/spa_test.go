@@ -31,7 +31,7 @@ func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	op := applyFor(b, "payments-db-readonly", "quarterly revenue report")
 	b.waitFor("the accepted notice", `document.querySelector('#apply-accepted')`, 10*time.Second)
-	if got := s.api.applies; len(got) != 1 || got[0] != op {
+	if got, _, _ := s.api.seen(); len(got) != 1 || got[0] != op {
 		t.Fatalf("applications sent %v, want exactly the form's %s", got, op)
 	}
 	// A marker on the window dies with the document: it proves nothing below reloads the page.
@@ -70,12 +70,10 @@ func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *
 	b.waitFor("the request in my list", `document.querySelector('tr[data-operation-id=`+jsString(op)+`] [data-status="VALIDATED"]')`, 10*time.Second)
 }
 
-func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
-	s := startSite(t, newFakeAPI())
-	b := newBrowser(t, 1280, 900)
-
-	// The first answer to POST /api/apply is lost on the way back (the server did record the
-	// application): the realistic way a person ends up sending the same form twice.
+// dropFirstApplyAnswer makes the browser lose the first answer to POST /api/apply after the
+// server recorded the application: the realistic way a person ends up sending a form twice.
+func dropFirstApplyAnswer(b *browser) {
+	b.t.Helper()
 	var dropped atomic.Int32
 	if err := chromedp.Listen(b.ctx, func(ev any) {
 		e, ok := ev.(*fetch.EventRequestPaused)
@@ -90,41 +88,36 @@ func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
 			chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
 		}()
 	}); err != nil {
-		t.Fatal(err)
+		b.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	_, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/api/apply", RequestStage: fetch.RequestStageResponse}}})
-	cancel()
-	if err != nil {
-		t.Fatal(err)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/api/apply", RequestStage: fetch.RequestStageResponse}}}); err != nil {
+		b.t.Fatal(err)
 	}
+}
 
-	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
-	op := applyFor(b, "grafana-editor", "dashboards for the incident review")
+// resubmitAfterLostAnswer checks the form survived a lost answer with its operationId, sends
+// it again with the keyboard, and checks DUPLICATE_SUBMIT keeps it locked.
+func resubmitAfterLostAnswer(b *browser, op string) {
+	b.t.Helper()
 	b.waitFor("the lost-answer error", `document.querySelector('#apply-error')`, 10*time.Second)
 	if !strings.Contains(evalJS[string](b, `document.querySelector('#apply-error').innerText`), "Submitting again is safe") {
-		t.Fatalf("error does not say a retry is safe:\n%s", b.pageText())
+		b.t.Fatalf("error does not say a retry is safe:\n%s", b.pageText())
 	}
 	if same := evalJS[string](b, `document.querySelector('#apply-form').dataset.operationId`); same != op {
-		t.Fatalf("after a lost answer the form's operationId changed %s → %s; a retry would apply twice", op, same)
+		b.t.Fatalf("after a lost answer the form's operationId changed %s → %s; a retry would apply twice", op, same)
 	}
-
 	// Submit again with the keyboard: focus the button, press Enter.
 	b.do("resubmit with the keyboard", chromedp.Focus(chromedp.CSS("#submit")), chromedp.KeyEvent("\r"))
 	b.waitFor("the DUPLICATE_SUBMIT notice", `document.querySelector('#apply-duplicate')`, 10*time.Second)
-	if got := s.api.applies; len(got) != 2 || got[0] != op || got[1] != op {
-		t.Fatalf("applications %v, want the same operationId twice", got)
-	}
-	if n := len(s.api.reqs); n != 1 {
-		t.Fatalf("%d requests recorded, want 1", n)
-	}
 	locked := evalJS[bool](b, `(() => {
 		const f = document.querySelector('#apply-form');
 		return f.querySelector('fieldset').disabled && document.querySelector('#submit').matches(':disabled') &&
 			document.querySelector('#reason').matches(':disabled') && [...f.querySelectorAll('input[name=target]')].every(i => i.matches(':disabled'));
 	})()`)
 	if !locked {
-		t.Fatal("the form is editable after DUPLICATE_SUBMIT")
+		b.t.Fatal("the form is editable after DUPLICATE_SUBMIT")
 	}
 	// Even a scripted submit of the locked form sends nothing more. The submit handler calls
 	// fetch synchronously, so counting the calls around requestSubmit is exact.
@@ -136,7 +129,24 @@ func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
 		return n;
 	})()`)
 	if sent != 0 {
-		t.Fatalf("a locked form sent another application (%d)", sent)
+		b.t.Fatalf("a locked form sent another application (%d)", sent)
+	}
+}
+
+func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
+	s := startSite(t, newFakeAPI())
+	b := newBrowser(t, 1280, 900)
+
+	dropFirstApplyAnswer(b)
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	op := applyFor(b, "grafana-editor", "dashboards for the incident review")
+	resubmitAfterLostAnswer(b, op)
+	got, _, n := s.api.seen()
+	if len(got) != 2 || got[0] != op || got[1] != op {
+		t.Fatalf("applications %v, want the same operationId twice", got)
+	}
+	if n != 1 {
+		t.Fatalf("%d requests recorded, want 1", n)
 	}
 
 	// A new form is a new operationId.
@@ -241,7 +251,7 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 
 	b.click(retry)
 	b.waitFor("the retry confirmation", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Retry started'))`, 10*time.Second)
-	if got := api.retries; len(got) != 1 || got[0] != "5f0c3a52-7d1e-4a8b-9c2d-111111111111 by ops@example.com" {
+	if _, got, _ := api.seen(); len(got) != 1 || got[0] != "5f0c3a52-7d1e-4a8b-9c2d-111111111111 by ops@example.com" {
 		t.Fatalf("retries %v", got)
 	}
 	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+retry+`') && document.querySelector('#stuck .empty')`, 10*time.Second)

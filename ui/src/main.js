@@ -147,7 +147,8 @@ async function boot() {
     await loadMe();
   } catch (err) {
     renderNav(null);
-    swap(main, h('h1', {}, err.code === 'UNAUTHENTICATED' ? 'Please sign in' : 'bindery is not reachable'), errorBox(err, boot));
+    const heading = err.code === 'UNAUTHENTICATED' ? 'Please sign in' : err.code === 'NETWORK' ? 'bindery is not reachable' : 'bindery could not start';
+    swap(main, h('h1', {}, heading), errorBox(err, boot));
     return;
   }
   render(false);

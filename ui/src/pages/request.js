@@ -24,7 +24,7 @@ export function mount(root, ctx) {
       statusCard(v),
       v.waiting ? waitingCard(v) : null,
       h('div', {class: 'columns'},
-        h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [])),
+        h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], v.nextAction === 'NONE' || v.nextAction === 'REAPPLY')),
         h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || []), details(v))),
       revokeSection(v));
   }
@@ -94,12 +94,13 @@ function waitingCard(v) {
     h('dl', {class: 'pairs'}, rows.map(([k, val]) => [h('dt', {}, k), h('dd', {}, val)])));
 }
 
-function timeline(entries) {
+// timeline lists the steps; the last one runs "so far" unless the request has settled.
+function timeline(entries, settled) {
   if (!entries.length) return h('p', {class: 'muted'}, 'No steps recorded yet.');
   return h('ol', {class: 'timeline', id: 'timeline'}, entries.map((e, i) =>
     h('li', {class: i === entries.length - 1 ? 'current' : null},
       h('div', {class: 'tl-head'}, h('strong', {}, stepName(e.step)), ' ', statusBadge(e.status)),
-      h('div', {class: 'muted small'}, time(e.at), ' · ', i === entries.length - 1 ? `${duration(e.durationNs)} so far` : `took ${duration(e.durationNs)}`),
+      h('div', {class: 'muted small'}, time(e.at), i < entries.length - 1 ? ` · took ${duration(e.durationNs)}` : settled ? '' : ` · ${duration(e.durationNs)} so far`),
       e.note ? h('p', {class: 'small'}, e.note) : null)));
 }
 
