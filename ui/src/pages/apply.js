@@ -43,12 +43,12 @@ export function mount(root, ctx) {
     const reasonError = h('p', {id: 'reason-error', class: 'field-error'});
     const targetError = h('p', {id: 'target-error', class: 'field-error'});
     const filter = h('input', {type: 'search', id: 'target-filter', placeholder: 'Filter targets', 'aria-label': 'Filter targets'});
-    const list = h('div', {class: 'targets', role: 'radiogroup', 'aria-labelledby': 'target-legend', 'aria-describedby': 'target-error'});
+    const list = h('div', {class: 'targets'}); // a fieldset with its legend already groups the radios
     const preview = h('div', {class: 'preview', 'aria-live': 'polite'});
     const outcome = h('div', {class: 'outcome'});
     const submit = h('button', {type: 'submit', class: 'primary', id: 'submit'}, 'Submit request');
     const fields = h('fieldset', {class: 'plain'},
-      h('fieldset', {class: 'plain'},
+      h('fieldset', {class: 'plain', 'aria-describedby': 'target-error'},
         h('legend', {id: 'target-legend'}, 'What do you need?'),
         targets.length > 6 ? filter : null,
         list, targetError),

@@ -1,7 +1,7 @@
 // Request detail: where one request is, why it waits, what happened when, and what to do next
 // (SPEC §8, §12.1–2). Refreshed live until it settles, then slowly (an operator may retry it).
 import {h, swap, loading, errorBox, externalLink, describeError, busyReading, announce} from '../dom.js';
-import {get, post} from '../api.js';
+import {get, post, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
 import {statusBadge, nextActionBadge, toneOfAction, stepName, stageName, duration, since, time, ordinal} from '../format.js';
 
@@ -36,7 +36,7 @@ export function mount(root, ctx) {
       if (!confirm(`Revoke ${v.targetKey} for ${v.subject}? The binding is removed through a merge request.`)) return;
       button.disabled = true;
       try {
-        await post(`/api/requests/${encodeURIComponent(id)}/revoke`);
+        await post(`/api/requests/${encodeURIComponent(id)}/revoke`, {operationId: newOperationId()});
         notice = h('div', {class: 'notice tone-ok', role: 'status'}, 'Revocation started. This page follows it.');
       } catch (err) {
         notice = h('div', {class: 'notice tone-bad', role: 'alert'}, describeError(err));
