@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -230,6 +231,20 @@ func (s *Snapshot) PermissionTimeout() time.Duration { return s.permissionTimeou
 func (s *Snapshot) PermissionRule(code string) ([]string, bool) {
 	ids, ok := s.permissionRules[code]
 	return ids, ok
+}
+
+// PermissionMatches returns the rule codes among codes whose static rule grants identity
+// (compared case-insensitively), in the order given. An unconfigured code grants nothing.
+func (s *Snapshot) PermissionMatches(identity string, codes []string) []string {
+	identity = strings.ToLower(strings.TrimSpace(identity))
+	var out []string
+	for _, code := range codes {
+		ids, _ := s.PermissionRule(code)
+		if identity != "" && slices.Contains(ids, identity) {
+			out = append(out, code)
+		}
+	}
+	return out
 }
 
 // BreakerFailures is breaker.failures, consecutive failures that open a circuit breaker.
