@@ -81,7 +81,6 @@ type Approval struct {
 type pendingCallback struct {
 	ticket *Ticket
 	body   workflow.ApprovalCallback
-	dup    bool
 }
 
 func newApproval(o Options) *Approval {
@@ -175,7 +174,7 @@ func (a *Approval) Decide(id, decision string) (Ticket, error) {
 		cb := pendingCallback{ticket: t, body: workflow.ApprovalCallback{
 			CallbackID: fmt.Sprintf("cb-%s-%d", newUUID()[:8], a.nextCB), OperationID: t.OperationID, Result: decision, Ext: t.ext,
 		}}
-		a.later(a.faultsLocked().CallbackDelay, func() { a.dispatch(cb) })
+		a.enqueue(cb)
 		return *t, nil
 	}
 	return Ticket{}, ErrNoTicket
@@ -206,29 +205,20 @@ func (a *Approval) later(d time.Duration, fn func()) {
 	}()
 }
 
-// dispatch applies the duplicate and reorder knobs, then sends.
-func (a *Approval) dispatch(cb pendingCallback) {
-	f := a.faults()
-	var batch []pendingCallback
-	a.mu.Lock()
+// enqueue schedules a decided ticket's callback under the knobs in force. Reordering is
+// decided here, in decision order, so "the newer first" is deterministic.
+func (a *Approval) enqueue(cb pendingCallback) { // holds a.mu
+	f := a.faultsLocked()
 	switch {
 	case f.Reorder && a.held == nil:
-		a.held = &cb
-		a.mu.Unlock()
-		a.later(2*time.Second, func() { a.flushHeld(cb.body.CallbackID) })
-		return
+		a.held = &cb // wait for the next decision; a lone one goes out after 2s anyway
+		a.later(f.CallbackDelay+2*time.Second, func() { a.flushHeld(cb.body.CallbackID) })
 	case f.Reorder:
-		batch = []pendingCallback{cb, *a.held} // the newer first
+		held := *a.held
 		a.held = nil
+		a.later(f.CallbackDelay, func() { a.sendAll(cb, held) })
 	default:
-		batch = []pendingCallback{cb}
-	}
-	a.mu.Unlock()
-	for _, c := range batch {
-		a.send(c)
-		if chance(f.DuplicateRate) {
-			a.send(c)
-		}
+		a.later(f.CallbackDelay, func() { a.sendAll(cb) })
 	}
 }
 
@@ -241,9 +231,16 @@ func (a *Approval) flushHeld(callbackID string) {
 	}
 	a.held = nil
 	a.mu.Unlock()
-	a.send(*held)
-	if chance(a.faults().DuplicateRate) {
-		a.send(*held)
+	a.sendAll(*held)
+}
+
+// sendAll sends callbacks in order, each twice when the duplicate knob says so.
+func (a *Approval) sendAll(cbs ...pendingCallback) {
+	for _, cb := range cbs {
+		a.send(cb)
+		if chance(a.faults().DuplicateRate) {
+			a.send(cb)
+		}
 	}
 }
 

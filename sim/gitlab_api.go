@@ -138,7 +138,7 @@ func (g *GitLab) handle(w http.ResponseWriter, r *http.Request, rt *gitlabRoute,
 	now := g.clock.Now()
 	g.advance(now)
 	c := &call{g: g, w: w, r: r, in: in, vars: vars, now: now, base: publicURL(g.opts, r) + "/gitlab"}
-	g.hooks.base = c.base
+	g.hooks.base.Store(&c.base)
 	if c.user = g.userByToken(token); c.user == nil {
 		c.fail(http.StatusUnauthorized, "401 Unauthorized")
 		return

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,7 +52,7 @@ type hooks struct {
 	g           *GitLab
 	hc          *http.Client
 	webhookUUID string
-	base        string // instance URL, learnt from requests when Options.PublicURL is empty
+	base        atomic.Pointer[string] // instance URL, learnt from requests when Options.PublicURL is empty
 
 	mu            sync.Mutex
 	queue         []hookEvent
@@ -193,7 +194,10 @@ func (h *hooks) instance() string {
 	if h.g.opts.PublicURL != "" {
 		return h.g.opts.PublicURL + "/gitlab"
 	}
-	return h.base
+	if b := h.base.Load(); b != nil {
+		return *b
+	}
+	return ""
 }
 
 // ---- payloads (built with g.mu held, so they show the state at the event) ----
