@@ -246,15 +246,9 @@ func simList(name, doc string, field func(*Snapshot) *[]string) Key {
 
 // floatOr parses a number. blank/garbage → def.
 func floatOr(v value, def float64) (float64, string) {
-	if !v.present {
-		return def, ""
-	}
-	if v.blank() {
-		return def, "blank"
-	}
-	s, ok := v.scalar()
-	if !ok {
-		return def, "not a number"
+	s, note := stringOr(v, "")
+	if !v.present || note != "" {
+		return def, note
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {

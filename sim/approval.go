@@ -329,18 +329,8 @@ func (a *Approval) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.gate.serve(w, r, endpoint, a.faults().SimTransport, messageBody, handle)
 }
 
-type ticketRequest struct {
-	OperationID string            `json:"operationId"`
-	Subject     string            `json:"subject"`
-	TargetKey   string            `json:"targetKey"`
-	Title       string            `json:"title"`
-	Reason      string            `json:"reason"`
-	CallbackURL string            `json:"callbackUrl"`
-	Ext         map[string]string `json:"ext"`
-}
-
 func (a *Approval) openTicket(w http.ResponseWriter, r *http.Request) {
-	var req ticketRequest
+	var req approval.Ticket // the protocol's body is bindery's ticket
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be a JSON ticket"})
 		return

@@ -2,7 +2,6 @@ package sim_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -20,13 +19,7 @@ func (e *env) raw(t *testing.T, method, path, body string) answer {
 	t.Helper()
 	req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(data)}
+	return send(t, req)
 }
 
 func TestApprovalInboxFormats(t *testing.T) {

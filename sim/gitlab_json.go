@@ -169,15 +169,25 @@ type referencesJSON struct {
 	Full     string `json:"full"`
 }
 
+// mrCoreJSON are the fields the MR and its approval state share.
+type mrCoreJSON struct {
+	ID          int64     `json:"id"`
+	IID         int64     `json:"iid"`
+	ProjectID   int64     `json:"project_id"`
+	Title       string    `json:"title"`
+	Description string    `json:"description"`
+	State       string    `json:"state"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func (c *call) mrCore(mr *mergeRequest) mrCoreJSON {
+	return mrCoreJSON{ID: mr.id, IID: mr.iid, ProjectID: c.p.id, Title: mr.title, Description: mr.description,
+		State: mr.state, CreatedAt: mr.createdAt, UpdatedAt: mr.updatedAt}
+}
+
 type mrJSON struct {
-	ID                          int64             `json:"id"`
-	IID                         int64             `json:"iid"`
-	ProjectID                   int64             `json:"project_id"`
-	Title                       string            `json:"title"`
-	Description                 string            `json:"description"`
-	State                       string            `json:"state"`
-	CreatedAt                   time.Time         `json:"created_at"`
-	UpdatedAt                   time.Time         `json:"updated_at"`
+	mrCoreJSON
 	MergedBy                    *userJSON         `json:"merged_by"`
 	MergeUser                   *userJSON         `json:"merge_user"`
 	MergedAt                    *time.Time        `json:"merged_at"`
@@ -249,8 +259,7 @@ func (c *call) mrJSON(mr *mergeRequest, withRebase, poll bool) mrJSON {
 	}
 	remove := mr.removeSource
 	out := mrJSON{
-		ID: mr.id, IID: mr.iid, ProjectID: p.id, Title: mr.title, Description: mr.description, State: mr.state,
-		CreatedAt: mr.createdAt, UpdatedAt: mr.updatedAt, MergedBy: c.userRef(mr.mergeUserID), MergeUser: c.userRef(mr.mergeUserID),
+		mrCoreJSON: c.mrCore(mr), MergedBy: c.userRef(mr.mergeUserID), MergeUser: c.userRef(mr.mergeUserID),
 		MergedAt: mr.mergedAt, ClosedBy: c.userRef(mr.closedByID), ClosedAt: mr.closedAt,
 		TargetBranch: mr.target, SourceBranch: mr.source, Author: c.userRef(mr.authorID),
 		Assignees: []userJSON{}, Reviewers: []userJSON{}, SourceProjectID: p.id, TargetProjectID: p.id,
@@ -282,14 +291,7 @@ type approverJSON struct {
 }
 
 type approvalsJSON struct {
-	ID                             int64          `json:"id"`
-	IID                            int64          `json:"iid"`
-	ProjectID                      int64          `json:"project_id"`
-	Title                          string         `json:"title"`
-	Description                    string         `json:"description"`
-	State                          string         `json:"state"`
-	CreatedAt                      time.Time      `json:"created_at"`
-	UpdatedAt                      time.Time      `json:"updated_at"`
+	mrCoreJSON
 	MergeStatus                    string         `json:"merge_status"`
 	Approved                       bool           `json:"approved"`
 	ApprovalsRequired              int            `json:"approvals_required"`
@@ -312,8 +314,7 @@ type approvalsJSON struct {
 func (c *call) approvalsJSON(mr *mergeRequest) approvalsJSON {
 	required := c.g.faults().ApprovalsRequired
 	out := approvalsJSON{
-		ID: mr.id, IID: mr.iid, ProjectID: c.p.id, Title: mr.title, Description: mr.description, State: mr.state,
-		CreatedAt: mr.createdAt, UpdatedAt: mr.updatedAt, MergeStatus: mergeStatus(c.g.detailedStatus(mr, c.now, false), false),
+		mrCoreJSON: c.mrCore(mr), MergeStatus: mergeStatus(c.g.detailedStatus(mr, c.now, false), false),
 		Approved: len(mr.approvals) >= required, ApprovalsRequired: required, ApprovalsLeft: max(0, required-len(mr.approvals)),
 		ApprovedBy: []approverJSON{}, SuggestedApprovers: []userJSON{}, Approvers: []userJSON{},
 		ApproverGroups: []struct{}{}, ApprovalRulesLeft: []struct{}{},

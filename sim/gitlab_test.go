@@ -131,6 +131,11 @@ func (e *env) call(t *testing.T, method, path, token string, body any) answer {
 	if token != "" {
 		req.Header.Set("Private-Token", token)
 	}
+	return send(t, req)
+}
+
+func send(t *testing.T, req *http.Request) answer {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
