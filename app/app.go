@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -139,7 +140,10 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	if opts.Mode == ModeDemo {
 		// The simulators run in process; bindery's real clients reach them over HTTP at
 		// <URL>/sim/gitlab, <URL>/sim/approval and <URL>/sim/permission.
-		a.sims = sim.New(sim.Options{Config: a.cfg, BinderyURL: a.URL(), PublicURL: a.URL() + "/sim", Log: a.log.With("component", "sim")})
+		a.sims = sim.New(sim.Options{
+			Config: a.cfg, BinderyURL: a.URL(), PublicURL: a.URL() + "/sim", Log: a.log.With("component", "sim"),
+			StateFile: filepath.Join(filepath.Dir(opts.ConfigPath), "sim-state.json"), // beside config.yaml and bindery.db
+		})
 		mounts = map[string]http.Handler{"/sim/": a.sims.Handler()}
 	}
 	srv := server.New(server.Deps{

@@ -45,6 +45,8 @@ type Ticket struct {
 	title       string
 	callbackURL string
 	ext         map[string]string
+	callbackID  string // of the decision's callback
+	delivered   bool   // bindery answered 2xx to it
 }
 
 // CallbackRecord is one callback the simulator sent (or tried to).
@@ -171,13 +173,15 @@ func (a *Approval) Decide(id, decision string) (Ticket, error) {
 		now := time.Now()
 		t.Status, t.DecidedAt = decision, &now
 		a.nextCB++
-		cb := pendingCallback{ticket: t, body: workflow.ApprovalCallback{
-			CallbackID: fmt.Sprintf("cb-%s-%d", newUUID()[:8], a.nextCB), OperationID: t.OperationID, Result: decision, Ext: t.ext,
-		}}
-		a.enqueue(cb)
+		t.callbackID = fmt.Sprintf("cb-%s-%d", newUUID()[:8], a.nextCB)
+		a.enqueue(t.callback())
 		return *t, nil
 	}
 	return Ticket{}, ErrNoTicket
+}
+
+func (t *Ticket) callback() pendingCallback {
+	return pendingCallback{ticket: t, body: workflow.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext}}
 }
 
 func (a *Approval) faultsLocked() ApprovalFaults { // holds a.mu
@@ -268,6 +272,9 @@ func (a *Approval) send(cb pendingCallback) {
 	}
 	a.mu.Lock()
 	a.callbacks = append(a.callbacks, rec)
+	if rec.Status >= 200 && rec.Status < 300 {
+		cb.ticket.delivered = true
+	}
 	a.mu.Unlock()
 }
 

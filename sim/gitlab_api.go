@@ -302,6 +302,7 @@ func (c *call) createCommit() {
 	files, stats, msg := apply(c.p.commits[parent].files, actions, cm.id)
 	if msg != "" {
 		delete(c.p.commits, cm.id) // all or nothing: the failed commit never existed
+		c.p.order = c.p.order[:len(c.p.order)-1]
 		c.fail(http.StatusBadRequest, msg)
 		return
 	}

@@ -18,6 +18,7 @@ type project struct {
 	defaultBranch string
 	branches      map[string]string // name → commit id
 	commits       map[string]*commit
+	order         []string        // commit ids in creation order (parents first), for saving
 	mrs           []*mergeRequest // index iid-1: iids grow by one per project
 	pipelines     []*pipeline     // in creation order
 	nextPipeIID   int64
@@ -61,6 +62,7 @@ func (g *GitLab) newCommit(p *project, parents []string, message string, files t
 	title, _, _ := strings.Cut(message, "\n")
 	c := &commit{id: hex.EncodeToString(h.Sum(nil)), parents: parents, title: title, message: message, files: files, at: now}
 	p.commits[c.id] = c
+	p.order = append(p.order, c.id)
 	return c
 }
 

@@ -33,6 +33,9 @@ type Options struct {
 	PublicURL string
 	Log       *slog.Logger
 	Clock     Clock // nil: the real clock
+	// StateFile keeps the simulators' state across restarts (see state.go); the demo puts it
+	// in its data directory. Empty: in memory only.
+	StateFile string
 }
 
 // Clock tells simulated time. Pipelines and rebases progress by it.
@@ -72,9 +75,10 @@ type Sims struct {
 	Deploy     *Deploy
 	Permission *Permission
 
-	opts   Options
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	opts     Options
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	savedSum [32]byte
 }
 
 // New builds the simulators. Nothing runs in the background until Start.
@@ -96,6 +100,7 @@ func New(o Options) *Sims {
 	s.GitLab.OnMerge(s.Deploy.merged)
 	s.Approval = newApproval(o)
 	s.Permission = newPermission(o)
+	s.load()
 	return s
 }
 
@@ -125,10 +130,16 @@ func (s *Sims) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.GitLab.run(ctx) }()
+	if s.opts.StateFile != "" {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.saveEvery(ctx, 2*time.Second) }()
+	}
+	s.Approval.resendUndelivered()
 }
 
-// Stop ends the background work and waits for it; timed callbacks not yet sent are dropped.
-// Safe to call more than once, and without Start.
+// Stop ends the background work and waits for it, then saves the state (Options.StateFile).
+// Timed callbacks not yet sent are dropped (an undelivered approval decision is sent again by
+// the next Start). Safe to call more than once, and without Start.
 func (s *Sims) Stop() {
 	if s.cancel != nil {
 		s.cancel()
@@ -138,6 +149,7 @@ func (s *Sims) Stop() {
 	s.Permission.gate.stop()
 	s.Approval.stop()
 	s.Deploy.stop()
+	s.save()
 }
 
 // scaled divides a simulated duration by sim.timeScale.
