@@ -364,5 +364,12 @@ type checklistItem struct {
 	Title string `json:"title"`
 }
 
-// ServeHTTP serves /sim/gitlab/api/v4/… (see gitlab_api.go).
-func (g *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.serveAPI(w, r) }
+// ServeHTTP serves the API under /sim/gitlab/api/v4/ (gitlab_api.go) and the MR and pipeline
+// pages their web_url fields point at (gitlab_web.go).
+func (g *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.EscapedPath(), "/sim/gitlab/api/v4/") {
+		g.serveAPI(w, r)
+		return
+	}
+	g.serveWeb(w, r)
+}

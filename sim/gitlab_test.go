@@ -483,3 +483,23 @@ func TestRedeliveryKeepsTheIdempotencyKey(t *testing.T) {
 		t.Fatal("a redelivery must repeat the Idempotency-Key and the event UUID")
 	}
 }
+
+func TestWebURLsOpenAPage(t *testing.T) {
+	e := newEnv(t, "", nil)
+	e.prepare(t)
+	m := e.call(t, "GET", proj+"/merge_requests/1", "bot-token", nil).json(t)
+	for _, u := range []string{m["web_url"].(string), m["head_pipeline"].(map[string]any)["web_url"].(string)} {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(body), "simulated GitLab") {
+			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := http.Get(e.url + "/sim/gitlab/grp/sub.proj/-/merge_requests/99"); resp.StatusCode != 404 {
+		t.Fatalf("unknown MR page: %d", resp.StatusCode)
+	}
+}
