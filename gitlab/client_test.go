@@ -54,7 +54,7 @@ type bundle struct {
 
 // setup starts the simulators on a real listener and builds the client from cfg (baseConfig
 // when empty). The simulated GitLab starts with its configured knobs, not a test override.
-func setup(t *testing.T, cfg string, opts ...func(*sim.Options)) *bundle {
+func setup(t testing.TB, cfg string, opts ...func(*sim.Options)) *bundle {
 	t.Helper()
 	if cfg == "" {
 		cfg = baseConfig
@@ -97,7 +97,7 @@ func (b *bundle) metric(name string) string {
 var ctx = context.Background()
 
 // openMR makes a branch with one commit and an MR for it, as a batch does.
-func (b *bundle) openMR(t *testing.T, branch string) gitlab.MergeRequest {
+func (b *bundle) openMR(t testing.TB, branch string) gitlab.MergeRequest {
 	t.Helper()
 	_, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{
 		Branch: branch, StartBranch: "main", Message: "Add bindings",
