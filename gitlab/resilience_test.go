@@ -28,12 +28,16 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	b := setup(t, "")
 	mr := b.openMR(t, "breaker")
 	b.sim.SetFaults(sim.GitLabFaults{SimTransport: config.SimTransport{ErrorRate: 1}, ApprovalsRequired: 2})
+	before := b.sim.Calls("get_mr")
 	for i := range 3 { // breaker.failures: 3
 		if _, err := b.client.GetMergeRequest(ctx, project, mr.IID); outbound.StatusOf(err) != 500 {
 			t.Fatalf("call %d: %v", i+1, err)
 		}
 	}
 	calls := b.sim.Calls("get_mr")
+	if calls-before != 3 {
+		t.Fatalf("3 calls reached GitLab %d times: the library's own retries must be off", calls-before)
+	}
 	_, err := b.client.GetMergeRequest(ctx, project, mr.IID)
 	if kindOf(err) != outbound.KindCircuitOpen || b.client.BreakerState() != "open" {
 		t.Fatalf("4th call: %v (breaker %s)", err, b.client.BreakerState())

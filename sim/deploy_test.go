@@ -57,7 +57,13 @@ func TestDeployCallsBackAfterAMerge(t *testing.T) {
 	if len(got) != 1 || got[0].Project != "grp/sub.proj" || got[0].MRIID != 1 || strings.Join(got[0].OperationIDs, ",") != "op-a" {
 		t.Fatalf("deploy callbacks %+v", got)
 	}
+	// The record is updated once bindery's answer is in, just after the receiver saw the call.
+	deadline := time.Now().Add(10 * time.Second)
 	a := e.raw(t, "GET", "/sim/deploys", "")
+	for !strings.Contains(a.body, `"status":"SENT"`) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		a = e.raw(t, "GET", "/sim/deploys", "")
+	}
 	if a.status != 200 || !strings.Contains(a.body, `"status":"SENT"`) || !strings.Contains(a.body, `"answer":200`) {
 		t.Fatalf("deploys: %d %s", a.status, a.body)
 	}
