@@ -22,7 +22,7 @@ const usage = `bindery — self-service configuration-as-code changes
 Usage:
   bindery demo    [-addr 127.0.0.1:8080] [-data ./bindery-demo] [-dsn DSN]   everything local, one command
   bindery serve   -config FILE [-addr ADDR]                                  production (MySQL, real GitLab)
-  bindery sim     -addr ADDR                                                 the simulators alone
+  bindery sim     -addr ADDR [-bindery URL] [-config FILE]                   the simulators alone
   bindery migrate -config FILE [-dsn DSN]                                    apply database migrations
   bindery smoke   -url URL                                                   check a deployment's SPA serving rules
   bindery version

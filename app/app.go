@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"bindery/config"
 	"bindery/logging"
 	"bindery/server"
+	"bindery/sim"
 	"bindery/store"
 )
 
@@ -65,6 +67,7 @@ type App struct {
 	listener net.Listener
 	http     *http.Server
 	instance string
+	sims     *sim.Sims // demo only: the simulators mounted under /sim/
 
 	// stops run in order at shutdown, after the HTTP server stopped accepting requests.
 	stops []func(context.Context) error
@@ -133,6 +136,16 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	a.instance = instanceID(a.listener.Addr().String())
 
+	var mounts map[string]http.Handler
+	if opts.Mode == ModeDemo {
+		// The simulators run in process; bindery's real clients reach them over HTTP at
+		// <URL>/sim/gitlab, <URL>/sim/approval and <URL>/sim/permission.
+		a.sims = sim.New(sim.Options{
+			Config: a.cfg, BinderyURL: a.URL(), PublicURL: a.URL() + "/sim", Log: a.log.With("component", "sim"),
+			StateFile: filepath.Join(filepath.Dir(opts.ConfigPath), "sim-state.json"), // beside config.yaml and bindery.db
+		})
+		mounts = map[string]http.Handler{"/sim/": a.sims.Handler()}
+	}
 	srv := server.New(server.Deps{
 		Config:  a.cfg,
 		DB:      a.db,
@@ -140,6 +153,7 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 		Log:     a.log,
 		UI:      opts.Assets.UI,
 		Version: Version,
+		Mounts:  mounts,
 	})
 	a.http = &http.Server{
 		Handler:           srv.Handler(),
@@ -187,6 +201,9 @@ func (a *App) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); a.watchConfig(bg) }()
 	go func() { defer wg.Done(); a.heartbeat(bg) }()
+	if a.sims != nil {
+		a.sims.Start(bg)
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
@@ -205,6 +222,9 @@ func (a *App) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	a.log.Info("shutting down", "timeout", timeout)
+	if a.sims != nil {
+		a.sims.Stop() // first: a simulated hanging call would hold the shutdown to its timeout
+	}
 	if e := a.http.Shutdown(sctx); e != nil {
 		a.log.Warn("http shutdown incomplete", "err", e)
 	}
@@ -261,6 +281,11 @@ func (a *App) Close() error {
 
 // Instance is this process's id in the instance table.
 func (a *App) Instance() string { return a.instance }
+
+// Sims are the in-process simulators in demo mode (nil otherwise). Their base URL is
+// URL()+"/sim": give URL()+"/sim/gitlab" as gitlab.Options.DefaultBaseURL and
+// URL()+"/sim/approval" as approval.Options.DefaultURL.
+func (a *App) Sims() *sim.Sims { return a.sims }
 
 // Metrics is the process's metric set (served at /metrics).
 func (a *App) Metrics() *metrics.Set { return a.metrics }

@@ -49,6 +49,8 @@ type Snapshot struct {
 
 	// area settings, declared beside their keys
 	hookSettings
+	integrationSettings
+	simSettings
 }
 
 // KeyReport is one line of the effective configuration, for the ops console.
