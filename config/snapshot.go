@@ -49,6 +49,7 @@ type Snapshot struct {
 
 	// area settings, declared beside their keys
 	hookSettings
+	httpSettings
 }
 
 // KeyReport is one line of the effective configuration, for the ops console.
