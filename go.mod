@@ -6,7 +6,6 @@ require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/julienschmidt/httprouter v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/time v0.15.0
 	modernc.org/sqlite v1.62.0
