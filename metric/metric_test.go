@@ -17,7 +17,11 @@ type recordingSink struct {
 	series []string
 }
 
-func (s *recordingSink) Inc(series string) { s.mu.Lock(); s.series = append(s.series, series); s.mu.Unlock() }
+func (s *recordingSink) Inc(series string) {
+	s.mu.Lock()
+	s.series = append(s.series, series)
+	s.mu.Unlock()
+}
 func (s *recordingSink) Observe(series string, _ float64) {
 	s.Inc(series)
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +21,10 @@ import (
 // permission service, the real store on SQLite). The same rows are run again with metrics that
 // panic (TestMetricsThatPanicChangeNothing) and scanned for leaks (TestNoErrorBodyLeaksInternals).
 
-func post(path, user, body string) call { return call{method: "POST", path: path, user: user, body: body} }
-func get(path, user string) call        { return call{method: "GET", path: path, user: user} }
+func post(path, user, body string) call {
+	return call{method: "POST", path: path, user: user, body: body}
+}
+func get(path, user string) call { return call{method: "GET", path: path, user: user} }
 
 func applyJSON(op, target string) string {
 	return fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"need read access for the quarterly report"}`, op, target)
@@ -166,7 +168,9 @@ func rows() []row {
 			want: []string{`"code":"UNAVAILABLE"`}},
 		{name: "an unexpected workflow error is a generic 500 with the details only in the log",
 			prep: func(h *harness) {
-				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) { return workflow.ApplyResult{}, leaky }
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
+					return workflow.ApplyResult{}, leaky
+				}
 			},
 			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 500,
 			want: []string{`"code":"INTERNAL"`, apperr.GenericMessage, `"requestId":"r0"`},
@@ -180,7 +184,9 @@ func rows() []row {
 			}},
 		{name: "a panic in the workflow is a generic 500",
 			prep: func(h *harness) {
-				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) { panic("nil map at /home/dev/wf.go:12") }
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
+					panic("nil map at /home/dev/wf.go:12")
+				}
 			},
 			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 500, want: []string{`"code":"INTERNAL"`}},
 		{name: "a dependency down is 503 with a safe message",
@@ -283,14 +289,16 @@ func rows() []row {
 		{name: "a bad audit cursor is 400", call: get("/api/ops/audit?cursor=abc", "ops"), status: 400, want: []string{`"field":"cursor"`}},
 
 		// ---- webhooks ----
-		{name: "a signed approval callback is handed to the workflow", prep: func(h *harness) { h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", Status: store.StatusApprovalSent}) },
+		{name: "a signed approval callback is handed to the workflow", prep: func(h *harness) {
+			h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", Status: store.StatusApprovalSent})
+		},
 			call: call{method: "POST", path: "/hooks/approval", body: cb, header: signed("s3cret", cb)}, status: 200, want: []string{`{"code":"ACCEPTED"}`}},
 		{name: "a stale approval callback is 2xx IGNORED_STALE", call: call{method: "POST", path: "/hooks/approval", body: cb, header: signed("s3cret", cb)}, status: 200,
 			want: []string{"IGNORED_STALE"}},
 		{name: "a forged approval callback is 401 and recorded nowhere", call: call{method: "POST", path: "/hooks/approval", body: cb, header: signed("guess", cb)}, status: 401,
 			want: []string{"Callback authentication failed."}, check: none},
 		{name: "a replayed approval callback outside the skew is 401",
-			call: call{method: "POST", path: "/hooks/approval", body: cb, header: map[string]string{"X-Bindery-Timestamp": fmt.Sprint(t0.Unix() - 3600), "X-Bindery-Signature": approvalSig("s3cret", t0.Unix()-3600, cb)}},
+			call:   call{method: "POST", path: "/hooks/approval", body: cb, header: map[string]string{"X-Bindery-Timestamp": fmt.Sprint(t0.Unix() - 3600), "X-Bindery-Signature": approvalSig("s3cret", t0.Unix()-3600, cb)}},
 			status: 401, check: none},
 		{name: "without an approval secret every callback is 401", opts: options{config: map[string]string{"hooks.approvalSecret": ""}},
 			call: call{method: "POST", path: "/hooks/approval", body: cb, header: signed("", cb)}, status: 401, check: none},
@@ -434,4 +442,3 @@ func TestEveryStatusCodeOfTheAPI(t *testing.T) {
 		}
 	}
 }
-

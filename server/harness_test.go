@@ -108,8 +108,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func setup(t *testing.T, o options) *harness {
 	t.Helper()
@@ -133,7 +137,7 @@ func setup(t *testing.T, o options) *harness {
 		Config: h.src, DB: h.db, Metrics: h.set, Log: log, Version: "test", Demo: !o.serve,
 		Workflow: h.wf, Permissions: h.perms, Limiter: h.limiter, Recorder: metric.New(sink, log),
 		Now: func() time.Time { return t0 }, PermissionTimeout: 100 * time.Millisecond,
-		UI:  fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>spa</title>")}, "assets/app-3f9a1c2b.js": {Data: []byte("console.log(1)")}, "favicon.svg": {Data: []byte("<svg/>")}},
+		UI: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>spa</title>")}, "assets/app-3f9a1c2b.js": {Data: []byte("console.log(1)")}, "favicon.svg": {Data: []byte("<svg/>")}},
 	}
 	if o.noWorkflow {
 		d.Workflow = nil

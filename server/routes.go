@@ -8,13 +8,13 @@ import (
 type authKind int
 
 const (
-	authPublic     authKind = iota // anyone (infra, the OpenAPI document)
-	authUser                       // a signed-in caller: 401 without an identity
-	authOwnerOrOps                 // signed in; the handler checks the row's owner, else the ops rule (403)
-	authOps                        // signed in and holding authz.opsRule: 401, then 403
-	authApprovalHook               // HMAC over timestamp + body (hooks.approvalSecret, hooks.approvalSkew)
-	authGitLabHook                 // X-Gitlab-Token == hooks.gitlabToken
-	authDeployHook                 // Authorization: Bearer hooks.deployToken
+	authPublic       authKind = iota // anyone (infra, the OpenAPI document)
+	authUser                         // a signed-in caller: 401 without an identity
+	authOwnerOrOps                   // signed in; the handler checks the row's owner, else the ops rule (403)
+	authOps                          // signed in and holding authz.opsRule: 401, then 403
+	authApprovalHook                 // HMAC over timestamp + body (hooks.approvalSecret, hooks.approvalSkew)
+	authGitLabHook                   // X-Gitlab-Token == hooks.gitlabToken
+	authDeployHook                   // Authorization: Bearer hooks.deployToken
 )
 
 // rateSpec is a route's rate limit (SPEC §6.1): the bucket, the config key read at each request,
