@@ -71,7 +71,9 @@ func leakyWorkflow(h *harness, mode int) {
 		return nil
 	}
 	w := h.wf
-	w.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) { return workflow.ApplyResult{}, fail() }
+	w.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
+		return workflow.ApplyResult{}, fail()
+	}
 	w.RequestFn = func(context.Context, string) (workflow.RequestView, error) { return workflow.RequestView{}, fail() }
 	w.MyRequestsFn = func(context.Context, string, string, int) (workflow.Page[workflow.RequestSummary], error) {
 		return workflow.Page[workflow.RequestSummary]{}, fail()
@@ -85,7 +87,9 @@ func leakyWorkflow(h *harness, mode int) {
 	w.StuckRequestsFn = func(context.Context, workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error) {
 		return workflow.Page[workflow.RequestSummary]{}, fail()
 	}
-	w.RetryFn = func(context.Context, string, string) (workflow.RequestView, error) { return workflow.RequestView{}, fail() }
+	w.RetryFn = func(context.Context, string, string) (workflow.RequestView, error) {
+		return workflow.RequestView{}, fail()
+	}
 	w.ReconcileFn = func(context.Context) (workflow.ReconcileResult, error) { return workflow.ReconcileResult{}, fail() }
 	w.ApprovalCallbackFn = func(context.Context, workflow.ApprovalCallback) (workflow.CallbackResult, error) {
 		return workflow.CallbackResult{}, fail()
@@ -325,7 +329,7 @@ func TestMisconfigOfEveryKeyTheHTTPLayerReads(t *testing.T) {
 			return code
 		}, 202},
 		{"ratelimit.window", "garbage", false, func(h *harness) int { return burst(h, 4) }, 429}, // → 1m, limit 3 holds
-		{"apply.mode", "", false, func(h *harness) int { return h.do(applyA).Code }, 403},    // missing → TEST_WINDOW; t0 is Monday 12:00 in Shanghai but the window is set below
+		{"apply.mode", "", false, func(h *harness) int { return h.do(applyA).Code }, 403},        // missing → TEST_WINDOW; t0 is Monday 12:00 in Shanghai but the window is set below
 		{"apply.mode", "<blank>", false, func(h *harness) int { return h.do(applyA).Code }, 202}, // TEST_WINDOW, default window open at t0
 		{"apply.mode", "closed ", false, func(h *harness) int { return h.do(applyA).Code }, 403},
 		{"apply.mode", " open ", false, func(h *harness) int { return h.do(applyA).Code }, 202},
