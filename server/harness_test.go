@@ -92,7 +92,7 @@ type options struct {
 
 // harness is a server on fakes and a real store.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *Server
 	src     *config.Source
 	db      *store.DB
@@ -115,7 +115,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func setup(t *testing.T, o options) *harness {
+func setup(t testing.TB, o options) *harness {
 	t.Helper()
 	snap, err := config.Parse([]byte(configYAML(o.config)))
 	if err != nil {
