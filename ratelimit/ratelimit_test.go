@@ -134,7 +134,7 @@ func TestShareDividesTheQuotaByLiveInstancesRoundingUp(t *testing.T) {
 			return 0, errors.New("db down")
 		}
 		return live, nil
-	}, nil)
+	})
 	if s.Of(10) != 10 {
 		t.Fatal("before the first refresh an instance believes it is alone")
 	}

@@ -2,9 +2,7 @@ package ratelimit
 
 import (
 	"context"
-	"log/slog"
 	"sync/atomic"
-	"time"
 )
 
 // Share divides a global quota between the live instances (SPEC §11.1): each enforces
@@ -14,13 +12,13 @@ import (
 type Share struct {
 	live  atomic.Int64
 	count func(context.Context) (int, error)
-	log   *slog.Logger
 }
 
 // NewShare returns a Share that believes it is alone until the first Refresh. count reports the
-// live instances (store.DB.LiveInstances bound to the heartbeat horizon).
-func NewShare(count func(context.Context) (int, error), log *slog.Logger) *Share {
-	s := &Share{count: count, log: log}
+// live instances (store.DB.LiveInstances bound to the heartbeat horizon); the caller refreshes
+// it in the background (app does, after each heartbeat).
+func NewShare(count func(context.Context) (int, error)) *Share {
+	s := &Share{count: count}
 	s.live.Store(1)
 	return s
 }
@@ -47,20 +45,4 @@ func (s *Share) Refresh(ctx context.Context) error {
 	}
 	s.live.Store(int64(max(n, 1)))
 	return nil
-}
-
-// Run refreshes every period until ctx ends, logging failures.
-func (s *Share) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil && s.log != nil {
-			s.log.Warn("rate limit: live instance count not refreshed; keeping the last one", "live", s.Live(), "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

@@ -460,7 +460,7 @@ func TestRateLimitSubjectIsTheIdentityElseTheUntrustedClientAddress(t *testing.T
 // background.
 func TestLiveInstancesShareTheQuota(t *testing.T) {
 	live := 3
-	share := ratelimit.NewShare(func(context.Context) (int, error) { return live, nil }, nil)
+	share := ratelimit.NewShare(func(context.Context) (int, error) { return live, nil })
 	if err := share.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
