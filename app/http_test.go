@@ -57,7 +57,10 @@ func TestTwoInstancesShareOneRateLimit(t *testing.T) {
 	a := boot(t, dsn, cfg)
 	b2 := boot(t, dsn, cfg)
 	for _, inst := range []*booted{a, b2} {
-		waitFor(t, func() bool { _, m := get(t, inst.URL()+"/metrics"); return strings.Contains(m, "bindery_ratelimit_live_instances 2") })
+		waitFor(t, func() bool {
+			_, m := get(t, inst.URL()+"/metrics")
+			return strings.Contains(m, "bindery_ratelimit_live_instances 2")
+		})
 	}
 	codes := []int{}
 	for i := 0; i < 3; i++ {
