@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
 )
@@ -43,15 +42,16 @@ type Recorder struct {
 	log       *slog.Logger
 	maxSeries int64
 
-	known   sync.Map // series → struct{}
-	perName sync.Map // metric name → *atomic.Int64 (label sets admitted)
+	mu      sync.RWMutex
+	known   map[string]string // series seen (interned)
+	perName map[string]int64  // metric name → label sets admitted
 	panics  atomic.Int64
 	skipped atomic.Int64
 }
 
 // New returns a Recorder writing to sink.
 func New(sink Sink, log *slog.Logger) *Recorder {
-	return &Recorder{sink: sink, log: log, maxSeries: DefaultMaxSeries}
+	return &Recorder{sink: sink, log: log, maxSeries: DefaultMaxSeries, known: map[string]string{}, perName: map[string]int64{}}
 }
 
 // WithMaxSeries sets the cap of label sets per metric (tests).
@@ -105,74 +105,80 @@ func (r *Recorder) recover(name string) {
 	}
 }
 
-// series builds name{k="v",…} or reports why the sample is skipped.
+// series builds name{k="v",…} or reports why the sample is skipped. The common case — a series
+// seen before — allocates nothing: the text is built in a stack buffer and looked up as is.
 func (r *Recorder) series(name string, labels []string) (string, bool) {
 	if !validName(name, true) || len(labels)%2 != 0 {
 		r.skipped.Add(1)
 		return "", false
 	}
-	var b strings.Builder
-	b.Grow(len(name) + 16*len(labels))
-	b.WriteString(name)
+	var arr [512]byte
+	buf := append(arr[:0], name...)
 	for i := 0; i < len(labels); i += 2 {
-		v := Normalize(labels[i+1])
-		if !validName(labels[i], false) || v == "" {
+		if !validName(labels[i], false) {
 			r.skipped.Add(1)
 			return "", false
 		}
 		if i == 0 {
-			b.WriteByte('{')
+			buf = append(buf, '{')
 		} else {
-			b.WriteByte(',')
+			buf = append(buf, ',')
 		}
-		b.WriteString(labels[i])
-		b.WriteString(`="`)
-		b.WriteString(v)
-		b.WriteByte('"')
+		buf = append(append(buf, labels[i]...), '=', '"')
+		n := len(buf)
+		if buf = appendNormalized(buf, labels[i+1]); len(buf) == n {
+			r.skipped.Add(1) // an empty dimension skips the sample
+			return "", false
+		}
+		buf = append(buf, '"')
 	}
 	if len(labels) > 0 {
-		b.WriteByte('}')
+		buf = append(buf, '}')
 	}
-	s := b.String()
-	if _, ok := r.known.Load(s); ok {
+	r.mu.RLock()
+	s, ok := r.known[string(buf)]
+	r.mu.RUnlock()
+	if ok {
 		return s, true
 	}
-	c, _ := r.perName.LoadOrStore(name, new(atomic.Int64))
-	count := c.(*atomic.Int64)
-	if count.Load() >= r.maxSeries {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.known[string(buf)]; ok {
+		return s, true
+	}
+	if r.perName[name] >= r.maxSeries {
 		r.skipped.Add(1)
 		return "", false
 	}
-	if _, loaded := r.known.LoadOrStore(s, struct{}{}); !loaded {
-		count.Add(1)
-	}
+	s = string(buf)
+	r.known[s] = s
+	r.perName[name]++
 	return s, true
 }
 
 // Normalize makes a label value safe: trimmed, anything outside letters, digits and
 // " _.:@/+-" replaced by "_", cut at MaxLabelLen characters. Empty means "skip the sample".
-func Normalize(v string) string {
+func Normalize(v string) string { return string(appendNormalized(nil, v)) }
+
+func appendNormalized(buf []byte, v string) []byte {
 	v = strings.TrimSpace(v)
-	if v == "" {
-		return ""
-	}
-	var b strings.Builder
-	n := 0
+	start, n := len(buf), 0
 	for _, c := range v {
 		if n == MaxLabelLen {
 			break
 		}
 		switch {
-		case c == utf8.RuneError:
-			c = '_'
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune(" _.:@/+-", c):
+			buf = append(buf, byte(c))
 		default:
-			c = '_'
+			buf = append(buf, '_')
 		}
-		b.WriteRune(c)
 		n++
 	}
-	return strings.TrimSpace(b.String())
+	for len(buf) > start && buf[len(buf)-1] == ' ' { // a cut may end on a space
+		buf = buf[:len(buf)-1]
+	}
+	return buf
 }
 
 // validName: a metric name [a-zA-Z_:][a-zA-Z0-9_:]*, or a label name without ':'.

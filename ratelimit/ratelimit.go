@@ -88,7 +88,7 @@ func (l *Limiter) Allow(key string, limit int, win time.Duration) Decision {
 				sh.evictLeastRecent()
 			}
 		}
-		w = &window{ts: make([]int64, min(limit, 16))}
+		w = &window{ts: make([]int64, 1)} // grows with use: most keys make one or two requests
 		sh.logs[key] = w
 	}
 	w.prune(now, int64(win))
