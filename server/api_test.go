@@ -188,7 +188,12 @@ func rows() []row {
 					panic("nil map at /home/dev/wf.go:12")
 				}
 			},
-			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 500, want: []string{`"code":"INTERNAL"`}},
+			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 500, want: []string{`"code":"INTERNAL"`},
+			check: func(t *testing.T, h *harness) {
+				if st := h.dbState(); st != "" {
+					t.Errorf("a panicking application kept its key (a retry would wait for the lease):\n%s", st)
+				}
+			}},
 		{name: "a dependency down is 503 with a safe message",
 			prep: func(h *harness) {
 				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {

@@ -161,18 +161,24 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 
 // myRequests is GET /api/my/requests?cursor=&limit=: the caller's requests, newest first.
 func (s *Server) myRequests(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	cursor, limit, err := pageQuery(r)
+	cursor, limit, wf, err := s.listQuery(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	if s.deps.Workflow == nil {
-		return 0, nil, errNoWorkflow
-	}
-	page, err := s.deps.Workflow.MyRequests(r.Context(), infoOf(r).caller.ID, cursor, limit)
+	page, err := wf.MyRequests(r.Context(), infoOf(r).caller.ID, cursor, limit)
 	if page.Items == nil {
 		page.Items = []workflow.RequestSummary{}
 	}
 	return http.StatusOK, page, err
+}
+
+// listQuery reads a list's paging and checks the workflow is there to answer it.
+func (s *Server) listQuery(r *http.Request) (string, int, Workflow, error) {
+	cursor, limit, err := pageQuery(r)
+	if err == nil && s.deps.Workflow == nil {
+		err = errNoWorkflow
+	}
+	return cursor, limit, s.deps.Workflow, err
 }
 
 // targetView is one catalog entry as GET /api/targets shows it.

@@ -62,13 +62,23 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 		w.Header().Set("Retry-After", "1")
 		return 0, nil, apperr.New(apperr.Conflict, "A request with this operationId is still being processed; retry shortly.")
 	}
-	status, body, err := do()
 	// The request's own context may be gone by now; recording its outcome must not be.
 	bg := context.WithoutCancel(ctx)
-	if err != nil {
+	release := func() {
 		if rerr := s.deps.DB.ReleaseIdempotency(bg, scope, key); rerr != nil {
 			s.deps.Log.WarnContext(ctx, "idempotency key not released; a retry waits for its lease", "scope", scope, "key", key, "err", rerr)
 		}
+	}
+	done := false
+	defer func() {
+		if !done { // do panicked: give the key up on the way to withRecover's 500
+			release()
+		}
+	}()
+	status, body, err := do()
+	done = true
+	if err != nil {
+		release()
 		return 0, nil, err
 	}
 	answer, merr := json.Marshal(body)

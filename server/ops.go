@@ -101,14 +101,11 @@ func (s *Server) opsReconcile(w http.ResponseWriter, r *http.Request) (int, any,
 
 // opsBatches is GET /api/ops/batches?cursor=&limit=.
 func (s *Server) opsBatches(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	cursor, limit, err := pageQuery(r)
+	cursor, limit, wf, err := s.listQuery(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	if s.deps.Workflow == nil {
-		return 0, nil, errNoWorkflow
-	}
-	page, err := s.deps.Workflow.Batches(r.Context(), cursor, limit)
+	page, err := wf.Batches(r.Context(), cursor, limit)
 	if page.Items == nil {
 		page.Items = []workflow.BatchView{}
 	}
