@@ -166,8 +166,12 @@ func (s *Server) permit(ctx context.Context, id string, codes ...string) bool {
 		}
 	}
 	log := s.deps.Log
-	if len(rules) == 0 || s.deps.Permissions == nil || id == "" {
-		log.WarnContext(ctx, "permission refused without asking", "identity", id, "rules", rules, "service", s.deps.Permissions != nil)
+	if len(rules) == 0 || id == "" {
+		log.WarnContext(ctx, "permission refused: no rule code configured", "identity", id)
+		return false
+	}
+	if s.deps.Permissions == nil { // said once at start; /api/me asks on every page load
+		log.DebugContext(ctx, "permission refused: no permission service wired", "identity", id, "rules", rules)
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.deps.PermissionTimeout)
