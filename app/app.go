@@ -24,6 +24,8 @@ import (
 
 	"bindery/config"
 	"bindery/logging"
+	"bindery/metric"
+	"bindery/ratelimit"
 	"bindery/server"
 	"bindery/sim"
 	"bindery/store"
@@ -54,6 +56,10 @@ type Options struct {
 	DSN        string
 	Assets     Assets
 	LogOutput  io.Writer // default os.Stderr
+	// Services builds the workflow and the permission service once the database is open; it is
+	// where the integrator wires package workflow and package permission. Nil, or nil results:
+	// the workflow routes answer 503 UNAVAILABLE and every permission check is refused (403).
+	Services func(ctx context.Context, a *App) (server.Workflow, server.Permissions, error)
 }
 
 // App is one running bindery instance.
@@ -68,6 +74,8 @@ type App struct {
 	http     *http.Server
 	instance string
 	sims     *sim.Sims // demo only: the simulators mounted under /sim/
+	limiter  *ratelimit.Limiter
+	share    *ratelimit.Share
 
 	// stops run in order at shutdown, after the HTTP server stopped accepting requests.
 	stops []func(context.Context) error
@@ -146,14 +154,35 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 		})
 		mounts = map[string]http.Handler{"/sim/": a.sims.Handler()}
 	}
+	var wf server.Workflow
+	var perms server.Permissions
+	if opts.Services != nil {
+		if wf, perms, err = opts.Services(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	if wf == nil || perms == nil {
+		a.log.Warn("services not wired: workflow routes answer 503 and permission checks are refused", "workflow", wf != nil, "permissions", perms != nil)
+	}
+	// Each instance enforces its share of every rate limit: ⌈limit ÷ live instances⌉, the count
+	// refreshed with the heartbeat so that no request waits on the database for it.
+	a.limiter = ratelimit.New(ratelimit.Options{})
+	a.share = ratelimit.NewShare(func(ctx context.Context) (int, error) { return a.db.LiveInstances(ctx, liveWithin) })
+	a.metrics.NewGauge("bindery_ratelimit_live_instances", func() float64 { return float64(a.share.Live()) })
 	srv := server.New(server.Deps{
-		Config:  a.cfg,
-		DB:      a.db,
-		Metrics: a.metrics,
-		Log:     a.log,
-		UI:      opts.Assets.UI,
-		Version: Version,
-		Mounts:  mounts,
+		Config:      a.cfg,
+		DB:          a.db,
+		Metrics:     a.metrics,
+		Log:         a.log,
+		UI:          opts.Assets.UI,
+		Version:     Version,
+		Demo:        opts.Mode == ModeDemo,
+		Workflow:    wf,
+		Permissions: perms,
+		Limiter:     a.limiter,
+		Share:       a.share,
+		Recorder:    metric.New(metric.SetSink(a.metrics), a.log),
+		Mounts:      mounts,
 	})
 	a.http = &http.Server{
 		Handler:           srv.Handler(),
@@ -249,8 +278,13 @@ func (a *App) watchConfig(ctx context.Context) {
 
 // heartbeatEvery is how often the instance row is refreshed; an instance is live while its
 // heartbeat is younger than three periods.
-const heartbeatEvery = 5 * time.Second
+const (
+	heartbeatEvery = 5 * time.Second
+	liveWithin     = 3 * heartbeatEvery
+)
 
+// heartbeat refreshes this instance's row, then the live-instance count the rate limits are
+// divided by, and sweeps the idle rate-limit keys.
 func (a *App) heartbeat(ctx context.Context) {
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
@@ -258,6 +292,10 @@ func (a *App) heartbeat(ctx context.Context) {
 		if err := a.db.Heartbeat(ctx, a.instance, Version); err != nil && ctx.Err() == nil {
 			a.log.Warn("instance heartbeat failed", "err", err)
 		}
+		if err := a.share.Refresh(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("rate limit: live instance count not refreshed; keeping the last one", "live", a.share.Live(), "err", err)
+		}
+		a.limiter.Sweep(a.cfg.Current().RateWindow())
 		select {
 		case <-ctx.Done():
 			return

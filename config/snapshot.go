@@ -51,6 +51,7 @@ type Snapshot struct {
 	hookSettings
 	integrationSettings
 	simSettings
+	httpSettings
 }
 
 // KeyReport is one line of the effective configuration, for the ops console.

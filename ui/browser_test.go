@@ -24,6 +24,7 @@ import (
 
 	"bindery/config"
 	"bindery/server"
+	"bindery/store/storetest"
 	"bindery/ui"
 )
 
@@ -247,7 +248,7 @@ func startSite(t *testing.T, api *fakeAPI) *site {
 	s := &site{api: api, files: &releasable{FS: ui.Dist(), gone: map[string]bool{}}}
 	srv := server.New(server.Deps{
 		Config:  config.NewStatic(config.MustParse("")),
-		DB:      okPinger{},
+		DB:      storetest.SQLite(t),
 		Metrics: metrics.NewSet(),
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		UI:      s.files,
@@ -273,10 +274,6 @@ func (s *site) pageLoads() []string {
 	defer s.mu.Unlock()
 	return append([]string(nil), s.documents...)
 }
-
-type okPinger struct{}
-
-func (okPinger) Ping(context.Context) error { return nil }
 
 func jsString(s string) string { return fmt.Sprintf("%q", s) }
 
