@@ -253,14 +253,20 @@ func startSite(t *testing.T, api *fakeAPI) *site {
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		UI:      s.files,
 		Version: "test",
-		Mounts:  map[string]http.Handler{"/api/": api.Handler(), "/sim/": api.Handler()},
 	})
 	h := srv.Handler()
+	fake := api.Handler()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Sec-Fetch-Dest") == "document" {
 			s.mu.Lock()
 			s.documents = append(s.documents, r.URL.RequestURI())
 			s.mu.Unlock()
+		}
+		// The fake answers the whole JSON API (and the simulator's inbox); the real server
+		// answers everything else: pages, assets, and the 404s of both.
+		if p := r.URL.Path; strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/sim/") {
+			fake.ServeHTTP(w, r)
+			return
 		}
 		h.ServeHTTP(w, r)
 	}))
