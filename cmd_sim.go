@@ -6,12 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"bindery/config"
+	"bindery/logging"
+	"bindery/sim"
 )
 
 func dsnFromConfig(path string) (string, error) {
@@ -26,35 +30,64 @@ func dsnFromConfig(path string) (string, error) {
 	return snap.DSN(), nil
 }
 
-// runSim serves the simulators alone so several serve instances can share them.
+// runSim serves the simulators alone (GitLab, approval system, deploy pipeline, permission
+// service under /sim/) so several serve instances can share them.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address")
-	if err := parseFlags(fs, args, stderr, "sim -addr ADDR"); err != nil {
+	bindery := fs.String("bindery", "", "base URL of bindery, for GitLab webhooks and deploy callbacks (approval callbacks go to each ticket's callbackUrl); empty: none are sent")
+	cfgPath := fs.String("config", "", "config file with the secrets shared with bindery (hooks.*, gitlab tokens), the catalog and the sim.* fault knobs; watched for edits. Empty: the embedded sample (demo secrets)")
+	if err := parseFlags(fs, args, stderr, "sim -addr ADDR [-bindery URL] [-config FILE]"); err != nil {
 		return err
+	}
+	if *bindery != "" && !strings.HasPrefix(*bindery, "http://") && !strings.HasPrefix(*bindery, "https://") {
+		fmt.Fprintf(stderr, "-bindery %q is not an http(s) URL\n", *bindery)
+		fs.Usage()
+		return errUsage
+	}
+	log := logging.New(stderr, "text", new(slog.LevelVar))
+	var src *config.Source
+	if *cfgPath == "" {
+		src = config.NewStatic(config.MustParse(string(config.Sample)))
+	} else {
+		var err error
+		if src, err = config.Open(*cfgPath, log, nil); err != nil {
+			return err
+		}
+		go func() {
+			if err := src.Watch(ctx); err != nil {
+				log.Error("config watch stopped; edits need a restart", "err", err)
+			}
+		}()
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
+	sims := sim.New(sim.Options{Config: src, BinderyURL: *bindery, Log: log})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"ok"}`+"\n")
 	})
+	mux.Handle("/sim/", sims.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "bindery simulators listening at http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "bindery simulators listening at http://%s\n  GitLab:          http://%[1]s/sim/gitlab (gitlab.baseURL)\n  approval system: http://%[1]s/sim/approval (approvalSystem.url), inbox /sim/approvals\n  permission:      http://%[1]s/sim/permission (permission.url)\n  deploys:         http://%[1]s/sim/deploys\n", ln.Addr())
+	sctx, stopSims := context.WithCancel(ctx)
+	sims.Start(sctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	case err := <-errc:
+		err = nil
+	case err = <-errc:
 		if errors.Is(err, http.ErrServerClosed) {
-			return nil
+			err = nil
 		}
-		return err
 	}
+	stopSims()
+	sims.Stop() // ends hanging calls before the server waits for them
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Join(err, srv.Shutdown(shut))
 }

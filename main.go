@@ -22,8 +22,9 @@ const usage = `bindery — self-service configuration-as-code changes
 Usage:
   bindery demo    [-addr 127.0.0.1:8080] [-data ./bindery-demo] [-dsn DSN]   everything local, one command
   bindery serve   -config FILE [-addr ADDR]                                  production (MySQL, real GitLab)
-  bindery sim     -addr ADDR                                                 the simulators alone
+  bindery sim     -addr ADDR [-bindery URL] [-config FILE]                   the simulators alone
   bindery migrate -config FILE [-dsn DSN]                                    apply database migrations
+  bindery smoke   -url URL                                                   check a deployment's SPA serving rules
   bindery version
 
 Run "bindery <command> -h" for a command's flags.
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runSim(ctx, rest, stdout, stderr)
 	case "migrate":
 		err = runMigrate(ctx, rest, stdout, stderr)
+	case "smoke":
+		err = runSmoke(ctx, rest, stdout, stderr)
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			fmt.Fprint(stderr, usage)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -30,6 +31,7 @@ func TestCommandLineExitCodes(t *testing.T) {
 		{[]string{"demo", "extra"}, 2, "unexpected argument"},
 		{[]string{"sim", "-h"}, 0, "-addr"},
 		{[]string{"migrate", "-h"}, 0, "-dsn"},
+		{[]string{"smoke", "-h"}, 0, "-url"},
 		{[]string{"migrate"}, 2, "-config or -dsn is required"},
 		{[]string{"migrate", "-dsn", "postgres://x"}, 1, "unknown scheme"},
 	} {
@@ -111,4 +113,38 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func TestSmokeCommandPassesAgainstDemoAndExitsNonZeroOnAMismatch(t *testing.T) {
+	url, stop := startDemo(t, filepath.Join(t.TempDir(), "demo"))
+	defer stop()
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"smoke", "-url", url}, &out, &out); code != 0 {
+		t.Fatalf("smoke against demo: exit %d\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "all 5 checks passed") {
+		t.Fatalf("smoke output:\n%s", out.String())
+	}
+
+	// A deployment whose index is cacheable: the release rules are broken, the command says so.
+	wrong := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=3600")
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<!doctype html><p>cached forever")
+	}))
+	defer wrong.Close()
+	out.Reset()
+	if code := run(context.Background(), []string{"smoke", "-url", wrong.URL}, &out, &out); code != 1 {
+		t.Fatalf("smoke against a wrong server: exit %d, want 1\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "FAIL  index") || !strings.Contains(out.String(), "checks failed") {
+		t.Fatalf("smoke output does not name the failed check:\n%s", out.String())
+	}
+
+	for _, args := range [][]string{{"smoke"}, {"smoke", "-url", "not a url"}} {
+		out.Reset()
+		if code := run(context.Background(), args, &out, &out); code != 2 {
+			t.Errorf("bindery %v: exit %d, want 2 (usage)\n%s", args, code, out.String())
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -23,7 +24,10 @@ import (
 
 	"bindery/config"
 	"bindery/logging"
+	"bindery/metric"
+	"bindery/ratelimit"
 	"bindery/server"
+	"bindery/sim"
 	"bindery/store"
 )
 
@@ -52,6 +56,10 @@ type Options struct {
 	DSN        string
 	Assets     Assets
 	LogOutput  io.Writer // default os.Stderr
+	// Services builds the workflow and the permission service once the database is open; it is
+	// where the integrator wires package workflow and package permission. Nil, or nil results:
+	// the workflow routes answer 503 UNAVAILABLE and every permission check is refused (403).
+	Services func(ctx context.Context, a *App) (server.Workflow, server.Permissions, error)
 }
 
 // App is one running bindery instance.
@@ -65,6 +73,9 @@ type App struct {
 	listener net.Listener
 	http     *http.Server
 	instance string
+	sims     *sim.Sims // demo only: the simulators mounted under /sim/
+	limiter  *ratelimit.Limiter
+	share    *ratelimit.Share
 
 	// stops run in order at shutdown, after the HTTP server stopped accepting requests.
 	stops []func(context.Context) error
@@ -133,13 +144,45 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	a.instance = instanceID(a.listener.Addr().String())
 
+	var mounts map[string]http.Handler
+	if opts.Mode == ModeDemo {
+		// The simulators run in process; bindery's real clients reach them over HTTP at
+		// <URL>/sim/gitlab, <URL>/sim/approval and <URL>/sim/permission.
+		a.sims = sim.New(sim.Options{
+			Config: a.cfg, BinderyURL: a.URL(), PublicURL: a.URL() + "/sim", Log: a.log.With("component", "sim"),
+			StateFile: filepath.Join(filepath.Dir(opts.ConfigPath), "sim-state.json"), // beside config.yaml and bindery.db
+		})
+		mounts = map[string]http.Handler{"/sim/": a.sims.Handler()}
+	}
+	var wf server.Workflow
+	var perms server.Permissions
+	if opts.Services != nil {
+		if wf, perms, err = opts.Services(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	if wf == nil || perms == nil {
+		a.log.Warn("services not wired: workflow routes answer 503 and permission checks are refused", "workflow", wf != nil, "permissions", perms != nil)
+	}
+	// Each instance enforces its share of every rate limit: ⌈limit ÷ live instances⌉, the count
+	// refreshed with the heartbeat so that no request waits on the database for it.
+	a.limiter = ratelimit.New(ratelimit.Options{})
+	a.share = ratelimit.NewShare(func(ctx context.Context) (int, error) { return a.db.LiveInstances(ctx, liveWithin) })
+	a.metrics.NewGauge("bindery_ratelimit_live_instances", func() float64 { return float64(a.share.Live()) })
 	srv := server.New(server.Deps{
-		Config:  a.cfg,
-		DB:      a.db,
-		Metrics: a.metrics,
-		Log:     a.log,
-		UI:      opts.Assets.UI,
-		Version: Version,
+		Config:      a.cfg,
+		DB:          a.db,
+		Metrics:     a.metrics,
+		Log:         a.log,
+		UI:          opts.Assets.UI,
+		Version:     Version,
+		Demo:        opts.Mode == ModeDemo,
+		Workflow:    wf,
+		Permissions: perms,
+		Limiter:     a.limiter,
+		Share:       a.share,
+		Recorder:    metric.New(metric.SetSink(a.metrics), a.log),
+		Mounts:      mounts,
 	})
 	a.http = &http.Server{
 		Handler:           srv.Handler(),
@@ -187,6 +230,9 @@ func (a *App) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); a.watchConfig(bg) }()
 	go func() { defer wg.Done(); a.heartbeat(bg) }()
+	if a.sims != nil {
+		a.sims.Start(bg)
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
@@ -205,6 +251,9 @@ func (a *App) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	a.log.Info("shutting down", "timeout", timeout)
+	if a.sims != nil {
+		a.sims.Stop() // first: a simulated hanging call would hold the shutdown to its timeout
+	}
 	if e := a.http.Shutdown(sctx); e != nil {
 		a.log.Warn("http shutdown incomplete", "err", e)
 	}
@@ -229,8 +278,13 @@ func (a *App) watchConfig(ctx context.Context) {
 
 // heartbeatEvery is how often the instance row is refreshed; an instance is live while its
 // heartbeat is younger than three periods.
-const heartbeatEvery = 5 * time.Second
+const (
+	heartbeatEvery = 5 * time.Second
+	liveWithin     = 3 * heartbeatEvery
+)
 
+// heartbeat refreshes this instance's row, then the live-instance count the rate limits are
+// divided by, and sweeps the idle rate-limit keys.
 func (a *App) heartbeat(ctx context.Context) {
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
@@ -238,6 +292,10 @@ func (a *App) heartbeat(ctx context.Context) {
 		if err := a.db.Heartbeat(ctx, a.instance, Version); err != nil && ctx.Err() == nil {
 			a.log.Warn("instance heartbeat failed", "err", err)
 		}
+		if err := a.share.Refresh(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("rate limit: live instance count not refreshed; keeping the last one", "live", a.share.Live(), "err", err)
+		}
+		a.limiter.Sweep(a.cfg.Current().RateWindow())
 		select {
 		case <-ctx.Done():
 			return
@@ -261,6 +319,11 @@ func (a *App) Close() error {
 
 // Instance is this process's id in the instance table.
 func (a *App) Instance() string { return a.instance }
+
+// Sims are the in-process simulators in demo mode (nil otherwise). Their base URL is
+// URL()+"/sim": give URL()+"/sim/gitlab" as gitlab.Options.DefaultBaseURL and
+// URL()+"/sim/approval" as approval.Options.DefaultURL.
+func (a *App) Sims() *sim.Sims { return a.sims }
 
 // Metrics is the process's metric set (served at /metrics).
 func (a *App) Metrics() *metrics.Set { return a.metrics }

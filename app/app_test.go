@@ -44,8 +44,19 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// boot starts the whole product on :0 against dsn with the given config text.
+// boot starts the whole product in demo mode on :0 against dsn with the given config text.
 func boot(t *testing.T, dsn, configText string) *booted {
+	t.Helper()
+	return bootMode(t, app.ModeDemo, dsn, configText)
+}
+
+// bootServe is boot in serve mode.
+func bootServe(t *testing.T, dsn, configText string) *booted {
+	t.Helper()
+	return bootMode(t, app.ModeServe, dsn, configText)
+}
+
+func bootMode(t *testing.T, mode app.Mode, dsn, configText string) *booted {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
@@ -54,7 +65,7 @@ func boot(t *testing.T, dsn, configText string) *booted {
 	}
 	logs := &lockedBuffer{}
 	a, err := app.New(context.Background(), app.Options{
-		Mode: app.ModeDemo, ConfigPath: path, Addr: "127.0.0.1:0", DSN: dsn,
+		Mode: mode, ConfigPath: path, Addr: "127.0.0.1:0", DSN: dsn,
 		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs,
 	})
 	if err != nil {

@@ -135,3 +135,12 @@ func staticChanges(old, cur *Snapshot) []string {
 	}
 	return changed
 }
+
+// PendingRestart names the static keys whose value in cur differs from the one the process
+// started with (started): they take effect only after a restart.
+func PendingRestart(started, cur *Snapshot) []string {
+	if started == nil || cur == nil {
+		return nil
+	}
+	return staticChanges(started, cur)
+}

@@ -49,6 +49,9 @@ type Snapshot struct {
 
 	// area settings, declared beside their keys
 	hookSettings
+	integrationSettings
+	simSettings
+	httpSettings
 }
 
 // KeyReport is one line of the effective configuration, for the ops console.

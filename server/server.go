@@ -8,67 +8,130 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/julienschmidt/httprouter"
 
 	"bindery/apperr"
 	"bindery/config"
+	"bindery/metric"
+	"bindery/ratelimit"
 )
-
-// Pinger is what /readyz checks (the database).
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
 
 // Deps are what the server needs from the rest of the process.
 type Deps struct {
 	Config  *config.Source
-	DB      Pinger
+	DB      Store
 	Metrics *metrics.Set
 	Log     *slog.Logger
 	UI      fs.FS // the SPA build; index.html at its root
 	Version string
 	// Mounts are extra handlers under a path prefix (the simulators in demo mode: "/sim/").
 	Mounts map[string]http.Handler
+
+	// Demo trusts the demo identity header and cookie (SPEC §6.4). Never set in serve mode.
+	Demo bool
+	// Workflow serves the workflow routes; nil → they answer 503 UNAVAILABLE (preview: {}).
+	Workflow Workflow
+	// Permissions answers rule-code checks; nil → every check fails closed (403).
+	Permissions Permissions
+	// PermissionTimeout bounds one permission round trip; 0 → 5s. Past it the answer is 403.
+	PermissionTimeout time.Duration
+
+	// Limiter holds the rate-limit windows; nil → a private one.
+	Limiter *ratelimit.Limiter
+	// Share divides each limit between the live instances; nil → this instance enforces the
+	// whole limit.
+	Share *ratelimit.Share
+	// Recorder records metrics under the guard of SPEC §6.6; nil → one writing to Metrics.
+	Recorder *metric.Recorder
+	// Now is the clock of the access window and the callback skew; nil → time.Now.
+	Now func() time.Time
 }
 
 // Server holds the router and its dependencies.
 type Server struct {
 	deps    Deps
 	handler http.Handler
+	limiter *ratelimit.Limiter
+	rec     *metric.Recorder
+	now     func() time.Time
+	// started is the configuration the process started with: static keys changed since then
+	// are "pending restart".
+	started *config.Snapshot
+	table   []route
+
+	mux         *http.ServeMux
+	unmatched   http.Handler // the SPA, or 404 JSON
+	wrongMethod http.Handler // 405 JSON
 }
 
 // New builds the router and the interceptor chain.
 func New(d Deps) *Server {
-	s := &Server{deps: d}
-	d.Metrics.NewGauge(`bindery_build_info{version="`+d.Version+`",goversion="`+runtime.Version()+`"}`, func() float64 { return 1 })
-	router := httprouter.New()
-	router.RedirectTrailingSlash = false
-	router.RedirectFixedPath = false
-	router.HandleMethodNotAllowed = true
-	for _, rt := range s.routes() {
-		router.Handler(rt.method, rt.path, rt.handler)
+	s := &Server{deps: d, limiter: d.Limiter, rec: d.Recorder, now: d.Now, started: d.Config.Current()}
+	if s.limiter == nil {
+		s.limiter = ratelimit.New(ratelimit.Options{})
 	}
-	router.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if s.rec == nil {
+		s.rec = metric.New(metric.SetSink(d.Metrics), d.Log)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.deps.PermissionTimeout <= 0 {
+		s.deps.PermissionTimeout = 5 * time.Second
+	}
+	d.Metrics.NewGauge(`bindery_build_info{version="`+metric.Normalize(d.Version)+`",goversion="`+runtime.Version()+`"}`, func() float64 { return 1 })
+	d.Metrics.NewGauge("bindery_ratelimit_keys", func() float64 { return float64(s.limiter.Keys()) })
+
+	// net/http's ServeMux: its patterns let a static segment sit beside a wildcard
+	// (/api/ops/batches/run and /api/ops/batches/{id}/settle), which httprouter cannot.
+	s.mux = http.NewServeMux()
+	s.table = s.routes()
+	for _, rt := range s.table {
+		s.mux.Handle(rt.method+" "+rt.path, s.chain(rt))
+	}
+	for prefix, m := range d.Mounts {
+		s.mux.Handle(prefix, m)
+	}
+	s.unmatched = s.withAPIMetrics("static", staticHandler{files: d.UI, serve: s.fail})
+	s.wrongMethod = s.withAPIMetrics("method_not_allowed", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apperr.New(apperr.MethodNotAllowed, "Method not allowed on this path."))
-	})
-	static := staticHandler{files: d.UI, serve: s.fail}
-	router.NotFound = static
-	var h http.Handler = router
-	if len(d.Mounts) > 0 {
-		mux := http.NewServeMux()
-		for prefix, m := range d.Mounts {
-			mux.Handle(prefix, m)
-		}
-		mux.Handle("/", router)
-		h = mux
-	}
+	}))
+	var h http.Handler = http.HandlerFunc(s.route)
 	h = withAccessLog(d.Log)(h)
 	h = withRecover(d.Log)(h)
 	s.handler = withRequestID(h)
 	return s
+}
+
+// route dispatches to the route table; a path the table has only for other methods is 405 JSON,
+// anything else goes to the SPA rules (page, asset or 404 JSON) — never the mux's plain text.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if allow := s.allowedMethods(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		s.wrongMethod.ServeHTTP(w, r)
+		return
+	}
+	s.unmatched.ServeHTTP(w, r)
+}
+
+// allowedMethods lists the methods the table has for r's path.
+func (s *Server) allowedMethods(r *http.Request) string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // Handler is the whole HTTP surface.
@@ -78,39 +141,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, r, s.deps.Log, err)
 }
 
-// route is one line of the route table.
-type route struct {
-	method, path string
-	handler      http.Handler
-}
-
-// routes is the whole route table, on one screen.
-func (s *Server) routes() []route {
-	return []route{
-		{"GET", "/healthz", http.HandlerFunc(s.healthz)},
-		{"GET", "/readyz", http.HandlerFunc(s.readyz)},
-		{"GET", "/metrics", http.HandlerFunc(s.metrics)},
-	}
-}
-
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return http.StatusOK, map[string]string{"status": "ok"}, nil
 }
 
 // readyz answers 200 only when the database answers within two seconds.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.deps.DB.Ping(ctx); err != nil {
-		s.fail(w, r, apperr.Wrap(err, apperr.Unavailable, "The database is not reachable."))
-		return
+		return 0, nil, apperr.Wrap(err, apperr.Unavailable, "The database is not reachable.")
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "configGeneration": s.deps.Config.Current().Generation})
+	return http.StatusOK, map[string]any{"status": "ready", "configGeneration": s.deps.Config.Current().Generation}, nil
 }
 
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	s.deps.Metrics.WritePrometheus(w)
 	metrics.WriteProcessMetrics(w)
+	return 0, nil, nil
 }

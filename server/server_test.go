@@ -9,32 +9,31 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/apperr"
-	"bindery/config"
+	"bindery/store"
 )
 
-type pinger struct{ err error }
+// downDB is the real store whose Ping fails, as when the database is unreachable.
+type downDB struct {
+	*store.DB
+	err error
+}
 
-func (p pinger) Ping(context.Context) error { return p.err }
+func (d downDB) Ping(context.Context) error { return d.err }
 
 func newTestServer(t *testing.T, dbErr error) *Server {
 	t.Helper()
-	return New(Deps{
-		Config:  config.NewStatic(config.MustParse("")),
-		DB:      pinger{dbErr},
-		Metrics: metrics.NewSet(),
-		Log:     slog.New(slog.DiscardHandler),
-		UI: fstest.MapFS{
-			"index.html":             {Data: []byte("<!doctype html><title>spa</title>")},
-			"assets/app-3f9a1c2b.js": {Data: []byte("console.log(1)")},
-			"favicon.svg":            {Data: []byte("<svg/>")},
-		},
-		Version: "test",
-	})
+	h := setup(t, options{})
+	if dbErr != nil {
+		d := h.srv.deps
+		d.DB = downDB{h.db, dbErr}
+		d.Metrics = metrics.NewSet()
+		return New(d)
+	}
+	return h.srv
 }
 
 // scenario is one row of an HTTP table: request, expected status, headers, body parts and

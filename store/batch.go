@@ -61,13 +61,13 @@ type Member struct {
 	QueuedAt    time.Time
 }
 
-// ClaimOutcome is what one claim round did; the strings are the API's PartitionRound outcomes.
-type ClaimOutcome string
+// RoundOutcome is what one claim round did; the strings are the API's PartitionRound outcomes.
+type RoundOutcome string
 
 const (
-	ClaimClaimed        ClaimOutcome = "CLAIMED"
-	ClaimSlotOccupied   ClaimOutcome = "SLOT_OCCUPIED"
-	ClaimNothingWaiting ClaimOutcome = "NOTHING_WAITING"
+	RoundClaimed        RoundOutcome = "CLAIMED"
+	RoundSlotOccupied   RoundOutcome = "SLOT_OCCUPIED"
+	RoundNothingWaiting RoundOutcome = "NOTHING_WAITING"
 )
 
 // ClaimInput is one claim round for one partition.
@@ -79,9 +79,9 @@ type ClaimInput struct {
 	Lease     time.Duration // how long before the sweep may take the batch over
 }
 
-// Claim is the result of a claim round.
-type Claim struct {
-	Outcome ClaimOutcome
+// BatchClaim is the result of a claim round.
+type BatchClaim struct {
+	Outcome RoundOutcome
 	Batch   Batch // set when CLAIMED; its times are not read back
 	Members []Member
 }
@@ -103,9 +103,9 @@ var errSlotOccupied = errors.New("slot occupied")
 // the database's now, in (created_at, id) order; nothing read → roll back, releasing the slot;
 // the guarded update by primary key, which must change exactly the rows read; the member history
 // as multi-row inserts. Statements per round: 3 + 2 per 500 members, whatever the waiting set.
-func (db *DB) Claim(ctx context.Context, in ClaimInput) (Claim, error) {
+func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	if in.Max <= 0 || in.Lease <= 0 || in.Partition == "" {
-		return Claim{}, fmt.Errorf("claim %q: max %d, lease %s: want a partition and positive values", in.Partition, in.Max, in.Lease)
+		return BatchClaim{}, fmt.Errorf("claim %q: max %d, lease %s: want a partition and positive values", in.Partition, in.Max, in.Lease)
 	}
 	// Pre-check on the read pool: no transaction, no lock, no slot churn when idle.
 	if !db.skipClaimPrecheck {
@@ -113,14 +113,14 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (Claim, error) {
 		err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
 			db.now()+" LIMIT 1", in.Partition).Scan(&probe)
 		if err = translate(err); errors.Is(err, ErrNotFound) {
-			return Claim{Outcome: ClaimNothingWaiting}, nil
+			return BatchClaim{Outcome: RoundNothingWaiting}, nil
 		}
 		if err != nil {
-			return Claim{}, fmt.Errorf("claim %s: pre-check: %w", in.Partition, err)
+			return BatchClaim{}, fmt.Errorf("claim %s: pre-check: %w", in.Partition, err)
 		}
 	}
 
-	var out Claim
+	var out BatchClaim
 	err := db.InTx(ctx, func(tx *Tx) error {
 		var err error
 		out, err = tx.claim(ctx, in)
@@ -128,16 +128,16 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (Claim, error) {
 	})
 	switch {
 	case errors.Is(err, errSlotOccupied):
-		return Claim{Outcome: ClaimSlotOccupied}, nil
+		return BatchClaim{Outcome: RoundSlotOccupied}, nil
 	case errors.Is(err, errNothingToClaim):
-		return Claim{Outcome: ClaimNothingWaiting}, nil
+		return BatchClaim{Outcome: RoundNothingWaiting}, nil
 	case err != nil:
-		return Claim{}, fmt.Errorf("claim %s: %w", in.Partition, err)
+		return BatchClaim{}, fmt.Errorf("claim %s: %w", in.Partition, err)
 	}
 	return out, nil
 }
 
-func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
+func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	db := tx.db
 	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status, lease_owner, lease_until) VALUES (?, ?, ?, ?, "+
 		db.nowPlus()+")", in.Partition, in.Project, BatchRunning, in.Owner, micros(in.Lease))
@@ -145,14 +145,14 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
 		// Duplicate: another batch of this partition is active. Deadlock (MySQL, when several
 		// claimers wait on a slot whose holder rolled back): another claimer holds it now.
 		// Nothing was written; the caller rolls back.
-		return Claim{}, errSlotOccupied
+		return BatchClaim{}, errSlotOccupied
 	}
 	if err != nil {
-		return Claim{}, fmt.Errorf("insert batch: %w", err)
+		return BatchClaim{}, fmt.Errorf("insert batch: %w", err)
 	}
 	batchID, err := res.LastInsertId()
 	if err != nil {
-		return Claim{}, translate(err)
+		return BatchClaim{}, translate(err)
 	}
 	db.hook("claim.slot")
 
@@ -167,7 +167,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
 	}
 	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
 	if err != nil {
-		return Claim{}, fmt.Errorf("read waiting: %w", translate(err))
+		return BatchClaim{}, fmt.Errorf("read waiting: %w", translate(err))
 	}
 	var members []Member
 	for rows.Next() {
@@ -175,17 +175,17 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
 		var queued dbTime
 		if err := rows.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued); err != nil {
 			rows.Close()
-			return Claim{}, translate(err)
+			return BatchClaim{}, translate(err)
 		}
 		m.QueuedAt = queued.T
 		members = append(members, m)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return Claim{}, translate(err)
+		return BatchClaim{}, translate(err)
 	}
 	if len(members) == 0 {
-		return Claim{}, errNothingToClaim
+		return BatchClaim{}, errNothingToClaim
 	}
 	db.hook("claim.read")
 
@@ -199,16 +199,16 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
 		}
 		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = ? WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
 		if err != nil {
-			return Claim{}, fmt.Errorf("claim rows: %w", translate(err))
+			return BatchClaim{}, fmt.Errorf("claim rows: %w", translate(err))
 		}
 		n, err := affected(res)
 		if err != nil {
-			return Claim{}, translate(err)
+			return BatchClaim{}, translate(err)
 		}
 		claimed += n
 	}
 	if claimed != int64(len(members)) {
-		return Claim{}, fmt.Errorf("claimed %d of %d rows read: %w", claimed, len(members), ErrPreempted)
+		return BatchClaim{}, fmt.Errorf("claimed %d of %d rows read: %w", claimed, len(members), ErrPreempted)
 	}
 
 	for _, chunk := range chunks(members, maxInList) {
@@ -218,12 +218,12 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (Claim, error) {
 		}
 		if _, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_member (batch_id, request_id, operation_id, action, queued_at) VALUES "+
 			rowsOf("(?, ?, ?, ?, ?)", len(chunk)), args...); err != nil {
-			return Claim{}, fmt.Errorf("member history: %w", translate(err))
+			return BatchClaim{}, fmt.Errorf("member history: %w", translate(err))
 		}
 	}
 	db.hook("claim.written")
-	return Claim{
-		Outcome: ClaimClaimed,
+	return BatchClaim{
+		Outcome: RoundClaimed,
 		Batch:   Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: BatchRunning, Version: 1, LeaseOwner: in.Owner},
 		Members: members,
 	}, nil

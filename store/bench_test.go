@@ -49,7 +49,7 @@ func BenchmarkClaim(b *testing.B) {
 					partition := fmt.Sprintf("bench/%d/%d", n, benchSeq.Add(1))
 					queued(b, db, partition, n)
 					b.StartTimer()
-					var c store.Claim
+					var c store.BatchClaim
 					total, _, _ := st.during(b, func() {
 						var err error
 						if c, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(c.Members) != n {

@@ -1,7 +1,11 @@
 package store
 
-// Test-only access to the transaction pause points and to the locking claim read that the
-// product never uses (it exists to show, in a test and a benchmark, why the claim reads plainly).
+// Hooks into unexported paths for the external test package: the transaction pause points, the
+// locking claim read that the product never uses (it exists to show, in a test and a benchmark,
+// why the claim reads plainly), and the idempotency winner re-read.
+
+// IdempotencyWinner is the re-read after a lost insert, for the "winner gone" branch.
+var IdempotencyWinner = (*DB).idempotencyWinner
 
 // SetPause installs fn, called at named points inside transactions ("claim.slot", "claim.read",
 // "claim.written", "settle.batch", "apply.read").
@@ -10,8 +14,8 @@ func SetPause(db *DB, fn func(point string)) { db.pause = fn }
 // SetLockingClaimRead makes Claim read its waiting rows FOR UPDATE.
 func SetLockingClaimRead(db *DB, on bool) { db.lockingClaimRead = on }
 
-// MaxInList is the chunk size of IN lists and multi-row inserts.
-const MaxInList = maxInList
-
 // SetSkipClaimPrecheck makes Claim start its transaction without the lock-free pre-check.
 func SetSkipClaimPrecheck(db *DB, on bool) { db.skipClaimPrecheck = on }
+
+// MaxInList is the chunk size of IN lists and multi-row inserts.
+const MaxInList = maxInList

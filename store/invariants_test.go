@@ -95,7 +95,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 					}
 					n, _ := outcomes.LoadOrStore(c.Outcome, new(atomic.Int32))
 					n.(*atomic.Int32).Add(1)
-					if c.Outcome != store.ClaimClaimed {
+					if c.Outcome != store.RoundClaimed {
 						continue
 					}
 					claimed.Add(int32(len(c.Members)))
@@ -115,7 +115,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 		if got := count(t, db, "SELECT COUNT(*) FROM merge_batch_member"); got != int(claimed.Load()) {
 			t.Fatalf("history has %d members, claims returned %d", got, claimed.Load())
 		}
-		if n, ok := outcomes.Load(store.ClaimClaimed); !ok || n.(*atomic.Int32).Load() < 2 {
+		if n, ok := outcomes.Load(store.RoundClaimed); !ok || n.(*atomic.Int32).Load() < 2 {
 			t.Fatalf("the rounds claimed fewer than 2 batches: the test did not exercise the slot")
 		}
 	})
@@ -128,11 +128,11 @@ func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing
 		queued(t, db, "team/a", 3)
 		queued(t, db, "team/b", 3)
 		a, err := db.Claim(bg, claimInput("team/a", 2))
-		if err != nil || a.Outcome != store.ClaimClaimed {
+		if err != nil || a.Outcome != store.RoundClaimed {
 			t.Fatalf("claim a: %+v %v", a, err)
 		}
 		b, err := db.Claim(bg, claimInput("team/b", 2))
-		if err != nil || b.Outcome != store.ClaimClaimed {
+		if err != nil || b.Outcome != store.RoundClaimed {
 			t.Fatalf("claim b while a is active: %+v %v", b, err)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch WHERE status = 'RUNNING'"); n != 2 {
@@ -147,17 +147,17 @@ func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing
 		if _, err := db.Settle(bg, store.Settlement{BatchID: bb.ID, Version: bb.Version, Status: store.BatchSucceeded}); err != nil {
 			t.Fatal(err)
 		}
-		if c, err := db.Claim(bg, claimInput("team/a", 2)); err != nil || c.Outcome != store.ClaimSlotOccupied {
+		if c, err := db.Claim(bg, claimInput("team/a", 2)); err != nil || c.Outcome != store.RoundSlotOccupied {
 			t.Fatalf("claim a while a is BLOCKED: %+v %v", c, err)
 		}
-		if c, err := db.Claim(bg, claimInput("team/b", 2)); err != nil || c.Outcome != store.ClaimClaimed {
+		if c, err := db.Claim(bg, claimInput("team/b", 2)); err != nil || c.Outcome != store.RoundClaimed {
 			t.Fatalf("claim b while a is BLOCKED: %+v %v", c, err)
 		}
 		if _, err := db.Settle(bg, store.Settlement{BatchID: blocked.ID, Version: blocked.Version, Status: store.BatchFailed}); err != nil {
 			t.Fatal(err)
 		}
 		// The failed batch released the slot and removed its members' rows; the third request waits.
-		if c, err := db.Claim(bg, claimInput("team/a", 5)); err != nil || c.Outcome != store.ClaimClaimed || len(c.Members) != 1 {
+		if c, err := db.Claim(bg, claimInput("team/a", 5)); err != nil || c.Outcome != store.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim a after its blocked batch failed: %+v %v", c, err)
 		}
 		checkBatchInvariants(t, db)
@@ -188,7 +188,7 @@ func TestConcurrentClaimsAndForeignWritesNeverClaimARequestTwice(t *testing.T) {
 						t.Errorf("claim: %v", err)
 						return
 					}
-					if c.Outcome == store.ClaimClaimed {
+					if c.Outcome == store.RoundClaimed {
 						if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}); err != nil {
 							t.Errorf("settle: %v", err)
 						}
@@ -245,7 +245,7 @@ func TestAClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 		t.Fatalf("%d batches left by a rolled-back claim", n)
 	}
 	c, err := db.Claim(bg, claimInput(partition, 10))
-	if err != nil || c.Outcome != store.ClaimClaimed || len(c.Members) != 4 {
+	if err != nil || c.Outcome != store.RoundClaimed || len(c.Members) != 4 {
 		t.Fatalf("next round: %+v %v", c, err)
 	}
 	checkBatchInvariants(t, db)
@@ -257,14 +257,14 @@ func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
 		const partition = "infra/acl"
 		store.SetSkipClaimPrecheck(db, true) // reach the in-transaction read with nothing waiting
 		c, err := db.Claim(bg, claimInput(partition, 10))
-		if err != nil || c.Outcome != store.ClaimNothingWaiting {
+		if err != nil || c.Outcome != store.RoundNothingWaiting {
 			t.Fatalf("empty claim: %+v %v", c, err)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch"); n != 0 {
 			t.Fatalf("an empty claim left %d batches", n)
 		}
 		queued(t, db, partition, 1)
-		if c, err := db.Claim(bg, claimInput(partition, 10)); err != nil || c.Outcome != store.ClaimClaimed {
+		if c, err := db.Claim(bg, claimInput(partition, 10)); err != nil || c.Outcome != store.RoundClaimed {
 			t.Fatalf("claim after the empty one: %+v %v", c, err)
 		}
 	})
@@ -274,7 +274,7 @@ func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
 func TestAnIdleRoundIsOneReadAndNoSlot(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		total, verbs, _ := st.during(t, func() {
-			if c, err := db.Claim(bg, claimInput("infra/acl", 10)); err != nil || c.Outcome != store.ClaimNothingWaiting {
+			if c, err := db.Claim(bg, claimInput("infra/acl", 10)); err != nil || c.Outcome != store.RoundNothingWaiting {
 				t.Fatalf("idle claim: %+v %v", c, err)
 			}
 		})
@@ -496,7 +496,7 @@ func TestAStaleWriteFailsEvenWhenTheStatusCameBack(t *testing.T) {
 		// Batches too: RUNNING → BLOCKED → RUNNING, then a settlement with the old version fails.
 		queued(t, db, "infra/acl", 1)
 		c, err := db.Claim(bg, claimInput("infra/acl", 5))
-		if err != nil || c.Outcome != store.ClaimClaimed {
+		if err != nil || c.Outcome != store.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		b, _ := db.Batch(bg, c.Batch.ID)

@@ -32,7 +32,7 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 
 		time.Sleep(2 * time.Millisecond) // SQLite's clock has milliseconds: let "created before now" pass
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50, Owner: "i1", Lease: time.Minute})
-		if err != nil || c.Outcome != store.ClaimClaimed || len(c.Members) != 1 {
+		if err != nil || c.Outcome != store.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		flipped, err := db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{

@@ -52,7 +52,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 				}
 			})
 			type claimed struct {
-				c   store.Claim
+				c   store.BatchClaim
 				err error
 			}
 			claimDone := make(chan claimed, 1)
@@ -93,7 +93,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 			holding.Store(false) // from here on, completions count as after the claim
 			let()
 			res := <-claimDone
-			if res.err != nil || res.c.Outcome != store.ClaimClaimed || len(res.c.Members) != 1000 {
+			if res.err != nil || res.c.Outcome != store.RoundClaimed || len(res.c.Members) != 1000 {
 				t.Fatalf("claim: %v %v, %d members", res.err, res.c.Outcome, len(res.c.Members))
 			}
 			for ; received < 100; received++ {
@@ -239,7 +239,7 @@ func seedRealistic(t *testing.T, db *store.DB) fixture {
 		}
 		claimable(t, db)
 		c, err := db.Claim(bg, claimInput("team/a", 50))
-		if err != nil || c.Outcome != store.ClaimClaimed {
+		if err != nil || c.Outcome != store.RoundClaimed {
 			t.Fatalf("seed batch: %+v %v", c, err)
 		}
 		if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}); err != nil {
@@ -369,7 +369,7 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 			partition := fmt.Sprintf("p/%d", n)
 			ids := queued(t, db, partition, n)
 			var c counts
-			var cl store.Claim
+			var cl store.BatchClaim
 			c.claim, _, _ = st.during(t, func() {
 				var err error
 				if cl, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(cl.Members) != n {

@@ -218,7 +218,7 @@ func TestAnExpiredLeaseIsTakenOverAndFencesTheOldHolder(t *testing.T) {
 		// Batches: the claim's lease, a takeover, a fenced settlement.
 		queued(t, db, "team/a", 2)
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5, Owner: "i1", Lease: 50 * time.Millisecond})
-		if err != nil || c.Outcome != store.ClaimClaimed {
+		if err != nil || c.Outcome != store.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		b, _ := db.Batch(bg, c.Batch.ID)

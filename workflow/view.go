@@ -178,3 +178,40 @@ type DeployCallback struct {
 	MRIID        int64    `json:"mrIid"`
 	OperationIDs []string `json:"operationIds,omitempty"` // present → exact match, no inference
 }
+
+// CallbackIgnored answers an event bindery does not act on (e.g. a GitLab event of another
+// kind), still 2xx so that the sender does not retry or disable the hook.
+const CallbackIgnored = "IGNORED"
+
+// Preview is GET /api/preview: the file a request for the target would change. The zero value
+// (serialised as {}) is the answer on any failure: a preview never blocks applying.
+type Preview struct {
+	Path    string `json:"path,omitempty"`
+	Content string `json:"content,omitempty"`
+}
+
+// StuckFilter narrows GET /api/ops/requests (both optional) and pages it.
+type StuckFilter struct {
+	Status store.BindingStatus // "" → any
+	Step   store.Step          // 0 → any
+	Cursor string
+	Limit  int
+}
+
+// GitLab event kinds bindery reads from POST /hooks/gitlab.
+const (
+	GitLabMergeRequest = "merge_request"
+	GitLabPipeline     = "pipeline"
+)
+
+// GitLabEvent is the part of a verified GitLab webhook the workflow may use to shortcut polling.
+// It is a hint: the workflow still reads the remote state before acting.
+type GitLabEvent struct {
+	Kind       string // GitLabMergeRequest or GitLabPipeline
+	EventID    string // Idempotency-Key (stable across resends) or X-Gitlab-Event-UUID
+	Project    string // path_with_namespace
+	MRIID      int64  // the MR (0 when the pipeline is not an MR pipeline)
+	PipelineID int64  // pipeline events
+	Status     string // pipeline status (success, failed, …) or MR state (opened, merged, closed)
+	Action     string // MR action (open, merge, close, approved, …)
+}

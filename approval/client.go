@@ -1,0 +1,105 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"bindery/config"
+	"bindery/outbound"
+)
+
+// Ticket is what bindery asks the approval system to decide. The system calls CallbackURL back
+// (POST /hooks/approval, signed, see Sign) with the decision and Ext unchanged.
+type Ticket struct {
+	OperationID string            `json:"operationId"`
+	Subject     string            `json:"subject"`
+	TargetKey   string            `json:"targetKey"`
+	Title       string            `json:"title"`
+	Reason      string            `json:"reason"`
+	CallbackURL string            `json:"callbackUrl"`
+	Ext         map[string]string `json:"ext,omitempty"` // e.g. "mrId" in the legacy MR-first flow
+}
+
+// Options configure New.
+type Options struct {
+	Metrics *metrics.Set // per-endpoint metrics (nil: a private set)
+	Log     *slog.Logger // breaker changes (nil: discarded)
+	// DefaultURL is used while approvalSystem.url is blank: demo passes its simulator
+	// (<bindery URL>/sim/approval); serve passes nothing, so a blank key is an error.
+	DefaultURL string
+	HTTPClient *http.Client // nil: outbound.NewHTTPClient()
+}
+
+// Client opens tickets in the approval system: POST <approvalSystem.url>/tickets with the
+// ticket as JSON → 201 {"ticketId": "…"}; a repeated operationId answers 200 with the existing
+// ticket, so retrying after a lost answer opens nothing twice. Each call has the
+// approvalSystem.timeout deadline and runs behind the base URL's circuit breaker.
+type Client struct {
+	cfg   *config.Source
+	opts  Options
+	guard *outbound.Guard
+	hc    *http.Client
+}
+
+const system = "approval"
+
+// New builds the client. It fails with a clear error when no approval system URL is
+// configured (and no default given).
+func New(src *config.Source, o Options) (*Client, error) {
+	if baseURL(src.Current(), o) == "" {
+		return nil, errors.New("approvalSystem.url is not set: bindery cannot open approval tickets; set it in the config file")
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = outbound.NewHTTPClient()
+	}
+	return &Client{cfg: src, opts: o, guard: outbound.NewGuard(system, o.Metrics, o.Log), hc: o.HTTPClient}, nil
+}
+
+func baseURL(snap *config.Snapshot, o Options) string {
+	if u := snap.ApprovalSystemURL(); u != "" {
+		return u
+	}
+	return strings.TrimRight(o.DefaultURL, "/")
+}
+
+// Open opens a ticket and returns its id. Failures are *outbound.Error values (status, timeout,
+// no answer, breaker open, not configured) whose text carries no upstream body.
+func (c *Client) Open(ctx context.Context, t Ticket) (string, error) {
+	if t.OperationID == "" || t.CallbackURL == "" {
+		return "", fmt.Errorf("approval ticket needs an operationId and a callbackUrl")
+	}
+	snap := c.cfg.Current()
+	base := baseURL(snap, c.opts)
+	if base == "" {
+		return "", outbound.NewError(system, "open_ticket", outbound.KindNotConfigured, errors.New("approvalSystem.url is blank"))
+	}
+	limits := outbound.Limits{Timeout: snap.ApprovalSystemTimeout(), Failures: snap.BreakerFailures(), Cooldown: snap.BreakerCooldown()}
+	var answer struct {
+		TicketID string `json:"ticketId"`
+	}
+	err := c.guard.Call(ctx, base, "open_ticket", limits, func(ctx context.Context) (int, error) {
+		status, data, err := outbound.DoJSON(ctx, c.hc, outbound.Request{
+			System: system, Endpoint: "open_ticket", Method: http.MethodPost, URL: base + "/tickets", Body: t,
+		}, &answer)
+		if err == nil && answer.TicketID == "" {
+			return status, outbound.NewStatusError(system, "open_ticket", status, "malformed_answer", string(data), nil)
+		}
+		return status, err
+	})
+	if err != nil {
+		return "", err
+	}
+	return answer.TicketID, nil
+}
+
+// BreakerState is the state of the configured approval system's circuit breaker.
+func (c *Client) BreakerState() string {
+	snap := c.cfg.Current()
+	return c.guard.BreakerState(baseURL(snap, c.opts), outbound.Limits{Timeout: snap.ApprovalSystemTimeout(), Failures: snap.BreakerFailures(), Cooldown: snap.BreakerCooldown()})
+}

@@ -1,0 +1,225 @@
+package gitlab_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
+
+	"bindery/gitlab"
+	"bindery/outbound"
+	"bindery/sim"
+)
+
+// The approve component against the simulated GitLab: SPEC §4's per-reviewer loop and the
+// upstream approve-API change.
+
+func TestApproveHasBothReviewersApprove(t *testing.T) {
+	b := setup(t, "")
+	mr := b.openMR(t, "both")
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(b.sim.Approvers(project, mr.IID), ","); got != "reviewer-1,reviewer-2" {
+		t.Fatalf("approvers %q", got)
+	}
+	// Re-running the step (an operator's retry) is safe: the pre-reads see both approvals and
+	// no approve call is sent.
+	before := b.sim.Calls("approve")
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatal(err)
+	}
+	if b.sim.Calls("approve") != before {
+		t.Fatal("a repeated step approved again")
+	}
+}
+
+func TestLostApproveAnswerIsResolvedByTheNextPreRead(t *testing.T) {
+	b := setup(t, "")
+	mr := b.openMR(t, "lost")
+	// reviewer-1's approval lands but its answer is lost.
+	b.sim.Inject("approve", sim.FaultDrop, 1)
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatal(err)
+	}
+	// One approve per reviewer: the retry's pre-read saw reviewer-1's approval, so no 401.
+	if got := b.sim.Calls("approve"); got != 2 {
+		t.Fatalf("approve calls = %d, want 2", got)
+	}
+}
+
+func TestLostApproveAnswerIsResolvedByTheFinalReRead(t *testing.T) {
+	b := setup(t, strings.Replace(baseConfig, "maxRetries: 2", "maxRetries: -1", 1)) // negative → no retry
+	mr := b.openMR(t, "lost-final")
+	b.sim.Inject("approve", sim.FaultDrop, 1)
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatalf("with no retries left the final re-read must find the approval: %v", err)
+	}
+	if got := b.sim.Calls("approve"); got != 2 {
+		t.Fatalf("approve calls = %d, want 2 (maxRetries -1 means one attempt each)", got)
+	}
+}
+
+// A repeated approve is refused (older GitLab: 401; newer: 304 with no body). When the
+// pre-reads fail, the loop reaches the approve call and gets that refusal; the final re-read
+// then finds the approval and the step succeeds.
+func TestRepeatedApproveRefusalIsSettledByTheFinalReRead(t *testing.T) {
+	for _, status := range []int{401, 304} {
+		t.Run(map[int]string{401: "older GitLab 401", 304: "newer GitLab 304"}[status], func(t *testing.T) {
+			b := setup(t, "")
+			f := b.sim.Faults()
+			f.RepeatApprove = status
+			b.sim.SetFaults(f)
+			mr := b.openMR(t, "repeat")
+			if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+				t.Fatal(err)
+			}
+			before := b.sim.Calls("approve")
+			b.sim.Inject("get_approvals", sim.FaultError, 3) // reviewer-1's three pre-reads fail
+			if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+				t.Fatalf("repeat answered %d: %v", status, err)
+			}
+			if got := b.sim.Calls("approve") - before; got != 3 {
+				t.Fatalf("reviewer-1 approve attempts = %d, want 3 (1 + maxRetries)", got)
+			}
+		})
+	}
+}
+
+func TestReviewerWithoutRightsFailsWithTheRealStatus(t *testing.T) {
+	for _, mode := range []string{"false", "true"} { // both implementations
+		for _, status := range []int{401, 403} {
+			t.Run("checklistMode="+mode+"/"+map[int]string{401: "401", 403: "403"}[status], func(t *testing.T) {
+				b := setup(t, strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: "+mode, 1))
+				f := b.sim.Faults()
+				f.DeniedApprovers, f.DeniedApproveStatus = []string{"reviewer-2"}, status
+				b.sim.SetFaults(f)
+				mr := b.openMR(t, "denied")
+				err := b.client.Approve(ctx, project, mr.IID, mr.SHA)
+				var er *gl.ErrorResponse
+				if !errors.As(err, &er) || er.StatusCode != status {
+					t.Fatalf("err = %v, want the library's error with status %d", err, status)
+				}
+				if !strings.Contains(err.Error(), "reviewer-2") {
+					t.Fatalf("error does not name the account: %v", err)
+				}
+				// reviewer-1 approved; reviewer-2 was tried alone: 401 may mean "already
+				// approved" so it is retried, 403 is final.
+				want := map[int]int{401: 3, 403: 1}[status]
+				if got := b.sim.Calls("approve") - 1; got != want {
+					t.Fatalf("reviewer-2 attempts = %d, want %d", got, want)
+				}
+				if got := strings.Join(b.sim.Approvers(project, mr.IID), ","); got != "reviewer-1" {
+					t.Fatalf("approvers %q", got)
+				}
+			})
+		}
+	}
+}
+
+func TestChecklistModeSwitchesWithoutRestart(t *testing.T) {
+	b := setup(t, "")
+	b.sim.SetChecklist(project, []string{"Security review done", "Rollback plan exists"})
+	mr := b.openMR(t, "switch")
+	// The library's call cannot carry the checklist the project now requires.
+	err := b.client.Approve(ctx, project, mr.IID, mr.SHA)
+	var er *gl.ErrorResponse
+	if !errors.As(err, &er) || er.StatusCode != 422 || !errors.Is(err, gitlab.ErrChecklistMismatch) {
+		t.Fatalf("library approve with a required checklist: %v", err)
+	}
+	// The operator flips the switch; the same client takes the raw-HTTP path on the next call.
+	b.reconfigure(t, strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: true", 1))
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatalf("checklist approve: %v", err)
+	}
+	if got := strings.Join(b.sim.Approvers(project, mr.IID), ","); got != "reviewer-1,reviewer-2" {
+		t.Fatalf("approvers %q", got)
+	}
+	// And back: with no checklist required the library path works again.
+	b.sim.SetChecklist(project, nil)
+	b.reconfigure(t, baseConfig)
+	mr2 := b.openMR(t, "switch-back")
+	if err := b.client.Approve(ctx, project, mr2.IID, mr2.SHA); err != nil {
+		t.Fatalf("library approve after switching back: %v", err)
+	}
+}
+
+func TestChangedChecklistHealsFromThe422Body(t *testing.T) {
+	b := setup(t, strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: true", 1))
+	b.sim.SetChecklist(project, []string{"Security review done"})
+	mr := b.openMR(t, "heal-1")
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.sim.Calls("checklist"); got != 1 {
+		t.Fatalf("checklist reads = %d, want 1 (cached per project)", got)
+	}
+	// The project's checklist changes; our cached copy is now stale.
+	b.sim.SetChecklist(project, []string{"Security review done", "Change window respected"})
+	mr2 := b.openMR(t, "heal-2")
+	before := b.sim.Calls("approve")
+	if err := b.client.Approve(ctx, project, mr2.IID, mr2.SHA); err != nil {
+		t.Fatalf("approve after the checklist changed: %v", err)
+	}
+	// reviewer-1: 422 then the rebuilt request; reviewer-2: right the first time, from the
+	// list the 422 carried. No extra checklist read.
+	if got := b.sim.Calls("approve") - before; got != 3 {
+		t.Fatalf("approve calls = %d, want 3", got)
+	}
+	if got := b.sim.Calls("checklist"); got != 1 {
+		t.Fatalf("checklist reads = %d, want still 1", got)
+	}
+}
+
+func TestChecklistSelfHealRetriesOnlyOnce(t *testing.T) {
+	b := setup(t, strings.Replace(strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: true", 1), "maxRetries: 2", "maxRetries: 0", 1))
+	b.sim.SetChecklist(project, []string{"A"})
+	mr := b.openMR(t, "unstable")
+	changed := map[string]any{"message": "Approval checklist does not match the project's current checklist",
+		"checklist": []map[string]string{{"id": "b", "title": "B"}}}
+	b.sim.Inject("approve", sim.FaultAnswer(422, changed), 2)
+	err := b.client.Approve(ctx, project, mr.IID, mr.SHA)
+	if !errors.Is(err, gitlab.ErrChecklistMismatch) || outbound.StatusOf(err) != 422 {
+		t.Fatalf("err = %v", err)
+	}
+	if got := b.sim.Calls("approve"); got != 2 {
+		t.Fatalf("approve calls = %d, want 2 (the request, one rebuilt retry)", got)
+	}
+}
+
+func TestChecklist422WithoutAListIsNotRetried(t *testing.T) {
+	b := setup(t, strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: true", 1))
+	mr := b.openMR(t, "nolist")
+	b.sim.Inject("approve", sim.FaultStatus(422, "Unprocessable"), 1)
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); !errors.Is(err, gitlab.ErrChecklistMismatch) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := b.sim.Calls("approve"); got != 1 {
+		t.Fatalf("approve calls = %d, want 1", got)
+	}
+}
+
+func TestApproveWithoutReviewerTokensIsNotConfigured(t *testing.T) {
+	b := setup(t, "")
+	mr := b.openMR(t, "none")
+	b.reconfigure(t, strings.Replace(baseConfig, "reviewerTokens: [rev1-token, rev2-token]", "reviewerTokens: []", 1))
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); !errors.Is(err, gitlab.ErrNotConfigured) {
+		t.Fatalf("err = %v", err)
+	}
+	if b.sim.Calls("approve") != 0 {
+		t.Fatal("an approve was sent without reviewer tokens")
+	}
+}
+
+func TestApproveAtAMovedHeadIsNotRetried(t *testing.T) {
+	b := setup(t, "")
+	mr := b.openMR(t, "moved")
+	err := b.client.Approve(ctx, project, mr.IID, strings.Repeat("b", 40))
+	if !errors.Is(err, gitlab.ErrSHAMismatch) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := b.sim.Calls("approve"); got != 1 {
+		t.Fatalf("approve calls = %d, want 1 (a moved head does not heal by waiting)", got)
+	}
+}

@@ -1,0 +1,275 @@
+package gitlab
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	retryablehttp "github.com/hashicorp/go-retryablehttp"
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
+)
+
+// The seam's calls, one library call each (MergeRequestPipelines pages, Approve is in
+// approve.go). Each names its endpoint for metrics and faults.
+
+func (c *Client) CreateBranch(ctx context.Context, project, branch, ref string) (Branch, error) {
+	var out Branch
+	err := c.call(ctx, botAccount(c.cfg.Current()), "create_branch", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		b, resp, err := l.Branches.CreateBranch(project, &gl.CreateBranchOptions{Branch: &branch, Ref: &ref}, o)
+		if err == nil {
+			out = toBranch(b)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func (c *Client) GetBranch(ctx context.Context, project, branch string) (Branch, error) {
+	var out Branch
+	err := c.call(ctx, botAccount(c.cfg.Current()), "get_branch", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		b, resp, err := l.Branches.GetBranch(project, branch, o)
+		if err == nil {
+			out = toBranch(b)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func (c *Client) DeleteBranch(ctx context.Context, project, branch string) error {
+	return c.call(ctx, botAccount(c.cfg.Current()), "delete_branch", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		return l.Branches.DeleteBranch(project, branch, o)
+	})
+}
+
+func toBranch(b *gl.Branch) Branch {
+	out := Branch{Name: b.Name, WebURL: b.WebURL}
+	if b.Commit != nil {
+		out.CommitSHA = b.Commit.ID
+	}
+	return out
+}
+
+func (c *Client) CreateCommit(ctx context.Context, project string, r CommitRequest) (Commit, error) {
+	opt := &gl.CreateCommitOptions{Branch: &r.Branch, CommitMessage: &r.Message}
+	if r.StartBranch != "" {
+		opt.StartBranch = &r.StartBranch
+	}
+	if r.StartSHA != "" {
+		opt.StartSHA = &r.StartSHA
+	}
+	if r.Force {
+		opt.Force = gl.Ptr(true)
+	}
+	if r.AuthorName != "" {
+		opt.AuthorName = &r.AuthorName
+	}
+	if r.AuthorEmail != "" {
+		opt.AuthorEmail = &r.AuthorEmail
+	}
+	for _, a := range r.Actions {
+		act := &gl.CommitActionOptions{Action: gl.Ptr(gl.FileActionValue(a.Action)), FilePath: gl.Ptr(a.Path)}
+		switch a.Action {
+		case ActionCreate, ActionUpdate:
+			act.Content = gl.Ptr(a.Content)
+		case ActionMove:
+			act.PreviousPath = gl.Ptr(a.PreviousPath)
+			if a.Content != "" {
+				act.Content = gl.Ptr(a.Content)
+			}
+		}
+		if a.LastCommitID != "" {
+			act.LastCommitID = gl.Ptr(a.LastCommitID)
+		}
+		opt.Actions = append(opt.Actions, act)
+	}
+	var out Commit
+	err := c.call(ctx, botAccount(c.cfg.Current()), "create_commit", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		cm, resp, err := l.Commits.CreateCommit(project, opt, o)
+		if err == nil {
+			out = Commit{ID: cm.ID, ShortID: cm.ShortID, Title: cm.Title, ParentIDs: cm.ParentIDs, WebURL: cm.WebURL}
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func (c *Client) CreateMergeRequest(ctx context.Context, project string, r MergeRequestRequest) (MergeRequest, error) {
+	opt := &gl.CreateMergeRequestOptions{
+		Title: &r.Title, SourceBranch: &r.SourceBranch, TargetBranch: &r.TargetBranch,
+		RemoveSourceBranch: gl.Ptr(r.RemoveSourceBranch),
+	}
+	if r.Description != "" {
+		opt.Description = &r.Description
+	}
+	if len(r.Labels) > 0 {
+		labels := gl.LabelOptions(r.Labels)
+		opt.Labels = &labels
+	}
+	return c.mrCall(ctx, "create_mr", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error) {
+		return l.MergeRequests.CreateMergeRequest(project, opt, o)
+	})
+}
+
+func (c *Client) GetMergeRequest(ctx context.Context, project string, iid int64) (MergeRequest, error) {
+	return c.mrCall(ctx, "get_mr", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error) {
+		return l.MergeRequests.GetMergeRequest(project, iid, &gl.GetMergeRequestsOptions{IncludeRebaseInProgress: gl.Ptr(true)}, o)
+	})
+}
+
+func (c *Client) CloseMergeRequest(ctx context.Context, project string, iid int64) (MergeRequest, error) {
+	return c.mrCall(ctx, "update_mr", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error) {
+		return l.MergeRequests.UpdateMergeRequest(project, iid, &gl.UpdateMergeRequestOptions{StateEvent: gl.Ptr("close")}, o)
+	})
+}
+
+func (c *Client) Merge(ctx context.Context, project string, iid int64, m MergeOptions) (MergeRequest, error) {
+	opt := &gl.AcceptMergeRequestOptions{ShouldRemoveSourceBranch: gl.Ptr(m.RemoveSourceBranch)}
+	if m.SHA != "" {
+		opt.SHA = &m.SHA
+	}
+	if m.Squash {
+		opt.Squash = gl.Ptr(true)
+	}
+	if m.AutoMerge {
+		opt.AutoMerge = gl.Ptr(true)
+	}
+	if m.CommitMessage != "" {
+		opt.MergeCommitMessage = &m.CommitMessage
+	}
+	return c.mrCall(ctx, "merge", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error) {
+		return l.MergeRequests.AcceptMergeRequest(project, iid, opt, o)
+	})
+}
+
+func (c *Client) Rebase(ctx context.Context, project string, iid int64) error {
+	return c.call(ctx, botAccount(c.cfg.Current()), "rebase", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		return l.MergeRequests.RebaseMergeRequest(project, iid, nil, o)
+	})
+}
+
+// mrCall runs an MR call as the bot and converts its answer.
+func (c *Client) mrCall(ctx context.Context, endpoint string, fn func(*gl.Client, gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error)) (MergeRequest, error) {
+	var out MergeRequest
+	err := c.call(ctx, botAccount(c.cfg.Current()), endpoint, func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		mr, resp, err := fn(l, o)
+		if err == nil {
+			out = toMergeRequest(mr)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func toMergeRequest(m *gl.MergeRequest) MergeRequest {
+	out := MergeRequest{
+		ID: m.ID, IID: m.IID, ProjectID: m.ProjectID, Title: m.Title, State: m.State,
+		SourceBranch: m.SourceBranch, TargetBranch: m.TargetBranch, SHA: m.SHA, MergeCommitSHA: m.MergeCommitSHA,
+		DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts, MergeError: m.MergeError,
+		RebaseInProgress: m.RebaseInProgress, AutoMerge: m.MergeWhenPipelineSucceeds, WebURL: m.WebURL,
+		CreatedAt: deref(m.CreatedAt), UpdatedAt: deref(m.UpdatedAt),
+	}
+	if p := m.HeadPipeline; p != nil {
+		out.HeadPipeline = &Pipeline{ID: p.ID, IID: p.IID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, Source: string(p.Source),
+			WebURL: p.WebURL, CreatedAt: deref(p.CreatedAt), UpdatedAt: deref(p.UpdatedAt)}
+	}
+	return out
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// maxPipelinePages bounds MergeRequestPipelines: an MR with more than 2,000 pipelines is not
+// one bindery made.
+const maxPipelinePages = 20
+
+func (c *Client) MergeRequestPipelines(ctx context.Context, project string, iid int64) ([]Pipeline, error) {
+	var out []Pipeline
+	for page := int64(1); page > 0 && page <= maxPipelinePages; {
+		next := int64(0)
+		err := c.call(ctx, botAccount(c.cfg.Current()), "mr_pipelines", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+			list, resp, err := l.MergeRequests.ListMergeRequestPipelines(project, iid, o, gl.WithOffsetPaginationParameters(page), perPage(100))
+			if err == nil {
+				for _, p := range list {
+					out = append(out, toPipelineInfo(p))
+				}
+				next = resp.NextPage
+			}
+			return resp, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		page = next
+	}
+	return out, nil
+}
+
+func perPage(n int) gl.RequestOptionFunc {
+	return func(req *retryablehttp.Request) error {
+		q := req.URL.Query()
+		q.Set("per_page", strconv.Itoa(n))
+		req.URL.RawQuery = q.Encode()
+		return nil
+	}
+}
+
+func (c *Client) CreateMergeRequestPipeline(ctx context.Context, project string, iid int64) (Pipeline, error) {
+	var out Pipeline
+	err := c.call(ctx, botAccount(c.cfg.Current()), "create_mr_pipeline", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		p, resp, err := l.MergeRequests.CreateMergeRequestPipeline(project, iid, o)
+		if err == nil {
+			out = toPipelineInfo(p)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func toPipelineInfo(p *gl.PipelineInfo) Pipeline {
+	return Pipeline{ID: p.ID, IID: p.IID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, Source: p.Source, WebURL: p.WebURL,
+		CreatedAt: deref(p.CreatedAt), UpdatedAt: deref(p.UpdatedAt)}
+}
+
+func (c *Client) GetPipeline(ctx context.Context, project string, id int64) (Pipeline, error) {
+	var out Pipeline
+	err := c.call(ctx, botAccount(c.cfg.Current()), "get_pipeline", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		p, resp, err := l.Pipelines.GetPipeline(project, id, o)
+		if err == nil {
+			out = Pipeline{ID: p.ID, IID: p.IID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, Source: string(p.Source),
+				WebURL: p.WebURL, CreatedAt: deref(p.CreatedAt), UpdatedAt: deref(p.UpdatedAt)}
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func (c *Client) Approvals(ctx context.Context, project string, iid int64) (Approvals, error) {
+	a, _, err := c.approvalsAs(ctx, botAccount(c.cfg.Current()), project, iid)
+	return a, err
+}
+
+// approvalsAs reads the approval state as acct; the second result is whether acct itself
+// approved (GitLab's user_has_approved is about the caller).
+func (c *Client) approvalsAs(ctx context.Context, acct account, project string, iid int64) (Approvals, bool, error) {
+	var out Approvals
+	var mine bool
+	err := c.call(ctx, acct, "get_approvals", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		a, resp, err := l.MergeRequestApprovals.GetConfiguration(project, iid, o)
+		if err == nil {
+			out = Approvals{Approved: a.Approved, ApprovalsRequired: int(a.ApprovalsRequired), ApprovalsLeft: int(a.ApprovalsLeft)}
+			for _, u := range a.ApprovedBy {
+				if u != nil && u.User != nil {
+					out.ApprovedBy = append(out.ApprovedBy, u.User.Username)
+				}
+			}
+			mine = a.UserHasApproved
+		}
+		return resp, err
+	})
+	return out, mine, err
+}

@@ -1,0 +1,389 @@
+package gitlab_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
+
+	"bindery/config"
+	"bindery/gitlab"
+	"bindery/outbound"
+	"bindery/sim"
+)
+
+// Every test here runs bindery's real client against the simulated GitLab over real HTTP.
+
+const project = "infra/access-config"
+
+const baseConfig = `
+gitlab:
+  botToken: bot-token
+  reviewerTokens: [rev1-token, rev2-token]
+  timeout: 5s
+approval:
+  maxRetries: 2
+  backoff: 1ms
+breaker:
+  failures: 3
+  cooldown: 50ms
+sim:
+  gitlab:
+    pipelineDuration: 0s
+    rebaseDuration: 0s
+targets:
+  - key: t1
+    project: infra/access-config
+    path: "bindings/t1/{subject}.yaml"
+`
+
+type bundle struct {
+	src    *config.Source
+	sims   *sim.Sims
+	sim    *sim.GitLab
+	client *gitlab.Client
+	set    *metrics.Set
+	url    string
+}
+
+// setup starts the simulators on a real listener and builds the client from cfg (baseConfig
+// when empty). The simulated GitLab starts with its configured knobs, not a test override.
+func setup(t testing.TB, cfg string, opts ...func(*sim.Options)) *bundle {
+	t.Helper()
+	if cfg == "" {
+		cfg = baseConfig
+	}
+	src := config.NewStatic(config.MustParse(cfg))
+	o := sim.Options{Config: src}
+	for _, f := range opts {
+		f(&o)
+	}
+	sims := sim.New(o)
+	srv := httptest.NewServer(sims.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	sims.Start(ctx)
+	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	set := metrics.NewSet()
+	c, err := gitlab.New(src, gitlab.Options{Metrics: set, DefaultBaseURL: srv.URL + "/sim/gitlab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{src: src, sims: sims, sim: sims.GitLab, client: c, set: set, url: srv.URL}
+}
+
+// reconfigure swaps the configuration as a file edit would.
+func (b *bundle) reconfigure(t *testing.T, cfg string) {
+	t.Helper()
+	b.src.Replace(config.MustParse(cfg))
+}
+
+func (b *bundle) metric(name string) string {
+	var buf bytes.Buffer
+	b.set.WritePrometheus(&buf)
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimPrefix(line, name+" ")
+		}
+	}
+	return ""
+}
+
+var ctx = context.Background()
+
+// openMR makes a branch with one commit and an MR for it, as a batch does.
+func (b *bundle) openMR(t testing.TB, branch string) gitlab.MergeRequest {
+	t.Helper()
+	_, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{
+		Branch: branch, StartBranch: "main", Message: "Add bindings",
+		Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "bindings/" + branch + ".yaml", Content: "operationId: op-" + branch + "\n"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := b.client.CreateMergeRequest(ctx, project, gitlab.MergeRequestRequest{SourceBranch: branch, TargetBranch: "main", Title: "Batch " + branch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr
+}
+
+func statusOf(err error) int { return outbound.StatusOf(err) }
+
+func TestEverySeamCallWorksAgainstTheSimulator(t *testing.T) {
+	b := setup(t, "")
+	br, err := b.client.CreateBranch(ctx, project, "batch/1", "main")
+	if err != nil || br.Name != "batch/1" || len(br.CommitSHA) != 40 {
+		t.Fatalf("CreateBranch = %+v, %v", br, err)
+	}
+	if got, err := b.client.GetBranch(ctx, project, "batch/1"); err != nil || got.CommitSHA != br.CommitSHA {
+		t.Fatalf("GetBranch = %+v, %v", got, err)
+	}
+	cm, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "batch/1", Message: "Two bindings\n\nbody", Actions: []gitlab.FileAction{
+		{Action: gitlab.ActionCreate, Path: "bindings/a.yaml", Content: "operationId: op-a\n"},
+		{Action: gitlab.ActionCreate, Path: "bindings/b.yaml", Content: "operationId: op-b\n"},
+	}})
+	if err != nil || cm.Title != "Two bindings" || len(cm.ParentIDs) != 1 || cm.ParentIDs[0] != br.CommitSHA {
+		t.Fatalf("CreateCommit = %+v, %v", cm, err)
+	}
+	mr, err := b.client.CreateMergeRequest(ctx, project, gitlab.MergeRequestRequest{SourceBranch: "batch/1", TargetBranch: "main", Title: "Batch 1", Labels: []string{"bindery"}})
+	if err != nil || mr.IID != 1 || mr.SHA != cm.ID || !mr.Open() {
+		t.Fatalf("CreateMergeRequest = %+v, %v", mr, err)
+	}
+	// GitLab computes mergeability lazily: the first read may say "checking".
+	mr, err = b.client.GetMergeRequest(ctx, project, mr.IID)
+	if err != nil || mr.DetailedMergeStatus != "checking" {
+		t.Fatalf("first GetMergeRequest = %+v, %v", mr, err)
+	}
+	mr, err = b.client.GetMergeRequest(ctx, project, mr.IID)
+	if err != nil || mr.DetailedMergeStatus != "not_approved" || mr.RebaseInProgress || mr.HeadPipeline == nil || mr.HeadPipeline.Outcome() != gitlab.Passed {
+		t.Fatalf("settled GetMergeRequest = %+v (pipeline %+v), %v", mr, mr.HeadPipeline, err)
+	}
+	pls, err := b.client.MergeRequestPipelines(ctx, project, mr.IID)
+	if err != nil || len(pls) != 1 || pls[0].SHA != mr.SHA {
+		t.Fatalf("MergeRequestPipelines = %+v, %v", pls, err)
+	}
+	if pl, err := b.client.GetPipeline(ctx, project, pls[0].ID); err != nil || pl.Status != "success" {
+		t.Fatalf("GetPipeline = %+v, %v", pl, err)
+	}
+	if pl, err := b.client.CreateMergeRequestPipeline(ctx, project, mr.IID); err != nil || pl.ID == pls[0].ID {
+		t.Fatalf("CreateMergeRequestPipeline = %+v, %v", pl, err)
+	}
+	if items, err := b.client.ChecklistItems(ctx, project); err != nil || len(items) != 0 {
+		t.Fatalf("ChecklistItems = %+v, %v", items, err)
+	}
+	if err := b.client.Rebase(ctx, project, mr.IID); err != nil {
+		t.Fatalf("Rebase: %v", err)
+	}
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatalf("Approve: %v", err)
+	}
+	ap, err := b.client.Approvals(ctx, project, mr.IID)
+	if err != nil || !ap.Approved || strings.Join(ap.ApprovedBy, ",") != "reviewer-1,reviewer-2" {
+		t.Fatalf("Approvals = %+v, %v", ap, err)
+	}
+	merged, err := b.client.Merge(ctx, project, mr.IID, gitlab.MergeOptions{SHA: mr.SHA, RemoveSourceBranch: true})
+	if err != nil || !merged.Merged() || merged.MergeCommitSHA == "" {
+		t.Fatalf("Merge = %+v, %v", merged, err)
+	}
+	if content, ok := b.sim.File(project, "main", "bindings/b.yaml"); !ok || content != "operationId: op-b\n" {
+		t.Fatalf("merged file = %q %v", content, ok)
+	}
+	// Closing a merged MR is a silent no-op: the answer shows it merged (merge wins over close).
+	if closed, err := b.client.CloseMergeRequest(ctx, project, mr.IID); err != nil || !closed.Merged() {
+		t.Fatalf("CloseMergeRequest on merged = %+v, %v", closed, err)
+	}
+	if _, err := b.client.GetBranch(ctx, project, "batch/1"); !errors.Is(err, gitlab.ErrNotFound) {
+		t.Fatalf("source branch should be removed by the merge: %v", err)
+	}
+	if _, err := b.client.CreateBranch(ctx, project, "tmp", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.DeleteBranch(ctx, project, "tmp"); err != nil {
+		t.Fatalf("DeleteBranch: %v", err)
+	}
+	if err := b.client.DeleteBranch(ctx, project, "tmp"); !errors.Is(err, gitlab.ErrNotFound) {
+		t.Fatalf("DeleteBranch twice: %v", err)
+	}
+	if got := b.metric(`bindery_outbound_requests_total{system="gitlab",endpoint="merge",status="2xx"}`); got != "1" {
+		t.Fatalf("merge metric = %q", got)
+	}
+}
+
+func TestCloseOpenMergeRequestClosesIt(t *testing.T) {
+	b := setup(t, "")
+	mr := b.openMR(t, "close-me")
+	closed, err := b.client.CloseMergeRequest(ctx, project, mr.IID)
+	if err != nil || !closed.Closed() {
+		t.Fatalf("CloseMergeRequest = %+v, %v", closed, err)
+	}
+}
+
+func TestMergeRequestIIDsGrowPerProject(t *testing.T) {
+	b := setup(t, "")
+	b.sim.CreateProject("other/repo", "main")
+	for i, want := range []int64{1, 2} {
+		mr := b.openMR(t, "grow-"+string(rune('a'+i)))
+		if mr.IID != want {
+			t.Fatalf("iid %d, want %d", mr.IID, want)
+		}
+	}
+	if _, err := b.client.CreateCommit(ctx, "other/repo", gitlab.CommitRequest{Branch: "x", StartBranch: "main", Message: "m",
+		Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "f", Content: "c"}}}); err != nil {
+		t.Fatal(err)
+	}
+	mr, err := b.client.CreateMergeRequest(ctx, "other/repo", gitlab.MergeRequestRequest{SourceBranch: "x", TargetBranch: "main", Title: "t"})
+	if err != nil || mr.IID != 1 {
+		t.Fatalf("other project's first MR = %+v, %v", mr, err)
+	}
+}
+
+func TestRefusalsAreClassifiedAndCarryNoUpstreamText(t *testing.T) {
+	b := setup(t, "")
+	mr := b.openMR(t, "c1")
+	cases := []struct {
+		name     string
+		call     func() error
+		sentinel error
+		status   int
+		upstream string
+	}{
+		{"existing branch", func() error { _, err := b.client.CreateBranch(ctx, project, "c1", "main"); return err },
+			gitlab.ErrBranchExists, 400, "Branch already exists"},
+		{"file exists", func() error {
+			_, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "c1", Message: "m",
+				Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "bindings/c1.yaml", Content: "x"}}})
+			return err
+		}, gitlab.ErrFileExists, 400, "A file with this name already exists"},
+		{"file missing", func() error {
+			_, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "c1", Message: "m",
+				Actions: []gitlab.FileAction{{Action: gitlab.ActionDelete, Path: "nope.yaml"}}})
+			return err
+		}, gitlab.ErrFileMissing, 400, "doesn't exist"},
+		{"stale last commit id", func() error {
+			_, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "c1", Message: "m",
+				Actions: []gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: "bindings/c1.yaml", Content: "y", LastCommitID: strings.Repeat("0", 40)}}})
+			return err
+		}, gitlab.ErrFileChanged, 400, "has changed since"},
+		{"duplicate MR", func() error {
+			_, err := b.client.CreateMergeRequest(ctx, project, gitlab.MergeRequestRequest{SourceBranch: "c1", TargetBranch: "main", Title: "again"})
+			return err
+		}, gitlab.ErrMergeRequestExists, 409, "Another open merge request"},
+		{"merge at a stale sha", func() error {
+			_ = b.client.Approve(ctx, project, mr.IID, mr.SHA)
+			_, err := b.client.Merge(ctx, project, mr.IID, gitlab.MergeOptions{SHA: strings.Repeat("a", 40)})
+			return err
+		}, gitlab.ErrSHAMismatch, 409, "SHA does not match"},
+		{"unknown MR", func() error { _, err := b.client.GetMergeRequest(ctx, project, 999); return err },
+			gitlab.ErrNotFound, 404, ""},
+		{"unknown project", func() error { _, err := b.client.GetMergeRequest(ctx, "no/such", 1); return err },
+			gitlab.ErrNotFound, 404, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, tc.sentinel) || statusOf(err) != tc.status {
+				t.Fatalf("err = %v (status %d), want %v", err, statusOf(err), tc.sentinel)
+			}
+			var er *gl.ErrorResponse
+			if !errors.As(err, &er) || er.StatusCode != tc.status || len(er.Body) != 0 {
+				t.Fatalf("cause is not the library's error with the status and no body: %#v", er)
+			}
+			if tc.upstream != "" {
+				if strings.Contains(err.Error(), tc.upstream) {
+					t.Fatalf("error text carries the upstream message: %q", err.Error())
+				}
+				var oe *outbound.Error
+				if !errors.As(err, &oe) || !strings.Contains(oe.Upstream(), tc.upstream) {
+					t.Fatalf("upstream message not kept for the log: %q", oe.Upstream())
+				}
+			}
+		})
+	}
+	if iid, ok := gitlab.ExistingMergeRequest(cases[4].call()); !ok || iid != mr.IID {
+		t.Fatalf("ExistingMergeRequest = %d %v, want %d", iid, ok, mr.IID)
+	}
+}
+
+func TestLostCreateMergeRequestAnswerIsFoundOnRetry(t *testing.T) {
+	b := setup(t, "")
+	if _, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "lost", StartBranch: "main", Message: "m",
+		Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "lost.yaml", Content: "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.sim.Inject("create_mr", sim.FaultDrop, 1)
+	req := gitlab.MergeRequestRequest{SourceBranch: "lost", TargetBranch: "main", Title: "t"}
+	_, err := b.client.CreateMergeRequest(ctx, project, req)
+	var oe *outbound.Error
+	if !errors.As(err, &oe) || oe.Kind != outbound.KindUnavailable {
+		t.Fatalf("dropped answer: %v", err)
+	}
+	_, err = b.client.CreateMergeRequest(ctx, project, req)
+	if iid, ok := gitlab.ExistingMergeRequest(err); !ok || iid != 1 {
+		t.Fatalf("retry after a lost answer: %v (iid %d)", err, iid)
+	}
+}
+
+func TestCommitCanRegenerateABranchFromTheTarget(t *testing.T) {
+	b := setup(t, "")
+	mr := b.openMR(t, "regen")
+	if _, err := b.sim.PushToBranch(project, "main", "bindings/regen.yaml", "someone else's\n"); err != nil {
+		t.Fatal(err)
+	}
+	b.client.GetMergeRequest(ctx, project, mr.IID) // consume "checking"
+	got, _ := b.client.GetMergeRequest(ctx, project, mr.IID)
+	if !got.HasConflicts || got.DetailedMergeStatus != "conflict" {
+		t.Fatalf("conflicting MR = %+v", got)
+	}
+	cm, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "regen", StartBranch: "main", Force: true, Message: "Regenerated",
+		Actions: []gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: "bindings/regen.yaml", Content: "operationId: op-regen\n"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.client.GetMergeRequest(ctx, project, mr.IID)
+	got, _ = b.client.GetMergeRequest(ctx, project, mr.IID)
+	if got.SHA != cm.ID || got.HasConflicts || got.NeedsRebase() {
+		t.Fatalf("regenerated MR = %+v", got)
+	}
+}
+
+func TestMergeWaitsForPipelineAndApprovals(t *testing.T) {
+	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 100s", 1), func(o *sim.Options) { o.Clock = clock })
+	mr := b.openMR(t, "waits")
+	status := func() (string, string) {
+		b.sim.Sync()
+		got, err := b.client.GetMergeRequest(ctx, project, mr.IID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.HeadPipeline.Status, got.DetailedMergeStatus
+	}
+	status() // "checking"
+	for _, step := range []struct {
+		advance          time.Duration
+		pipeline, merges string
+	}{
+		{0, "created", "ci_still_running"},
+		{15 * time.Second, "pending", "ci_still_running"},
+		{30 * time.Second, "running", "ci_still_running"},
+		{60 * time.Second, "success", "not_approved"},
+	} {
+		clock.Advance(step.advance)
+		if p, m := status(); p != step.pipeline || m != step.merges {
+			t.Fatalf("after +%s: pipeline %s / %s, want %s / %s", step.advance, p, m, step.pipeline, step.merges)
+		}
+	}
+	if _, err := b.client.Merge(ctx, project, mr.IID, gitlab.MergeOptions{SHA: mr.SHA}); !errors.Is(err, gitlab.ErrNotMergeable) {
+		t.Fatalf("merge before approvals: %v", err)
+	}
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatal(err)
+	}
+	if _, m := status(); m != "mergeable" {
+		t.Fatalf("after approvals: %s", m)
+	}
+}
+
+func TestAutoMergeMergesWhenThePipelinePasses(t *testing.T) {
+	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 10s", 1), func(o *sim.Options) { o.Clock = clock })
+	mr := b.openMR(t, "auto")
+	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.client.Merge(ctx, project, mr.IID, gitlab.MergeOptions{SHA: mr.SHA, AutoMerge: true})
+	if err != nil || got.Merged() || !got.AutoMerge {
+		t.Fatalf("auto-merge while CI runs = %+v, %v", got, err)
+	}
+	clock.Advance(11 * time.Second)
+	b.sim.Sync()
+	if got, _ := b.client.GetMergeRequest(ctx, project, mr.IID); !got.Merged() {
+		t.Fatalf("after the pipeline passed: %+v", got)
+	}
+}

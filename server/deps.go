@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"bindery/store"
+	"bindery/workflow"
+)
+
+// The seams the HTTP layer calls, defined here where they are used. Package workflow implements
+// Workflow, package permission implements Permissions, *store.DB implements Store.
+
+// Workflow is the request lifecycle as the API exposes it. Errors are *apperr.Error where the
+// cause is known — NOT_FOUND (no such request or batch), APPLY_IN_PROGRESS (the relation has an
+// active request), CONFLICT (e.g. revoking a request that is not VALIDATED), UNAVAILABLE (a
+// dependency needed for the answer is down); anything else is answered as a generic 500.
+type Workflow interface {
+	// Apply does the synchronous part of an application and hands the rest to the workers.
+	// in.Subject is the caller's canonical identity; the access mode, the target's permission
+	// and idempotency were checked by the HTTP layer.
+	Apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error)
+	// Request is the full view of one request; its Subject names the owner.
+	Request(ctx context.Context, operationID string) (workflow.RequestView, error)
+	// MyRequests lists subject's requests, newest first.
+	MyRequests(ctx context.Context, subject, cursor string, limit int) (workflow.Page[workflow.RequestSummary], error)
+	// Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise).
+	Revoke(ctx context.Context, operationID, actor string) (workflow.RequestView, error)
+	// Preview renders the file a request of subject for targetKey would change. Read-only.
+	Preview(ctx context.Context, targetKey, subject string) (workflow.Preview, error)
+
+	// Batches lists batches, newest first.
+	Batches(ctx context.Context, cursor string, limit int) (workflow.Page[workflow.BatchView], error)
+	// RunRound runs one batch round now: the same code as the cron round.
+	RunRound(ctx context.Context) (workflow.RoundResult, error)
+	// SettleBatch settles a RUNNING or BLOCKED batch (close, re-read, merged wins).
+	SettleBatch(ctx context.Context, batchID int64, actor string) (workflow.BatchView, error)
+	// StuckRequests lists requests waiting for an operator or support.
+	StuckRequests(ctx context.Context, f workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error)
+	// Retry re-runs the request's current step.
+	Retry(ctx context.Context, operationID, actor string) (workflow.RequestView, error)
+	// Reconcile runs the reconciliation of merged requests now.
+	Reconcile(ctx context.Context) (workflow.ReconcileResult, error)
+
+	// ApprovalCallback handles a verified approval-system callback.
+	ApprovalCallback(ctx context.Context, cb workflow.ApprovalCallback) (workflow.CallbackResult, error)
+	// DeployCallback handles a verified deploy-pipeline callback.
+	DeployCallback(ctx context.Context, cb workflow.DeployCallback) (workflow.CallbackResult, error)
+	// GitLabEvent takes a verified GitLab webhook as a hint to poll now.
+	GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (workflow.CallbackResult, error)
+}
+
+// Permissions answers whether identity holds at least one of ruleCodes, in one round trip
+// ("ops admin OR target owner"). Any error means "no" to the caller (403).
+type Permissions interface {
+	Check(ctx context.Context, identity string, ruleCodes []string) (bool, error)
+}
+
+// Store is what the HTTP layer keeps itself: readiness, idempotency records and the audit log.
+type Store interface {
+	Ping(ctx context.Context) error
+	ClaimIdempotency(ctx context.Context, scope, key, hash string, ttl, lease time.Duration) (store.Claim, error)
+	CompleteIdempotency(ctx context.Context, scope, key string, status int, answer []byte) error
+	ReleaseIdempotency(ctx context.Context, scope, key string) error
+	RecordAudit(ctx context.Context, ev store.AuditEvent) (bool, error)
+	ListAudit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error)
+}
+
+var _ Store = (*store.DB)(nil)

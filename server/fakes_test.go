@@ -1,0 +1,279 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"bindery/apperr"
+	"bindery/store"
+	"bindery/workflow"
+)
+
+// Hand-written fakes of the seams, with function fields to override one behaviour per test and
+// a small in-memory default that behaves like the workflow's contract.
+
+var t0 = time.Date(2026, 3, 2, 4, 0, 0, 0, time.UTC) // a Monday, 12:00 in Asia/Shanghai
+
+type fakeWorkflow struct {
+	ApplyFn            func(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error)
+	RequestFn          func(ctx context.Context, id string) (workflow.RequestView, error)
+	MyRequestsFn       func(ctx context.Context, subject, cursor string, limit int) (workflow.Page[workflow.RequestSummary], error)
+	RevokeFn           func(ctx context.Context, id, actor string) (workflow.RequestView, error)
+	PreviewFn          func(ctx context.Context, target, subject string) (workflow.Preview, error)
+	BatchesFn          func(ctx context.Context, cursor string, limit int) (workflow.Page[workflow.BatchView], error)
+	RunRoundFn         func(ctx context.Context) (workflow.RoundResult, error)
+	SettleBatchFn      func(ctx context.Context, id int64, actor string) (workflow.BatchView, error)
+	StuckRequestsFn    func(ctx context.Context, f workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error)
+	RetryFn            func(ctx context.Context, id, actor string) (workflow.RequestView, error)
+	ReconcileFn        func(ctx context.Context) (workflow.ReconcileResult, error)
+	ApprovalCallbackFn func(ctx context.Context, cb workflow.ApprovalCallback) (workflow.CallbackResult, error)
+	DeployCallbackFn   func(ctx context.Context, cb workflow.DeployCallback) (workflow.CallbackResult, error)
+	GitLabEventFn      func(ctx context.Context, ev workflow.GitLabEvent) (workflow.CallbackResult, error)
+
+	mu       sync.Mutex
+	calls    []string                        // every call, in order, with its arguments
+	requests map[string]workflow.RequestView // the default in-memory requests by operationId
+}
+
+var _ Workflow = (*fakeWorkflow)(nil)
+
+func newFakeWorkflow() *fakeWorkflow {
+	return &fakeWorkflow{requests: map[string]workflow.RequestView{}}
+}
+
+func (f *fakeWorkflow) record(format string, args ...any) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+}
+
+// Calls returns the calls made so far.
+func (f *fakeWorkflow) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// count counts calls of one method.
+func (f *fakeWorkflow) count(method string) int {
+	n := 0
+	for _, c := range f.Calls() {
+		if strings.HasPrefix(c, method+"(") {
+			n++
+		}
+	}
+	return n
+}
+
+// put adds a request to the in-memory default.
+func (f *fakeWorkflow) put(v workflow.RequestView) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v.Step.Code == 0 {
+		v.Step = workflow.StepView{Code: int(store.StepCreateStarted), Name: store.StepCreateStarted.String()}
+	}
+	if v.NextAction == "" {
+		v.NextAction = store.NextActionFor(v.Status, store.Step(v.Step.Code))
+	}
+	v.CreatedAt, v.UpdatedAt = t0, t0
+	if v.Stages == nil {
+		v.Stages = []workflow.StageDuration{}
+	}
+	if v.Timeline == nil {
+		v.Timeline = []workflow.TimelineEntry{}
+	}
+	f.requests[v.OperationID] = v
+}
+
+func (f *fakeWorkflow) Apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
+	f.record("Apply(%s,%s,%s,%q)", in.OperationID, in.Subject, in.TargetKey, in.Reason)
+	if f.ApplyFn != nil {
+		return f.ApplyFn(ctx, in)
+	}
+	f.mu.Lock()
+	for _, v := range f.requests {
+		if v.Subject == in.Subject && v.TargetKey == in.TargetKey && !v.Status.Reappliable() {
+			f.mu.Unlock()
+			return workflow.ApplyResult{}, apperr.New(apperr.ApplyInProgress, "You already have an active request for this target.")
+		}
+	}
+	f.mu.Unlock()
+	f.put(workflow.RequestView{OperationID: in.OperationID, Subject: in.Subject, TargetKey: in.TargetKey, Reason: in.Reason, Status: store.StatusApprovalSending})
+	return workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: store.StatusApprovalSending, NextAction: store.NextWait}, nil
+}
+
+func (f *fakeWorkflow) Request(ctx context.Context, id string) (workflow.RequestView, error) {
+	f.record("Request(%s)", id)
+	if f.RequestFn != nil {
+		return f.RequestFn(ctx, id)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.requests[id]
+	if !ok {
+		return workflow.RequestView{}, apperr.New(apperr.NotFound, "No such request.")
+	}
+	return v, nil
+}
+
+func (f *fakeWorkflow) MyRequests(ctx context.Context, subject, cursor string, limit int) (workflow.Page[workflow.RequestSummary], error) {
+	f.record("MyRequests(%s,%s,%d)", subject, cursor, limit)
+	if f.MyRequestsFn != nil {
+		return f.MyRequestsFn(ctx, subject, cursor, limit)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var page workflow.Page[workflow.RequestSummary]
+	for _, v := range f.requests {
+		if v.Subject == subject {
+			page.Items = append(page.Items, workflow.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Status: v.Status, Step: v.Step, NextAction: v.NextAction, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt})
+		}
+	}
+	sort.Slice(page.Items, func(i, j int) bool { return page.Items[i].OperationID > page.Items[j].OperationID })
+	return page, nil
+}
+
+func (f *fakeWorkflow) Revoke(ctx context.Context, id, actor string) (workflow.RequestView, error) {
+	f.record("Revoke(%s,%s)", id, actor)
+	if f.RevokeFn != nil {
+		return f.RevokeFn(ctx, id, actor)
+	}
+	f.mu.Lock()
+	v := f.requests[id]
+	f.mu.Unlock()
+	v.Step = workflow.StepView{Code: int(store.StepCloseStarted), Name: store.StepCloseStarted.String()}
+	v.NextAction = store.NextActionFor(v.Status, store.StepCloseStarted)
+	f.put(v)
+	return v, nil
+}
+
+func (f *fakeWorkflow) Preview(ctx context.Context, target, subject string) (workflow.Preview, error) {
+	f.record("Preview(%s,%s)", target, subject)
+	if f.PreviewFn != nil {
+		return f.PreviewFn(ctx, target, subject)
+	}
+	return workflow.Preview{Path: "bindings/" + target + "/" + subject + ".yaml", Content: "subject: " + subject + "\n"}, nil
+}
+
+func (f *fakeWorkflow) Batches(ctx context.Context, cursor string, limit int) (workflow.Page[workflow.BatchView], error) {
+	f.record("Batches(%s,%d)", cursor, limit)
+	if f.BatchesFn != nil {
+		return f.BatchesFn(ctx, cursor, limit)
+	}
+	return workflow.Page[workflow.BatchView]{Items: []workflow.BatchView{{ID: 7, Partition: "infra/access-config", Status: "RUNNING", Members: []workflow.RequestSummary{}, CreatedAt: t0, UpdatedAt: t0}}}, nil
+}
+
+func (f *fakeWorkflow) RunRound(ctx context.Context) (workflow.RoundResult, error) {
+	f.record("RunRound()")
+	if f.RunRoundFn != nil {
+		return f.RunRoundFn(ctx)
+	}
+	return workflow.RoundResult{Partitions: []workflow.PartitionRound{{Partition: "infra/access-config", Outcome: "NOTHING_WAITING"}}}, nil
+}
+
+func (f *fakeWorkflow) SettleBatch(ctx context.Context, id int64, actor string) (workflow.BatchView, error) {
+	f.record("SettleBatch(%d,%s)", id, actor)
+	if f.SettleBatchFn != nil {
+		return f.SettleBatchFn(ctx, id, actor)
+	}
+	if id != 7 {
+		return workflow.BatchView{}, apperr.New(apperr.NotFound, "No such batch.")
+	}
+	return workflow.BatchView{ID: 7, Partition: "infra/access-config", Status: "FAILED", Members: []workflow.RequestSummary{}, CreatedAt: t0, UpdatedAt: t0}, nil
+}
+
+func (f *fakeWorkflow) StuckRequests(ctx context.Context, flt workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error) {
+	f.record("StuckRequests(%s,%d,%s,%d)", flt.Status, flt.Step, flt.Cursor, flt.Limit)
+	if f.StuckRequestsFn != nil {
+		return f.StuckRequestsFn(ctx, flt)
+	}
+	return workflow.Page[workflow.RequestSummary]{}, nil
+}
+
+func (f *fakeWorkflow) Retry(ctx context.Context, id, actor string) (workflow.RequestView, error) {
+	f.record("Retry(%s,%s)", id, actor)
+	if f.RetryFn != nil {
+		return f.RetryFn(ctx, id, actor)
+	}
+	return f.Request(ctx, id)
+}
+
+func (f *fakeWorkflow) Reconcile(ctx context.Context) (workflow.ReconcileResult, error) {
+	f.record("Reconcile()")
+	if f.ReconcileFn != nil {
+		return f.ReconcileFn(ctx)
+	}
+	return workflow.ReconcileResult{Scanned: 3, Validated: 1}, nil
+}
+
+func (f *fakeWorkflow) ApprovalCallback(ctx context.Context, cb workflow.ApprovalCallback) (workflow.CallbackResult, error) {
+	f.record("ApprovalCallback(%s,%s,%s,%v)", cb.CallbackID, cb.OperationID, cb.Result, cb.Ext)
+	if f.ApprovalCallbackFn != nil {
+		return f.ApprovalCallbackFn(ctx, cb)
+	}
+	if _, err := f.Request(ctx, cb.OperationID); err != nil {
+		return workflow.CallbackResult{Code: workflow.CallbackIgnoredStale}, nil
+	}
+	return workflow.CallbackResult{Code: workflow.CallbackAccepted}, nil
+}
+
+func (f *fakeWorkflow) DeployCallback(ctx context.Context, cb workflow.DeployCallback) (workflow.CallbackResult, error) {
+	f.record("DeployCallback(%s,%d,%v)", cb.Project, cb.MRIID, cb.OperationIDs)
+	if f.DeployCallbackFn != nil {
+		return f.DeployCallbackFn(ctx, cb)
+	}
+	return workflow.CallbackResult{Code: workflow.CallbackAccepted}, nil
+}
+
+func (f *fakeWorkflow) GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (workflow.CallbackResult, error) {
+	f.record("GitLabEvent(%s,%s,%s,%d,%d,%s,%s)", ev.Kind, ev.EventID, ev.Project, ev.MRIID, ev.PipelineID, ev.Status, ev.Action)
+	if f.GitLabEventFn != nil {
+		return f.GitLabEventFn(ctx, ev)
+	}
+	return workflow.CallbackResult{Code: workflow.CallbackAccepted}, nil
+}
+
+// fakePermissions grants rule codes per identity and counts round trips.
+type fakePermissions struct {
+	CheckFn func(ctx context.Context, id string, codes []string) (bool, error)
+
+	mu     sync.Mutex
+	grants map[string][]string
+	checks []string
+}
+
+var _ Permissions = (*fakePermissions)(nil)
+
+func newFakePermissions() *fakePermissions {
+	return &fakePermissions{grants: map[string][]string{
+		"ops@example.com": {"bindery-ops"},
+		"bob@example.com": {"b-owners"},
+	}}
+}
+
+func (p *fakePermissions) Check(ctx context.Context, id string, codes []string) (bool, error) {
+	p.mu.Lock()
+	p.checks = append(p.checks, id+":"+strings.Join(codes, "|"))
+	p.mu.Unlock()
+	if p.CheckFn != nil {
+		return p.CheckFn(ctx, id, codes)
+	}
+	for _, g := range p.grants[id] {
+		for _, c := range codes {
+			if g == c {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+func (p *fakePermissions) Checks() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.checks...)
+}

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"bindery/apperr"
+	"bindery/identity"
+	"bindery/store"
+	"bindery/workflow"
+)
+
+// The requester's API. Every handler here runs after authentication: infoOf(r).caller is set.
+
+// errNoWorkflow is the answer of workflow routes until the workflow is wired.
+var errNoWorkflow = apperr.New(apperr.Unavailable, "The request service is not available; please retry later.")
+
+// maxReason bounds an application's reason (characters).
+const maxReason = 1000
+
+type applyBody struct {
+	OperationID string `json:"operationId"`
+	TargetKey   string `json:"targetKey"`
+	Reason      string `json:"reason"`
+}
+
+// apply is POST /api/apply. The synchronous checks run in the order of SPEC §4 — arguments,
+// target, (the target's permission), access mode, idempotency — and then the workflow writes
+// the first state and answers 202 at once.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b applyBody
+	if err := bindJSON(r, &b, true); err != nil {
+		return 0, nil, err
+	}
+	b.TargetKey, b.Reason = strings.TrimSpace(b.TargetKey), strings.TrimSpace(b.Reason)
+	if err := checkOperationID("operationId", b.OperationID); err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case b.TargetKey == "":
+		return 0, nil, apperr.Invalid("targetKey", "is required")
+	case b.Reason == "":
+		return 0, nil, apperr.Invalid("reason", "is required: tell the approvers why you need it")
+	case utf8.RuneCountInString(b.Reason) > maxReason:
+		return 0, nil, apperr.Invalid("reason", "must be at most %d characters", maxReason)
+	}
+	snap := s.deps.Config.Current()
+	target, ok := snap.Target(b.TargetKey)
+	if !ok {
+		return 0, nil, apperr.Invalid("targetKey", "is not in the catalog")
+	}
+	caller := infoOf(r).caller
+	// A restricted target: any of its rule codes, or the ops rule, in one round trip.
+	if len(target.RuleCodes) > 0 && !s.permit(r.Context(), caller.ID, append(append([]string{}, target.RuleCodes...), snap.OpsRule())...) {
+		return 0, nil, apperr.Denied(errors.New("target rule codes not held"))
+	}
+	if !snap.ApplyOpen(s.now()) {
+		return 0, nil, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
+	}
+	wf := s.deps.Workflow
+	if wf == nil {
+		return 0, nil, errNoWorkflow
+	}
+	return s.idempotent(w, r, "apply", b.OperationID, b, func() (int, any, error) {
+		res, err := wf.Apply(r.Context(), workflow.ApplyInput{OperationID: b.OperationID, TargetKey: b.TargetKey, Reason: b.Reason, Subject: caller.ID})
+		if err != nil {
+			return 0, nil, err
+		}
+		if res.Code == "" {
+			res.Code = workflow.CodeAccepted
+		}
+		return http.StatusAccepted, res, nil
+	}, s.replayApply)
+}
+
+// replayApply answers a repeated application: the same 202, coded DUPLICATE_SUBMIT (the SPA
+// keeps its form locked), with the original operationId and the request's current status.
+func (s *Server) replayApply(ctx context.Context, rec store.IdempotencyRecord) (int, any, error) {
+	var res workflow.ApplyResult
+	if err := json.Unmarshal(rec.Answer, &res); err != nil {
+		return 0, nil, err
+	}
+	res.Code = workflow.CodeDuplicateSubmit
+	if v, err := s.deps.Workflow.Request(ctx, res.OperationID); err == nil {
+		res.Status, res.NextAction = v.Status, v.NextAction
+	}
+	return http.StatusAccepted, res, nil
+}
+
+// ownedRequest loads a request and checks that the caller owns it or is an operator.
+func (s *Server) ownedRequest(r *http.Request) (workflow.RequestView, error) {
+	id := r.PathValue("operationId")
+	if err := checkOperationID("operationId", id); err != nil {
+		return workflow.RequestView{}, err
+	}
+	wf := s.deps.Workflow
+	if wf == nil {
+		return workflow.RequestView{}, errNoWorkflow
+	}
+	v, err := wf.Request(r.Context(), id)
+	if err != nil {
+		return workflow.RequestView{}, err
+	}
+	if caller := infoOf(r).caller; v.Subject != caller.ID && !s.isOperator(r.Context(), caller.ID) {
+		return workflow.RequestView{}, apperr.Denied(errors.New("neither the owner nor an operator"))
+	}
+	if v.NextActionText == "" {
+		v.NextActionText = store.NextActionText(v.NextAction)
+	}
+	return v, nil
+}
+
+// request is GET /api/requests/:operationId (owner or ops).
+func (s *Server) request(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	v, err := s.ownedRequest(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, v, nil
+}
+
+type revokeBody struct {
+	OperationID string `json:"operationId"` // the client's id of this revocation (idempotency key)
+	Reason      string `json:"reason,omitempty"`
+}
+
+// revoke is POST /api/requests/:operationId/revoke (owner or ops): starts the close phase of a
+// VALIDATED request; 409 otherwise.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b revokeBody
+	if err := bindJSON(r, &b, true); err != nil {
+		return 0, nil, err
+	}
+	if err := checkOperationID("operationId", b.OperationID); err != nil {
+		return 0, nil, err
+	}
+	if utf8.RuneCountInString(b.Reason) > maxReason {
+		return 0, nil, apperr.Invalid("reason", "must be at most %d characters", maxReason)
+	}
+	v, err := s.ownedRequest(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	params := map[string]any{"request": v.OperationID, "reason": b.Reason, operatorParam: infoOf(r).caller.ID}
+	return s.idempotent(w, r, "revoke", b.OperationID, params, func() (int, any, error) {
+		if v.Status != store.StatusValidated {
+			return 0, nil, apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", v.Status)
+		}
+		if err := s.audit(r, "revoke", b.OperationID, params); err != nil {
+			return 0, nil, err
+		}
+		out, err := s.deps.Workflow.Revoke(r.Context(), v.OperationID, infoOf(r).caller.ID)
+		return http.StatusAccepted, out, err
+	}, replayStored)
+}
+
+// myRequests is GET /api/my/requests?cursor=&limit=: the caller's requests, newest first.
+func (s *Server) myRequests(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	cursor, limit, wf, err := s.listQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	page, err := wf.MyRequests(r.Context(), infoOf(r).caller.ID, cursor, limit)
+	if page.Items == nil {
+		page.Items = []workflow.RequestSummary{}
+	}
+	return http.StatusOK, page, err
+}
+
+// listQuery reads a list's paging and checks the workflow is there to answer it.
+func (s *Server) listQuery(r *http.Request) (string, int, Workflow, error) {
+	cursor, limit, err := pageQuery(r)
+	if err == nil && s.deps.Workflow == nil {
+		err = errNoWorkflow
+	}
+	return cursor, limit, s.deps.Workflow, err
+}
+
+// targetView is one catalog entry as GET /api/targets shows it.
+type targetView struct {
+	Key       string   `json:"key"`
+	Title     string   `json:"title"`
+	Project   string   `json:"project"`
+	RuleCodes []string `json:"ruleCodes"`
+	TTL       string   `json:"ttl"` // e.g. "720h"; "" = never expires
+}
+
+// targets is GET /api/targets: the catalog in force.
+func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	items := []targetView{}
+	for _, t := range s.deps.Config.Current().Targets() {
+		codes := t.RuleCodes
+		if codes == nil {
+			codes = []string{}
+		}
+		items = append(items, targetView{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: shortDuration(t.TTL)})
+	}
+	return http.StatusOK, map[string]any{"items": items}, nil
+}
+
+// shortDuration writes 720h0m0s as 720h and 1h30m0s as 1h30m.
+func shortDuration(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	out := d.String()
+	for _, zero := range []string{"0s", "0m"} {
+		if strings.HasSuffix(out, "m"+zero) || strings.HasSuffix(out, "h"+zero) {
+			out = strings.TrimSuffix(out, zero)
+		}
+	}
+	return out
+}
+
+// preview is GET /api/preview?target=K. It never blocks applying: any failure is 200 {}.
+func (s *Server) preview(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	key := r.URL.Query().Get("target")
+	if _, ok := s.deps.Config.Current().Target(key); !ok || s.deps.Workflow == nil {
+		return http.StatusOK, workflow.Preview{}, nil
+	}
+	p, err := s.deps.Workflow.Preview(r.Context(), key, infoOf(r).caller.ID)
+	if err != nil {
+		s.deps.Log.WarnContext(r.Context(), "preview failed; answering empty", "target", key, "err", err)
+		return http.StatusOK, workflow.Preview{}, nil
+	}
+	return http.StatusOK, p, nil
+}
+
+// meView is GET /api/me.
+type meView struct {
+	Identity    string   `json:"identity"`
+	DisplayName string   `json:"displayName"`
+	Ops         bool     `json:"ops"`
+	Demo        bool     `json:"demo"`
+	DemoUsers   []string `json:"demoUsers,omitempty"`
+}
+
+// me is GET /api/me: who the caller is and whether the ops console is theirs.
+func (s *Server) me(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	c := infoOf(r).caller
+	v := meView{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c.ID), Demo: s.deps.Demo}
+	if s.deps.Demo {
+		v.DemoUsers = identity.DemoUserNames()
+	}
+	return http.StatusOK, v, nil
+}

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"bindery/apperr"
+	"bindery/workflow"
+)
+
+// Webhook receivers. Each runs after its sender was authenticated (withAuth); an unauthenticated
+// call got 401 there and reached nothing. Bodies are read leniently: senders add fields.
+
+// approvalHook is POST /hooks/approval. Stale and duplicate callbacks are 2xx (IGNORED_STALE,
+// DUPLICATE) so that the approval system stops retrying.
+func (s *Server) approvalHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var cb workflow.ApprovalCallback
+	if err := bindJSON(r, &cb, false); err != nil {
+		return 0, nil, err
+	}
+	cb.Result = strings.ToUpper(strings.TrimSpace(cb.Result))
+	switch {
+	case cb.CallbackID == "" || len(cb.CallbackID) > 128:
+		return 0, nil, apperr.Invalid("requestId", "is required (the callback's own id, at most 128 characters)")
+	case checkOperationID("operationId", cb.OperationID) != nil:
+		return 0, nil, checkOperationID("operationId", cb.OperationID)
+	case cb.Result != workflow.ApprovalApproved && cb.Result != workflow.ApprovalRejected && cb.Result != workflow.ApprovalWithdrawn:
+		return 0, nil, apperr.Invalid("result", "must be APPROVED, REJECTED or WITHDRAWN")
+	}
+	if s.deps.Workflow == nil {
+		return 0, nil, errNoWorkflow
+	}
+	res, err := s.deps.Workflow.ApprovalCallback(r.Context(), cb)
+	return http.StatusOK, res, err
+}
+
+// deployHook is POST /hooks/deploy: {project, mrIid, operationIds?}.
+func (s *Server) deployHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var cb workflow.DeployCallback
+	if err := bindJSON(r, &cb, false); err != nil {
+		return 0, nil, err
+	}
+	cb.Project = strings.TrimSpace(cb.Project)
+	switch {
+	case cb.Project == "" || len(cb.Project) > 255:
+		return 0, nil, apperr.Invalid("project", "is required (the GitLab project path)")
+	case cb.MRIID <= 0:
+		return 0, nil, apperr.Invalid("mrIid", "must be a positive MR number")
+	case len(cb.OperationIDs) > 1000:
+		return 0, nil, apperr.Invalid("operationIds", "must list at most 1000 ids")
+	}
+	for _, id := range cb.OperationIDs {
+		if err := checkOperationID("operationIds", id); err != nil {
+			return 0, nil, err
+		}
+	}
+	if s.deps.Workflow == nil {
+		return 0, nil, errNoWorkflow
+	}
+	res, err := s.deps.Workflow.DeployCallback(r.Context(), cb)
+	return http.StatusOK, res, err
+}
+
+// gitlabHookBody is the part of a GitLab merge-request or pipeline hook bindery reads.
+type gitlabHookBody struct {
+	ObjectKind string `json:"object_kind"`
+	Project    struct {
+		PathWithNamespace string `json:"path_with_namespace"`
+	} `json:"project"`
+	ObjectAttributes struct {
+		ID     int64  `json:"id"`
+		IID    int64  `json:"iid"`
+		State  string `json:"state"`
+		Action string `json:"action"`
+		Status string `json:"status"`
+	} `json:"object_attributes"`
+	MergeRequest *struct {
+		IID int64 `json:"iid"`
+	} `json:"merge_request"`
+}
+
+// gitlabHook is POST /hooks/gitlab: merge-request and pipeline events shortcut polling. Other
+// kinds are answered 200 IGNORED (a 4xx could get the hook disabled).
+func (s *Server) gitlabHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b gitlabHookBody
+	if err := bindJSON(r, &b, false); err != nil {
+		return 0, nil, err
+	}
+	ev := workflow.GitLabEvent{Kind: b.ObjectKind, Project: b.Project.PathWithNamespace, EventID: r.Header.Get("Idempotency-Key")}
+	if ev.EventID == "" {
+		ev.EventID = r.Header.Get("X-Gitlab-Event-UUID")
+	}
+	switch b.ObjectKind {
+	case workflow.GitLabMergeRequest:
+		ev.MRIID, ev.Status, ev.Action = b.ObjectAttributes.IID, b.ObjectAttributes.State, b.ObjectAttributes.Action
+		if ev.MRIID <= 0 {
+			return 0, nil, apperr.Invalid("object_attributes.iid", "must be a positive MR number")
+		}
+	case workflow.GitLabPipeline:
+		ev.PipelineID, ev.Status = b.ObjectAttributes.ID, b.ObjectAttributes.Status
+		if b.MergeRequest != nil {
+			ev.MRIID = b.MergeRequest.IID
+		}
+		if ev.PipelineID <= 0 {
+			return 0, nil, apperr.Invalid("object_attributes.id", "must be a positive pipeline id")
+		}
+	default:
+		return http.StatusOK, workflow.CallbackResult{Code: workflow.CallbackIgnored}, nil
+	}
+	if ev.Project == "" {
+		return 0, nil, apperr.Invalid("project.path_with_namespace", "is required")
+	}
+	if s.deps.Workflow == nil {
+		return 0, nil, errNoWorkflow
+	}
+	res, err := s.deps.Workflow.GitLabEvent(r.Context(), ev)
+	return http.StatusOK, res, err
+}

@@ -1,0 +1,262 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"bindery/apperr"
+	"bindery/approval"
+	"bindery/identity"
+)
+
+// The interceptors of SPEC §6.1. Each is a plain func(http.Handler) http.Handler that either
+// passes the request on or writes its own answer; none knows a handler's response type.
+
+// reqInfo is what the chain learned about a request before the handler runs.
+type reqInfo struct {
+	caller identity.Caller
+	client string // rate-limit address: the rightmost untrusted X-Forwarded-For hop
+	body   []byte // the body, once read (by the approval hook's authentication or endpoint)
+	read   bool
+}
+
+type infoKey struct{}
+
+func infoOf(r *http.Request) *reqInfo {
+	if i, ok := r.Context().Value(infoKey{}).(*reqInfo); ok {
+		return i
+	}
+	return &reqInfo{caller: identity.Caller{Err: identity.ErrNone}}
+}
+
+// withCaller resolves who is calling with the one resolver, once per request, from the config
+// in force. It never answers: the rate limit keys on the result, authentication enforces it.
+func (s *Server) withCaller(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		snap := s.deps.Config.Current()
+		info := &reqInfo{
+			caller: identity.FromRequest(r, identity.Sources{
+				LoginHeader: snap.LoginHeader(), Trusted: snap.TrustedProxies(), Demo: s.deps.Demo, Directory: snap.IdentityDirectory(),
+			}),
+			client: identity.ClientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), snap.TrustedProxies()),
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
+	})
+}
+
+// withRateLimit is step 1. The limit is read from config at every request (missing → the
+// route's default; blank, garbage or ≤ 0 → no limiting) and divided between the live instances.
+// The subject is the canonical identity, else "ip:" + the client address — never one shared
+// bucket for every unknown caller.
+func (s *Server) withRateLimit(spec *rateSpec, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		snap := s.deps.Config.Current()
+		limit := s.deps.Share.Of(snap.RateLimit(spec.key, spec.def))
+		if limit > 0 {
+			info := infoOf(r)
+			subject := "ip:" + info.client
+			if info.caller.Authenticated() {
+				subject = info.caller.ID
+			}
+			if d := s.limiter.Allow(spec.bucket+":"+subject, limit, snap.RateWindow()); !d.Allowed {
+				s.rec.Inc("bindery_ratelimited_total", "bucket", spec.bucket)
+				w.Header().Set("Retry-After", strconv.Itoa(int((d.RetryAfter+time.Second-1)/time.Second)))
+				s.fail(w, r, apperr.New(apperr.RateLimited, "%s", spec.message))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withAuth is step 2: 401 when there is no identity (or the login layer failed), 403 "Access
+// denied" when the identity lacks the route's rule. Webhooks authenticate their sender here;
+// any failure is 401 and nothing is recorded.
+func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch rt.auth {
+		case authUser, authOwnerOrOps:
+			err = s.authenticate(r)
+		case authOps:
+			if err = s.authenticate(r); err == nil && !s.isOperator(r.Context(), infoOf(r).caller.ID) {
+				err = apperr.Denied(errors.New("not an operator"))
+			}
+		case authApprovalHook:
+			err = s.verifyApproval(w, r, rt.body)
+		case authGitLabHook:
+			err = checkToken(r.Header.Get("X-Gitlab-Token"), s.deps.Config.Current().GitLabHookToken(), "X-Gitlab-Token")
+		case authDeployHook:
+			got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			err = checkToken(strings.TrimSpace(got), s.deps.Config.Current().DeployToken(), "deploy bearer token")
+		}
+		if err != nil {
+			s.rec.Inc("bindery_http_refused_total", "route", rt.name, "code", string(apperr.CodeOf(err)))
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) authenticate(r *http.Request) error {
+	c := infoOf(r).caller
+	if c.Authenticated() {
+		return nil
+	}
+	msg := "Sign-in required."
+	if s.deps.Demo {
+		msg = "Pick a demo user: " + strings.Join(identity.DemoUserNames(), ", ") + "."
+	}
+	return apperr.Wrap(fmt.Errorf("no identity (%s): %w", c.From, c.Err), apperr.Unauthenticated, "%s", msg)
+}
+
+// hookRefused is the one answer to a webhook whose sender is not authenticated.
+func hookRefused(cause error) error {
+	return apperr.Wrap(cause, apperr.Unauthenticated, "Callback authentication failed.")
+}
+
+// checkToken compares a presented token with the configured one in constant time (hashing
+// both first, so not even the length leaks). An unconfigured token refuses everything.
+func checkToken(got, want, what string) error {
+	if want == "" {
+		return hookRefused(fmt.Errorf("%s not configured", what))
+	}
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	if subtle.ConstantTimeCompare(g[:], w[:]) != 1 {
+		return hookRefused(fmt.Errorf("%s mismatch", what))
+	}
+	return nil
+}
+
+// verifyApproval reads the body (the signature covers it) and checks timestamp and HMAC.
+func (s *Server) verifyApproval(w http.ResponseWriter, r *http.Request, limit int64) error {
+	if err := readBody(w, r, limit); err != nil {
+		return err
+	}
+	snap := s.deps.Config.Current()
+	err := approval.Verify(snap.ApprovalSecret(), r.Header.Get(approval.TimestampHeader), r.Header.Get(approval.SignatureHeader),
+		infoOf(r).body, s.now(), snap.ApprovalSkew())
+	if err != nil {
+		return hookRefused(err)
+	}
+	return nil
+}
+
+// isOperator asks the permission service whether identity holds authz.opsRule.
+func (s *Server) isOperator(ctx context.Context, id string) bool {
+	return s.permit(ctx, id, s.deps.Config.Current().OpsRule())
+}
+
+// permit asks whether id holds any of codes, in one round trip. It fails closed: no code
+// configured, no permission service, an error, a panic or a timeout all answer false. The
+// deadline holds even if the service ignores its context.
+func (s *Server) permit(ctx context.Context, id string, codes ...string) bool {
+	var rules []string
+	for _, c := range codes {
+		if c = strings.TrimSpace(c); c != "" {
+			rules = append(rules, c)
+		}
+	}
+	log := s.deps.Log
+	if len(rules) == 0 || id == "" {
+		log.WarnContext(ctx, "permission refused: no rule code configured", "identity", id)
+		return false
+	}
+	if s.deps.Permissions == nil { // said once at start; /api/me asks on every page load
+		log.DebugContext(ctx, "permission refused: no permission service wired", "identity", id, "rules", rules)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.deps.PermissionTimeout)
+	defer cancel()
+	type answer struct {
+		ok  bool
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- answer{err: fmt.Errorf("permission check panicked: %v", p)}
+			}
+		}()
+		ok, err := s.deps.Permissions.Check(ctx, id, rules)
+		done <- answer{ok, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			log.WarnContext(ctx, "permission check failed; access denied", "identity", id, "rules", rules, "err", a.err)
+			return false
+		}
+		return a.ok
+	case <-ctx.Done():
+		log.WarnContext(ctx, "permission check timed out; access denied", "identity", id, "rules", rules, "err", ctx.Err())
+		return false
+	}
+}
+
+// withAPIMetrics is step 3, on every route: status and latency. It never answers and never
+// fails the request: the recorder contains its own panics, and a panic of the handler passes
+// through untouched (counted as 500 on its way to withRecover).
+func (s *Server) withAPIMetrics(name string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		completed := false
+		defer func() {
+			status := rec.status
+			switch {
+			case !completed:
+				status = http.StatusInternalServerError
+			case status == 0:
+				status = http.StatusOK
+			}
+			s.rec.Inc("bindery_http_requests_total", "route", name, "code", strconv.Itoa(status))
+			s.rec.Since("bindery_http_request_duration_seconds", start, "route", name)
+		}()
+		next.ServeHTTP(rec, r)
+		completed = true
+	})
+}
+
+// withActivity is step 4, on the whitelisted routes only: "received" on arrival, "success" after
+// completion for 2xx only. A request refused by an earlier step never gets here, so a 429 is
+// never business activity. The per-user series uses the strict identity parse (an email-shaped
+// value or nothing); its result never flows back into the request.
+func (s *Server) withActivity(action string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, known := "", false
+		s.guard(func() { user, known = identity.Strict(infoOf(r).caller.Presented) })
+		s.activity(action, "received", user, known)
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status >= 200 && rec.status < 300 {
+			s.activity(action, "success", user, known)
+		}
+	})
+}
+
+func (s *Server) activity(action, stage, user string, known bool) {
+	s.rec.Inc("bindery_activity_total", "action", action, "stage", stage)
+	if known {
+		s.rec.Inc("bindery_user_activity_total", "action", action, "stage", stage, "user", user)
+	}
+}
+
+// guard runs observability code that must never fail the request.
+func (s *Server) guard(f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.deps.Log.Error("metric code panicked; request goes on", "panic", p)
+		}
+	}()
+	f()
+}

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"bindery/apperr"
+	"bindery/config"
+	"bindery/store"
+	"bindery/workflow"
+)
+
+// The ops console's API. Every handler here runs after the ops rule was checked.
+
+// operatorParam is the reserved parameter that names who performed an ops action. The server
+// writes it from the login identity after copying the client's parameters, so a client that
+// sends it is overwritten, never believed (SPEC §6.4).
+const operatorParam = "__authenticatedOperator"
+
+// opsParams binds an ops action's body: a JSON object of parameters whose "operationId" is the
+// client's id of the action. The parameters are copied first, then the operator is written —
+// never the reverse order.
+func opsParams(r *http.Request) (map[string]any, string, error) {
+	var client map[string]any
+	if err := bindJSON(r, &client, false); err != nil {
+		return nil, "", err
+	}
+	key, _ := client["operationId"].(string)
+	if err := checkOperationID("operationId", key); err != nil {
+		return nil, "", err
+	}
+	params := make(map[string]any, len(client)+1)
+	for k, v := range client {
+		params[k] = v
+	}
+	params[operatorParam] = infoOf(r).caller.ID
+	return params, key, nil
+}
+
+// opsAction runs an audited, idempotent ops action.
+func (s *Server) opsAction(w http.ResponseWriter, r *http.Request, action string, extra map[string]any, run func(operator string) (int, any, error)) (int, any, error) {
+	params, key, err := opsParams(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range extra {
+		params[k] = v
+	}
+	if s.deps.Workflow == nil {
+		return 0, nil, errNoWorkflow
+	}
+	return s.idempotent(w, r, action, key, params, func() (int, any, error) {
+		if err := s.audit(r, action, key, params); err != nil {
+			return 0, nil, err
+		}
+		return run(params[operatorParam].(string))
+	}, replayStored)
+}
+
+// opsRunRound is POST /api/ops/batches/run: one batch round now, the cron round's own code.
+func (s *Server) opsRunRound(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.opsAction(w, r, "ops.batches.run", nil, func(string) (int, any, error) {
+		res, err := s.deps.Workflow.RunRound(r.Context())
+		return http.StatusOK, res, err
+	})
+}
+
+// opsSettle is POST /api/ops/batches/:id/settle.
+func (s *Server) opsSettle(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, nil, apperr.Invalid("id", "must be a batch id (a positive integer)")
+	}
+	return s.opsAction(w, r, "ops.batches.settle", map[string]any{"batchId": id}, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.SettleBatch(r.Context(), id, op)
+		return http.StatusOK, res, err
+	})
+}
+
+// opsRetry is POST /api/ops/requests/:operationId/retry: re-run the request's current step.
+func (s *Server) opsRetry(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id := r.PathValue("operationId")
+	if err := checkOperationID("operationId", id); err != nil {
+		return 0, nil, err
+	}
+	return s.opsAction(w, r, "ops.requests.retry", map[string]any{"request": id}, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.Retry(r.Context(), id, op)
+		return http.StatusAccepted, res, err
+	})
+}
+
+// opsReconcile is POST /api/ops/reconcile: the reconciliation cron's run, now.
+func (s *Server) opsReconcile(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.opsAction(w, r, "ops.reconcile", nil, func(string) (int, any, error) {
+		res, err := s.deps.Workflow.Reconcile(r.Context())
+		return http.StatusOK, res, err
+	})
+}
+
+// opsBatches is GET /api/ops/batches?cursor=&limit=.
+func (s *Server) opsBatches(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	cursor, limit, wf, err := s.listQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	page, err := wf.Batches(r.Context(), cursor, limit)
+	if page.Items == nil {
+		page.Items = []workflow.BatchView{}
+	}
+	return http.StatusOK, page, err
+}
+
+// opsStuck is GET /api/ops/requests?status=&step=&cursor=&limit=.
+func (s *Server) opsStuck(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	cursor, limit, err := pageQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	f := workflow.StuckFilter{Cursor: cursor, Limit: limit}
+	if v := strings.ToUpper(strings.TrimSpace(r.URL.Query().Get("status"))); v != "" {
+		f.Status = store.BindingStatus(v)
+		if !knownStatus(f.Status) {
+			return 0, nil, apperr.Invalid("status", "is not a binding status")
+		}
+	}
+	if v := strings.TrimSpace(r.URL.Query().Get("step")); v != "" {
+		n, err := strconv.Atoi(v)
+		if f.Step = store.Step(n); err != nil || !f.Step.Known() {
+			return 0, nil, apperr.Invalid("step", "is not a step code")
+		}
+	}
+	if s.deps.Workflow == nil {
+		return 0, nil, errNoWorkflow
+	}
+	page, err := s.deps.Workflow.StuckRequests(r.Context(), f)
+	if page.Items == nil {
+		page.Items = []workflow.RequestSummary{}
+	}
+	return http.StatusOK, page, err
+}
+
+func knownStatus(st store.BindingStatus) bool {
+	for _, s := range store.AllStatuses {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// configView is GET /api/ops/config.
+type configView struct {
+	Generation     int64              `json:"generation"`
+	LoadedAt       time.Time          `json:"loadedAt"`
+	Keys           []config.KeyReport `json:"keys"`
+	Unknown        []string           `json:"unknown"`
+	LastError      *config.LoadError  `json:"lastError"`
+	PendingRestart []string           `json:"pendingRestart"`
+}
+
+// opsConfig shows the effective configuration (secrets redacted by the loader), which keys fell
+// back to defaults, the last failed reload and the static keys waiting for a restart.
+func (s *Server) opsConfig(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	snap := s.deps.Config.Current()
+	v := configView{
+		Generation: snap.Generation, LoadedAt: snap.LoadedAt, Keys: snap.Report, Unknown: snap.Unknown,
+		LastError: s.deps.Config.LastError(), PendingRestart: config.PendingRestart(s.started, snap),
+	}
+	if v.Unknown == nil {
+		v.Unknown = []string{}
+	}
+	if v.PendingRestart == nil {
+		v.PendingRestart = []string{}
+	}
+	return http.StatusOK, v, nil
+}
+
+// opsAudit is GET /api/ops/audit?cursor=&limit=, newest first.
+func (s *Server) opsAudit(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	cursor, limit, err := pageQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var before int64
+	if cursor != "" {
+		if before, err = strconv.ParseInt(cursor, 10, 64); err != nil || before <= 0 {
+			return 0, nil, apperr.Invalid("cursor", "is not a cursor this API returned")
+		}
+	}
+	entries, err := s.deps.DB.ListAudit(r.Context(), before, limit+1)
+	if err != nil {
+		return 0, nil, err
+	}
+	page := workflow.Page[store.AuditEntry]{Items: entries}
+	if len(entries) > limit {
+		page.Items = entries[:limit]
+		page.NextCursor = strconv.FormatInt(entries[limit-1].ID, 10)
+	}
+	return http.StatusOK, page, nil
+}

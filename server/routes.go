@@ -1,0 +1,128 @@
+package server
+
+import (
+	"net/http"
+)
+
+// authKind is a route's authentication and authorization requirement (SPEC §6.4).
+type authKind int
+
+const (
+	authPublic       authKind = iota // anyone (infra, the OpenAPI document)
+	authUser                         // a signed-in caller: 401 without an identity
+	authOwnerOrOps                   // signed in; the handler checks the row's owner, else the ops rule (403)
+	authOps                          // signed in and holding authz.opsRule: 401, then 403
+	authApprovalHook                 // HMAC over timestamp + body (hooks.approvalSecret, hooks.approvalSkew)
+	authGitLabHook                   // X-Gitlab-Token == hooks.gitlabToken
+	authDeployHook                   // Authorization: Bearer hooks.deployToken
+)
+
+// rateSpec is a route's rate limit (SPEC §6.1): the bucket, the config key read at each request,
+// the default when the key is missing (equal to the key's registered default; a test checks),
+// and the message of the 429.
+type rateSpec struct {
+	bucket, key string
+	def         int
+	message     string
+}
+
+// Body limits (SPEC §6): larger bodies get 413.
+const (
+	apiBody  = 64 << 10
+	hookBody = 1 << 20
+)
+
+// handlerFunc answers with a status and a JSON body, or an error for writeError. A status of 0
+// means the handler wrote the response itself.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) (int, any, error)
+
+// route is one line of the route table.
+type route struct {
+	method, path string
+	name         string    // metric label, idempotency scope and audit action
+	auth         authKind  // see authKind
+	limit        *rateSpec // nil: not rate limited
+	activity     bool      // in the business-activity whitelist (SPEC §6.1 step 4)
+	body         int64     // largest body read; 0: the route reads no body
+	handle       handlerFunc
+}
+
+// routes is the whole route table, on one screen. Each route shows its auth requirement and its
+// rate limit; the interceptors run in the order of SPEC §6.1 (see chain).
+func (s *Server) routes() []route {
+	// POST /api/apply: the rate limit runs before idempotency, so an over-limit duplicate of an
+	// accepted application gets 429, not DUPLICATE_SUBMIT. Accepted trade-off (SPEC §6.1): a
+	// rejected request consumes nothing, and the client retries after Retry-After anyway.
+	applyLimit := &rateSpec{"apply", "ratelimit.apply", 10, "Too many applications; please wait before applying again."}
+	revokeLimit := &rateSpec{"revoke", "ratelimit.revoke", 10, "Too many revocations; please wait before trying again."}
+	return []route{
+		// method, path, name, auth, rate limit, business activity, body limit, handler
+		{"POST", "/api/apply", "apply", authUser, applyLimit, true, apiBody, s.apply},
+		{"GET", "/api/requests/{operationId}", "request", authOwnerOrOps, nil, false, 0, s.request},
+		{"POST", "/api/requests/{operationId}/revoke", "revoke", authOwnerOrOps, revokeLimit, true, apiBody, s.revoke},
+		{"GET", "/api/my/requests", "my.requests", authUser, nil, false, 0, s.myRequests},
+		{"GET", "/api/targets", "targets", authUser, nil, false, 0, s.targets},
+		{"GET", "/api/preview", "preview", authUser, nil, false, 0, s.preview},
+		{"GET", "/api/me", "me", authUser, nil, false, 0, s.me},
+
+		{"GET", "/api/ops/batches", "ops.batches", authOps, nil, false, 0, s.opsBatches},
+		{"POST", "/api/ops/batches/run", "ops.batches.run", authOps, nil, true, apiBody, s.opsRunRound},
+		{"POST", "/api/ops/batches/{id}/settle", "ops.batches.settle", authOps, nil, true, apiBody, s.opsSettle},
+		{"GET", "/api/ops/requests", "ops.requests", authOps, nil, false, 0, s.opsStuck},
+		{"POST", "/api/ops/requests/{operationId}/retry", "ops.requests.retry", authOps, nil, true, apiBody, s.opsRetry},
+		{"POST", "/api/ops/reconcile", "ops.reconcile", authOps, nil, true, apiBody, s.opsReconcile},
+		{"GET", "/api/ops/config", "ops.config", authOps, nil, false, 0, s.opsConfig},
+		{"GET", "/api/ops/audit", "ops.audit", authOps, nil, false, 0, s.opsAudit},
+
+		{"POST", "/hooks/approval", "hook.approval", authApprovalHook, nil, false, hookBody, s.approvalHook},
+		{"POST", "/hooks/deploy", "hook.deploy", authDeployHook, nil, false, hookBody, s.deployHook},
+		{"POST", "/hooks/gitlab", "hook.gitlab", authGitLabHook, nil, false, hookBody, s.gitlabHook},
+
+		{"GET", "/api/openapi.json", "openapi", authPublic, nil, false, 0, s.openAPI},
+		{"GET", "/healthz", "healthz", authPublic, nil, false, 0, s.healthz},
+		{"GET", "/readyz", "readyz", authPublic, nil, false, 0, s.readyz},
+		{"GET", "/metrics", "metrics", authPublic, nil, false, 0, s.metrics},
+	}
+}
+
+// chain wraps a route's handler in the interceptors, outermost first: who is calling (parsed,
+// never answered), then SPEC §6.1 — 1 rate limit, 2 authentication/authorization, 3 API latency
+// and status metrics, 4 business-activity metrics — then the body checks (413, 415) and the
+// handler, which binds the body. Each interceptor that refuses writes its own response and stops
+// the chain, so a refused request reaches no later step and no handler, and a malformed body
+// can never answer before authentication does.
+func (s *Server) chain(rt route) http.Handler {
+	h := s.endpoint(rt)
+	if rt.activity {
+		h = s.withActivity(rt.name, h)
+	}
+	h = s.withAPIMetrics(rt.name, h)
+	h = s.withAuth(rt, h)
+	if rt.limit != nil {
+		h = s.withRateLimit(rt.limit, h)
+	}
+	return s.withCaller(h)
+}
+
+// endpoint checks the body (size, media type), runs the handler and writes its answer.
+func (s *Server) endpoint(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.body > 0 {
+			if err := readBody(w, r, rt.body); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if err := requireJSON(r); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		status, body, err := rt.handle(w, r)
+		switch {
+		case err != nil:
+			s.fail(w, r, err)
+		case status != 0:
+			writeJSON(w, status, body)
+		}
+	})
+}

@@ -1,0 +1,395 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"bindery/approval"
+	"bindery/config"
+	"bindery/workflow"
+)
+
+// The simulated approval system. bindery opens tickets with POST /sim/approval/tickets (the
+// approval system protocol); people decide them in the inbox (GET /sim/approvals, POST
+// /sim/approvals/:id/decide); each decision goes back to the ticket's callback URL as a real
+// callback signed with hooks.approvalSecret, retried until bindery answers 2xx.
+
+// ApprovalFaults are the approval simulator's knobs; the struct the sim.approval.* keys fill.
+type ApprovalFaults = config.SimApproval
+
+// Ticket statuses.
+const (
+	TicketPending  = "PENDING"
+	TicketApproved = "APPROVED"
+	TicketRejected = "REJECTED"
+)
+
+// Ticket is one approval ticket as the inbox lists it.
+type Ticket struct {
+	ID          string     `json:"id"`
+	OperationID string     `json:"operationId"`
+	Subject     string     `json:"subject"`
+	TargetKey   string     `json:"targetKey"`
+	Reason      string     `json:"reason"`
+	Status      string     `json:"status"` // PENDING, APPROVED, REJECTED
+	CreatedAt   time.Time  `json:"createdAt"`
+	DecidedAt   *time.Time `json:"decidedAt"`
+
+	title       string
+	callbackURL string
+	ext         map[string]string
+	callbackID  string // of the decision's callback
+	delivered   bool   // bindery answered 2xx to it
+}
+
+// CallbackRecord is one callback the simulator sent (or tried to).
+type CallbackRecord struct {
+	TicketID   string
+	CallbackID string // the callback's request id; a duplicate repeats it
+	Result     string
+	Attempts   int
+	Status     int // bindery's last answer; 0: none
+}
+
+// Approval simulates the external approval system.
+type Approval struct {
+	opts Options
+	cfg  *config.Source
+	log  *slog.Logger
+	gate *gate
+	hc   *http.Client
+
+	mu        sync.Mutex
+	override  *ApprovalFaults
+	tickets   []*Ticket
+	byOp      map[string]*Ticket
+	callbacks []CallbackRecord
+	held      *pendingCallback // reorder: the callback waiting for the next one
+	nextID    int
+	nextCB    int
+
+	stopCh chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+type pendingCallback struct {
+	ticket *Ticket
+	body   workflow.ApprovalCallback
+}
+
+func newApproval(o Options) *Approval {
+	return &Approval{opts: o, cfg: o.Config, log: o.Log, gate: newGate(), hc: &http.Client{Timeout: 10 * time.Second},
+		byOp: map[string]*Ticket{}, stopCh: make(chan struct{})}
+}
+
+// SetFaults pins the knobs for a test, instead of the sim.approval.* configuration.
+func (a *Approval) SetFaults(f ApprovalFaults) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.override = &f
+}
+
+// ResetFaults returns to the sim.approval.* configuration.
+func (a *Approval) ResetFaults() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.override = nil
+}
+
+func (a *Approval) faults() ApprovalFaults {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.override != nil {
+		return *a.override
+	}
+	return a.cfg.Current().SimApproval()
+}
+
+// Inject makes the next times calls of endpoint ("open_ticket", "list", "decide") misbehave.
+func (a *Approval) Inject(endpoint string, f Fault, times int) { a.gate.inject(endpoint, f, times) }
+
+// Calls is how many calls of endpoint reached the simulator.
+func (a *Approval) Calls(endpoint string) int { return a.gate.count(endpoint) }
+
+// Tickets lists the tickets, newest first.
+func (a *Approval) Tickets() []Ticket {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Ticket, 0, len(a.tickets))
+	for i := len(a.tickets) - 1; i >= 0; i-- {
+		out = append(out, *a.tickets[i])
+	}
+	return out
+}
+
+// TicketExt returns the ext fields and callback URL a ticket was opened with.
+func (a *Approval) TicketExt(id string) (ext map[string]string, callbackURL string, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.tickets {
+		if t.ID == id {
+			return t.ext, t.callbackURL, true
+		}
+	}
+	return nil, "", false
+}
+
+// Callbacks lists the callbacks sent so far, in sending order.
+func (a *Approval) Callbacks() []CallbackRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]CallbackRecord(nil), a.callbacks...)
+}
+
+// ErrTicketDecided / ErrNoTicket / ErrBadDecision are Decide's refusals.
+var (
+	ErrNoTicket      = fmt.Errorf("no such ticket")
+	ErrTicketDecided = fmt.Errorf("ticket already decided")
+	ErrBadDecision   = fmt.Errorf(`decision must be "APPROVED" or "REJECTED"`)
+)
+
+// Decide records a decision and sends the signed callback (after sim.approval.callbackDelay).
+func (a *Approval) Decide(id, decision string) (Ticket, error) {
+	if decision != TicketApproved && decision != TicketRejected {
+		return Ticket{}, ErrBadDecision
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.tickets {
+		if t.ID != id {
+			continue
+		}
+		if t.Status != TicketPending {
+			return *t, ErrTicketDecided
+		}
+		now := time.Now()
+		t.Status, t.DecidedAt = decision, &now
+		a.nextCB++
+		t.callbackID = fmt.Sprintf("cb-%s-%d", newUUID()[:8], a.nextCB)
+		a.enqueue(t.callback())
+		return *t, nil
+	}
+	return Ticket{}, ErrNoTicket
+}
+
+func (t *Ticket) callback() pendingCallback {
+	return pendingCallback{ticket: t, body: workflow.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext}}
+}
+
+func (a *Approval) faultsLocked() ApprovalFaults { // holds a.mu
+	if a.override != nil {
+		return *a.override
+	}
+	return a.cfg.Current().SimApproval()
+}
+
+// later runs fn after the simulated delay d, unless the simulator stops first.
+func (a *Approval) later(d time.Duration, fn func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if d = scaled(a.cfg, d); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-a.stopCh:
+				return
+			}
+		}
+		fn()
+	}()
+}
+
+// enqueue schedules a decided ticket's callback under the knobs in force. Reordering is
+// decided here, in decision order, so "the newer first" is deterministic.
+func (a *Approval) enqueue(cb pendingCallback) { // holds a.mu
+	f := a.faultsLocked()
+	switch {
+	case f.Reorder && a.held == nil:
+		a.held = &cb // wait for the next decision; a lone one goes out after 2s anyway
+		a.later(f.CallbackDelay+2*time.Second, func() { a.flushHeld(cb.body.CallbackID) })
+	case f.Reorder:
+		held := *a.held
+		a.held = nil
+		a.later(f.CallbackDelay, func() { a.sendAll(cb, held) })
+	default:
+		a.later(f.CallbackDelay, func() { a.sendAll(cb) })
+	}
+}
+
+func (a *Approval) flushHeld(callbackID string) {
+	a.mu.Lock()
+	held := a.held
+	if held == nil || held.body.CallbackID != callbackID {
+		a.mu.Unlock()
+		return
+	}
+	a.held = nil
+	a.mu.Unlock()
+	a.sendAll(*held)
+}
+
+// sendAll sends callbacks in order, each twice when the duplicate knob says so.
+func (a *Approval) sendAll(cbs ...pendingCallback) {
+	for _, cb := range cbs {
+		a.send(cb)
+		if chance(a.faults().DuplicateRate) {
+			a.send(cb)
+		}
+	}
+}
+
+// send delivers one callback, signed at each attempt, retrying (up to 6 attempts) until bindery
+// answers 2xx. IGNORED_STALE and DUPLICATE answers are 2xx, so they end the retries too.
+func (a *Approval) send(cb pendingCallback) {
+	body, _ := json.Marshal(cb.body)
+	rec := CallbackRecord{TicketID: cb.ticket.ID, CallbackID: cb.body.CallbackID, Result: cb.body.Result}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; attempt <= 6; attempt++ {
+		rec.Attempts = attempt
+		rec.Status = a.post(cb.ticket.callbackURL, body)
+		if rec.Status >= 200 && rec.Status < 300 {
+			break
+		}
+		select {
+		case <-time.After(scaled(a.cfg, backoff)):
+		case <-a.stopCh:
+			attempt = 6
+		}
+		backoff *= 2
+	}
+	if rec.Status < 200 || rec.Status > 299 {
+		a.log.Warn("approval simulator: callback not accepted", "ticket", rec.TicketID, "status", rec.Status, "attempts", rec.Attempts)
+	}
+	a.mu.Lock()
+	a.callbacks = append(a.callbacks, rec)
+	if rec.Status >= 200 && rec.Status < 300 {
+		cb.ticket.delivered = true
+	}
+	a.mu.Unlock()
+}
+
+func (a *Approval) post(url string, body []byte) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	now := time.Now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(approval.TimestampHeader, fmt.Sprint(now.Unix()))
+	req.Header.Set(approval.SignatureHeader, approval.Sign(a.cfg.Current().ApprovalSecret(), now, body))
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (a *Approval) stop() {
+	a.once.Do(func() { close(a.stopCh) })
+	a.gate.stop()
+	a.wg.Wait()
+}
+
+// ---- HTTP ----
+
+// ServeHTTP serves POST /sim/approval/tickets, GET /sim/approvals and
+// POST /sim/approvals/:id/decide.
+func (a *Approval) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	var endpoint string
+	var handle func(w http.ResponseWriter)
+	switch {
+	case p == "/sim/approval/tickets" && r.Method == http.MethodPost:
+		endpoint, handle = "open_ticket", func(w http.ResponseWriter) { a.openTicket(w, r) }
+	case p == "/sim/approvals" && r.Method == http.MethodGet:
+		endpoint, handle = "list", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, map[string][]Ticket{"items": a.Tickets()}) }
+	case strings.HasPrefix(p, "/sim/approvals/") && strings.HasSuffix(p, "/decide") && r.Method == http.MethodPost:
+		id := strings.TrimSuffix(strings.TrimPrefix(p, "/sim/approvals/"), "/decide")
+		endpoint, handle = "decide", func(w http.ResponseWriter) { a.decide(w, r, id) }
+	case p == "/sim/approval/tickets" || p == "/sim/approvals" || strings.HasSuffix(p, "/decide"):
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"message": "method not allowed"})
+		return
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found"})
+		return
+	}
+	a.gate.serve(w, r, endpoint, a.faults().SimTransport, messageBody, handle)
+}
+
+func (a *Approval) openTicket(w http.ResponseWriter, r *http.Request) {
+	var req approval.Ticket // the protocol's body is bindery's ticket
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be a JSON ticket"})
+		return
+	}
+	for field, v := range map[string]string{"operationId": req.OperationID, "subject": req.Subject, "targetKey": req.TargetKey, "callbackUrl": req.CallbackURL} {
+		if strings.TrimSpace(v) == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"message": field + " is required"})
+			return
+		}
+	}
+	if !strings.HasPrefix(req.CallbackURL, "http://") && !strings.HasPrefix(req.CallbackURL, "https://") {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "callbackUrl must be an http(s) URL"})
+		return
+	}
+	a.mu.Lock()
+	if t := a.byOp[req.OperationID]; t != nil {
+		a.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]string{"ticketId": t.ID}) // a repeat opens nothing new
+		return
+	}
+	a.nextID++
+	t := &Ticket{
+		ID: fmt.Sprintf("T-%06d", a.nextID), OperationID: req.OperationID, Subject: req.Subject, TargetKey: req.TargetKey,
+		Reason: req.Reason, Status: TicketPending, CreatedAt: time.Now(), title: req.Title, callbackURL: req.CallbackURL, ext: req.Ext,
+	}
+	a.tickets = append(a.tickets, t)
+	a.byOp[t.OperationID] = t
+	auto := a.faultsLocked().AutoApprove
+	a.mu.Unlock()
+	if auto {
+		_, _ = a.Decide(t.ID, TicketApproved)
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"ticketId": t.ID})
+}
+
+func (a *Approval) decide(w http.ResponseWriter, r *http.Request, id string) {
+	var req struct {
+		Decision string `json:"decision"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be {\"decision\": \"APPROVED\"|\"REJECTED\"}"})
+		return
+	}
+	t, err := a.Decide(id, req.Decision)
+	switch err {
+	case nil:
+		writeJSON(w, http.StatusOK, t)
+	case ErrNoTicket:
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": err.Error()})
+	case ErrTicketDecided:
+		writeJSON(w, http.StatusConflict, map[string]string{"message": err.Error()})
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": err.Error()})
+	}
+}

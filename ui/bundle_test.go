@@ -1,0 +1,30 @@
+package ui_test
+
+import (
+	"strings"
+	"testing"
+
+	"bindery/ui/bundle"
+)
+
+// TestCommittedBundleIsWhatTheSourceBuilds fails when ui/src changed without `go run ./ui/build`
+// (or ui/dist was edited by hand): the binary embeds ui/dist, so the two must agree.
+func TestCommittedBundleIsWhatTheSourceBuilds(t *testing.T) {
+	files, err := bundle.Build(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := bundle.Diff("dist", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("ui/dist is stale; run `go run ./ui/build` and commit:\n  %s", strings.Join(diffs, "\n  "))
+	}
+	// The index names only hashed assets, and inlines the recovery listener before them.
+	index := string(files["index.html"])
+	rec, css, js := strings.Index(index, "bindery.autoReloadAt"), strings.Index(index, `href="/assets/app-`), strings.Index(index, `src="/assets/app-`)
+	if rec < 0 || css < 0 || js < 0 || rec > css || rec > js {
+		t.Fatalf("index.html must inline the recovery script before the hashed stylesheet and script:\n%s", index)
+	}
+}

@@ -1,0 +1,467 @@
+package ui_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"bindery/config"
+	"bindery/store"
+	"bindery/workflow"
+)
+
+// fakeAPI is an in-memory bindery JSON API and approval simulator that follows the contract
+// (workflow/view.go, the shared formats of /api/me, lists, /sim/approvals) so the SPA can be
+// tested in a browser before the real handlers exist. A request that was approved moves one
+// step further each time its view is read, so polling pages see live progress; an operator's
+// retry puts a stuck request back on that path.
+type fakeAPI struct {
+	mu      sync.Mutex
+	cfg     *config.Snapshot
+	reqs    map[string]*fakeRequest
+	order   []string // operationIds, oldest first
+	tickets []*fakeTicket
+	batches map[int64]*workflow.BatchView
+	nextID  int64
+
+	applies []string // operationId of every POST /api/apply, in order
+	retries []string // "operationId by identity" of every retry
+	audit   []map[string]any
+}
+
+type fakeRequest struct {
+	view     workflow.RequestView
+	approved bool // moving along the scripted path
+	stageAt  time.Time
+}
+
+type fakeTicket struct {
+	ID          string     `json:"id"`
+	OperationID string     `json:"operationId"`
+	Subject     string     `json:"subject"`
+	TargetKey   string     `json:"targetKey"`
+	Reason      string     `json:"reason"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	DecidedAt   *time.Time `json:"decidedAt"`
+}
+
+func newFakeAPI() *fakeAPI {
+	return &fakeAPI{cfg: config.MustParse(string(config.Sample)), reqs: map[string]*fakeRequest{}, batches: map[int64]*workflow.BatchView{}, nextID: 40}
+}
+
+// Handler serves /api/ and /sim/.
+func (f *fakeAPI) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/me", f.me)
+	mux.HandleFunc("GET /api/targets", f.targets)
+	mux.HandleFunc("GET /api/preview", f.preview)
+	mux.HandleFunc("POST /api/apply", f.apply)
+	mux.HandleFunc("GET /api/my/requests", f.myRequests)
+	mux.HandleFunc("GET /api/requests/{id}", f.request)
+	mux.HandleFunc("GET /sim/approvals", f.approvals)
+	mux.HandleFunc("POST /sim/approvals/{id}/decide", f.decide)
+	mux.HandleFunc("GET /api/ops/requests", f.opsOnly(f.stuck))
+	mux.HandleFunc("POST /api/ops/requests/{id}/retry", f.opsOnly(f.retry))
+	mux.HandleFunc("GET /api/ops/batches", f.opsOnly(f.listBatches))
+	mux.HandleFunc("POST /api/ops/batches/run", f.opsOnly(f.round))
+	mux.HandleFunc("POST /api/ops/batches/{id}/settle", f.opsOnly(f.settle))
+	mux.HandleFunc("POST /api/ops/reconcile", f.opsOnly(f.reconcile))
+	mux.HandleFunc("GET /api/ops/config", f.opsOnly(f.config))
+	mux.HandleFunc("GET /api/ops/audit", f.opsOnly(f.auditLog))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, "NOT_FOUND", "No such endpoint.")
+	})
+	return mux
+}
+
+func identity(r *http.Request) (name, id string) {
+	name = r.Header.Get("X-Bindery-User")
+	if c, err := r.Cookie("bindery_user"); err == nil && name == "" {
+		name = c.Value
+	}
+	if name == "" {
+		name = "alice"
+	}
+	return name, name + "@example.com"
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, status int, code, msg string) {
+	reply(w, status, map[string]string{"code": code, "message": msg, "requestId": "fake-" + strconv.Itoa(status)})
+}
+
+func (f *fakeAPI) opsOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if name, _ := identity(r); name != "ops" {
+			fail(w, http.StatusForbidden, "ACCESS_DENIED", "Access denied")
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		h(w, r)
+	}
+}
+
+func (f *fakeAPI) me(w http.ResponseWriter, r *http.Request) {
+	name, id := identity(r)
+	reply(w, 200, map[string]any{"identity": id, "displayName": name, "ops": name == "ops", "demo": true, "demoUsers": []string{"alice", "bob", "ops"}})
+}
+
+func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {
+	items := []map[string]any{}
+	for _, t := range f.cfg.Targets() {
+		items = append(items, map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": t.TTL})
+	}
+	reply(w, 200, map[string]any{"items": items})
+}
+
+func (f *fakeAPI) preview(w http.ResponseWriter, r *http.Request) {
+	_, id := identity(r)
+	t, ok := f.cfg.Target(r.URL.Query().Get("target"))
+	if !ok {
+		reply(w, 200, map[string]any{}) // any failure: empty, never an error
+		return
+	}
+	reply(w, 200, map[string]string{
+		"path":    strings.ReplaceAll(t.Path, "{subject}", id),
+		"content": fmt.Sprintf("subject: %s\ntarget: %s\noperationId: (assigned on submit)\nreason: (your reason)\n", id, t.Key),
+	})
+}
+
+func (f *fakeAPI) apply(w http.ResponseWriter, r *http.Request) {
+	_, subject := identity(r)
+	var in workflow.ApplyInput
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		fail(w, 400, "INVALID_ARGUMENT", "body: not JSON")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applies = append(f.applies, in.OperationID)
+	if in.OperationID == "" {
+		fail(w, 400, "INVALID_ARGUMENT", "operationId: required")
+		return
+	}
+	if fr, ok := f.reqs[in.OperationID]; ok {
+		v := fr.view
+		reply(w, 202, workflow.ApplyResult{Code: workflow.CodeDuplicateSubmit, OperationID: v.OperationID, Status: v.Status, NextAction: v.NextAction})
+		return
+	}
+	t, ok := f.cfg.Target(in.TargetKey)
+	if !ok {
+		fail(w, 400, "INVALID_ARGUMENT", "targetKey: no such target")
+		return
+	}
+	if strings.TrimSpace(in.Reason) == "" {
+		fail(w, 400, "INVALID_ARGUMENT", "reason: required")
+		return
+	}
+	for _, fr := range f.reqs {
+		if fr.view.Subject == subject && fr.view.TargetKey == t.Key && !fr.view.Status.Reappliable() {
+			fail(w, 409, "APPLY_IN_PROGRESS", "An active request exists for this target.")
+			return
+		}
+	}
+	now := time.Now()
+	fr := f.add(in.OperationID, subject, t, in.Reason, now)
+	f.nextID++
+	f.tickets = append(f.tickets, &fakeTicket{ID: "T" + strconv.FormatInt(f.nextID, 10), OperationID: in.OperationID, Subject: subject,
+		TargetKey: t.Key, Reason: in.Reason, Status: "PENDING", CreatedAt: now})
+	reply(w, 202, workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: fr.view.Status, NextAction: fr.view.NextAction})
+}
+
+// add records a new request waiting for approval (the caller holds the lock).
+func (f *fakeAPI) add(opID, subject string, t config.Target, reason string, at time.Time) *fakeRequest {
+	fr := &fakeRequest{view: workflow.RequestView{OperationID: opID, Subject: subject, TargetKey: t.Key, TargetTitle: t.Title,
+		Project: t.Project, Reason: reason, Flow: "approval-first", CreatedAt: at}, stageAt: at}
+	fr.view.Stages = []workflow.StageDuration{{Stage: "approval"}}
+	fr.move(store.StatusApprovalSending, store.StepApprovalSending, at)
+	fr.move(store.StatusApprovalSent, store.StepApprovalSent, at)
+	fr.view.Waiting = &workflow.Waiting{Stage: "approval", WaitingFor: "the approvers in the approval system", Since: at}
+	f.reqs[opID] = fr
+	f.order = append(f.order, opID)
+	return fr
+}
+
+// move appends a timeline entry and sets status, step and next action as the workflow would.
+func (fr *fakeRequest) move(status store.BindingStatus, step store.Step, at time.Time) {
+	v := &fr.view
+	v.Timeline = append(v.Timeline, workflow.TimelineEntry{Step: workflow.StepView{Code: int(step), Name: step.String()}, Status: status, At: at})
+	v.Status, v.Step = status, workflow.StepView{Code: int(step), Name: step.String()}
+	v.NextAction = store.NextActionFor(status, step)
+	v.NextActionText = store.NextActionText(v.NextAction)
+	v.UpdatedAt = at
+}
+
+// enter closes the running stage and starts the next one ("" ends the last).
+func (fr *fakeRequest) enter(stage string, at time.Time) {
+	st := fr.view.Stages
+	if n := len(st); n > 0 && !st[n-1].Done {
+		st[n-1].Done, st[n-1].Duration = true, at.Sub(fr.stageAt)
+	}
+	if stage != "" {
+		st = append(st, workflow.StageDuration{Stage: stage})
+	}
+	fr.view.Stages, fr.stageAt = st, at
+}
+
+// advance takes one step along the approved path (the caller holds the lock).
+func (f *fakeAPI) advance(fr *fakeRequest, now time.Time) {
+	v := &fr.view
+	switch {
+	case v.Status == store.StatusMRCreating && v.Step.Code == int(store.StepQueued):
+		f.nextID++
+		b := &workflow.BatchView{ID: f.nextID, Partition: v.Project, Status: "RUNNING", CreatedAt: now, UpdatedAt: now}
+		f.batches[b.ID] = b
+		v.BatchID = b.ID
+		fr.move(store.StatusMRCreating, store.StepBatched, now)
+		v.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the bot to open the batch's merge request", Since: now, BatchID: b.ID}
+	case v.Status == store.StatusMRCreating:
+		mr := &workflow.Link{ID: 100 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", v.Project, 100+v.BatchID)}
+		pl := &workflow.Link{ID: 9000 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/pipelines/%d", v.Project, 9000+v.BatchID)}
+		v.MR, v.Pipeline = mr, pl
+		if b := f.batches[v.BatchID]; b != nil {
+			b.MR, b.Pipeline = mr, pl
+		}
+		fr.enter("ci", now)
+		fr.move(store.StatusMRCreated, store.StepCreateSucceeded, now)
+		v.Waiting = &workflow.Waiting{Stage: "merge", WaitingFor: "the reviewer bots to approve and merge", Since: now, BatchID: v.BatchID}
+	case v.Status == store.StatusMRCreated:
+		fr.enter("merge", now)
+		fr.move(store.StatusMerging, store.StepHandleApproved, now)
+	case v.Status == store.StatusMerging:
+		fr.enter("deploy", now)
+		fr.move(store.StatusMerged, store.StepHandleMerged, now)
+		v.Waiting = &workflow.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report back", Since: now, BatchID: v.BatchID}
+		if b := f.batches[v.BatchID]; b != nil {
+			b.Status, b.UpdatedAt = "SUCCEEDED", now
+		}
+	case v.Status == store.StatusMerged:
+		fr.enter("", now)
+		fr.move(store.StatusValidated, store.StepCalledBack, now)
+		v.Waiting = nil
+		exp := now.Add(720 * time.Hour)
+		v.ExpiresAt = &exp
+		fr.approved = false
+	}
+}
+
+// snapshot returns the view with durations filled in (until the next entry, or now).
+func (fr *fakeRequest) snapshot(now time.Time) workflow.RequestView {
+	v := fr.view
+	v.Timeline = append([]workflow.TimelineEntry(nil), v.Timeline...)
+	for i := range v.Timeline {
+		end := now
+		if i+1 < len(v.Timeline) {
+			end = v.Timeline[i+1].At
+		}
+		v.Timeline[i].Duration = end.Sub(v.Timeline[i].At)
+	}
+	v.Stages = append([]workflow.StageDuration(nil), v.Stages...)
+	if n := len(v.Stages); n > 0 && !v.Stages[n-1].Done {
+		v.Stages[n-1].Duration = now.Sub(fr.stageAt)
+	}
+	return v
+}
+
+func (fr *fakeRequest) summary() workflow.RequestSummary {
+	v := fr.view
+	return workflow.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Status: v.Status, Step: v.Step,
+		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt}
+}
+
+func (f *fakeAPI) request(w http.ResponseWriter, r *http.Request) {
+	name, id := identity(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr, ok := f.reqs[r.PathValue("id")]
+	if !ok || (fr.view.Subject != id && name != "ops") {
+		fail(w, 404, "NOT_FOUND", "No such request.")
+		return
+	}
+	now := time.Now()
+	if fr.approved {
+		f.advance(fr, now)
+	}
+	reply(w, 200, fr.snapshot(now))
+}
+
+func (f *fakeAPI) myRequests(w http.ResponseWriter, r *http.Request) {
+	_, id := identity(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	page := workflow.Page[workflow.RequestSummary]{Items: []workflow.RequestSummary{}}
+	for i := len(f.order) - 1; i >= 0; i-- {
+		if fr := f.reqs[f.order[i]]; fr.view.Subject == id {
+			page.Items = append(page.Items, fr.summary())
+		}
+	}
+	reply(w, 200, page)
+}
+
+func (f *fakeAPI) approvals(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	reply(w, 200, map[string]any{"items": f.tickets})
+}
+
+func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
+	var body struct{ Decision string }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || (body.Decision != "APPROVED" && body.Decision != "REJECTED") {
+		fail(w, 400, "INVALID_ARGUMENT", "decision: APPROVED or REJECTED")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.tickets {
+		if t.ID != r.PathValue("id") {
+			continue
+		}
+		if t.Status != "PENDING" {
+			fail(w, 409, "CONFLICT", "already decided")
+			return
+		}
+		now := time.Now()
+		t.Status, t.DecidedAt = body.Decision, &now
+		// What bindery does with the signed callback.
+		if fr := f.reqs[t.OperationID]; fr != nil && fr.view.Status.AwaitingApproval() {
+			if body.Decision == "APPROVED" {
+				fr.enter("batch", now)
+				fr.move(store.StatusMRCreating, store.StepQueued, now)
+				fr.view.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the next batch round", Since: now, Position: 1}
+				fr.approved = true
+			} else {
+				fr.enter("", now)
+				fr.move(store.StatusRejected, store.StepApprovalRejected, now)
+				fr.view.Waiting = nil
+			}
+		}
+		reply(w, 200, t)
+		return
+	}
+	fail(w, 404, "NOT_FOUND", "No such ticket.")
+}
+
+func (f *fakeAPI) stuck(w http.ResponseWriter, r *http.Request) {
+	status, step := r.URL.Query().Get("status"), r.URL.Query().Get("step")
+	page := workflow.Page[workflow.RequestSummary]{Items: []workflow.RequestSummary{}}
+	for _, op := range f.order {
+		v := f.reqs[op].view
+		match := v.NextAction == store.NextWaitManual || v.NextAction == store.NextContactSupport
+		if status != "" {
+			match = string(v.Status) == status
+		}
+		if step != "" && strconv.Itoa(v.Step.Code) != step {
+			match = false
+		}
+		if match {
+			page.Items = append(page.Items, f.reqs[op].summary())
+		}
+	}
+	reply(w, 200, page)
+}
+
+func (f *fakeAPI) retry(w http.ResponseWriter, r *http.Request) {
+	_, who := identity(r)
+	fr, ok := f.reqs[r.PathValue("id")]
+	if !ok {
+		fail(w, 404, "NOT_FOUND", "No such request.")
+		return
+	}
+	f.retries = append(f.retries, fr.view.OperationID+" by "+who)
+	f.audit = append(f.audit, map[string]any{"at": time.Now(), "actor": who, "action": "request.retry", "params": map[string]string{"operationId": fr.view.OperationID}, "requestId": "fake"})
+	fr.move(store.StatusMerging, store.StepHandleStarted, time.Now())
+	fr.approved = true
+	reply(w, 202, map[string]string{"code": "ACCEPTED", "operationId": fr.view.OperationID})
+}
+
+func (f *fakeAPI) listBatches(w http.ResponseWriter, r *http.Request) {
+	page := workflow.Page[workflow.BatchView]{Items: []workflow.BatchView{}}
+	for _, b := range f.batches {
+		bv := *b
+		bv.Members = []workflow.RequestSummary{}
+		for _, op := range f.order {
+			if fr := f.reqs[op]; fr.view.BatchID == b.ID {
+				bv.Members = append(bv.Members, fr.summary())
+			}
+		}
+		page.Items = append(page.Items, bv)
+	}
+	sort.Slice(page.Items, func(i, j int) bool { return page.Items[i].ID > page.Items[j].ID })
+	reply(w, 200, page)
+}
+
+func (f *fakeAPI) round(w http.ResponseWriter, r *http.Request) {
+	reply(w, 200, workflow.RoundResult{Partitions: []workflow.PartitionRound{{Partition: "infra/access-config", Outcome: "NOTHING_WAITING"}}})
+}
+
+func (f *fakeAPI) settle(w http.ResponseWriter, r *http.Request) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	b, ok := f.batches[id]
+	if !ok {
+		fail(w, 404, "NOT_FOUND", "No such batch.")
+		return
+	}
+	b.Status, b.UpdatedAt = "FAILED", time.Now()
+	reply(w, 200, b)
+}
+
+func (f *fakeAPI) reconcile(w http.ResponseWriter, r *http.Request) {
+	reply(w, 200, workflow.ReconcileResult{Scanned: 3, Validated: 1})
+}
+
+func (f *fakeAPI) config(w http.ResponseWriter, r *http.Request) {
+	reply(w, 200, map[string]any{"generation": 3, "loadedAt": time.Now().Add(-42 * time.Minute), "keys": f.cfg.Report, "unknown": []string{"ratelimit.aply"},
+		"lastError": map[string]any{"at": time.Now().Add(-5 * time.Minute), "message": "config.yaml line 12: apply.window: want \"Mon-Fri 10:00-18:00\""}, "pendingRestart": []string{}})
+}
+
+func (f *fakeAPI) auditLog(w http.ResponseWriter, r *http.Request) {
+	items := []map[string]any{}
+	for i := len(f.audit) - 1; i >= 0; i-- {
+		items = append(items, f.audit[i])
+	}
+	reply(w, 200, map[string]any{"items": items})
+}
+
+// seedStuck adds a request of subject stopped at a retryable step (pipeline still pending
+// after the polling timeout: MERGING / HANDLE_PIPELINE_PENDING / WAIT_MANUAL), in a batch.
+func (f *fakeAPI) seedStuck(opID, subject, targetKey string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(4*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(4*time.Minute))
+	f.nextID++
+	b := &workflow.BatchView{ID: f.nextID, Partition: t.Project, Status: "BLOCKED", CreatedAt: at.Add(6 * time.Minute), UpdatedAt: at.Add(40 * time.Minute),
+		MR:       &workflow.Link{ID: 57, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/57"},
+		Pipeline: &workflow.Link{ID: 8812, URL: "https://gitlab.example.com/" + t.Project + "/-/pipelines/8812"}, Note: "pipeline still running after the polling timeout"}
+	f.batches[b.ID] = b
+	fr.view.BatchID, fr.view.MR, fr.view.Pipeline = b.ID, b.MR, b.Pipeline
+	fr.move(store.StatusMRCreating, store.StepBatched, at.Add(6*time.Minute))
+	fr.enter("ci", at.Add(7*time.Minute))
+	fr.move(store.StatusMRCreated, store.StepCreateSucceeded, at.Add(19*time.Minute))
+	fr.enter("merge", at.Add(19*time.Minute))
+	fr.move(store.StatusMerging, store.StepHandlePipelinePending, at.Add(40*time.Minute))
+	fr.view.Waiting = &workflow.Waiting{Stage: "merge", WaitingFor: "an operator to retry: the pipeline did not finish in time", Since: at.Add(40 * time.Minute), BatchID: b.ID}
+}
+
+// seen is what the fake received, read under its lock (the browser's requests run on the
+// server's goroutines).
+func (f *fakeAPI) seen() (applies, retries []string, requests int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.applies...), append([]string(nil), f.retries...), len(f.reqs)
+}

@@ -1,0 +1,102 @@
+package ui_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"bindery/store"
+	"bindery/workflow"
+)
+
+// seedHistory gives alice a finished, a moving and a rejected request, and bob a stuck one:
+// what the main pages look like on an ordinary day.
+func seedHistory(f *fakeAPI) (inFlight string) {
+	now := time.Now()
+	f.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-111111111111", "bob@example.com", "payments-db-readonly", now.Add(-3*time.Hour))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	t, _ := f.cfg.Target("grafana-editor")
+	at := now.Add(-26 * time.Hour)
+	done := f.add("0b7e6a10-2f44-4c55-8e61-222222222222", "alice@example.com", t, "edit the on-call dashboards", at)
+	done.enter("batch", at.Add(18*time.Minute))
+	done.move(store.StatusMRCreating, store.StepQueued, at.Add(18*time.Minute))
+	f.nextID++
+	done.view.BatchID = f.nextID
+	f.batches[f.nextID] = &workflow.BatchView{ID: f.nextID, Partition: t.Project, Status: "SUCCEEDED", CreatedAt: at.Add(20 * time.Minute), UpdatedAt: at.Add(41 * time.Minute),
+		MR: &workflow.Link{ID: 52, URL: "https://gitlab.example.com/infra/observability-config/-/merge_requests/52"}}
+	done.view.MR = f.batches[f.nextID].MR
+	done.move(store.StatusMRCreating, store.StepBatched, at.Add(20*time.Minute))
+	done.enter("ci", at.Add(21*time.Minute))
+	done.move(store.StatusMRCreated, store.StepCreateSucceeded, at.Add(33*time.Minute))
+	done.enter("merge", at.Add(33*time.Minute))
+	done.move(store.StatusMerging, store.StepHandleApproved, at.Add(34*time.Minute))
+	done.move(store.StatusMerged, store.StepHandleMerged, at.Add(35*time.Minute))
+	done.enter("deploy", at.Add(35*time.Minute))
+	done.move(store.StatusValidated, store.StepCalledBack, at.Add(41*time.Minute))
+	done.enter("", at.Add(41*time.Minute))
+	done.view.Waiting = nil
+
+	t, _ = f.cfg.Target("payments-db-admin")
+	at = now.Add(-50 * time.Hour)
+	rej := f.add("9a1d2c3b-4e5f-4a6b-8c7d-333333333333", "alice@example.com", t, "schema migration", at)
+	rej.enter("", at.Add(3*time.Hour))
+	rej.move(store.StatusRejected, store.StepApprovalRejected, at.Add(3*time.Hour))
+	rej.view.Waiting = nil
+
+	t, _ = f.cfg.Target("payments-db-readonly")
+	at = now.Add(-47 * time.Minute)
+	moving := f.add("c4d5e6f7-0a1b-4c2d-9e3f-444444444444", "alice@example.com", t, "quarterly revenue report", at)
+	moving.enter("batch", at.Add(12*time.Minute))
+	moving.move(store.StatusMRCreating, store.StepQueued, at.Add(12*time.Minute))
+	moving.view.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the running batch of infra/access-config to finish; the next round takes this request", Since: at.Add(12 * time.Minute), Position: 3, Ahead: 2}
+	return moving.view.OperationID
+}
+
+// TestPagesReadWellOnALaptopAndAPhone opens every main page at laptop and phone widths and
+// checks that nothing needs sideways scrolling; with -screenshots it also writes the pictures
+// the README shows.
+func TestPagesReadWellOnALaptopAndAPhone(t *testing.T) {
+	api := newFakeAPI()
+	inFlight := seedHistory(api)
+	s := startSite(t, api)
+	for _, size := range []struct {
+		name          string
+		width, height int
+	}{{"laptop", 1280, 900}, {"phone", 390, 844}} {
+		t.Run(size.name, func(t *testing.T) {
+			b := newBrowser(t, size.width, size.height)
+			// Headless windows have a minimum width; the viewport is what a phone has.
+			b.do("size the viewport", chromedp.EmulateViewport(int64(size.width), int64(size.height)))
+			page := func(name, path, ready string, prepare func()) {
+				t.Helper()
+				b.do("open "+path, chromedp.Navigate(s.URL+path))
+				b.waitFor(name+" ready", ready, 20*time.Second)
+				if prepare != nil {
+					prepare()
+				}
+				overflow := evalJS[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`)
+				if overflow > 0 {
+					t.Errorf("%s at %dpx scrolls sideways by %dpx", name, size.width, overflow)
+				}
+				if size.name == "laptop" || name == "request" {
+					b.screenshot(fmt.Sprintf("%s-%s.png", name, size.name)) // the README's pictures
+				}
+			}
+			b.do("sign in as alice", chromedp.Navigate(s.URL+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`))
+			page("apply", "/", `document.querySelector('#apply-form')`, func() {
+				b.click("#target-payments-db-readonly")
+				b.waitFor("preview", `document.querySelector('.preview pre.file')`, 10*time.Second)
+				b.do("type a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "quarterly revenue report"))
+			})
+			page("my-requests", "/requests", `document.querySelectorAll('tr[data-operation-id]').length === 3`, nil)
+			page("request", "/requests/"+inFlight, `document.querySelector('#waiting')`, nil)
+			page("request-validated", "/requests/0b7e6a10-2f44-4c55-8e61-222222222222", `document.querySelector('#status-card [data-status="VALIDATED"]')`, nil)
+			b.do("sign in as ops", chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`))
+			page("ops", "/ops", `document.querySelector('#stage-latency li') && document.querySelector('#config-error') && document.querySelector('#batches [data-batch-id]')`, nil)
+		})
+	}
+}

@@ -1,0 +1,258 @@
+package ui_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// applyFor fills and submits the apply form for target with the mouse, returning the form's
+// operationId.
+func applyFor(b *browser, target, reason string) string {
+	b.t.Helper()
+	b.waitFor("the apply form", `document.querySelector('#apply-form')`, 20*time.Second)
+	b.click("#target-" + target)
+	b.waitFor("the preview of the change", `document.querySelector('.preview pre.file')`, 10*time.Second)
+	b.do("type the reason", chromedp.SendKeys(chromedp.CSS("#reason"), reason))
+	op := evalJS[string](b, `document.querySelector('#apply-form').dataset.operationId`)
+	b.click("#submit")
+	return op
+}
+
+func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *testing.T) {
+	s := startSite(t, newFakeAPI())
+	b := newBrowser(t, 1280, 900)
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	op := applyFor(b, "payments-db-readonly", "quarterly revenue report")
+	b.waitFor("the accepted notice", `document.querySelector('#apply-accepted')`, 10*time.Second)
+	if got, _, _ := s.api.seen(); len(got) != 1 || got[0] != op {
+		t.Fatalf("applications sent %v, want exactly the form's %s", got, op)
+	}
+	// A marker on the window dies with the document: it proves nothing below reloads the page.
+	evalJS[bool](b, `window.__sameDocument = true`)
+
+	b.click(`nav a[href="/inbox"]`)
+	ticket := `[data-ticket][data-operation-id=` + jsString(op) + `]`
+	b.waitFor("the ticket in the inbox", `document.querySelector('`+ticket+` [data-decide=APPROVED]')`, 10*time.Second)
+	b.click(ticket + ` [data-decide=APPROVED]`)
+	b.waitFor("the approval notice", `[...document.querySelectorAll('.notice a')].some(a => a.textContent.includes('Follow the request'))`, 10*time.Second)
+	b.click(`.notice a[href="/requests/` + op + `"]`)
+
+	b.waitFor("the waiting explanation", `document.querySelector('#waiting')`, 10*time.Second)
+	b.waitFor("the request to reach VALIDATED", `document.querySelector('#status-card [data-status="VALIDATED"]')`, 60*time.Second)
+	if !evalJS[bool](b, `window.__sameDocument === true`) {
+		t.Fatal("the page reloaded on the way to VALIDATED")
+	}
+	if loads := s.pageLoads(); len(loads) != 1 {
+		t.Fatalf("page loads %v, want only the first", loads)
+	}
+	text := evalJS[string](b, `document.querySelector('main').innerText`)
+	for _, want := range []string{"Done: the binding is in effect.", "Merge request !", "Pipeline #", "Called back", "Handle merged", "Timeline", "Time per stage"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("request page lacks %q:\n%s", want, text)
+		}
+	}
+	if n := evalJS[int](b, `document.querySelectorAll('#timeline li').length`); n < 7 {
+		t.Errorf("timeline shows %d steps, want every step from APPROVAL_SENDING to CALLED_BACK", n)
+	}
+	if evalJS[bool](b, `!!document.querySelector('#waiting')`) {
+		t.Error("a validated request still explains why it is waiting")
+	}
+
+	// My requests lists it, live, with the same status.
+	b.click(`nav a[href="/requests"]`)
+	b.waitFor("the request in my list", `document.querySelector('tr[data-operation-id=`+jsString(op)+`] [data-status="VALIDATED"]')`, 10*time.Second)
+}
+
+// dropFirstApplyAnswer makes the browser lose the first answer to POST /api/apply after the
+// server recorded the application: the realistic way a person ends up sending a form twice.
+func dropFirstApplyAnswer(b *browser) {
+	b.t.Helper()
+	var dropped atomic.Int32
+	if err := chromedp.Listen(b.ctx, func(ev any) {
+		e, ok := ev.(*fetch.EventRequestPaused)
+		if !ok {
+			return
+		}
+		go func() {
+			if e.ResponseStatusCode != 0 && dropped.Add(1) == 1 {
+				chromedp.Call(b.ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonConnectionReset})
+				return
+			}
+			chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+		}()
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/api/apply", RequestStage: fetch.RequestStageResponse}}}); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// resubmitAfterLostAnswer checks the form survived a lost answer with its operationId, sends
+// it again with the keyboard, and checks DUPLICATE_SUBMIT keeps it locked.
+func resubmitAfterLostAnswer(b *browser, op string) {
+	b.t.Helper()
+	b.waitFor("the lost-answer error", `document.querySelector('#apply-error')`, 10*time.Second)
+	if !strings.Contains(evalJS[string](b, `document.querySelector('#apply-error').innerText`), "Submitting again is safe") {
+		b.t.Fatalf("error does not say a retry is safe:\n%s", b.pageText())
+	}
+	if same := evalJS[string](b, `document.querySelector('#apply-form').dataset.operationId`); same != op {
+		b.t.Fatalf("after a lost answer the form's operationId changed %s → %s; a retry would apply twice", op, same)
+	}
+	// Submit again with the keyboard: focus the button, press Enter.
+	b.do("resubmit with the keyboard", chromedp.Focus(chromedp.CSS("#submit")), chromedp.KeyEvent("\r"))
+	b.waitFor("the DUPLICATE_SUBMIT notice", `document.querySelector('#apply-duplicate')`, 10*time.Second)
+	locked := evalJS[bool](b, `(() => {
+		const f = document.querySelector('#apply-form');
+		return f.querySelector('fieldset').disabled && document.querySelector('#submit').matches(':disabled') &&
+			document.querySelector('#reason').matches(':disabled') && [...f.querySelectorAll('input[name=target]')].every(i => i.matches(':disabled'));
+	})()`)
+	if !locked {
+		b.t.Fatal("the form is editable after DUPLICATE_SUBMIT")
+	}
+	// Even a scripted submit of the locked form sends nothing more. The submit handler calls
+	// fetch synchronously, so counting the calls around requestSubmit is exact.
+	sent := evalJS[int](b, `(() => {
+		let n = 0;
+		const real = window.fetch;
+		window.fetch = (...args) => { if (String(args[0]).includes('/api/apply')) n++; return real(...args); };
+		try { document.querySelector('#apply-form').requestSubmit(); } finally { window.fetch = real; }
+		return n;
+	})()`)
+	if sent != 0 {
+		b.t.Fatalf("a locked form sent another application (%d)", sent)
+	}
+}
+
+func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
+	s := startSite(t, newFakeAPI())
+	b := newBrowser(t, 1280, 900)
+
+	dropFirstApplyAnswer(b)
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	op := applyFor(b, "grafana-editor", "dashboards for the incident review")
+	resubmitAfterLostAnswer(b, op)
+	got, _, n := s.api.seen()
+	if len(got) != 2 || got[0] != op || got[1] != op {
+		t.Fatalf("applications %v, want the same operationId twice", got)
+	}
+	if n != 1 {
+		t.Fatalf("%d requests recorded, want 1", n)
+	}
+
+	// A new form is a new operationId.
+	b.do("start a new request", chromedp.Click(chromedp.CSS(`#apply-duplicate button`)))
+	b.waitFor("a fresh form", `document.querySelector('#apply-form') && !document.querySelector('#apply-form fieldset').disabled`, 10*time.Second)
+	if fresh := evalJS[string](b, `document.querySelector('#apply-form').dataset.operationId`); fresh == op || len(fresh) != 36 {
+		t.Fatalf("new form operationId %q, want a fresh UUID (old %s)", fresh, op)
+	}
+}
+
+func TestAReleaseThatRemovedAPageChunkReloadsOnceThenOffersARefreshButton(t *testing.T) {
+	s := startSite(t, newFakeAPI())
+	b := newBrowser(t, 1280, 900)
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	b.waitFor("the apply form", `document.querySelector('#apply-form')`, 20*time.Second)
+	evalJS[bool](b, `window.__firstDocument = true`)
+
+	// The release: the chunk of "My requests", which this open page has not loaded yet, is gone.
+	s.files.remove(t, `^requests-.*\.js$`)
+	b.click(`nav a[href="/requests"]`)
+
+	// One automatic reload with a cache-busting parameter; the new document fails again on the
+	// same chunk within 30 s, so it shows the button instead of reloading a second time.
+	b.waitFor("the Refresh page button", `document.querySelector('#recovery button')`, 20*time.Second)
+	loads := s.pageLoads()
+	if len(loads) != 2 || !strings.Contains(loads[1], "_r=") || !strings.HasPrefix(loads[1], "/requests") {
+		t.Fatalf("page loads %v, want the first and exactly one cache-busting reload of /requests", loads)
+	}
+	if evalJS[bool](b, `window.__firstDocument === true`) {
+		t.Fatal("the page did not reload")
+	}
+	if label := evalJS[string](b, `document.querySelector('#recovery button').textContent`); label != "Refresh page" {
+		t.Fatalf("button %q", label)
+	}
+	if !evalJS[bool](b, `document.activeElement === document.querySelector('#recovery button')`) {
+		t.Error("the Refresh page button does not have the keyboard focus")
+	}
+	if evalJS[string](b, `location.search`) != "" {
+		t.Error("the cache-busting parameter stays in the address bar")
+	}
+	if got := len(s.pageLoads()); got != 2 {
+		t.Fatalf("%d page loads, want no second automatic reload", got)
+	}
+
+	// The deployment is whole again: the button loads the page.
+	s.files.restore()
+	b.do("press Refresh page", chromedp.Focus(chromedp.CSS("#recovery button")), chromedp.KeyEvent("\r"))
+	b.waitFor("my requests after the refresh", `document.querySelector('main h1') && document.querySelector('main h1').textContent === 'My requests' && !document.querySelector('#recovery')`, 20*time.Second)
+
+	// 30 s later the guard has expired (set back rather than waited for): a failure reloads
+	// automatically again.
+	before := len(s.pageLoads())
+	evalJS[bool](b, `sessionStorage.setItem('bindery.autoReloadAt', String(Date.now() - 31000)), true`)
+	s.files.remove(t, `^request-.*\.js$`)
+	b.click(`nav a[href="/inbox"]`) // load the inbox first: its link to a request is an in-app link
+	b.do("navigate to a request page", chromedp.Evaluate[chromedp.Void](`history.pushState(null, '', '/requests/x'); dispatchEvent(new PopStateEvent('popstate'))`))
+	b.waitFor("a second automatic reload", `document.querySelector('#recovery button')`, 20*time.Second)
+	if got := len(s.pageLoads()); got != before+1 {
+		t.Fatalf("%d page loads after the guard expired, want exactly one more automatic reload (%d)", got, before+1)
+	}
+}
+
+func TestAMissingStylesheetAlsoReloadsOnceThenOffersTheButton(t *testing.T) {
+	s := startSite(t, newFakeAPI())
+	b := newBrowser(t, 1280, 900)
+	s.files.remove(t, `^app-.*\.css$`) // an index names a stylesheet the deployment lacks
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	b.waitFor("the Refresh page button", `document.querySelector('#recovery button')`, 20*time.Second)
+	if loads := s.pageLoads(); len(loads) != 2 || !strings.Contains(loads[1], "_r=") {
+		t.Fatalf("page loads %v, want one cache-busting reload", loads)
+	}
+}
+
+func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
+	api := newFakeAPI()
+	api.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-111111111111", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
+	s := startSite(t, api)
+	b := newBrowser(t, 1280, 900)
+	b.do("open bindery", chromedp.Navigate(s.URL+"/"))
+	b.waitFor("the user switcher", `document.querySelector('#user-switcher')`, 20*time.Second)
+	if evalJS[bool](b, `!!document.querySelector('nav a[href="/ops"]')`) {
+		t.Fatal("alice sees the ops console")
+	}
+	b.do("switch to the ops user", chromedp.SetValue(chromedp.CSS("#user-switcher"), "ops"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#user-switcher').dispatchEvent(new Event('change'))`))
+	b.click(`nav a[href="/ops"]`)
+
+	retry := `#stuck [data-retry="5f0c3a52-7d1e-4a8b-9c2d-111111111111"]`
+	b.waitFor("the stuck request with its retry button", `document.querySelector('`+retry+`')`, 10*time.Second)
+	row := evalJS[string](b, `document.querySelector('#stuck tr[data-operation-id]').innerText`)
+	for _, want := range []string{"payments-db-readonly", "bob@example.com", "HANDLE_PIPELINE_PENDING" /* step shown in words */, "Operators will retry"} {
+		if want == "HANDLE_PIPELINE_PENDING" {
+			want = "Handle pipeline pending"
+		}
+		if !strings.Contains(row, want) {
+			t.Errorf("stuck row lacks %q: %s", want, row)
+		}
+	}
+	b.waitFor("the blocked batch with its MR link and settle button", `document.querySelector('#batches [data-settle]') && document.querySelector('#batches a.external[href*="merge_requests/57"]')`, 10*time.Second)
+	b.waitFor("the config error", `document.querySelector('#config-error')`, 10*time.Second)
+	b.waitFor("per-stage latency", `document.querySelector('#stage-latency li')`, 10*time.Second)
+
+	b.click(retry)
+	b.waitFor("the retry confirmation", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Retry started'))`, 10*time.Second)
+	if _, got, _ := api.seen(); len(got) != 1 || got[0] != "5f0c3a52-7d1e-4a8b-9c2d-111111111111 by ops@example.com" {
+		t.Fatalf("retries %v", got)
+	}
+	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+retry+`') && document.querySelector('#stuck .empty')`, 10*time.Second)
+}

@@ -1,0 +1,102 @@
+// How bindery's codes and numbers read to people. The codes stay visible next to the words
+// (operators search logs for them); the words come first.
+import {h} from './dom.js';
+
+const statusWords = {
+  APPROVAL_SENDING: 'Sending to approval',
+  APPROVAL_SENT: 'Waiting for approval',
+  MR_CREATING: 'Approved, waiting for a batch',
+  MR_CREATED: 'Merge request open',
+  MERGING: 'Merging',
+  MERGED: 'Merged, waiting for deploy',
+  VALIDATED: 'In effect',
+  CREATE_FAILED: 'Failed before merge',
+  HANDLE_FAILED: 'Failed while merging',
+  REJECTED: 'Rejected',
+  CLOSED: 'Closed',
+};
+
+// The tone of a status colours its badge: in progress, done, failed, finished without effect.
+const statusTone = {
+  VALIDATED: 'ok', CREATE_FAILED: 'bad', HANDLE_FAILED: 'bad', REJECTED: 'off', CLOSED: 'off',
+};
+
+/** statusBadge shows a binding status in words, its code beside it. */
+export function statusBadge(status) {
+  return h('span', {class: `badge tone-${statusTone[status] || 'busy'}`, 'data-status': status},
+    statusWords[status] || status, ' ', h('code', {}, status));
+}
+
+const actionTone = {NONE: 'ok', WAIT: 'busy', WAIT_MANUAL: 'warn', CONTACT_SUPPORT: 'bad', REAPPLY: 'off'};
+const actionWords = {
+  NONE: 'Done', WAIT: 'Nothing to do', WAIT_MANUAL: 'Operators will retry', CONTACT_SUPPORT: 'Contact support', REAPPLY: 'You can apply again',
+};
+
+export function nextActionBadge(action) {
+  return h('span', {class: `badge tone-${actionTone[action] || 'busy'}`, 'data-next-action': action}, actionWords[action] || action);
+}
+
+export function toneOfAction(action) {
+  return actionTone[action] || 'busy';
+}
+
+const batchTone = {RUNNING: 'busy', BLOCKED: 'warn', SUCCEEDED: 'ok', FAILED: 'bad'};
+export function batchBadge(status) {
+  return h('span', {class: `badge tone-${batchTone[status] || 'busy'}`, 'data-batch-status': status}, status);
+}
+
+/** stepName turns HANDLE_PIPELINE_PENDING into "Handle pipeline pending". */
+export function stepName(step) {
+  if (!step || !step.name) return step && step.code ? `Step ${step.code}` : '—';
+  const s = step.name.toLowerCase().replace(/_/g, ' ');
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+const stageWords = {approval: 'Approval', batch: 'Waiting for a batch', ci: 'CI pipeline', merge: 'Merge', deploy: 'Deploy'};
+export function stageName(stage) {
+  return stageWords[stage] || (stage ? stage.charAt(0).toUpperCase() + stage.slice(1) : '—');
+}
+
+/** duration formats nanoseconds (the API's durationNs) or milliseconds (ms=true) compactly. */
+export function duration(value, ms = false) {
+  let s = Math.max(0, Math.round(ms ? value / 1e3 : value / 1e9));
+  if (!Number.isFinite(s)) return '—';
+  if (s < 60) return `${s}s`;
+  const d = Math.floor(s / 86400); s -= d * 86400;
+  const hr = Math.floor(s / 3600); s -= hr * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  if (d) return `${d}d ${hr}h`;
+  if (hr) return `${hr}h ${m}m`;
+  return `${m}m ${s}s`;
+}
+
+/** since is how long ago an ISO time was, as a duration. */
+export function since(iso) {
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? '—' : duration(Date.now() - t, true);
+}
+
+/** time shows an ISO time in the reader's zone: the clock if today, else date and clock. */
+export function time(iso) {
+  const t = new Date(iso);
+  if (!iso || Number.isNaN(t.getTime())) return h('span', {}, '—');
+  const today = new Date().toDateString() === t.toDateString();
+  const text = today
+    ? t.toLocaleTimeString([], {hour: '2-digit', minute: '2-digit', second: '2-digit'})
+    : t.toLocaleString([], {year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit'});
+  return h('time', {datetime: t.toISOString(), title: t.toLocaleString()}, text);
+}
+
+/** ordinal: 1 → 1st, 2 → 2nd, 11 → 11th. */
+export function ordinal(n) {
+  const tens = n % 100;
+  if (tens >= 11 && tens <= 13) return `${n}th`;
+  return n + ({1: 'st', 2: 'nd', 3: 'rd'}[n % 10] || 'th');
+}
+
+/** ttl shows a target's expiry (nanoseconds, or a Go duration string). */
+export function ttl(value) {
+  if (!value) return 'does not expire';
+  if (typeof value === 'number') return `expires ${duration(value)} after it takes effect`;
+  return `expires ${value} after it takes effect`;
+}

@@ -1,0 +1,157 @@
+// bindery's single-page application: the shell (header, navigation, demo user switcher) and a
+// small history router that loads each page on demand. Pages are modules exporting
+// mount(root, ctx) → cleanup; cleanup stops their polling when the reader leaves.
+import './style.css';
+import {h, swap, errorBox, loading} from './dom.js';
+import {get} from './api.js';
+
+const routes = [
+  {path: /^\/(?:apply\/?)?$/, nav: 'apply', load: () => import('./pages/apply.js')},
+  {path: /^\/requests\/?$/, nav: 'requests', load: () => import('./pages/requests.js')},
+  {path: /^\/requests\/([^/]+)\/?$/, nav: 'requests', load: () => import('./pages/request.js')},
+  {path: /^\/inbox\/?$/, nav: 'inbox', load: () => import('./pages/inbox.js')},
+  {path: /^\/ops\/?$/, nav: 'ops', load: () => import('./pages/ops.js')},
+];
+
+const app = document.getElementById('app');
+const main = h('main', {id: 'main', tabindex: '-1'});
+const nav = h('nav', {'aria-label': 'Main'});
+const who = h('div', {class: 'who'});
+let me = null;
+let cleanup = null;
+let renderToken = 0;
+
+function shell() {
+  swap(app,
+    h('a', {class: 'skip', href: '#main'}, 'Skip to content'),
+    h('header', {class: 'top'},
+      h('a', {class: 'brand', href: '/'}, h('span', {class: 'logo', 'aria-hidden': 'true'}, 'b'), 'bindery'),
+      nav, who),
+    main);
+}
+
+function renderNav(active) {
+  const items = [['apply', '/', 'Apply'], ['requests', '/requests', 'My requests']];
+  if (me && me.demo) items.push(['inbox', '/inbox', 'Approval inbox']);
+  if (me && me.ops) items.push(['ops', '/ops', 'Ops console']);
+  swap(nav, h('ul', {}, items.map(([key, href, label]) =>
+    h('li', {}, h('a', {href, 'aria-current': key === active ? 'page' : null}, label)))));
+}
+
+function renderWho() {
+  if (!me) {
+    swap(who);
+    return;
+  }
+  if (!me.demo) {
+    swap(who, h('span', {class: 'muted', title: me.identity}, me.displayName || me.identity));
+    return;
+  }
+  const users = [...(me.demoUsers || [])];
+  if (me.displayName && !users.includes(me.displayName)) users.unshift(me.displayName);
+  const select = h('select', {id: 'user-switcher', 'data-focus': 'user'},
+    users.map((u) => h('option', {value: u, selected: u === me.displayName}, u)));
+  select.addEventListener('change', () => switchUser(select.value));
+  swap(who, h('label', {for: 'user-switcher'}, h('span', {class: 'demo-tag'}, 'demo'), ' Signed in as '), select);
+}
+
+// The demo identity is a cookie the server trusts in demo mode only (SPEC §6.4).
+async function switchUser(name) {
+  document.cookie = `bindery_user=${encodeURIComponent(name)}; Path=/; SameSite=Lax; Max-Age=31536000`;
+  await loadMe();
+  render(false);
+}
+
+async function loadMe() {
+  me = await get('/api/me');
+  renderWho();
+}
+
+/** navigate moves to an in-app path without a page load. */
+export function navigate(path, replace = false) {
+  if (replace) history.replaceState(null, '', path);
+  else history.pushState(null, '', path);
+  render(true);
+}
+
+async function render(focus) {
+  const token = ++renderToken;
+  if (cleanup) {
+    cleanup();
+    cleanup = null;
+  }
+  const path = location.pathname;
+  const route = routes.find((r) => r.path.test(path));
+  renderNav(route ? route.nav : null);
+  if (!route) {
+    document.title = 'Not found · bindery';
+    swap(main, h('h1', {tabindex: '-1'}, 'Page not found'),
+      h('p', {}, 'There is no page at this address. ', h('a', {href: '/'}, 'Request access'), ' or see ', h('a', {href: '/requests'}, 'your requests'), '.'));
+    if (focus) main.querySelector('h1').focus();
+    return;
+  }
+  swap(main, loading('the page'));
+  let page;
+  try {
+    page = await route.load();
+  } catch (err) {
+    // A page chunk that is gone after a release: reload once onto the current index (recovery.js).
+    if (window.binderyRecover) window.binderyRecover();
+    if (token === renderToken) {
+      swap(main, h('h1', {tabindex: '-1'}, 'This page could not be loaded'),
+        h('p', {}, 'A new version of bindery may have been released. Refreshing the page loads it.'));
+    }
+    return;
+  }
+  if (token !== renderToken) return;
+  swap(main);
+  const ctx = {
+    me,
+    params: path.match(route.path).slice(1).map(decodeURIComponent),
+    query: new URLSearchParams(location.search),
+    navigate,
+    title: (t) => { document.title = `${t} · bindery`; },
+  };
+  cleanup = page.mount(main, ctx) || null;
+  if (focus) {
+    const heading = main.querySelector('h1');
+    if (heading) {
+      heading.setAttribute('tabindex', '-1');
+      heading.focus();
+    }
+  }
+}
+
+// In-app links navigate without a page load; modified clicks and new-tab links behave as usual.
+document.addEventListener('click', (e) => {
+  const a = e.target.closest && e.target.closest('a[href]');
+  if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  if (a.target || a.hasAttribute('download')) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || url.hash && url.pathname === location.pathname) return;
+  e.preventDefault();
+  navigate(url.pathname + url.search);
+});
+addEventListener('popstate', () => render(true));
+
+async function boot() {
+  // Drop the cache-busting parameter of an automatic reload (recovery.js) from the address.
+  const url = new URL(location.href);
+  if (url.searchParams.has('_r')) {
+    url.searchParams.delete('_r');
+    history.replaceState(null, '', url.pathname + url.search + url.hash);
+  }
+  shell();
+  swap(main, loading('bindery'));
+  try {
+    await loadMe();
+  } catch (err) {
+    renderNav(null);
+    const heading = err.code === 'UNAUTHENTICATED' ? 'Please sign in' : err.code === 'NETWORK' ? 'bindery is not reachable' : 'bindery could not start';
+    swap(main, h('h1', {}, heading), errorBox(err, boot));
+    return;
+  }
+  render(false);
+}
+
+boot();

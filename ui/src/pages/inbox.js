@@ -1,0 +1,78 @@
+// Demo approval inbox: the tickets the approval simulator holds. Deciding one makes the
+// simulator send the real signed callback to bindery, exactly as the external system would.
+import {h, swap, loading, empty, errorBox, describeError, busyReading} from '../dom.js';
+import {get, request} from '../api.js';
+import {poll, liveIndicator} from '../poll.js';
+import {time} from '../format.js';
+
+export function mount(root, ctx) {
+  ctx.title('Approval inbox');
+  const live = liveIndicator();
+  const notice = h('div', {'aria-live': 'polite'});
+  const region = h('div', {});
+  root.append(
+    h('div', {class: 'title-row'}, h('h1', {}, 'Approval inbox'), live.el),
+    h('p', {class: 'lead'}, h('span', {class: 'demo-tag'}, 'demo'), ' This stands in for the external approval system. Approving or rejecting sends its signed callback to bindery.'),
+    notice, region);
+  if (!ctx.me.demo) {
+    swap(region, empty(h('p', {}, 'The approval inbox exists in demo mode only. In production, approvers use the approval system.')));
+    return null;
+  }
+
+  let tickets = null;
+  function render() {
+    const pending = tickets.filter((t) => t.status === 'PENDING');
+    const decided = tickets.filter((t) => t.status !== 'PENDING');
+    swap(region,
+      h('h2', {}, `Waiting for a decision (${pending.length})`),
+      pending.length ? h('ul', {class: 'tickets', id: 'pending-tickets'}, pending.map(ticket)) : empty(h('p', {}, 'Nothing to decide. Submit a request on the ', h('a', {href: '/'}, 'Apply'), ' page and its ticket appears here.')),
+      decided.length ? [h('h2', {}, 'Decided'), h('ul', {class: 'tickets decided'}, decided.slice(0, 30).map(ticket))] : null);
+  }
+
+  function ticket(t) {
+    const buttons = t.status === 'PENDING' ? h('div', {class: 'actions'},
+      decide(t, 'APPROVED', 'Approve', 'primary'),
+      decide(t, 'REJECTED', 'Reject', 'danger')) : null;
+    return h('li', {class: 'card ticket', 'data-ticket': t.id, 'data-operation-id': t.operationId},
+      h('div', {class: 'ticket-head'},
+        h('strong', {}, t.subject), ' asks for ', h('code', {}, t.targetKey),
+        t.status !== 'PENDING' ? [' ', h('span', {class: `badge tone-${t.status === 'APPROVED' ? 'ok' : 'off'}`}, t.status)] : null),
+      t.reason ? h('blockquote', {}, t.reason) : null,
+      h('p', {class: 'muted small'}, 'Opened ', time(t.createdAt), t.decidedAt ? [', decided ', time(t.decidedAt)] : null, ' · ',
+        h('a', {href: `/requests/${encodeURIComponent(t.operationId)}`}, 'request page')),
+      buttons);
+  }
+
+  function decide(t, decision, label, cls) {
+    const b = h('button', {type: 'button', class: cls, 'data-focus': `${decision}-${t.id}`, 'data-decide': decision},
+      label, h('span', {class: 'sr-only'}, ` ${t.targetKey} for ${t.subject}`));
+    b.addEventListener('click', async () => {
+      for (const other of b.parentNode.querySelectorAll('button')) other.disabled = true;
+      try {
+        await request('POST', `/sim/approvals/${encodeURIComponent(t.id)}/decide`, {decision});
+        swap(notice, h('div', {class: 'notice tone-ok', role: 'status'}, h('p', {}, `${decision === 'APPROVED' ? 'Approved' : 'Rejected'}: ${t.subject} → ${t.targetKey}. `,
+          h('a', {href: `/requests/${encodeURIComponent(t.operationId)}`}, 'Follow the request'))));
+      } catch (err) {
+        swap(notice, h('div', {class: 'notice tone-bad', role: 'alert'}, h('p', {}, describeError(err))));
+      }
+      p.now();
+    });
+    return b;
+  }
+
+  swap(region, loading('the approval tickets'));
+  const p = poll(() => get('/sim/approvals'), (page) => {
+    tickets = ((page && page.items) || []).slice().sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
+    live.ok();
+    if (!busyReading(region)) render();
+  }, (err) => {
+    live.failed();
+    if (err.status === 404) {
+      p.stop();
+      swap(region, empty(h('p', {}, 'The approval simulator is not running on this server.')));
+      return;
+    }
+    if (!tickets) swap(region, errorBox(err, () => p.now()));
+  }, 2000);
+  return () => p.stop();
+}

@@ -1,0 +1,265 @@
+// Ops console: what needs attention (stuck requests → retry), batches with their members and
+// links (→ settle), the manual round and reconciliation, per-stage latency at a glance, the
+// effective configuration and its errors, and the audit log. Every section loads and fails
+// on its own, so one broken endpoint never blanks the console.
+import {h, swap, loading, empty, errorBox, externalLink, describeError, busyReading} from '../dom.js';
+import {get, post, qs, newOperationId} from '../api.js';
+import {poll, liveIndicator} from '../poll.js';
+import {batchBadge, statusBadge, stageName, duration, since, time} from '../format.js';
+import {requestTable} from './requests.js';
+
+const STATUSES = ['APPROVAL_SENDING', 'APPROVAL_SENT', 'MR_CREATING', 'MR_CREATED', 'MERGING', 'MERGED', 'VALIDATED', 'CREATE_FAILED', 'HANDLE_FAILED', 'REJECTED', 'CLOSED'];
+
+export function mount(root, ctx) {
+  ctx.title('Ops console');
+  if (!ctx.me.ops) {
+    root.append(h('h1', {}, 'Ops console'), h('p', {}, 'This page is for operators. You are signed in as ', h('strong', {}, ctx.me.displayName || ctx.me.identity), '.'));
+    return null;
+  }
+  const stops = [];
+  const notices = h('div', {class: 'notices', 'aria-live': 'polite'});
+  root.append(h('h1', {}, 'Ops console'), notices);
+
+  function tell(tone, ...text) {
+    const close = h('button', {type: 'button', class: 'link', 'aria-label': 'Dismiss'}, '×');
+    const n = h('div', {class: `notice tone-${tone}`, role: tone === 'bad' ? 'alert' : 'status'}, h('p', {}, ...text), close);
+    close.addEventListener('click', () => n.remove());
+    notices.prepend(n);
+    while (notices.children.length > 3) notices.lastChild.remove();
+  }
+
+  // ---- actions ----
+  const actions = section(root, 'actions', 'Actions', false);
+  const roundBtn = h('button', {type: 'button', class: 'primary', id: 'run-round', 'data-focus': 'run-round'}, 'Run a batch round now');
+  const reconcileBtn = h('button', {type: 'button', id: 'run-reconcile', 'data-focus': 'run-reconcile'}, 'Reconcile now');
+  swap(actions.body,
+    h('p', {class: 'muted'}, 'The round is the same code the cron runs: it claims the waiting requests of each project into a batch. Reconciliation validates merged requests whose deploy callback was lost.'),
+    h('div', {class: 'actions'}, roundBtn, reconcileBtn));
+  roundBtn.addEventListener('click', () => act(roundBtn, 'Running…', () => post('/api/ops/batches/run', {operationId: newOperationId()}), (r) => {
+    const parts = (r && r.partitions) || [];
+    tell('ok', 'Batch round done: ', parts.length ? parts.map((p) => `${p.partition} ${p.outcome}${p.batchId ? ` (batch #${p.batchId}, ${p.claimed || 0} claimed)` : ''}`).join('; ') : 'no project had work.');
+    batchesPoll.now();
+    stuckPoll.now();
+  }));
+  reconcileBtn.addEventListener('click', () => act(reconcileBtn, 'Reconciling…', () => post('/api/ops/reconcile', {operationId: newOperationId()}), (r) => {
+    tell('ok', `Reconciliation done: scanned ${(r && r.scanned) || 0}, validated ${(r && r.validated) || 0}.`);
+    stuckPoll.now();
+  }));
+
+  async function act(button, busyText, call, done) {
+    const label = [...button.childNodes];
+    button.disabled = true;
+    button.textContent = busyText;
+    try {
+      const {data} = await call();
+      done(data);
+    } catch (err) {
+      tell('bad', describeError(err));
+    } finally {
+      button.disabled = false;
+      button.replaceChildren(...label);
+    }
+  }
+
+  // Which <details> the reader opened survives the live refreshes.
+  const opened = new Map();
+  function remembered(key, openByDefault, ...children) {
+    const d = h('details', {open: opened.has(key) ? opened.get(key) : openByDefault}, ...children);
+    d.addEventListener('toggle', () => opened.set(key, d.open));
+    return d;
+  }
+
+  // ---- requests needing attention ----
+  const stuck = section(root, 'stuck', 'Requests needing attention', true);
+  const statusSel = h('select', {id: 'stuck-status'}, h('option', {value: ''}, 'Stuck or failed (default)'), STATUSES.map((s) => h('option', {value: s}, s)));
+  const stepInput = h('input', {id: 'stuck-step', type: 'text', inputmode: 'numeric', placeholder: 'e.g. 10501', size: '8'});
+  const filters = h('form', {class: 'filters', role: 'search'},
+    h('label', {for: 'stuck-status'}, 'Status '), statusSel,
+    h('label', {for: 'stuck-step'}, ' Step '), stepInput,
+    h('button', {type: 'submit'}, 'Filter'));
+  filters.addEventListener('submit', (e) => {
+    e.preventDefault();
+    swap(stuckList, loading('requests'));
+    stuckPoll.now();
+  });
+  const stuckList = h('div', {});
+  swap(stuck.body, filters, stuckList);
+  const stuckPoll = poll(() => get(`/api/ops/requests${qs({status: statusSel.value, step: stepInput.value.trim()})}`), (page) => {
+    stuck.live.ok();
+    if (busyReading(stuckList)) return;
+    const items = (page && page.items) || [];
+    swap(stuckList, items.length ? requestTable(items, {showSubject: true, actions: retryButton}) : empty(h('p', {}, 'Nothing is stuck. Every request is moving or finished.')));
+  }, (err) => {
+    stuck.live.failed();
+    swap(stuckList, errorBox(err, () => stuckPoll.now()));
+  }, 3000);
+  stops.push(stuckPoll.stop);
+
+  function retryButton(r) {
+    const b = h('button', {type: 'button', 'data-focus': `retry-${r.operationId}`, 'data-retry': r.operationId},
+      'Retry', h('span', {class: 'sr-only'}, ` ${r.targetKey} for ${r.subject}`));
+    b.addEventListener('click', () => act(b, 'Retrying…', () => post(`/api/ops/requests/${encodeURIComponent(r.operationId)}/retry`, {operationId: newOperationId()}), () => {
+      tell('ok', 'Retry started for ', h('a', {href: `/requests/${encodeURIComponent(r.operationId)}`}, `${r.targetKey} (${r.subject})`), '.');
+      stuckPoll.now();
+    }));
+    return b;
+  }
+
+  // ---- batches ----
+  const batches = section(root, 'batches', 'Batches', true);
+  let recentMembers = [];
+  const batchesPoll = poll(() => get('/api/ops/batches'), (page) => {
+    batches.live.ok();
+    const items = (page && page.items) || [];
+    recentMembers = items.flatMap((b) => (b.members || []).map((m) => m.operationId));
+    if (busyReading(batches.body)) return;
+    swap(batches.body, items.length ? h('ul', {class: 'batches'}, items.map(batchItem)) : empty(h('p', {}, 'No batches yet. Approved requests are batched by the next round.')));
+  }, (err) => {
+    batches.live.failed();
+    swap(batches.body, errorBox(err, () => batchesPoll.now()));
+  }, 3000);
+  stops.push(batchesPoll.stop);
+
+  function batchItem(b) {
+    const settle = b.status === 'RUNNING' || b.status === 'BLOCKED'
+      ? h('button', {type: 'button', 'data-focus': `settle-${b.id}`, 'data-settle': b.id}, `Settle batch #${b.id}`)
+      : null;
+    if (settle) {
+      settle.addEventListener('click', () => {
+        if (!confirm(`Settle batch #${b.id}? An open MR is closed (if it merged meanwhile, the batch succeeds); otherwise the batch fails and its members can be retried.`)) return;
+        act(settle, 'Settling…', () => post(`/api/ops/batches/${b.id}/settle`, {operationId: newOperationId()}), () => {
+          tell('ok', `Batch #${b.id} settled.`);
+          batchesPoll.now();
+          stuckPoll.now();
+        });
+      });
+    }
+    const members = b.members || [];
+    return h('li', {class: 'card batch', 'data-batch-id': b.id},
+      h('div', {class: 'batch-head'},
+        h('h3', {}, `Batch #${b.id}`), batchBadge(b.status), h('span', {class: 'muted'}, b.partition),
+        b.mr ? externalLink(b.mr.url, `MR !${b.mr.id}`) : null,
+        b.pipeline ? externalLink(b.pipeline.url, `Pipeline #${b.pipeline.id}`) : null,
+        h('span', {class: 'muted small'}, 'started ', time(b.createdAt), `, ${b.status === 'RUNNING' || b.status === 'BLOCKED' ? 'running for ' + since(b.createdAt) : 'last change ' + since(b.updatedAt) + ' ago'}`),
+        settle),
+      b.note ? h('p', {class: 'small'}, b.note) : null,
+      remembered(`batch-${b.id}`, members.length <= 5,
+        h('summary', {}, `${members.length} member${members.length === 1 ? '' : 's'}`),
+        h('ul', {class: 'members'}, members.map((m) => h('li', {},
+          h('a', {href: `/requests/${encodeURIComponent(m.operationId)}`}, m.targetKey), ' ', h('span', {class: 'muted'}, m.subject), ' ', statusBadge(m.status))))));
+  }
+
+  // ---- per-stage latency ----
+  const latency = section(root, 'latency', 'Time per stage (recent requests)', true);
+  const latencyPoll = poll(async () => {
+    // The request views carry per-stage durations; sample the members of the newest batches.
+    const ids = [...new Set(recentMembers)].slice(0, 20);
+    const views = await Promise.all(ids.map((id) => get(`/api/requests/${encodeURIComponent(id)}`).catch(() => null)));
+    return views.filter(Boolean);
+  }, (views) => {
+    latency.live.ok();
+    swap(latency.body, stageTable(views));
+  }, (err) => {
+    latency.live.failed();
+    swap(latency.body, errorBox(err, () => latencyPoll.now()));
+  }, () => (recentMembers.length ? 30000 : 3000));
+  stops.push(latencyPoll.stop);
+
+  // ---- configuration ----
+  const config = section(root, 'config', 'Effective configuration', true);
+  const configPoll = poll(() => get('/api/ops/config'), (c) => {
+    config.live.ok();
+    if (!busyReading(config.body)) swap(config.body, configView(c, remembered));
+  }, (err) => {
+    config.live.failed();
+    swap(config.body, errorBox(err, () => configPoll.now()));
+  }, 10000);
+  stops.push(configPoll.stop);
+
+  // ---- audit ----
+  const audit = section(root, 'audit', 'Audit log', true);
+  const auditPoll = poll(() => get('/api/ops/audit'), (page) => {
+    audit.live.ok();
+    const items = ((page && page.items) || []).slice(0, 25);
+    if (busyReading(audit.body)) return;
+    swap(audit.body, items.length ? h('table', {class: 'list'},
+      h('thead', {}, h('tr', {}, ['When', 'Who', 'Action', 'Parameters'].map((c) => h('th', {scope: 'col'}, c)))),
+      h('tbody', {}, items.map((a) => h('tr', {},
+        h('td', {'data-label': 'When'}, time(a.at)),
+        h('td', {'data-label': 'Who'}, a.actor),
+        h('td', {'data-label': 'Action'}, h('code', {}, a.action)),
+        h('td', {'data-label': 'Parameters', class: 'params'}, h('code', {}, typeof a.params === 'string' ? a.params : JSON.stringify(a.params))))))) : empty(h('p', {}, 'No operator actions recorded yet.')));
+  }, (err) => {
+    audit.live.failed();
+    swap(audit.body, errorBox(err, () => auditPoll.now()));
+  }, 10000);
+  stops.push(auditPoll.stop);
+
+  return () => stops.forEach((s) => s());
+}
+
+function section(root, id, title, isLive) {
+  const live = isLive ? liveIndicator() : null;
+  const body = h('div', {}, isLive ? loading(title.toLowerCase()) : null);
+  root.append(h('section', {class: 'ops-section', id, 'aria-labelledby': `${id}-title`},
+    h('div', {class: 'title-row'}, h('h2', {id: `${id}-title`}, title), live ? live.el : null), body));
+  return {body, live};
+}
+
+/** stageTable aggregates the stages of request views: median and slowest per stage. */
+function stageTable(views) {
+  const byStage = new Map();
+  for (const v of views) {
+    for (const s of v.stages || []) {
+      if (!byStage.has(s.stage)) byStage.set(s.stage, []);
+      byStage.get(s.stage).push(s.durationNs || 0);
+    }
+  }
+  if (!byStage.size) return empty(h('p', {}, 'No recent request to measure yet. Durations appear once requests have been batched.'));
+  const rows = [...byStage].map(([stage, ds]) => {
+    ds.sort((a, b) => a - b);
+    return {stage, median: ds[Math.floor((ds.length - 1) / 2)], max: ds[ds.length - 1], n: ds.length};
+  });
+  const top = Math.max(1, ...rows.map((r) => r.max));
+  return h('div', {},
+    h('p', {class: 'muted small'}, `From the ${views.length} most recent batched request${views.length === 1 ? '' : 's'}. Bars: median; the thin mark is the slowest.`),
+    h('ul', {class: 'bars', id: 'stage-latency'}, rows.map((r) => h('li', {},
+      h('span', {class: 'bar-label'}, stageName(r.stage)),
+      h('span', {class: 'bar-track', 'aria-hidden': 'true'},
+        h('span', {class: 'bar', style: `width:${Math.max(2, (100 * r.median) / top)}%`}),
+        h('span', {class: 'bar-max', style: `left:${Math.min(99, (100 * r.max) / top)}%`})),
+      h('span', {class: 'bar-value'}, `${duration(r.median)} median · ${duration(r.max)} slowest · ${r.n}`)))));
+}
+
+function configView(c, remembered) {
+  const keys = c.keys || [];
+  const fellBack = keys.filter((k) => k.status === 'fallback');
+  const problems = [];
+  if (c.lastError) {
+    problems.push(h('div', {class: 'notice tone-bad', role: 'alert', id: 'config-error'},
+      h('p', {}, h('strong', {}, 'The last edit of the configuration failed to load'), ' (', time(c.lastError.at), '). The previous configuration stays in force.'),
+      h('pre', {class: 'file'}, c.lastError.message)));
+  }
+  if (fellBack.length) {
+    problems.push(h('div', {class: 'notice tone-warn'}, h('p', {}, `${fellBack.length} key${fellBack.length === 1 ? '' : 's'} had an invalid value and fell back to the default: `,
+      fellBack.map((k, i) => [i ? ', ' : '', h('code', {}, k.key)]), '.')));
+  }
+  if (c.unknown && c.unknown.length) {
+    problems.push(h('div', {class: 'notice tone-warn'}, h('p', {}, 'Unknown keys (typos?) are ignored: ', c.unknown.map((k, i) => [i ? ', ' : '', h('code', {}, k)]), '.')));
+  }
+  if (c.pendingRestart && c.pendingRestart.length) {
+    problems.push(h('div', {class: 'notice tone-warn'}, h('p', {}, 'Changed static keys take effect after a restart: ', c.pendingRestart.map((k, i) => [i ? ', ' : '', h('code', {}, k)]), '.')));
+  }
+  return h('div', {},
+    h('p', {class: 'muted'}, `Generation ${c.generation}, loaded `, time(c.loadedAt), '. Secrets are redacted.'),
+    problems.length ? problems : h('p', {class: 'notice tone-ok'}, 'The configuration loaded cleanly: no errors, no fallbacks, no unknown keys.'),
+    remembered('config-keys', false,
+      h('summary', {}, `All ${keys.length} keys`),
+      h('table', {class: 'list config'},
+        h('thead', {}, h('tr', {}, ['Key', 'Effective value', 'Source', ''].map((t) => h('th', {scope: 'col'}, t)))),
+        h('tbody', {}, keys.map((k) => h('tr', {class: k.status === 'fallback' ? 'row-warn' : null},
+          h('td', {'data-label': 'Key'}, h('code', {}, k.key)),
+          h('td', {'data-label': 'Value'}, h('code', {}, k.effective)),
+          h('td', {'data-label': 'Source'}, k.status, k.note ? h('span', {class: 'muted small block'}, k.note) : null),
+          h('td', {'data-label': ''}, k.static ? h('span', {class: 'badge tone-off'}, 'static') : null)))))));
+}

@@ -1,0 +1,125 @@
+// Request detail: where one request is, why it waits, what happened when, and what to do next
+// (SPEC §8, §12.1–2). Refreshed live until it settles, then slowly (an operator may retry it).
+import {h, swap, loading, errorBox, externalLink, describeError, busyReading, announce} from '../dom.js';
+import {get, post, newOperationId} from '../api.js';
+import {poll, liveIndicator} from '../poll.js';
+import {statusBadge, nextActionBadge, toneOfAction, stepName, stageName, duration, since, time, ordinal} from '../format.js';
+
+export function mount(root, ctx) {
+  const id = ctx.params[0];
+  ctx.title('Request');
+  const live = liveIndicator();
+  const region = h('div', {});
+  root.append(h('p', {class: 'crumbs'}, h('a', {href: '/requests'}, '← My requests')), region);
+  let view = null;
+  let notice = null; // outcome of a revoke, shown above the status
+
+  function render() {
+    const v = view;
+    ctx.title(v.targetTitle || v.targetKey);
+    swap(region,
+      h('div', {class: 'title-row'}, h('h1', {}, v.targetTitle || v.targetKey), live.el),
+      h('p', {class: 'muted'}, h('code', {}, v.targetKey), ' · ', v.project, ' · requested by ', v.subject),
+      notice,
+      statusCard(v),
+      v.waiting ? waitingCard(v) : null,
+      h('div', {class: 'columns'},
+        h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], v.nextAction === 'NONE' || v.nextAction === 'REAPPLY')),
+        h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || []), details(v))),
+      revokeSection(v));
+  }
+
+  function revokeSection(v) {
+    if (v.status !== 'VALIDATED' || v.nextAction !== 'NONE') return null;
+    const button = h('button', {type: 'button', class: 'danger', 'data-focus': 'revoke'}, 'Revoke this binding');
+    button.addEventListener('click', async () => {
+      if (!confirm(`Revoke ${v.targetKey} for ${v.subject}? The binding is removed through a merge request.`)) return;
+      button.disabled = true;
+      try {
+        await post(`/api/requests/${encodeURIComponent(id)}/revoke`, {operationId: newOperationId()});
+        notice = h('div', {class: 'notice tone-ok', role: 'status'}, 'Revocation started. This page follows it.');
+      } catch (err) {
+        notice = h('div', {class: 'notice tone-bad', role: 'alert'}, describeError(err));
+      }
+      p.now();
+    });
+    return h('section', {'aria-labelledby': 'revoke-title', class: 'revoke'},
+      h('h2', {id: 'revoke-title'}, 'No longer needed?'), h('p', {class: 'muted'}, 'Revoking removes the file again through the same review path.'), button);
+  }
+
+  swap(region, loading('the request'));
+  const p = poll(() => get(`/api/requests/${encodeURIComponent(id)}`), (data) => {
+    const moved = view && (view.status !== data.status || (view.step && view.step.code) !== (data.step && data.step.code));
+    view = data;
+    live.ok();
+    if (moved) announce(`${stepName(data.step)}. ${data.nextActionText || ''}`);
+    if (!busyReading(region)) render();
+  }, (err) => {
+    live.failed();
+    if (err.code === 'NOT_FOUND' || err.code === 'ACCESS_DENIED') {
+      p.stop();
+      swap(region, h('h1', {}, 'Request not found'), h('p', {}, 'There is no request ', h('code', {}, id), ' that you may see.'), h('p', {}, h('a', {href: '/requests'}, 'Back to my requests')));
+      return;
+    }
+    if (!view) swap(region, h('h1', {}, 'Request'), errorBox(err, () => p.now()));
+  }, () => (!view || view.nextAction === 'WAIT' || view.nextAction === 'WAIT_MANUAL' ? 2000 : 10000));
+  return () => p.stop();
+}
+
+function statusCard(v) {
+  const tone = toneOfAction(v.nextAction);
+  return h('section', {class: `card status tone-${tone}`, 'aria-labelledby': 'status-title', id: 'status-card'},
+    h('h2', {id: 'status-title', class: 'sr-only'}, 'Status'),
+    h('div', {class: 'status-line'}, statusBadge(v.status), nextActionBadge(v.nextAction)),
+    h('p', {class: 'next-text', id: 'next-action-text'}, v.nextActionText || ''),
+    h('p', {class: 'small'}, 'Current step: ', h('strong', {}, stepName(v.step)), v.step && v.step.code ? h('span', {class: 'muted'}, ` (${v.step.code})`) : null),
+    h('p', {class: 'links'},
+      v.mr ? externalLink(v.mr.url, `Merge request !${v.mr.id}`) : h('span', {class: 'muted'}, 'No merge request yet'),
+      v.pipeline ? externalLink(v.pipeline.url, `Pipeline #${v.pipeline.id}`) : null,
+      v.batchId ? h('span', {}, `Batch #${v.batchId}`) : null),
+    v.nextAction === 'REAPPLY' ? h('p', {}, h('a', {href: `/?target=${encodeURIComponent(v.targetKey)}`, class: 'button'}, 'Apply again')) : null);
+}
+
+function waitingCard(v) {
+  const w = v.waiting;
+  const rows = [
+    ['Stage', stageName(w.stage)],
+    ['Waiting for', w.waitingFor || '—'],
+    ['Since', h('span', {}, time(w.since), ` (${since(w.since)})`)],
+  ];
+  if (w.batchId) rows.push(['Batch', `#${w.batchId}`]);
+  if (w.position) rows.push(['Place in line', `${ordinal(w.position)}${w.ahead ? ` — ${w.ahead} ahead` : ' — next'}`]);
+  return h('section', {class: 'card waiting', 'aria-labelledby': 'waiting-title', id: 'waiting'},
+    h('h2', {id: 'waiting-title'}, 'Why is it waiting?'),
+    h('dl', {class: 'pairs'}, rows.map(([k, val]) => [h('dt', {}, k), h('dd', {}, val)])));
+}
+
+// timeline lists the steps; the last one runs "so far" unless the request has settled.
+function timeline(entries, settled) {
+  if (!entries.length) return h('p', {class: 'muted'}, 'No steps recorded yet.');
+  return h('ol', {class: 'timeline', id: 'timeline'}, entries.map((e, i) =>
+    h('li', {class: i === entries.length - 1 ? 'current' : null},
+      h('div', {class: 'tl-head'}, h('strong', {}, stepName(e.step)), ' ', statusBadge(e.status)),
+      h('div', {class: 'muted small'}, time(e.at), i < entries.length - 1 ? ` · took ${duration(e.durationNs)}` : settled ? '' : ` · ${duration(e.durationNs)} so far`),
+      e.note ? h('p', {class: 'small'}, e.note) : null)));
+}
+
+/** stages draws per-stage latency as bars relative to the longest stage. */
+export function stages(list) {
+  if (!list.length) return h('p', {class: 'muted'}, 'No stage has started yet.');
+  const max = Math.max(1, ...list.map((s) => s.durationNs || 0));
+  return h('ul', {class: 'bars', id: 'stages'}, list.map((s) => h('li', {},
+    h('span', {class: 'bar-label'}, stageName(s.stage)),
+    h('span', {class: 'bar-track', 'aria-hidden': 'true'}, h('span', {class: `bar${s.done ? '' : ' running'}`, style: `width:${Math.max(2, (100 * (s.durationNs || 0)) / max)}%`})),
+    h('span', {class: 'bar-value'}, duration(s.durationNs || 0), s.done ? '' : ' so far'))));
+}
+
+function details(v) {
+  return h('dl', {class: 'pairs details'},
+    h('dt', {}, 'Reason'), h('dd', {}, v.reason || '—'),
+    h('dt', {}, 'Flow'), h('dd', {}, v.flow || '—'),
+    h('dt', {}, 'Requested'), h('dd', {}, time(v.createdAt)),
+    h('dt', {}, 'Last change'), h('dd', {}, time(v.updatedAt)),
+    v.expiresAt ? [h('dt', {}, 'Expires'), h('dd', {}, time(v.expiresAt))] : null,
+    h('dt', {}, 'Operation id'), h('dd', {}, h('code', {}, v.operationId)));
+}
