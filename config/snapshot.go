@@ -52,6 +52,7 @@ type Snapshot struct {
 	integrationSettings
 	simSettings
 	httpSettings
+	workflowSettings
 }
 
 // KeyReport is one line of the effective configuration, for the ops console.

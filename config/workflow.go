@@ -1,0 +1,203 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Workflow timing: batch rounds and their size/age rule, the lease that makes work resumable
+// after a crash, staged polling of pipelines and rebases, reconciliation of lost deploy
+// callbacks, and the schedules of every cron job. All dynamic: read at each round, step or tick.
+
+type workflowSettings struct {
+	batchMaxWait        time.Duration
+	batchFlakyRetries   int
+	batchLeaseTTL       time.Duration
+	batchBlockedTimeout time.Duration
+	stepLeaseTTL        time.Duration
+	pollShort           time.Duration
+	pollShortCount      int
+	pollLong            time.Duration
+	pollTimeout         time.Duration
+	reconcileMinAge     time.Duration
+	reconcileMaxAge     time.Duration
+	schedules           map[string]string
+}
+
+// Cron job names, each with its schedule key "cron.<name>".
+const (
+	JobRounds    = "rounds"
+	JobReconcile = "reconcile"
+	JobSweep     = "sweep"
+	JobExpiry    = "expiry"
+	JobPurge     = "purge"
+)
+
+var defaultSchedules = map[string]string{
+	JobRounds:    "@every 10s",
+	JobReconcile: "@every 1m",
+	JobSweep:     "@every 30s",
+	JobExpiry:    "@every 1m",
+	JobPurge:     "@every 1h",
+}
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseSchedule parses a cron schedule as bindery's jobs accept it: five fields or a
+// descriptor such as "@every 10s" (at least 1s: the cron library would round a shorter or
+// negative one up silently).
+func ParseSchedule(spec string) (cron.Schedule, error) {
+	if every, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
+		if d, err := time.ParseDuration(strings.TrimSpace(every)); err != nil || d < time.Second {
+			return nil, fmt.Errorf("schedule %q: @every needs a duration of at least 1s", spec)
+		}
+	}
+	return cronParser.Parse(spec)
+}
+
+func durationKey(name, def, doc, misconfig string, field func(*Snapshot) *time.Duration, minimum time.Duration) Key {
+	d, err := time.ParseDuration(def)
+	if err != nil {
+		panic(err)
+	}
+	return Key{
+		Name: name, Type: "duration", Default: def, Doc: doc, Misconfig: misconfig,
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			got, note := durationOr(v, d)
+			if got < minimum {
+				got, note = d, fmt.Sprintf("below the minimum %s", minimum)
+			}
+			*field(s) = got
+			return got.String(), note, nil
+		},
+	}
+}
+
+func scheduleKey(job, doc string) Key {
+	def := defaultSchedules[job]
+	return Key{
+		Name: "cron." + job, Type: "cron schedule", Default: def, Doc: doc + ` Five cron fields or a descriptor ("@every 10s"). Every instance runs every job; each is safe to run concurrently.`,
+		Misconfig: "blank or unparsable → the default (a broken schedule must not stop the job).",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			spec, note := stringOr(v, def)
+			if _, err := ParseSchedule(spec); err != nil {
+				spec, note = def, fmt.Sprintf("%q is not a schedule", spec)
+			}
+			if s.schedules == nil {
+				s.schedules = map[string]string{}
+			}
+			s.schedules[job] = spec
+			return spec, note, nil
+		},
+	}
+}
+
+func init() {
+	register(
+		durationKey("batch.maxWait", "0s",
+			"A batch closes by size or by age: a round leaves a partition alone until batch.maxRequests requests wait or the oldest has waited this long. 0: every round takes what waits.",
+			"blank, unparsable or negative → 0s (no waiting: a misconfiguration must not hold requests back).",
+			func(s *Snapshot) *time.Duration { return &s.batchMaxWait }, 0),
+		Key{
+			Name: "batch.flakyRetries", Type: "int", Default: "1",
+			Doc:       "New pipelines tried on the same commit after a failed one before the failure counts as deterministic (then a multi-member batch is bisected).",
+			Misconfig: "negative → 0; blank or unparsable → 1; above 3 → 3.",
+			apply: func(s *Snapshot, v value) (string, string, error) {
+				n, note := intOr(v, 1, 1)
+				switch {
+				case n < 0:
+					n, note = 0, "negative means no retry"
+				case n > 3:
+					n, note = 3, "capped at 3"
+				}
+				s.batchFlakyRetries = n
+				return strconv.Itoa(n), note, nil
+			},
+		},
+		durationKey("batch.leaseTTL", "2m",
+			"How long a running batch's lease lasts without renewal. The instance driving a batch renews it; after a crash another instance takes the batch over once it expired.",
+			"blank, unparsable, ≤ 0 or below 5s → 2m.",
+			func(s *Snapshot) *time.Duration { return &s.batchLeaseTTL }, 5*time.Second),
+		durationKey("batch.blockedTimeout", "24h",
+			"How long a BLOCKED batch (pipeline timeout, persistent conflict) holds its partition for operators before the sweep settles it.",
+			"blank, unparsable, ≤ 0 or below 1m → 24h.",
+			func(s *Snapshot) *time.Duration { return &s.batchBlockedTimeout }, time.Minute),
+		durationKey("workflow.leaseTTL", "2m",
+			"How long a single request's running step (approval ticket, legacy MR, close) keeps its lease without renewal; after a crash the sweep resumes the step once it expired.",
+			"blank, unparsable, ≤ 0 or below 5s → 2m.",
+			func(s *Snapshot) *time.Duration { return &s.stepLeaseTTL }, 5*time.Second),
+		durationKey("poll.short", "5s", "Interval of the first, frequent checks of a pipeline or rebase.",
+			"blank, unparsable or ≤ 0 → 5s.", func(s *Snapshot) *time.Duration { return &s.pollShort }, time.Millisecond),
+		Key{
+			Name: "poll.shortCount", Type: "int", Default: "12",
+			Doc:       "How many checks use poll.short before poll.long takes over.",
+			Misconfig: "blank, unparsable or negative → 12.",
+			apply: func(s *Snapshot, v value) (string, string, error) {
+				n, note := intOr(v, 12, 12)
+				if n < 0 {
+					n, note = 12, "negative"
+				}
+				s.pollShortCount = n
+				return strconv.Itoa(n), note, nil
+			},
+		},
+		durationKey("poll.long", "30s", "Interval of the later checks of a pipeline or rebase.",
+			"blank, unparsable or ≤ 0 → 30s.", func(s *Snapshot) *time.Duration { return &s.pollLong }, time.Millisecond),
+		durationKey("poll.timeout", "1h",
+			"How long a pipeline or rebase may take before the step stops at a \"pending\" state (WAIT_MANUAL; the same MR can be retried).",
+			"blank, unparsable or ≤ 0 → 1h.", func(s *Snapshot) *time.Duration { return &s.pollTimeout }, time.Millisecond),
+		durationKey("reconcile.minAge", "2m",
+			"Merged requests younger than this are left to their deploy callback, which may still be on its way.",
+			"blank, unparsable or ≤ 0 → 2m.", func(s *Snapshot) *time.Duration { return &s.reconcileMinAge }, time.Millisecond),
+		durationKey("reconcile.maxAge", "168h",
+			"Merged requests older than this leave the reconciliation window (it bounds each run's work).",
+			"blank, unparsable or ≤ 0 → 168h.", func(s *Snapshot) *time.Duration { return &s.reconcileMaxAge }, time.Millisecond),
+		scheduleKey(JobRounds, "Schedule of batch rounds (every partition with waiting requests gets a batch)."),
+		scheduleKey(JobReconcile, "Schedule of the reconciliation of merged requests whose deploy callback was lost."),
+		scheduleKey(JobSweep, "Schedule of the sweep that resumes or settles work whose lease expired (crashed instances)."),
+		scheduleKey(JobExpiry, "Schedule of the expiry of bindings whose ttl passed (they are closed through the batch path)."),
+		scheduleKey(JobPurge, "Schedule of the purge of expired idempotency records."),
+	)
+}
+
+// BatchMaxWait is batch.maxWait. Default 0s (each round takes what waits); blank, unparsable
+// or negative → 0s.
+func (s *Snapshot) BatchMaxWait() time.Duration { return s.batchMaxWait }
+
+// BatchFlakyRetries is batch.flakyRetries. Default 1; negative → 0; blank/unparsable → 1;
+// above 3 → 3.
+func (s *Snapshot) BatchFlakyRetries() int { return s.batchFlakyRetries }
+
+// BatchLeaseTTL is batch.leaseTTL. Default 2m; blank, unparsable, ≤ 0 or < 5s → 2m.
+func (s *Snapshot) BatchLeaseTTL() time.Duration { return s.batchLeaseTTL }
+
+// BatchBlockedTimeout is batch.blockedTimeout. Default 24h; blank, unparsable, ≤ 0 or < 1m → 24h.
+func (s *Snapshot) BatchBlockedTimeout() time.Duration { return s.batchBlockedTimeout }
+
+// StepLeaseTTL is workflow.leaseTTL. Default 2m; blank, unparsable, ≤ 0 or < 5s → 2m.
+func (s *Snapshot) StepLeaseTTL() time.Duration { return s.stepLeaseTTL }
+
+// PollStages are poll.short (default 5s), poll.shortCount (12), poll.long (30s) and
+// poll.timeout (1h); each blank, unparsable or out-of-range value → its default.
+func (s *Snapshot) PollStages() (short time.Duration, shortCount int, long, timeout time.Duration) {
+	return s.pollShort, s.pollShortCount, s.pollLong, s.pollTimeout
+}
+
+// ReconcileWindow is reconcile.minAge (default 2m) and reconcile.maxAge (default 168h); blank,
+// unparsable or ≤ 0 → the default.
+func (s *Snapshot) ReconcileWindow() (minAge, maxAge time.Duration) {
+	return s.reconcileMinAge, s.reconcileMaxAge
+}
+
+// Schedule is cron.<job>'s schedule (JobRounds, JobReconcile, JobSweep, JobExpiry, JobPurge).
+// Blank or unparsable → the job's default.
+func (s *Snapshot) Schedule(job string) string {
+	if spec, ok := s.schedules[job]; ok {
+		return spec
+	}
+	return defaultSchedules[job]
+}
