@@ -343,7 +343,7 @@ func rows() []row {
 		{name: "the OpenAPI document is served", call: get("/api/openapi.json", ""), status: 200, want: []string{`"openapi": "3.0.3"`}},
 		{name: "an unknown API path is 404 JSON", call: get("/api/nope", "alice"), status: 404, want: []string{`"code":"NOT_FOUND"`}},
 		{name: "a wrong method is 405 JSON", call: call{method: "DELETE", path: "/api/apply", user: "alice"}, status: 405,
-			want: []string{`"code":"METHOD_NOT_ALLOWED"`}, header: map[string]string{"Allow": "POST"}},
+			want: []string{`"code":"METHOD_NOT_ALLOWED"`}, header: map[string]string{"Allow": "OPTIONS, POST"}},
 
 		// ---- serve mode: the login proxy ----
 		{name: "the login header from a trusted proxy resolves an employee id", opts: options{serve: true},

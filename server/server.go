@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"github.com/julienschmidt/httprouter"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -62,7 +63,7 @@ type Server struct {
 	started *config.Snapshot
 	table   []route
 
-	mux         *http.ServeMux
+	router      *httprouter.Router
 	unmatched   http.Handler // the SPA, or 404 JSON
 	wrongMethod http.Handler // 405 JSON
 }
@@ -85,20 +86,12 @@ func New(d Deps) *Server {
 	d.Metrics.NewGauge(`bindery_build_info{version="`+metric.Normalize(d.Version)+`",goversion="`+runtime.Version()+`"}`, func() float64 { return 1 })
 	d.Metrics.NewGauge("bindery_ratelimit_keys", func() float64 { return float64(s.limiter.Keys()) })
 
-	// net/http's ServeMux: its patterns let a static segment sit beside a wildcard
-	// (/api/ops/batches/run and /api/ops/batches/{id}/settle), which httprouter cannot.
-	s.mux = http.NewServeMux()
 	s.table = s.routes()
-	for _, rt := range s.table {
-		s.mux.Handle(rt.method+" "+rt.path, s.chain(rt))
-	}
-	for prefix, m := range d.Mounts {
-		s.mux.Handle(prefix, m)
-	}
 	s.unmatched = s.withAPIMetrics("static", staticHandler{files: d.UI, serve: s.fail})
 	s.wrongMethod = s.withAPIMetrics("method_not_allowed", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apperr.New(apperr.MethodNotAllowed, "Method not allowed on this path."))
 	}))
+	s.router = s.newRouter(s.table)
 	var h http.Handler = http.HandlerFunc(s.route)
 	h = withAccessLog(d.Log)(h)
 	h = withRecover(d.Log)(h)
@@ -106,32 +99,17 @@ func New(d Deps) *Server {
 	return s
 }
 
-// route dispatches to the route table; a path the table has only for other methods is 405 JSON,
-// anything else goes to the SPA rules (page, asset or 404 JSON) — never the mux's plain text.
+// route sends mounted prefixes (the demo's simulators) to their handlers and everything else to
+// the router: the route table, 405 JSON for a path the table has only for other methods, and the
+// SPA rules (page, asset or 404 JSON) for the rest.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := s.mux.Handler(r); pattern != "" {
-		s.mux.ServeHTTP(w, r)
-		return
-	}
-	if allow := s.allowedMethods(r); allow != "" {
-		w.Header().Set("Allow", allow)
-		s.wrongMethod.ServeHTTP(w, r)
-		return
-	}
-	s.unmatched.ServeHTTP(w, r)
-}
-
-// allowedMethods lists the methods the table has for r's path.
-func (s *Server) allowedMethods(r *http.Request) string {
-	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		probe := r.Clone(r.Context())
-		probe.Method = m
-		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
-			allow = append(allow, m)
+	for prefix, m := range s.deps.Mounts {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			m.ServeHTTP(w, r)
+			return
 		}
 	}
-	return strings.Join(allow, ", ")
+	s.router.ServeHTTP(w, r)
 }
 
 // Handler is the whole HTTP surface.
