@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/julienschmidt/httprouter"
+
 	"bindery/identity"
 	"bindery/ratelimit"
 	"bindery/store"
@@ -18,10 +20,12 @@ import (
 
 // BenchmarkChainOverhead compares routes served bare and behind the whole interceptor chain of
 // SPEC §6.1 (identity resolution, rate limit, authentication, API metrics, business-activity
-// metrics, body checks) on the same router, for two real handlers: GET /api/targets (config
-// only, a few microseconds) and POST /api/apply (its idempotency record written to SQLite; the
-// workflow is a fake that accepts). The limiter's clock advances a second per request, so the
-// key holds its steady-state window instead of growing with b.N.
+// metrics, body checks) on the same router (httprouter, registered as newRouter does), for three
+// real handlers: GET /api/targets (config only, a few microseconds), GET /api/requests/{id} (the
+// status; the workflow is a fake that answers the owner's view) and POST /api/apply (its
+// idempotency record written to SQLite; the fake workflow accepts). The limiter's clock
+// advances a second per request, so the key holds its steady-state window instead of growing
+// with b.N. `go run ./bench` reports the ratios (BENCHMARKS.md, section 1).
 func BenchmarkChainOverhead(b *testing.B) {
 	h := setup(b, options{config: map[string]string{"ratelimit.apply": "1000"}})
 	var mu sync.Mutex
@@ -35,6 +39,10 @@ func BenchmarkChainOverhead(b *testing.B) {
 	h.wf.ApplyFn = func(_ context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
 		return workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: store.StatusApprovalSending, NextAction: store.NextWait}, nil
 	}
+	h.wf.RequestFn = func(_ context.Context, id string) (workflow.RequestView, error) {
+		return workflow.RequestView{OperationID: id, Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusApprovalSent,
+			Step: workflow.StepView{Code: int(store.StepApprovalSent), Name: "APPROVAL_SENT"}, NextAction: store.NextWait, Stages: []workflow.StageDuration{}, Timeline: []workflow.TimelineEntry{}}, nil
+	}
 	alice, _ := identity.Resolve("alice@example.com", identity.DemoDirectory())
 	// bare: the handler and its own body binding, with the caller the chain would have found.
 	bare := func(rt route) http.Handler {
@@ -46,16 +54,25 @@ func BenchmarkChainOverhead(b *testing.B) {
 	}
 	limit := &rateSpec{"apply", "ratelimit.apply", 10, "slow down"}
 	routes := map[string]route{
-		"targets": {method: "GET", name: "targets", auth: authUser, handle: h.srv.targets},
-		"apply":   {method: "POST", name: "apply", auth: authUser, limit: limit, activity: true, body: apiBody, handle: h.srv.apply},
+		"targets": {method: "GET", path: "/targets", name: "targets", auth: authUser, handle: h.srv.targets},
+		"request": {method: "GET", path: "/requests/:operationId", name: "request", auth: authOwnerOrOps, handle: h.srv.request},
+		"apply":   {method: "POST", path: "/apply", name: "apply", auth: authUser, limit: limit, activity: true, body: apiBody, handle: h.srv.apply},
 	}
-	mux := http.NewServeMux()
+	router := httprouter.New()
+	register := func(method, path string, next http.Handler) {
+		router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+			for _, p := range ps {
+				r.SetPathValue(p.Key, p.Value)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 	for name, rt := range routes {
-		mux.Handle(rt.method+" /bench/"+name+"/bare", bare(rt))
-		mux.Handle(rt.method+" /bench/"+name+"/chain", h.srv.chain(rt))
+		register(rt.method, "/bench/"+name+"/bare"+rt.path, bare(rt))
+		register(rt.method, "/bench/"+name+"/chain"+rt.path, h.srv.chain(rt))
 	}
 	n := 0
-	for _, name := range []string{"targets", "apply"} {
+	for _, name := range []string{"targets", "request", "apply"} {
 		for _, variant := range []string{"bare", "chain"} {
 			rt := routes[name]
 			b.Run(name+"/"+variant, func(b *testing.B) {
@@ -67,12 +84,13 @@ func BenchmarkChainOverhead(b *testing.B) {
 					} else {
 						body = strings.NewReader("")
 					}
-					req := httptest.NewRequest(rt.method, "/bench/"+name+"/"+variant, body)
+					path := strings.Replace(rt.path, ":operationId", fmt.Sprintf("op-%d", n), 1)
+					req := httptest.NewRequest(rt.method, "/bench/"+name+"/"+variant+path, body)
 					req.Header.Set("X-Bindery-User", "alice@example.com")
 					req.Header.Set("Content-Type", "application/json")
 					req.RemoteAddr = "192.0.2.10:4321"
 					rec := httptest.NewRecorder()
-					mux.ServeHTTP(rec, req)
+					router.ServeHTTP(rec, req)
 					if rec.Code >= 300 {
 						b.Fatalf("%s/%s: %d %s", name, variant, rec.Code, rec.Body.String())
 					}

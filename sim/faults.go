@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -76,6 +77,13 @@ func (g *gate) count(endpoint string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.calls[endpoint]
+}
+
+// counts is a copy of the call count of every endpoint called so far.
+func (g *gate) counts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.calls)
 }
 
 func (g *gate) stop() { g.once.Do(func() { close(g.stopCh) }) }

@@ -114,6 +114,36 @@ func (g *GitLab) Inject(endpoint string, f Fault, times int) { g.gate.inject(end
 // Calls is how many calls of endpoint reached the simulator.
 func (g *GitLab) Calls(endpoint string) int { return g.gate.count(endpoint) }
 
+// Usage is what the simulated GitLab has served and holds: the calls per endpoint that reached
+// it (faulted or not) and the merge requests and pipelines of every project. The benchmarks
+// report them per request.
+type Usage struct {
+	Calls         map[string]int
+	MergeRequests int
+	Pipelines     int
+}
+
+// TotalCalls is the number of calls of every endpoint.
+func (u Usage) TotalCalls() int {
+	n := 0
+	for _, c := range u.Calls {
+		n += c
+	}
+	return n
+}
+
+// Usage counts the calls so far and the merge requests and pipelines that exist.
+func (g *GitLab) Usage() Usage {
+	u := Usage{Calls: g.gate.counts()}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.projects {
+		u.MergeRequests += len(p.mrs)
+		u.Pipelines += len(p.pipelines)
+	}
+	return u
+}
+
 // SetChecklist sets the approval checklist project requires (nil: back to sim.gitlab.checklist).
 // Changing it makes requests built from an older list fail with 422 and the new list.
 func (g *GitLab) SetChecklist(project string, titles []string) {

@@ -503,3 +503,27 @@ func TestWebURLsOpenAPage(t *testing.T) {
 		t.Fatalf("unknown MR page: %d", resp.StatusCode)
 	}
 }
+
+// The benchmarks read the simulator's usage: every call counted by endpoint (refused ones too),
+// and the merge requests and pipelines that exist.
+func TestUsageCountsCallsMergeRequestsAndPipelines(t *testing.T) {
+	e := newEnv(t, "", nil)
+	before := e.sims.GitLab.Usage()
+	if before.TotalCalls() != 0 || before.MergeRequests != 0 || before.Pipelines != 0 {
+		t.Fatalf("fresh simulator: %+v", before)
+	}
+	e.prepare(t) // a commit, then an MR from its branch (which starts a pipeline)
+	e.call(t, "GET", proj+"/merge_requests/1", "", nil)
+	e.call(t, "GET", proj+"/merge_requests/1", "bot-token", nil)
+	u := e.sims.GitLab.Usage()
+	if u.Calls["create_commit"] != 1 || u.Calls["create_mr"] != 1 || u.Calls["get_mr"] != 2 || u.TotalCalls() != 4 {
+		t.Fatalf("calls: %v (total %d)", u.Calls, u.TotalCalls())
+	}
+	if u.MergeRequests != 1 || u.Pipelines != 1 {
+		t.Fatalf("merge requests %d, pipelines %d; want 1 and 1", u.MergeRequests, u.Pipelines)
+	}
+	u.Calls["get_mr"] = 100 // a copy: the simulator's counts are not the caller's to change
+	if e.sims.GitLab.Calls("get_mr") != 2 {
+		t.Fatal("Usage returned the simulator's own map")
+	}
+}

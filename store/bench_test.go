@@ -4,12 +4,16 @@ package store_test
 //
 //	BINDERY_REQUIRE_MYSQL=1 go test ./store -run '^$' -bench . -benchtime 5x
 //
+// `go run ./bench` runs them with its own counts (BenchmarkScale with -benchtime 1x).
+//
 // Each reports, besides time per operation, the statements it ran (stmts/op) and, for the
 // enqueue benchmark, the latency percentiles of enqueues issued while a claim is open.
 
 import (
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,4 +196,90 @@ func BenchmarkReconcile100k(b *testing.B) {
 		b.ReportMetric(float64(stmts)/float64(b.N), "stmts/op")
 		b.ReportMetric(float64(reads)/float64(b.N), "reads/op")
 	})
+}
+
+// BenchmarkScale: the bulk paths of one round at 10, 1,000 and 100,000 rows (BINDERY_BENCH_ROWS,
+// comma-separated, overrides the sizes): one claim of every waiting row of a partition; the
+// hand-off (the members read with their applications in one query, then moved MR_CREATING →
+// MR_CREATED with the MR); the settlement (batch SUCCEEDED, members MERGED); the reconciliation
+// of those merged rows below their project's watermark. Each phase reports its time (ms) and
+// its statements; seeding happens between the phases' measurements. Run it with -benchtime 1x:
+// every iteration seeds its own partition.
+func BenchmarkScale(b *testing.B) {
+	benchDBs(b, func(b *testing.B, db *store.DB, st *statements) {
+		for _, n := range benchRows(b) {
+			b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+				phases := []string{"claim", "handoff", "settle", "reconcile"}
+				spent := map[string]time.Duration{}
+				stmts := map[string]int{}
+				measure := func(phase string, fn func()) {
+					start := time.Now()
+					total, _, _ := st.during(b, fn)
+					spent[phase] += time.Since(start)
+					stmts[phase] += total
+				}
+				b.StopTimer() // the phases time themselves; seeding is not counted
+				for i := 0; i < b.N; i++ {
+					partition := fmt.Sprintf("scale/%d/%d", n, benchSeq.Add(1))
+					queued(b, db, partition, n)
+					var c store.BatchClaim
+					measure("claim", func() {
+						var err error
+						if c, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(c.Members) != n {
+							b.Fatalf("claim: %d of %d members, %v", len(c.Members), n, err)
+						}
+					})
+					measure("handoff", func() {
+						reqs, err := db.BatchRequests(bg, c.Batch.ID)
+						if err != nil || len(reqs) != n {
+							b.Fatalf("hand-off read: %d of %d, %v", len(reqs), n, err)
+						}
+						moved, err := db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating},
+							To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: int64(n)})
+						if err != nil || len(moved) != n {
+							b.Fatalf("hand-off: %d of %d moved, %v", len(moved), n, err)
+						}
+					})
+					measure("settle", func() {
+						s, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded,
+							Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerged, Step: store.StepHandleMerged}})
+						if err != nil || len(s.Flipped) != n {
+							b.Fatalf("settle: %d of %d flipped, %v", len(s.Flipped), n, err)
+						}
+					})
+					if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES (?, ?)", partition, n+1); err != nil {
+						b.Fatal(err)
+					}
+					clockPast(b, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+					measure("reconcile", func() {
+						r, err := db.Reconcile(bg, 0, time.Hour)
+						if err != nil || len(r.Validated) != n {
+							b.Fatalf("reconcile: %d of %d validated, %v", len(r.Validated), n, err)
+						}
+					})
+				}
+				for _, p := range phases {
+					b.ReportMetric(float64(spent[p])/float64(time.Millisecond)/float64(b.N), p+"-ms")
+					b.ReportMetric(float64(stmts[p])/float64(b.N), p+"-stmts")
+				}
+			})
+		}
+	})
+}
+
+// benchRows are BenchmarkScale's sizes: BINDERY_BENCH_ROWS, else 10, 1,000 and 100,000.
+func benchRows(b *testing.B) []int {
+	v := os.Getenv("BINDERY_BENCH_ROWS")
+	if v == "" {
+		return []int{10, 1000, 100_000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("BINDERY_BENCH_ROWS=%q: %q is not a positive row count", v, f)
+		}
+		out = append(out, n)
+	}
+	return out
 }

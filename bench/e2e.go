@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"bindery/config"
+	"bindery/sim"
+	"bindery/store"
+)
+
+// e2eSection: N applications through the HTTP API, approved by the simulated approval system
+// (auto-approve), until every one is VALIDATED — once with the approval-first flow (batched:
+// one MR per batch of up to batch.maxRequests) and once with the legacy flow (one MR per
+// request). The simulators run in this process so that their counters (sim.GitLab.Usage) are
+// read exactly; bindery is the built binary, `bindery serve`, reaching them over loopback.
+func e2eSection(ctx context.Context, e *env) (string, []goal, error) {
+	kind := "sqlite"
+	if e.mysql != "" {
+		kind = "mysql"
+	}
+	flows := []struct {
+		name          string
+		approvalFirst bool
+	}{{"batched (approval-first)", true}, {"one MR per request (legacy)", false}}
+	type flowRuns struct {
+		wall, mrs, pipelines, calls []float64
+		perEndpoint                 map[string][]float64
+	}
+	results := make([]flowRuns, len(flows))
+	for run := range e.runs {
+		for i, f := range flows {
+			r, err := e2eRun(ctx, e, kind, f.approvalFirst, run)
+			if errors.Is(err, errNoWorkflow) {
+				return fmt.Sprintf("Not measured: %s. The section drives the product through its HTTP API only (apply; the "+
+						"approval simulator approves every ticket; `GET /api/requests/{id}` until VALIDATED), so it runs as soon as "+
+						"the workflow is wired into `bindery serve`.\n", err),
+					[]goal{{"GitLab calls per request, batched vs. one MR per request", "≤ 1/20", "—", notMeasured}}, nil
+			}
+			if err != nil {
+				return "", nil, fmt.Errorf("%s, run %d: %w", f.name, run+1, err)
+			}
+			fr := &results[i]
+			n := float64(e.n)
+			fr.wall = append(fr.wall, float64(r.wall))
+			fr.mrs = append(fr.mrs, float64(r.usage.MergeRequests))
+			fr.pipelines = append(fr.pipelines, float64(r.usage.Pipelines))
+			fr.calls = append(fr.calls, float64(r.usage.TotalCalls())/n)
+			if fr.perEndpoint == nil {
+				fr.perEndpoint = map[string][]float64{}
+			}
+			for ep, c := range r.usage.Calls {
+				fr.perEndpoint[ep] = append(fr.perEndpoint[ep], float64(c)/n)
+			}
+		}
+	}
+	db := "SQLite"
+	if kind == "mysql" {
+		db = "MariaDB"
+	}
+	n := float64(e.n)
+	perSec := func(wall []float64) []float64 {
+		out := make([]float64, len(wall))
+		for i, w := range wall {
+			out[i] = n / (w / 1e9)
+		}
+		return out
+	}
+	perReq := func(xs []float64) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			out[i] = x / n
+		}
+		return out
+	}
+	b, l := results[0], results[1]
+	rows := [][]string{{"", ">" + flows[0].name, ">" + flows[1].name, ">batched ÷ legacy"}}
+	rows = append(rows,
+		[]string{"wall time, first apply → all VALIDATED", distOf(b.wall).show(nanos), distOf(l.wall).show(nanos), ratios(b.wall, l.wall).show(times)},
+		[]string{"requests validated per second", distOf(perSec(b.wall)).show(count), distOf(perSec(l.wall)).show(count), ratios(perSec(b.wall), perSec(l.wall)).show(times)},
+		[]string{"merge requests per request", distOf(perReq(b.mrs)).show(count), distOf(perReq(l.mrs)).show(count), ratios(b.mrs, l.mrs).show(times)},
+		[]string{"pipelines per request", distOf(perReq(b.pipelines)).show(count), distOf(perReq(l.pipelines)).show(count), ratios(b.pipelines, l.pipelines).show(times)},
+		[]string{"**GitLab calls per request**", distOf(b.calls).show(count), distOf(l.calls).show(count), ratios(b.calls, l.calls).show(times)},
+	)
+	endpoints := map[string]bool{}
+	for ep := range b.perEndpoint {
+		endpoints[ep] = true
+	}
+	for ep := range l.perEndpoint {
+		endpoints[ep] = true
+	}
+	perEp := [][]string{{"GitLab endpoint", ">batched, calls per request", ">legacy, calls per request"}}
+	for _, ep := range sortedKeys(endpoints) {
+		perEp = append(perEp, []string{"`" + ep + "`", distOf(b.perEndpoint[ep]).show(count), distOf(l.perEndpoint[ep]).show(count)})
+	}
+	r := ratios(b.calls, l.calls)
+	goals := []goal{{"GitLab calls per request, batched vs. one MR per request", "≤ 1/20 (0.05×)", times(r.med), check(r.med <= 0.05)}}
+	body := fmt.Sprintf("%s approved requests per flow and run, applied through `POST /api/apply` (8 at a time, each by a "+
+		"distinct identity, over three targets in two projects), approved by the approval simulator (auto-approve), followed "+
+		"with `GET /api/requests/{id}` until every one is VALIDATED. `bindery serve` on %s; the simulators in the bench "+
+		"process with zero latency (pipelines, rebases and deploys finish at once), polling every 20 ms, batch rounds "+
+		"every second, `batch.maxRequests` 50 (the default). GitLab calls are counted by the simulator (`sim.GitLab.Usage`).\n\n",
+		count(n), db)
+	return body + table(rows) + "\n" + table(perEp), goals, nil
+}
+
+type e2eResult struct {
+	wall  time.Duration
+	usage sim.Usage
+}
+
+// e2eRun is one flow: a fresh database, simulators and server; N applications; wait for all.
+func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run int) (e2eResult, error) {
+	dir := filepath.Join(e.work, fmt.Sprintf("e2e-%t-%d", approvalFirst, run))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return e2eResult{}, err
+	}
+	db, err := newDatabase(ctx, e, kind, dir)
+	if err != nil {
+		return e2eResult{}, err
+	}
+	defer db.drop()
+	addr, err := freeAddr()
+	if err != nil {
+		return e2eResult{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return e2eResult{}, err
+	}
+	c := stackConfig{addr: addr, simURL: "http://" + ln.Addr().String(), db: db, approvalFirst: approvalFirst, autoApprove: true, fast: true}
+	snap, err := config.Parse([]byte(configYAML(c)))
+	if err != nil {
+		ln.Close()
+		return e2eResult{}, fmt.Errorf("generated configuration: %w", err)
+	}
+	simLog, err := os.Create(filepath.Join(dir, "sim.log"))
+	if err != nil {
+		ln.Close()
+		return e2eResult{}, err
+	}
+	defer simLog.Close()
+	sims := sim.New(sim.Options{Config: config.NewStatic(snap), BinderyURL: "http://" + addr, PublicURL: c.simURL + "/sim",
+		Log: slog.New(slog.NewTextHandler(simLog, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv := &http.Server{Handler: sims.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	sctx, stopSims := context.WithCancel(ctx)
+	sims.Start(sctx)
+	defer func() {
+		stopSims()
+		sims.Stop()
+		srv.Close()
+	}()
+
+	st, err := startStack(ctx, e, c, dir)
+	if err != nil {
+		return e2eResult{}, err
+	}
+	defer st.stop()
+
+	start := time.Now()
+	ids, err := applyAll(ctx, st.url, e.n, fmt.Sprintf("e2e%d-%t", run, approvalFirst))
+	if err != nil {
+		return e2eResult{}, err
+	}
+	if err := waitValidated(ctx, st, ids); err != nil {
+		return e2eResult{}, err
+	}
+	return e2eResult{wall: time.Since(start), usage: sims.GitLab.Usage()}, nil
+}
+
+// applyAll sends n applications, 8 at a time, and returns them (operationId, owner).
+func applyAll(ctx context.Context, url string, n int, prefix string) ([]owned, error) {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	out := make([]owned, n)
+	targets := targetKeys()
+	errs := make(chan error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				id := fmt.Sprintf("%s-%05d", prefix, i)
+				o := owned{id: id, identity: id + "@bench.example"}
+				body := fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"end-to-end benchmark"}`, id, targets[i%len(targets)])
+				req, _ := http.NewRequestWithContext(ctx, "POST", url+"/api/apply", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(loginHeader, o.identity)
+				status, answer, err := send(client, req)
+				switch {
+				case err != nil:
+					errs <- err
+				case status == http.StatusServiceUnavailable:
+					errs <- errNoWorkflow
+				case status != http.StatusAccepted:
+					errs <- fmt.Errorf("apply %s: %d %s", id, status, oneLine(string(answer)))
+				default:
+					out[i] = o
+				}
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case err := <-errs:
+			close(next)
+			wg.Wait()
+			return nil, err
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, err
+	default:
+	}
+	return out, nil
+}
+
+// waitValidated follows the requests with GET /api/requests/{id} until every one is VALIDATED.
+// Requests finish roughly in order, so it asks for the oldest unfinished one and sleeps while it
+// is not done: about one call per request plus one per poll. A failed or rejected request, or
+// no progress for two minutes, ends the run with the statuses of those still pending.
+func waitValidated(ctx context.Context, st *stack, ids []owned) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	status := func(o owned) (store.BindingStatus, error) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", st.url+"/api/requests/"+o.id, nil)
+		req.Header.Set(loginHeader, o.identity)
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("GET /api/requests/%s: %d %s", o.id, resp.StatusCode, oneLine(string(data)))
+		}
+		var v struct {
+			Status store.BindingStatus `json:"status"`
+		}
+		if err := json.Unmarshal(data, &v); err != nil {
+			return "", err
+		}
+		return v.Status, nil
+	}
+	pending := ids
+	progress := time.Now()
+	for len(pending) > 0 {
+		s, err := status(pending[0])
+		if err != nil {
+			return err
+		}
+		switch {
+		case s == store.StatusValidated:
+			pending, progress = pending[1:], time.Now()
+			continue
+		case s.Failed() || s == store.StatusRejected || s == store.StatusClosed:
+			return fmt.Errorf("request %s ended %s%s", pending[0].id, s, breakdown(pending, status))
+		case time.Since(progress) > 2*time.Minute:
+			return fmt.Errorf("no request validated for 2 minutes, %d of %d pending%s\nserve log:\n%s", len(pending), len(ids),
+				breakdown(pending, status), st.serve.logTail())
+		}
+		// The oldest is still on its way (a failure further on shows at the latest when the
+		// no-progress limit lists the pending statuses).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// breakdown counts the statuses of the pending requests (for an error message).
+func breakdown(pending []owned, status func(owned) (store.BindingStatus, error)) string {
+	counts := map[string]int{}
+	for _, o := range pending {
+		s, err := status(o)
+		if err != nil {
+			counts["error: "+err.Error()]++
+			continue
+		}
+		counts[string(s)]++
+	}
+	var parts []string
+	for _, k := range sortedKeys(counts) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, counts[k]))
+	}
+	sort.Strings(parts)
+	return " (pending: " + strings.Join(parts, ", ") + ")"
+}

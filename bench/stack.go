@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The product as it runs in production: the built binary, `bindery serve` on a generated
+// configuration and a fresh database, and the simulators (`bindery sim`, or in process when a
+// section needs their counters).
+
+// buildBindery builds the binary once per bench run, the way README.md says:
+// CGO_ENABLED=0 go build -o bindery .
+func (e *env) buildBindery(ctx context.Context) (string, error) {
+	if e.bindery != "" {
+		return e.bindery, nil
+	}
+	out := filepath.Join(e.work, "bindery")
+	if err := goBuild(ctx, e.root, out, "."); err != nil {
+		return "", err
+	}
+	e.bindery = out
+	return out, nil
+}
+
+func goBuild(ctx context.Context, dir, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return nil
+}
+
+// database is a fresh database for one stack.
+type database struct {
+	kind string // "sqlite" or "mysql"
+	dsn  string
+	drop func()
+}
+
+func (d database) name() string {
+	if d.kind == "mysql" {
+		return "MariaDB"
+	}
+	return "SQLite"
+}
+
+// newDatabase creates an empty database: a file in dir, or a uniquely named MariaDB database
+// (dropped by drop).
+func newDatabase(ctx context.Context, e *env, kind, dir string) (database, error) {
+	if kind == "sqlite" {
+		return database{kind: kind, dsn: "sqlite:" + filepath.Join(dir, "bindery.db"), drop: func() {}}, nil
+	}
+	admin, err := sql.Open("mysql", e.mysql)
+	if err != nil {
+		return database{}, err
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "bindery_bench_" + strconv.FormatInt(time.Now().Unix(), 10) + "_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		admin.Close()
+		return database{}, fmt.Errorf("create database: %w", err)
+	}
+	cfg, err := mysql.ParseDSN(e.mysql)
+	if err != nil {
+		admin.Close()
+		return database{}, err
+	}
+	cfg.DBName = name
+	drop := func() {
+		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+			fmt.Fprintf(e.log, "   drop database %s: %v\n", name, err)
+		}
+		admin.Close()
+	}
+	return database{kind: kind, dsn: "mysql://" + cfg.FormatDSN(), drop: drop}, nil
+}
+
+func pingMySQL(ctx context.Context, dsn string) error {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+func mysqlVersion(ctx context.Context, dsn string) (string, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var v string
+	err = db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v)
+	return v, err
+}
+
+// freeAddr finds a free loopback port. Another process may take it before the caller binds it;
+// the bench then fails loudly, it does not measure the wrong thing.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// stackConfig is what varies between the sections' configurations.
+type stackConfig struct {
+	addr, simURL  string
+	db            database
+	approvalFirst bool
+	autoApprove   bool
+	// fast: zero simulated latency and fast polling, for the end-to-end runs.
+	fast bool
+}
+
+// benchTargets are the catalog of the generated configuration: unrestricted targets (no
+// permission round trip) in two projects.
+var benchTargets = []struct{ key, project string }{
+	{"bench-db-read", "bench/access-config"},
+	{"bench-db-write", "bench/access-config"},
+	{"bench-dashboards", "bench/observability-config"},
+}
+
+func targetKeys() []string {
+	var out []string
+	for _, t := range benchTargets {
+		out = append(out, t.key)
+	}
+	return out
+}
+
+// configYAML is the configuration of serve and sim: rate limits off (the load comes from a few
+// loopback connections, not from many people), applications open, identities from the login
+// header of a loopback proxy, the simulators as GitLab, approval system and permission service.
+func configYAML(c stackConfig) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `server:
+  addr: %s
+  trustedProxies: [127.0.0.1/32]
+  shutdownTimeout: 5s
+database:
+  dsn: %q
+log:
+  level: info
+ratelimit:
+  apply: 0
+  revoke: 0
+identity:
+  loginHeader: %s
+apply:
+  mode: OPEN
+authz:
+  opsRule: bindery-ops
+workflow:
+  approvalFirst: %t
+batch:
+  maxRequests: 50
+hooks:
+  approvalSecret: bench-approval-secret
+  deployToken: bench-deploy-token
+  gitlabToken: bench-gitlab-token
+gitlab:
+  baseURL: %s/sim/gitlab
+  botToken: bench-bot-token
+  reviewerTokens: [bench-reviewer-1-token, bench-reviewer-2-token]
+approvalSystem:
+  url: %s/sim/approval
+permission:
+  url: %s/sim/permission
+  rules:
+    bindery-ops: [ops@bench.example]
+sim:
+  approval:
+    autoApprove: %t
+    callbackDelay: 0s
+`, c.addr, c.db.dsn, loginHeader, c.approvalFirst, c.simURL, c.simURL, c.simURL, c.autoApprove)
+	if c.fast {
+		b.WriteString(`  gitlab:
+    pipelineDuration: 0s
+    rebaseDuration: 0s
+  deploy:
+    delay: 0s
+    dropRate: 0
+poll:
+  short: 20ms
+  shortCount: 100000
+  long: 100ms
+  timeout: 10m
+reconcile:
+  minAge: 2s
+cron:
+  rounds: "@every 1s"
+  reconcile: "@every 5s"
+  sweep: "@every 5s"
+`)
+	}
+	b.WriteString("targets:\n")
+	for _, t := range benchTargets {
+		fmt.Fprintf(&b, "  - key: %s\n    title: %s\n    project: %s\n    branch: main\n    path: bindings/%s/{subject}.yaml\n    ruleCodes: []\n",
+			t.key, t.key, t.project, t.key)
+	}
+	return b.String()
+}
+
+// process is a started child with its output in a log file.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error // set when done is closed
+}
+
+func startProcess(ctx context.Context, e *env, name, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(e.work, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	go func() { // the bench is interrupted: do not leave servers behind
+		select {
+		case <-ctx.Done():
+			p.stop()
+		case <-p.done:
+		}
+	}()
+	return p, nil
+}
+
+// stop asks the process to shut down (SIGTERM), then kills it after 10 s.
+func (p *process) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// exited reports whether the process ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// logTail is the end of the process's output, for error messages.
+func (p *process) logTail() string {
+	data, _ := os.ReadFile(p.log)
+	return tail(string(data), 15)
+}
+
+// rss reads the process's resident set (VmRSS) and its peak (VmHWM) from /proc, in bytes.
+func (p *process) rss() (cur, peak float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		var kb float64
+		switch {
+		case strings.HasPrefix(l, "VmRSS:"):
+			fmt.Sscanf(strings.TrimPrefix(l, "VmRSS:"), "%f", &kb)
+			cur = kb * 1024
+		case strings.HasPrefix(l, "VmHWM:"):
+			fmt.Sscanf(strings.TrimPrefix(l, "VmHWM:"), "%f", &kb)
+			peak = kb * 1024
+		}
+	}
+	if cur == 0 {
+		return 0, 0, fmt.Errorf("no VmRSS for %s", p.name)
+	}
+	return cur, peak, nil
+}
+
+// waitReady polls url until it answers 200, the process exits, or timeout passes.
+func waitReady(ctx context.Context, p *process, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		if done, err := p.exited(); done {
+			return fmt.Errorf("%s exited before it was ready (%v):\n%s", p.name, err, p.logTail())
+		}
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready at %s after %s:\n%s", p.name, url, timeout, p.logTail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// stack is bindery serve with its simulators.
+type stack struct {
+	url, simURL, config string
+	serve, sim          *process // sim is nil when the simulators run in this process
+}
+
+// startStack writes the configuration, starts `bindery sim` (unless simURL is given: the caller
+// serves the simulators) and `bindery serve`, and waits until serve is ready.
+func startStack(ctx context.Context, e *env, c stackConfig, dir string) (*stack, error) {
+	bin, err := e.buildBindery(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.addr == "" {
+		if c.addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	s := &stack{url: "http://" + c.addr, config: filepath.Join(dir, "config.yaml")}
+	if c.simURL == "" {
+		simAddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		c.simURL = "http://" + simAddr
+		if err := os.WriteFile(s.config, []byte(configYAML(c)), 0o600); err != nil {
+			return nil, err
+		}
+		if s.sim, err = startProcess(ctx, e, "sim", bin, "sim", "-addr", simAddr, "-bindery", s.url, "-config", s.config); err != nil {
+			return nil, err
+		}
+		if err := waitReady(ctx, s.sim, c.simURL+"/healthz", 30*time.Second); err != nil {
+			s.stop()
+			return nil, err
+		}
+	} else if err := os.WriteFile(s.config, []byte(configYAML(c)), 0o600); err != nil {
+		return nil, err
+	}
+	s.simURL = c.simURL
+	if s.serve, err = startProcess(ctx, e, "serve", bin, "serve", "-config", s.config); err != nil {
+		s.stop()
+		return nil, err
+	}
+	if err := waitReady(ctx, s.serve, s.url+"/readyz", 60*time.Second); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stack) stop() {
+	if s.serve != nil {
+		s.serve.stop()
+	}
+	if s.sim != nil {
+		s.sim.stop()
+	}
+}
+
+// errNoWorkflow: the binary answers 503 on the workflow routes (app.Options.Services not wired).
+var errNoWorkflow = errors.New("the workflow is not wired in this build: POST /api/apply answers 503 UNAVAILABLE")
+
+// probeApply sends one application and says whether the workflow answers.
+func probeApply(ctx context.Context, url string) error {
+	body := fmt.Sprintf(`{"operationId":"probe-%d","targetKey":%q,"reason":"probe"}`, time.Now().UnixNano(), benchTargets[0].key)
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/api/apply", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(loginHeader, fmt.Sprintf("probe-%d@bench.example", time.Now().UnixNano()))
+	status, answer, err := send(http.DefaultClient, req)
+	switch {
+	case err != nil:
+		return err
+	case status == http.StatusServiceUnavailable:
+		return errNoWorkflow
+	case status != http.StatusAccepted:
+		return fmt.Errorf("POST /api/apply answered %d: %s", status, oneLine(string(answer)))
+	}
+	return nil
+}
