@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Resolution failures. Each one means "no identity" to the caller: 401, never a guess.
@@ -141,10 +142,10 @@ func Canonical(s string) (string, bool) {
 	if !ok || local == "" || strings.Contains(domain, "@") || !strings.Contains(domain, ".") {
 		return "", false
 	}
-	for _, label := range strings.Split(domain, ".") {
-		if label == "" {
-			return "", false
-		}
+	// An empty label: a dot first, last or twice in a row (checked without splitting: this runs
+	// on every request that presents an identity).
+	if strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") || strings.Contains(domain, "..") {
+		return "", false
 	}
 	return strings.ToLower(s), true
 }
@@ -159,6 +160,23 @@ func displayName(e Entry) string {
 
 // firstBadRune returns the index of the first space, control or non-printable rune, or -1.
 func firstBadRune(s string) int {
+	// ASCII first, byte by byte: the bad ASCII characters are the controls, space and DEL.
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			if j := firstBadRuneSlow(s[i:]); j >= 0 {
+				return i + j
+			}
+			return -1
+		}
+		if c <= ' ' || c == 0x7f {
+			return i
+		}
+	}
+	return -1
+}
+
+func firstBadRuneSlow(s string) int {
 	for i, r := range s {
 		if r == unicode.ReplacementChar || unicode.IsSpace(r) || !unicode.IsPrint(r) {
 			return i

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 func TestEverySpellingOfADemoUserIsOneIdentity(t *testing.T) {
@@ -142,5 +143,39 @@ func TestDemoIdentityOnlyInDemoMode(t *testing.T) {
 	}
 	if got := strings.Join(DemoUserNames(), ","); got != "alice,bob,ops" {
 		t.Fatalf("demo users %s", got)
+	}
+}
+
+// The ASCII fast path of firstBadRune finds exactly what the rune-by-rune rule finds: a space,
+// a control or a non-printable character, wherever it is (also after non-ASCII text).
+func TestBadCharactersAreFoundWhereverTheyAre(t *testing.T) {
+	byRune := func(s string) int {
+		for i, r := range s {
+			if r == unicode.ReplacementChar || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+				return i
+			}
+		}
+		return -1
+	}
+	var cases []string
+	for c := range 0x80 {
+		cases = append(cases, string(rune(c)), "ab"+string(rune(c))+"cd", "é"+string(rune(c)))
+	}
+	cases = append(cases, "", "alice@example.com", "josé@example.com", "a\u00a0b", "a\u200bb", "a\u2028b", "ok\xffbad", "é\u3000", "日本@例え.jp")
+	for _, s := range cases {
+		if got, want := firstBadRune(s), byRune(s); got != want {
+			t.Errorf("firstBadRune(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// An email-shaped account has no empty domain label, however the dots are placed.
+func TestEmptyDomainLabelsAreNotEmailShaped(t *testing.T) {
+	for s, want := range map[string]bool{
+		"a@b.c": true, "a@b.c.d": true, "a@.b.c": false, "a@b.c.": false, "a@b..c": false, "a@.": false, "a@b": false, "A@B.C": true,
+	} {
+		if _, ok := Canonical(s); ok != want {
+			t.Errorf("Canonical(%q) ok = %t, want %t", s, ok, want)
+		}
 	}
 }

@@ -98,3 +98,32 @@ func TestCallerPanicIsNotSwallowed(t *testing.T) {
 		panic("caller's own")
 	}()
 }
+
+// Repeated calls take the remembered series; different spellings of one label value still land
+// on one series, and the spellings remembered per metric are bounded.
+func TestRepeatedCallsKeepTheirSeriesAndSpellingsAreBounded(t *testing.T) {
+	sink := &recordingSink{}
+	r := New(sink, logging.Discard()).WithMaxSeries(2)
+	spellings := []string{"a", " a", "a ", "  a", "a  ", "   a", "a", " a"}
+	for _, u := range spellings {
+		r.Inc("bindery_x_total", "user", u)
+	}
+	for i, got := range sink.series {
+		if got != `bindery_x_total{user="a"}` {
+			t.Fatalf("call %d (%q) recorded %s", i, spellings[i], got)
+		}
+	}
+	if len(sink.series) != len(spellings) || r.Skipped() != 0 {
+		t.Fatalf("recorded %d of %d, skipped %d", len(sink.series), len(spellings), r.Skipped())
+	}
+	if n := len(r.raw); n != 4 {
+		t.Fatalf("remembered %d spellings, want 2 × max series = 4", n)
+	}
+	// The raw text is unambiguous: a label value holding what would be the next label's text
+	// is another call.
+	r.Inc("bindery_y_total", "a", "bc", "d", "e")
+	r.Inc("bindery_y_total", "a", "b", "cd", "e")
+	if got := sink.series[len(sink.series)-2:]; got[0] != `bindery_y_total{a="bc",d="e"}` || got[1] != `bindery_y_total{a="b",cd="e"}` {
+		t.Fatalf("recorded %v", got)
+	}
+}

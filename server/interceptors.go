@@ -22,7 +22,6 @@ import (
 // reqInfo is what the chain learned about a request before the handler runs.
 type reqInfo struct {
 	caller identity.Caller
-	client string // rate-limit address: the rightmost untrusted X-Forwarded-For hop
 	body   []byte // the body, once read (by the approval hook's authentication or endpoint)
 	read   bool
 }
@@ -45,7 +44,6 @@ func (s *Server) withCaller(next http.Handler) http.Handler {
 			caller: identity.FromRequest(r, identity.Sources{
 				LoginHeader: snap.LoginHeader(), Trusted: snap.TrustedProxies(), Demo: s.deps.Demo, Directory: snap.IdentityDirectory(),
 			}),
-			client: identity.ClientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), snap.TrustedProxies()),
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
 	})
@@ -60,10 +58,13 @@ func (s *Server) withRateLimit(spec *rateSpec, next http.Handler) http.Handler {
 		snap := s.deps.Config.Current()
 		limit := s.deps.Share.Of(snap.RateLimit(spec.key, spec.def))
 		if limit > 0 {
-			info := infoOf(r)
-			subject := "ip:" + info.client
-			if info.caller.Authenticated() {
-				subject = info.caller.ID
+			// The client address is worked out only for a caller without an identity: it walks
+			// X-Forwarded-For, which every other request would pay for nothing.
+			var subject string
+			if c := infoOf(r).caller; c.Authenticated() {
+				subject = c.ID
+			} else {
+				subject = "ip:" + identity.ClientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), snap.TrustedProxies())
 			}
 			if d := s.limiter.Allow(spec.bucket+":"+subject, limit, snap.RateWindow()); !d.Allowed {
 				s.rec.Inc("bindery_ratelimited_total", "bucket", spec.bucket)
@@ -219,7 +220,7 @@ func (s *Server) withAPIMetrics(name string, next http.Handler) http.Handler {
 			case status == 0:
 				status = http.StatusOK
 			}
-			s.rec.Inc("bindery_http_requests_total", "route", name, "code", strconv.Itoa(status))
+			s.rec.Inc("bindery_http_requests_total", "route", name, "code", statusLabel(status))
 			s.rec.Since("bindery_http_request_duration_seconds", start, "route", name)
 		}()
 		next.ServeHTTP(rec, r)
@@ -259,4 +260,20 @@ func (s *Server) guard(f func()) {
 		}
 	}()
 	f()
+}
+
+// statusLabels are the status codes as label values, made once: the API metric of every request
+// names its status.
+var statusLabels = func() (l [600]string) {
+	for c := 100; c < len(l); c++ {
+		l[c] = strconv.Itoa(c)
+	}
+	return l
+}()
+
+func statusLabel(code int) string {
+	if code >= 100 && code < len(statusLabels) {
+		return statusLabels[code]
+	}
+	return strconv.Itoa(code)
 }
