@@ -49,6 +49,11 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 		return "", nil, err
 	}
 
+	// Idle: after start-up work and the first heartbeat (a short wait in -quick).
+	settle := 3 * time.Second
+	if e.quick {
+		settle = 300 * time.Millisecond
+	}
 	var first, restart, version, idle, helloIdle []float64
 	for run := range e.runs {
 		runDir := filepath.Join(dir, fmt.Sprintf("run-%d", run))
@@ -73,7 +78,7 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 			}
 			*into = append(*into, d)
 			if i == 1 {
-				time.Sleep(3 * time.Second) // past start-up work and the first heartbeat
+				time.Sleep(settle)
 				cur, _, err := p.rss()
 				if err != nil {
 					p.stop()
@@ -97,7 +102,7 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(settle)
 		cur, _, err := hp.rss()
 		hp.stop()
 		if err != nil {
@@ -113,7 +118,7 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 		[]string{"binary size", byteSize(bs), byteSize(hhs), ratios(one(bs), one(hhs)).show(times), "hello-world HTTP server (`net/http`), built the same way"},
 		[]string{"start to ready, restart (migrated database)", distOf(restart).show(nanos), distOf(version).show(nanos), ratios(restart, version).show(times), "exec of `bindery version` to its exit"},
 		[]string{"start to ready, first start (empty database, every migration)", distOf(first).show(nanos), distOf(version).show(nanos), ratios(first, version).show(times), "exec of `bindery version` to its exit"},
-		[]string{"idle RSS (3 s after ready)", distOf(idle).show(byteSize), distOf(helloIdle).show(byteSize), ratios(idle, helloIdle).show(times), "hello-world HTTP server, 3 s after it answered"},
+		[]string{fmt.Sprintf("idle RSS (%s after ready)", settle), distOf(idle).show(byteSize), distOf(helloIdle).show(byteSize), ratios(idle, helloIdle).show(times), fmt.Sprintf("hello-world HTTP server, %s after it answered", settle)},
 	)
 	if len(e.rssUnderLoad) > 0 {
 		rows = append(rows, []string{"RSS under load (largest during section 2's loads on SQLite)", distOf(e.rssUnderLoad).show(byteSize), distOf(idle).show(byteSize),
