@@ -69,6 +69,7 @@ type options struct {
 	maxLoad  float64
 	waitLoad time.Duration
 	keep     bool
+	binary   string
 }
 
 // env is what every section gets: the options, the module root, a scratch directory, and the
@@ -121,6 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.maxLoad, "maxload", 1.0, "wait until the 1-minute load average is below this before measuring (0: do not wait)")
 	fs.DurationVar(&o.waitLoad, "waitload", 20*time.Minute, "give up waiting for -maxload after this long (the run goes on; the report says so)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the scratch directory (configs, logs, databases) and print its path")
+	fs.StringVar(&o.binary, "binary", "", "measure this bindery binary instead of building one from the checkout (e.g. an older build, for a before/after)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -197,7 +199,7 @@ func bench(ctx context.Context, o options, args []string, stdout, stderr io.Writ
 	} else {
 		defer os.RemoveAll(work)
 	}
-	e := &env{options: o, root: root, work: work, log: stderr, args: args}
+	e := &env{options: o, root: root, work: work, log: stderr, args: args, bindery: o.binary}
 	if o.mysql != "" {
 		if err := pingMySQL(ctx, o.mysql); err != nil {
 			return fmt.Errorf("MariaDB at %s: %w (give -mysql '' to measure SQLite only)", o.mysql, err)
