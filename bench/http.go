@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +52,18 @@ type endpointRuns struct {
 	non2xx        map[string]int
 	errors        int
 	firstError    string
+	cpu           map[string][]float64 // process → CPU seconds per request, per run
+	db            map[string][]float64 // MariaDB status counter → per request, per run
+}
+
+// The processes whose CPU an HTTP load is charged with.
+var cpuProcesses = []string{"bindery serve", "database server", "bindery sim", "load generator"}
+
+func (r *endpointRuns) addCPU(proc string, perRequest float64) {
+	if r.cpu == nil {
+		r.cpu = map[string][]float64{}
+	}
+	r.cpu[proc] = append(r.cpu[proc], perRequest)
 }
 
 func (r *endpointRuns) add(res loadResult) {
@@ -104,35 +119,40 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 
 	var health, apply, status endpointRuns
 	var peak []float64
+	probe := loadProbe{pids: map[string]int{"bindery serve": st.serve.cmd.Process.Pid, "bindery sim": st.sim.cmd.Process.Pid}, pprof: st.pprof}
+	if kind == "mysql" {
+		probe.pids["database server"] = findProcess("mariadbd", "mysqld")
+		probe.mysqlDSN = e.mysql
+	}
+	profile := func(endpoint string, run int) loadProbe {
+		p := probe
+		if e.profile != "" {
+			p.profileTo = filepath.Join(e.profile, fmt.Sprintf("%s-%s-%d.pprof", kind, endpoint, run+1))
+		}
+		return p
+	}
 	for run := range e.runs {
 		// The resident set of serve is sampled through the run's three loads (RSS under load,
 		// reported with the footprint).
 		stopSampling := sampleRSS(st.serve)
 		err := func() error {
 			spec := loadSpec{URL: st.url, Conc: e.conc, Warmup: warmup, Duration: e.duration, Mode: "healthz"}
-			res, err := runLoad(ctx, spec)
-			if err != nil {
+			if err := measureLoad(ctx, spec, profile("healthz", run), &health); err != nil {
 				return err
 			}
-			health.add(res)
 			if workflowErr != nil {
 				return nil
 			}
 			spec.Mode, spec.Prefix, spec.Targets = "apply", fmt.Sprintf("%s-r%d", kind, run), targetKeys()
 			spec.IDs = filepath.Join(dir, fmt.Sprintf("accepted-%d.txt", run))
-			if res, err = runLoad(ctx, spec); err != nil {
+			if err := measureLoad(ctx, spec, profile("apply", run), &apply); err != nil {
 				return err
 			}
-			apply.add(res)
-			if res.OK == 0 {
-				return fmt.Errorf("%s: no application was accepted: %s", db.name(), res.FirstError)
+			if apply.rps[len(apply.rps)-1] == 0 {
+				return fmt.Errorf("%s: no application was accepted: %s", db.name(), apply.firstError)
 			}
 			spec.Mode = "status"
-			if res, err = runLoad(ctx, spec); err != nil {
-				return err
-			}
-			status.add(res)
-			return nil
+			return measureLoad(ctx, spec, profile("status", run), &status)
 		}()
 		peak = append(peak, stopSampling())
 		if err != nil {
@@ -153,7 +173,8 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 	if workflowErr != nil {
 		rows = append(rows, []string{"`POST /api/apply`", "not measured", "", "", "", "", ""})
 		rows = append(rows, []string{"`GET /api/requests/{id}`", "not measured", "", "", "", "", ""})
-		text := title + table(rows) + fmt.Sprintf("\nApply and status not measured: %s.\n\n", workflowErr)
+		text := title + table(rows) + fmt.Sprintf("\nApply and status not measured: %s.\n\n", workflowErr) +
+			cpuTable(db, []string{"`GET /healthz`"}, []*endpointRuns{&health})
 		if kind == "mysql" {
 			goals = append(goals, goal{"apply throughput on MariaDB", "≥ 1,000/s, p99 ≤ 50 ms", "—", notMeasured})
 		}
@@ -161,7 +182,8 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 	}
 	row("`POST /api/apply`", apply)
 	row("`GET /api/requests/{id}`", status)
-	text := title + table(rows)
+	names, all := []string{"`GET /healthz`", "`POST /api/apply`", "`GET /api/requests/{id}`"}, []*endpointRuns{&health, &apply, &status}
+	text := title + table(rows) + "\n" + cpuTable(db, names, all) + dbTable(db, names, all)
 	for _, r := range []struct {
 		what string
 		runs endpointRuns
@@ -210,4 +232,159 @@ func sampleRSS(p *process) func() float64 {
 		defer mu.Unlock()
 		return largest
 	}
+}
+
+// loadProbe is what is watched during a load: the processes whose CPU is charged to it, the
+// MariaDB server's counters (mysqlDSN), and with -profile serve's CPU profile.
+type loadProbe struct {
+	pids      map[string]int
+	mysqlDSN  string
+	pprof     string // serve's pprof address ("" without -profile)
+	profileTo string // file for the CPU profile of the measured window
+}
+
+// measureLoad runs one load and charges the CPU the processes used during it to its requests,
+// and on MariaDB the server's statements and row reads; with -profile it saves serve's CPU
+// profile of the measured window.
+func measureLoad(ctx context.Context, spec loadSpec, probe loadProbe, into *endpointRuns) error {
+	pids, mysqlDSN := probe.pids, probe.mysqlDSN
+	before := map[string]float64{}
+	for name, pid := range pids {
+		if pid > 0 {
+			before[name], _ = cpuSeconds(pid)
+		}
+	}
+	var dbBefore map[string]float64
+	if mysqlDSN != "" {
+		var err error
+		if dbBefore, err = mysqlStatus(ctx, mysqlDSN); err != nil {
+			return err
+		}
+	}
+	profiled := make(chan error, 1)
+	if probe.pprof != "" && probe.profileTo != "" {
+		go func() { profiled <- saveProfile(ctx, probe.pprof, probe.profileTo, spec.Warmup, spec.Duration) }()
+	} else {
+		profiled <- nil
+	}
+	res, err := runLoad(ctx, spec)
+	if perr := <-profiled; err == nil && perr != nil {
+		err = fmt.Errorf("profile of %s: %w", spec.Mode, perr)
+	}
+	if err != nil {
+		return err
+	}
+	into.add(res)
+	if res.Total == 0 {
+		return nil
+	}
+	if mysqlDSN != "" {
+		after, err := mysqlStatus(ctx, mysqlDSN)
+		if err != nil {
+			return err
+		}
+		if into.db == nil {
+			into.db = map[string][]float64{}
+		}
+		for _, c := range mysqlCounters {
+			into.db[c] = append(into.db[c], (after[c]-dbBefore[c])/float64(res.Total))
+		}
+	}
+	for name, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		if after, err := cpuSeconds(pid); err == nil {
+			into.addCPU(name, (after-before[name])/float64(res.Total))
+		}
+	}
+	into.addCPU("load generator", res.cpu/float64(res.Total))
+	return nil
+}
+
+// cpuTable: the CPU each process spent per request, and what that allows at most on this
+// machine's cores if nothing else ran.
+func cpuTable(db database, names []string, runs []*endpointRuns) string {
+	head := []string{"CPU per request"}
+	var procs []string
+	for _, p := range cpuProcesses {
+		if p == "database server" && db.kind != "mysql" {
+			continue // SQLite runs inside bindery
+		}
+		procs = append(procs, p)
+		head = append(head, ">"+p)
+	}
+	head = append(head, ">all", fmt.Sprintf(">ceiling on %d cores", runtime.NumCPU()))
+	rows := [][]string{head}
+	for i, r := range runs {
+		row := []string{names[i]}
+		total := make([]float64, len(r.rps))
+		for _, p := range procs {
+			v := r.cpu[p]
+			row = append(row, distOf(v).show(func(s float64) string { return nanos(s * 1e9) }))
+			for j := range min(len(v), len(total)) {
+				total[j] += v[j]
+			}
+		}
+		ceiling := make([]float64, len(total))
+		for j, t := range total {
+			if t > 0 {
+				ceiling[j] = float64(runtime.NumCPU()) / t
+			}
+		}
+		row = append(row, distOf(total).show(func(s float64) string { return nanos(s * 1e9) }), distOf(ceiling).show(perSecond))
+		rows = append(rows, row)
+	}
+	return table(rows) + "\n"
+}
+
+// dbTable: MariaDB's work per request, from its global status counters (a profile of the
+// database side: statements by kind, rows read by index lookups, index scans and full scans).
+func dbTable(db database, names []string, runs []*endpointRuns) string {
+	if db.kind != "mysql" {
+		return ""
+	}
+	rows := [][]string{{"MariaDB per request", ">statements", ">SELECT", ">INSERT", ">UPDATE", ">COMMIT", ">rows by key", ">rows by index scan", ">rows by full scan"}}
+	for i, r := range runs {
+		row := []string{names[i]}
+		for _, c := range mysqlCounters {
+			row = append(row, distOf(r.db[c]).show(count))
+		}
+		rows = append(rows, row)
+	}
+	return table(rows) + "\n"
+}
+
+// saveProfile waits out the warm-up and saves serve's CPU profile of the measured window.
+func saveProfile(ctx context.Context, addr, path string, warmup, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(warmup):
+	}
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof answered %d", resp.StatusCode)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

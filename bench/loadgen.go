@@ -45,6 +45,7 @@ type loadSpec struct {
 
 type loadResult struct {
 	Requests   int            `json:"requests"` // answered in the measured window
+	Total      int            `json:"total"`    // answered, warm-up included (for CPU per request)
 	OK         int            `json:"ok"`       // 2xx among them
 	Statuses   map[string]int `json:"statuses"`
 	Errors     int            `json:"errors"` // transport errors
@@ -54,6 +55,8 @@ type loadResult struct {
 	P99        float64        `json:"p99ms"`
 	Max        float64        `json:"maxms"`
 	FirstError string         `json:"firstError,omitempty"` // the first non-2xx answer or transport error
+
+	cpu float64 // the load generator's own CPU seconds (set by runLoad)
 }
 
 // runLoad starts a load-generator process and waits for its result.
@@ -74,6 +77,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		return loadResult{}, fmt.Errorf("load generator (%s) answered %q: %w", spec.Mode, tail(stdout.String(), 3), err)
 	}
+	res.cpu = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	return res, nil
 }
 
@@ -217,7 +221,7 @@ func send(c *http.Client, req *http.Request) (int, []byte, error) {
 
 // summarize keeps the requests started in [from, to) and computes throughput and percentiles.
 func summarize(all []sample, from, to time.Time) loadResult {
-	res := loadResult{Statuses: map[string]int{}, Seconds: to.Sub(from).Seconds()}
+	res := loadResult{Statuses: map[string]int{}, Seconds: to.Sub(from).Seconds(), Total: len(all)}
 	var lat []time.Duration
 	for _, s := range all {
 		if s.start.Before(from) || !s.start.Before(to) {

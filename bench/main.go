@@ -70,6 +70,7 @@ type options struct {
 	waitLoad time.Duration
 	keep     bool
 	binary   string
+	profile  string // directory for CPU profiles of serve under each HTTP load; "" → none
 }
 
 // env is what every section gets: the options, the module root, a scratch directory, and the
@@ -122,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.maxLoad, "maxload", 1.0, "wait until the 1-minute load average is below this before measuring (0: do not wait)")
 	fs.DurationVar(&o.waitLoad, "waitload", 20*time.Minute, "give up waiting for -maxload after this long (the run goes on; the report says so)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the scratch directory (configs, logs, databases) and print its path")
+	fs.StringVar(&o.profile, "profile", "", "write CPU profiles of `bindery serve` under each HTTP load to this directory (a profiling build: net/http/pprof added with go build -overlay; with -binary, that binary must serve pprof at $BINDERY_BENCH_PPROF)")
 	fs.StringVar(&o.binary, "binary", "", "measure this bindery binary instead of building one from the checkout (e.g. an older build, for a before/after)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -151,6 +153,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.runs < 1 || o.n < 1 || o.duration <= 0 || o.conc < 1 {
 		fmt.Fprintln(stderr, "-runs, -n, -duration and -conc must be positive")
 		return 2
+	}
+	if o.profile != "" {
+		abs, err := filepath.Abs(o.profile)
+		if err != nil {
+			fmt.Fprintf(stderr, "-profile: %v\n", err)
+			return 2
+		}
+		o.profile = abs
 	}
 	if only != "" {
 		o.only = map[string]bool{}

@@ -25,21 +25,56 @@ import (
 // section needs their counters).
 
 // buildBindery builds the binary once per bench run, the way README.md says:
-// CGO_ENABLED=0 go build -o bindery .
+// CGO_ENABLED=0 go build -o bindery . With -profile, the build has one more file, added with
+// go build -overlay (the checkout is not touched): it serves net/http/pprof on the address in
+// pprofEnv, so that the bench can take CPU profiles of `bindery serve` under load.
 func (e *env) buildBindery(ctx context.Context) (string, error) {
 	if e.bindery != "" {
 		return e.bindery, nil
 	}
 	out := filepath.Join(e.work, "bindery")
-	if err := goBuild(ctx, e.root, out, "."); err != nil {
+	var extra []string
+	if e.profile != "" {
+		hook := filepath.Join(e.work, "pprof_hook.go")
+		if err := os.WriteFile(hook, []byte(pprofHook), 0o644); err != nil {
+			return "", err
+		}
+		overlay := filepath.Join(e.work, "overlay.json")
+		data := fmt.Sprintf(`{"Replace":{%q:%q}}`, filepath.Join(e.root, "zz_bench_pprof_hook.go"), hook)
+		if err := os.WriteFile(overlay, []byte(data), 0o644); err != nil {
+			return "", err
+		}
+		extra = append(extra, "-overlay", overlay)
+	}
+	if err := goBuild(ctx, e.root, out, ".", extra...); err != nil {
 		return "", err
 	}
 	e.bindery = out
 	return out, nil
 }
 
-func goBuild(ctx context.Context, dir, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+// pprofEnv carries the address the profiling build serves net/http/pprof on (serve only).
+const pprofEnv = "BINDERY_BENCH_PPROF"
+
+const pprofHook = `package main
+
+import (
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+)
+
+// Added by go run ./bench -profile (go build -overlay); not part of the product.
+func init() {
+	if addr := os.Getenv("` + pprofEnv + `"); addr != "" && len(os.Args) > 1 && os.Args[1] == "serve" {
+		go http.ListenAndServe(addr, nil)
+	}
+}
+`
+
+func goBuild(ctx context.Context, dir, out, pkg string, flags ...string) error {
+	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -236,6 +271,11 @@ type process struct {
 }
 
 func startProcess(ctx context.Context, e *env, name, bin string, args ...string) (*process, error) {
+	return startProcessEnv(ctx, e, nil, name, bin, args...)
+}
+
+// startProcessEnv is startProcess with extra environment variables.
+func startProcessEnv(ctx context.Context, e *env, extraEnv []string, name, bin string, args ...string) (*process, error) {
 	logPath := filepath.Join(e.work, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -243,6 +283,9 @@ func startProcess(ctx context.Context, e *env, name, bin string, args ...string)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(extraEnv) > 0 {
+		cmd.Env = append(os.Environ(), extraEnv...)
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -347,6 +390,7 @@ func waitReady(ctx context.Context, p *process, url string, timeout time.Duratio
 type stack struct {
 	url, simURL, config string
 	serve, sim          *process // sim is nil when the simulators run in this process
+	pprof               string   // -profile: serve's net/http/pprof address
 }
 
 // startStack writes the configuration, starts `bindery sim` (unless simURL is given: the caller
@@ -382,7 +426,14 @@ func startStack(ctx context.Context, e *env, c stackConfig, dir string) (*stack,
 		return nil, err
 	}
 	s.simURL = c.simURL
-	if s.serve, err = startProcess(ctx, e, "serve", bin, "serve", "-config", s.config); err != nil {
+	var extraEnv []string
+	if e.profile != "" {
+		if s.pprof, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		extraEnv = append(extraEnv, pprofEnv+"="+s.pprof)
+	}
+	if s.serve, err = startProcessEnv(ctx, e, extraEnv, "serve", bin, "serve", "-config", s.config); err != nil {
 		s.stop()
 		return nil, err
 	}
@@ -421,4 +472,84 @@ func probeApply(ctx context.Context, url string) error {
 		return fmt.Errorf("POST /api/apply answered %d: %s", status, oneLine(string(answer)))
 	}
 	return nil
+}
+
+// cpuSeconds is the CPU time (user + system) process pid has used, from /proc/<pid>/stat.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after its closing parenthesis are
+	// state, ppid, …: utime and stime are the 12th and 13th of them.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// clockTicks is the kernel's USER_HZ, 100 on Linux for every architecture Go supports.
+const clockTicks = 100
+
+// findProcess returns the pid of a running process whose command name is one of names, or 0
+// (the database server when it runs on this machine).
+func findProcess(names ...string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if strings.TrimSpace(string(comm)) == n {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// mysqlCounters are the server's global status counters the HTTP section charges to requests.
+var mysqlCounters = []string{"Questions", "Com_select", "Com_insert", "Com_update", "Com_commit",
+	"Handler_read_key", "Handler_read_next", "Handler_read_rnd_next"}
+
+// mysqlStatus reads mysqlCounters (global: other clients of the server add to them).
+func mysqlStatus(ctx context.Context, dsn string) (map[string]float64, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(mysqlCounters, "','")+"')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	for rows.Next() {
+		var name string
+		var v float64
+		if err := rows.Scan(&name, &v); err != nil {
+			return nil, err
+		}
+		out[name] = v
+	}
+	return out, rows.Err()
 }
