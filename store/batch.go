@@ -71,6 +71,9 @@ const (
 	RoundClaimed        RoundOutcome = "CLAIMED"
 	RoundSlotOccupied   RoundOutcome = "SLOT_OCCUPIED"
 	RoundNothingWaiting RoundOutcome = "NOTHING_WAITING"
+	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
+	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
+	RoundNotDue RoundOutcome = "NOT_DUE"
 )
 
 // ClaimInput is one claim round for one partition.
