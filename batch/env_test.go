@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ const (
 // settings are the knobs a test turns; zero values take the defaults below.
 type settings struct {
 	pollTimeout  time.Duration // default 20s
+	pollInterval time.Duration // every poll interval (default 2ms, then 10ms)
 	maxRequests  int           // default 50
 	maxWait      time.Duration // default 0
 	flakyRetries int           // default 1; -1 for 0
@@ -51,6 +53,10 @@ func (s settings) config() string {
 	}
 	if s.maxRequests == 0 {
 		s.maxRequests = 50
+	}
+	short, long := 2*time.Millisecond, 10*time.Millisecond
+	if s.pollInterval > 0 {
+		short, long = s.pollInterval, s.pollInterval
 	}
 	flaky := s.flakyRetries
 	switch flaky {
@@ -74,9 +80,9 @@ batch:
   leaseTTL: 5s
   blockedTimeout: 1h
 poll:
-  short: 2ms
+  short: %s
   shortCount: 50
-  long: 10ms
+  long: %s
   timeout: %s
 sim:
   gitlab:
@@ -96,7 +102,7 @@ targets:
     project: %s
     branch: main
     path: "grafana/{subject}.yaml"
-`, s.maxRequests, s.maxWait, flaky, s.pollTimeout, s.pipelineTime, projectA, projectA, projectB)
+`, s.maxRequests, s.maxWait, flaky, short, long, s.pollTimeout, s.pipelineTime, projectA, projectA, projectB)
 }
 
 type env struct {
@@ -157,8 +163,11 @@ func (e *env) pool(t *testing.T, workers, queue int) *worker.Pool {
 
 // service is one instance's batch service.
 func (e *env) service(instance string, pool *worker.Pool) *batch.Service {
-	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Pool: pool, Recorder: e.rec, Instance: instance,
-		Log: slog.New(slog.DiscardHandler)})
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("BATCH_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Pool: pool, Recorder: e.rec, Instance: instance, Log: log})
 }
 
 // admit creates an approved request waiting in its partition, as the workflow leaves it.
@@ -312,7 +321,7 @@ func (e *env) onMain(t *testing.T, target, subject string) bool {
 // timing assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)
@@ -340,3 +349,6 @@ func (s *sink) count(series string) int {
 	defer s.mu.Unlock()
 	return s.seen[series]
 }
+
+// waitLimit guards every wait of these tests against a hang.
+var waitLimit = 60 * time.Second
