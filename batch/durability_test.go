@@ -176,15 +176,7 @@ func TestARunnerStoppedMidStepIsFinishedByAnotherInstancesSweep(t *testing.T) {
 		if n, err := other.Sweep(bg); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
 		}
-		if b = e.stopped(t, b.ID); b.Status != store.BatchSucceeded {
-			t.Fatalf("after the takeover: %+v", b)
-		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
-		}
-		if n := e.gl.Calls("create_mr"); n != 1 {
-			t.Fatalf("%d MRs, want the one the first instance opened", n)
-		}
+		e.landedOnOneMR(t, b.ID, ids)
 	})
 }
 

@@ -277,6 +277,21 @@ func (e *env) drain(t *testing.T, svc *batch.Service, partition string) []store.
 	return nil
 }
 
+// landedOnOneMR waits for batch id to end and checks it succeeded with every member merged, on
+// the one MR the simulator saw created: a resumed batch goes on with its MR, never a new one.
+func (e *env) landedOnOneMR(t *testing.T, id int64, ids []string) {
+	t.Helper()
+	if b := e.stopped(t, id); b.Status != store.BatchSucceeded {
+		t.Fatalf("batch: %+v", b)
+	}
+	for _, op := range ids {
+		e.expect(t, op, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+	}
+	if n := e.gl.Calls("create_mr"); n != 1 {
+		t.Fatalf("%d MRs created, want 1", n)
+	}
+}
+
 func (e *env) request(t *testing.T, opID string) store.Request {
 	t.Helper()
 	r, err := e.db.Request(bg, opID)

@@ -137,15 +137,7 @@ func TestAPipelineTimeoutBlocksTheBatchAndResumeFinishesIt(t *testing.T) {
 		if err := svc.Resume(bg, b.ID); err != nil {
 			t.Fatal(err)
 		}
-		if b = e.stopped(t, b.ID); b.Status != store.BatchSucceeded {
-			t.Fatalf("after resume: %+v", b)
-		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
-		}
-		if n := e.gl.Calls("create_mr"); n != 1 {
-			t.Fatalf("%d MRs, want the same one resumed", n)
-		}
+		e.landedOnOneMR(t, b.ID, ids)
 	})
 }
 
