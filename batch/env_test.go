@@ -73,6 +73,9 @@ gitlab:
 approval:
   maxRetries: 1
   backoff: 1ms
+breaker:
+  failures: 50
+  cooldown: 1s
 batch:
   maxRequests: %d
   maxWait: %s

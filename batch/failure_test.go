@@ -1,10 +1,14 @@
 package batch_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"bindery/change"
+	"bindery/gitlab"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -221,5 +225,90 @@ func TestARoundWaitsForASizeOrAnAge(t *testing.T) {
 			t.Fatalf("3 of 3: %+v", o)
 		}
 		e.stopped(t, o.BatchID)
+	})
+}
+
+// An error the runner does not handle ends in the declared failure of the step it was in: the
+// reviewer accounts may not approve (403) → the batch fails, its MR closed, its members
+// HANDLE_FAILED / HANDLE_APPROVE_FAILED, which operators can retry.
+func TestAnUnhandledErrorEndsInTheStepsDeclaredFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.DeniedApprovers, f.DeniedApproveStatus = []string{"reviewer-1", "reviewer-2"}, 403
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "denied", "t1", 2)
+		o := e.round(t, svc, projectA)
+		b := e.stopped(t, o.BatchID)
+		if b.Status != store.BatchFailed {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+		}
+		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+			t.Fatalf("MR %s", st)
+		}
+	})
+}
+
+// GitLab answering 500 says nothing about the batch: nothing fails, the batch stays RUNNING with
+// a note, and once its lease expired the sweep resumes it from the remote state.
+func TestAnUnavailableGitLabLeavesTheBatchToTheSweep(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.ErrorRate, f.Endpoints = 1, []string{"approve"}
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "outage", "t1", 2)
+		o := e.round(t, svc, projectA)
+		var b store.Batch
+		waitFor(t, "the runner to give up on the unavailable GitLab", func() bool {
+			b, _ = db.Batch(bg, o.BatchID)
+			return strings.HasPrefix(b.Note, "interrupted")
+		})
+		if b.Status != store.BatchRunning {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerging, store.StepHandleStarted, store.NextWait)
+		}
+		e.gl.ResetFaults()
+		e.expireLease(t, b.ID)
+		if n, err := svc.Sweep(bg); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		e.landedOnOneMR(t, b.ID, ids)
+	})
+}
+
+// panickingApprove is the real GitLab client, except that approving panics.
+type panickingApprove struct{ gitlab.API }
+
+func (panickingApprove) Approve(context.Context, string, int64, string) error {
+	panic("approve component exploded")
+}
+
+// A panic inside a step is the step's failure, not a batch that looks busy forever: the batch
+// fails with the approve step's declared failure and its MR is closed.
+func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		e.runner = &change.Runner{GitLab: panickingApprove{e.runner.GitLab}, Log: e.runner.Log}
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "panic", "t1", 2)
+		o := e.round(t, svc, projectA)
+		b := e.stopped(t, o.BatchID)
+		if b.Status != store.BatchFailed || !strings.Contains(b.Note, "approve component exploded") {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+		}
+		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+			t.Fatalf("MR %s", st)
+		}
 	})
 }
