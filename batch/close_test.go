@@ -3,6 +3,7 @@ package batch_test
 import (
 	"testing"
 
+	"bindery/batch"
 	"bindery/change"
 	"bindery/gitlab"
 	"bindery/store"
@@ -17,7 +18,12 @@ func (e *env) closing(t *testing.T, opID string) {
 	if _, err := e.db.Transition(bg, r, store.Change{To: store.StatusValidated, Step: store.StepCloseStarted}); err != nil {
 		t.Fatalf("close %s: %v", opID, err)
 	}
-	if added, err := e.db.Admit(bg, store.Admission{OperationID: opID, Action: store.ActionDelete, Partition: projectA}); err != nil || !added {
+	tg, _ := e.src.Current().Target("t1")
+	a, err := batch.Admission(tg, r.Operation, store.ActionDelete)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if added, err := e.db.Admit(bg, a); err != nil || !added {
 		t.Fatalf("admit delete %s: %v %v", opID, added, err)
 	}
 }

@@ -188,7 +188,15 @@ func (e *env) admit(t *testing.T, opID, subject, target, reason string) {
 	if _, err := e.db.Transition(bg, r, store.Change{To: store.StatusMRCreating, Step: store.StepQueued}); err != nil {
 		t.Fatalf("approve %s: %v", opID, err)
 	}
-	if added, err := e.db.Admit(bg, store.Admission{OperationID: opID, Action: store.ActionAdd, Partition: tg.Project}); err != nil || !added {
+	op, err := e.db.Operation(bg, opID) // with its request time, as the file records it
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := batch.Admission(tg, op, store.ActionAdd)
+	if err != nil {
+		t.Fatalf("render %s: %v", opID, err)
+	}
+	if added, err := e.db.Admit(bg, a); err != nil || !added {
 		t.Fatalf("admit %s: %v %v", opID, added, err)
 	}
 }

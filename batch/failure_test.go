@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bindery/change"
+	"bindery/config"
 	"bindery/gitlab"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -309,6 +310,46 @@ func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
 		}
 		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
 			t.Fatalf("MR %s", st)
+		}
+	})
+}
+
+// A target removed from the catalog after its requests were admitted: the requests whose change
+// was validated and recorded at admission still land (SPEC §4.1: in-flight requests finish);
+// one admitted without it cannot be rendered any more and fails alone (CREATE_INVALID) while
+// the rest of its batch goes on.
+func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		svc := e.service("i1", e.pool(t, 2, 10))
+		e.admit(t, "kept-1", "alice", "t2", "x")
+		e.admit(t, "kept-2", "bob", "t1", "x")
+		r, err := db.Apply(bg, store.Application{OperationID: "bare", SubjectID: "carol", TargetKey: "t2", Project: projectA,
+			Flow: "approval-first", Reason: "x", Status: store.StatusApprovalSending, Step: store.StepApprovalSending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Transition(bg, r, store.Change{To: store.StatusMRCreating, Step: store.StepQueued}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Admit(bg, store.Admission{OperationID: "bare", Action: store.ActionAdd, Partition: projectA}); err != nil {
+			t.Fatal(err)
+		}
+
+		without := strings.Replace(settings{}.config(), "  - key: t2\n", "  - key: t2-renamed\n", 1)
+		e.src.Replace(config.MustParse(without))
+		batches := e.drain(t, svc, projectA)
+		if len(batches) != 1 || batches[0].Status != store.BatchSucceeded {
+			t.Fatalf("batches: %+v", batches)
+		}
+		e.expect(t, "kept-1", store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		e.expect(t, "kept-2", store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		e.expect(t, "bare", store.StatusCreateFailed, store.StepCreateInvalid, store.NextContactSupport)
+		if _, ok := e.gl.File(projectA, "main", "bindings/t2/alice.yaml"); !ok {
+			t.Fatal("the removed target's admitted file did not land")
+		}
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = 'bare'"); n != 0 {
+			t.Fatalf("the failed member is still in the waiting set")
 		}
 	})
 }
