@@ -65,7 +65,10 @@ func (s *Service) run(ctx context.Context, id int64) {
 		s.log.Warn("batch runner cannot read its batch; the sweep resumes it after its lease", "batch", id, "error", err)
 		return
 	}
-	if b.Status != store.BatchRunning || b.LeaseOwner != s.instance {
+	// Renewed before anything else: a hand-off that waited in the queue past its lease may have
+	// been taken over meanwhile, and then this runner must not touch GitLab at all.
+	if b.Status != store.BatchRunning || b.LeaseOwner != s.instance ||
+		s.db.RenewBatchLease(ctx, id, s.instance, s.cfg.Current().BatchLeaseTTL()) != nil {
 		s.log.Info("batch is not this instance's to run", "batch", id, "status", b.Status, "owner", b.LeaseOwner)
 		return
 	}
@@ -108,7 +111,7 @@ func (r *run) finish(ctx context.Context, err error) {
 	}
 	s.log.Error("batch failed", "batch", id, "error", err)
 	if serr := r.settleFailed(ctx, r.phase.with(err.Error())); serr != nil {
-		s.log.Warn("failed batch not settled yet; the sweep settles it after its lease", "batch", id, "error", serr)
+		s.log.Warn("failed batch not settled yet; the sweep takes it up after its lease", "batch", id, "error", serr)
 	}
 }
 
