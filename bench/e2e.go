@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -36,8 +37,8 @@ func e2eSection(ctx context.Context, e *env) (string, []goal, error) {
 		approvalFirst bool
 	}{{"batched (approval-first)", true}, {"one MR per request (legacy)", false}}
 	type flowRuns struct {
-		wall, mrs, pipelines, calls []float64
-		perEndpoint                 map[string][]float64
+		wall, mrs, pipelines, calls, retries []float64
+		perEndpoint                          map[string][]float64
 	}
 	results := make([]flowRuns, len(flows))
 	var failures []error // a flow that fails does not hide the figures of the other
@@ -63,6 +64,7 @@ func e2eSection(ctx context.Context, e *env) (string, []goal, error) {
 			fr.mrs = append(fr.mrs, float64(r.usage.MergeRequests))
 			fr.pipelines = append(fr.pipelines, float64(r.usage.Pipelines))
 			fr.calls = append(fr.calls, float64(r.usage.TotalCalls())/n)
+			fr.retries = append(fr.retries, float64(r.retries)/n)
 			if fr.perEndpoint == nil {
 				fr.perEndpoint = map[string][]float64{}
 			}
@@ -98,6 +100,7 @@ func e2eSection(ctx context.Context, e *env) (string, []goal, error) {
 		[]string{"merge requests per request", distOf(perReq(b.mrs)).show(count), distOf(perReq(l.mrs)).show(count), ratios(b.mrs, l.mrs).show(times)},
 		[]string{"pipelines per request", distOf(perReq(b.pipelines)).show(count), distOf(perReq(l.pipelines)).show(count), ratios(b.pipelines, l.pipelines).show(times)},
 		[]string{"**GitLab calls per request**", distOf(b.calls).show(count), distOf(l.calls).show(count), ratios(b.calls, l.calls).show(times)},
+		[]string{"operator retries per request (failed, retried through the ops API)", distOf(b.retries).show(count), distOf(l.retries).show(count), ""},
 	)
 	endpoints := map[string]bool{}
 	for ep := range b.perEndpoint {
@@ -116,14 +119,17 @@ func e2eSection(ctx context.Context, e *env) (string, []goal, error) {
 		"distinct identity, over three targets in two projects), approved by the approval simulator (auto-approve), followed "+
 		"with `GET /api/requests/{id}` until every one is VALIDATED. `bindery serve` on %s; the simulators in the bench "+
 		"process with zero latency (pipelines, rebases and deploys finish at once), polling every 20 ms, batch rounds "+
-		"every second, `batch.maxRequests` 50 (the default). GitLab calls are counted by the simulator (`sim.GitLab.Usage`).\n\n",
+		"every second, `batch.maxRequests` 50 (the default). GitLab calls are counted by the simulator (`sim.GitLab.Usage`). "+
+		"Once a second the bench plays the operator: failed requests of the stuck list (`GET /api/ops/requests`) are retried "+
+		"through `POST /api/ops/requests/{id}/retry`, at most 5 times each; their calls count.\n\n",
 		count(n), db)
 	return body + table(rows) + "\n" + table(perEp), goals, errors.Join(failures...)
 }
 
 type e2eResult struct {
-	wall  time.Duration
-	usage sim.Usage
+	wall    time.Duration
+	usage   sim.Usage
+	retries int // operator retries of failed requests
 }
 
 // e2eRun is one flow: a fresh database, simulators and server; N applications; wait for all.
@@ -180,10 +186,11 @@ func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run in
 	if err != nil {
 		return e2eResult{}, err
 	}
-	if err := waitValidated(ctx, st, ids); err != nil {
+	retries, err := waitValidated(ctx, st, ids)
+	if err != nil {
 		return e2eResult{}, err
 	}
-	return e2eResult{wall: time.Since(start), usage: sims.GitLab.Usage()}, nil
+	return e2eResult{wall: time.Since(start), usage: sims.GitLab.Usage(), retries: retries}, nil
 }
 
 // applyAll sends n applications, 8 at a time, and returns them (operationId, owner).
@@ -238,58 +245,124 @@ func applyAll(ctx context.Context, url string, n int, prefix string) ([]owned, e
 	return out, nil
 }
 
+// opsIdentity holds the ops rule in the generated configuration (permission.rules).
+const opsIdentity = "ops@bench.example"
+
+// maxOperatorRetries bounds the operator's retries of one request.
+const maxOperatorRetries = 5
+
 // waitValidated follows the requests with GET /api/requests/{id} until every one is VALIDATED.
 // Requests finish roughly in order, so it asks for the oldest unfinished one and sleeps while it
-// is not done: about one call per request plus one per poll. A failed or rejected request, or
-// no progress for two minutes, ends the run with the statuses of those still pending.
-func waitValidated(ctx context.Context, st *stack, ids []owned) error {
+// is not done: about one call per request plus one per poll. Once a second it plays the
+// operator: it reads the stuck list (GET /api/ops/requests) and retries every failed request of
+// this run (POST /api/ops/requests/{id}/retry), at most maxOperatorRetries times each; it
+// returns how many retries it made. A rejected request, a request still failing after its
+// retries, or no progress for two minutes ends the run with the statuses of those pending.
+func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
+	call := func(method, path, identity, body string, into any) error {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, st.url+path, rd)
+		req.Header.Set(loginHeader, identity)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		status, data, err := send(client, req)
+		switch {
+		case err != nil:
+			return err
+		case status < 200 || status > 299:
+			return fmt.Errorf("%s %s: %d %s", method, path, status, oneLine(string(data)))
+		case into != nil:
+			return json.Unmarshal(data, into)
+		}
+		return nil
+	}
 	status := func(o owned) (store.BindingStatus, error) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", st.url+"/api/requests/"+o.id, nil)
-		req.Header.Set(loginHeader, o.identity)
-		resp, err := client.Do(req)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("GET /api/requests/%s: %d %s", o.id, resp.StatusCode, oneLine(string(data)))
-		}
 		var v struct {
 			Status store.BindingStatus `json:"status"`
 		}
-		if err := json.Unmarshal(data, &v); err != nil {
-			return "", err
+		err := call("GET", "/api/requests/"+o.id, o.identity, "", &v)
+		return v.Status, err
+	}
+	mine := map[string]bool{}
+	for _, o := range ids {
+		mine[o.id] = true
+	}
+	retries := map[string]int{}
+	total := 0
+	// operator retries the failed requests of this run found in the stuck list.
+	operator := func() error {
+		for _, st := range []store.BindingStatus{store.StatusCreateFailed, store.StatusHandleFailed} {
+			cursor := ""
+			for {
+				var page struct {
+					Items []struct {
+						OperationID string `json:"operationId"`
+					} `json:"items"`
+					NextCursor string `json:"nextCursor"`
+				}
+				q := "/api/ops/requests?limit=100&status=" + string(st)
+				if cursor != "" {
+					q += "&cursor=" + url.QueryEscape(cursor)
+				}
+				if err := call("GET", q, opsIdentity, "", &page); err != nil {
+					return err
+				}
+				for _, it := range page.Items {
+					if !mine[it.OperationID] {
+						continue
+					}
+					if retries[it.OperationID] >= maxOperatorRetries {
+						return fmt.Errorf("request %s still %s after %d operator retries", it.OperationID, st, maxOperatorRetries)
+					}
+					retries[it.OperationID]++
+					total++
+					body := fmt.Sprintf(`{"operationId":"retry-%s-%d"}`, it.OperationID, retries[it.OperationID])
+					if err := call("POST", "/api/ops/requests/"+it.OperationID+"/retry", opsIdentity, body, nil); err != nil {
+						return err
+					}
+				}
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
 		}
-		return v.Status, nil
+		return nil
 	}
 	pending := ids
-	progress := time.Now()
+	progress, lastOperator := time.Now(), time.Now()
 	for len(pending) > 0 {
 		s, err := status(pending[0])
 		if err != nil {
-			return err
+			return total, err
 		}
 		switch {
 		case s == store.StatusValidated:
 			pending, progress = pending[1:], time.Now()
 			continue
-		case s.Failed() || s == store.StatusRejected || s == store.StatusClosed:
-			return fmt.Errorf("request %s ended %s%s", pending[0].id, s, breakdown(pending, status))
+		case s == store.StatusRejected || s == store.StatusClosed:
+			return total, fmt.Errorf("request %s ended %s%s", pending[0].id, s, breakdown(pending, status))
 		case time.Since(progress) > 2*time.Minute:
-			return fmt.Errorf("no request validated for 2 minutes, %d of %d pending%s\nserve log:\n%s", len(pending), len(ids),
+			return total, fmt.Errorf("no request validated for 2 minutes, %d of %d pending%s\nserve log:\n%s", len(pending), len(ids),
 				breakdown(pending, status), st.serve.logTail())
 		}
-		// The oldest is still on its way (a failure further on shows at the latest when the
-		// no-progress limit lists the pending statuses).
+		if time.Since(lastOperator) >= time.Second || s.Failed() {
+			if err := operator(); err != nil {
+				return total, fmt.Errorf("%w%s", err, breakdown(pending, status))
+			}
+			lastOperator = time.Now()
+		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return total, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
+	return total, nil
 }
 
 // breakdown counts the statuses of the pending requests (for an error message).
