@@ -174,3 +174,22 @@ func (db *DB) Reconcile(ctx context.Context, minAge, maxAge time.Duration) (Reco
 	}
 	return out, nil
 }
+
+// RecordedDeploy returns the deploy callback recorded for (project, mrIID), ErrNotFound when
+// there is none. A callback can arrive before its MR's requests are recorded MERGED (the deploy
+// pipeline is quick, the merge's own write is not): whoever writes MERGED looks here and, when it
+// finds one, replays it through RecordDeploy, which validates exactly what the callback named.
+func (db *DB) RecordedDeploy(ctx context.Context, project string, mrIID int64) (Deploy, error) {
+	var ids nullString
+	err := db.ro.QueryRowContext(ctx, "SELECT operation_ids FROM deploy_callback WHERE project = ? AND mr_iid = ?", project, mrIID).Scan(&ids)
+	if err != nil {
+		return Deploy{}, fmt.Errorf("deploy callback %s!%d: %w", project, mrIID, translate(err))
+	}
+	d := Deploy{Project: project, MRIID: mrIID}
+	if ids != "" {
+		if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
+			return Deploy{}, fmt.Errorf("deploy callback %s!%d: operation ids: %w", project, mrIID, err)
+		}
+	}
+	return d, nil
+}

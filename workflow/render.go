@@ -1,0 +1,68 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"bindery/change"
+	"bindery/config"
+	"bindery/store"
+)
+
+// fileOf renders the file a request adds to the repository: the same bytes for the preview, the
+// validation at admission and the legacy flow's MR.
+func fileOf(t config.Target, op store.Operation) (change.FileAction, error) {
+	path, content, err := change.RenderFile(t, change.BindingFile{
+		Subject: op.SubjectID, OperationID: op.OperationID, Reason: op.Reason, RequestedAt: op.CreatedAt,
+	})
+	if err != nil {
+		return change.FileAction{}, err
+	}
+	return change.FileAction{Action: "create", Path: path, Content: string(content), OperationID: op.OperationID}, nil
+}
+
+// errTargetGone: the request's target left the catalog; its file cannot be rendered any more.
+var errTargetGone = fmt.Errorf("%w: the target is no longer in the catalog", change.ErrInvalidChange)
+
+// validateChange checks a request's file change before it is admitted to a batch (SPEC §12.3),
+// so that a batch rarely fails because of one bad member: the file renders (path inside the
+// repository, size cap), and no other target of the same project renders the same path for the
+// same subject while that binding is active — two members writing one path fail a whole commit.
+func (w *Workflow) validateChange(ctx context.Context, op store.Operation) error {
+	snap := w.cfg.Current()
+	t, ok := snap.Target(op.TargetKey)
+	if !ok {
+		return errTargetGone
+	}
+	f, err := fileOf(t, op)
+	if err != nil {
+		return err
+	}
+	for _, other := range snap.Targets() {
+		if other.Key == t.Key || other.Project != t.Project {
+			continue
+		}
+		p, err := change.RenderPath(other, op.SubjectID)
+		if err != nil || p != f.Path {
+			continue
+		}
+		b, err := w.db.BindingFor(ctx, op.SubjectID, other.Key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return err
+		case !b.Status.Reappliable():
+			return fmt.Errorf("%w: %s collides with the active binding for %s (request %s)", change.ErrInvalidChange, f.Path, other.Key, b.OperationID)
+		}
+	}
+	return nil
+}
+
+// previewOperation is the request the preview renders: placeholders where apply fills values.
+func previewOperation(subject, targetKey string, now time.Time) store.Operation {
+	return store.Operation{SubjectID: subject, TargetKey: targetKey, OperationID: "(assigned when you apply)",
+		Reason: "(your reason)", CreatedAt: now}
+}
