@@ -44,6 +44,9 @@ const project = "infra/access-config"
 // baseConfig is the configuration of every test; tests append keys (later keys win only when
 // they are not already set, so a test sets what it needs through extra, see configFor).
 func configFor(approvalFirst bool, extra string) string {
+	if !strings.Contains(extra, "targets:") {
+		extra += defaultTargets
+	}
 	return fmt.Sprintf(`
 apply:
   mode: OPEN
@@ -68,6 +71,10 @@ authz:
 permission:
   rules:
     ops-rule: [ops@example.com]
+%s`, approvalFirst, extra)
+}
+
+const defaultTargets = `
 targets:
   - key: db-read
     title: DB read
@@ -78,8 +85,7 @@ targets:
     title: Grafana
     project: infra/observability-config
     path: grafana/{subject}.yaml
-%s`, approvalFirst, extra)
-}
+`
 
 // fastPolling and fast simulators unless a test says otherwise.
 const fastSims = `
@@ -111,7 +117,72 @@ type harness struct {
 	logs    *syncBuffer
 	yaml    string
 	first   bool
+	handler *atomic.Value
+	log     *slog.Logger
+	mu      sync.Mutex
 }
+
+// start builds one bindery instance on the shared database, simulators and listener: its pool,
+// its workflow and its HTTP server.
+func (h *harness) start(o options) {
+	t := h.t
+	log := h.log
+	gl, err := gitlab.New(h.cfg, gitlab.Options{Metrics: h.set, Log: log, DefaultBaseURL: h.url + "/sim/gitlab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tickets workflow.Tickets
+	tickets, err = approval.New(h.cfg, approval.Options{Metrics: h.set, Log: log, DefaultURL: h.url + "/sim/approval"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.wrapTickets != nil {
+		tickets = o.wrapTickets(tickets)
+	}
+	if o.workers == 0 {
+		o.workers, o.queue = 4, 64
+	}
+	pool := worker.NewPool(o.workers, max(o.queue, 1), log, nil)
+	if h.fake == nil {
+		h.fake = &fakeBatches{db: h.db}
+		h.batches = h.fake
+	}
+	if o.instance == "" {
+		o.instance = "test-instance-1"
+	}
+	rec := metric.New(metric.SetSink(h.set), log)
+	wf, err := workflow.New(workflow.Options{
+		DB: h.db, Config: h.cfg, Batches: h.batches, Tickets: tickets, Change: &change.Runner{GitLab: gl, Log: log},
+		Pool: pool, Log: log.With("instance", o.instance), Recorder: rec, Instance: o.instance, BaseURL: h.url, GitLabURL: h.url + "/sim/gitlab",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Deps{
+		Config: h.cfg, DB: h.db, Metrics: h.set, Log: log, Version: "test", Demo: true, Workflow: wf,
+		Permissions: permission.New(h.cfg, permission.Options{Metrics: h.set, Log: log}), Recorder: rec,
+		Mounts: map[string]http.Handler{"/sim/": h.sims.Handler()},
+	})
+	h.mu.Lock()
+	h.pool, h.wf = pool, wf
+	h.mu.Unlock()
+	h.handler.Store(srv.Handler())
+}
+
+func (h *harness) currentPool() *worker.Pool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pool
+}
+
+// crash stops this instance the way a killed process does to its work: every running step's
+// context is cancelled at once, nothing more is written by it.
+func (h *harness) crash() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.currentPool().Shutdown(ctx)
+}
+
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -131,7 +202,7 @@ type options struct {
 	extra         string // config keys (YAML) beside fastSims
 	workers       int    // default 4
 	queue         int    // default 64
-	tickets       workflow.Tickets
+	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
 	instance      string
 }
 
@@ -162,41 +233,9 @@ func setup(t *testing.T, db *store.DB, o options) *harness {
 	h.url = "http://" + ts.Listener.Addr().String()
 	h.sims = sim.New(sim.Options{Config: h.cfg, BinderyURL: h.url, PublicURL: h.url + "/sim", Log: log.With("component", "sim")})
 
-	gl, err := gitlab.New(h.cfg, gitlab.Options{Metrics: h.set, Log: log, DefaultBaseURL: h.url + "/sim/gitlab"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tickets := o.tickets
-	if tickets == nil {
-		ac, err := approval.New(h.cfg, approval.Options{Metrics: h.set, Log: log, DefaultURL: h.url + "/sim/approval"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tickets = ac
-	}
-	if o.workers == 0 {
-		o.workers, o.queue = 4, 64
-	}
-	h.pool = worker.NewPool(o.workers, max(o.queue, 1), log, nil)
-	h.fake = &fakeBatches{db: db}
-	h.batches = h.fake
-	if o.instance == "" {
-		o.instance = "test-instance-1"
-	}
-	rec := metric.New(metric.SetSink(h.set), log)
-	h.wf, err = workflow.New(workflow.Options{
-		DB: db, Config: h.cfg, Batches: h.batches, Tickets: tickets, Change: &change.Runner{GitLab: gl, Log: log},
-		Pool: h.pool, Log: log, Recorder: rec, Instance: o.instance, BaseURL: h.url, GitLabURL: h.url + "/sim/gitlab",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(server.Deps{
-		Config: h.cfg, DB: db, Metrics: h.set, Log: log, Version: "test", Demo: true, Workflow: h.wf,
-		Permissions: permission.New(h.cfg, permission.Options{Metrics: h.set, Log: log}), Recorder: rec,
-		Mounts: map[string]http.Handler{"/sim/": h.sims.Handler()},
-	})
-	handler.Store(srv.Handler())
+	h.handler = &handler
+	h.log = log
+	h.start(o)
 	ts.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.sims.Start(ctx)
@@ -204,7 +243,7 @@ func setup(t *testing.T, db *store.DB, o options) *harness {
 		cancel()
 		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()
-		_ = h.pool.Shutdown(sctx)
+		_ = h.currentPool().Shutdown(sctx)
 		h.sims.Stop()
 		ts.Close()
 	})
@@ -429,3 +468,29 @@ func (f *fakeBatches) Wake(project string, iid int64) {
 	defer f.mu.Unlock()
 	f.woken = append(f.woken, fmt.Sprintf("%s!%d", project, iid))
 }
+
+// heldTickets holds every Open until released; entered receives each held call.
+type heldTickets struct {
+	next    workflow.Tickets
+	entered chan string
+	release chan struct{}
+}
+
+func holdTickets(next workflow.Tickets) *heldTickets {
+	return &heldTickets{next: next, entered: make(chan string, 16), release: make(chan struct{})}
+}
+
+func (k *heldTickets) Open(ctx context.Context, t approval.Ticket) (string, error) {
+	k.entered <- t.OperationID
+	select {
+	case <-k.release:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return k.next.Open(ctx, t)
+}
+
+// ticketsFunc is a Tickets made of a function (a panicking or failing approval client).
+type ticketsFunc func(ctx context.Context, t approval.Ticket) (string, error)
+
+func (f ticketsFunc) Open(ctx context.Context, t approval.Ticket) (string, error) { return f(ctx, t) }
