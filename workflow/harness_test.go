@@ -119,6 +119,7 @@ type harness struct {
 	first   bool
 	handler *atomic.Value
 	log     *slog.Logger
+	gl      gitlab.API
 	mu      sync.Mutex
 }
 
@@ -164,7 +165,7 @@ func (h *harness) start(o options) {
 		Mounts: map[string]http.Handler{"/sim/": h.sims.Handler()},
 	})
 	h.mu.Lock()
-	h.pool, h.wf = pool, wf
+	h.pool, h.wf, h.gl = pool, wf, gl
 	h.mu.Unlock()
 	h.handler.Store(srv.Handler())
 }

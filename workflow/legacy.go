@@ -7,6 +7,7 @@ import (
 
 	"bindery/change"
 	"bindery/config"
+	"bindery/gitlab"
 	"bindery/store"
 )
 
@@ -40,6 +41,7 @@ func (w *Workflow) legacySpec(op store.Operation) (change.Spec, config.Target, e
 // retries) → CREATE_FAILED / CREATE_PIPELINE_FAILED; no answer in time → MR_CREATING /
 // CREATE_PIPELINE_PENDING (WAIT_MANUAL: an operator retries on the same MR).
 func (w *Workflow) createMR(ctx context.Context, r *stepRun) error {
+	timedOut := r.req.Operation.Step == store.StepCreatePipelinePending
 	switch st, step := r.req.Binding.Status, r.req.Operation.Step; {
 	case st == store.StatusMRCreating && step == store.StepCreateStarted:
 	case st == store.StatusMRCreating || st == store.StatusCreateFailed:
@@ -61,6 +63,11 @@ func (w *Workflow) createMR(ctx context.Context, r *stepRun) error {
 	}
 	if mr.IID != r.req.Operation.MRIID {
 		if err := r.move(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted, MRIID: mr.IID, Note: "Merge request !" + fmt.Sprint(mr.IID) + " opened."}); err != nil {
+			return err
+		}
+	}
+	if timedOut {
+		if err := w.restartStuckPipeline(ctx, spec.Project, mr.IID); err != nil {
 			return err
 		}
 	}
@@ -106,6 +113,7 @@ func (w *Workflow) waitPipeline(ctx context.Context, project string, iid int64) 
 // conflict → HANDLE_REBASE_CONFLICT, pipeline failed after a rebase → HANDLE_PIPELINE_FAILED
 // (CONTACT_SUPPORT); no answer in time → MERGING / HANDLE_PIPELINE_PENDING (WAIT_MANUAL).
 func (w *Workflow) mergeMR(ctx context.Context, r *stepRun) error {
+	timedOut := r.req.Operation.Step == store.StepHandlePipelinePending
 	switch st := r.req.Binding.Status; {
 	case st == store.StatusMerging:
 	case st == store.StatusHandleFailed && r.req.Operation.MRIID > 0:
@@ -134,6 +142,11 @@ func (w *Workflow) mergeMR(ctx context.Context, r *stepRun) error {
 			return err
 		}
 	}
+	if timedOut {
+		if err := w.restartStuckPipeline(ctx, spec.Project, op.MRIID); err != nil {
+			return err
+		}
+	}
 	wake, stop := w.waker(spec.Project, op.MRIID)
 	defer stop()
 	merged, err := w.change.Merge(ctx, change.MergeInput{Spec: spec, IID: op.MRIID, Stages: stages(w.cfg.Current()), Wake: wake})
@@ -153,6 +166,21 @@ func (w *Workflow) mergeMR(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("merge of !%d ended without a merged MR", op.MRIID)
 	}
 	return err
+}
+
+// restartStuckPipeline is an operator's retry of a step whose pipeline gave no answer in time:
+// a pipeline that finished meanwhile is taken as it is; one still running gets a new pipeline
+// on the same commit (the old one may never end). A rebase in progress is left to finish.
+func (w *Workflow) restartStuckPipeline(ctx context.Context, project string, iid int64) error {
+	mr, err := w.change.GitLab.GetMergeRequest(ctx, project, iid)
+	if err != nil || mr.RebaseInProgress || !mr.Open() {
+		return err
+	}
+	if p := mr.HeadPipeline; p != nil && p.SHA == mr.SHA && p.Outcome() != gitlab.Running {
+		return nil
+	}
+	w.log.InfoContext(ctx, "retry: starting a new pipeline in place of one that gave no answer", "project", project, "mr", iid)
+	return w.change.RetryPipeline(ctx, project, iid)
 }
 
 // recordMerged writes MERGED and replays a deploy callback that came first.

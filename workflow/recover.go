@@ -168,10 +168,15 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 	}
 	if op.Flow == FlowLegacy {
 		switch {
+		case status == store.StatusMRCreating && op.Step == store.StepCreatePipelinePending:
+			// Kept pending: the step sees it and restarts a pipeline that never answered.
+			return store.Change{To: store.StatusMRCreating, Step: store.StepCreatePipelinePending}, stepCreateMR, w.createMR, nil
 		case status == store.StatusMRCreating, status == store.StatusCreateFailed:
 			return store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, stepCreateMR, w.createMR, nil
 		case status == store.StatusMRCreated:
 			return store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, stepOpenTicket, w.openTicket, nil
+		case status == store.StatusMerging && op.Step == store.StepHandlePipelinePending:
+			return store.Change{To: store.StatusMerging, Step: store.StepHandlePipelinePending}, stepMergeMR, w.mergeMR, nil
 		case status == store.StatusMerging, status == store.StatusHandleFailed && op.MRIID > 0:
 			return store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, stepMergeMR, w.mergeMR, nil
 		}
