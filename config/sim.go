@@ -27,6 +27,7 @@ type SimGitLab struct {
 	PipelineDuration    time.Duration // from creation to a final status
 	PipelineFailRate    float64       // share of pipelines that end "failed"
 	PipelineStuckRate   float64       // share of pipelines that never finish (a timeout for the poller)
+	PipelineFailOn      []string      // a pipeline fails when a file its MR changes has one of these in its path or content
 	RebaseDuration      time.Duration // from the rebase call to its result
 	NeedRebaseRate      float64       // share of merge attempts that find the target branch moved
 	RebaseConflictRate  float64       // share of rebases that fail with a conflict
@@ -84,6 +85,8 @@ func init() {
 			func(s *Snapshot) *float64 { return &g(s).PipelineFailRate }),
 		simRate("sim.gitlab.pipelineStuckRate", "Share of new pipelines that stay running forever, so the poller times out.",
 			func(s *Snapshot) *float64 { return &g(s).PipelineStuckRate }),
+		simList("sim.gitlab.pipelineFailOn", "Texts that make a pipeline fail deterministically: a new pipeline fails when a file its MR changes (against the target branch) has one of them in its path or content — a bad change, as opposed to the random sim.gitlab.pipelineFailRate.",
+			func(s *Snapshot) *[]string { return &g(s).PipelineFailOn }),
 		simDuration("sim.gitlab.rebaseDuration", 3*time.Second, "Time an asynchronous rebase takes before rebase_in_progress clears.",
 			func(s *Snapshot) *time.Duration { return &g(s).RebaseDuration }),
 		simRate("sim.gitlab.needRebaseRate", "Share of merge attempts that find the target branch moved (someone else merged first): the MR needs a rebase and the merge answers 405.",

@@ -54,6 +54,7 @@ func init() {
 		"sim.gitlab.pipelineDuration":    {func(s *Snapshot) any { return gl(s).PipelineDuration }, durationRows(20*time.Second, time.Second)},
 		"sim.gitlab.pipelineFailRate":    {func(s *Snapshot) any { return gl(s).PipelineFailRate }, rateRows()},
 		"sim.gitlab.pipelineStuckRate":   {func(s *Snapshot) any { return gl(s).PipelineStuckRate }, rateRows()},
+		"sim.gitlab.pipelineFailOn":      {func(s *Snapshot) any { return join(gl(s).PipelineFailOn) }, listRows()},
 		"sim.gitlab.rebaseDuration":      {func(s *Snapshot) any { return gl(s).RebaseDuration }, durationRows(3*time.Second, time.Second)},
 		"sim.gitlab.needRebaseRate":      {func(s *Snapshot) any { return gl(s).NeedRebaseRate }, rateRows()},
 		"sim.gitlab.rebaseConflictRate":  {func(s *Snapshot) any { return gl(s).RebaseConflictRate }, rateRows()},

@@ -55,6 +55,7 @@ type GitLab struct {
 	nextPipelineID int64
 	nextUserID     int64
 	seq            int64 // commit id salt
+	failNext       int   // the next pipelines that fail whatever the knobs say (FailNextPipelines)
 	active         []*pipeline
 	rebasing       []*mergeRequest
 	onMerge        []func(MergeInfo)
@@ -91,6 +92,14 @@ func (g *GitLab) ResetFaults() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.override = nil
+}
+
+// FailNextPipelines makes the next n new pipelines fail, whatever the knobs say: a flaky CI run
+// that a retry of the same commit gets past.
+func (g *GitLab) FailNextPipelines(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.failNext = max(n, 0)
 }
 
 // Faults are the knobs in force.

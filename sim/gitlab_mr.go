@@ -208,6 +208,11 @@ func (g *GitLab) newPipeline(mr *mergeRequest, sha string, userID int64, now tim
 		dur: scaled(g.cfg, f.PipelineDuration), outcome: pipeSuccess,
 	}
 	switch {
+	case g.failNext > 0:
+		g.failNext--
+		pl.outcome = pipeFailed
+	case g.changesMatch(mr, sha, f.PipelineFailOn):
+		pl.outcome = pipeFailed
 	case chance(f.PipelineStuckRate):
 		pl.outcome = "stuck"
 	case chance(f.PipelineFailRate):
@@ -216,6 +221,36 @@ func (g *GitLab) newPipeline(mr *mergeRequest, sha string, userID int64, now tim
 	p.pipelines = append(p.pipelines, pl)
 	g.active = append(g.active, pl)
 	return pl
+}
+
+// changesMatch reports whether a file that sha changes against the MR's target (since their
+// merge base) has one of texts in its path or content: the pipeline of a bad change fails every
+// time, whatever else the commit carries.
+func (g *GitLab) changesMatch(mr *mergeRequest, sha string, texts []string) bool { // holds g.mu
+	if len(texts) == 0 {
+		return false
+	}
+	p := mr.project
+	src, tgt := p.commits[sha], p.commits[p.branches[mr.target]]
+	if src == nil || tgt == nil {
+		return false
+	}
+	base := p.commits[p.mergeBase(src.id, tgt.id)]
+	if base == nil {
+		return false
+	}
+	for path := range changes(base.files, src.files) {
+		content := src.files[path].content
+		if _, ok := src.files[path]; !ok {
+			content = base.files[path].content
+		}
+		for _, t := range texts {
+			if t != "" && (strings.Contains(path, t) || strings.Contains(content, t)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // headMoved reacts to a branch moving: open MRs from it get a pipeline and are re-checked; open

@@ -503,3 +503,65 @@ func TestWebURLsOpenAPage(t *testing.T) {
 		t.Fatalf("unknown MR page: %d", resp.StatusCode)
 	}
 }
+
+// headPipelineStatus reads the status of MR 1's head pipeline.
+func (e *env) headPipelineStatus(t *testing.T) string {
+	t.Helper()
+	m := e.call(t, "GET", proj+"/merge_requests/1", "bot-token", nil).json(t)
+	hp, _ := m["head_pipeline"].(map[string]any)
+	if hp == nil {
+		t.Fatalf("no head pipeline: %v", m)
+	}
+	return hp["status"].(string)
+}
+
+// A change whose file carries a configured text fails its pipeline every time (a bad change);
+// the same MR regenerated without that file passes. FailNextPipelines is a flaky run instead:
+// the retry of the same commit passes.
+func TestPipelinesFailOnABadChangeOrWhenToldToFailOnce(t *testing.T) {
+	cfg := strings.Replace(simConfig, "    rebaseDuration: 0s\n", "    rebaseDuration: 0s\n    pipelineFailOn: [\"poison\"]\n", 1)
+	e := newEnv(t, cfg, nil)
+	commit := func(files map[string]string) {
+		t.Helper()
+		var actions []map[string]any
+		for p, c := range files {
+			actions = append(actions, map[string]any{"action": "create", "file_path": p, "content": c})
+		}
+		if a := e.call(t, "POST", proj+"/repository/commits", "bot-token", map[string]any{
+			"branch": "feat/x.y", "start_branch": "main", "force": true, "commit_message": "batch", "actions": actions,
+		}); a.status != 201 {
+			t.Fatalf("commit: %d %s", a.status, a.body)
+		}
+	}
+	commit(map[string]string{"bindings/a.yaml": "operationId: op-a\n", "bindings/b.yaml": "operationId: op-b\nreason: poison\n"})
+	if a := e.call(t, "POST", proj+"/merge_requests", "bot-token", map[string]any{"source_branch": "feat/x.y", "target_branch": "main", "title": "T"}); a.status != 201 {
+		t.Fatalf("mr: %d %s", a.status, a.body)
+	}
+	if st := e.headPipelineStatus(t); st != "failed" {
+		t.Fatalf("pipeline of a commit with the bad file: %s, want failed", st)
+	}
+	if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 201 {
+		t.Fatalf("retry: %d %s", a.status, a.body)
+	}
+	if st := e.headPipelineStatus(t); st != "failed" {
+		t.Fatalf("retried pipeline of the bad change: %s, want failed again", st)
+	}
+	commit(map[string]string{"bindings/a.yaml": "operationId: op-a\n"}) // regenerated without it
+	if st := e.headPipelineStatus(t); st != "success" {
+		t.Fatalf("pipeline without the bad file: %s, want success", st)
+	}
+
+	e.sims.GitLab.FailNextPipelines(1)
+	if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 201 {
+		t.Fatalf("new pipeline: %d %s", a.status, a.body)
+	}
+	if st := e.headPipelineStatus(t); st != "failed" {
+		t.Fatalf("pipeline told to fail: %s", st)
+	}
+	if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 201 {
+		t.Fatalf("retry: %d %s", a.status, a.body)
+	}
+	if st := e.headPipelineStatus(t); st != "success" {
+		t.Fatalf("the retry after a flaky failure: %s, want success", st)
+	}
+}

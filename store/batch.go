@@ -25,9 +25,12 @@ type Batch struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	SettledAt  *time.Time
+	// BranchDigest names the member set the MR branch was last written with ("": not written
+	// yet, or the members changed since), so a resumed runner knows whether to regenerate it.
+	BranchDigest string
 }
 
-const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, lease_owner, lease_until, created_at, updated_at, settled_at"
+const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, lease_owner, lease_until, created_at, updated_at, settled_at, branch_digest"
 
 func scanBatch(s scanner) (Batch, error) {
 	var b Batch
@@ -35,7 +38,7 @@ func scanBatch(s scanner) (Batch, error) {
 	var owner nullString
 	var until, created, updated, settled dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note, &owner, &until,
-		&created, &updated, &settled); err != nil {
+		&created, &updated, &settled, &b.BranchDigest); err != nil {
 		return Batch{}, translate(err)
 	}
 	b.MRIID, b.PipelineID, b.LeaseOwner = int64(mr), int64(pipeline), string(owner)
@@ -68,6 +71,9 @@ const (
 	RoundClaimed        RoundOutcome = "CLAIMED"
 	RoundSlotOccupied   RoundOutcome = "SLOT_OCCUPIED"
 	RoundNothingWaiting RoundOutcome = "NOTHING_WAITING"
+	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
+	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
+	RoundNotDue RoundOutcome = "NOT_DUE"
 )
 
 // ClaimInput is one claim round for one partition.
@@ -77,6 +83,9 @@ type ClaimInput struct {
 	Max       int           // batch.maxRequests
 	Owner     string        // the instance that will drive the batch (lease owner)
 	Lease     time.Duration // how long before the sweep may take the batch over
+	// Members, when set, moves the claimed requests in the claim's transaction (the batch
+	// runner's BATCHED step), so no claimed request is ever seen still "queued".
+	Members *MemberChange
 }
 
 // BatchClaim is the result of a claim round.
@@ -102,10 +111,17 @@ var errSlotOccupied = errors.New("slot occupied")
 // exclusion (duplicate → SLOT_OCCUPIED); a plain read of up to Max waiting rows created before
 // the database's now, in (created_at, id) order; nothing read → roll back, releasing the slot;
 // the guarded update by primary key, which must change exactly the rows read; the member history
-// as multi-row inserts. Statements per round: 3 + 2 per 500 members, whatever the waiting set.
+// as multi-row inserts; with in.Members, the members' transition (transitionMany's statements).
+// Statements per round: 3 + 2 per 500 members (+ 4 per 500 with in.Members), whatever the
+// waiting set.
 func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	if in.Max <= 0 || in.Lease <= 0 || in.Partition == "" {
 		return BatchClaim{}, fmt.Errorf("claim %q: max %d, lease %s: want a partition and positive values", in.Partition, in.Max, in.Lease)
+	}
+	if in.Members != nil {
+		if err := in.Members.check(); err != nil {
+			return BatchClaim{}, err
+		}
 	}
 	// Pre-check on the read pool: no transaction, no lock, no slot churn when idle.
 	if !db.skipClaimPrecheck {
@@ -221,6 +237,12 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 			return BatchClaim{}, fmt.Errorf("member history: %w", translate(err))
 		}
 	}
+	if in.Members != nil {
+		_, ops := memberIDs(members)
+		if _, err := tx.transitionMany(ctx, ops, *in.Members, batchID, ""); err != nil {
+			return BatchClaim{}, fmt.Errorf("move claimed members: %w", err)
+		}
+	}
 	db.hook("claim.written")
 	return BatchClaim{
 		Outcome: RoundClaimed,
@@ -229,20 +251,32 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	}, nil
 }
 
-// Members returns the requests batch id claimed, from the append-only history, in claim order.
+// Members returns the requests batch id claimed, from the append-only history, in claim order:
+// every request it ever claimed, also those bisection later returned to the waiting set.
 func (db *DB) Members(ctx context.Context, batchID int64) ([]Member, error) {
-	return members(ctx, db.ro, batchID)
+	rows, err := db.ro.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY id", batchID)
+	return collect(rows, err, scanMember)
 }
 
-func members(ctx context.Context, q queryer, batchID int64) ([]Member, error) {
-	rows, err := q.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY id", batchID)
-	return collect(rows, err, func(s scanner) (Member, error) {
-		var m Member
-		var queued dbTime
-		err := s.Scan(&m.RequestID, &m.BatchID, &m.OperationID, &m.Action, &queued)
-		m.QueuedAt = queued.T
-		return m, err
-	})
+func scanMember(s scanner) (Member, error) {
+	var m Member
+	var queued dbTime
+	err := s.Scan(&m.RequestID, &m.BatchID, &m.OperationID, &m.Action, &queued)
+	m.QueuedAt = queued.T
+	return m, err
+}
+
+// Holding returns the requests batchID holds now, in claim order: its rows in the waiting-set
+// table. Unlike the history (Members) it leaves out the requests bisection returned to the
+// waiting set and those that failed on their own; every member write of a running batch and
+// its settlement act on these, never on the history.
+func (db *DB) Holding(ctx context.Context, batchID int64) ([]Member, error) {
+	return holding(ctx, db.ro, batchID)
+}
+
+func holding(ctx context.Context, q queryer, batchID int64) ([]Member, error) {
+	rows, err := q.QueryContext(ctx, "SELECT id, batch_id, operation_id, action, created_at FROM merge_batch_request WHERE batch_id = ? ORDER BY created_at, id", batchID)
+	return collect(rows, err, scanMember)
 }
 
 // BatchRequest is a member as the worker building the batch's commit needs it: its change and
@@ -252,11 +286,11 @@ type BatchRequest struct {
 	Operation Operation
 }
 
-// BatchRequests loads batchID's members with their applications in one query, in claim order —
-// the hand-off never reads a member at a time.
+// BatchRequests loads the members batchID holds (see Holding) with their applications in one
+// query, in claim order — the hand-off never reads a member at a time.
 func (db *DB) BatchRequests(ctx context.Context, batchID int64) ([]BatchRequest, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT m.action, "+prefixed("o.", operationColumns)+" FROM merge_batch_member m "+
-		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id = ? ORDER BY m.id", batchID)
+	rows, err := db.ro.QueryContext(ctx, "SELECT m.action, "+prefixed("o.", operationColumns)+" FROM merge_batch_request m "+
+		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id = ? ORDER BY m.created_at, m.id", batchID)
 	return collect(rows, err, func(s scanner) (BatchRequest, error) {
 		var r BatchRequest
 		var err error
@@ -273,13 +307,13 @@ func memberIDs(ms []Member) (requests []int64, operations []string) {
 	return requests, operations
 }
 
-// TransitionMembers moves batchID's members with c (the hand-off: BATCHED, MR_CREATED with the
-// MR, MERGING, …) and records the batch on their operations. One read of the members, then
-// transitionMany's statements per 500 members. It returns the operations flipped.
+// TransitionMembers moves the members batchID holds with c (the hand-off: BATCHED, MR_CREATED
+// with the MR, MERGING, …) and records the batch on their operations. One read of the members,
+// then transitionMany's statements per 500 members. It returns the operations flipped.
 func (db *DB) TransitionMembers(ctx context.Context, batchID int64, c MemberChange) ([]Operation, error) {
 	var out []Operation
 	err := db.InTx(ctx, func(tx *Tx) error {
-		ms, err := members(ctx, tx.tx, batchID)
+		ms, err := holding(ctx, tx.tx, batchID)
 		if err != nil {
 			return err
 		}
@@ -300,17 +334,35 @@ type BatchChange struct {
 	// Lease > 0 sets lease_until to now + Lease: the holder's renewal, or for a BLOCKED batch how
 	// long operators have before the sweep settles it.
 	Lease time.Duration
+	// Owner, when set, makes this instance the lease holder (an operator's resume on another
+	// instance); the version bump of the write fences the previous holder out.
+	Owner string
+	// BranchDigest, when set, records the member set the MR branch now carries ("" : stale).
+	BranchDigest *string
 }
 
 // UpdateBatch writes c to the batch cur, guarded on cur.Version (0 rows → ErrPreempted) and on the
 // batch transition table (illegal → *ErrIllegalBatchTransition, nothing written).
 func (db *DB) UpdateBatch(ctx context.Context, cur Batch, c BatchChange) (Batch, error) {
+	q, args, err := db.batchUpdate(cur, c)
+	if err != nil {
+		return Batch{}, err
+	}
+	res, err := db.rw.ExecContext(ctx, q, args...)
+	if err := requireOne(res, err, "update batch %d", cur.ID); err != nil {
+		return Batch{}, err
+	}
+	return db.Batch(ctx, cur.ID)
+}
+
+// batchUpdate builds the guarded write of c to the batch cur (UpdateBatch, AdvanceBatch).
+func (db *DB) batchUpdate(cur Batch, c BatchChange) (string, []any, error) {
 	to := c.Status
 	if to == "" {
 		to = cur.Status
 	}
 	if !to.Active() || !CanTransitionBatch(cur.Status, to) {
-		return Batch{}, &ErrIllegalBatchTransition{From: cur.Status, To: to}
+		return "", nil, &ErrIllegalBatchTransition{From: cur.Status, To: to}
 	}
 	set := "status = ?, version = version + 1, updated_at = " + db.now()
 	set, args := setRefs(set, []any{to}, c.MRIID, c.PipelineID)
@@ -322,12 +374,16 @@ func (db *DB) UpdateBatch(ctx context.Context, cur Batch, c BatchChange) (Batch,
 		set += ", lease_until = " + db.nowPlus()
 		args = append(args, micros(c.Lease))
 	}
-	args = append(args, cur.ID, cur.Version)
-	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET "+set+" WHERE id = ? AND version = ?", args...)
-	if err := requireOne(res, err, "update batch %d", cur.ID); err != nil {
-		return Batch{}, err
+	if c.Owner != "" {
+		set += ", lease_owner = ?"
+		args = append(args, c.Owner)
 	}
-	return db.Batch(ctx, cur.ID)
+	if c.BranchDigest != nil {
+		set += ", branch_digest = ?"
+		args = append(args, *c.BranchDigest)
+	}
+	args = append(args, cur.ID, cur.Version)
+	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + set + " WHERE id = ? AND version = ?", args, nil
 }
 
 // Settlement ends a batch: SUCCEEDED (its MR merged) or FAILED (closed, or no MR).
@@ -339,11 +395,14 @@ type Settlement struct {
 	// Members, when set, moves the members in the same transaction (e.g. MERGING → MERGED, or
 	// → CREATE_FAILED with the failure step).
 	Members *MemberChange
+	// Moves are further member transitions in the same transaction, e.g. one per action: the
+	// create phase's members → MERGED, the close phase's → CLOSED.
+	Moves []MemberMove
 }
 
 // Settled is what a settlement did.
 type Settled struct {
-	Members []Member    // every member claimed by the batch
+	Members []Member    // every member the batch held (see Holding)
 	Flipped []Operation // the members moved by Settlement.Members
 	Removed int         // processing rows removed (FAILED)
 }
@@ -353,7 +412,8 @@ type Settled struct {
 // that a second settler (the lease sweep racing the running worker) fails at once with
 // ErrPreempted and the member resets never run twice. Then, for FAILED, the members' rows in the
 // waiting set are removed in the same transaction (they may be admitted again; the member
-// history keeps them); then the optional member transition.
+// history keeps them); then the optional member transitions. Members are those the batch holds
+// (Holding), not its history: requests bisection returned are not this batch's to settle.
 func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	if s.Status != BatchSucceeded && s.Status != BatchFailed {
 		return Settled{}, &ErrIllegalBatchTransition{From: BatchRunning, To: s.Status}
@@ -362,6 +422,9 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 		if err := s.Members.check(); err != nil {
 			return Settled{}, err
 		}
+	}
+	if err := checkMoves(s.Moves); err != nil {
+		return Settled{}, err
 	}
 	var out Settled
 	err := db.InTx(ctx, func(tx *Tx) error {
@@ -372,7 +435,7 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 			return err
 		}
 		db.hook("settle.batch")
-		ms, err := members(ctx, tx.tx, s.BatchID)
+		ms, err := holding(ctx, tx.tx, s.BatchID)
 		if err != nil {
 			return err
 		}
@@ -393,8 +456,12 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 			}
 		}
 		if s.Members != nil {
-			out.Flipped, err = tx.transitionMany(ctx, ops, *s.Members, s.BatchID, "")
+			if out.Flipped, err = tx.transitionMany(ctx, ops, *s.Members, s.BatchID, ""); err != nil {
+				return err
+			}
 		}
+		moved, err := tx.moveMembers(ctx, ms, s.Moves, s.BatchID)
+		out.Flipped = append(out.Flipped, moved...)
 		return err
 	})
 	if err != nil {

@@ -134,16 +134,17 @@ func openMySQL(dsn string, opts Options) (*DB, error) {
 }
 
 // sqlitePath extracts the file path from the accepted SQLite DSN forms.
+// In the sqlite: forms everything after the scheme is the path (bindery sets the pragmas
+// itself), so a directory may contain '?'. The file: form is a URI: its query is dropped.
 func sqlitePath(dsn string) string {
-	p := dsn
-	for _, prefix := range []string{"sqlite://", "sqlite:", "file:"} {
-		if strings.HasPrefix(p, prefix) {
-			p = strings.TrimPrefix(p, prefix)
-			break
-		}
+	if p, ok := strings.CutPrefix(dsn, "file:"); ok {
+		p, _, _ = strings.Cut(p, "?")
+		return p
 	}
-	p, _, _ = strings.Cut(p, "?")
-	return p
+	if p, ok := strings.CutPrefix(dsn, "sqlite://"); ok {
+		return p
+	}
+	return strings.TrimPrefix(dsn, "sqlite:")
 }
 
 func openSQLite(dsn string, opts Options) (*DB, error) {
@@ -157,7 +158,7 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
-	base := "file:" + path + "?" + q.Encode()
+	base := "file:" + uriPath.Replace(path) + "?" + q.Encode()
 
 	rwConn, err := sqlite.NewConnector(base + "&_txlock=immediate")
 	if err != nil {
@@ -176,6 +177,10 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	ro.SetMaxIdleConns(max(2, min(opts.MaxIdleConns, 8)))
 	return &DB{dialect: SQLite, rw: rw, ro: ro}, nil
 }
+
+// uriPath escapes what a SQLite URI filename would read as syntax: '%' starts an escape, '?'
+// the query and '#' the fragment. A data directory may contain any of them.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
 
 // observe wraps the connector with the statement observer when one is configured.
 func observe(c driver.Connector, opts Options) driver.Connector {

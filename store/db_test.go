@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -185,5 +187,24 @@ func TestSplitStatementsKeepsTriggersWhole(t *testing.T) {
 	got := store.SplitStatements(src)
 	if len(got) != 3 || !strings.Contains(got[1], "SELECT 2;\nEND") {
 		t.Fatalf("%q", got)
+	}
+}
+
+func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data #1 100%?x")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "bindery.db")
+	db, err := store.Open(context.Background(), "sqlite:"+file, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Migrate(context.Background(), schema.FS); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the database is not where the DSN says: %v", err)
 	}
 }

@@ -313,6 +313,14 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	b, err = db.UpdateBatch(bg, b, store.BatchChange{MRIID: 200, Lease: time.Minute})
 	must("update batch", err)
 	must("renew batch", db.RenewBatchLease(bg, b.ID, "test", time.Minute))
+	_, err = db.Holding(bg, b.ID)
+	must("holding", err)
+	_, err = db.PartitionDue(bg, "team/a", 50, time.Minute)
+	must("partition due", err)
+	last := c.Members[len(c.Members)-1].OperationID
+	b, _, err = db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Note: "bisect"}, Requeue: []string{last},
+		Moves: []store.MemberMove{{OperationIDs: []string{last}, Change: store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMRCreating, Step: store.StepQueued}}}})
+	must("advance batch", err)
 	_, err = db.ExpiredBatches(bg, 10)
 	must("expired batches", err)
 	_, _ = db.TakeOverBatch(bg, b, "i2", time.Minute) // not expired: preempted, still explained

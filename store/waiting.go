@@ -87,3 +87,32 @@ func (db *DB) PartitionsWaiting(ctx context.Context) ([]string, error) {
 		return p, s.Scan(&p)
 	})
 }
+
+// PartitionDue reports whether partition's waiting set should be batched now: a batch closes
+// by size or by age (SPEC §12.5), so it is due when at least max requests wait or the oldest has
+// waited longer than maxWait, by the database clock. maxWait ≤ 0: whatever waits is due. Two
+// reads on the claim index, each bounded (at most max rows counted, one row probed).
+func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWait time.Duration) (bool, error) {
+	if maxWait <= 0 {
+		return true, nil
+	}
+	var n int
+	err := db.ro.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
+		db.now()+" LIMIT ?) w", partition, max).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("partition %s due: %w", partition, translate(err))
+	}
+	if n >= max {
+		return true, nil
+	}
+	var probe int64
+	err = translate(db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
+		db.nowPlus()+" LIMIT 1", partition, -micros(maxWait)).Scan(&probe))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("partition %s due: %w", partition, err)
+	}
+	return true, nil
+}

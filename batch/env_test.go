@@ -1,0 +1,342 @@
+package batch_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"bindery/batch"
+	"bindery/change"
+	"bindery/config"
+	"bindery/gitlab"
+	"bindery/metric"
+	"bindery/sim"
+	"bindery/store"
+	"bindery/worker"
+)
+
+// These tests run the batch service on both databases with bindery's real GitLab client and
+// change runner against the simulated GitLab over real HTTP. Requests are set up through the
+// store as the workflow leaves them: applied, approved (MR_CREATING / QUEUED) and admitted.
+
+var bg = context.Background()
+
+const (
+	projectA = "infra/access-config"
+	projectB = "infra/observability-config"
+)
+
+// settings are the knobs a test turns; zero values take the defaults below.
+type settings struct {
+	pollTimeout  time.Duration // default 20s
+	maxRequests  int           // default 50
+	maxWait      time.Duration // default 0
+	flakyRetries int           // default 1; -1 for 0
+	manualClock  bool          // the simulator's pipelines and rebases follow a hand-moved clock
+	pipelineTime time.Duration // simulated pipeline duration (default 0: instant)
+}
+
+func (s settings) config() string {
+	if s.pollTimeout == 0 {
+		s.pollTimeout = 20 * time.Second
+	}
+	if s.maxRequests == 0 {
+		s.maxRequests = 50
+	}
+	flaky := s.flakyRetries
+	switch flaky {
+	case 0:
+		flaky = 1
+	case -1:
+		flaky = 0
+	}
+	return fmt.Sprintf(`
+gitlab:
+  botToken: bot-token
+  reviewerTokens: [rev1-token, rev2-token]
+  timeout: 5s
+approval:
+  maxRetries: 1
+  backoff: 1ms
+batch:
+  maxRequests: %d
+  maxWait: %s
+  flakyRetries: %d
+  leaseTTL: 5s
+  blockedTimeout: 1h
+poll:
+  short: 2ms
+  shortCount: 50
+  long: 10ms
+  timeout: %s
+sim:
+  gitlab:
+    pipelineDuration: %s
+    rebaseDuration: 0s
+    approvalsRequired: 2
+targets:
+  - key: t1
+    project: %s
+    branch: main
+    path: "bindings/t1/{subject}.yaml"
+  - key: t2
+    project: %s
+    branch: main
+    path: "bindings/t2/{subject}.yaml"
+  - key: g1
+    project: %s
+    branch: main
+    path: "grafana/{subject}.yaml"
+`, s.maxRequests, s.maxWait, flaky, s.pollTimeout, s.pipelineTime, projectA, projectA, projectB)
+}
+
+type env struct {
+	db     *store.DB
+	src    *config.Source
+	gl     *sim.GitLab
+	clock  *sim.ManualClock
+	runner *change.Runner
+	sink   *sink
+	rec    *metric.Recorder
+	// beforeClose, when set, runs when the simulator receives an MR update (the close), before
+	// the simulator handles it: a merge landing at that very moment.
+	beforeClose atomic.Pointer[func()]
+}
+
+// mrUpdate is PUT …/merge_requests/:iid (the close), not …/merge or …/rebase.
+var mrUpdate = regexp.MustCompile(`/merge_requests/[0-9]+$`)
+
+func setup(t *testing.T, db *store.DB, s settings) *env {
+	t.Helper()
+	e := &env{db: db, src: config.NewStatic(config.MustParse(s.config())), sink: &sink{seen: map[string]int{}}}
+	var clock sim.Clock
+	if s.manualClock {
+		e.clock = sim.NewManualClock(time.Now())
+		clock = e.clock
+	}
+	sims := sim.New(sim.Options{Config: e.src, Clock: clock})
+	e.gl = sims.GitLab
+	handler := sims.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fn := e.beforeClose.Load(); fn != nil && r.Method == http.MethodPut && mrUpdate.MatchString(r.URL.EscapedPath()) {
+			(*fn)()
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	ctx, cancel := context.WithCancel(bg)
+	sims.Start(ctx)
+	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	client, err := gitlab.New(e.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: srv.URL + "/sim/gitlab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runner = &change.Runner{GitLab: client, Log: slog.New(slog.DiscardHandler)}
+	e.rec = metric.New(e.sink, nil)
+	return e
+}
+
+// pool is a worker pool shut down (its tasks cancelled) when the test ends.
+func (e *env) pool(t *testing.T, workers, queue int) *worker.Pool {
+	p := worker.NewPool(workers, queue, slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+	})
+	return p
+}
+
+// service is one instance's batch service.
+func (e *env) service(instance string, pool *worker.Pool) *batch.Service {
+	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Pool: pool, Recorder: e.rec, Instance: instance,
+		Log: slog.New(slog.DiscardHandler)})
+}
+
+// admit creates an approved request waiting in its partition, as the workflow leaves it.
+func (e *env) admit(t *testing.T, opID, subject, target, reason string) {
+	t.Helper()
+	tg, ok := e.src.Current().Target(target)
+	if !ok {
+		t.Fatalf("no target %s", target)
+	}
+	r, err := e.db.Apply(bg, store.Application{OperationID: opID, SubjectID: subject, TargetKey: target, Project: tg.Project,
+		Flow: "approval-first", Reason: reason, Status: store.StatusApprovalSending, Step: store.StepApprovalSending})
+	if err != nil {
+		t.Fatalf("apply %s: %v", opID, err)
+	}
+	if _, err := e.db.Transition(bg, r, store.Change{To: store.StatusMRCreating, Step: store.StepQueued}); err != nil {
+		t.Fatalf("approve %s: %v", opID, err)
+	}
+	if added, err := e.db.Admit(bg, store.Admission{OperationID: opID, Action: store.ActionAdd, Partition: tg.Project}); err != nil || !added {
+		t.Fatalf("admit %s: %v %v", opID, added, err)
+	}
+}
+
+// admitMany admits n requests on target, ids prefix-00 … and subjects user-<prefix>-00 ….
+func (e *env) admitMany(t *testing.T, prefix, target string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%02d", prefix, i)
+		e.admit(t, ids[i], fmt.Sprintf("user-%s-%02d", prefix, i), target, "needs access")
+	}
+	return ids
+}
+
+// claimable waits until the database clock passed every admission (a claim takes the rows
+// created strictly before its now; SQLite's clock has milliseconds).
+func (e *env) claimable(t *testing.T) {
+	t.Helper()
+	var last string
+	if err := e.db.Raw().QueryRowContext(bg, "SELECT COALESCE(CAST(MAX(created_at) AS CHAR), '') FROM merge_batch_request").Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if last == "" {
+		return
+	}
+	at, err := time.Parse("2006-01-02 15:04:05.999999999", last)
+	if err != nil {
+		t.Fatalf("parse %q: %v", last, err)
+	}
+	waitFor(t, "the database clock to pass the last admission", func() bool {
+		now, err := e.db.Now(bg)
+		return err == nil && now.After(at)
+	})
+}
+
+// round runs one round after the admissions became claimable and returns the outcome of
+// partition (failing the test on an error).
+func (e *env) round(t *testing.T, svc *batch.Service, partition string) batch.Outcome {
+	t.Helper()
+	e.claimable(t)
+	outs, err := svc.Round(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outs {
+		if o.Partition == partition {
+			return o
+		}
+	}
+	return batch.Outcome{Partition: partition, Result: store.RoundNothingWaiting}
+}
+
+// stopped waits until batch id is no longer RUNNING and returns it.
+func (e *env) stopped(t *testing.T, id int64) store.Batch {
+	t.Helper()
+	var b store.Batch
+	waitFor(t, fmt.Sprintf("batch %d to stop running", id), func() bool {
+		var err error
+		b, err = e.db.Batch(bg, id)
+		return err == nil && b.Status != store.BatchRunning
+	})
+	return b
+}
+
+// drain runs rounds until partition has nothing waiting and no active batch, each batch to its
+// end; it returns the batches in claim order.
+func (e *env) drain(t *testing.T, svc *batch.Service, partition string) []store.Batch {
+	t.Helper()
+	var out []store.Batch
+	for range 40 {
+		o := e.round(t, svc, partition)
+		if o.Err != nil {
+			t.Fatalf("round: %v", o.Err)
+		}
+		if o.Result != store.RoundClaimed {
+			if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL", partition); n == 0 {
+				return out
+			}
+			continue
+		}
+		b := e.stopped(t, o.BatchID)
+		if b.Status == store.BatchBlocked {
+			t.Fatalf("batch %d blocked: %s", b.ID, b.Note)
+		}
+		out = append(out, b)
+	}
+	t.Fatal("the partition did not drain in 40 rounds")
+	return nil
+}
+
+func (e *env) request(t *testing.T, opID string) store.Request {
+	t.Helper()
+	r, err := e.db.Request(bg, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// expect checks a request's binding status, step and what the client is told to do.
+func (e *env) expect(t *testing.T, opID string, status store.BindingStatus, step store.Step, next store.NextAction) {
+	t.Helper()
+	r := e.request(t, opID)
+	got := store.NextActionFor(r.Binding.Status, r.Operation.Step)
+	if r.Binding.Status != status || r.Operation.Step != step || got != next {
+		t.Errorf("%s: %s / %s / %s, want %s / %s / %s", opID, r.Binding.Status, r.Operation.Step, got, status, step, next)
+	}
+}
+
+func (e *env) count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.db.Raw().QueryRowContext(bg, query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// onMain reports whether the binding file of subject on target is on the main branch.
+func (e *env) onMain(t *testing.T, target, subject string) bool {
+	t.Helper()
+	tg, _ := e.src.Current().Target(target)
+	path, err := change.RenderPath(tg, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok := e.gl.File(tg.Project, "main", path)
+	return ok
+}
+
+// waitFor polls cond until it holds, failing after a generous deadline (a hang guard, not a
+// timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sink records metric series.
+type sink struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (s *sink) Inc(series string)                { s.add(series) }
+func (s *sink) Observe(series string, _ float64) { s.add(series) }
+func (s *sink) add(series string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[series]++
+}
+
+func (s *sink) count(series string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[series]
+}

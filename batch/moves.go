@@ -1,0 +1,120 @@
+package batch
+
+import "bindery/store"
+
+// The member transitions of a batch, as tables. A batch carries two kinds of members: the create
+// phase's (action ADD; MR_CREATING → MR_CREATED → MERGING → MERGED) and the close phase's
+// (action DELETE; the binding stays VALIDATED, step CLOSE_STARTED, until its file is gone →
+// CLOSED). Each move names the statuses it applies to, so one move per phase covers members at
+// any point of the batch, and members already past it are left alone.
+
+var (
+	creating = []store.BindingStatus{store.StatusMRCreating}
+	created  = []store.BindingStatus{store.StatusMRCreated, store.StatusMerging}
+	inBatch  = []store.BindingStatus{store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging}
+	closing  = []store.BindingStatus{store.StatusValidated}
+)
+
+func add(ops []string, c store.MemberChange) store.MemberMove {
+	return store.MemberMove{Action: store.ActionAdd, OperationIDs: ops, Change: c}
+}
+
+func del(ops []string, c store.MemberChange) store.MemberMove {
+	return store.MemberMove{Action: store.ActionDelete, OperationIDs: ops, Change: c}
+}
+
+// batchedStep is the claim's move: approved requests leave the waiting set for a batch.
+var batchedStep = store.MemberChange{From: creating, To: store.StatusMRCreating, Step: store.StepBatched}
+
+// mrOpened records the batch's MR on the members still being created.
+func mrOpened(iid int64, note string) []store.MemberMove {
+	return []store.MemberMove{add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: store.StepCreateStarted, MRIID: iid, Note: note})}
+}
+
+// pipelinePassed: the MR is created (its pipeline passed) and the merge phase starts.
+func pipelinePassed(pipeline int64, note string) []store.MemberMove {
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreated, Step: store.StepCreateSucceeded, PipelineID: pipeline, Note: note}),
+		add(nil, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerging, Step: store.StepHandleStarted, PipelineID: pipeline}),
+	}
+}
+
+// handling records a step of the merge phase (approved, rebasing, a new head's pipeline).
+func handling(step store.Step, note string) []store.MemberMove {
+	return []store.MemberMove{add(nil, store.MemberChange{From: []store.BindingStatus{store.StatusMerging}, To: store.StatusMerging, Step: step, Note: note})}
+}
+
+// merged: the batch's MR landed.
+func merged(iid int64, note string) []store.MemberMove {
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: inBatch, To: store.StatusMerged, Step: store.StepHandleMerged, MRIID: iid, Note: note}),
+		del(nil, store.MemberChange{From: closing, To: store.StatusClosed, Step: store.StepCloseSucceeded, Note: note}),
+	}
+}
+
+// requeued: bisection returned these members to the waiting set (the close phase's keep their
+// CLOSE_STARTED step, now with the note).
+func requeued(ops []string, note string) []store.MemberMove {
+	return []store.MemberMove{
+		add(ops, store.MemberChange{From: inBatch, To: store.StatusMRCreating, Step: store.StepQueued, Note: note}),
+		del(ops, store.MemberChange{From: closing, To: store.StatusValidated, Step: store.StepCloseStarted, Note: note}),
+	}
+}
+
+// stopAt is where a blocked batch leaves its members (the batch holds its slot for operators):
+// create is the step of members still being created, handle of those in the merge phase. The
+// close phase's members stay VALIDATED at CLOSE_STARTED: the binding is still in effect.
+type stopAt struct {
+	create, handle store.Step
+	note           string
+}
+
+func (p stopAt) moves() []store.MemberMove {
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: p.create, Note: p.note}),
+		add(nil, store.MemberChange{From: created, To: store.StatusMerging, Step: p.handle, Note: p.note}),
+	}
+}
+
+var (
+	pipelinePending = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandlePipelinePending}
+	rebasePending   = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandleRebasePending}
+	rebaseConflict  = stopAt{create: store.StepHandleRebaseConflict, handle: store.StepHandleRebaseConflict}
+)
+
+// failure is the declared failure of a step: create is the step of members still being created
+// (→ CREATE_FAILED), handle of those past it (→ HANDLE_FAILED); the close phase's members go to
+// HANDLE_FAILED / CLOSE_FAILED whatever failed.
+type failure struct {
+	create, handle store.Step
+	note           string
+}
+
+// moves applies the failure to ops (nil: every member the batch holds).
+func (f failure) moves(ops []string) []store.MemberMove {
+	return []store.MemberMove{
+		add(ops, store.MemberChange{From: creating, To: store.StatusCreateFailed, Step: f.create, Note: f.note}),
+		add(ops, store.MemberChange{From: created, To: store.StatusHandleFailed, Step: f.handle, Note: f.note}),
+		del(ops, store.MemberChange{From: closing, To: store.StatusHandleFailed, Step: store.StepCloseFailed, Note: f.note}),
+	}
+}
+
+func (f failure) with(note string) failure { f.note = note; return f }
+
+// The declared failures.
+var (
+	failedCreate   = failure{create: store.StepCreateFailed, handle: store.StepHandleFailed}
+	failedInvalid  = failure{create: store.StepCreateInvalid, handle: store.StepHandleFailed}
+	failedPipeline = failure{create: store.StepCreatePipelineFailed, handle: store.StepHandlePipelineFailed}
+	failedMRClosed = failure{create: store.StepHandleMRClosed, handle: store.StepHandleMRClosed}
+	failedApprove  = failure{create: store.StepCreateFailed, handle: store.StepHandleApproveFailed}
+	failedMerge    = failure{create: store.StepCreateFailed, handle: store.StepHandleMergeFailed}
+)
+
+// resumed: an operator resumed a BLOCKED batch; its members show progress again.
+func resumed(note string) []store.MemberMove {
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: store.StepCreateStarted, Note: note}),
+		add(nil, store.MemberChange{From: []store.BindingStatus{store.StatusMerging}, To: store.StatusMerging, Step: store.StepHandleStarted, Note: note}),
+	}
+}

@@ -1,0 +1,83 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"bindery/store"
+)
+
+// Round runs one round over every partition with waiting requests (cron and the ops trigger call
+// it, on every instance at once): honours batch.maxRequests and batch.maxWait (close by size or
+// age), claims through store.Claim, writes the members' BATCHED step (in the claim's
+// transaction, one bulk statement per 500), and hands each new batch to the pool (a rejected
+// hand-off leaves the batch RUNNING with an expiring lease, so the sweep picks it up — never an
+// invisible state). Concurrent rounds are safe: the partition's slot (I1) lets one claim win,
+// the others answer SLOT_OCCUPIED. An error of one partition is reported in its Outcome; the
+// returned error is for the round as a whole (the partitions could not be listed).
+func (s *Service) Round(ctx context.Context) ([]Outcome, error) {
+	parts, err := s.db.PartitionsWaiting(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("batch round: %w", err)
+	}
+	sort.Strings(parts)
+	out := make([]Outcome, 0, len(parts))
+	for _, p := range parts {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		out = append(out, s.round(ctx, p))
+	}
+	return out, nil
+}
+
+func (s *Service) round(ctx context.Context, partition string) Outcome {
+	snap := s.cfg.Current()
+	o := Outcome{Partition: partition}
+	due, err := s.db.PartitionDue(ctx, partition, snap.BatchMaxRequests(), snap.BatchMaxWait())
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	if !due {
+		o.Result = store.RoundNotDue
+		return o
+	}
+	// The partition is the target's GitLab project (SPEC §5.5), so it also names the batch's project.
+	c, err := s.db.Claim(ctx, store.ClaimInput{
+		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(),
+		Owner: s.instance, Lease: snap.BatchLeaseTTL(), Members: &batchedStep,
+	})
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	o.Result = c.Outcome
+	if c.Outcome != store.RoundClaimed {
+		return o
+	}
+	o.BatchID, o.Claimed = c.Batch.ID, len(c.Members)
+	s.log.InfoContext(ctx, "batch claimed", "batch", c.Batch.ID, "partition", partition, "members", len(c.Members))
+	s.observeWait(ctx, c)
+	if err := s.handOff(ctx, c.Batch); err != nil {
+		o.Err = err
+		s.log.WarnContext(ctx, "batch hand-off rejected; the sweep takes it over", "batch", c.Batch.ID, "error", err)
+	}
+	return o
+}
+
+// observeWait records how long each member waited in line (admission → claim, by the database
+// clock), after the claim committed.
+func (s *Service) observeWait(ctx context.Context, c store.BatchClaim) {
+	if s.rec == nil {
+		return
+	}
+	now, err := s.db.Now(ctx)
+	if err != nil {
+		return // a metric is not worth failing the round for
+	}
+	for _, m := range c.Members {
+		s.rec.Observe("bindery_batch_wait_seconds", now.Sub(m.QueuedAt).Seconds(), "project", c.Batch.Project)
+	}
+}

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// The batch runner's writes: each step of a running batch is one transaction whose first
+// statement is the guarded batch write (I6 on the batch's version), so a runner whose batch was
+// taken over, resumed elsewhere or settled fails at once and changes no member.
+
+// MemberMove is one bulk transition of some of a batch's members: those the batch holds,
+// narrowed to Action when set and to OperationIDs when not nil, whose status is one of
+// Change.From (the others are left alone).
+type MemberMove struct {
+	Action       Action
+	OperationIDs []string
+	Change       MemberChange
+}
+
+func checkMoves(moves []MemberMove) error {
+	for _, m := range moves {
+		if err := m.Change.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveMembers applies moves to the members held (read in this transaction), one transitionMany
+// per move: statements per 500 members, never per member.
+func (tx *Tx) moveMembers(ctx context.Context, held []Member, moves []MemberMove, batchID int64) ([]Operation, error) {
+	var out []Operation
+	for _, m := range moves {
+		named := setOf(m.OperationIDs)
+		var ids []string
+		for _, h := range held {
+			if (m.Action == "" || h.Action == m.Action) && (m.OperationIDs == nil || named[h.OperationID]) {
+				ids = append(ids, h.OperationID)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		flipped, err := tx.transitionMany(ctx, ids, m.Change, batchID, "")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, flipped...)
+	}
+	return out, nil
+}
+
+func setOf(xs []string) map[string]bool {
+	out := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		out[x] = true
+	}
+	return out
+}
+
+// BatchStep is one progress write of a batch runner, atomic: the batch's own change, members
+// leaving the batch, and member transitions.
+type BatchStep struct {
+	Batch  Batch // as read: its version is the guard
+	Change BatchChange
+	// Requeue returns these members to the waiting set (bisection): their rows lose the batch
+	// and keep their created_at, so the next round claims them first.
+	Requeue []string
+	// Drop removes these members from the waiting set: they failed on their own (their file
+	// could not be rendered) and the batch goes on without them.
+	Drop  []string
+	Moves []MemberMove
+}
+
+// AdvanceBatch writes one step of a running batch in one transaction: first the guarded batch
+// write (0 rows → ErrPreempted, nothing else runs), then one read of the members it holds, the
+// requeued and dropped rows (by primary key, each set must match members held, else the whole
+// step rolls back), then the member moves — which see the members as held before this step, so
+// a move can name the requeued ones. It returns the batch as written and the operations moved.
+func (db *DB) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation, error) {
+	q, args, err := db.batchUpdate(s.Batch, s.Change)
+	if err != nil {
+		return Batch{}, nil, err
+	}
+	if err := checkMoves(s.Moves); err != nil {
+		return Batch{}, nil, err
+	}
+	id := s.Batch.ID
+	var moved []Operation
+	err = db.InTx(ctx, func(tx *Tx) error {
+		res, err := tx.tx.ExecContext(ctx, q, args...)
+		if err := requireOne(res, err, "advance batch %d", id); err != nil {
+			return err
+		}
+		if len(s.Requeue)+len(s.Drop)+len(s.Moves) == 0 {
+			return nil
+		}
+		held, err := holding(ctx, tx.tx, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.detach(ctx, id, held, s.Requeue, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = NULL"); err != nil {
+			return fmt.Errorf("requeue members of batch %d: %w", id, err)
+		}
+		if err := tx.detach(ctx, id, held, s.Drop, db.deleteFrom("merge_batch_request", "PRIMARY")); err != nil {
+			return fmt.Errorf("drop members of batch %d: %w", id, err)
+		}
+		moved, err = tx.moveMembers(ctx, held, s.Moves, id)
+		return err
+	})
+	if err != nil {
+		return Batch{}, nil, err
+	}
+	b, err := db.Batch(ctx, id)
+	return b, moved, err
+}
+
+// detach runs stmt (an UPDATE … SET or a DELETE FROM of merge_batch_request) on the rows of the
+// given members of the batch, by primary key, a chunk per statement; every one must be held.
+func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operationIDs []string, stmt string) error {
+	row := make(map[string]int64, len(held))
+	for _, m := range held {
+		row[m.OperationID] = m.RequestID
+	}
+	var rows []int64
+	for _, op := range operationIDs {
+		id, ok := row[op]
+		if !ok {
+			return fmt.Errorf("%s is not held by the batch: %w", op, ErrPreempted)
+		}
+		rows = append(rows, id)
+	}
+	for _, chunk := range chunks(rows, maxInList) {
+		res, err := tx.tx.ExecContext(ctx, stmt+" WHERE batch_id = ? AND id IN "+inList(len(chunk)), append([]any{batchID}, anys(chunk)...)...)
+		if err := requireN(res, err, len(chunk), "%d rows", len(chunk)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
