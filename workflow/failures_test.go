@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ import (
 // ops retries a request through the API and returns the HTTP status.
 func (h *harness) retry(op string) int {
 	h.t.Helper()
-	return h.api("POST", "/api/ops/requests/"+op+"/retry", "ops", `{"operationId":"retry-`+op+`-`+strings.ReplaceAll(h.t.Name(), "/", "-")+`"}`, nil)
+	return h.api("POST", "/api/ops/requests/"+op+"/retry", "ops", fmt.Sprintf(`{"operationId":"retry-%s-%d"}`, op, opSeq.Add(1)), nil)
 }
 
 func wantState(t *testing.T, v workflow.RequestView, status store.BindingStatus, step store.Step, next store.NextAction) {
@@ -124,7 +125,7 @@ func TestLegacyPipelineFailedIsDeterministic(t *testing.T) {
 // batch.flakyRetries: a failed pipeline gets a new one on the same commit before it counts.
 func TestLegacyFlakyPipelineIsRetriedOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		h := setup(t, db, options{extra: fastSims + "batch:\n  flakyRetries: 1\n"})
+		h := setup(t, db, options{extra: strings.Replace(fastSims, "flakyRetries: 0", "flakyRetries: 1", 1)})
 		h.sims.GitLab.FailNextPipelines(1)
 		op := h.apply("alice", "db-read")
 		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)

@@ -64,8 +64,6 @@ gitlab:
 approval:
   maxRetries: 1
   backoff: 1ms
-batch:
-  flakyRetries: 0
 authz:
   opsRule: ops-rule
 permission:
@@ -89,6 +87,8 @@ targets:
 
 // fastPolling and fast simulators unless a test says otherwise.
 const fastSims = `
+batch:
+  flakyRetries: 0
 poll:
   short: 5ms
   shortCount: 20

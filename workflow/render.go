@@ -6,21 +6,16 @@ import (
 	"fmt"
 	"time"
 
+	"bindery/batch"
 	"bindery/change"
 	"bindery/config"
 	"bindery/store"
 )
 
-// fileOf renders the file a request adds to the repository: the same bytes for the preview, the
-// validation at admission and the legacy flow's MR.
+// fileOf renders the file a request adds to the repository with the batch path's renderer: the
+// same bytes for the preview, the validation at admission, the legacy flow's MR and a batch.
 func fileOf(t config.Target, op store.Operation) (change.FileAction, error) {
-	path, content, err := change.RenderFile(t, change.BindingFile{
-		Subject: op.SubjectID, OperationID: op.OperationID, Reason: op.Reason, RequestedAt: op.CreatedAt,
-	})
-	if err != nil {
-		return change.FileAction{}, err
-	}
-	return change.FileAction{Action: "create", Path: path, Content: string(content), OperationID: op.OperationID}, nil
+	return batch.RenderChange(t, op, store.ActionAdd)
 }
 
 // errTargetGone: the request's target left the catalog; its file cannot be rendered any more.
