@@ -184,7 +184,6 @@ func (h *harness) crash() {
 	_ = h.currentPool().Shutdown(ctx)
 }
 
-
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -200,9 +199,9 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // options tune setup.
 type options struct {
 	approvalFirst bool
-	extra         string // config keys (YAML) beside fastSims
-	workers       int    // default 4
-	queue         int    // default 64
+	extra         string                                  // config keys (YAML) beside fastSims
+	workers       int                                     // default 4
+	queue         int                                     // default 64
 	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
 	instance      string
 }
