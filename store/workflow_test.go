@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -149,6 +150,44 @@ func TestStepHistoriesOfManyRequestsInOneRead(t *testing.T) {
 		}
 		if len(got["h1"]) != 1 || len(got["h2"]) != 2 || got["h2"][1].Step != store.StepApprovalSent || len(got["unknown"]) != 0 {
 			t.Fatalf("histories: %+v", got)
+		}
+	})
+}
+
+func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, application("early", "alice", "t1"))
+		mustMove(t, db, "early", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+		cur, _ := db.Request(bg, "early")
+		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved, MRIID: 9}); err != nil {
+			t.Fatal(err)
+		}
+		// The callback arrives while the request is still MERGING: recorded, nothing validated.
+		d, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"early"}})
+		if err != nil || !d.Fresh || len(d.Validated) != 0 {
+			t.Fatalf("early callback: %+v %v", d, err)
+		}
+		if got, err := db.EarlyDeploys(bg, time.Hour); err != nil || len(got) != 0 {
+			t.Fatalf("early deploys before MERGED: %+v %v", got, err)
+		}
+		mustMove(t, db, "early", store.StatusMerged)
+		rec, err := db.RecordedDeploy(bg, "infra/acl", 9)
+		if err != nil || len(rec.OperationIDs) != 1 || rec.OperationIDs[0] != "early" {
+			t.Fatalf("recorded deploy: %+v %v", rec, err)
+		}
+		if _, err := db.RecordedDeploy(bg, "infra/acl", 10); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown MR: %v", err)
+		}
+		got, err := db.EarlyDeploys(bg, time.Hour)
+		if err != nil || len(got) != 1 || got[0].MRIID != 9 || got[0].OperationIDs[0] != "early" {
+			t.Fatalf("early deploys: %+v %v", got, err)
+		}
+		replay, err := db.RecordDeploy(bg, got[0])
+		if err != nil || replay.Fresh || len(replay.Validated) != 1 {
+			t.Fatalf("replay: %+v %v", replay, err)
+		}
+		if got, _ := db.EarlyDeploys(bg, time.Hour); len(got) != 0 {
+			t.Fatalf("after the replay: %+v", got)
 		}
 	})
 }

@@ -120,6 +120,7 @@ type harness struct {
 	handler *atomic.Value
 	log     *slog.Logger
 	gl      gitlab.API
+	opts    options
 	mu      sync.Mutex
 }
 
@@ -144,16 +145,20 @@ func (h *harness) start(o options) {
 		o.workers, o.queue = 4, 64
 	}
 	pool := worker.NewPool(o.workers, max(o.queue, 1), log, nil)
-	if h.fake == nil {
-		h.fake = &fakeBatches{db: h.db}
-		h.batches = h.fake
-	}
 	if o.instance == "" {
 		o.instance = "test-instance-1"
 	}
 	rec := metric.New(metric.SetSink(h.set), log)
+	runner := &change.Runner{GitLab: gl, Log: log}
+	if o.realBatch {
+		h.batches = batch.New(batch.Options{DB: h.db, Config: h.cfg, Change: runner, Pool: pool, Log: log.With("instance", o.instance), Recorder: rec, Instance: o.instance})
+	} else if h.fake == nil {
+		h.fake = &fakeBatches{db: h.db}
+		h.batches = h.fake
+	}
+	h.opts = o
 	wf, err := workflow.New(workflow.Options{
-		DB: h.db, Config: h.cfg, Batches: h.batches, Tickets: tickets, Change: &change.Runner{GitLab: gl, Log: log},
+		DB: h.db, Config: h.cfg, Batches: h.batches, Tickets: tickets, Change: runner,
 		Pool: pool, Log: log.With("instance", o.instance), Recorder: rec, Instance: o.instance, BaseURL: h.url, GitLabURL: h.url + "/sim/gitlab",
 	})
 	if err != nil {
@@ -174,6 +179,29 @@ func (h *harness) currentPool() *worker.Pool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.pool
+}
+
+// restart starts a new instance (a new process: new pool, new instance id) on the same database
+// and simulators, in place of the current one.
+func (h *harness) restart(instance string) {
+	o := h.opts
+	o.instance = instance
+	h.start(o)
+}
+
+// round runs one batch round (the cron's job) and fails the test on a partition error.
+func (h *harness) round() workflow.RoundResult {
+	h.t.Helper()
+	res, err := h.wf.RunRound(bg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, p := range res.Partitions {
+		if p.Outcome == "ERROR" {
+			h.t.Fatalf("round: %+v", res)
+		}
+	}
+	return res
 }
 
 // crash stops this instance the way a killed process does to its work: every running step's
@@ -203,6 +231,7 @@ type options struct {
 	workers       int                                     // default 4
 	queue         int                                     // default 64
 	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
+	realBatch     bool                                    // package batch's Service instead of the recording fake
 	instance      string
 }
 

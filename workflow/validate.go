@@ -36,15 +36,31 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb DeployCallback) (Callb
 // Reconcile validates MERGED requests whose deploy callback was lost (SPEC §4): inside the
 // window (now − reconcile.maxAge, now − reconcile.minAge), MR number at or below the highest one
 // called back for its project. Safe on every instance at once: each flip happens once.
+//
+// First, deploy callbacks that arrived before their MR's requests were recorded MERGED are
+// replayed (exact, no minAge needed: the callback is there); then the watermark inference.
 func (w *Workflow) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	minAge, maxAge := w.cfg.Current().ReconcileWindow()
+	early, err := w.db.EarlyDeploys(ctx, maxAge)
+	if err != nil {
+		return ReconcileResult{}, err
+	}
+	replayed := 0
+	for _, d := range early {
+		res, err := w.db.RecordDeploy(ctx, d)
+		if err != nil {
+			return ReconcileResult{}, err
+		}
+		w.validated(ctx, res.Validated, "callback")
+		replayed += len(res.Validated)
+	}
 	res, err := w.db.Reconcile(ctx, minAge, maxAge)
 	// What was committed before an error is real: report and count it either way.
 	w.validated(ctx, res.Validated, "reconcile")
 	if err != nil {
 		return ReconcileResult{}, err
 	}
-	return ReconcileResult{Scanned: res.Scanned, Validated: len(res.Validated)}, nil
+	return ReconcileResult{Scanned: res.Scanned + replayed, Validated: len(res.Validated) + replayed}, nil
 }
 
 // validated runs after the commit that flipped ops to VALIDATED: the expiry of each binding from
