@@ -36,6 +36,7 @@ type Cron struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
+	running sync.WaitGroup // every run, scheduled or RunNow
 }
 
 type cronJob struct {
@@ -112,6 +113,17 @@ func (c *Cron) schedule(snap *config.Snapshot) {
 	}
 }
 
+// Schedules are the schedules in force, by job.
+func (c *Cron) Schedules() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]string, len(c.jobs))
+	for _, j := range c.jobs {
+		out[j.name] = j.spec
+	}
+	return out
+}
+
 // RunNow runs one job at once, under the same overlap guard (tests, tools).
 func (c *Cron) RunNow(name string) error {
 	for _, j := range c.jobs {
@@ -133,6 +145,8 @@ func (c *Cron) runJob(j *cronJob) (err error) {
 		return errSkipped
 	}
 	defer j.running.Store(false)
+	c.running.Add(1)
+	defer c.running.Done()
 	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
@@ -163,8 +177,14 @@ func (c *Cron) Stop(ctx context.Context) error {
 	c.stopped = true
 	c.mu.Unlock()
 	c.cancel()
+	done := make(chan struct{})
+	go func() {
+		<-c.c.Stop().Done()
+		c.running.Wait()
+		close(done)
+	}()
 	select {
-	case <-c.c.Stop().Done():
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("cron: jobs still running at shutdown: %w", ctx.Err())

@@ -165,7 +165,7 @@ func (h *harness) start(o options) {
 		t.Fatal(err)
 	}
 	srv := server.New(server.Deps{
-		Config: h.cfg, DB: h.db, Metrics: h.set, Log: log, Version: "test", Demo: true, Workflow: wf,
+		Config: h.cfg, DB: h.db, Metrics: metrics.NewSet(), Log: log, Version: "test", Demo: true, Workflow: wf,
 		Permissions: permission.New(h.cfg, permission.Options{Metrics: h.set, Log: log}), Recorder: rec,
 		Mounts: map[string]http.Handler{"/sim/": h.sims.Handler()},
 	})
@@ -183,9 +183,15 @@ func (h *harness) currentPool() *worker.Pool {
 
 // restart starts a new instance (a new process: new pool, new instance id) on the same database
 // and simulators, in place of the current one.
-func (h *harness) restart(instance string) {
+func (h *harness) restart(instance string, wrap func(workflow.Tickets) workflow.Tickets) {
+	old := h.currentPool()
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = old.Shutdown(ctx)
+	})
 	o := h.opts
-	o.instance = instance
+	o.instance, o.wrapTickets = instance, wrap
 	h.start(o)
 }
 
@@ -460,15 +466,21 @@ type fakeBatches struct {
 	sweeps  int
 	woken   []string
 	outcome []batch.Outcome
+	onRound func() // runs inside Round, outside the lock (block, panic)
 }
 
 var _ workflow.Batches = (*fakeBatches)(nil)
 
 func (f *fakeBatches) Round(ctx context.Context) ([]batch.Outcome, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.rounds++
-	return f.outcome, nil
+	hook := f.onRound
+	out := f.outcome
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return out, nil
 }
 
 func (f *fakeBatches) Resume(ctx context.Context, id int64) error {
