@@ -42,6 +42,7 @@ func TestListsPreviewAndUnknownRequests(t *testing.T) {
 			!strings.Contains(p.Content, "subject: alice@example.com") || !strings.Contains(p.Content, "target: db-read") {
 			t.Fatalf("preview: %d %+v", code, p)
 		}
+		p = workflow.Preview{}
 		if code := h.api("GET", "/api/preview?target=unknown", "alice", "", &p); code != 200 || p.Path != "" {
 			t.Fatalf("preview of an unknown target: %d %+v", code, p)
 		}
