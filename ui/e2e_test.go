@@ -171,7 +171,9 @@ func demoDecide(t *testing.T, url, op, decision string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, text := demoCall(t, "GET", url+"/sim/approvals", "", "")
-		var inbox struct{ Items []struct{ ID, OperationID string } }
+		var inbox struct {
+			Items []struct{ ID, OperationID string }
+		}
 		if err := json.Unmarshal([]byte(text), &inbox); err != nil {
 			t.Fatal(err)
 		}
