@@ -398,28 +398,28 @@ func (h *harness) decide(op, decision string) {
 func (h *harness) callback(cb workflow.ApprovalCallback, secret string) (int, string) {
 	h.t.Helper()
 	body, _ := json.Marshal(cb)
-	req, _ := http.NewRequest("POST", h.url+"/hooks/approval", bytes.NewReader(body))
 	now := time.Now()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(approval.TimestampHeader, fmt.Sprint(now.Unix()))
-	req.Header.Set(approval.SignatureHeader, approval.Sign([]byte(secret), now, body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var res struct{ Code string }
-	_ = json.NewDecoder(resp.Body).Decode(&res)
-	return resp.StatusCode, res.Code
+	return h.hook("/hooks/approval", body, map[string]string{
+		approval.TimestampHeader: fmt.Sprint(now.Unix()),
+		approval.SignatureHeader: approval.Sign([]byte(secret), now, body),
+	})
 }
 
 // deploy posts a deploy callback.
 func (h *harness) deploy(cb workflow.DeployCallback) (int, string) {
 	h.t.Helper()
 	body, _ := json.Marshal(cb)
-	req, _ := http.NewRequest("POST", h.url+"/hooks/deploy", bytes.NewReader(body))
+	return h.hook("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"})
+}
+
+// hook posts a webhook body and returns the HTTP status and the answer's code.
+func (h *harness) hook(path string, body []byte, headers map[string]string) (int, string) {
+	h.t.Helper()
+	req, _ := http.NewRequest("POST", h.url+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer test-deploy-token")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)

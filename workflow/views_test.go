@@ -1,8 +1,6 @@
 package workflow_test
 
 import (
-	"bytes"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -53,17 +51,10 @@ func TestListsPreviewAndUnknownRequests(t *testing.T) {
 func TestAGitLabEventWakesThePollersOfItsMR(t *testing.T) {
 	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})
 	body := `{"object_kind":"pipeline","project":{"path_with_namespace":"infra/access-config"},"object_attributes":{"id":5,"status":"success"},"merge_request":{"iid":3}}`
-	req, _ := http.NewRequest("POST", h.url+"/hooks/gitlab", bytes.NewReader([]byte(body)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Gitlab-Token", "test-gitlab-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	code, _ := h.hook("/hooks/gitlab", []byte(body), map[string]string{"X-Gitlab-Token": "test-gitlab-token"})
 	h.fake.mu.Lock()
 	defer h.fake.mu.Unlock()
-	if resp.StatusCode != 200 || len(h.fake.woken) != 1 || h.fake.woken[0] != "infra/access-config!3" {
-		t.Fatalf("hook %d, woken %v", resp.StatusCode, h.fake.woken)
+	if code != 200 || len(h.fake.woken) != 1 || h.fake.woken[0] != "infra/access-config!3" {
+		t.Fatalf("hook %d, woken %v", code, h.fake.woken)
 	}
 }
