@@ -201,3 +201,20 @@ func RenderChange(t config.Target, op store.Operation, a store.Action) (change.F
 	}
 	return change.FileAction{}, fmt.Errorf("%w: unknown action %q", change.ErrInvalidChange, a)
 }
+
+// Admission renders and validates request op's change for its partition's waiting set (SPEC
+// §12.3): the workflow calls it when a request is approved (ADD) or its close phase starts
+// (DELETE), and on an error — which wraps change.ErrInvalidChange — fails the request with
+// CREATE_INVALID instead of admitting it. The admission carries the change as validated, so the
+// batch commits exactly that, even if the target leaves the catalog meanwhile (SPEC §4.1).
+func Admission(t config.Target, op store.Operation, a store.Action) (store.Admission, error) {
+	fa, err := RenderChange(t, op, a)
+	if err != nil {
+		return store.Admission{}, err
+	}
+	if err := change.ValidateBatch([]change.FileAction{fa}); err != nil {
+		return store.Admission{}, err
+	}
+	return store.Admission{OperationID: op.OperationID, Action: a, Partition: t.Project,
+		Change: store.AdmittedChange{Branch: t.Branch, Path: fa.Path, Content: fa.Content}}, nil
+}

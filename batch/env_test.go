@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ const (
 // settings are the knobs a test turns; zero values take the defaults below.
 type settings struct {
 	pollTimeout  time.Duration // default 20s
+	pollInterval time.Duration // every poll interval (default 2ms, then 10ms)
 	maxRequests  int           // default 50
 	maxWait      time.Duration // default 0
 	flakyRetries int           // default 1; -1 for 0
@@ -51,6 +53,10 @@ func (s settings) config() string {
 	}
 	if s.maxRequests == 0 {
 		s.maxRequests = 50
+	}
+	short, long := 2*time.Millisecond, 10*time.Millisecond
+	if s.pollInterval > 0 {
+		short, long = s.pollInterval, s.pollInterval
 	}
 	flaky := s.flakyRetries
 	switch flaky {
@@ -67,6 +73,9 @@ gitlab:
 approval:
   maxRetries: 1
   backoff: 1ms
+breaker:
+  failures: 50
+  cooldown: 1s
 batch:
   maxRequests: %d
   maxWait: %s
@@ -74,9 +83,9 @@ batch:
   leaseTTL: 5s
   blockedTimeout: 1h
 poll:
-  short: 2ms
+  short: %s
   shortCount: 50
-  long: 10ms
+  long: %s
   timeout: %s
 sim:
   gitlab:
@@ -96,7 +105,7 @@ targets:
     project: %s
     branch: main
     path: "grafana/{subject}.yaml"
-`, s.maxRequests, s.maxWait, flaky, s.pollTimeout, s.pipelineTime, projectA, projectA, projectB)
+`, s.maxRequests, s.maxWait, flaky, short, long, s.pollTimeout, s.pipelineTime, projectA, projectA, projectB)
 }
 
 type env struct {
@@ -157,8 +166,11 @@ func (e *env) pool(t *testing.T, workers, queue int) *worker.Pool {
 
 // service is one instance's batch service.
 func (e *env) service(instance string, pool *worker.Pool) *batch.Service {
-	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Pool: pool, Recorder: e.rec, Instance: instance,
-		Log: slog.New(slog.DiscardHandler)})
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("BATCH_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Pool: pool, Recorder: e.rec, Instance: instance, Log: log})
 }
 
 // admit creates an approved request waiting in its partition, as the workflow leaves it.
@@ -176,7 +188,15 @@ func (e *env) admit(t *testing.T, opID, subject, target, reason string) {
 	if _, err := e.db.Transition(bg, r, store.Change{To: store.StatusMRCreating, Step: store.StepQueued}); err != nil {
 		t.Fatalf("approve %s: %v", opID, err)
 	}
-	if added, err := e.db.Admit(bg, store.Admission{OperationID: opID, Action: store.ActionAdd, Partition: tg.Project}); err != nil || !added {
+	op, err := e.db.Operation(bg, opID) // with its request time, as the file records it
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := batch.Admission(tg, op, store.ActionAdd)
+	if err != nil {
+		t.Fatalf("render %s: %v", opID, err)
+	}
+	if added, err := e.db.Admit(bg, a); err != nil || !added {
 		t.Fatalf("admit %s: %v %v", opID, added, err)
 	}
 }
@@ -268,6 +288,21 @@ func (e *env) drain(t *testing.T, svc *batch.Service, partition string) []store.
 	return nil
 }
 
+// landedOnOneMR waits for batch id to end and checks it succeeded with every member merged, on
+// the one MR the simulator saw created: a resumed batch goes on with its MR, never a new one.
+func (e *env) landedOnOneMR(t *testing.T, id int64, ids []string) {
+	t.Helper()
+	if b := e.stopped(t, id); b.Status != store.BatchSucceeded {
+		t.Fatalf("batch: %+v", b)
+	}
+	for _, op := range ids {
+		e.expect(t, op, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+	}
+	if n := e.gl.Calls("create_mr"); n != 1 {
+		t.Fatalf("%d MRs created, want 1", n)
+	}
+}
+
 func (e *env) request(t *testing.T, opID string) store.Request {
 	t.Helper()
 	r, err := e.db.Request(bg, opID)
@@ -312,7 +347,7 @@ func (e *env) onMain(t *testing.T, target, subject string) bool {
 // timing assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)
@@ -340,3 +375,6 @@ func (s *sink) count(series string) int {
 	defer s.mu.Unlock()
 	return s.seen[series]
 }
+
+// waitLimit guards every wait of these tests against a hang.
+var waitLimit = 60 * time.Second

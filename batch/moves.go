@@ -55,6 +55,9 @@ func merged(iid int64, note string) []store.MemberMove {
 // requeued: bisection returned these members to the waiting set (the close phase's keep their
 // CLOSE_STARTED step, now with the note).
 func requeued(ops []string, note string) []store.MemberMove {
+	if len(ops) == 0 {
+		return nil // a nil list would mean every member
+	}
 	return []store.MemberMove{
 		add(ops, store.MemberChange{From: inBatch, To: store.StatusMRCreating, Step: store.StepQueued, Note: note}),
 		del(ops, store.MemberChange{From: closing, To: store.StatusValidated, Step: store.StepCloseStarted, Note: note}),

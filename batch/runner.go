@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"bindery/change"
+	"bindery/config"
 	"bindery/gitlab"
 	"bindery/outbound"
 	"bindery/store"
@@ -64,7 +65,10 @@ func (s *Service) run(ctx context.Context, id int64) {
 		s.log.Warn("batch runner cannot read its batch; the sweep resumes it after its lease", "batch", id, "error", err)
 		return
 	}
-	if b.Status != store.BatchRunning || b.LeaseOwner != s.instance {
+	// Renewed before anything else: a hand-off that waited in the queue past its lease may have
+	// been taken over meanwhile, and then this runner must not touch GitLab at all.
+	if b.Status != store.BatchRunning || b.LeaseOwner != s.instance ||
+		s.db.RenewBatchLease(ctx, id, s.instance, s.cfg.Current().BatchLeaseTTL()) != nil {
 		s.log.Info("batch is not this instance's to run", "batch", id, "status", b.Status, "owner", b.LeaseOwner)
 		return
 	}
@@ -107,7 +111,7 @@ func (r *run) finish(ctx context.Context, err error) {
 	}
 	s.log.Error("batch failed", "batch", id, "error", err)
 	if serr := r.settleFailed(ctx, r.phase.with(err.Error())); serr != nil {
-		s.log.Warn("failed batch not settled yet; the sweep settles it after its lease", "batch", id, "error", serr)
+		s.log.Warn("failed batch not settled yet; the sweep takes it up after its lease", "batch", id, "error", serr)
 	}
 }
 
@@ -168,25 +172,16 @@ func (r *run) load(ctx context.Context) (done bool, err error) {
 	branch := ""
 	paths := map[string]bool{}
 	for _, q := range reqs {
-		t, ok := snap.Target(q.Operation.TargetKey)
-		var fa change.FileAction
-		switch {
-		case !ok:
-			err = fmt.Errorf("target %s is no longer in the catalog", q.Operation.TargetKey)
-		case t.Project != r.batch.Project:
-			err = fmt.Errorf("target %s moved to project %s", t.Key, t.Project)
-		default:
-			fa, err = RenderChange(t, q.Operation, q.Action)
-		}
+		fa, to, err := r.changeOf(snap, q)
 		if err != nil {
 			invalid[err.Error()] = append(invalid[err.Error()], q.Operation.OperationID)
 			dropped = append(dropped, q.Operation.OperationID)
 			continue
 		}
 		if branch == "" {
-			branch = t.Branch
+			branch = to
 		}
-		if t.Branch != branch || paths[fa.Path] {
+		if to != branch || paths[fa.Path] {
 			later = append(later, q.Operation.OperationID)
 			continue
 		}
@@ -210,6 +205,27 @@ func (r *run) load(ctx context.Context) (done bool, err error) {
 	r.spec = change.Spec{Project: r.batch.Project, TargetBranch: branch, SourceBranch: branchName(r.batch.ID)}
 	r.respec()
 	return false, nil
+}
+
+// changeOf is a member's file change and target branch: as validated at admission when it was
+// recorded then, else rendered from the catalog now.
+func (r *run) changeOf(snap *config.Snapshot, q store.BatchRequest) (change.FileAction, string, error) {
+	if c := q.Change; c.Path != "" && c.Branch != "" {
+		fa := change.FileAction{Action: "delete", Path: c.Path, OperationID: q.Operation.OperationID}
+		if q.Action == store.ActionAdd {
+			fa.Action, fa.Content = "create", c.Content
+		}
+		return fa, c.Branch, nil
+	}
+	t, ok := snap.Target(q.Operation.TargetKey)
+	switch {
+	case !ok:
+		return change.FileAction{}, "", fmt.Errorf("target %s is no longer in the catalog", q.Operation.TargetKey)
+	case t.Project != r.batch.Project:
+		return change.FileAction{}, "", fmt.Errorf("target %s moved to project %s", t.Key, t.Project)
+	}
+	fa, err := RenderChange(t, q.Operation, q.Action)
+	return fa, t.Branch, err
 }
 
 func branchName(id int64) string { return fmt.Sprintf("bindery/batch-%d", id) }

@@ -142,7 +142,9 @@ func (r *Runner) WaitPipeline(ctx context.Context, project string, iid int64, st
 		case mr.Merged():
 			return Passed, nil
 		case mr.Closed():
-			return Failed, ErrMRClosed
+			// Decided, not a read error (Poll would keep polling an error until its timeout):
+			// reported as ErrMRClosed below.
+			return Failed, nil
 		}
 		pl, err := r.headPipeline(ctx, project, mr)
 		if err != nil || pl == nil {
@@ -158,7 +160,7 @@ func (r *Runner) WaitPipeline(ctx context.Context, project string, iid int64, st
 		return Pending, nil
 	})
 	res.Outcome = out
-	if errors.Is(err, ErrMRClosed) || (out == TimedOut && res.MR.Closed()) {
+	if out != Passed && res.MR.Closed() {
 		return res, ErrMRClosed
 	}
 	if out == TimedOut {

@@ -272,3 +272,24 @@ func contains(events []change.Event, e change.Event) bool {
 	}
 	return false
 }
+
+// An MR closed outside bindery ends the pipeline wait at the next check with ErrMRClosed, not
+// at the timeout: a closed MR is an answer, not a read that failed.
+func TestAClosedMREndsThePipelineWaitAtOnce(t *testing.T) {
+	b := setup(t)
+	f := b.gl.Faults()
+	f.PipelineStuckRate = 1
+	b.gl.SetFaults(f)
+	mr, err := b.runner.Open(ctx, spec("bindery/batch-9", create("bindings/t1/z.yaml", "z\n")), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.runner.GitLab.CloseMergeRequest(ctx, project, mr.IID); err != nil {
+		t.Fatal(err)
+	}
+	long := change.Stages{Short: time.Millisecond, ShortCount: 2, Long: 2 * time.Millisecond, Timeout: time.Hour}
+	res, err := b.runner.WaitPipeline(ctx, project, mr.IID, long, nil)
+	if !errors.Is(err, change.ErrMRClosed) || res.Outcome != change.Failed {
+		t.Fatalf("closed MR: %v %v", res.Outcome, err)
+	}
+}

@@ -537,31 +537,26 @@ func TestPipelinesFailOnABadChangeOrWhenToldToFailOnce(t *testing.T) {
 	if a := e.call(t, "POST", proj+"/merge_requests", "bot-token", map[string]any{"source_branch": "feat/x.y", "target_branch": "main", "title": "T"}); a.status != 201 {
 		t.Fatalf("mr: %d %s", a.status, a.body)
 	}
+	// rerun starts a new pipeline for the MR's head and checks how it ends.
+	rerun := func(want, what string) {
+		t.Helper()
+		if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 201 {
+			t.Fatalf("new pipeline: %d %s", a.status, a.body)
+		}
+		if st := e.headPipelineStatus(t); st != want {
+			t.Fatalf("%s: %s, want %s", what, st, want)
+		}
+	}
 	if st := e.headPipelineStatus(t); st != "failed" {
 		t.Fatalf("pipeline of a commit with the bad file: %s, want failed", st)
 	}
-	if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 201 {
-		t.Fatalf("retry: %d %s", a.status, a.body)
-	}
-	if st := e.headPipelineStatus(t); st != "failed" {
-		t.Fatalf("retried pipeline of the bad change: %s, want failed again", st)
-	}
+	rerun("failed", "retried pipeline of the bad change")
 	commit(map[string]string{"bindings/a.yaml": "operationId: op-a\n"}) // regenerated without it
 	if st := e.headPipelineStatus(t); st != "success" {
 		t.Fatalf("pipeline without the bad file: %s, want success", st)
 	}
 
 	e.sims.GitLab.FailNextPipelines(1)
-	if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 201 {
-		t.Fatalf("new pipeline: %d %s", a.status, a.body)
-	}
-	if st := e.headPipelineStatus(t); st != "failed" {
-		t.Fatalf("pipeline told to fail: %s", st)
-	}
-	if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 201 {
-		t.Fatalf("retry: %d %s", a.status, a.body)
-	}
-	if st := e.headPipelineStatus(t); st != "success" {
-		t.Fatalf("the retry after a flaky failure: %s, want success", st)
-	}
+	rerun("failed", "pipeline told to fail")
+	rerun("success", "the retry after a flaky failure")
 }

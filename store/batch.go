@@ -283,18 +283,21 @@ func holding(ctx context.Context, q queryer, batchID int64) ([]Member, error) {
 // its application.
 type BatchRequest struct {
 	Action    Action
+	Change    AdmittedChange // as validated at admission; zero when not recorded
 	Operation Operation
 }
 
 // BatchRequests loads the members batchID holds (see Holding) with their applications in one
 // query, in claim order — the hand-off never reads a member at a time.
 func (db *DB) BatchRequests(ctx context.Context, batchID int64) ([]BatchRequest, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT m.action, "+prefixed("o.", operationColumns)+" FROM merge_batch_request m "+
-		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id = ? ORDER BY m.created_at, m.id", batchID)
+	rows, err := db.ro.QueryContext(ctx, "SELECT m.action, m.change_branch, m.change_path, m.change_content, "+prefixed("o.", operationColumns)+
+		" FROM merge_batch_request m JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id = ? ORDER BY m.created_at, m.id", batchID)
 	return collect(rows, err, func(s scanner) (BatchRequest, error) {
 		var r BatchRequest
+		var branch, path, content nullString
 		var err error
-		r.Operation, err = scanOperation(s, &r.Action)
+		r.Operation, err = scanOperation(s, &r.Action, &branch, &path, &content)
+		r.Change = AdmittedChange{Branch: string(branch), Path: string(path), Content: string(content)}
 		return r, err
 	})
 }

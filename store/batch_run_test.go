@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/schema"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -206,4 +207,21 @@ func TestAPartitionIsDueBySizeOrByAge(t *testing.T) {
 			t.Fatalf("empty partition: %v %v", ok, err)
 		}
 	})
+}
+
+// MySQL commits DDL at once, so an instance that dies between a column migration's ALTER and
+// its record leaves the column without the record; the next migrate must complete, not fail on
+// a duplicate column (0030 and 0031 guard their ALTER on information_schema).
+func TestAnInterruptedColumnMigrationCompletesOnMySQL(t *testing.T) {
+	db := storetest.MySQL(t)
+	if _, err := db.Raw().ExecContext(bg, "DELETE FROM schema_migrations WHERE version IN (30, 31)"); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := db.Migrate(bg, schema.FS)
+	if err != nil || len(applied) != 2 {
+		t.Fatalf("re-run: %v %v", applied, err)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME IN ('branch_digest', 'change_branch', 'change_path', 'change_content')"); n != 4 {
+		t.Fatalf("%d of the 4 columns", n)
+	}
 }

@@ -12,6 +12,18 @@ type Admission struct {
 	OperationID string
 	Action      Action
 	Partition   string // the target's GitLab project (SPEC §5.5)
+	// Change is the change as rendered and validated at admission (SPEC §12.3); the batch runner
+	// commits it as it is, so the request finishes even if its target leaves the catalog. Zero:
+	// not recorded, the runner renders from the catalog (batch.Admit fills it).
+	Change AdmittedChange
+}
+
+// AdmittedChange is a request's file change as validated at admission: the target branch, the
+// path, and for an ADD the file's content.
+type AdmittedChange struct {
+	Branch  string
+	Path    string
+	Content string
 }
 
 // Admit adds the request to the waiting set and reports whether it was added: false means it
@@ -33,8 +45,8 @@ func (tx *Tx) Admit(ctx context.Context, a Admission) (bool, error) {
 	if a.Action != ActionAdd && a.Action != ActionDelete {
 		return false, fmt.Errorf("admit %s: unknown action %q", a.OperationID, a.Action)
 	}
-	_, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_request (operation_id, action, partition_key) VALUES (?, ?, ?)",
-		a.OperationID, a.Action, a.Partition)
+	_, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_request (operation_id, action, partition_key, change_branch, change_path, change_content) VALUES (?, ?, ?, ?, ?, ?)",
+		a.OperationID, a.Action, a.Partition, nullIfEmpty(a.Change.Branch), nullIfEmpty(a.Change.Path), nullIfEmpty(a.Change.Content))
 	if err = translate(err); errors.Is(err, ErrDuplicate) {
 		return false, nil
 	}
@@ -115,4 +127,11 @@ func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWa
 		return false, fmt.Errorf("partition %s due: %w", partition, err)
 	}
 	return true, nil
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

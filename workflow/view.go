@@ -134,7 +134,7 @@ type RoundResult struct {
 // PartitionRound is what one partition's round did.
 type PartitionRound struct {
 	Partition string `json:"partition"`
-	Outcome   string `json:"outcome"` // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, ERROR
+	Outcome   string `json:"outcome"` // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, NOT_DUE, ERROR
 	BatchID   int64  `json:"batchId,omitempty"`
 	Claimed   int    `json:"claimed,omitempty"`
 }

@@ -1,0 +1,355 @@
+package batch_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"bindery/change"
+	"bindery/config"
+	"bindery/gitlab"
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// One member whose change breaks CI among 8: the batch is bisected until the culprit is alone;
+// it ends CREATE_FAILED / CREATE_PIPELINE_FAILED (contact support) and the other 7 merge.
+func TestOneBadMemberAmongEightIsIsolatedByBisectionAndTheOtherSevenMerge(t *testing.T) {
+	for _, culprit := range []int{1, 6} { // in the half that stays, in the half that goes back
+		t.Run(fmt.Sprintf("culprit %d", culprit), func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				e := setup(t, db, settings{})
+				f := e.gl.Faults()
+				f.PipelineFailOn = []string{"breaks-ci"}
+				e.gl.SetFaults(f)
+				svc := e.service("i1", e.pool(t, 2, 10))
+				var ids []string
+				for i := range 8 {
+					id, reason := fmt.Sprintf("op-%d", i), "needs access"
+					if i == culprit {
+						reason = "breaks-ci"
+					}
+					e.admit(t, id, fmt.Sprintf("user-%d", i), "t1", reason)
+					ids = append(ids, id)
+				}
+				batches := e.drain(t, svc, projectA)
+
+				for i, id := range ids {
+					if i == culprit {
+						e.expect(t, id, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+						if e.onMain(t, "t1", fmt.Sprintf("user-%d", i)) {
+							t.Errorf("the culprit's file landed")
+						}
+						continue
+					}
+					e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+					if !e.onMain(t, "t1", fmt.Sprintf("user-%d", i)) {
+						t.Errorf("%s: file not on main", id)
+					}
+				}
+				var lastID int64
+				if err := db.Raw().QueryRowContext(bg, "SELECT batch_id FROM merge_batch_member WHERE operation_id = ? ORDER BY id DESC LIMIT 1", ids[culprit]).Scan(&lastID); err != nil {
+					t.Fatal(err)
+				}
+				last, _ := db.Batch(bg, lastID)
+				if last.Status != store.BatchFailed {
+					t.Fatalf("the culprit's last batch: %+v", last)
+				}
+				if n := e.count(t, "SELECT COUNT(*) FROM operation WHERE batch_id = ? AND status = ?", lastID, store.StatusMerged); n != 0 {
+					t.Fatalf("%d members merged with the culprit's failed batch", n)
+				}
+				if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", ids[culprit]); n != 0 {
+					t.Fatalf("the failed culprit still has %d processing rows", n)
+				}
+				if n := e.sink.count(`bindery_batch_bisections_total{project="infra/access-config"}`); n < 3 {
+					t.Fatalf("%d bisections, want at least 3 to isolate one in 8", n)
+				}
+				t.Logf("batches: %d", len(batches))
+			})
+		})
+	}
+}
+
+// A flaky pipeline gets one new run on the same commit, which passes: nothing is bisected and
+// every member merges.
+func TestAFlakyPipelineIsRetriedOnceThenPasses(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "flaky", "t1", 3)
+		e.gl.FailNextPipelines(1)
+		batches := e.drain(t, svc, projectA)
+		if len(batches) != 1 || batches[0].Status != store.BatchSucceeded {
+			t.Fatalf("batches: %+v", batches)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		}
+		if n := e.gl.Calls("create_mr_pipeline"); n != 1 {
+			t.Fatalf("%d pipeline retries, want 1", n)
+		}
+		if n := e.sink.count(`bindery_batch_bisections_total{project="infra/access-config"}`); n != 0 {
+			t.Fatalf("a flaky failure was bisected %d times", n)
+		}
+	})
+}
+
+// With batch.flakyRetries 0 a failed pipeline of a single member is final at once.
+func TestWithoutFlakyRetriesASingleMembersFailedPipelineIsFinal(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{flakyRetries: -1})
+		svc := e.service("i1", e.pool(t, 2, 10))
+		e.admit(t, "op-1", "alice", "t1", "please")
+		e.gl.FailNextPipelines(1)
+		o := e.round(t, svc, projectA)
+		if b := e.stopped(t, o.BatchID); b.Status != store.BatchFailed {
+			t.Fatalf("batch: %+v", b)
+		}
+		e.expect(t, "op-1", store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+		if n := e.gl.Calls("create_mr_pipeline"); n != 0 {
+			t.Fatalf("%d retries with flakyRetries 0", n)
+		}
+		if st := e.gl.MergeRequestState(projectA, 1); st != "closed" {
+			t.Fatalf("the failed batch's MR is %q, want closed", st)
+		}
+	})
+}
+
+// A pipeline that gives no answer within poll.timeout stops the batch BLOCKED (it keeps the
+// slot) and its members at CREATE_PIPELINE_PENDING / WAIT_MANUAL; once the pipeline finished,
+// an operator's resume reads the remote state and finishes the batch on the same MR.
+func TestAPipelineTimeoutBlocksTheBatchAndResumeFinishesIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: 300 * time.Millisecond})
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "slow", "t1", 2)
+		o := e.round(t, svc, projectA)
+		b := e.stopped(t, o.BatchID)
+		if b.Status != store.BatchBlocked || b.MRIID == 0 || b.LeaseUntil == nil {
+			t.Fatalf("after the timeout: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
+		}
+		e.admit(t, "late", "late-user", "t1", "later")
+		if o := e.round(t, svc, projectA); o.Result != store.RoundSlotOccupied {
+			t.Fatalf("a blocked batch must keep its partition's slot: %+v", o)
+		}
+
+		e.clock.Advance(11 * time.Minute) // the pipeline finished meanwhile
+		if err := svc.Resume(bg, b.ID); err != nil {
+			t.Fatal(err)
+		}
+		e.landedOnOneMR(t, b.ID, ids)
+	})
+}
+
+// A rebase that conflicts even after the branch was regenerated from the target head stops the
+// batch BLOCKED with its members at HANDLE_REBASE_CONFLICT (contact support: waiting will not
+// help); an operator's settle then fails it, closing the MR.
+func TestAPersistentConflictBlocksTheBatch(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.NeedRebaseRate, f.RebaseConflictRate = 1, 1
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "conflict", "t1", 2)
+		o := e.round(t, svc, projectA)
+		b := e.stopped(t, o.BatchID)
+		if b.Status != store.BatchBlocked {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerging, store.StepHandleRebaseConflict, store.NextContactSupport)
+		}
+		if n := e.gl.Calls("create_commit"); n != 2 {
+			t.Fatalf("%d commits, want the first and one regeneration", n)
+		}
+		if err := svc.Settle(bg, b.ID, "ops@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleFailed, store.NextWaitManual)
+		}
+		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+			t.Fatalf("MR after settle: %s", st)
+		}
+	})
+}
+
+// An MR closed outside bindery while its pipeline runs: the webhook's Wake makes the runner
+// look now (its next poll would be an hour away); the batch fails with HANDLE_MR_CLOSED and the
+// members leave the waiting set.
+func TestAnMRClosedOutsideFailsTheBatchWithHandleMRClosed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: 2 * time.Hour, pollInterval: time.Hour})
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "closed", "t1", 2)
+		o := e.round(t, svc, projectA)
+		var b store.Batch
+		waitFor(t, "the MR to be recorded", func() bool {
+			b, _ = db.Batch(bg, o.BatchID)
+			return b.MRIID != 0
+		})
+		if _, err := e.runner.GitLab.CloseMergeRequest(bg, projectA, b.MRIID); err != nil {
+			t.Fatal(err)
+		}
+		svc.Wake(projectA, b.MRIID)
+		if b = e.stopped(t, b.ID); b.Status != store.BatchFailed {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusCreateFailed, store.StepHandleMRClosed, store.NextContactSupport)
+		}
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", b.ID); n != 0 {
+			t.Fatalf("%d processing rows kept by the failed batch", n)
+		}
+	})
+}
+
+// batch.maxWait: a round leaves a partition alone until batch.maxRequests wait or the oldest
+// waited long enough.
+func TestARoundWaitsForASizeOrAnAge(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{maxRequests: 3, maxWait: time.Hour})
+		svc := e.service("i1", e.pool(t, 2, 10))
+		e.admitMany(t, "few", "t1", 2)
+		if o := e.round(t, svc, projectA); o.Result != store.RoundNotDue || o.Err != nil {
+			t.Fatalf("2 of 3 waiting, younger than maxWait: %+v", o)
+		}
+		e.admit(t, "third", "user-third", "t1", "x")
+		o := e.round(t, svc, projectA)
+		if o.Result != store.RoundClaimed || o.Claimed != 3 {
+			t.Fatalf("3 of 3: %+v", o)
+		}
+		e.stopped(t, o.BatchID)
+	})
+}
+
+// An error the runner does not handle ends in the declared failure of the step it was in: the
+// reviewer accounts may not approve (403) → the batch fails, its MR closed, its members
+// HANDLE_FAILED / HANDLE_APPROVE_FAILED, which operators can retry.
+func TestAnUnhandledErrorEndsInTheStepsDeclaredFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.DeniedApprovers, f.DeniedApproveStatus = []string{"reviewer-1", "reviewer-2"}, 403
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "denied", "t1", 2)
+		o := e.round(t, svc, projectA)
+		b := e.stopped(t, o.BatchID)
+		if b.Status != store.BatchFailed {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+		}
+		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+			t.Fatalf("MR %s", st)
+		}
+	})
+}
+
+// GitLab answering 500 says nothing about the batch: nothing fails, the batch stays RUNNING with
+// a note, and once its lease expired the sweep resumes it from the remote state.
+func TestAnUnavailableGitLabLeavesTheBatchToTheSweep(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.ErrorRate, f.Endpoints = 1, []string{"approve"}
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "outage", "t1", 2)
+		o := e.round(t, svc, projectA)
+		var b store.Batch
+		waitFor(t, "the runner to give up on the unavailable GitLab", func() bool {
+			b, _ = db.Batch(bg, o.BatchID)
+			return strings.HasPrefix(b.Note, "interrupted")
+		})
+		if b.Status != store.BatchRunning {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerging, store.StepHandleStarted, store.NextWait)
+		}
+		e.gl.ResetFaults()
+		e.expireLease(t, b.ID)
+		if n, err := svc.Sweep(bg); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		e.landedOnOneMR(t, b.ID, ids)
+	})
+}
+
+// panickingApprove is the real GitLab client, except that approving panics.
+type panickingApprove struct{ gitlab.API }
+
+func (panickingApprove) Approve(context.Context, string, int64, string) error {
+	panic("approve component exploded")
+}
+
+// A panic inside a step is the step's failure, not a batch that looks busy forever: the batch
+// fails with the approve step's declared failure and its MR is closed.
+func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		e.runner = &change.Runner{GitLab: panickingApprove{e.runner.GitLab}, Log: e.runner.Log}
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "panic", "t1", 2)
+		o := e.round(t, svc, projectA)
+		b := e.stopped(t, o.BatchID)
+		if b.Status != store.BatchFailed || !strings.Contains(b.Note, "approve component exploded") {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+		}
+		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+			t.Fatalf("MR %s", st)
+		}
+	})
+}
+
+// A target removed from the catalog after its requests were admitted: the requests whose change
+// was validated and recorded at admission still land (SPEC §4.1: in-flight requests finish);
+// one admitted without it cannot be rendered any more and fails alone (CREATE_INVALID) while
+// the rest of its batch goes on.
+func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		svc := e.service("i1", e.pool(t, 2, 10))
+		e.admit(t, "kept-1", "alice", "t2", "x")
+		e.admit(t, "kept-2", "bob", "t1", "x")
+		r, err := db.Apply(bg, store.Application{OperationID: "bare", SubjectID: "carol", TargetKey: "t2", Project: projectA,
+			Flow: "approval-first", Reason: "x", Status: store.StatusApprovalSending, Step: store.StepApprovalSending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Transition(bg, r, store.Change{To: store.StatusMRCreating, Step: store.StepQueued}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Admit(bg, store.Admission{OperationID: "bare", Action: store.ActionAdd, Partition: projectA}); err != nil {
+			t.Fatal(err)
+		}
+
+		without := strings.Replace(settings{}.config(), "  - key: t2\n", "  - key: t2-renamed\n", 1)
+		e.src.Replace(config.MustParse(without))
+		batches := e.drain(t, svc, projectA)
+		if len(batches) != 1 || batches[0].Status != store.BatchSucceeded {
+			t.Fatalf("batches: %+v", batches)
+		}
+		e.expect(t, "kept-1", store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		e.expect(t, "kept-2", store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		e.expect(t, "bare", store.StatusCreateFailed, store.StepCreateInvalid, store.NextContactSupport)
+		if _, ok := e.gl.File(projectA, "main", "bindings/t2/alice.yaml"); !ok {
+			t.Fatal("the removed target's admitted file did not land")
+		}
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = 'bare'"); n != 0 {
+			t.Fatalf("the failed member is still in the waiting set")
+		}
+	})
+}
