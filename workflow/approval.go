@@ -70,10 +70,11 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 	// Decided before the transaction: rendering reads the catalog, and a collision check reads the
 	// relation's other bindings (plain reads; on SQLite the write connection is the transaction's).
 	var invalid error
+	var adm store.Admission
 	if approved && !legacy {
 		op, err := w.db.Operation(ctx, cb.OperationID)
 		if err == nil {
-			if invalid = w.validateChange(ctx, op); invalid != nil && !errors.Is(invalid, change.ErrInvalidChange) {
+			if adm, invalid = w.admission(ctx, op, store.ActionAdd); invalid != nil && !errors.Is(invalid, change.ErrInvalidChange) {
 				return CallbackResult{}, invalid
 			}
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -119,7 +120,7 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 			if approved && !legacy && invalid == nil {
 				// Admitted in the same transaction as the state that says so: no approved
 				// request is ever left out of the waiting set, none is queued twice (I4).
-				_, err = tx.Admit(ctx, store.Admission{OperationID: cb.OperationID, Action: store.ActionAdd, Partition: cur.Operation.Project})
+				_, err = tx.Admit(ctx, adm)
 			}
 			return err
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"bindery/apperr"
+	"bindery/batch"
 	"bindery/store"
 )
 
@@ -37,7 +38,7 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 				}
 				return apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", st)
 			}
-			added, err := tx.Admit(ctx, store.Admission{OperationID: operationID, Action: store.ActionDelete, Partition: cur.Operation.Project})
+			added, err := tx.Admit(ctx, w.deletion(cur.Operation))
 			if err != nil || !added {
 				return err // already closing: the admission is the guard, nothing else to write
 			}
@@ -45,6 +46,18 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 			return err
 		})
 	})
+}
+
+// deletion is the close phase's admission: the delete rendered from the catalog, or — when the
+// target left the catalog — without a rendered change, which the batch then fails visibly
+// (HANDLE_FAILED / CLOSE_FAILED) rather than the revocation being refused.
+func (w *Workflow) deletion(op store.Operation) store.Admission {
+	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
+		if adm, err := batch.Admission(t, op, store.ActionDelete); err == nil {
+			return adm
+		}
+	}
+	return store.Admission{OperationID: op.OperationID, Action: store.ActionDelete, Partition: op.Project}
 }
 
 // expiryPage bounds one expiry run; the next run takes the rest.

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"bindery/apperr"
+	"bindery/change"
 	"bindery/store"
 	"bindery/worker"
 )
@@ -95,37 +96,19 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 		}
 	}
 	cur := store.Request{Operation: op, Binding: *d.Binding}
-	change, k, fn, err := w.retryPlan(ctx, cur)
+	move, k, fn, err := w.retryPlan(ctx, cur)
 	if err != nil {
 		return RequestView{}, err
 	}
-	change.Note = note
+	move.Note = note
 	if fn == nil {
-		// Back to the waiting set (the batch path): state and admission in one transaction.
-		err = retryPreempted(ctx, func() error {
-			return w.db.InTx(ctx, func(tx *store.Tx) error {
-				cur, err := tx.Request(ctx, operationID)
-				if err != nil {
-					return err
-				}
-				action := store.ActionAdd
-				if change.Step == store.StepCloseStarted {
-					action = store.ActionDelete
-				}
-				if _, err := tx.Transition(ctx, cur, change); err != nil {
-					return err
-				}
-				_, err = tx.Admit(ctx, store.Admission{OperationID: operationID, Action: action, Partition: cur.Operation.Project})
-				return err
-			})
-		})
-		if err != nil {
+		if err := w.readmit(ctx, op, move); err != nil {
 			return RequestView{}, err
 		}
 		return w.Request(ctx, operationID)
 	}
-	change.LeaseOwner, change.LeaseTTL = w.instance, w.cfg.Current().StepLeaseTTL()
-	next, err := w.db.Transition(ctx, cur, change)
+	move.LeaseOwner, move.LeaseTTL = w.instance, w.cfg.Current().StepLeaseTTL()
+	next, err := w.db.Transition(ctx, cur, move)
 	if errors.Is(err, store.ErrPreempted) {
 		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "The request changed while retrying; look at it again.")
 	}
@@ -139,6 +122,34 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 		}
 	}
 	return w.Request(ctx, operationID)
+}
+
+// readmit puts a request of the batch path whose batch ended without it back into the waiting
+// set: its change validated again (a fixed catalog may make an invalid one valid), then the
+// state and the admission in one transaction.
+func (w *Workflow) readmit(ctx context.Context, op store.Operation, move store.Change) error {
+	adm := w.deletion(op)
+	if move.Step != store.StepCloseStarted {
+		var err error
+		if adm, err = w.admission(ctx, op, store.ActionAdd); errors.Is(err, change.ErrInvalidChange) {
+			return apperr.Wrap(err, apperr.Conflict, "The request's file change is invalid: %s", noteFor(err))
+		} else if err != nil {
+			return err
+		}
+	}
+	return retryPreempted(ctx, func() error {
+		return w.db.InTx(ctx, func(tx *store.Tx) error {
+			cur, err := tx.Request(ctx, op.OperationID)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Transition(ctx, cur, move); err != nil {
+				return err
+			}
+			_, err = tx.Admit(ctx, adm)
+			return err
+		})
+	})
 }
 
 // inBatchPhase: the request's state is the batch's to drive.
@@ -191,9 +202,7 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 		}
 		return store.Change{To: store.StatusValidated, Step: store.StepCloseStarted}, stepKind{}, nil, nil
 	case status == store.StatusCreateFailed && op.Step == store.StepCreateInvalid:
-		if err := w.validateChange(ctx, op); err != nil {
-			return store.Change{}, stepKind{}, nil, apperr.Wrap(err, apperr.Conflict, "The request's file change is still invalid: %s", noteFor(err))
-		}
+		// Re-validated at the re-admission (a fixed catalog may make it valid now).
 		return store.Change{To: store.StatusMRCreating, Step: store.StepQueued}, stepKind{}, nil, nil
 	case status.Failed(), status == store.StatusMRCreating, status == store.StatusMRCreated, status == store.StatusMerging:
 		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
