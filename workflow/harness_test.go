@@ -104,7 +104,7 @@ sim:
 `
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	db      *store.DB
 	cfg     *config.Source
 	sims    *sim.Sims
@@ -241,7 +241,7 @@ type options struct {
 	instance      string
 }
 
-func setup(t *testing.T, db *store.DB, o options) *harness {
+func setup(t testing.TB, db *store.DB, o options) *harness {
 	t.Helper()
 	if o.extra == "" {
 		o.extra = fastSims

@@ -149,6 +149,14 @@ func (w *Workflow) mergeMR(ctx context.Context, r *stepRun) error {
 	}
 	wake, stop := w.waker(spec.Project, op.MRIID)
 	defer stop()
+	// One legacy merge per project at a time on this instance: each MR is merged on top of the
+	// target, so concurrent merges into one branch make each other rebase again and again until
+	// they give up. (The batch path needs no lock: its partition slot allows one batch at once.)
+	unlock, err := w.lockProject(ctx, spec.Project)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	merged, err := w.change.Merge(ctx, change.MergeInput{Spec: spec, IID: op.MRIID, Stages: stages(w.cfg.Current()), Wake: wake})
 	switch {
 	case err == nil && merged.Merged():
@@ -220,6 +228,23 @@ func pipelineID(res change.PipelineResult) int64 {
 		return res.Pipeline.ID
 	}
 	return 0
+}
+
+// lockProject waits for the project's legacy merge lock (or ctx) and returns its release.
+func (w *Workflow) lockProject(ctx context.Context, project string) (func(), error) {
+	w.mu.Lock()
+	ch := w.merging[project]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		w.merging[project] = ch
+	}
+	w.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // waker registers a channel a GitLab event for (project, iid) wakes; stop unregisters it.

@@ -82,9 +82,11 @@ type Workflow struct {
 	baseURL  string
 	gitlab   string
 
-	// wakers are the legacy steps polling an MR, woken by a GitLab webhook.
-	mu     sync.Mutex
-	wakers map[mrKey]map[chan struct{}]struct{}
+	// wakers are the legacy steps polling an MR, woken by a GitLab webhook; merging holds the
+	// per-project legacy merge locks.
+	mu      sync.Mutex
+	wakers  map[mrKey]map[chan struct{}]struct{}
+	merging map[string]chan struct{}
 }
 
 type mrKey struct {
@@ -107,7 +109,7 @@ func New(o Options) (*Workflow, error) {
 		db: o.DB, cfg: o.Config, batches: o.Batches, tickets: o.Tickets, change: o.Change, pool: o.Pool,
 		log: o.Log, rec: o.Recorder, instance: o.Instance,
 		baseURL: strings.TrimRight(o.BaseURL, "/"), gitlab: strings.TrimRight(o.GitLabURL, "/"),
-		wakers: map[mrKey]map[chan struct{}]struct{}{},
+		wakers: map[mrKey]map[chan struct{}]struct{}{}, merging: map[string]chan struct{}{},
 	}, nil
 }
 
