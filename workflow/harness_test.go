@@ -115,8 +115,6 @@ type harness struct {
 	set     *metrics.Set
 	url     string
 	logs    *syncBuffer
-	yaml    string
-	first   bool
 	handler *atomic.Value
 	log     *slog.Logger
 	gl      gitlab.API
@@ -246,7 +244,7 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 	if o.extra == "" {
 		o.extra = fastSims
 	}
-	h := &harness{t: t, db: db, set: metrics.NewSet(), logs: &syncBuffer{}, first: o.approvalFirst, yaml: o.extra}
+	h := &harness{t: t, db: db, set: metrics.NewSet(), logs: &syncBuffer{}}
 	snap, err := config.Parse([]byte(configFor(o.approvalFirst, o.extra)))
 	if err != nil {
 		t.Fatalf("config: %v", err)
