@@ -77,8 +77,13 @@ type App struct {
 	limiter  *ratelimit.Limiter
 	share    *ratelimit.Share
 
-	// stops run in order at shutdown, after the HTTP server stopped accepting requests.
-	stops []func(context.Context) error
+	// starts run when Run starts serving (the cron). drains run first at shutdown, in order,
+	// while the HTTP server and the demo simulators still answer, so that steps in flight can
+	// finish their calls (the cron stops, the worker pool drains). stops run in order after the
+	// HTTP server stopped accepting requests.
+	starts []func(context.Context)
+	drains []func(context.Context) error
+	stops  []func(context.Context) error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -237,6 +242,9 @@ func (a *App) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
 	a.log.Info("bindery listening", "url", a.URL(), "mode", a.opts.Mode, "version", Version, "instance", a.instance)
+	for _, start := range a.starts {
+		start(bg)
+	}
 
 	var err error
 	select {
@@ -251,6 +259,11 @@ func (a *App) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	a.log.Info("shutting down", "timeout", timeout)
+	for _, drain := range a.drains {
+		if e := drain(sctx); e != nil {
+			a.log.Warn("drain incomplete; interrupted steps resume on the next start (lease sweep)", "err", e)
+		}
+	}
 	if a.sims != nil {
 		a.sims.Stop() // first: a simulated hanging call would hold the shutdown to its timeout
 	}
@@ -307,6 +320,13 @@ func (a *App) heartbeat(ctx context.Context) {
 // Close releases the listener and the database. It is safe to call more than once.
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
+		// Without Run (a failed start, a test), the services were never drained: stop them
+		// before their database goes. After Run they are stopped already (each is idempotent).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		for _, drain := range a.drains {
+			_ = drain(ctx)
+		}
+		cancel()
 		if a.listener != nil {
 			_ = a.listener.Close()
 		}

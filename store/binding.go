@@ -73,3 +73,53 @@ func (db *DB) ExpiredBindings(ctx context.Context, limit int) ([]Binding, error)
 		" ORDER BY expires_at LIMIT ?", StatusValidated, limit)
 	return collect(rows, err, scanBinding)
 }
+
+// ExpiredToClose returns up to limit VALIDATED bindings whose expires_at has passed by the
+// database clock and whose close phase has not started (no delete action of their operation in
+// the waiting set or a batch), oldest expiry first. Unlike ExpiredBindings, bindings already
+// closing never crowd the page, so an expiry run always makes progress.
+func (db *DB) ExpiredToClose(ctx context.Context, limit int) ([]Binding, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("b.", bindingColumns)+" FROM binding b WHERE b.status = ? AND b.expires_at < "+db.now()+
+		" AND NOT EXISTS (SELECT 1 FROM merge_batch_request r WHERE r.operation_id = b.operation_id AND r.action = ?)"+
+		" ORDER BY b.expires_at LIMIT ?", StatusValidated, ActionDelete, limit)
+	return collect(rows, err, scanBinding)
+}
+
+// FillExpiry gives the VALIDATED bindings of targetKey that have no expiry one: ttl after their
+// last change (their validation), by the database clock. With operationIDs it touches only
+// those (right after they were validated); without, every such binding of the target (the
+// expiry cron's repair of a validation whose follow-up write was lost in a crash). It returns the
+// rows changed; one statement per 500 ids.
+func (db *DB) FillExpiry(ctx context.Context, targetKey string, ttl time.Duration, operationIDs ...string) (int, error) {
+	if ttl <= 0 {
+		return 0, nil
+	}
+	if len(operationIDs) == 0 {
+		// A plain read first, then the guarded update by the unique key: the update never walks
+		// the status index with locks (SPEC §5.7, see hinted).
+		rows, err := db.ro.QueryContext(ctx, "SELECT operation_id FROM binding WHERE status = ? AND target_key = ? AND expires_at IS NULL",
+			StatusValidated, targetKey)
+		operationIDs, err = collect(rows, err, func(s scanner) (string, error) {
+			var id string
+			return id, s.Scan(&id)
+		})
+		if err != nil {
+			return 0, fmt.Errorf("fill expiry of %s: %w", targetKey, err)
+		}
+	}
+	q := "UPDATE " + db.hinted("binding", "uk_binding_operation") + " SET expires_at = " + db.timePlus("updated_at") +
+		" WHERE target_key = ? AND status = ? AND expires_at IS NULL AND operation_id IN "
+	total := 0
+	for _, chunk := range chunks(operationIDs, maxInList) {
+		res, err := db.rw.ExecContext(ctx, q+inList(len(chunk)), append([]any{micros(ttl), targetKey, StatusValidated}, anys(chunk)...)...)
+		if err != nil {
+			return total, fmt.Errorf("fill expiry of %s: %w", targetKey, translate(err))
+		}
+		n, err := affected(res)
+		if err != nil {
+			return total, translate(err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}

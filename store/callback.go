@@ -174,3 +174,47 @@ func (db *DB) Reconcile(ctx context.Context, minAge, maxAge time.Duration) (Reco
 	}
 	return out, nil
 }
+
+// RecordedDeploy returns the deploy callback recorded for (project, mrIID), ErrNotFound when
+// there is none. A callback can arrive before its MR's requests are recorded MERGED (the deploy
+// pipeline is quick, the merge's own write is not): whoever writes MERGED looks here and, when it
+// finds one, replays it through RecordDeploy, which validates exactly what the callback named.
+func (db *DB) RecordedDeploy(ctx context.Context, project string, mrIID int64) (Deploy, error) {
+	var ids nullString
+	err := db.ro.QueryRowContext(ctx, "SELECT operation_ids FROM deploy_callback WHERE project = ? AND mr_iid = ?", project, mrIID).Scan(&ids)
+	if err != nil {
+		return Deploy{}, fmt.Errorf("deploy callback %s!%d: %w", project, mrIID, translate(err))
+	}
+	d := Deploy{Project: project, MRIID: mrIID}
+	if ids != "" {
+		if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
+			return Deploy{}, fmt.Errorf("deploy callback %s!%d: operation ids: %w", project, mrIID, err)
+		}
+	}
+	return d, nil
+}
+
+// EarlyDeploys returns, in one query, the recorded deploy callbacks whose MR still carries
+// MERGED requests changed within maxAge: callbacks that arrived before their MR's requests were
+// recorded MERGED (a quick deploy pipeline beats the merge's own write). Replaying them through
+// RecordDeploy validates exactly what they named, without waiting out reconcile.minAge.
+func (db *DB) EarlyDeploys(ctx context.Context, maxAge time.Duration) ([]Deploy, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT DISTINCT d.id, d.project, d.mr_iid, d.operation_ids FROM binding b "+
+		"JOIN operation o ON o.operation_id = b.operation_id "+
+		"JOIN deploy_callback d ON d.project = o.project AND d.mr_iid = o.mr_iid "+
+		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus(), StatusMerged, -micros(maxAge))
+	return collect(rows, err, func(s scanner) (Deploy, error) {
+		var d Deploy
+		var id int64
+		var ids nullString
+		if err := s.Scan(&id, &d.Project, &d.MRIID, &ids); err != nil {
+			return d, err
+		}
+		if ids != "" {
+			if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
+				return d, fmt.Errorf("deploy callback %s!%d: operation ids: %w", d.Project, d.MRIID, err)
+			}
+		}
+		return d, nil
+	})
+}

@@ -299,5 +299,14 @@ func (db *DB) nowPlus() string {
 	return "strftime('%Y-%m-%d %H:%M:%f','now', (CAST(? AS REAL) / 1000000.0) || ' seconds')"
 }
 
+// timePlus is a DATETIME column shifted by one bound parameter in microseconds, in the format the
+// column stores.
+func (db *DB) timePlus(column string) string {
+	if db.dialect == MySQL {
+		return "TIMESTAMPADD(MICROSECOND, ?, " + column + ")"
+	}
+	return "strftime('%Y-%m-%d %H:%M:%f', " + column + ", (CAST(? AS REAL) / 1000000.0) || ' seconds')"
+}
+
 // micros converts a duration into nowPlus's parameter.
 func micros(d time.Duration) int64 { return d.Microseconds() }

@@ -94,6 +94,9 @@ func (db *DB) OperationsBySubject(ctx context.Context, subjectID string, p Page)
 type StuckFilter struct {
 	Statuses []BindingStatus
 	Step     Step
+	// NeedsOperator keeps only the requests an operator or support must act on: a failure status
+	// (CREATE_FAILED, HANDLE_FAILED) or a pending step (10501+, e.g. a pipeline that timed out).
+	NeedsOperator bool
 	Page
 }
 
@@ -120,6 +123,10 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 	if f.Step != 0 {
 		q += " AND step = ?"
 		args = append(args, f.Step)
+	}
+	if f.NeedsOperator {
+		q += " AND (status IN (?, ?) OR (step >= ? AND step < ?))"
+		args = append(args, StatusCreateFailed, StatusHandleFailed, StepHandlePipelinePending, StepHandlePipelinePending+100)
 	}
 	if after {
 		q += " AND (updated_at > ? OR (updated_at = ? AND id > ?))"

@@ -53,6 +53,11 @@ type Application struct {
 	Reason      string
 	Status      BindingStatus
 	Step        Step
+	// LeaseOwner, when set, makes the instance that hands the first step to its workers the
+	// holder of the operation's lease for LeaseTTL, in the same insert: a crash between the
+	// answer and the step leaves a lease that expires, and the sweep resumes the step.
+	LeaseOwner string
+	LeaseTTL   time.Duration
 }
 
 // ErrApplyInProgress refuses an application for a relation whose row is in a state that is not
@@ -92,8 +97,13 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 	}
 	db := tx.db
 	// The operation first: every cross-table write locks operation before binding.
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step) "+
-		"VALUES (?, ?, ?, ?, ?, ?, ?, ?)", a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step)
+	cols, vals := "operation_id, subject_id, target_key, project, flow, reason, status, step", "?, ?, ?, ?, ?, ?, ?, ?"
+	args := []any{a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step}
+	if a.LeaseOwner != "" {
+		cols, vals = cols+", lease_owner, lease_until", vals+", ?, "+db.nowPlus()
+		args = append(args, a.LeaseOwner, micros(a.LeaseTTL))
+	}
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation ("+cols+") VALUES ("+vals+")", args...)
 	if err != nil {
 		return Request{}, fmt.Errorf("apply %s: %w", a.OperationID, translate(err))
 	}
@@ -144,7 +154,7 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 		return Request{}, err
 	}
 	op := Operation{ID: opID, OperationID: a.OperationID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Project: a.Project,
-		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1}
+		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1, LeaseOwner: a.LeaseOwner}
 	return Request{Operation: op, Binding: b}, nil
 }
 
@@ -161,6 +171,11 @@ type Change struct {
 	ExpiresIn time.Duration
 	// ReleaseLease frees the operation's lease in the same write (the step is finished).
 	ReleaseLease bool
+	// LeaseOwner, when set, makes it the holder of the operation's lease for LeaseTTL in the same
+	// write: the transition hands a step to the workers (a callback starting the merge, an
+	// operator's retry), and a crash before the step runs leaves a lease the sweep resumes.
+	LeaseOwner string
+	LeaseTTL   time.Duration
 }
 
 // Transition moves a request to c.To / c.Step (SPEC §3): it checks the one transition table
@@ -190,7 +205,11 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	db := tx.db
 	set := "status = ?, step = ?, version = version + 1, updated_at = " + db.now()
 	set, args := setRefs(set, []any{c.To, c.Step}, c.MRIID, c.PipelineID)
-	if c.ReleaseLease {
+	switch {
+	case c.LeaseOwner != "":
+		set += ", lease_owner = ?, lease_until = " + db.nowPlus()
+		args = append(args, c.LeaseOwner, micros(c.LeaseTTL))
+	case c.ReleaseLease:
 		set += ", lease_owner = NULL, lease_until = NULL"
 	}
 	args = append(args, op.ID, op.Version)
@@ -221,7 +240,10 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if c.PipelineID != 0 {
 		op.PipelineID = c.PipelineID
 	}
-	if c.ReleaseLease {
+	switch {
+	case c.LeaseOwner != "":
+		op.LeaseOwner = c.LeaseOwner
+	case c.ReleaseLease:
 		op.LeaseOwner, op.LeaseUntil = "", nil
 	}
 	b.Status, b.Version = c.To, b.Version+1

@@ -116,15 +116,16 @@ const (
 	StepCreateInvalid         Step = 10012 // rendered change failed validation at admission
 
 	// handle phase: approve, rebase, merge
-	StepHandleStarted        Step = 10101
-	StepHandleApproved       Step = 10102
-	StepHandleMerged         Step = 10103
-	StepHandleFailed         Step = 10104
-	StepHandleRebaseConflict Step = 10105
-	StepHandleMergeFailed    Step = 10106
-	StepHandlePipelineFailed Step = 10107
-	StepHandleApproveFailed  Step = 10108
-	StepHandleMRClosed       Step = 10109 // the MR was closed outside bindery
+	StepHandleStarted         Step = 10101
+	StepHandleApproved        Step = 10102
+	StepHandleMerged          Step = 10103
+	StepHandleFailed          Step = 10104
+	StepHandleRebaseConflict  Step = 10105
+	StepHandleMergeFailed     Step = 10106
+	StepHandlePipelineFailed  Step = 10107
+	StepHandleApproveFailed   Step = 10108
+	StepHandleMRClosed        Step = 10109 // the MR was closed outside bindery
+	StepHandleHandoffRejected Step = 10110 // worker pool full when the approved merge was handed off
 
 	// close phase: revoke or expiry
 	StepCloseStarted   Step = 10201
@@ -148,7 +149,8 @@ var stepNames = map[Step]string{
 	StepHandleStarted: "HANDLE_STARTED", StepHandleApproved: "HANDLE_APPROVED", StepHandleMerged: "HANDLE_MERGED",
 	StepHandleFailed: "HANDLE_FAILED", StepHandleRebaseConflict: "HANDLE_REBASE_CONFLICT", StepHandleMergeFailed: "HANDLE_MERGE_FAILED",
 	StepHandlePipelineFailed: "HANDLE_PIPELINE_FAILED", StepHandleApproveFailed: "HANDLE_APPROVE_FAILED", StepHandleMRClosed: "HANDLE_MR_CLOSED",
-	StepCloseStarted: "CLOSE_STARTED", StepCloseSucceeded: "CLOSE_SUCCEEDED", StepCloseFailed: "CLOSE_FAILED",
+	StepHandleHandoffRejected: "HANDLE_HANDOFF_REJECTED",
+	StepCloseStarted:          "CLOSE_STARTED", StepCloseSucceeded: "CLOSE_SUCCEEDED", StepCloseFailed: "CLOSE_FAILED",
 	StepCalledBack:            "CALLED_BACK",
 	StepHandlePipelinePending: "HANDLE_PIPELINE_PENDING", StepCreatePipelinePending: "CREATE_PIPELINE_PENDING",
 	StepHandleRebasePending: "HANDLE_REBASE_PENDING",

@@ -53,11 +53,31 @@ func insertSteps(ctx context.Context, tx *sql.Tx, operationIDs []string, step St
 // Steps returns operationID's step history, oldest first.
 func (db *DB) Steps(ctx context.Context, operationID string) ([]StepRecord, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY id", operationID)
-	return collect(rows, err, func(s scanner) (StepRecord, error) {
-		var r StepRecord
-		var at dbTime
-		err := s.Scan(&r.ID, &r.OperationID, &r.Step, &r.Status, &r.Note, &at)
-		r.At = at.T
-		return r, err
-	})
+	return collect(rows, err, scanStep)
+}
+
+func scanStep(s scanner) (StepRecord, error) {
+	var r StepRecord
+	var at dbTime
+	err := s.Scan(&r.ID, &r.OperationID, &r.Step, &r.Status, &r.Note, &at)
+	r.At = at.T
+	return r, err
+}
+
+// StepsOf returns the step histories of many operations, oldest first per operation, with one
+// query per 500 operations (the stage durations of a whole batch, never a read per member).
+func (db *DB) StepsOf(ctx context.Context, operationIDs []string) (map[string][]StepRecord, error) {
+	out := make(map[string][]StepRecord, len(operationIDs))
+	for _, chunk := range chunks(operationIDs, maxInList) {
+		rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id IN "+
+			inList(len(chunk))+" ORDER BY operation_id, id", anys(chunk)...)
+		recs, err := collect(rows, err, scanStep)
+		if err != nil {
+			return nil, fmt.Errorf("step histories: %w", err)
+		}
+		for _, r := range recs {
+			out[r.OperationID] = append(out[r.OperationID], r)
+		}
+	}
+	return out, nil
 }

@@ -11,6 +11,10 @@ package ui_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +36,7 @@ func bootDemo(t *testing.T) string {
 	}
 	logs := &bytes.Buffer{}
 	a, err := app.New(context.Background(), app.Options{Mode: app.ModeDemo, ConfigPath: configPath, Addr: "127.0.0.1:0", DSN: dsn,
-		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs})
+		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,4 +101,127 @@ func TestE2EDuplicateSubmitKeepsTheFormLockedInTheRealDemo(t *testing.T) {
 	b.do("open the demo", chromedp.Navigate(url+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=bob; Path=/'`), chromedp.Reload())
 	op := applyFor(b, "grafana-editor", "dashboards for the incident review")
 	resubmitAfterLostAnswer(b, op)
+}
+
+// The README's pictures, taken from the real demo rather than the fake API:
+//
+//	go test -tags e2e ./ui -run TestE2EScreenshots -screenshots ../docs/screenshots
+//
+// Without -screenshots the same pages are still opened and checked (they render the real
+// product's data without an exception and without sideways scrolling).
+func TestE2EScreenshotsOfTheRealDemo(t *testing.T) {
+	url := bootDemo(t)
+	validated := demoApply(t, url, "alice", "payments-db-readonly", "quarterly revenue report")
+	inFlight := demoApply(t, url, "alice", "grafana-editor", "dashboards for the incident review")
+	waiting := demoApply(t, url, "alice", "payments-db-admin", "schema migration for the ledger")
+	demoDecide(t, url, validated, "APPROVED")
+	demoDecide(t, url, inFlight, "APPROVED")
+	demoWait(t, url, validated, "VALIDATED")
+
+	for _, size := range []struct {
+		name          string
+		width, height int
+	}{{"laptop", 1280, 900}, {"phone", 390, 844}} {
+		t.Run(size.name, func(t *testing.T) {
+			b := newBrowser(t, size.width, size.height)
+			b.do("size the viewport", chromedp.EmulateViewport(int64(size.width), int64(size.height)))
+			page := func(name, path, ready string, prepare func()) {
+				t.Helper()
+				b.do("open "+path, chromedp.Navigate(url+path))
+				b.waitFor(name+" ready", ready, 60*time.Second)
+				if prepare != nil {
+					prepare()
+				}
+				if overflow := evalJS[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); overflow > 0 {
+					t.Errorf("%s at %dpx scrolls sideways by %dpx", name, size.width, overflow)
+				}
+				if size.name == "laptop" || name == "request" {
+					b.screenshot(fmt.Sprintf("%s-%s.png", name, size.name))
+				}
+			}
+			b.do("sign in as alice", chromedp.Navigate(url+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`))
+			page("apply", "/", `document.querySelector('#apply-form')`, func() {
+				b.click("#target-payments-db-readonly")
+				b.waitFor("preview", `document.querySelector('.preview pre.file')`, 10*time.Second)
+				b.do("type a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "quarterly revenue report"))
+			})
+			page("my-requests", "/requests", `document.querySelectorAll('tr[data-operation-id]').length === 3`, nil)
+			page("request", "/requests/"+waiting, `document.querySelector('#waiting')`, nil)
+			page("request-validated", "/requests/"+validated, `document.querySelector('#status-card [data-status="VALIDATED"]')`, nil)
+			b.do("sign in as ops", chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`))
+			page("ops", "/ops", `document.querySelector('#stage-latency li') && document.querySelector('#batches [data-batch-id]')`, nil)
+		})
+	}
+}
+
+// demoApply applies through the demo's API as user and returns the operationId.
+func demoApply(t *testing.T, url, user, target, reason string) string {
+	t.Helper()
+	op := fmt.Sprintf("%s-%s-%d", user, target, time.Now().UnixNano())
+	body := fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":%q}`, op, target, reason)
+	if code, text := demoCall(t, "POST", url+"/api/apply", user, body); code != 202 {
+		t.Fatalf("apply %s: %d %s", target, code, text)
+	}
+	return op
+}
+
+// demoDecide decides op's ticket in the approval simulator's inbox.
+func demoDecide(t *testing.T, url, op, decision string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, text := demoCall(t, "GET", url+"/sim/approvals", "", "")
+		var inbox struct {
+			Items []struct{ ID, OperationID string }
+		}
+		if err := json.Unmarshal([]byte(text), &inbox); err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range inbox.Items {
+			if tk.OperationID == op {
+				if code, text := demoCall(t, "POST", url+"/sim/approvals/"+tk.ID+"/decide", "", `{"decision":"`+decision+`"}`); code != 200 {
+					t.Fatalf("decide: %d %s", code, text)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ticket for %s", op)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// demoWait waits until op has status.
+func demoWait(t *testing.T, url, op, status string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		_, text := demoCall(t, "GET", url+"/api/requests/"+op, "ops", "")
+		if strings.Contains(text, `"status":"`+status+`"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached %s: %s", op, status, text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func demoCall(t *testing.T, method, url, user, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if user != "" {
+		req.Header.Set("X-Bindery-User", user)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
 }

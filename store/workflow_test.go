@@ -1,0 +1,193 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// The store paths the workflow added: leases written with the transition that hands a step to
+// the workers, expiry filled after validation, the expiry list that skips closing bindings, the
+// operator-needed stuck list and bulk step histories.
+
+func TestALeaseWrittenWithTheFirstStateExpiresAndIsFoundBySweep(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		a := application("op-1", "alice", "t1")
+		a.LeaseOwner, a.LeaseTTL = "crashed-instance", time.Millisecond
+		r := mustApply(t, db, a)
+		if r.Operation.LeaseOwner != "crashed-instance" {
+			t.Fatalf("apply: %+v", r.Operation)
+		}
+		mustApply(t, db, application("op-2", "bob", "t1")) // no lease: never swept
+		waitFor(t, "the lease to expire", func() bool {
+			ops, err := db.ExpiredOperationLeases(bg, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(ops) == 1 && ops[0].OperationID == "op-1"
+		})
+
+		cur, err := db.Request(bg, "op-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved, err := db.Transition(bg, cur, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, LeaseOwner: "i2", LeaseTTL: time.Hour})
+		if err != nil || moved.Operation.LeaseOwner != "i2" {
+			t.Fatalf("transition with a lease: %+v %v", moved.Operation, err)
+		}
+		if ops, _ := db.ExpiredOperationLeases(bg, 10); len(ops) != 0 {
+			t.Fatalf("a fresh lease counts as expired: %+v", ops)
+		}
+		if _, err := db.AcquireOperationLease(bg, "op-1", "i3", time.Minute); err == nil {
+			t.Fatal("another instance took a live lease")
+		}
+		released, err := db.Transition(bg, moved, store.Change{To: store.StatusMRCreating, Step: store.StepQueued, ReleaseLease: true})
+		if err != nil || released.Operation.LeaseOwner != "" {
+			t.Fatalf("release: %+v %v", released.Operation, err)
+		}
+		op, err := db.Operation(bg, "op-1")
+		if err != nil || op.LeaseOwner != "" || op.LeaseUntil != nil {
+			t.Fatalf("after release: %+v %v", op, err)
+		}
+	})
+}
+
+func TestExpiryIsFilledFromTheValidationTimeOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		for _, id := range []string{"v1", "v2", "v3"} {
+			mustApply(t, db, application(id, "alice-"+id, "t1"))
+			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged, store.StatusValidated)
+		}
+		mustApply(t, db, application("other", "alice", "t2"))
+		mustMove(t, db, "other", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged, store.StatusValidated)
+
+		n, err := db.FillExpiry(bg, "t1", time.Hour, "v1")
+		if err != nil || n != 1 {
+			t.Fatalf("fill v1: %d %v", n, err)
+		}
+		b, _ := db.BindingByOperation(bg, "v1")
+		if b.ExpiresAt == nil || b.ExpiresAt.Sub(b.UpdatedAt) != time.Hour {
+			t.Fatalf("v1 expires at %v, updated %v: want one hour after validation", b.ExpiresAt, b.UpdatedAt)
+		}
+		if n, err := db.FillExpiry(bg, "t1", 2*time.Hour, "v1"); err != nil || n != 0 {
+			t.Fatalf("a second fill changed an expiry: %d %v", n, err)
+		}
+		// The repair form: every validated binding of the target without an expiry.
+		if n, err := db.FillExpiry(bg, "t1", time.Hour); err != nil || n != 2 {
+			t.Fatalf("repair: %d %v", n, err)
+		}
+		if o, _ := db.BindingByOperation(bg, "other"); o.ExpiresAt != nil {
+			t.Fatalf("another target's binding got an expiry: %v", o.ExpiresAt)
+		}
+		if n, err := db.FillExpiry(bg, "t2", 0); err != nil || n != 0 {
+			t.Fatalf("no ttl: %d %v", n, err)
+		}
+	})
+}
+
+func TestExpiredBindingsAlreadyClosingAreNotListedAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		for _, id := range []string{"e1", "e2"} {
+			mustApply(t, db, application(id, "alice-"+id, "t1"))
+			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged, store.StatusValidated)
+		}
+		if _, err := db.FillExpiry(bg, "t1", time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "both to expire", func() bool {
+			bs, err := db.ExpiredToClose(bg, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(bs) == 2
+		})
+		if _, err := db.Admit(bg, store.Admission{OperationID: "e1", Action: store.ActionDelete, Partition: "infra/acl"}); err != nil {
+			t.Fatal(err)
+		}
+		bs, err := db.ExpiredToClose(bg, 10)
+		if err != nil || len(bs) != 1 || bs[0].OperationID != "e2" {
+			t.Fatalf("expired to close: %+v %v", bs, err)
+		}
+	})
+}
+
+func TestTheStuckListCanKeepOnlyWhatNeedsAnOperator(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		for _, id := range []string{"ok", "failed", "pending"} {
+			mustApply(t, db, application(id, "alice", "t-"+id))
+		}
+		mustMove(t, db, "failed", store.StatusApprovalSent, store.StatusMRCreating, store.StatusCreateFailed)
+		mustMove(t, db, "pending", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+		cur, _ := db.Request(bg, "pending")
+		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusMerging, Step: store.StepHandlePipelinePending}); err != nil {
+			t.Fatal(err)
+		}
+		ops, _, err := db.StuckOperations(bg, store.StuckFilter{NeedsOperator: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range ops {
+			got = append(got, o.OperationID)
+		}
+		if join(got) != "failed pending" {
+			t.Fatalf("needs an operator: %v", got)
+		}
+	})
+}
+
+func TestStepHistoriesOfManyRequestsInOneRead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, application("h1", "alice", "t1"))
+		mustApply(t, db, application("h2", "bob", "t1"))
+		mustMove(t, db, "h2", store.StatusApprovalSent)
+		got, err := db.StepsOf(bg, []string{"h1", "h2", "unknown"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got["h1"]) != 1 || len(got["h2"]) != 2 || got["h2"][1].Step != store.StepApprovalSent || len(got["unknown"]) != 0 {
+			t.Fatalf("histories: %+v", got)
+		}
+	})
+}
+
+func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, application("early", "alice", "t1"))
+		mustMove(t, db, "early", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+		cur, _ := db.Request(bg, "early")
+		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved, MRIID: 9}); err != nil {
+			t.Fatal(err)
+		}
+		// The callback arrives while the request is still MERGING: recorded, nothing validated.
+		d, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"early"}})
+		if err != nil || !d.Fresh || len(d.Validated) != 0 {
+			t.Fatalf("early callback: %+v %v", d, err)
+		}
+		if got, err := db.EarlyDeploys(bg, time.Hour); err != nil || len(got) != 0 {
+			t.Fatalf("early deploys before MERGED: %+v %v", got, err)
+		}
+		mustMove(t, db, "early", store.StatusMerged)
+		rec, err := db.RecordedDeploy(bg, "infra/acl", 9)
+		if err != nil || len(rec.OperationIDs) != 1 || rec.OperationIDs[0] != "early" {
+			t.Fatalf("recorded deploy: %+v %v", rec, err)
+		}
+		if _, err := db.RecordedDeploy(bg, "infra/acl", 10); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown MR: %v", err)
+		}
+		got, err := db.EarlyDeploys(bg, time.Hour)
+		if err != nil || len(got) != 1 || got[0].MRIID != 9 || got[0].OperationIDs[0] != "early" {
+			t.Fatalf("early deploys: %+v %v", got, err)
+		}
+		replay, err := db.RecordDeploy(bg, got[0])
+		if err != nil || replay.Fresh || len(replay.Validated) != 1 {
+			t.Fatalf("replay: %+v %v", replay, err)
+		}
+		if got, _ := db.EarlyDeploys(bg, time.Hour); len(got) != 0 {
+			t.Fatalf("after the replay: %+v", got)
+		}
+	})
+}

@@ -1,0 +1,66 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"bindery/apperr"
+	"bindery/change"
+	"bindery/store"
+)
+
+// Apply does the synchronous part of an application (SPEC §4 "async entry"): the target exists,
+// the access mode allows it, the subject can be rendered into the target's path, the relation has
+// no active request; then it writes the first state of the flow workflow.approvalFirst selects —
+// APPROVAL_SENDING (approval-first) or MR_CREATING (legacy) — with this instance's lease, hands
+// the first step to the workers and answers at once. A full pool writes CREATE_FAILED /
+// CREATE_HANDOFF_REJECTED before answering, so polling shows a failure, not "processing".
+func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error) {
+	snap := w.cfg.Current()
+	t, ok := snap.Target(in.TargetKey)
+	if !ok {
+		return ApplyResult{}, apperr.Invalid("targetKey", "is not in the catalog")
+	}
+	if !snap.ApplyOpen(time.Now()) {
+		return ApplyResult{}, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
+	}
+	if _, err := change.RenderPath(t, in.Subject); err != nil {
+		return ApplyResult{}, apperr.Wrap(err, apperr.InvalidArgument, "Your identity cannot be used in this target's file path; please contact the maintainers.")
+	}
+	a := store.Application{
+		OperationID: in.OperationID, SubjectID: in.Subject, TargetKey: t.Key, Project: t.Project, Reason: in.Reason,
+		Flow: FlowLegacy, Status: store.StatusMRCreating, Step: store.StepCreateStarted,
+		LeaseOwner: w.instance, LeaseTTL: snap.StepLeaseTTL(),
+	}
+	if snap.ApprovalFirst() {
+		a.Flow, a.Status, a.Step = FlowApprovalFirst, store.StatusApprovalSending, store.StepApprovalSending
+	}
+	req, err := w.db.Apply(ctx, a)
+	var busy *store.ErrApplyInProgress
+	switch {
+	case errors.As(err, &busy):
+		return ApplyResult{}, apperr.Wrap(err, apperr.ApplyInProgress, "You already have an active request for %s (%s).", t.Title, busy.Binding.Status)
+	case errors.Is(err, store.ErrPreempted):
+		return ApplyResult{}, apperr.Wrap(err, apperr.ApplyInProgress, "Another request for %s is being submitted right now.", t.Title)
+	case errors.Is(err, store.ErrDuplicate):
+		return ApplyResult{}, apperr.Wrap(err, apperr.Conflict, "This operationId is already used by another request; generate a new one.")
+	case err != nil:
+		return ApplyResult{}, err
+	}
+
+	first := stepKind{}
+	var fn func(context.Context, *stepRun) error
+	if a.Flow == FlowApprovalFirst {
+		first, fn = stepOpenTicket, w.openTicket
+	} else {
+		first, fn = stepCreateMR, w.createMR
+	}
+	if err := w.handOff(req.Operation.OperationID, first, fn); err != nil {
+		if req, err = w.rejectHandOff(ctx, req, err, store.StatusCreateFailed, store.StepCreateHandoffRejected); err != nil {
+			return ApplyResult{}, err
+		}
+	}
+	st := req.Binding.Status
+	return ApplyResult{Code: CodeAccepted, OperationID: req.Operation.OperationID, Status: st, NextAction: store.NextActionFor(st, req.Operation.Step)}, nil
+}

@@ -1,0 +1,192 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"bindery/approval"
+	"bindery/change"
+	"bindery/store"
+)
+
+// openTicket is the step that asks the approval system to decide (both flows): the legacy flow
+// sends its MR in ext.mrId, so that the callback knows which flow it belongs to. The approval
+// system is idempotent by operationId, so a re-run after a crash opens nothing twice.
+// APPROVAL_SENDING is written before the call and APPROVAL_SENT after; a callback that arrives
+// in between finds the row awaiting approval (SENDING counts) and moves it on — then this step's
+// guarded SENT write is preempted, which is not a failure.
+func (w *Workflow) openTicket(ctx context.Context, r *stepRun) error {
+	op := r.req.Operation
+	switch st := r.req.Binding.Status; {
+	case st == store.StatusCreateFailed || st == store.StatusMRCreated:
+		// An operator's retry of a failed send, or the legacy flow after its MR passed CI.
+		if err := r.move(ctx, store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}); err != nil {
+			return err
+		}
+	case !st.AwaitingApproval():
+		return nil // a callback or an operator moved it on
+	}
+	snap := w.cfg.Current()
+	title := op.TargetKey
+	if t, ok := snap.Target(op.TargetKey); ok {
+		title = t.Title
+	}
+	ticket := approval.Ticket{
+		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, Reason: op.Reason,
+		Title: fmt.Sprintf("%s requests %s", op.SubjectID, title), CallbackURL: w.callbackURL(),
+	}
+	if op.Flow == FlowLegacy && op.MRIID > 0 {
+		ticket.Ext = map[string]string{"mrId": strconv.FormatInt(op.MRIID, 10)}
+	}
+	id, err := w.tickets.Open(ctx, ticket)
+	if err != nil {
+		return err
+	}
+	err = r.move(ctx, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: "Ticket " + id, ReleaseLease: true})
+	if errors.Is(err, store.ErrPreempted) {
+		return nil // the decision arrived first: nothing left to do
+	}
+	return err
+}
+
+// ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
+// one transaction: the callback is recorded by its own id (a repeat is DUPLICATE), the request is
+// found by operationId and must be the relation's current one and awaiting approval (SENDING
+// included), else IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The
+// payload decides the flow: ext.mrId present → the legacy MR-first flow (its MR is approved and
+// merged), absent → approval-first (validated and admitted to the waiting set). So tickets
+// opened before workflow.approvalFirst was switched finish in their own flow.
+func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (CallbackResult, error) {
+	mrID, legacy, err := legacyMR(cb)
+	if err != nil {
+		w.log.WarnContext(ctx, "approval callback with a malformed ext.mrId; ignored", "operation", cb.OperationID, "err", err)
+		return CallbackResult{Code: CallbackIgnoredStale}, nil
+	}
+	approved := cb.Result == ApprovalApproved
+	// Decided before the transaction: rendering reads the catalog, and a collision check reads the
+	// relation's other bindings (plain reads; on SQLite the write connection is the transaction's).
+	var invalid error
+	var adm store.Admission
+	if approved && !legacy {
+		op, err := w.db.Operation(ctx, cb.OperationID)
+		if err == nil {
+			if adm, invalid = w.admission(ctx, op, store.ActionAdd); invalid != nil && !errors.Is(invalid, change.ErrInvalidChange) {
+				return CallbackResult{}, invalid
+			}
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return CallbackResult{}, err
+		}
+	}
+
+	var code string
+	var moved store.Request
+	err = retryPreempted(ctx, func() error {
+		code, moved = CallbackAccepted, store.Request{}
+		return w.db.InTx(ctx, func(tx *store.Tx) error {
+			fresh, err := tx.RecordApprovalCallback(ctx, cb.CallbackID, cb.OperationID, cb.Result)
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				code = CallbackDuplicate
+				return nil
+			}
+			cur, err := tx.Request(ctx, cb.OperationID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && (!cur.Current() || !cur.Binding.Status.AwaitingApproval())) {
+				code = CallbackIgnoredStale // recorded, so a resend is a duplicate; the row is untouched
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if legacy && cur.Operation.MRIID != 0 && cur.Operation.MRIID != mrID {
+				code = CallbackIgnoredStale // a ticket for another MR of this request: not ours to act on
+				return nil
+			}
+			c := decide(cb, legacy, approved, invalid)
+			if legacy && approved {
+				c.LeaseOwner, c.LeaseTTL = w.instance, w.cfg.Current().StepLeaseTTL()
+			}
+			if c.MRIID == 0 && legacy {
+				c.MRIID = mrID
+			}
+			if moved, err = tx.Transition(ctx, cur, c); err != nil {
+				return err
+			}
+			if approved && !legacy && invalid == nil {
+				// Admitted in the same transaction as the state that says so: no approved
+				// request is ever left out of the waiting set, none is queued twice (I4).
+				_, err = tx.Admit(ctx, adm)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return CallbackResult{}, err
+	}
+	w.log.InfoContext(ctx, "approval callback", "operation", cb.OperationID, "callback", cb.CallbackID, "result", cb.Result, "legacy", legacy, "answer", code)
+	if moved.Operation.ID == 0 {
+		return CallbackResult{Code: code}, nil
+	}
+
+	// After commit: the approval wait, and the work the decision starts.
+	w.observeApproval(ctx, cb.OperationID)
+	switch {
+	case legacy && approved:
+		if err := w.handOff(cb.OperationID, stepMergeMR, w.mergeMR); err != nil {
+			if _, err := w.rejectHandOff(ctx, moved, err, store.StatusHandleFailed, store.StepHandleHandoffRejected); err != nil {
+				w.log.ErrorContext(ctx, "merge hand-off rejection not recorded", "operation", cb.OperationID, "err", err)
+			}
+		}
+	case legacy:
+		w.closeRejectedMR(ctx, moved.Operation)
+	}
+	return CallbackResult{Code: code}, nil
+}
+
+// decide is the transition a fresh, current callback makes.
+func decide(cb ApprovalCallback, legacy, approved bool, invalid error) store.Change {
+	switch {
+	case !approved:
+		return store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, Note: "Decision: " + strings.ToLower(cb.Result) + ".", ReleaseLease: true}
+	case legacy:
+		return store.Change{To: store.StatusMerging, Step: store.StepHandleStarted, Note: "Approved."}
+	case invalid != nil:
+		return store.Change{To: store.StatusCreateFailed, Step: store.StepCreateInvalid, Note: noteFor(invalid), ReleaseLease: true}
+	}
+	return store.Change{To: store.StatusMRCreating, Step: store.StepQueued, Note: "Approved; waiting for a batch.", ReleaseLease: true}
+}
+
+// legacyMR reads ext.mrId: present → the legacy flow.
+func legacyMR(cb ApprovalCallback) (int64, bool, error) {
+	raw, ok := cb.Ext["mrId"]
+	if raw = strings.TrimSpace(raw); !ok || raw == "" {
+		return 0, false, nil
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, true, fmt.Errorf("ext.mrId %q is not an MR number", raw)
+	}
+	return id, true, nil
+}
+
+// retryPreempted re-runs fn when it lost a race (a guarded write preempted by a concurrent
+// writer, a deadlock): each attempt reads afresh, so the second one decides on the new state.
+func retryPreempted(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := range 4 {
+		if err = fn(); err == nil || !(errors.Is(err, store.ErrPreempted) || errors.Is(err, store.ErrRetry)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		}
+	}
+	return err
+}

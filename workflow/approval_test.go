@@ -1,0 +1,218 @@
+package workflow_test
+
+import (
+	"testing"
+
+	"bindery/sim"
+	"bindery/store"
+	"bindery/store/storetest"
+	"bindery/workflow"
+)
+
+// Approval-first: the ticket first; an approved request is validated and admitted to its
+// partition's waiting set in one transaction, and the view says where it stands.
+func TestApprovalFirstApprovedRequestIsAdmittedToTheWaitingSet(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		first := h.apply("alice", "db-read")
+		second := h.apply("bob", "db-read")
+		for _, op := range []string{first, second} {
+			v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+			if v.Flow != workflow.FlowApprovalFirst || v.Waiting == nil || v.Waiting.Stage != "approval" || v.NextAction != store.NextWait {
+				t.Fatalf("awaiting approval: %+v", v)
+			}
+			ext, _, _ := h.sims.Approval.TicketExt(h.ticketOf(op).ID)
+			if _, legacy := ext["mrId"]; legacy {
+				t.Fatalf("an approval-first ticket carries ext.mrId: %v", ext)
+			}
+		}
+		h.decide(first, sim.TicketApproved)
+		h.waitState(first, store.StatusMRCreating, store.StepQueued)
+		h.decide(second, sim.TicketApproved)
+		h.waitState(second, store.StatusMRCreating, store.StepQueued)
+		v1, v2 := h.view(first), h.view(second)
+		if v1.Waiting == nil || v1.Waiting.Stage != "batch" || v1.Waiting.Position != 1 || v2.Waiting.Position != 2 || v2.Waiting.Ahead != 1 {
+			t.Fatalf("waiting: %+v / %+v", v1.Waiting, v2.Waiting)
+		}
+		if len(v1.Stages) != 2 || v1.Stages[0].Stage != "approval" || !v1.Stages[0].Done || v1.Stages[1].Stage != "batch" || v1.Stages[1].Done {
+			t.Fatalf("stages: %+v", v1.Stages)
+		}
+		parts, err := db.PartitionsWaiting(bg)
+		if err != nil || len(parts) != 1 || parts[0] != project {
+			t.Fatalf("partitions waiting: %v %v", parts, err)
+		}
+		if got := h.metric(`bindery_request_stage_seconds_count{stage="approval"}`); got != "2" {
+			t.Fatalf("approval wait observed %q times", got)
+		}
+	})
+}
+
+func TestApprovalFirstRejectedAndWithdrawnEndRejected(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		rejected := h.apply("alice", "db-read")
+		h.decide(rejected, sim.TicketRejected)
+		if v := h.waitState(rejected, store.StatusRejected, store.StepApprovalRejected); v.NextAction != store.NextReapply || v.Waiting != nil {
+			t.Fatalf("rejected: %+v", v)
+		}
+		withdrawn := h.apply("bob", "db-read")
+		h.waitState(withdrawn, store.StatusApprovalSent, 0)
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "w-1", OperationID: withdrawn, Result: "WITHDRAWN"}, "test-approval-secret"); code != 200 || answer != "ACCEPTED" {
+			t.Fatalf("withdrawn: %d %s", code, answer)
+		}
+		h.waitState(withdrawn, store.StatusRejected, store.StepApprovalRejected)
+		if _, err := db.Waiting(bg, rejected); err == nil {
+			t.Fatal("a rejected request is in the waiting set")
+		}
+	})
+}
+
+// SPEC §4 callback guard: deduplicated by the callback's id, accepted only for the current
+// application awaiting approval (SENDING included), anything else 2xx IGNORED_STALE, unchanged.
+func TestCallbacksDuplicateStaleReorderedAndForgedChangeNothing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		secret := "test-approval-secret"
+
+		op := h.apply("alice", "db-read")
+		h.waitState(op, store.StatusApprovalSent, 0)
+		// Forged: a wrong secret is refused before the workflow sees it.
+		if code, _ := h.callback(workflow.ApprovalCallback{CallbackID: "forged", OperationID: op, Result: "APPROVED"}, "not-the-secret"); code != 401 {
+			t.Fatalf("forged callback: %d", code)
+		}
+		if v := h.view(op); v.Status != store.StatusApprovalSent {
+			t.Fatalf("forged callback moved the request to %s", v.Status)
+		}
+
+		// Reordered: the rejection arrives first and wins; the approval is stale.
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-2", OperationID: op, Result: "REJECTED"}, secret); code != 200 || answer != "ACCEPTED" {
+			t.Fatalf("rejection: %d %s", code, answer)
+		}
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-1", OperationID: op, Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+			t.Fatalf("late approval: %d %s", code, answer)
+		}
+		// Duplicate: the same callback id again.
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-2", OperationID: op, Result: "REJECTED"}, secret); code != 200 || answer != "DUPLICATE" {
+			t.Fatalf("duplicate: %d %s", code, answer)
+		}
+		h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
+
+		// Stale: a re-application replaces the operationId; a late callback for the old one finds
+		// no row of its own and changes nothing.
+		again := h.apply("alice", "db-read")
+		h.waitState(again, store.StatusApprovalSent, 0)
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-3", OperationID: op, Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+			t.Fatalf("stale: %d %s", code, answer)
+		}
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-4", OperationID: "never-applied", Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+			t.Fatalf("unknown operation: %d %s", code, answer)
+		}
+		if v := h.view(again); v.Status != store.StatusApprovalSent {
+			t.Fatalf("the new application moved to %s", v.Status)
+		}
+		if v := h.view(op); v.Status != store.StatusRejected {
+			t.Fatalf("the old application moved to %s", v.Status)
+		}
+		// Already decided: a second decision of another id is stale too.
+		h.decide(again, sim.TicketApproved)
+		h.waitState(again, store.StatusMRCreating, store.StepQueued)
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-5", OperationID: again, Result: "REJECTED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+			t.Fatalf("decision after the decision: %d %s", code, answer)
+		}
+	})
+}
+
+// A callback can arrive before APPROVAL_SENT is written: SENDING counts as awaiting approval, and
+// the ticket step's SENT write, preempted, is not a failure.
+func TestACallbackBeforeTheTicketIsRecordedSentStillWorks(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var held *heldTickets
+		h := setup(t, db, options{approvalFirst: true, wrapTickets: func(next workflow.Tickets) workflow.Tickets {
+			held = holdTickets(next)
+			return held
+		}})
+		op := h.apply("alice", "db-read")
+		<-held.entered // the step is inside the call to the approval system, SENDING is written
+		if v := h.view(op); v.Status != store.StatusApprovalSending {
+			t.Fatalf("before the ticket: %s", v.Status)
+		}
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "early", OperationID: op, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "ACCEPTED" {
+			t.Fatalf("early callback: %d %s", code, answer)
+		}
+		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		close(held.release)
+		h.waitFor("the ticket to be opened", func() bool { return len(h.sims.Approval.Tickets()) == 1 })
+		h.waitFor("the step to end", func() bool {
+			o, _ := db.Operation(bg, op)
+			return o.LeaseOwner == ""
+		})
+		v := h.view(op)
+		if v.Status != store.StatusMRCreating || v.Step.Code != int(store.StepQueued) {
+			t.Fatalf("after the ticket call returned: %s/%s", v.Status, v.Step.Name)
+		}
+		for _, e := range v.Timeline {
+			if e.Status.Failed() || e.Step.Code == int(store.StepApprovalSent) {
+				t.Fatalf("timeline has %s/%s after an early callback", e.Status, e.Step.Name)
+			}
+		}
+	})
+}
+
+// Tickets opened before workflow.approvalFirst was switched finish in their own flow: the
+// callback's payload decides (ext.mrId → legacy), not the switch.
+func TestSwitchingTheFlowWithTicketsInFlight(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: false})
+		legacy := h.apply("alice", "db-read")
+		lv := h.waitState(legacy, store.StatusApprovalSent, 0)
+
+		h.reconfigure(true, fastSims)
+		modern := h.apply("bob", "db-read")
+		h.waitState(modern, store.StatusApprovalSent, 0)
+
+		h.reconfigure(false, fastSims) // and back: the approval-first ticket still batches
+		h.decide(legacy, sim.TicketApproved)
+		h.decide(modern, sim.TicketApproved)
+		if v := h.waitState(legacy, store.StatusValidated, 0); v.MR == nil || v.MR.ID != lv.MR.ID {
+			t.Fatalf("legacy request merged %+v, want its own MR %+v", v.MR, lv.MR)
+		}
+		if v := h.waitState(modern, store.StatusMRCreating, store.StepQueued); v.Flow != workflow.FlowApprovalFirst {
+			t.Fatalf("modern flow %s", v.Flow)
+		}
+		if _, err := db.Waiting(bg, modern); err != nil {
+			t.Fatalf("approval-first request not admitted: %v", err)
+		}
+		// A new application follows the switch in force: legacy again.
+		third := h.apply("ops", "db-read")
+		if v := h.waitState(third, store.StatusApprovalSent, 0); v.Flow != workflow.FlowLegacy || v.MR == nil {
+			t.Fatalf("new application after the switch: %+v", v)
+		}
+	})
+}
+
+// SPEC §12.3: the change is validated at admission; a member that would collide with another
+// active binding's file never enters a batch.
+func TestAChangeThatCollidesIsRefusedAtAdmission(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, extra: fastSims + `
+targets:
+  - {key: team-a, title: A, project: infra/access-config, path: "shared/{subject}.yaml"}
+  - {key: team-b, title: B, project: infra/access-config, path: "shared/{subject}.yaml"}
+`})
+		a := h.apply("alice", "team-a")
+		h.decide(a, sim.TicketApproved)
+		h.waitState(a, store.StatusMRCreating, store.StepQueued)
+		b := h.apply("alice", "team-b")
+		h.decide(b, sim.TicketApproved)
+		v := h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
+		if v.NextAction != store.NextContactSupport {
+			t.Fatalf("next action %s", v.NextAction)
+		}
+		if last := v.Timeline[len(v.Timeline)-1]; last.Note == "" {
+			t.Fatal("no note says why the change is invalid")
+		}
+		if _, err := db.Waiting(bg, b); err == nil {
+			t.Fatal("the colliding request was admitted")
+		}
+	})
+}

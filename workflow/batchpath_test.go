@@ -1,0 +1,278 @@
+package workflow_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"bindery/gitlab"
+	"bindery/sim"
+	"bindery/store"
+	"bindery/store/storetest"
+	"bindery/workflow"
+)
+
+// The approval-first flow through package batch's real Service: rounds, one MR per batch,
+// bisection, BLOCKED and the operators' resume and settle.
+
+// roundUntil runs the batch round and reconciliation (the crons' jobs) until cond holds. The
+// reconciliation matters here: the deploy simulator answers at once, so its callback often
+// arrives before the batch recorded its members MERGED, and the reconciliation replays it.
+func (h *harness) roundUntil(what string, cond func() bool) {
+	h.t.Helper()
+	h.waitFor(what, func() bool {
+		h.round()
+		if _, err := h.wf.Reconcile(bg); err != nil {
+			h.t.Fatal(err)
+		}
+		return cond()
+	})
+}
+
+// approved applies for each target as user and approves each; it returns the operationIds once
+// all are in the waiting set.
+func (h *harness) approved(user string, targets ...string) []string {
+	h.t.Helper()
+	var ops []string
+	for _, target := range targets {
+		op := h.apply(user, target)
+		h.decide(op, sim.TicketApproved)
+		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true})
+		ops := append(h.approved("alice", "db-read"), h.approved("bob", "db-read")...)
+		h.roundUntil("both validated", func() bool {
+			return h.view(ops[0]).Status == store.StatusValidated && h.view(ops[1]).Status == store.StatusValidated
+		})
+		v0, v1 := h.view(ops[0]), h.view(ops[1])
+		if v0.BatchID == 0 || v0.BatchID != v1.BatchID || v0.MR == nil || v1.MR == nil || v0.MR.ID != v1.MR.ID {
+			t.Fatalf("not one batch and one MR: %+v / %+v", v0, v1)
+		}
+		if n := h.sims.GitLab.Calls("create_mr"); n != 1 {
+			t.Fatalf("%d MRs for one batch", n)
+		}
+		var stages []string
+		for _, s := range v0.Stages {
+			if !s.Done {
+				t.Errorf("stage %s not done", s.Stage)
+			}
+			stages = append(stages, s.Stage)
+		}
+		if strings.Join(stages, " ") != "approval batch ci merge deploy" {
+			t.Fatalf("stages %v", stages)
+		}
+		for _, stage := range []string{"batch", "ci", "merge", "deploy"} {
+			if got := h.metric(`bindery_request_stage_seconds_count{stage="` + stage + `"}`); got != "2" {
+				t.Errorf("stage %s observed %q times, want once per request", stage, got)
+			}
+		}
+		var batches workflow.Page[workflow.BatchView]
+		h.api("GET", "/api/ops/batches", "ops", "", &batches)
+		if len(batches.Items) != 1 || batches.Items[0].Status != "SUCCEEDED" || len(batches.Items[0].Members) != 2 || batches.Items[0].MR == nil {
+			t.Fatalf("ops batches: %+v", batches.Items)
+		}
+	})
+}
+
+// SPEC §11.17: a deterministic pipeline failure of a multi-member batch is bisected until the
+// culprit is alone and failed; the other seven merge.
+func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
+	var targets strings.Builder
+	targets.WriteString("targets:\n")
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&targets, "  - {key: t%d, title: T%d, project: infra/access-config, path: \"bindings/t%d/{subject}.yaml\"}\n", i, i, i)
+	}
+	extra := strings.Replace(fastSims, "    approvalsRequired: 2\n", "    approvalsRequired: 2\n    pipelineFailOn: [bindings/t6/]\n", 1) + targets.String()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
+		var ops []string
+		for i := 1; i <= 8; i++ {
+			ops = append(ops, h.approved("alice", fmt.Sprintf("t%d", i))...)
+		}
+		bad := ops[5]
+		h.roundUntil("every member settled", func() bool {
+			for _, op := range ops {
+				v := h.view(op)
+				if v.Status != store.StatusValidated && !v.Status.Failed() {
+					return false
+				}
+			}
+			return true
+		})
+		for i, op := range ops {
+			v := h.view(op)
+			if op == bad {
+				wantState(t, v, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+				continue
+			}
+			if v.Status != store.StatusValidated {
+				t.Errorf("member %d: %s/%s", i+1, v.Status, v.Step.Name)
+			}
+		}
+		for i := 1; i <= 8; i++ {
+			_, ok := h.sims.GitLab.File(project, "main", fmt.Sprintf("bindings/t%d/alice@example.com.yaml", i))
+			if ok != (i != 6) {
+				t.Errorf("t%d file on main: %v", i, ok)
+			}
+		}
+	})
+}
+
+// A pipeline that takes longer than poll.timeout stops the batch at BLOCKED (WAIT_MANUAL); an
+// operator's retry resumes the batch from GitLab's state, where the pipeline has passed since.
+func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.T) {
+	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1500ms").Replace(fastSims)
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
+		op := h.approved("alice", "db-read")[0]
+		h.round()
+		v := h.waitState(op, store.StatusMRCreating, store.StepCreatePipelinePending)
+		wantState(t, v, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
+		if b, _ := db.Batch(bg, v.BatchID); b.Status != store.BatchBlocked {
+			t.Fatalf("batch %s, want BLOCKED", b.Status)
+		}
+		var stuck workflow.Page[workflow.RequestSummary]
+		if h.api("GET", "/api/ops/requests", "ops", "", &stuck); len(stuck.Items) != 1 || stuck.Items[0].OperationID != op {
+			t.Fatalf("stuck list %+v", stuck.Items)
+		}
+		h.waitFor("the pipeline to pass in GitLab", func() bool {
+			mr, err := h.gl.GetMergeRequest(bg, project, v.MR.ID)
+			return err == nil && mr.HeadPipeline != nil && mr.HeadPipeline.Outcome() == gitlab.Passed
+		})
+		if code := h.retry(op); code != 202 {
+			t.Fatalf("retry: %d", code)
+		}
+		h.roundUntil("validated", func() bool { return h.view(op).Status == store.StatusValidated })
+	})
+}
+
+// Settlement closes the MR and reads it again: an MR merged meanwhile wins over the close, and
+// its members are MERGED (then validated), never failed.
+func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
+	extra := strings.Replace(fastSims, "approvalsRequired: 2", "approvalsRequired: 0", 1)
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
+		op := h.approved("alice", "db-read")[0]
+		h.sims.GitLab.Inject("approve", sim.FaultHang, 10) // the runner hangs in its approve step
+		h.round()
+		v := h.waitState(op, store.StatusMerging, store.StepHandleStarted)
+		mr, err := h.gl.GetMergeRequest(bg, project, v.MR.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Someone merges the MR by hand while the batch is still running.
+		if _, err := h.gl.Merge(bg, project, mr.IID, gitlab.MergeOptions{SHA: mr.SHA}); err != nil {
+			t.Fatalf("merge by hand: %v", err)
+		}
+		var settled workflow.BatchView
+		if code := h.api("POST", fmt.Sprintf("/api/ops/batches/%d/settle", v.BatchID), "ops", `{"operationId":"settle-1"}`, &settled); code != 200 {
+			t.Fatalf("settle: %d %+v", code, settled)
+		}
+		if settled.Status != "SUCCEEDED" {
+			t.Fatalf("settled %s: the merge must win", settled.Status)
+		}
+		h.waitFor("validated (deploy callback, or its replay by reconciliation)", func() bool {
+			if _, err := h.wf.Reconcile(bg); err != nil {
+				t.Fatal(err)
+			}
+			return h.view(op).Status == store.StatusValidated
+		})
+		var again workflow.BatchView
+		if code := h.api("POST", fmt.Sprintf("/api/ops/batches/%d/settle", v.BatchID), "ops", `{"operationId":"settle-2"}`, &again); code != 409 {
+			t.Fatalf("settling a settled batch: %d", code)
+		}
+	})
+}
+
+// The deploy callback and the reconciliation race for the same requests: each is validated once,
+// and the metric counts each once.
+func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {
+	extra := strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + "reconcile:\n  minAge: 1ms\n"
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: extra})
+		var ops []string
+		var mrs []int64
+		for _, user := range []string{"alice", "bob", "ops"} {
+			op := h.apply(user, "db-read")
+			h.waitState(op, store.StatusApprovalSent, 0)
+			h.decide(op, sim.TicketApproved)
+			v := h.waitState(op, store.StatusMerged, 0) // the deploy simulator drops every callback
+			ops, mrs = append(ops, op), append(mrs, v.MR.ID)
+		}
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Add(2)
+			go func() { defer wg.Done(); h.deploy(workflow.DeployCallback{Project: project, MRIID: mrs[2-i]}) }()
+			go func() {
+				defer wg.Done()
+				if _, err := h.wf.Reconcile(bg); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if _, err := h.wf.Reconcile(bg); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range ops {
+			if v := h.view(op); v.Status != store.StatusValidated {
+				t.Fatalf("%s: %s", op, v.Status)
+			}
+		}
+		total := 0
+		for _, via := range []string{"callback", "reconcile"} {
+			var n int
+			fmt.Sscan(h.metric(`bindery_requests_validated_total{via="`+via+`",project="infra/access-config"}`), &n)
+			total += n
+		}
+		if total != 3 {
+			t.Fatalf("validated counted %d times for 3 requests", total)
+		}
+		if code, answer := h.deploy(workflow.DeployCallback{Project: project, MRIID: mrs[0]}); code != 200 || answer != "DUPLICATE" {
+			t.Fatalf("repeated callback: %d %s", code, answer)
+		}
+	})
+}
+
+// A lost deploy callback is closed by reconciliation once a later MR of the project is called
+// back (MR numbers grow, the deploy pipeline runs in merge order).
+func TestALostDeployCallbackIsReconciled(t *testing.T) {
+	extra := strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + "reconcile:\n  minAge: 1ms\n"
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: extra})
+		lost := h.apply("alice", "db-read")
+		h.waitState(lost, store.StatusApprovalSent, 0)
+		h.decide(lost, sim.TicketApproved)
+		h.waitState(lost, store.StatusMerged, 0)
+		if res, err := h.wf.Reconcile(bg); err != nil || res.Validated != 0 {
+			t.Fatalf("reconcile without a later callback: %+v %v", res, err)
+		}
+
+		later := h.apply("bob", "db-read")
+		h.waitState(later, store.StatusApprovalSent, 0)
+		h.decide(later, sim.TicketApproved)
+		lv := h.waitState(later, store.StatusMerged, 0)
+		if code, _ := h.deploy(workflow.DeployCallback{Project: project, MRIID: lv.MR.ID, OperationIDs: []string{later}}); code != 200 {
+			t.Fatalf("deploy: %d", code)
+		}
+		h.waitState(later, store.StatusValidated, store.StepCalledBack)
+		if v := h.view(lost); v.Status != store.StatusMerged {
+			t.Fatalf("an exact callback validated another request: %s", v.Status)
+		}
+		var res workflow.ReconcileResult
+		if code := h.api("POST", "/api/ops/reconcile", "ops", `{"operationId":"reconcile-1"}`, &res); code != 200 || res.Validated != 1 {
+			t.Fatalf("reconcile: %d %+v", code, res)
+		}
+		h.waitState(lost, store.StatusValidated, store.StepCalledBack)
+		if got := h.metric(`bindery_requests_validated_total{via="reconcile",project="infra/access-config"}`); got != "1" {
+			t.Fatalf("reconciled metric %q", got)
+		}
+	})
+}

@@ -1,0 +1,96 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+
+	"bindery/apperr"
+	"bindery/batch"
+	"bindery/store"
+)
+
+// The close phase (SPEC §4.2): a VALIDATED binding is removed by revocation (owner or ops) or
+// expiry. The binding stays VALIDATED with step CLOSE_STARTED while a delete action of its file
+// goes through the waiting set and a batch like any other member; the batch ends it in CLOSED /
+// CLOSE_SUCCEEDED (re-appliable) or HANDLE_FAILED / CLOSE_FAILED.
+
+// Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise). Revoking a request
+// whose close phase already started changes nothing and answers its view.
+func (w *Workflow) Revoke(ctx context.Context, operationID, actor string) (RequestView, error) {
+	if err := w.startClose(ctx, operationID, "Revoked by "+actor+"."); err != nil {
+		return RequestView{}, err
+	}
+	return w.Request(ctx, operationID)
+}
+
+// startClose moves the request to CLOSE_STARTED and admits its delete action, in one transaction.
+func (w *Workflow) startClose(ctx context.Context, operationID, note string) error {
+	return retryPreempted(ctx, func() error {
+		return w.db.InTx(ctx, func(tx *store.Tx) error {
+			cur, err := tx.Request(ctx, operationID)
+			if err != nil {
+				return notFound(err)
+			}
+			if !cur.Current() || cur.Binding.Status != store.StatusValidated {
+				st := cur.Operation.Status
+				if cur.Current() {
+					st = cur.Binding.Status
+				}
+				return apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", st)
+			}
+			added, err := tx.Admit(ctx, w.deletion(cur.Operation))
+			if err != nil || !added {
+				return err // already closing: the admission is the guard, nothing else to write
+			}
+			_, err = tx.Transition(ctx, cur, store.Change{To: store.StatusValidated, Step: store.StepCloseStarted, Note: note, ReleaseLease: true})
+			return err
+		})
+	})
+}
+
+// deletion is the close phase's admission: the delete rendered from the catalog, or — when the
+// target left the catalog — without a rendered change, which the batch then fails visibly
+// (HANDLE_FAILED / CLOSE_FAILED) rather than the revocation being refused.
+func (w *Workflow) deletion(op store.Operation) store.Admission {
+	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
+		if adm, err := batch.Admission(t, op, store.ActionDelete); err == nil {
+			return adm
+		}
+	}
+	return store.Admission{OperationID: op.OperationID, Action: store.ActionDelete, Partition: op.Project}
+}
+
+// expiryPage bounds one expiry run; the next run takes the rest.
+const expiryPage = 200
+
+// Expire starts the close phase of every VALIDATED binding whose expires_at passed (the expiry
+// cron). First it repairs missing expiries (a crash between a validation and the write of its
+// expiry): every VALIDATED binding of a target with a ttl gets one. Safe on every instance at
+// once: the waiting set's unique (operation, action) admits each delete once.
+func (w *Workflow) Expire(ctx context.Context) (int, error) {
+	for _, t := range w.cfg.Current().Targets() {
+		if t.TTL > 0 {
+			if _, err := w.db.FillExpiry(ctx, t.Key, t.TTL); err != nil {
+				return 0, err
+			}
+		}
+	}
+	bs, err := w.db.ExpiredToClose(ctx, expiryPage)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range bs {
+		err := w.startClose(ctx, b.OperationID, "Expired.")
+		var ae *apperr.Error
+		switch {
+		case err == nil:
+			n++
+		case errors.As(err, &ae) && ae.Code == apperr.Conflict:
+			// moved on since the read (revoked, re-applied)
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,112 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"bindery/batch"
+	"bindery/config"
+	"bindery/store"
+	"bindery/store/storetest"
+	"bindery/workflow"
+)
+
+// Every job of config/workflow.go runs from the cron with the schedule in force; a change of
+// the configuration re-schedules; a run that is still going skips the next tick; a panic is
+// contained; Stop waits for running jobs within its deadline.
+func TestCronSchedulesEveryJobAndFollowsTheConfiguration(t *testing.T) {
+	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})
+	c := workflow.NewCron(h.wf, h.db)
+	c.Start()
+	defer c.Stop(bg)
+	got := c.Schedules()
+	for _, job := range []string{config.JobRounds, config.JobReconcile, config.JobSweep, config.JobExpiry, config.JobPurge} {
+		if got[job] == "" || got[job] != h.cfg.Current().Schedule(job) {
+			t.Fatalf("job %s scheduled %q, config says %q", job, got[job], h.cfg.Current().Schedule(job))
+		}
+	}
+	h.reconfigure(true, fastSims+"cron:\n  rounds: \"@every 7s\"\n  purge: \"0 3 * * *\"\n")
+	got = c.Schedules()
+	if got[config.JobRounds] != "@every 7s" || got[config.JobPurge] != "0 3 * * *" || got[config.JobSweep] != h.cfg.Current().Schedule(config.JobSweep) {
+		t.Fatalf("after the change: %v", got)
+	}
+}
+
+func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		h.fake.outcome = []batch.Outcome{{Partition: project, Result: store.RoundNothingWaiting}}
+		c := workflow.NewCron(h.wf, h.db)
+		defer c.Stop(bg)
+		for _, job := range []string{config.JobRounds, config.JobReconcile, config.JobSweep, config.JobExpiry, config.JobPurge} {
+			if err := c.RunNow(job); err != nil {
+				t.Fatalf("%s: %v", job, err)
+			}
+			if got := h.metric(`bindery_cron_runs_total{job="` + job + `",outcome="ok"}`); got != "1" {
+				t.Fatalf("%s runs: %q", job, got)
+			}
+		}
+		if h.fake.rounds != 1 || h.fake.sweeps != 1 {
+			t.Fatalf("rounds %d, batch sweeps %d", h.fake.rounds, h.fake.sweeps)
+		}
+		// The purge removes expired idempotency records (an apply left one).
+		h.apply("alice", "db-read")
+		expired := "datetime('now', '-1 hour')"
+		if db.Dialect() == store.MySQL {
+			expired = "NOW(6) - INTERVAL 1 HOUR"
+		}
+		if _, err := db.Raw().Exec("UPDATE idempotency_record SET expires_at = " + expired); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RunNow(config.JobPurge); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		db.Raw().QueryRow("SELECT COUNT(*) FROM idempotency_record").Scan(&n)
+		if n != 0 {
+			t.Fatalf("%d idempotency records left", n)
+		}
+	})
+}
+
+func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
+	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})
+	c := workflow.NewCron(h.wf, h.db)
+	release, inside := make(chan struct{}), make(chan struct{})
+	h.fake.onRound = func() { close(inside); <-release }
+	done := make(chan error)
+	go func() { done <- c.RunNow(config.JobRounds) }()
+	<-inside
+	if err := c.RunNow(config.JobRounds); err == nil {
+		t.Fatal("an overlapping run was not skipped")
+	}
+	if got := h.metric(`bindery_cron_runs_total{job="rounds",outcome="skipped"}`); got != "1" {
+		t.Fatalf("skipped runs %q", got)
+	}
+	// Stop waits for the running job until its deadline.
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	c.Start()
+	if err := c.Stop(ctx); err == nil {
+		t.Fatal("Stop returned while a job was still running")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	c2 := workflow.NewCron(h.wf, h.db)
+	h.fake.onRound = func() { panic("round exploded") }
+	if err := c2.RunNow(config.JobRounds); err == nil {
+		t.Fatal("a panicking job reported success")
+	}
+	h.fake.onRound = nil
+	if err := c2.RunNow(config.JobRounds); err != nil {
+		t.Fatalf("the job after a panic: %v", err)
+	}
+	if err := c2.RunNow("no-such-job"); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("unknown job: %v", err)
+	}
+}

@@ -1,0 +1,209 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"bindery/approval"
+	"bindery/sim"
+	"bindery/store"
+	"bindery/store/storetest"
+	"bindery/workflow"
+)
+
+// Every failure path ends in its documented binding status, step and next action (SPEC §3, §4);
+// the retryable ones are finished by an operator's retry.
+
+// ops retries a request through the API and returns the HTTP status.
+func (h *harness) retry(op string) int {
+	h.t.Helper()
+	return h.api("POST", "/api/ops/requests/"+op+"/retry", "ops", fmt.Sprintf(`{"operationId":"retry-%s-%d"}`, op, opSeq.Add(1)), nil)
+}
+
+func wantState(t *testing.T, v workflow.RequestView, status store.BindingStatus, step store.Step, next store.NextAction) {
+	t.Helper()
+	if v.Status != status || v.Step.Code != int(step) || v.NextAction != next {
+		t.Fatalf("state %s/%s/%s, want %s/%s/%s", v.Status, v.Step.Name, v.NextAction, status, step, next)
+	}
+	if v.NextActionText == "" || (next != store.NextNone && next != store.NextReapply && v.Waiting == nil) {
+		t.Fatalf("no explanation: text %q, waiting %+v", v.NextActionText, v.Waiting)
+	}
+}
+
+func TestAFullPoolIsAVisibleFailureThatAnOperatorRetries(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, workers: 1, queue: 1})
+		// Occupy the only worker and the only queue slot.
+		release := make(chan struct{})
+		started := make(chan struct{})
+		pool := h.currentPool()
+		if err := pool.Submit("block", func(ctx context.Context) { close(started); <-release }); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if err := pool.Submit("fill", func(ctx context.Context) { <-release }); err != nil {
+			t.Fatal(err)
+		}
+		var res workflow.ApplyResult
+		if code := h.api("POST", "/api/apply", "alice", `{"operationId":"op-full","targetKey":"db-read","reason":"r"}`, &res); code != 202 {
+			t.Fatalf("apply with a full pool: %d", code)
+		}
+		if res.Status != store.StatusCreateFailed || res.NextAction != store.NextWaitManual {
+			t.Fatalf("answer %+v: the 202 must already show the failure", res)
+		}
+		v := h.view("op-full")
+		wantState(t, v, store.StatusCreateFailed, store.StepCreateHandoffRejected, store.NextWaitManual)
+		if o, _ := db.Operation(bg, "op-full"); o.LeaseOwner != "" {
+			t.Fatalf("a rejected hand-off keeps a lease: %+v", o)
+		}
+		var stuck workflow.Page[workflow.RequestSummary]
+		if h.api("GET", "/api/ops/requests", "ops", "", &stuck); len(stuck.Items) != 1 || stuck.Items[0].OperationID != "op-full" {
+			t.Fatalf("stuck list %+v", stuck.Items)
+		}
+
+		close(release)
+		if code := h.retry("op-full"); code != 202 {
+			t.Fatalf("retry: %d", code)
+		}
+		h.waitState("op-full", store.StatusApprovalSent, store.StepApprovalSent)
+	})
+}
+
+func TestApprovalSystemDownThenRetried(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		h.sims.Approval.Inject("open_ticket", sim.FaultError, 1)
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
+		wantState(t, v, store.StatusCreateFailed, store.StepApprovalSendFailed, store.NextWaitManual)
+		if note := v.Timeline[len(v.Timeline)-1].Note; !strings.Contains(note, "HTTP 500") || strings.Contains(note, "127.0.0.1") {
+			t.Fatalf("failure note %q: want the classified cause, no host", note)
+		}
+		if code := h.retry(op); code != 202 {
+			t.Fatalf("retry: %d", code)
+		}
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.decide(op, sim.TicketApproved)
+		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+	})
+}
+
+// A panic inside a step is the step's declared failure, not a dead worker or a silent request.
+func TestAPanickingStepWritesItsDeclaredFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, wrapTickets: func(workflow.Tickets) workflow.Tickets {
+			return ticketsFunc(func(context.Context, approval.Ticket) (string, error) { panic("boom") })
+		}})
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
+		if note := v.Timeline[len(v.Timeline)-1].Note; strings.Contains(note, "boom") {
+			t.Fatalf("the panic value leaks into the note: %q", note)
+		}
+		// The worker survived: the next request is handled too.
+		op2 := h.apply("bob", "db-read")
+		h.waitState(op2, store.StatusCreateFailed, store.StepApprovalSendFailed)
+	})
+}
+
+func TestLegacyPipelineFailedIsDeterministic(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{})
+		f := h.sims.GitLab.Faults()
+		f.PipelineFailRate = 1
+		h.sims.GitLab.SetFaults(f)
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusCreateFailed, store.StepCreatePipelineFailed)
+		wantState(t, v, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+		if v.MR == nil || v.Waiting.WaitingFor == "" {
+			t.Fatalf("view: %+v", v)
+		}
+	})
+}
+
+// batch.flakyRetries: a failed pipeline gets a new one on the same commit before it counts.
+func TestLegacyFlakyPipelineIsRetriedOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: strings.Replace(fastSims, "flakyRetries: 0", "flakyRetries: 1", 1)})
+		h.sims.GitLab.FailNextPipelines(1)
+		op := h.apply("alice", "db-read")
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+	})
+}
+
+func TestLegacyPipelineTimeoutWaitsForAnOperatorWhoFinishesIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: strings.Replace(fastSims, "timeout: 10s", "timeout: 200ms", 1)})
+		f := h.sims.GitLab.Faults()
+		f.PipelineStuckRate = 1
+		h.sims.GitLab.SetFaults(f)
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusMRCreating, store.StepCreatePipelinePending)
+		wantState(t, v, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
+
+		f.PipelineStuckRate = 0
+		h.sims.GitLab.SetFaults(f)
+		if code := h.retry(op); code != 202 {
+			t.Fatalf("retry: %d", code)
+		}
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+
+		// The same at merge time: approved, then the rebase's pipeline never answers.
+		f.NeedRebaseRate, f.PipelineStuckRate = 1, 1
+		h.sims.GitLab.SetFaults(f)
+		h.decide(op, sim.TicketApproved)
+		v = h.waitState(op, store.StatusMerging, store.StepHandlePipelinePending)
+		wantState(t, v, store.StatusMerging, store.StepHandlePipelinePending, store.NextWaitManual)
+		f.NeedRebaseRate, f.PipelineStuckRate = 0, 0
+		h.sims.GitLab.SetFaults(f)
+		if code := h.retry(op); code != 202 {
+			t.Fatalf("retry: %d", code)
+		}
+		h.waitState(op, store.StatusValidated, store.StepCalledBack)
+	})
+}
+
+func TestLegacyMergeFailures(t *testing.T) {
+	cases := []struct {
+		name  string
+		fault func(h *harness, v workflow.RequestView)
+		step  store.Step
+		next  store.NextAction
+	}{
+		{"a rebase conflict that regeneration cannot solve", func(h *harness, v workflow.RequestView) {
+			f := h.sims.GitLab.Faults()
+			f.NeedRebaseRate, f.RebaseConflictRate = 1, 1
+			h.sims.GitLab.SetFaults(f)
+		}, store.StepHandleRebaseConflict, store.NextContactSupport},
+		{"the MR closed outside bindery", func(h *harness, v workflow.RequestView) {
+			h.closeMR(v.MR.ID)
+		}, store.StepHandleMRClosed, store.NextContactSupport},
+		{"the reviewers may not approve", func(h *harness, v workflow.RequestView) {
+			f := h.sims.GitLab.Faults()
+			f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
+			h.sims.GitLab.SetFaults(f)
+		}, store.StepHandleApproveFailed, store.NextWaitManual},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				h := setup(t, db, options{})
+				op := h.apply("alice", "db-read")
+				v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+				c.fault(h, v)
+				h.decide(op, sim.TicketApproved)
+				v = h.waitState(op, store.StatusHandleFailed, c.step)
+				wantState(t, v, store.StatusHandleFailed, c.step, c.next)
+			})
+		})
+	}
+}
+
+// closeMR closes an MR in the simulated GitLab as a person would.
+func (h *harness) closeMR(iid int64) {
+	h.t.Helper()
+	if _, err := h.gl.CloseMergeRequest(bg, project, iid); err != nil {
+		h.t.Fatal(err)
+	}
+}

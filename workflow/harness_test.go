@@ -1,0 +1,535 @@
+package workflow_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"bindery/approval"
+	"bindery/batch"
+	"bindery/change"
+	"bindery/config"
+	"bindery/gitlab"
+	"bindery/logging"
+	"bindery/metric"
+	"bindery/permission"
+	"bindery/server"
+	"bindery/sim"
+	"bindery/store"
+	"bindery/worker"
+	"bindery/workflow"
+)
+
+// The workflow runs here with everything real but the clock of the crons: the store (SQLite and
+// MariaDB), bindery's HTTP server (signed callbacks, demo identities), the GitLab, approval and
+// deploy simulators over real HTTP, the real GitLab and approval clients, a bounded pool. Tests
+// call the cron jobs (round, reconcile, sweep, expiry) themselves when they want them to run.
+
+var bg = context.Background()
+
+const project = "infra/access-config"
+
+// baseConfig is the configuration of every test; tests append keys (later keys win only when
+// they are not already set, so a test sets what it needs through extra, see configFor).
+func configFor(approvalFirst bool, extra string) string {
+	if !strings.Contains(extra, "targets:") {
+		extra += defaultTargets
+	}
+	return fmt.Sprintf(`
+apply:
+  mode: OPEN
+workflow:
+  approvalFirst: %t
+  leaseTTL: 5s
+hooks:
+  approvalSecret: test-approval-secret
+  deployToken: test-deploy-token
+  gitlabToken: test-gitlab-token
+gitlab:
+  botToken: bot-token
+  reviewerTokens: [rev1-token, rev2-token]
+  timeout: 5s
+approval:
+  maxRetries: 1
+  backoff: 1ms
+authz:
+  opsRule: ops-rule
+permission:
+  rules:
+    ops-rule: [ops@example.com]
+%s`, approvalFirst, extra)
+}
+
+const defaultTargets = `
+targets:
+  - key: db-read
+    title: DB read
+    project: infra/access-config
+    path: bindings/db-read/{subject}.yaml
+    ttl: 720h
+  - key: grafana
+    title: Grafana
+    project: infra/observability-config
+    path: grafana/{subject}.yaml
+`
+
+// fastPolling and fast simulators unless a test says otherwise.
+const fastSims = `
+batch:
+  flakyRetries: 0
+poll:
+  short: 5ms
+  shortCount: 20
+  long: 20ms
+  timeout: 10s
+sim:
+  gitlab:
+    pipelineDuration: 0s
+    rebaseDuration: 0s
+    approvalsRequired: 2
+  deploy:
+    delay: 0s
+`
+
+type harness struct {
+	t       testing.TB
+	db      *store.DB
+	cfg     *config.Source
+	sims    *sim.Sims
+	wf      *workflow.Workflow
+	pool    *worker.Pool
+	batches workflow.Batches
+	fake    *fakeBatches
+	set     *metrics.Set
+	url     string
+	logs    *syncBuffer
+	handler *atomic.Value
+	log     *slog.Logger
+	gl      gitlab.API
+	opts    options
+	mu      sync.Mutex
+}
+
+// start builds one bindery instance on the shared database, simulators and listener: its pool,
+// its workflow and its HTTP server.
+func (h *harness) start(o options) {
+	t := h.t
+	log := h.log
+	gl, err := gitlab.New(h.cfg, gitlab.Options{Metrics: h.set, Log: log, DefaultBaseURL: h.url + "/sim/gitlab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tickets workflow.Tickets
+	tickets, err = approval.New(h.cfg, approval.Options{Metrics: h.set, Log: log, DefaultURL: h.url + "/sim/approval"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.wrapTickets != nil {
+		tickets = o.wrapTickets(tickets)
+	}
+	if o.workers == 0 {
+		o.workers, o.queue = 4, 64
+	}
+	pool := worker.NewPool(o.workers, max(o.queue, 1), log, nil)
+	if o.instance == "" {
+		o.instance = "test-instance-1"
+	}
+	rec := metric.New(metric.SetSink(h.set), log)
+	runner := &change.Runner{GitLab: gl, Log: log}
+	if o.realBatch {
+		h.batches = batch.New(batch.Options{DB: h.db, Config: h.cfg, Change: runner, Pool: pool, Log: log.With("instance", o.instance), Recorder: rec, Instance: o.instance})
+	} else if h.fake == nil {
+		h.fake = &fakeBatches{db: h.db}
+		h.batches = h.fake
+	}
+	h.opts = o
+	wf, err := workflow.New(workflow.Options{
+		DB: h.db, Config: h.cfg, Batches: h.batches, Tickets: tickets, Change: runner,
+		Pool: pool, Log: log.With("instance", o.instance), Recorder: rec, Instance: o.instance, BaseURL: h.url, GitLabURL: h.url + "/sim/gitlab",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Deps{
+		Config: h.cfg, DB: h.db, Metrics: metrics.NewSet(), Log: log, Version: "test", Demo: true, Workflow: wf,
+		Permissions: permission.New(h.cfg, permission.Options{Metrics: h.set, Log: log}), Recorder: rec,
+		Mounts: map[string]http.Handler{"/sim/": h.sims.Handler()},
+	})
+	h.mu.Lock()
+	h.pool, h.wf, h.gl = pool, wf, gl
+	h.mu.Unlock()
+	h.handler.Store(srv.Handler())
+}
+
+func (h *harness) currentPool() *worker.Pool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pool
+}
+
+// restart starts a new instance (a new process: new pool, new instance id) on the same database
+// and simulators, in place of the current one.
+func (h *harness) restart(instance string, wrap func(workflow.Tickets) workflow.Tickets) {
+	old := h.currentPool()
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = old.Shutdown(ctx)
+	})
+	o := h.opts
+	o.instance, o.wrapTickets = instance, wrap
+	h.start(o)
+}
+
+// round runs one batch round (the cron's job) and fails the test on a partition error.
+func (h *harness) round() workflow.RoundResult {
+	h.t.Helper()
+	res, err := h.wf.RunRound(bg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, p := range res.Partitions {
+		if p.Outcome == "ERROR" {
+			h.t.Fatalf("round: %+v", res)
+		}
+	}
+	return res
+}
+
+// crash stops this instance the way a killed process does to its work: every running step's
+// context is cancelled at once, nothing more is written by it.
+func (h *harness) crash() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.currentPool().Shutdown(ctx)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// options tune setup.
+type options struct {
+	approvalFirst bool
+	extra         string                                  // config keys (YAML) beside fastSims
+	workers       int                                     // default 4
+	queue         int                                     // default 64
+	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
+	realBatch     bool                                    // package batch's Service instead of the recording fake
+	instance      string
+}
+
+func setup(t testing.TB, db *store.DB, o options) *harness {
+	t.Helper()
+	if o.extra == "" {
+		o.extra = fastSims
+	}
+	h := &harness{t: t, db: db, set: metrics.NewSet(), logs: &syncBuffer{}}
+	snap, err := config.Parse([]byte(configFor(o.approvalFirst, o.extra)))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	h.cfg = config.NewStatic(snap)
+	level := new(slog.LevelVar)
+	level.Set(slog.LevelInfo)
+	log := logging.New(h.logs, "text", level)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", h.logs.String())
+		}
+	})
+
+	var handler atomic.Value
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler.Load().(http.Handler).ServeHTTP(w, r)
+	}))
+	h.url = "http://" + ts.Listener.Addr().String()
+	h.sims = sim.New(sim.Options{Config: h.cfg, BinderyURL: h.url, PublicURL: h.url + "/sim", Log: log.With("component", "sim")})
+
+	h.handler = &handler
+	h.log = log
+	h.start(o)
+	ts.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.sims.Start(ctx)
+	t.Cleanup(func() {
+		cancel()
+		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		_ = h.currentPool().Shutdown(sctx)
+		h.sims.Stop()
+		ts.Close()
+	})
+	return h
+}
+
+// reconfigure swaps the configuration (e.g. flips workflow.approvalFirst), keeping the rest.
+func (h *harness) reconfigure(approvalFirst bool, extra string) {
+	h.t.Helper()
+	snap, err := config.Parse([]byte(configFor(approvalFirst, extra)))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.cfg.Replace(snap)
+}
+
+// api calls bindery's HTTP API as user (demo identity) and decodes the answer into out.
+func (h *harness) api(method, path, user, body string, out any) int {
+	h.t.Helper()
+	req, _ := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	if user != "" {
+		req.Header.Set("X-Bindery-User", user)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			h.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+var opSeq atomic.Int64
+
+// apply submits an application as user and returns its operationId.
+func (h *harness) apply(user, target string) string {
+	h.t.Helper()
+	op := fmt.Sprintf("op-%d-%d", time.Now().UnixNano()%1e9, opSeq.Add(1))
+	var res workflow.ApplyResult
+	if code := h.api("POST", "/api/apply", user, fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"for the test"}`, op, target), &res); code != 202 {
+		h.t.Fatalf("apply: %d %+v", code, res)
+	}
+	return op
+}
+
+// view reads the request view through the API as ops.
+func (h *harness) view(op string) workflow.RequestView {
+	h.t.Helper()
+	var v workflow.RequestView
+	if code := h.api("GET", "/api/requests/"+op, "ops", "", &v); code != 200 {
+		h.t.Fatalf("view %s: %d", op, code)
+	}
+	return v
+}
+
+// waitState waits until the request is in status (and step, when not 0).
+func (h *harness) waitState(op string, status store.BindingStatus, step store.Step) workflow.RequestView {
+	h.t.Helper()
+	var v workflow.RequestView
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v = h.view(op)
+		if v.Status == status && (step == 0 || v.Step.Code == int(step)) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s to reach %s/%s; it is %s/%s, timeline %+v", op, status, step, v.Status, v.Step.Name, v.Timeline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ticketOf waits for the approval ticket of op and returns it.
+func (h *harness) ticketOf(op string) sim.Ticket {
+	h.t.Helper()
+	var out sim.Ticket
+	h.waitFor("the ticket of "+op, func() bool {
+		for _, tk := range h.sims.Approval.Tickets() {
+			if tk.OperationID == op {
+				out = tk
+				return true
+			}
+		}
+		return false
+	})
+	return out
+}
+
+// decide decides op's ticket in the approval simulator, which sends the signed callback.
+func (h *harness) decide(op, decision string) {
+	h.t.Helper()
+	if _, err := h.sims.Approval.Decide(h.ticketOf(op).ID, decision); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// callback posts a signed approval callback to bindery and returns the HTTP status and code.
+func (h *harness) callback(cb workflow.ApprovalCallback, secret string) (int, string) {
+	h.t.Helper()
+	body, _ := json.Marshal(cb)
+	now := time.Now()
+	return h.hook("/hooks/approval", body, map[string]string{
+		approval.TimestampHeader: fmt.Sprint(now.Unix()),
+		approval.SignatureHeader: approval.Sign([]byte(secret), now, body),
+	})
+}
+
+// deploy posts a deploy callback.
+func (h *harness) deploy(cb workflow.DeployCallback) (int, string) {
+	h.t.Helper()
+	body, _ := json.Marshal(cb)
+	return h.hook("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"})
+}
+
+// hook posts a webhook body and returns the HTTP status and the answer's code.
+func (h *harness) hook(path string, body []byte, headers map[string]string) (int, string) {
+	h.t.Helper()
+	req, _ := http.NewRequest("POST", h.url+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res struct{ Code string }
+	_ = json.NewDecoder(resp.Body).Decode(&res)
+	return resp.StatusCode, res.Code
+}
+
+// metric returns the value of one series ("" when absent).
+func (h *harness) metric(series string) string {
+	var b bytes.Buffer
+	h.set.WritePrometheus(&b)
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			return strings.TrimPrefix(line, series+" ")
+		}
+	}
+	return ""
+}
+
+// expireLease makes op's lease expired now, as if its holder crashed a lease TTL ago.
+func (h *harness) expireLease(op string) {
+	h.t.Helper()
+	past := "datetime('now', '-1 hour')"
+	if h.db.Dialect() == store.MySQL {
+		past = "NOW(6) - INTERVAL 1 HOUR"
+	}
+	if _, err := h.db.Raw().Exec("UPDATE operation SET lease_until = "+past+" WHERE operation_id = ? AND lease_owner IS NOT NULL", op); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// fakeBatches stands in for package batch where a test checks only what the workflow asks of
+// the batch path; it records the calls.
+type fakeBatches struct {
+	db *store.DB
+
+	mu      sync.Mutex
+	rounds  int
+	resumed []int64
+	settled []int64
+	sweeps  int
+	woken   []string
+	outcome []batch.Outcome
+	onRound func() // runs inside Round, outside the lock (block, panic)
+}
+
+var _ workflow.Batches = (*fakeBatches)(nil)
+
+func (f *fakeBatches) Round(ctx context.Context) ([]batch.Outcome, error) {
+	f.mu.Lock()
+	f.rounds++
+	hook := f.onRound
+	out := f.outcome
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return out, nil
+}
+
+func (f *fakeBatches) Resume(ctx context.Context, id int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resumed = append(f.resumed, id)
+	return nil
+}
+
+func (f *fakeBatches) Settle(ctx context.Context, id int64, actor string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled = append(f.settled, id)
+	return nil
+}
+
+func (f *fakeBatches) Sweep(ctx context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sweeps++
+	return 0, nil
+}
+
+func (f *fakeBatches) Wake(project string, iid int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.woken = append(f.woken, fmt.Sprintf("%s!%d", project, iid))
+}
+
+// heldTickets holds every Open until released; entered receives each held call.
+type heldTickets struct {
+	next    workflow.Tickets
+	entered chan string
+	release chan struct{}
+}
+
+func holdTickets(next workflow.Tickets) *heldTickets {
+	return &heldTickets{next: next, entered: make(chan string, 16), release: make(chan struct{})}
+}
+
+func (k *heldTickets) Open(ctx context.Context, t approval.Ticket) (string, error) {
+	k.entered <- t.OperationID
+	select {
+	case <-k.release:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return k.next.Open(ctx, t)
+}
+
+// ticketsFunc is a Tickets made of a function (a panicking or failing approval client).
+type ticketsFunc func(ctx context.Context, t approval.Ticket) (string, error)
+
+func (f ticketsFunc) Open(ctx context.Context, t approval.Ticket) (string, error) { return f(ctx, t) }

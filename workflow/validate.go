@@ -1,0 +1,135 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"bindery/store"
+)
+
+// Validation: a MERGED request becomes VALIDATED when the deploy pipeline reports its MR (exact
+// operationIds when the callback carries them), or when reconciliation infers it from a later MR
+// of the same project. Both go through the store's MarkValidated, which returns only the rows it
+// really flipped; the metric and the stage durations are emitted for exactly those, after the
+// commit, so a race between the two paths counts each request once.
+
+// Metric names (histograms in seconds, counters).
+const (
+	metricValidated = "bindery_requests_validated_total"
+	metricStage     = "bindery_request_stage_seconds"
+)
+
+// DeployCallback handles a verified deploy-pipeline callback.
+func (w *Workflow) DeployCallback(ctx context.Context, cb DeployCallback) (CallbackResult, error) {
+	d, err := w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, OperationIDs: cb.OperationIDs})
+	if err != nil {
+		return CallbackResult{}, err
+	}
+	w.validated(ctx, d.Validated, "callback")
+	if !d.Fresh && len(d.Validated) == 0 {
+		return CallbackResult{Code: CallbackDuplicate}, nil
+	}
+	return CallbackResult{Code: CallbackAccepted}, nil
+}
+
+// Reconcile validates MERGED requests whose deploy callback was lost (SPEC §4): inside the
+// window (now − reconcile.maxAge, now − reconcile.minAge), MR number at or below the highest one
+// called back for its project. Safe on every instance at once: each flip happens once.
+//
+// First, deploy callbacks that arrived before their MR's requests were recorded MERGED are
+// replayed (exact, no minAge needed: the callback is there); then the watermark inference.
+func (w *Workflow) Reconcile(ctx context.Context) (ReconcileResult, error) {
+	minAge, maxAge := w.cfg.Current().ReconcileWindow()
+	early, err := w.db.EarlyDeploys(ctx, maxAge)
+	if err != nil {
+		return ReconcileResult{}, err
+	}
+	replayed := 0
+	for _, d := range early {
+		res, err := w.db.RecordDeploy(ctx, d)
+		if err != nil {
+			return ReconcileResult{}, err
+		}
+		w.validated(ctx, res.Validated, "callback")
+		replayed += len(res.Validated)
+	}
+	res, err := w.db.Reconcile(ctx, minAge, maxAge)
+	// What was committed before an error is real: report and count it either way.
+	w.validated(ctx, res.Validated, "reconcile")
+	if err != nil {
+		return ReconcileResult{}, err
+	}
+	return ReconcileResult{Scanned: res.Scanned + replayed, Validated: len(res.Validated) + replayed}, nil
+}
+
+// validated runs after the commit that flipped ops to VALIDATED: the expiry of each binding from
+// its target's ttl (a crash before it is repaired by the expiry cron), the metric and the stage
+// durations. Metrics sit outside any failure handling.
+func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via string) {
+	if len(ops) == 0 {
+		return
+	}
+	byTarget := map[string][]string{}
+	ids := make([]string, len(ops))
+	for i, o := range ops {
+		byTarget[o.TargetKey] = append(byTarget[o.TargetKey], o.OperationID)
+		ids[i] = o.OperationID
+	}
+	snap := w.cfg.Current()
+	for key, list := range byTarget {
+		if t, ok := snap.Target(key); ok && t.TTL > 0 {
+			if _, err := w.db.FillExpiry(ctx, key, t.TTL, list...); err != nil {
+				w.log.WarnContext(ctx, "expiry not set after validation; the expiry cron repairs it", "target", key, "err", err)
+			}
+		}
+	}
+	for _, o := range ops {
+		w.rec.Inc(metricValidated, "via", via, "project", o.Project)
+	}
+	histories, err := w.db.StepsOf(ctx, ids)
+	if err != nil {
+		w.log.WarnContext(ctx, "stage durations not recorded", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, steps := range histories {
+		for _, s := range stagesOf(steps, now, false) {
+			if s.Done && s.Stage != stageApproval { // the approval wait was recorded at the decision
+				w.rec.Observe(metricStage, s.Duration.Seconds(), "stage", s.Stage)
+			}
+		}
+	}
+}
+
+// observeApproval records the approval wait of a decided request (after the callback's commit).
+func (w *Workflow) observeApproval(ctx context.Context, operationID string) {
+	steps, err := w.db.Steps(ctx, operationID)
+	if err != nil {
+		return
+	}
+	for _, s := range stagesOf(steps, time.Now(), false) {
+		if s.Stage == stageApproval && s.Done {
+			w.rec.Observe(metricStage, s.Duration.Seconds(), "stage", s.Stage)
+		}
+	}
+}
+
+// catchUpDeploy replays the deploy callback of (project, iid) when it arrived before the MR's
+// requests were recorded MERGED — a quick deploy pipeline beats the merge step's own write. The
+// replay validates exactly what the callback named (RecordDeploy is idempotent). The remaining
+// interleaving (both sides reading before the other commits) is closed by reconciliation.
+func (w *Workflow) catchUpDeploy(ctx context.Context, project string, iid int64) {
+	d, err := w.db.RecordedDeploy(ctx, project, iid)
+	if errors.Is(err, store.ErrNotFound) {
+		return
+	}
+	if err == nil {
+		var res store.Deployed
+		if res, err = w.db.RecordDeploy(ctx, d); err == nil {
+			w.validated(ctx, res.Validated, "callback")
+			return
+		}
+	}
+	w.log.WarnContext(ctx, "early deploy callback not replayed; reconciliation will validate", "project", project, "mr", iid, "err", err)
+}

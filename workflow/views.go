@@ -1,0 +1,308 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"bindery/apperr"
+	"bindery/store"
+)
+
+// What the API shows: the request view with its timeline, stage durations and "why is it
+// waiting" (SPEC §12.1, §12.2), the lists, the batches, the preview.
+
+// Stage names (the SPA words them).
+const (
+	stageApproval = "approval"
+	stageBatch    = "batch"
+	stageCI       = "ci"
+	stageMerge    = "merge"
+	stageDeploy   = "deploy"
+	stageClose    = "close"
+)
+
+// stageOf is the stage a step belongs to ("" for an instant or a final step).
+func stageOf(s store.Step) string {
+	switch s {
+	case store.StepApprovalSending, store.StepApprovalSent:
+		return stageApproval
+	case store.StepQueued:
+		return stageBatch
+	case store.StepBatched, store.StepCreateStarted, store.StepCreatePipelinePending:
+		return stageCI
+	case store.StepHandleStarted, store.StepHandleApproved, store.StepHandleRebasePending, store.StepHandlePipelinePending:
+		return stageMerge
+	case store.StepHandleMerged:
+		return stageDeploy
+	case store.StepCloseStarted:
+		return stageClose
+	}
+	return ""
+}
+
+// stagesOf sums the time spent in each stage from the step history: the time from a step to the
+// next one counts for the step's stage (a stage entered twice — a retry, a re-admission — adds
+// up). A stage left for a failure is not done; with live, the stage of the last step is still
+// running and counts until now.
+func stagesOf(steps []store.StepRecord, now time.Time, live bool) []StageDuration {
+	var out []StageDuration
+	index := map[string]int{}
+	for i, rec := range steps {
+		stage := stageOf(rec.Step)
+		if stage == "" {
+			continue
+		}
+		j, ok := index[stage]
+		if !ok {
+			j = len(out)
+			index[stage] = j
+			out = append(out, StageDuration{Stage: stage})
+		}
+		if i+1 < len(steps) {
+			next := steps[i+1]
+			out[j].Duration += next.At.Sub(rec.At)
+			out[j].Done = stageOf(next.Step) != stage && !next.Status.Failed()
+			continue
+		}
+		out[j].Done = false
+		if live {
+			out[j].Duration += now.Sub(rec.At)
+		}
+	}
+	return out
+}
+
+// Request is the full view of one request.
+func (w *Workflow) Request(ctx context.Context, operationID string) (RequestView, error) {
+	d, err := w.db.RequestDetail(ctx, operationID)
+	if err != nil {
+		return RequestView{}, notFound(err)
+	}
+	return w.view(d, time.Now()), nil
+}
+
+func (w *Workflow) view(d store.RequestDetail, now time.Time) RequestView {
+	op := d.Operation
+	status := op.Status
+	var expires *time.Time
+	if d.Binding != nil {
+		status, expires = d.Binding.Status, d.Binding.ExpiresAt
+	}
+	action := store.NextActionFor(status, op.Step)
+	v := RequestView{
+		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, TargetTitle: op.TargetKey,
+		Project: op.Project, Reason: op.Reason, Flow: op.Flow, Status: status,
+		Step:       StepView{Code: int(op.Step), Name: op.Step.String()},
+		NextAction: action, NextActionText: store.NextActionText(action),
+		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
+		Timeline: make([]TimelineEntry, len(d.Steps)),
+	}
+	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
+		v.TargetTitle = t.Title
+	}
+	live := status != store.StatusValidated && status != store.StatusRejected && status != store.StatusClosed && !status.Failed()
+	if status == store.StatusValidated && action == store.NextWait {
+		live = true // the close phase runs
+	}
+	for i, s := range d.Steps {
+		end := now
+		if i+1 < len(d.Steps) {
+			end = d.Steps[i+1].At
+		}
+		v.Timeline[i] = TimelineEntry{Step: StepView{Code: int(s.Step), Name: s.Step.String()}, Status: s.Status, At: s.At, Duration: end.Sub(s.At), Note: s.Note}
+	}
+	v.Stages = stagesOf(d.Steps, now, live)
+	if v.Stages == nil {
+		v.Stages = []StageDuration{}
+	}
+	mr, pipeline := op.MRIID, op.PipelineID
+	if d.Batch != nil {
+		// The newest batch carries the request now (a re-admitted or closing request's older
+		// MR is history): its MR and pipeline are the ones to look at.
+		v.BatchID = d.Batch.ID
+		if d.Batch.MRIID != 0 {
+			mr, pipeline = d.Batch.MRIID, d.Batch.PipelineID
+		}
+	}
+	v.MR, v.Pipeline = w.mrLink(op.Project, mr), w.pipelineLink(op.Project, pipeline)
+	v.Waiting = waitingFor(d, status, action, v)
+	return v
+}
+
+// waitingFor answers "why is my request waiting" in plain words; nil when it is not waiting.
+func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.NextAction, v RequestView) *Waiting {
+	if len(d.Steps) == 0 || action == store.NextNone || action == store.NextReapply {
+		return nil
+	}
+	op := d.Operation
+	last := d.Steps[len(d.Steps)-1]
+	wt := &Waiting{Since: last.At, BatchID: v.BatchID, Stage: stageOf(op.Step)}
+	mr := "the merge request"
+	if v.MR != nil {
+		mr = fmt.Sprintf("merge request !%d", v.MR.ID)
+	}
+	switch {
+	case action == store.NextContactSupport:
+		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "the maintainers: this failure will not go away by waiting"
+	case action == store.NextWaitManual:
+		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "an operator to retry the step that stopped"
+	case status.AwaitingApproval():
+		wt.WaitingFor = "the approvers in the approval system"
+		for i := len(d.Steps) - 1; i >= 0 && stageOf(d.Steps[i].Step) == stageApproval; i-- {
+			wt.Since = d.Steps[i].At
+		}
+	case d.Waiting != nil:
+		wt.Since, wt.Position, wt.Ahead = d.Waiting.Since, d.Waiting.Position(), d.Waiting.Ahead
+		wt.Stage, wt.BatchID = stageBatch, 0
+		wt.WaitingFor = fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
+		if d.Waiting.Action == store.ActionDelete {
+			wt.Stage = stageClose
+			wt.WaitingFor = fmt.Sprintf("the next batch round of %s to remove the file (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
+		}
+	case status == store.StatusValidated:
+		wt.Stage, wt.WaitingFor = stageClose, "the removal of the binding's file to merge ("+mr+")"
+	case status == store.StatusMRCreating:
+		wt.Stage, wt.WaitingFor = stageCI, "the bot to open "+mr+" and its pipeline to pass"
+	case status == store.StatusMRCreated:
+		wt.Stage, wt.WaitingFor = stageMerge, "the approval of "+mr
+	case status == store.StatusMerging:
+		wt.Stage, wt.WaitingFor = stageMerge, "the reviewer bots to approve and merge "+mr
+	case status == store.StatusMerged:
+		wt.Stage, wt.WaitingFor = stageDeploy, "the deploy pipeline to report that "+mr+" is deployed"
+	default:
+		return nil
+	}
+	if wt.Stage == "" {
+		wt.Stage = lastStage(d.Steps)
+	}
+	return wt
+}
+
+// lastStage is the stage of the newest step that had one.
+func lastStage(steps []store.StepRecord) string {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if s := stageOf(steps[i].Step); s != "" {
+			return s
+		}
+	}
+	return stageApproval
+}
+
+func (w *Workflow) mrLink(project string, iid int64) *Link {
+	if iid == 0 {
+		return nil
+	}
+	return &Link{ID: iid, URL: fmt.Sprintf("%s/%s/-/merge_requests/%d", w.gitlabWeb(), project, iid)}
+}
+
+func (w *Workflow) pipelineLink(project string, id int64) *Link {
+	if id == 0 {
+		return nil
+	}
+	return &Link{ID: id, URL: fmt.Sprintf("%s/%s/-/pipelines/%d", w.gitlabWeb(), project, id)}
+}
+
+// summary is one row of a list.
+func (w *Workflow) summary(o store.Operation) RequestSummary {
+	return RequestSummary{
+		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Status: o.Status,
+		Step: StepView{Code: int(o.Step), Name: o.Step.String()}, NextAction: store.NextActionFor(o.Status, o.Step),
+		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt,
+	}
+}
+
+func (w *Workflow) summaries(ops []store.Operation) []RequestSummary {
+	out := make([]RequestSummary, len(ops))
+	for i, o := range ops {
+		out[i] = w.summary(o)
+	}
+	return out
+}
+
+// badCursor turns the store's cursor error into the API's.
+func badCursor(err error) error {
+	if errors.Is(err, store.ErrBadCursor) {
+		return apperr.Invalid("cursor", "is not a cursor this API returned")
+	}
+	return err
+}
+
+// MyRequests lists subject's requests, newest first.
+func (w *Workflow) MyRequests(ctx context.Context, subject, cursor string, limit int) (Page[RequestSummary], error) {
+	ops, next, err := w.db.OperationsBySubject(ctx, subject, store.Page{Cursor: cursor, Limit: limit})
+	if err != nil {
+		return Page[RequestSummary]{}, badCursor(err)
+	}
+	return Page[RequestSummary]{Items: w.summaries(ops), NextCursor: next}, nil
+}
+
+// StuckRequests lists the requests an operator or support must act on — a failure status or a
+// pending step — longest unchanged first; a status or step filter lists those instead.
+func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (Page[RequestSummary], error) {
+	sf := store.StuckFilter{Step: f.Step, Page: store.Page{Cursor: f.Cursor, Limit: f.Limit}, NeedsOperator: f.Status == "" && f.Step == 0}
+	if f.Status != "" {
+		sf.Statuses = []store.BindingStatus{f.Status}
+	}
+	ops, next, err := w.db.StuckOperations(ctx, sf)
+	if err != nil {
+		return Page[RequestSummary]{}, badCursor(err)
+	}
+	return Page[RequestSummary]{Items: w.summaries(ops), NextCursor: next}, nil
+}
+
+// Batches lists batches newest first, each with its members.
+func (w *Workflow) Batches(ctx context.Context, cursor string, limit int) (Page[BatchView], error) {
+	bs, next, err := w.db.Batches(ctx, store.BatchFilter{Page: store.Page{Cursor: cursor, Limit: limit}})
+	if err != nil {
+		return Page[BatchView]{}, badCursor(err)
+	}
+	out := make([]BatchView, len(bs))
+	for i, b := range bs {
+		out[i] = w.batchView(b.Batch, b.Members)
+	}
+	return Page[BatchView]{Items: out, NextCursor: next}, nil
+}
+
+func (w *Workflow) batchView(b store.Batch, members []store.Operation) BatchView {
+	return BatchView{
+		ID: b.ID, Partition: b.Partition, Status: string(b.Status), MR: w.mrLink(b.Project, b.MRIID),
+		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(members), Note: b.Note,
+		CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
+	}
+}
+
+// batchByID is one batch with its members.
+func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
+	b, err := w.db.Batch(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return BatchView{}, apperr.Wrap(err, apperr.NotFound, "No such batch.")
+	}
+	if err != nil {
+		return BatchView{}, err
+	}
+	reqs, err := w.db.BatchRequests(ctx, id)
+	if err != nil {
+		return BatchView{}, err
+	}
+	ops := make([]store.Operation, len(reqs))
+	for i, r := range reqs {
+		ops[i] = r.Operation
+	}
+	return w.batchView(b, ops), nil
+}
+
+// Preview renders the file a request of subject for targetKey would add. Read-only; the HTTP
+// layer answers {} on any error.
+func (w *Workflow) Preview(ctx context.Context, targetKey, subject string) (Preview, error) {
+	t, ok := w.cfg.Current().Target(targetKey)
+	if !ok {
+		return Preview{}, errTargetGone
+	}
+	f, err := fileOf(t, previewOperation(subject, targetKey, time.Now()))
+	if err != nil {
+		return Preview{}, err
+	}
+	return Preview{Path: f.Path, Content: f.Content}, nil
+}
