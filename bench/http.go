@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -53,6 +55,7 @@ type endpointRuns struct {
 	errors        int
 	firstError    string
 	cpu           map[string][]float64 // process → CPU seconds per request, per run
+	rejected      []float64            // apply: share of the accepted whose first step the workers refused
 	db            map[string][]float64 // MariaDB status counter → per request, per run
 }
 
@@ -151,6 +154,11 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 			if apply.rps[len(apply.rps)-1] == 0 {
 				return fmt.Errorf("%s: no application was accepted: %s", db.name(), apply.firstError)
 			}
+			share, err := handOffsRejected(ctx, st.url, spec.IDs, spec.Prefix)
+			if err != nil {
+				return err
+			}
+			apply.rejected = append(apply.rejected, share)
 			spec.Mode = "status"
 			return measureLoad(ctx, spec, profile("status", run), &status)
 		}()
@@ -182,8 +190,11 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 	}
 	row("`POST /api/apply`", apply)
 	row("`GET /api/requests/{id}`", status)
+	rejected := fmt.Sprintf("\nOf the accepted applications, %s had their first step (opening the approval ticket) refused "+
+		"because the workers were busy (`CREATE_FAILED`, step CREATE_HANDOFF_REJECTED: the default 8 workers and queue of 256 "+
+		"were full); the others reached APPROVAL_SENT.\n", distOf(apply.rejected).show(percent))
 	names, all := []string{"`GET /healthz`", "`POST /api/apply`", "`GET /api/requests/{id}`"}, []*endpointRuns{&health, &apply, &status}
-	text := title + table(rows) + "\n" + cpuTable(db, names, all) + dbTable(db, names, all)
+	text := title + table(rows) + rejected + "\n" + cpuTable(db, names, all) + dbTable(db, names, all)
 	for _, r := range []struct {
 		what string
 		runs endpointRuns
@@ -387,4 +398,69 @@ func saveProfile(ctx context.Context, addr, path string, warmup, d time.Duration
 		return err
 	}
 	return f.Close()
+}
+
+// handOffsRejected waits (up to 30 s) until the accepted applications in idsFile have left
+// APPROVAL_SENDING — the workers opened their tickets, or refused them — and returns the share
+// whose hand-off was refused, counted in the stuck list (GET /api/ops/requests, as an operator).
+func handOffsRejected(ctx context.Context, base, idsFile, prefix string) (float64, error) {
+	ids, err := readOwned(idsFile)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path, who string, into any) error {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+		req.Header.Set(loginHeader, who)
+		status, data, err := send(client, req)
+		if err != nil {
+			return err
+		}
+		if status != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", path, status, oneLine(string(data)))
+		}
+		return json.Unmarshal(data, into)
+	}
+	// The pool works through its queue in order: once the last accepted ones are out of
+	// APPROVAL_SENDING, so are the others.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, o := range ids[max(0, len(ids)-20):] {
+		for {
+			var v struct {
+				Status string `json:"status"`
+			}
+			if err := get("/api/requests/"+o.id, o.identity, &v); err != nil {
+				return 0, err
+			}
+			if v.Status != "APPROVAL_SENDING" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	failed, cursor := 0, ""
+	for {
+		var page struct {
+			Items []struct {
+				OperationID string `json:"operationId"`
+			} `json:"items"`
+			NextCursor string `json:"nextCursor"`
+		}
+		q := "/api/ops/requests?limit=100&status=CREATE_FAILED"
+		if cursor != "" {
+			q += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if err := get(q, opsIdentity, &page); err != nil {
+			return 0, err
+		}
+		for _, it := range page.Items {
+			if strings.HasPrefix(it.OperationID, prefix+"-") {
+				failed++
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	return float64(failed) / float64(len(ids)), nil
 }

@@ -82,6 +82,13 @@ func byteSize(b float64) string {
 
 func times(r float64) string { return trim(r, 3) + "×" }
 
+func percent(r float64) string {
+	if r == 0 {
+		return "0 %"
+	}
+	return trim(r*100, 2) + " %"
+}
+
 func perSecond(v float64) string { return count(v) + "/s" }
 
 // count shows a number with thousands separators, and up to two decimals below 100.
