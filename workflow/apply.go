@@ -33,6 +33,7 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 		Flow: FlowLegacy, Status: store.StatusMRCreating, Step: store.StepCreateStarted,
 		LeaseOwner: w.instance, LeaseTTL: snap.StepLeaseTTL(),
 	}
+	written := time.Now() // before the write: the lease ends at least LeaseTTL after it
 	if snap.ApprovalFirst() {
 		a.Flow, a.Status, a.Step = FlowApprovalFirst, store.StatusApprovalSending, store.StepApprovalSending
 	}
@@ -56,7 +57,7 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 	} else {
 		first, fn = stepCreateMR, w.createMR
 	}
-	if err := w.handOff(req.Operation.OperationID, first, fn); err != nil {
+	if err := w.handOffHeld(req.Operation.OperationID, written, a.LeaseTTL, first, fn); err != nil {
 		if req, err = w.rejectHandOff(ctx, req, err, store.StatusCreateFailed, store.StepCreateHandoffRejected); err != nil {
 			return ApplyResult{}, err
 		}

@@ -84,6 +84,8 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 
 	var code string
 	var moved store.Request
+	var leaseWritten time.Time // legacy approval: when the merge step's lease was written, and for how long
+	var leaseTTL time.Duration
 	err = retryPreempted(ctx, func() error {
 		code, moved = CallbackAccepted, store.Request{}
 		return w.db.InTx(ctx, func(tx *store.Tx) error {
@@ -110,6 +112,7 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 			c := decide(cb, legacy, approved, invalid)
 			if legacy && approved {
 				c.LeaseOwner, c.LeaseTTL = w.instance, w.cfg.Current().StepLeaseTTL()
+				leaseWritten, leaseTTL = time.Now(), c.LeaseTTL
 			}
 			if c.MRIID == 0 && legacy {
 				c.MRIID = mrID
@@ -137,7 +140,7 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 	w.observeApproval(ctx, cb.OperationID)
 	switch {
 	case legacy && approved:
-		if err := w.handOff(cb.OperationID, stepMergeMR, w.mergeMR); err != nil {
+		if err := w.handOffHeld(cb.OperationID, leaseWritten, leaseTTL, stepMergeMR, w.mergeMR); err != nil {
 			if _, err := w.rejectHandOff(ctx, moved, err, store.StatusHandleFailed, store.StepHandleHandoffRejected); err != nil {
 				w.log.ErrorContext(ctx, "merge hand-off rejection not recorded", "operation", cb.OperationID, "err", err)
 			}

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"time"
 
 	"bindery/apperr"
 	"bindery/change"
@@ -108,6 +109,7 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 		return w.Request(ctx, operationID)
 	}
 	move.LeaseOwner, move.LeaseTTL = w.instance, w.cfg.Current().StepLeaseTTL()
+	written := time.Now()
 	next, err := w.db.Transition(ctx, cur, move)
 	if errors.Is(err, store.ErrPreempted) {
 		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "The request changed while retrying; look at it again.")
@@ -116,7 +118,7 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 		return RequestView{}, err
 	}
 	w.log.InfoContext(ctx, "retry: step handed to the workers", "operation", operationID, "step", k.name, "actor", actor)
-	if err := w.handOff(operationID, k, fn); err != nil {
+	if err := w.handOffHeld(operationID, written, move.LeaseTTL, k, fn); err != nil {
 		if _, err := w.rejectHandOff(ctx, next, err, k.failTo, handoffStepOf(k)); err != nil {
 			return RequestView{}, err
 		}

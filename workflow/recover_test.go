@@ -142,3 +142,23 @@ func claimNow(t *testing.T, h *harness) int64 {
 	})
 	return id
 }
+
+// A step handed off with the lease its own transition wrote runs on that lease: the transition
+// already bumped the version (a previous holder fails its writes), and taking the lease again
+// would cost a transaction per application (BENCHMARKS.md). The sweep's hand-offs, which find
+// an expired lease, still take it (above).
+func TestTheFirstStepRunsOnTheLeaseWrittenWithTheApplication(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		op := h.apply("alice", "db-read")
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		o, err := db.Operation(bg, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Version 1 written by the application, 2 by APPROVAL_SENT: no lease taken in between.
+		if o.Version != 2 || o.LeaseOwner != "" {
+			t.Fatalf("version %d, lease %q: want 2, released", o.Version, o.LeaseOwner)
+		}
+	})
+}

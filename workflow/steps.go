@@ -70,10 +70,35 @@ func (r *stepRun) move(ctx context.Context, c store.Change) error {
 // errLeaseLost cancels a step whose lease renewal found another holder.
 var errLeaseLost = errors.New("operation lease lost to another instance")
 
-// handOff queues a step on the pool. A refusal is returned: the caller decides what it means
+// handOff queues a step on the pool; the step takes the operation's lease first (the sweep
+// hands off steps whose lease expired). A refusal is returned: the caller decides what it means
 // (a new application persists a failure; the sweep simply tries again later).
 func (w *Workflow) handOff(operationID string, k stepKind, fn func(ctx context.Context, r *stepRun) error) error {
-	return w.pool.Submit(k.name+" "+operationID, func(ctx context.Context) { w.runStep(ctx, operationID, k, fn) })
+	return w.pool.Submit(k.name+" "+operationID, func(ctx context.Context) { w.runStep(ctx, operationID, k, fn, heldLease{}) })
+}
+
+// heldLease is a lease the hand-off's own transition wrote for this instance: ttl long, from a
+// moment after written (this process's clock, taken before the write).
+type heldLease struct {
+	written time.Time
+	ttl     time.Duration
+}
+
+// fresh reports whether at least half of the lease is certainly left: the database wrote its
+// end after written, and only elapsed time is compared, never the two clocks.
+func (h heldLease) fresh() bool {
+	return !h.written.IsZero() && time.Since(h.written) < h.ttl/2
+}
+
+// handOffHeld is handOff for a step whose lease the caller just wrote with the transition that
+// hands it off (at written, for ttl). The step starts without taking the lease again while at
+// least half of it is left: that transition already bumped the version, so a previous holder
+// fails its writes, and taking the lease would only cost a transaction per step (a quarter of
+// the statements of an application, see BENCHMARKS.md). A step that waited longer in the queue
+// takes it as handOff's does.
+func (w *Workflow) handOffHeld(operationID string, written time.Time, ttl time.Duration, k stepKind, fn func(ctx context.Context, r *stepRun) error) error {
+	held := heldLease{written: written, ttl: ttl}
+	return w.pool.Submit(k.name+" "+operationID, func(ctx context.Context) { w.runStep(ctx, operationID, k, fn, held) })
 }
 
 // rejectHandOff persists a refused hand-off so that polling shows a failure, never "processing"
@@ -92,19 +117,24 @@ func (w *Workflow) rejectHandOff(ctx context.Context, cur store.Request, err err
 	return next, nil
 }
 
-// runStep runs fn under the operation's lease with the failure guard.
-func (w *Workflow) runStep(ctx context.Context, operationID string, k stepKind, fn func(ctx context.Context, r *stepRun) error) {
+// runStep runs fn under the operation's lease with the failure guard. held is the lease the
+// hand-off's transition wrote, if any (see handOffHeld).
+func (w *Workflow) runStep(ctx context.Context, operationID string, k stepKind, fn func(ctx context.Context, r *stepRun) error, held heldLease) {
 	log := w.log.With("operation", operationID, "step", k.name)
 	ttl := w.cfg.Current().StepLeaseTTL()
-	// Taking the lease bumps the version: a previous holder that comes back fails its writes.
-	if _, err := w.db.AcquireOperationLease(ctx, operationID, w.instance, ttl); err != nil {
-		if !errors.Is(err, store.ErrPreempted) && ctx.Err() == nil {
-			log.Error("step not started: lease", "err", err)
+	if !held.fresh() {
+		// Taking the lease bumps the version: a previous holder that comes back fails its writes.
+		if _, err := w.db.AcquireOperationLease(ctx, operationID, w.instance, ttl); err != nil {
+			if !errors.Is(err, store.ErrPreempted) && ctx.Err() == nil {
+				log.Error("step not started: lease", "err", err)
+			}
+			return // held by a live instance (it runs the step), unknown, or shutting down
 		}
-		return // held by a live instance (it runs the step), unknown, or shutting down
 	}
 	req, err := w.db.Request(ctx, operationID)
-	if err != nil || !req.Current() {
+	if err != nil || !req.Current() || req.Operation.LeaseOwner != w.instance {
+		// Not ours any more (moved on, or its lease released or taken over since the hand-off):
+		// a release by another owner's name changes nothing.
 		if err != nil && ctx.Err() == nil {
 			log.Error("step not started: read", "err", err)
 		}
