@@ -160,3 +160,19 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A file without the marker is all intro: hand-written text is never dropped.
+func TestAFileWithoutTheMarkerIsKeptAsTheIntro(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "B.md")
+	if err := os.WriteFile(out, []byte("# Mine\n\nnotes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{options: options{out: out}}
+	if err := writeReport(e, "\n## Run\n\nfigures\n", os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(out)
+	if want := "# Mine\n\nnotes\n\n" + marker + "\n\n## Run\n\nfigures\n"; string(data) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", data, want)
+	}
+}

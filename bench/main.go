@@ -279,8 +279,8 @@ Written by ` + "`go run ./bench`" + ` (SPEC §9). Every figure is a median with 
 over the runs, beside its baseline measured in the same run.
 `
 
-// writeReport keeps the intro of the existing file (everything above the marker) and replaces
-// the rest.
+// writeReport keeps the intro of the existing file (everything above the marker, or all of a
+// file without one) and replaces the rest.
 func writeReport(e *env, report string, stdout io.Writer) error {
 	if e.out == "-" {
 		_, err := io.WriteString(stdout, report)
@@ -292,8 +292,10 @@ func writeReport(e *env, report string, stdout io.Writer) error {
 	}
 	intro := defaultIntro
 	if old, err := os.ReadFile(path); err == nil {
-		if i := strings.Index(string(old), marker); i >= 0 {
-			intro = string(old[:i])
+		// Hand-written text is never dropped: without the marker the whole file is the intro.
+		intro = string(old)
+		if i := strings.Index(intro, marker); i >= 0 {
+			intro = intro[:i]
 		}
 	}
 	text := strings.TrimRight(intro, "\n") + "\n\n" + marker + "\n" + report
