@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -262,35 +259,8 @@ const maxOperatorRetries = 20
 // returns how many retries it made. A rejected request, a request still failing after its
 // retries, or no progress for two minutes ends the run with the statuses of those pending.
 func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	call := func(method, path, identity, body string, into any) error {
-		var rd io.Reader
-		if body != "" {
-			rd = strings.NewReader(body)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, st.url+path, rd)
-		req.Header.Set(loginHeader, identity)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		status, data, err := send(client, req)
-		switch {
-		case err != nil:
-			return err
-		case status < 200 || status > 299:
-			return fmt.Errorf("%s %s: %d %s", method, path, status, oneLine(string(data)))
-		case into != nil:
-			return json.Unmarshal(data, into)
-		}
-		return nil
-	}
-	status := func(o owned) (store.BindingStatus, error) {
-		var v struct {
-			Status store.BindingStatus `json:"status"`
-		}
-		err := call("GET", "/api/requests/"+o.id, o.identity, "", &v)
-		return v.Status, err
-	}
+	api := newAPIClient(st.url)
+	status := func(o owned) (store.BindingStatus, error) { return api.status(ctx, o) }
 	mine := map[string]bool{}
 	for _, o := range ids {
 		mine[o.id] = true
@@ -300,37 +270,22 @@ func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
 	// operator retries the failed requests of this run found in the stuck list.
 	operator := func() error {
 		for _, st := range []store.BindingStatus{store.StatusCreateFailed, store.StatusHandleFailed} {
-			cursor := ""
-			for {
-				var page struct {
-					Items []struct {
-						OperationID string `json:"operationId"`
-					} `json:"items"`
-					NextCursor string `json:"nextCursor"`
+			failed, err := api.stuck(ctx, st)
+			if err != nil {
+				return err
+			}
+			for _, id := range failed {
+				if !mine[id] {
+					continue
 				}
-				q := "/api/ops/requests?limit=100&status=" + string(st)
-				if cursor != "" {
-					q += "&cursor=" + url.QueryEscape(cursor)
+				if retries[id] >= maxOperatorRetries {
+					return fmt.Errorf("request %s still %s after %d operator retries", id, st, maxOperatorRetries)
 				}
-				if err := call("GET", q, opsIdentity, "", &page); err != nil {
+				retries[id]++
+				total++
+				body := fmt.Sprintf(`{"operationId":"retry-%s-%d"}`, id, retries[id])
+				if err := api.call(ctx, "POST", "/api/ops/requests/"+id+"/retry", opsIdentity, body, nil); err != nil {
 					return err
-				}
-				for _, it := range page.Items {
-					if !mine[it.OperationID] {
-						continue
-					}
-					if retries[it.OperationID] >= maxOperatorRetries {
-						return fmt.Errorf("request %s still %s after %d operator retries", it.OperationID, st, maxOperatorRetries)
-					}
-					retries[it.OperationID]++
-					total++
-					body := fmt.Sprintf(`{"operationId":"retry-%s-%d"}`, it.OperationID, retries[it.OperationID])
-					if err := call("POST", "/api/ops/requests/"+it.OperationID+"/retry", opsIdentity, body, nil); err != nil {
-						return err
-					}
-				}
-				if cursor = page.NextCursor; cursor == "" {
-					break
 				}
 			}
 		}

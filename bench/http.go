@@ -2,18 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"bindery/store"
 )
 
 // httpSection: apply and status throughput against `bindery serve` on each database, the load
@@ -408,58 +408,30 @@ func handOffsRejected(ctx context.Context, base, idsFile, prefix string) (float6
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	get := func(path, who string, into any) error {
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+path, nil)
-		req.Header.Set(loginHeader, who)
-		status, data, err := send(client, req)
-		if err != nil {
-			return err
-		}
-		if status != http.StatusOK {
-			return fmt.Errorf("GET %s: %d %s", path, status, oneLine(string(data)))
-		}
-		return json.Unmarshal(data, into)
-	}
+	api := newAPIClient(base)
 	// The pool works through its queue in order: once the last accepted ones are out of
 	// APPROVAL_SENDING, so are the others.
 	deadline := time.Now().Add(30 * time.Second)
 	for _, o := range ids[max(0, len(ids)-20):] {
 		for {
-			var v struct {
-				Status string `json:"status"`
-			}
-			if err := get("/api/requests/"+o.id, o.identity, &v); err != nil {
+			st, err := api.status(ctx, o)
+			if err != nil {
 				return 0, err
 			}
-			if v.Status != "APPROVAL_SENDING" || time.Now().After(deadline) {
+			if st != store.StatusApprovalSending || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	failed, cursor := 0, ""
-	for {
-		var page struct {
-			Items []struct {
-				OperationID string `json:"operationId"`
-			} `json:"items"`
-			NextCursor string `json:"nextCursor"`
-		}
-		q := "/api/ops/requests?limit=100&status=CREATE_FAILED"
-		if cursor != "" {
-			q += "&cursor=" + url.QueryEscape(cursor)
-		}
-		if err := get(q, opsIdentity, &page); err != nil {
-			return 0, err
-		}
-		for _, it := range page.Items {
-			if strings.HasPrefix(it.OperationID, prefix+"-") {
-				failed++
-			}
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
+	stuck, err := api.stuck(ctx, store.StatusCreateFailed)
+	if err != nil {
+		return 0, err
+	}
+	failed := 0
+	for _, id := range stuck {
+		if strings.HasPrefix(id, prefix+"-") {
+			failed++
 		}
 	}
 	return float64(failed) / float64(len(ids)), nil
