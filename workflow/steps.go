@@ -71,8 +71,10 @@ func (r *stepRun) move(ctx context.Context, c store.Change) error {
 var errLeaseLost = errors.New("operation lease lost to another instance")
 
 // handOff queues a step on the pool; the step takes the operation's lease first (the sweep
-// hands off steps whose lease expired). A refusal is returned: the caller decides what it means
-// (a new application persists a failure; the sweep simply tries again later).
+// hands off steps whose lease expired), then checks that the request still needs it: another
+// sweeper may have taken the same expired lease, finished the step and released the lease
+// before this one got to it. A refusal is returned: the caller decides what it means (a new
+// application persists a failure; the sweep simply tries again later).
 func (w *Workflow) handOff(operationID string, k stepKind, fn func(ctx context.Context, r *stepRun) error) error {
 	return w.pool.Submit(k.name+" "+operationID, func(ctx context.Context) { w.runStep(ctx, operationID, k, fn, heldLease{}) })
 }
@@ -132,7 +134,14 @@ func (w *Workflow) runStep(ctx context.Context, operationID string, k stepKind, 
 		}
 	}
 	req, err := w.db.Request(ctx, operationID)
-	if err != nil || !req.Current() || req.Operation.LeaseOwner != w.instance {
+	// A sweep's hand-off (no lease written with it) may come after another instance finished
+	// the step: the request's state says whether it is still the step to run.
+	finished := false
+	if err == nil && held.written.IsZero() {
+		now, _ := w.currentStep(req.Operation)
+		finished = now.name != k.name
+	}
+	if err != nil || finished || !req.Current() || req.Operation.LeaseOwner != w.instance {
 		// Not ours any more (moved on, or its lease released or taken over since the hand-off):
 		// a release by another owner's name changes nothing.
 		if err != nil && ctx.Err() == nil {
