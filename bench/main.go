@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.maxLoad, "maxload", 1.0, "wait until the 1-minute load average is below this before measuring (0: do not wait)")
 	fs.DurationVar(&o.waitLoad, "waitload", 20*time.Minute, "give up waiting for -maxload after this long (the run goes on; the report says so)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the scratch directory (configs, logs, databases) and print its path")
-	fs.StringVar(&o.profile, "profile", "", "write CPU profiles of `bindery serve` under each HTTP load to this directory (a profiling build: net/http/pprof added with go build -overlay; with -binary, that binary must serve pprof at $BINDERY_BENCH_PPROF)")
+	fs.StringVar(&o.profile, "profile", "", "write CPU profiles of bindery serve under each HTTP load to this directory (a profiling build: net/http/pprof added with go build -overlay; with -binary, that binary must serve pprof at $BINDERY_BENCH_PPROF)")
 	fs.StringVar(&o.binary, "binary", "", "measure this bindery binary instead of building one from the checkout (e.g. an older build, for a before/after)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
