@@ -533,8 +533,7 @@ func findProcess(names ...string) int {
 }
 
 // mysqlCounters are the server's global status counters the HTTP section charges to requests.
-var mysqlCounters = []string{"Questions", "Com_select", "Com_insert", "Com_update", "Com_commit",
-	"Handler_read_key", "Handler_read_next", "Handler_read_rnd_next"}
+var mysqlCounters = []string{"Questions", "Com_select", "Com_insert", "Com_update", "Com_commit"}
 
 // mysqlStatus reads mysqlCounters (global: other clients of the server add to them).
 func mysqlStatus(ctx context.Context, dsn string) (map[string]float64, error) {
