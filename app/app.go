@@ -259,16 +259,26 @@ func (a *App) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	a.log.Info("shutting down", "timeout", timeout)
+	stopHTTP := func() {
+		if e := a.http.Shutdown(sctx); e != nil {
+			a.log.Warn("http shutdown incomplete", "err", e)
+		}
+	}
+	// Stop accepting first, then let the cron and the pool finish. In demo mode the simulators
+	// that the draining steps call are served by this same listener, so it keeps answering
+	// until the pool has drained; new API requests meanwhile find a stopping pool, which leaves
+	// their step to the lease sweep of the next start, never in an invisible state.
+	if a.sims == nil {
+		stopHTTP()
+	}
 	for _, drain := range a.drains {
 		if e := drain(sctx); e != nil {
 			a.log.Warn("drain incomplete; interrupted steps resume on the next start (lease sweep)", "err", e)
 		}
 	}
 	if a.sims != nil {
-		a.sims.Stop() // first: a simulated hanging call would hold the shutdown to its timeout
-	}
-	if e := a.http.Shutdown(sctx); e != nil {
-		a.log.Warn("http shutdown incomplete", "err", e)
+		a.sims.Stop() // before HTTP: a simulated hanging call would hold the shutdown to its timeout
+		stopHTTP()
 	}
 	for _, stop := range a.stops {
 		if e := stop(sctx); e != nil {
