@@ -507,3 +507,27 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestWatchIgnoresBusyNeighbours: writes to other files of the directory (the demo keeps its
+// database beside the config) must not make the watcher re-read the config.
+func TestWatchIgnoresBusyNeighbours(t *testing.T) {
+	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
+	ts.PollInterval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ts.Watch(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	neighbour := filepath.Join(filepath.Dir(ts.path), "bindery.db-wal")
+	for i := range 20 {
+		write(t, neighbour, strings.Repeat("x", i))
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(3 * debounce)
+	write(t, ts.path, "ratelimit:\n  apply: 2\n")
+	waitLimit(t, ts.Source, 2)
+	cancel()
+	<-done
+	if n := ts.reads.Load(); n != 1 {
+		t.Fatalf("the config was read %d times for one edit among 20 neighbour writes", n)
+	}
+}
