@@ -56,7 +56,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *stepRun) error {
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
 // one transaction: the callback is recorded by its own id (a repeat is DUPLICATE), the request is
 // found by operationId and must be the relation's current one and awaiting approval (SENDING
-// included), else IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The
+// included, and a send that only looked failed, see awaitingDecision), else IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The
 // payload decides the flow: ext.mrId present → the legacy MR-first flow (its MR is approved and
 // merged), absent → approval-first (validated and admitted to the waiting set). So tickets
 // opened before workflow.approvalFirst was switched finish in their own flow.
@@ -98,7 +98,7 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 				return nil
 			}
 			cur, err := tx.Request(ctx, cb.OperationID)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && (!cur.Current() || !cur.Binding.Status.AwaitingApproval())) {
+			if errors.Is(err, store.ErrNotFound) || (err == nil && (!cur.Current() || !awaitingDecision(cur))) {
 				code = CallbackIgnoredStale // recorded, so a resend is a duplicate; the row is untouched
 				return nil
 			}
@@ -149,6 +149,20 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 		w.closeRejectedMR(ctx, moved.Operation)
 	}
 	return CallbackResult{Code: code}, nil
+}
+
+// awaitingDecision reports whether a decision of the request's ticket is still expected: awaiting
+// approval (SENDING included), or APPROVAL_SEND_FAILED — a send that only looked failed (the
+// answer was dropped, or a 5xx came after the ticket was created) leaves a real ticket that people
+// decide. Their decision is accepted as if the request were awaiting it, so it is not lost and the
+// request does not wait for an operator for nothing. The approval system opens one ticket per
+// operationId, so a retried send cannot open a second one whose decision comes later; and once
+// decided, the row no longer awaits anything, so a second decision is stale. A request that failed
+// for another reason (hand-off refused before any send, an invalid change after the decision) has
+// no decision pending.
+func awaitingDecision(cur store.Request) bool {
+	st := cur.Binding.Status
+	return st.AwaitingApproval() || (st == store.StatusCreateFailed && cur.Operation.Step == store.StepApprovalSendFailed)
 }
 
 // decide is the transition a fresh, current callback makes.

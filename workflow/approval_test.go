@@ -216,3 +216,62 @@ targets:
 		}
 	})
 }
+
+// The approval system created the ticket but its answer was lost (dropped on every attempt):
+// the request shows APPROVAL_SEND_FAILED, yet the ticket exists and people decide it. The
+// decision is the user's and is not lost: approved → admitted to the waiting set, rejected →
+// REJECTED. An operator's retry of the send afterwards opens no second ticket and changes
+// nothing. A callback for a request that failed before any ticket was sent stays stale.
+func TestADecisionOnATicketWhoseSendLookedFailedIsAccepted(t *testing.T) {
+	for _, decision := range []string{sim.TicketApproved, sim.TicketRejected} {
+		t.Run(decision, func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				h := setup(t, db, options{approvalFirst: true})
+				h.sims.Approval.Inject("open_ticket", sim.FaultDrop, 10)
+				op := h.apply("alice", "db-read")
+				h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
+				h.decide(op, decision)
+				if decision == sim.TicketApproved {
+					h.waitState(op, store.StatusMRCreating, store.StepQueued)
+					if _, err := db.Waiting(bg, op); err != nil {
+						t.Fatalf("approved request not admitted: %v", err)
+					}
+				} else {
+					h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
+				}
+				cbs := h.sims.Approval.Callbacks()
+				if len(cbs) != 1 || cbs[0].Status != 200 {
+					t.Fatalf("callbacks %+v", cbs)
+				}
+				// The operator's retry of the send comes too late: nothing to run, no new ticket.
+				if code := h.retry(op); code != 409 {
+					t.Fatalf("retry after the decision: %d", code)
+				}
+				if n := len(h.sims.Approval.Tickets()); n != 1 {
+					t.Fatalf("%d tickets for one request", n)
+				}
+			})
+		})
+	}
+}
+
+func TestACallbackForARequestThatNeverSentATicketIsStale(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, extra: fastSims + `
+targets:
+  - {key: team-a, title: A, project: infra/access-config, path: "shared/{subject}.yaml"}
+  - {key: team-b, title: B, project: infra/access-config, path: "shared/{subject}.yaml"}
+`})
+		a := h.apply("alice", "team-a")
+		h.decide(a, sim.TicketApproved)
+		h.waitState(a, store.StatusMRCreating, store.StepQueued)
+		b := h.apply("alice", "team-b")
+		h.decide(b, sim.TicketApproved)
+		h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
+		// CREATE_FAILED, but not because a send looked failed: a decision is not awaited.
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "late-1", OperationID: b, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "IGNORED_STALE" {
+			t.Fatalf("callback on CREATE_INVALID: %d %s", code, answer)
+		}
+		h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
+	})
+}
