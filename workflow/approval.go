@@ -10,6 +10,7 @@ import (
 
 	"bindery/approval"
 	"bindery/change"
+	"bindery/outbound"
 	"bindery/store"
 )
 
@@ -42,7 +43,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *stepRun) error {
 	if op.Flow == FlowLegacy && op.MRIID > 0 {
 		ticket.Ext = map[string]string{"mrId": strconv.FormatInt(op.MRIID, 10)}
 	}
-	id, err := w.tickets.Open(ctx, ticket)
+	id, err := w.sendTicket(ctx, ticket)
 	if err != nil {
 		return err
 	}
@@ -51,6 +52,39 @@ func (w *Workflow) openTicket(ctx context.Context, r *stepRun) error {
 		return nil // the decision arrived first: nothing left to do
 	}
 	return err
+}
+
+// ticketAttempts bounds the calls of one send (the call and 3 retries) and ticketBackoff is the
+// wait before the first retry, doubled for each next one (0.1s, 0.2s, 0.4s): a 5xx or a lost
+// answer from the approval system is often momentary, and APPROVAL_SEND_FAILED waits for an
+// operator. Retrying is safe because the approval system opens one ticket per operationId.
+const (
+	ticketAttempts = 4
+	ticketBackoff  = 100 * time.Millisecond
+)
+
+// sendTicket opens the ticket, retrying a temporary failure (5xx, 429, no answer, a timeout) with
+// backoff inside the step: a 4xx says the same next time, and an open breaker already counts the
+// failures of every caller, so neither is retried. A context with less time left than the next
+// wait stops the retries (the step's deadline wins), and so does its end (shutdown, lost lease).
+func (w *Workflow) sendTicket(ctx context.Context, t approval.Ticket) (string, error) {
+	for attempt := 1; ; attempt++ {
+		id, err := w.tickets.Open(ctx, t)
+		var oe *outbound.Error
+		if err == nil || attempt == ticketAttempts || !errors.As(err, &oe) || !oe.Temporary() || oe.Kind == outbound.KindCircuitOpen {
+			return id, err
+		}
+		wait := ticketBackoff << (attempt - 1)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return id, err
+		}
+		w.log.InfoContext(ctx, "approval ticket not opened; retrying", "operation", t.OperationID, "attempt", attempt, "wait", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In

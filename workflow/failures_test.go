@@ -74,7 +74,7 @@ func TestAFullPoolIsAVisibleFailureThatAnOperatorRetries(t *testing.T) {
 func TestApprovalSystemDownThenRetried(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
-		h.sims.Approval.Inject("open_ticket", sim.FaultError, 1)
+		h.sims.Approval.Inject("open_ticket", sim.FaultError, 4) // more than the step's retries
 		op := h.apply("alice", "db-read")
 		v := h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
 		wantState(t, v, store.StatusCreateFailed, store.StepApprovalSendFailed, store.NextWaitManual)
@@ -87,6 +87,37 @@ func TestApprovalSystemDownThenRetried(t *testing.T) {
 		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
 		h.decide(op, sim.TicketApproved)
 		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+	})
+}
+
+// A 5xx (or a lost answer) from the approval system is retried in the step, 3 times with a
+// short backoff, before the request shows APPROVAL_SEND_FAILED; a 4xx is not retried.
+func TestTheTicketStepRetriesAMomentaryApprovalSystemFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		h.sims.Approval.Inject("open_ticket", sim.FaultError, 2)
+		h.sims.Approval.Inject("open_ticket", sim.FaultDrop, 1)
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		if n := h.sims.Approval.Calls("open_ticket"); n != 4 {
+			t.Fatalf("%d calls to open the ticket, want 4 (3 failures, then success)", n)
+		}
+		for _, e := range v.Timeline {
+			if e.Status.Failed() {
+				t.Fatalf("timeline shows a failure the retries absorbed: %+v", v.Timeline)
+			}
+		}
+		if n := len(h.sims.Approval.Tickets()); n != 1 {
+			t.Fatalf("%d tickets (the dropped answer's ticket is reused)", n)
+		}
+
+		h.sims.Approval.Inject("open_ticket", sim.FaultStatus(400, "bad ticket"), 1)
+		before := h.sims.Approval.Calls("open_ticket")
+		op2 := h.apply("bob", "db-read")
+		h.waitState(op2, store.StatusCreateFailed, store.StepApprovalSendFailed)
+		if n := h.sims.Approval.Calls("open_ticket") - before; n != 1 {
+			t.Fatalf("a 4xx was called %d times, want once", n)
+		}
 	})
 }
 
