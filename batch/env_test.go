@@ -3,11 +3,13 @@ package batch_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,6 +121,43 @@ type env struct {
 	// beforeClose, when set, runs when the simulator receives an MR update (the close), before
 	// the simulator handles it: a merge landing at that very moment.
 	beforeClose atomic.Pointer[func()]
+	logs        *logBuffer // every service's log, text
+}
+
+// logBuffer collects log lines from concurrent writers.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// reset forgets what was logged so far (what a test set up).
+func (l *logBuffer) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
+}
+
+// lines returns the logged lines that contain every one of parts.
+func (l *logBuffer) lines(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		ok := line != ""
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // mrUpdate is PUT …/merge_requests/:iid (the close), not …/merge or …/rebase.
@@ -126,7 +165,7 @@ var mrUpdate = regexp.MustCompile(`/merge_requests/[0-9]+$`)
 
 func setup(t *testing.T, db *store.DB, s settings) *env {
 	t.Helper()
-	e := &env{db: db, src: config.NewStatic(config.MustParse(s.config())), sink: &sink{seen: map[string]int{}}}
+	e := &env{db: db, src: config.NewStatic(config.MustParse(s.config())), sink: &sink{seen: map[string]int{}}, logs: &logBuffer{}}
 	var clock sim.Clock
 	if s.manualClock {
 		e.clock = sim.NewManualClock(time.Now())
@@ -166,10 +205,11 @@ func (e *env) pool(t *testing.T, workers, queue int) *worker.Pool {
 
 // service is one instance's batch service.
 func (e *env) service(instance string, pool *worker.Pool) *batch.Service {
-	log := slog.New(slog.DiscardHandler)
+	var out io.Writer = e.logs
 	if os.Getenv("BATCH_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		out = io.MultiWriter(e.logs, os.Stderr)
 	}
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", instance)
 	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Pool: pool, Recorder: e.rec, Instance: instance, Log: log})
 }
 

@@ -109,9 +109,15 @@ func (r *run) finish(ctx context.Context, err error) {
 		}
 		return
 	}
-	s.log.Error("batch failed", "batch", id, "error", err)
-	if serr := r.settleFailed(ctx, r.phase.with(err.Error())); serr != nil {
-		s.log.Warn("failed batch not settled yet; the sweep takes it up after its lease", "batch", id, "error", serr)
+	switch serr := r.settleFailed(ctx, r.phase.with(err.Error())); {
+	case serr == nil:
+		s.log.Error("batch failed", "batch", id, "error", err)
+	case errors.Is(serr, store.ErrPreempted):
+		// Taken over, resumed or settled elsewhere while this runner failed: its failure is of a
+		// run that no longer counts.
+		s.log.Info("batch moved on elsewhere before this runner's failure was settled", "batch", id, "error", err, "settle", serr)
+	default:
+		s.log.Error("batch failed; not settled yet, the sweep takes it up after its lease", "batch", id, "error", err, "settle", serr)
 	}
 }
 
@@ -552,7 +558,8 @@ func (s *Service) keepLease(ctx context.Context, lost context.CancelFunc, id int
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, store.ErrPreempted):
-				s.log.Warn("batch lease lost to another holder; this runner stops", "batch", id)
+				// A takeover (sweep, operator's resume) is recovery at work, not a fault.
+				s.log.Info("batch lease lost to another holder; this runner stops", "batch", id)
 				lost()
 				return
 			case err != nil:

@@ -136,7 +136,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			s.log.InfoContext(ctx, "batch taken over after its lease expired; resuming", "batch", b.ID, "previous", b.LeaseOwner)
 			err = s.handOff(ctx, taken)
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrPreempted):
+			// An operator or another instance moved the batch on after this sweep took it over
+			// (settled it, resumed it): the batch is in hands, nothing failed.
+			s.log.InfoContext(ctx, "swept batch moved on elsewhere; this sweep leaves it", "batch", b.ID, "error", err)
+		case err != nil:
 			errs = append(errs, err)
 		}
 	}

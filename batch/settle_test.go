@@ -3,7 +3,9 @@ package batch_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,6 +133,47 @@ func TestTwoSettlersAtOnceSettleOnce(t *testing.T) {
 		}
 		if err := one.Settle(bg, 999, "ops"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("settling an unknown batch: %v", err)
+		}
+	})
+}
+
+// The sweep takes over a batch BLOCKED too long and settles it, while an operator settles it at
+// the same moment and wins: the sweep's guarded write is preempted. That is no failure of the
+// sweep — it reports no error, logs nothing above info for the batch, and the members' failure
+// is written once (the operator's).
+func TestASweepThatLosesTheSettlementToAnOperatorIsNoError(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, slowPipelines)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		other := e.service("i2", e.pool(t, 2, 10))
+		b, ids := e.blocked(t, svc, "lost", 2)
+		e.expireLease(t, b.ID)
+		var fired atomic.Bool
+		settle := func() {
+			if fired.CompareAndSwap(false, true) {
+				if err := other.Settle(bg, b.ID, "ops@example.com"); err != nil {
+					t.Errorf("the operator's settlement: %v", err)
+				}
+			}
+		}
+		e.beforeClose.Store(&settle) // the operator settles while the sweep closes the MR
+		e.logs.reset()
+
+		if n, err := svc.Sweep(bg); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		if got, _ := db.Batch(bg, b.ID); got.Status != store.BatchFailed || !strings.Contains(got.Note, "ops@example.com") {
+			t.Fatalf("batch: %+v", got)
+		}
+		for _, id := range ids {
+			if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND status = ?", id, store.StatusCreateFailed); n != 1 {
+				t.Errorf("%s: the failure was written %d times", id, n)
+			}
+		}
+		for _, level := range []string{"level=WARN", "level=ERROR"} {
+			if l := e.logs.lines(level, fmt.Sprintf("batch=%d ", b.ID)); len(l) > 0 {
+				t.Fatalf("a lost settlement logged as a fault: %s", l)
+			}
 		}
 	})
 }

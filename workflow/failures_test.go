@@ -2,9 +2,11 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"bindery/approval"
 	"bindery/sim"
@@ -117,6 +119,43 @@ func TestTheTicketStepRetriesAMomentaryApprovalSystemFailure(t *testing.T) {
 		h.waitState(op2, store.StatusCreateFailed, store.StepApprovalSendFailed)
 		if n := h.sims.Approval.Calls("open_ticket") - before; n != 1 {
 			t.Fatalf("a 4xx was called %d times, want once", n)
+		}
+	})
+}
+
+// Another instance takes a step over (its lease expired, the other's sweep acquired it) while
+// this run fails: the failure belongs to a run that no longer counts. Nothing is written, and
+// nothing is logged as a warning or an error — a takeover is the recovery working, not a fault.
+func TestAStepFailingAfterATakeoverWritesNothingAndIsNoError(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var h *harness
+		h = setup(t, db, options{approvalFirst: true, wrapTickets: func(workflow.Tickets) workflow.Tickets {
+			return ticketsFunc(func(ctx context.Context, tk approval.Ticket) (string, error) {
+				h.expireLease(tk.OperationID)
+				if _, err := db.AcquireOperationLease(ctx, tk.OperationID, "other-instance", time.Minute); err != nil {
+					return "", fmt.Errorf("test setup: take over: %w", err)
+				}
+				return "", errors.New("connection reset by peer")
+			})
+		}})
+		op := h.apply("alice", "db-read")
+		h.waitFor("the step to stop", func() bool {
+			l := h.logs.String()
+			return strings.Contains(l, "step stopped") || strings.Contains(l, "step failure not recorded")
+		})
+		o, err := db.Operation(bg, op)
+		if err != nil || o.Status != store.StatusApprovalSending || o.LeaseOwner != "other-instance" {
+			t.Fatalf("after the takeover: %+v %v", o, err)
+		}
+		for _, e := range h.view(op).Timeline {
+			if e.Status.Failed() {
+				t.Fatalf("a failure was written for a step another instance holds: %+v", e)
+			}
+		}
+		for _, line := range strings.Split(h.logs.String(), "\n") {
+			if strings.Contains(line, op) && (strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN")) {
+				t.Fatalf("a takeover logged as a fault: %s", line)
+			}
 		}
 	})
 }

@@ -166,7 +166,7 @@ func (w *Workflow) runStep(ctx context.Context, operationID string, k stepKind, 
 		log.Info("step interrupted by shutdown; the sweep resumes it once the lease expires", "err", err)
 		return
 	case errors.Is(context.Cause(sctx), errLeaseLost):
-		log.Warn("step stopped: its lease was taken over", "err", err)
+		log.Info("step stopped: its lease was taken over by another instance", "err", err)
 		return
 	case errors.Is(err, store.ErrPreempted):
 		log.Info("step stopped: the request moved on without it", "err", err)
@@ -178,9 +178,18 @@ func (w *Workflow) runStep(ctx context.Context, operationID string, k stepKind, 
 	if errors.As(err, &f) {
 		to, step = f.to, f.step
 	}
-	log.Warn("step failed", "err", err, "status", to, "failStep", step)
-	if werr := run.move(ctx, store.Change{To: to, Step: step, Note: noteFor(err), ReleaseLease: true}); werr != nil {
-		log.Error("step failure not recorded", "err", werr)
+	werr := run.move(ctx, store.Change{To: to, Step: step, Note: noteFor(err), ReleaseLease: true})
+	switch {
+	case werr == nil:
+		log.Warn("step failed", "err", err, "status", to, "failStep", step)
+	case errors.Is(werr, store.ErrPreempted):
+		// Another instance took the step over while this run failed (taking the lease bumped the
+		// version), or a callback moved the request on: the failure is of a run that no longer
+		// counts, and the takeover is the recovery working — not an error, nothing to write.
+		log.Info("step stopped: the request moved on before this run's failure was written", "err", err)
+		_ = w.db.ReleaseOperationLease(ctx, operationID, w.instance)
+	default:
+		log.Error("step failure not recorded", "err", werr, "stepErr", err, "status", to, "failStep", step)
 	}
 }
 
