@@ -157,6 +157,8 @@ func TestASweepThatLosesTheSettlementToAnOperatorIsNoError(t *testing.T) {
 			}
 		}
 		e.beforeClose.Store(&settle) // the operator settles while the sweep closes the MR
+		// The runner logs "batch blocked" after its write: wait for it before forgetting the setup.
+		waitFor(t, "the runner to stop", func() bool { return len(e.logs.lines("batch blocked")) > 0 })
 		e.logs.reset()
 
 		if n, err := svc.Sweep(bg); err != nil || n != 1 {
