@@ -78,6 +78,13 @@ func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
 		if len(batches.Items) != 1 || batches.Items[0].Status != "SUCCEEDED" || len(batches.Items[0].Members) != 2 || batches.Items[0].MR == nil {
 			t.Fatalf("ops batches: %+v", batches.Items)
 		}
+		// One log line per validated request, naming it, its batch and the instance that
+		// committed the flip: a multi-process test counts validations across kills from them.
+		for _, op := range ops {
+			if got := h.validatedLines(op); len(got) != 1 || !strings.Contains(got[0], fmt.Sprintf("batch=%d ", v0.BatchID)) || !strings.Contains(got[0], "instance=test-instance-1") {
+				t.Errorf("validated log lines of %s: %q", op, got)
+			}
+		}
 	})
 }
 
@@ -235,6 +242,11 @@ func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {
 		if total != 3 {
 			t.Fatalf("validated counted %d times for 3 requests", total)
 		}
+		for _, op := range ops {
+			if got := h.validatedLines(op); len(got) != 1 {
+				t.Fatalf("%s validated logged %d times: %q", op, len(got), got)
+			}
+		}
 		if code, answer := h.deploy(workflow.DeployCallback{Project: project, MRIID: mrs[0]}); code != 200 || answer != "DUPLICATE" {
 			t.Fatalf("repeated callback: %d %s", code, answer)
 		}
@@ -275,4 +287,15 @@ func TestALostDeployCallbackIsReconciled(t *testing.T) {
 			t.Fatalf("reconciled metric %q", got)
 		}
 	})
+}
+
+// validatedLines are the "validated" log lines of op.
+func (h *harness) validatedLines(op string) []string {
+	var out []string
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(line, " msg=validated ") && strings.Contains(line, " operation="+op+" ") {
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -64,8 +64,8 @@ func (w *Workflow) Reconcile(ctx context.Context) (ReconcileResult, error) {
 }
 
 // validated runs after the commit that flipped ops to VALIDATED: the expiry of each binding from
-// its target's ttl (a crash before it is repaired by the expiry cron), the metric and the stage
-// durations. Metrics sit outside any failure handling.
+// its target's ttl (a crash before it is repaired by the expiry cron), the metric, one
+// "validated" log line per request and the stage durations. Metrics sit outside any failure handling.
 func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via string) {
 	if len(ops) == 0 {
 		return
@@ -86,6 +86,9 @@ func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via str
 	}
 	for _, o := range ops {
 		w.rec.Inc(metricValidated, "via", via, "project", o.Project)
+		// The metric is per process and dies with a kill; this line, one per committed flip,
+		// lets a multi-process run count validations across every instance and restart.
+		w.log.InfoContext(ctx, "validated", "operation", o.OperationID, "batch", o.BatchID, "instance", w.instance, "project", o.Project, "mr", o.MRIID, "via", via)
 	}
 	histories, err := w.db.StepsOf(ctx, ids)
 	if err != nil {
