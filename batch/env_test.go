@@ -121,7 +121,10 @@ type env struct {
 	// beforeClose, when set, runs when the simulator receives an MR update (the close), before
 	// the simulator handles it: a merge landing at that very moment.
 	beforeClose atomic.Pointer[func()]
-	logs        *logBuffer // every service's log, text
+	// failClose, while set, answers every MR update (the close) with a 500 before the simulator
+	// sees it: GitLab failing while a batch is settled.
+	failClose atomic.Bool
+	logs      *logBuffer // every service's log, text
 }
 
 // logBuffer collects log lines from concurrent writers.
@@ -177,6 +180,10 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fn := e.beforeClose.Load(); fn != nil && r.Method == http.MethodPut && mrUpdate.MatchString(r.URL.EscapedPath()) {
 			(*fn)()
+		}
+		if e.failClose.Load() && r.Method == http.MethodPut && mrUpdate.MatchString(r.URL.EscapedPath()) {
+			http.Error(w, `{"message":"500 Internal Server Error"}`, http.StatusInternalServerError)
+			return
 		}
 		handler.ServeHTTP(w, r)
 	}))

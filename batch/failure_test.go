@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/change"
 	"bindery/config"
 	"bindery/gitlab"
+	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -350,6 +352,63 @@ func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
 		}
 		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = 'bare'"); n != 0 {
 			t.Fatalf("the failed member is still in the waiting set")
+		}
+	})
+}
+
+// A batch fails (the reviewers may not approve), and settling it fails too: GitLab answers 500
+// to the close. The failure is not lost in a log line: the batch stays active with the decided
+// failure and the last error on it, and the sweep settles it as decided — the MR closed, the
+// members failed with the approve step's failure — without running the batch again.
+func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
+		e.gl.SetFaults(f)
+		e.failClose.Store(true)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "unsettled", "t1", 2)
+		o := e.round(t, svc, projectA)
+		var b store.Batch
+		waitFor(t, "the settlement's failure to be recorded", func() bool {
+			b, _ = db.Batch(bg, o.BatchID)
+			return b.Failing != ""
+		})
+		if b.Status != store.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") || strings.Contains(b.LastError, "127.0.0.1") ||
+			batch.PendingFailure(b) == "" || !strings.Contains(b.Note, "sweep retries") {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerging, store.StepHandleStarted, store.NextWait)
+		}
+		if n := e.sink.count(`bindery_batch_settle_failures_total{project="infra/access-config"}`); n != 1 {
+			t.Fatalf("settle failures counted %d times", n)
+		}
+
+		// GitLab is back: the next sweep settles it as decided, approving nothing again.
+		e.gl.ResetFaults()
+		e.failClose.Store(false)
+		approves := e.gl.Calls("approve")
+		waitFor(t, "the lease of the pending settlement to expire", func() bool {
+			now, _ := db.Now(bg)
+			b, _ = db.Batch(bg, o.BatchID)
+			return b.LeaseUntil != nil && b.LeaseUntil.Before(now)
+		})
+		if n, err := svc.Sweep(bg); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		if b, _ = db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
+			t.Fatalf("batch after the sweep: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+		}
+		if n := e.gl.Calls("approve"); n != approves {
+			t.Fatalf("the sweep ran the batch again: %d approve calls, was %d", n, approves)
+		}
+		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+			t.Fatalf("MR %s", st)
 		}
 	})
 }

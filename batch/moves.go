@@ -1,6 +1,11 @@
 package batch
 
-import "bindery/store"
+import (
+	"fmt"
+	"strings"
+
+	"bindery/store"
+)
 
 // The member transitions of a batch, as tables. A batch carries two kinds of members: the create
 // phase's (action ADD; MR_CREATING → MR_CREATED → MERGING → MERGED) and the close phase's
@@ -113,6 +118,29 @@ var (
 	failedApprove  = failure{create: store.StepCreateFailed, handle: store.StepHandleApproveFailed}
 	failedMerge    = failure{create: store.StepCreateFailed, handle: store.StepHandleMergeFailed}
 )
+
+// encode is the failure as recorded on a batch whose settlement did not go through
+// (merge_batch.failing): its two steps' codes and its note, "create handle note".
+func (f failure) encode() string {
+	return fmt.Sprintf("%d %d %s", f.create, f.handle, f.note)
+}
+
+// decodeFailure reads what encode wrote. Anything unreadable (a hand-edited row) is the generic
+// failure with the text as its note: the batch is still settled, never left active.
+func decodeFailure(s string) failure {
+	var create, handle int
+	if _, err := fmt.Sscanf(s, "%d %d ", &create, &handle); err == nil {
+		parts := strings.SplitN(s, " ", 3)
+		f := failure{create: store.Step(create), handle: store.Step(handle)}
+		if len(parts) == 3 {
+			f.note = parts[2]
+		}
+		if !strings.HasPrefix(f.create.String(), "STEP_") && !strings.HasPrefix(f.handle.String(), "STEP_") {
+			return f
+		}
+	}
+	return failedCreate.with(s)
+}
 
 // resumed: an operator resumed a BLOCKED batch; its members show progress again.
 func resumed(note string) []store.MemberMove {

@@ -93,6 +93,8 @@ func (r *run) finish(ctx context.Context, err error) {
 	switch {
 	case err == nil:
 		return
+	case errors.As(err, new(errSettlePending)):
+		return // recorded on the batch and logged by settlePending; the sweep settles it
 	case ctx.Err() != nil:
 		// Shutdown, a lost lease or a newer runner of this batch: write nothing. The lease
 		// expires and the sweep resumes the batch from the remote state on any instance.
@@ -117,7 +119,7 @@ func (r *run) finish(ctx context.Context, err error) {
 		// run that no longer counts.
 		s.log.Info("batch moved on elsewhere before this runner's failure was settled", "batch", id, "error", err, "settle", serr)
 	default:
-		s.log.Error("batch failed; not settled yet, the sweep takes it up after its lease", "batch", id, "error", err, "settle", serr)
+		s.log.Error("batch failed; not settled yet", "batch", id, "error", err, "settle", serr)
 	}
 }
 
@@ -522,9 +524,17 @@ func (r *run) settleMerged(ctx context.Context, note string) error {
 	return r.s.settleAs(ctx, r.batch, store.BatchSucceeded, note, merged(r.mr.IID, note))
 }
 
+// settleFailed settles the batch as failed with f. A settlement that fails (GitLab or the
+// database) is recorded on the batch for the sweep to finish (settlePending), unless the batch
+// moved on elsewhere or the runner was stopped (then its lease or its new holder decides).
 func (r *run) settleFailed(ctx context.Context, f failure) error {
 	r.stopLease()
-	return r.s.settle(ctx, r.batch, f)
+	err := r.s.settle(ctx, r.batch, f)
+	if err == nil || errors.Is(err, store.ErrPreempted) || ctx.Err() != nil {
+		return err
+	}
+	r.s.settlePending(ctx, r.batch, f, err)
+	return errSettlePending{err}
 }
 
 // settleAbsent ends a batch whose only member deletes a file already gone: the change is in

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"bindery/outbound"
 	"bindery/store"
 )
 
@@ -23,7 +25,71 @@ func (s *Service) Settle(ctx context.Context, batchID int64, actor string) error
 		return fmt.Errorf("settle batch %d: %w", batchID, ErrSettled)
 	}
 	s.stopRunner(batchID)
-	return s.settle(ctx, b, failedCreate.with("settled by "+actor))
+	f := failedCreate.with("settled by " + actor)
+	if err := s.settle(ctx, b, f); err != nil {
+		if !errors.Is(err, store.ErrPreempted) {
+			s.settlePending(ctx, b, f, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// publicError is what the ops console may show of a settlement's error: the classified cause of
+// an outbound failure (never upstream text), or which dependency failed; the rest goes to the log.
+func publicError(err error) string {
+	var oe *outbound.Error
+	switch {
+	case errors.As(err, &oe):
+		return oe.Error()
+	case errors.Is(err, store.ErrRetry):
+		return "database conflict (deadlock or busy)"
+	case errors.As(err, new(dbError)):
+		return "database error (details in the server log)"
+	}
+	return "unexpected error (details in the server log)"
+}
+
+// PendingFailure is what a batch whose settlement failed was decided to fail with (its
+// merge_batch.failing, readable), "" when none.
+func PendingFailure(b store.Batch) string {
+	if b.Failing == "" {
+		return ""
+	}
+	return decodeFailure(b.Failing).note
+}
+
+// settleRetryAfter is how long a batch whose settlement failed waits before any instance's
+// sweep tries it again: a moment, so the next sweep does.
+const settleRetryAfter = time.Millisecond
+
+// errSettlePending is a settlement that failed and was recorded on the batch (settlePending):
+// nothing more for the runner to do or log.
+type errSettlePending struct{ err error }
+
+func (e errSettlePending) Error() string { return "settlement pending: " + e.err.Error() }
+func (e errSettlePending) Unwrap() error { return e.err }
+
+// settlePending records on batch b that its failure f is decided but settling it failed (cause):
+// the batch stays active, the ops console shows the failure and the last error, and the sweep of
+// any instance settles it with f — it does not run the batch again. Not being able to record it
+// either (the database is down) leaves the batch to its lease: the sweep then resumes it from
+// the remote state, which decides the failure again.
+func (s *Service) settlePending(ctx context.Context, b store.Batch, f failure, cause error) {
+	enc, msg := f.encode(), publicError(cause)
+	note := fmt.Sprintf("failed (%s), but settling it did not go through: %s; the sweep retries", f.note, msg)
+	s.rec.Inc("bindery_batch_settle_failures_total", "project", b.Project)
+	_, _, err := s.db.AdvanceBatch(context.WithoutCancel(ctx), store.BatchStep{Batch: b, Change: store.BatchChange{
+		Failing: &enc, LastError: &msg, Note: note, Lease: settleRetryAfter,
+	}})
+	switch {
+	case err == nil:
+		s.log.Warn("batch settlement failed; recorded on the batch, the sweep retries it", "batch", b.ID, "failure", f.note, "error", cause)
+	case errors.Is(err, store.ErrPreempted):
+		s.log.Info("batch moved on elsewhere while its settlement failed", "batch", b.ID, "error", cause)
+	default:
+		s.log.Error("batch settlement failed and could not be recorded; the sweep resumes the batch after its lease", "batch", b.ID, "error", cause, "record", err)
+	}
 }
 
 // settle ends batch b (SPEC §4 settlement): if its MR is still open, close it, then read it
@@ -83,8 +149,10 @@ func (s *Service) Resume(ctx context.Context, batchID int64) error {
 		note = "resumed by an operator"
 		moves = resumed(note)
 	}
+	// An operator's resume overrides a pending failed settlement: the runner decides again.
+	none := ""
 	b, _, err = s.db.AdvanceBatch(ctx, store.BatchStep{Batch: b,
-		Change: store.BatchChange{Status: store.BatchRunning, Owner: s.instance, Lease: s.cfg.Current().BatchLeaseTTL(), Note: note},
+		Change: store.BatchChange{Status: store.BatchRunning, Owner: s.instance, Lease: s.cfg.Current().BatchLeaseTTL(), Note: note, Failing: &none, LastError: &none},
 		Moves:  moves,
 	})
 	if err != nil {
@@ -127,14 +195,23 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			continue
 		}
 		n++
+		var f *failure
 		switch {
+		case taken.Failing != "":
+			// Decided already; only its settlement failed. Settled as decided, not run again.
+			f = ptr(decodeFailure(taken.Failing))
 		case taken.Status == store.BatchBlocked:
-			err = s.settle(ctx, taken, failedCreate.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
+			f = ptr(failedCreate.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
 		case now.Sub(taken.CreatedAt) > snap.BatchBlockedTimeout():
-			err = s.settle(ctx, taken, failedCreate.with(fmt.Sprintf("still not finished after batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
+			f = ptr(failedCreate.with(fmt.Sprintf("still not finished after batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
 		default:
 			s.log.InfoContext(ctx, "batch taken over after its lease expired; resuming", "batch", b.ID, "previous", b.LeaseOwner)
 			err = s.handOff(ctx, taken)
+		}
+		if f != nil {
+			if err = s.settle(ctx, taken, *f); err != nil && !errors.Is(err, store.ErrPreempted) {
+				s.settlePending(ctx, taken, *f, err)
+			}
 		}
 		switch {
 		case errors.Is(err, store.ErrPreempted):
@@ -147,3 +224,5 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}
 	return n, errors.Join(errs...)
 }
+
+func ptr[T any](v T) *T { return &v }

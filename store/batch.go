@@ -28,9 +28,14 @@ type Batch struct {
 	// BranchDigest names the member set the MR branch was last written with ("": not written
 	// yet, or the members changed since), so a resumed runner knows whether to regenerate it.
 	BranchDigest string
+	// Failing is the failure decided for the batch while its settlement has not gone through
+	// ("": none): the sweep settles the batch with it instead of running it again. LastError
+	// says why the last settlement attempt failed. A settlement clears both.
+	Failing   string
+	LastError string
 }
 
-const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, lease_owner, lease_until, created_at, updated_at, settled_at, branch_digest"
+const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, lease_owner, lease_until, created_at, updated_at, settled_at, branch_digest, failing, last_error"
 
 func scanBatch(s scanner) (Batch, error) {
 	var b Batch
@@ -38,7 +43,7 @@ func scanBatch(s scanner) (Batch, error) {
 	var owner nullString
 	var until, created, updated, settled dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note, &owner, &until,
-		&created, &updated, &settled, &b.BranchDigest); err != nil {
+		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError); err != nil {
 		return Batch{}, translate(err)
 	}
 	b.MRIID, b.PipelineID, b.LeaseOwner = int64(mr), int64(pipeline), string(owner)
@@ -342,6 +347,9 @@ type BatchChange struct {
 	Owner string
 	// BranchDigest, when set, records the member set the MR branch now carries ("" : stale).
 	BranchDigest *string
+	// Failing and LastError, when set, record a decided failure whose settlement did not go
+	// through and why ("" clears them: an operator resumed the batch instead).
+	Failing, LastError *string
 }
 
 // UpdateBatch writes c to the batch cur, guarded on cur.Version (0 rows → ErrPreempted) and on the
@@ -384,6 +392,14 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange) (string, []any, error) {
 	if c.BranchDigest != nil {
 		set += ", branch_digest = ?"
 		args = append(args, *c.BranchDigest)
+	}
+	if c.Failing != nil {
+		set += ", failing = ?"
+		args = append(args, clipNote(*c.Failing))
+	}
+	if c.LastError != nil {
+		set += ", last_error = ?"
+		args = append(args, clipNote(*c.LastError))
 	}
 	args = append(args, cur.ID, cur.Version)
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + set + " WHERE id = ? AND version = ?", args, nil
@@ -432,7 +448,7 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	var out Settled
 	err := db.InTx(ctx, func(tx *Tx) error {
 		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
-			", settled_at = "+db.now()+", lease_owner = NULL, lease_until = NULL WHERE id = ? AND version = ? AND status IN (?, ?)",
+			", settled_at = "+db.now()+", lease_owner = NULL, lease_until = NULL, failing = '', last_error = '' WHERE id = ? AND version = ? AND status IN (?, ?)",
 			s.Status, clipNote(s.Note), s.BatchID, s.Version, BatchRunning, BatchBlocked)
 		if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
 			return err

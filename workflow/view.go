@@ -122,8 +122,13 @@ type BatchView struct {
 	Pipeline  *Link            `json:"pipeline,omitempty"`
 	Members   []RequestSummary `json:"members"`
 	Note      string           `json:"note,omitempty"`
-	CreatedAt time.Time        `json:"createdAt"`
-	UpdatedAt time.Time        `json:"updatedAt"`
+	// Failing is the failure decided for an active batch whose settlement has not gone through
+	// yet (GitLab or the database failed while settling); LastError says why. The sweep retries
+	// the settlement; an operator may settle or resume the batch.
+	Failing   string    `json:"failing,omitempty"`
+	LastError string    `json:"lastError,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // RoundResult is the answer of a batch round (cron or POST /api/ops/batches/run).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/apperr"
+	"bindery/batch"
 	"bindery/store"
 )
 
@@ -269,7 +270,7 @@ func (w *Workflow) batchView(b store.Batch, members []store.Operation) BatchView
 	return BatchView{
 		ID: b.ID, Partition: b.Partition, Status: string(b.Status), MR: w.mrLink(b.Project, b.MRIID),
 		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(members), Note: b.Note,
-		CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
+		Failing: batch.PendingFailure(b), LastError: b.LastError, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
 	}
 }
 
