@@ -156,13 +156,14 @@ func (s *Service) stopRunner(id int64) {
 
 // handOff gives batch id to the worker pool. A rejected hand-off leaves the batch RUNNING —
 // visible, its members BATCHED — and cuts its lease short, so the next sweep on any instance
-// takes it over instead of waiting out a lease nobody renews.
-func (s *Service) handOff(ctx context.Context, b store.Batch) error {
+// takes it over instead of waiting out a lease nobody renews. restartStuck: an operator resumed
+// the batch, so a head pipeline still running is taken as stuck and replaced (see run.pipeline).
+func (s *Service) handOff(ctx context.Context, b store.Batch, restartStuck bool) error {
 	var err error
 	if s.pool == nil {
 		err = errors.New("no worker pool")
 	} else {
-		err = s.pool.Submit(fmt.Sprintf("batch-%d", b.ID), func(ctx context.Context) { s.run(ctx, b.ID) })
+		err = s.pool.Submit(fmt.Sprintf("batch-%d", b.ID), func(ctx context.Context) { s.run(ctx, b.ID, restartStuck) })
 	}
 	if err == nil {
 		return nil

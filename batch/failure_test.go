@@ -412,3 +412,29 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T
 		}
 	})
 }
+
+// A pipeline that never finishes (stuck) blocks the batch after poll.timeout. The operator's
+// resume must not wait on that same pipeline again (it would block again, forever): it starts a
+// new pipeline on the same commit, which passes, and the batch lands on its one MR.
+func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
+		f := e.gl.Faults()
+		f.PipelineStuckRate = 1
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "stuck", "t1", 2)
+		o := e.round(t, svc, projectA)
+		if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
+		}
+		e.gl.ResetFaults() // new pipelines pass; the stuck one stays running
+		if err := svc.Resume(bg, o.BatchID); err != nil {
+			t.Fatal(err)
+		}
+		e.landedOnOneMR(t, o.BatchID, ids)
+	})
+}

@@ -60,7 +60,7 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 	o.BatchID, o.Claimed = c.Batch.ID, len(c.Members)
 	s.log.InfoContext(ctx, "batch claimed", "batch", c.Batch.ID, "partition", partition, "members", len(c.Members))
 	s.observeWait(ctx, c)
-	if err := s.handOff(ctx, c.Batch); err != nil {
+	if err := s.handOff(ctx, c.Batch, false); err != nil {
 		o.Err = err
 		s.log.WarnContext(ctx, "batch hand-off rejected; the sweep takes it over", "batch", c.Batch.ID, "error", err)
 	}

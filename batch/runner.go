@@ -31,6 +31,9 @@ type run struct {
 	wake    chan struct{}
 
 	phase      failure // the declared failure of the step running now
+	// restartStuck: an operator resumed the batch; the first pipeline wait replaces a head
+	// pipeline that is still running (see pipeline).
+	restartStuck bool
 	flaky      int     // flaky retries used on the current branch
 	ciStart    time.Time
 	mergeStart time.Time
@@ -55,7 +58,7 @@ const (
 	stDone
 )
 
-func (s *Service) run(ctx context.Context, id int64) {
+func (s *Service) run(ctx context.Context, id int64, restartStuck bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rb := s.claimRunner(id, cancel)
@@ -72,7 +75,7 @@ func (s *Service) run(ctx context.Context, id int64) {
 		s.log.Info("batch is not this instance's to run", "batch", id, "status", b.Status, "owner", b.LeaseOwner)
 		return
 	}
-	r := &run{s: s, batch: b, wake: make(chan struct{}, 1), phase: failedCreate, cancel: cancel}
+	r := &run{s: s, batch: b, wake: make(chan struct{}, 1), phase: failedCreate, cancel: cancel, restartStuck: restartStuck}
 	r.stopLease = s.keepLease(ctx, cancel, id)
 	defer r.stopLease()
 	defer r.unlisten()
@@ -347,6 +350,12 @@ func (r *run) stages() change.Stages {
 
 // pipeline waits for the head's pipeline in stages.
 func (r *run) pipeline(ctx context.Context) (int, error) {
+	if r.restartStuck {
+		r.restartStuck = false
+		if err := r.restartStuckPipeline(ctx); err != nil {
+			return 0, err
+		}
+	}
 	res, err := r.s.change.WaitPipeline(ctx, r.batch.Project, r.mr.IID, r.stages(), r.wake)
 	switch {
 	case errors.Is(err, change.ErrMRClosed):
@@ -377,6 +386,31 @@ func (r *run) pipeline(ctx context.Context) (int, error) {
 		return stDone, r.block(ctx, pipelinePending, link+" gave no answer within poll.timeout; an operator can resume the batch")
 	}
 	return r.pipelineFailed(ctx, pipeline, link)
+}
+
+// restartStuckPipeline runs when an operator resumed the batch (it was BLOCKED because its
+// pipeline gave no answer within poll.timeout, or an operator retries a batch that looks stuck):
+// a head pipeline that finished meanwhile is taken as it is; one still running gets a new
+// pipeline on the same commit, because waiting on it again may wait forever (a hung runner) and
+// block the batch once more. A rebase in progress is left to finish.
+func (r *run) restartStuckPipeline(ctx context.Context) error {
+	mr, err := r.s.change.GitLab.GetMergeRequest(ctx, r.batch.Project, r.mr.IID)
+	if err != nil || mr.RebaseInProgress || !mr.Open() {
+		return err
+	}
+	if p := mr.HeadPipeline; p != nil && p.SHA == mr.SHA && p.Outcome() != gitlab.Running {
+		return nil
+	}
+	if err := r.s.change.RetryPipeline(ctx, r.batch.Project, r.mr.IID); err != nil {
+		return err
+	}
+	note := fmt.Sprintf("resumed: MR !%d's pipeline was still running; a new pipeline was started on the same commit", r.mr.IID)
+	if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{Note: note}}); err != nil {
+		return err
+	}
+	r.ciStart = time.Now()
+	r.s.log.Info("batch resumed: a new pipeline replaces one still running", "batch", r.batch.ID, "mr", r.mr.IID)
+	return nil
 }
 
 // pipelineFailed: a failed pipeline gets batch.flakyRetries new runs on the same commit; after

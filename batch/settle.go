@@ -133,7 +133,8 @@ func (s *Service) settleAs(ctx context.Context, b store.Batch, status store.Batc
 // Resume hands a RUNNING or BLOCKED batch to the pool again (operator retry; also after a
 // crash): this instance takes the lease whatever its expiry (the version bump fences a previous
 // holder out), a BLOCKED batch's members go back to their in-progress steps, and the runner
-// starts from the remote state — a pipeline that finished meanwhile counts. A rejected hand-off
+// starts from the remote state — a pipeline that finished meanwhile counts, and one still
+// running is replaced by a new pipeline on the same commit (it may never end). A rejected hand-off
 // is returned (wrapping worker.ErrPoolFull / ErrPoolStopped) and leaves the batch to the sweep.
 func (s *Service) Resume(ctx context.Context, batchID int64) error {
 	b, err := s.db.Batch(ctx, batchID)
@@ -158,7 +159,7 @@ func (s *Service) Resume(ctx context.Context, batchID int64) error {
 	if err != nil {
 		return fmt.Errorf("resume batch %d: %w", batchID, err)
 	}
-	return s.handOff(ctx, b)
+	return s.handOff(ctx, b, true)
 }
 
 // sweepLimit bounds the batches one sweep handles (the next sweep takes the rest).
@@ -206,7 +207,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			f = ptr(failedCreate.with(fmt.Sprintf("still not finished after batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
 		default:
 			s.log.InfoContext(ctx, "batch taken over after its lease expired; resuming", "batch", b.ID, "previous", b.LeaseOwner)
-			err = s.handOff(ctx, taken)
+			err = s.handOff(ctx, taken, false)
 		}
 		if f != nil {
 			if err = s.settle(ctx, taken, *f); err != nil && !errors.Is(err, store.ErrPreempted) {
