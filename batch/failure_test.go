@@ -438,3 +438,36 @@ func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
 		e.landedOnOneMR(t, o.BatchID, ids)
 	})
 }
+
+// GitLab answering 500 for a moment does not stop the batch: the runner keeps its lease (no
+// other instance's sweep may take it over meanwhile), backs off and tries the step again, and the
+// batch lands on one MR without waiting for a sweep.
+func TestAMomentarilyUnavailableGitLabIsRetriedByTheRunnerHoldingItsLease(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		e.gl.Inject("create_mr", sim.FaultError, 3)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		other := e.service("i2", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "blip", "t1", 2)
+		o := e.round(t, svc, projectA)
+		// The faults answer before any effect: one MR exists, the project's first.
+		if b := e.stopped(t, o.BatchID); b.Status != store.BatchSucceeded || b.MRIID != 1 {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		}
+		if n := e.gl.Calls("create_mr"); n != 4 {
+			t.Fatalf("%d calls to create the MR, want 4 (3 failures, then success)", n)
+		}
+		if n, err := other.Sweep(bg); err != nil || n != 0 {
+			t.Fatalf("another instance's sweep took over %d batches (%v)", n, err)
+		}
+		if l := e.logs.lines("instance=i1", "gave up on an unavailable dependency"); len(l) != 0 {
+			t.Fatalf("the runner gave the batch up: %s", l)
+		}
+		if l := e.logs.lines("instance=i1", "retrying", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 3 {
+			t.Fatalf("want 3 logged retries, got %q", l)
+		}
+	})
+}

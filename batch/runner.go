@@ -31,9 +31,6 @@ type run struct {
 	wake    chan struct{}
 
 	phase      failure // the declared failure of the step running now
-	// restartStuck: an operator resumed the batch; the first pipeline wait replaces a head
-	// pipeline that is still running (see pipeline).
-	restartStuck bool
 	flaky      int     // flaky retries used on the current branch
 	ciStart    time.Time
 	mergeStart time.Time
@@ -41,6 +38,10 @@ type run struct {
 	lost       error        // a progress write found the batch moved on
 	cancel     context.CancelFunc
 	stopLease  func()
+
+	// restartStuck: an operator resumed the batch; the first pipeline wait replaces a head
+	// pipeline that is still running (see pipeline).
+	restartStuck bool
 }
 
 type member struct {
@@ -107,7 +108,7 @@ func (r *run) finish(ctx context.Context, err error) {
 		s.log.Info("batch moved on elsewhere (taken over, resumed or settled); this runner stops", "batch", id, "error", err)
 		return
 	case transient(err):
-		s.log.Warn("batch runner interrupted by an unavailable dependency; the sweep resumes it after its lease", "batch", id, "error", err)
+		s.log.Warn("batch runner gave up on an unavailable dependency; the sweep resumes it after its lease", "batch", id, "attempts", unavailableAttempts, "error", err)
 		// Best effort: the ops console says why the batch is not moving.
 		if b, _, nerr := s.db.AdvanceBatch(ctx, store.BatchStep{Batch: r.batch, Change: store.BatchChange{Note: "interrupted (" + err.Error() + "); resumed after the lease expires"}}); nerr == nil {
 			r.batch = b
@@ -147,24 +148,63 @@ func (r *run) drive(ctx context.Context) error {
 	if done, err := r.load(ctx); err != nil || done {
 		return err
 	}
-	state := stBranch
+	state, outages := stBranch, 0
 	for state != stDone {
+		var next int
 		var err error
 		switch state {
 		case stBranch:
-			state, err = r.branch(ctx)
+			next, err = r.branch(ctx)
 		case stPipeline:
-			state, err = r.pipeline(ctx)
+			next, err = r.pipeline(ctx)
 		case stApprove:
-			state, err = r.approve(ctx)
+			next, err = r.approve(ctx)
 		case stMerge:
-			state, err = r.merge(ctx)
+			next, err = r.merge(ctx)
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+			state, outages = next, 0
+		case transient(err) && !errors.As(err, new(errSettlePending)) && outages+1 < unavailableAttempts:
+			outages++
+			if werr := r.outage(ctx, err, outages); werr != nil {
+				return werr
+			}
+		default:
 			return err
 		}
 	}
 	return nil
+}
+
+// unavailableAttempts bounds how often the runner runs a step against a dependency that does not
+// answer (5xx, breaker open, timeout, the database) before it leaves the batch to the sweep.
+const unavailableAttempts = 6
+
+// outage waits before the attempt-th retry of a step whose dependency did not answer. The runner
+// keeps the batch — its lease is renewed meanwhile, so no sweep takes it over — and the batch
+// says why it is not moving. The wait starts at poll.short and doubles up to poll.long (by
+// default 5s, 10s, 20s, 30s, 30s: GitLab gets a minute and a half to come back). Re-running the
+// step is as safe as a sweep's resume: every step reads the remote state first.
+func (r *run) outage(ctx context.Context, cause error, attempt int) error {
+	short, _, long, _ := r.s.cfg.Current().PollStages()
+	wait := short << (attempt - 1)
+	if wait > long || wait <= 0 {
+		wait = long
+	}
+	note := fmt.Sprintf("a dependency is unavailable (%s); retrying in %s (%d of %d)", publicError(cause), wait, attempt, unavailableAttempts-1)
+	r.s.log.Info("batch step failed on an unavailable dependency; retrying", "batch", r.batch.ID, "attempt", attempt, "wait", wait, "error", cause)
+	if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{Note: note}}); errors.Is(err, store.ErrPreempted) {
+		return err // moved on elsewhere: this runner stops
+	} // any other failure to write the note: the database is what is down; wait all the same
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return cause
+	case <-t.C:
+		return nil
+	}
 }
 
 // load reads what the batch holds and renders every member's file. A member that cannot be
