@@ -299,3 +299,30 @@ func (h *harness) validatedLines(op string) []string {
 	}
 	return out
 }
+
+// A batch whose failure could not be settled (GitLab fails the close) says so in the ops view:
+// the decided failure and the last error, with no internals in them.
+func TestTheOpsViewShowsABatchWhoseSettlementFailed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true})
+		f := h.sims.GitLab.Faults()
+		f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
+		h.sims.GitLab.SetFaults(f)
+		h.sims.GitLab.Inject("update_mr", sim.FaultError, 1000)
+		op := h.approved("alice", "db-read")[0]
+		h.round()
+		var batches workflow.Page[workflow.BatchView]
+		h.waitFor("the pending settlement in the ops view", func() bool {
+			h.api("GET", "/api/ops/batches", "ops", "", &batches)
+			return len(batches.Items) == 1 && batches.Items[0].Failing != ""
+		})
+		b := batches.Items[0]
+		if b.Status != "RUNNING" || !strings.Contains(b.LastError, "HTTP 500") || strings.Contains(b.LastError, "127.0.0.1") ||
+			strings.HasPrefix(b.Failing, "10") || b.Note == "" {
+			t.Fatalf("batch view: %+v", b)
+		}
+		if v := h.view(op); v.Status != store.StatusMerging {
+			t.Fatalf("member: %s", v.Status)
+		}
+	})
+}
