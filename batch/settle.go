@@ -12,7 +12,9 @@ import (
 
 // Settle settles a batch now (operator): close its MR if open and re-read it — merged wins
 // (members MERGED / CLOSED for deletes, batch SUCCEEDED); otherwise FAILED with the members
-// moved to their failure states and their processing rows removed in the same transaction.
+// moved to their failure states (the decided one of a batch whose settlement failed before)
+// and their processing rows removed in the same transaction. A settlement that fails is
+// recorded on the batch for the sweep to finish.
 // A runner of the batch in this process is stopped first; one on another instance fails its
 // next guarded write. Two settlers at once: one wins, the other gets store.ErrPreempted.
 // Unknown → store.ErrNotFound; already settled → ErrSettled.
@@ -26,6 +28,11 @@ func (s *Service) Settle(ctx context.Context, batchID int64, actor string) error
 	}
 	s.stopRunner(batchID)
 	f := failedCreate.with("settled by " + actor)
+	if b.Failing != "" {
+		// The failure was decided already (only its settlement failed): the members keep it.
+		f = decodeFailure(b.Failing)
+		f.note += "; settled by " + actor
+	}
 	if err := s.settle(ctx, b, f); err != nil {
 		if !errors.Is(err, store.ErrPreempted) {
 			s.settlePending(ctx, b, f, err)

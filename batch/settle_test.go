@@ -11,6 +11,7 @@ import (
 
 	"bindery/batch"
 	"bindery/change"
+	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -176,6 +177,43 @@ func TestASweepThatLosesTheSettlementToAnOperatorIsNoError(t *testing.T) {
 			if l := e.logs.lines(level, fmt.Sprintf("batch=%d ", b.ID)); len(l) > 0 {
 				t.Fatalf("a lost settlement logged as a fault: %s", l)
 			}
+		}
+	})
+}
+
+// An operator's settlement that fails (GitLab fails the close) is recorded on the batch like the
+// runner's; settling it again once GitLab is back keeps the failure decided first, so the
+// members show why the batch really failed.
+func TestAnOperatorsFailedSettlementIsRecordedAndKeepsTheDecidedFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
+		e.gl.SetFaults(f)
+		e.failClose.Store(true)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "manual", "t1", 2)
+		o := e.round(t, svc, projectA)
+		waitFor(t, "the runner's failed settlement", func() bool {
+			b, _ := db.Batch(bg, o.BatchID)
+			return b.Failing != ""
+		})
+		if err := svc.Settle(bg, o.BatchID, "ops@example.com"); err == nil {
+			t.Fatal("a settlement whose close failed reported success")
+		}
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") ||
+			!strings.Contains(batch.PendingFailure(b), "settled by ops@example.com") {
+			t.Fatalf("batch after the failed settlement: %+v", b)
+		}
+		e.failClose.Store(false)
+		if err := svc.Settle(bg, o.BatchID, "ops@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || b.Failing != "" {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
 		}
 	})
 }

@@ -89,11 +89,12 @@ func (w *Workflow) sendTicket(ctx context.Context, t approval.Ticket) (string, e
 
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
 // one transaction: the callback is recorded by its own id (a repeat is DUPLICATE), the request is
-// found by operationId and must be the relation's current one and awaiting approval (SENDING
-// included, and a send that only looked failed, see awaitingDecision), else IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The
-// payload decides the flow: ext.mrId present → the legacy MR-first flow (its MR is approved and
-// merged), absent → approval-first (validated and admitted to the waiting set). So tickets
-// opened before workflow.approvalFirst was switched finish in their own flow.
+// found by operationId and must be the relation's current one and awaiting a decision (SENDING
+// included, and a send that only looked failed: see awaitingDecision), else IGNORED_STALE — 2xx
+// so that the sender stops — with nothing changed. The payload decides the flow: ext.mrId
+// present → the legacy MR-first flow (its MR is approved and merged), absent → approval-first
+// (validated and admitted to the waiting set). So tickets opened before workflow.approvalFirst
+// was switched finish in their own flow.
 func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (CallbackResult, error) {
 	mrID, legacy, err := legacyMR(cb)
 	if err != nil {
