@@ -391,10 +391,10 @@ func (r *run) stages() change.Stages {
 // pipeline waits for the head's pipeline in stages.
 func (r *run) pipeline(ctx context.Context) (int, error) {
 	if r.restartStuck {
-		r.restartStuck = false
 		if err := r.restartStuckPipeline(ctx); err != nil {
-			return 0, err
+			return 0, err // still to do when the step is tried again
 		}
+		r.restartStuck = false
 	}
 	res, err := r.s.change.WaitPipeline(ctx, r.batch.Project, r.mr.IID, r.stages(), r.wake)
 	switch {
