@@ -239,8 +239,9 @@ func TestADecisionOnATicketWhoseSendLookedFailedIsAccepted(t *testing.T) {
 				} else {
 					h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
 				}
-				cbs := h.sims.Approval.Callbacks()
-				if len(cbs) != 1 || cbs[0].Status != 200 {
+				// The simulator records the callback once bindery's answer is back.
+				h.waitFor("the callback's record", func() bool { return len(h.sims.Approval.Callbacks()) > 0 })
+				if cbs := h.sims.Approval.Callbacks(); len(cbs) != 1 || cbs[0].Status != 200 {
 					t.Fatalf("callbacks %+v", cbs)
 				}
 				// The operator's retry of the send comes too late: nothing to run, no new ticket.
