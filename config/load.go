@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -44,9 +45,10 @@ func Parse(data []byte) (*Snapshot, error) {
 		v := s.values[k.Name]
 		eff, note, err := k.apply(s, v)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, clipError(err))
 			continue
 		}
+		eff, note = clip(eff), clip(note)
 		status := StatusSet
 		switch {
 		case !v.present:
@@ -64,6 +66,39 @@ func Parse(data []byte) (*Snapshot, error) {
 	}
 	sort.Strings(s.Unknown)
 	return s, nil
+}
+
+// shownMax bounds a text of the report or an error about one key. These texts quote the value
+// as written, and they go to the ops console and the log: a pasted blob or a megabyte string in
+// the file must not become a megabyte line there.
+const shownMax = 256
+
+func clip(s string) string {
+	if len(s) <= shownMax {
+		return s
+	}
+	cut := shownMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+func clipError(err error) error {
+	if msg := err.Error(); len(msg) > shownMax {
+		return errors.New(clip(msg))
+	}
+	return err
+}
+
+// blankDocument reports whether data holds no YAML value at all (empty, whitespace, comments,
+// or a lone null).
+func blankDocument(data []byte) bool {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		return errors.Is(err, io.EOF)
+	}
+	return len(doc.Content) == 1 && doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null"
 }
 
 // knownKey reports whether name is a key, and prefix whether some key lives below name.
@@ -105,7 +140,7 @@ func (s *Snapshot) collect(m *yaml.Node, prefix string) error {
 		case below:
 			return fmt.Errorf("line %d: %q must be a mapping of keys", vn.Line, name)
 		default:
-			s.Unknown = append(s.Unknown, name)
+			s.Unknown = append(s.Unknown, clip(name))
 		}
 	}
 	return nil
