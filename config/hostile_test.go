@@ -263,3 +263,35 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// An alias is the value it names: `apply: *five` is 5, not a blank that turns the limit off, and
+// `targets: *catalog` is that catalog, not an empty one. A billion-laughs alias stays one node
+// here; only decoding would expand it, and the YAML decoder refuses excessive aliasing.
+func TestAliasesAreTheirValuesNotBlanks(t *testing.T) {
+	s, err := Parse([]byte(`x-shared:
+  five: &five 5
+  catalog: &catalog [{key: a, title: A, project: a/b, path: "x/{subject}.yaml"}]
+  tokens: &tokens [r1, r2]
+ratelimit:
+  apply: *five
+targets: *catalog
+gitlab:
+  reviewerTokens: *tokens
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.RateLimit("ratelimit.apply", 10); got != 5 {
+		t.Errorf("ratelimit.apply: *five = %d, want 5", got)
+	}
+	if len(s.Targets()) != 1 {
+		t.Errorf("targets: *catalog = %d targets, want 1", len(s.Targets()))
+	}
+	if got := s.GitLabReviewerTokens(); len(got) != 2 {
+		t.Errorf("gitlab.reviewerTokens: *tokens = %v", got)
+	}
+	laughs := hostileValues()[26].prefix
+	if _, err := Parse([]byte(laughs + "targets: *a9\n")); err == nil {
+		t.Error("a billion-laughs catalog was accepted")
+	}
+}
