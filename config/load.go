@@ -119,6 +119,12 @@ func (s *Snapshot) collect(m *yaml.Node, prefix string) error {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		kn, vn := m.Content[i], m.Content[i+1]
+		// An alias is the node it names. Followed once here (the parser refuses an anchor that
+		// contains itself); aliases deeper inside stay aliases, and decoding them is bounded by
+		// the YAML decoder's excessive-aliasing check, so a "billion laughs" never expands.
+		if vn.Kind == yaml.AliasNode && vn.Alias != nil {
+			vn = vn.Alias
+		}
 		name := kn.Value
 		if prefix != "" {
 			name = prefix + "." + kn.Value
