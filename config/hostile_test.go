@@ -295,3 +295,21 @@ gitlab:
 		t.Error("a billion-laughs catalog was accepted")
 	}
 }
+
+// A catalog whose path template could leave the repository, or its directory, is refused whole
+// (SPEC §4.1): whatever {subject} becomes, the path stays where the template puts it.
+func TestPathTemplatesThatLeaveTheRepositoryAreRefused(t *testing.T) {
+	for _, p := range []string{
+		"../{subject}", "../../etc/{subject}", "/etc/{subject}", "//{subject}", "a/../../{subject}", "a/./{subject}",
+		"a//{subject}", `a\..\{subject}`, `..\{subject}`, "a/{subject}/..", "a/\x00/{subject}", "./{subject}", "a/..",
+		"{subject}/..", "a/b/", ".", "..", "", "a/b.yaml",
+	} {
+		doc := fmt.Sprintf("targets: [{key: a, project: a/b, path: %q}]\n", p)
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("path template %q was accepted", p)
+		}
+	}
+	if _, err := Parse([]byte(`targets: [{key: a, project: a/b, path: "bindings/a/{subject}.yaml"}]`)); err != nil {
+		t.Fatalf("a good template: %v", err)
+	}
+}
