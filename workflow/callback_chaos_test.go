@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"bindery/approval"
+	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -468,4 +469,36 @@ func waitStatus(t *testing.T, db *store.DB, op string, status store.BindingStatu
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// The other direction of a wrong ticket: a legacy request's ticket carries its MR, so a decision
+// without one, or naming another MR, is not its ticket's and changes nothing — acting on it would
+// batch a request whose own MR is open, or merge an MR that is not its own. Its real decision
+// then finishes it in its own flow.
+func TestALegacyRequestIgnoresDecisionsOfAnotherTicket(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{})
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		version := bindingVersion(t, db, op)
+		for i, ext := range []map[string]string{nil, {"mrId": ""}, {"mrId": fmt.Sprint(v.MR.ID + 1)}} {
+			for _, result := range []string{"APPROVED", "REJECTED"} {
+				cb := workflow.ApprovalCallback{CallbackID: fmt.Sprintf("other-%d-%s", i, result), OperationID: op, Result: result, Ext: ext}
+				if code, answer := h.callback(cb, "test-approval-secret"); code != 200 || answer != workflow.CallbackIgnoredStale {
+					t.Fatalf("decision with ext %v: %d %s", ext, code, answer)
+				}
+			}
+		}
+		if got := bindingVersion(t, db, op); got != version {
+			t.Fatalf("decisions of another ticket moved the request (version %d → %d)", version, got)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", op); n != 0 {
+			t.Fatalf("the legacy request was admitted to the waiting set")
+		}
+		if got := h.sims.GitLab.MergeRequestState(project, v.MR.ID); got != "opened" {
+			t.Fatalf("its MR is %s", got)
+		}
+		h.decide(op, sim.TicketApproved)
+		h.waitState(op, store.StatusValidated, 0)
+	})
 }
