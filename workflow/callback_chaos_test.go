@@ -502,3 +502,33 @@ func TestALegacyRequestIgnoresDecisionsOfAnotherTicket(t *testing.T) {
 		h.waitState(op, store.StatusValidated, 0)
 	})
 }
+
+// An early decision in the other sense: the approval system opened the ticket but its answer was
+// lost, so the request shows the failed send (CREATE_FAILED) — and then the approver decides.
+// The decision is the proof that the ticket exists; dropping it as stale would strand the
+// request: an operator's retry finds the ticket already open (the approval system is idempotent
+// by operationId), records APPROVAL_SENT, and no decision ever comes again.
+func TestADecisionForATicketWhoseSendLookedFailedIsTaken(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		h.sims.Approval.Inject("open_ticket", sim.FaultDrop, 1)
+		op := h.apply("alice", "db-read")
+		h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
+		h.decide(op, sim.TicketApproved)
+		h.waitFor("the decision's callback to be answered", func() bool {
+			cbs := h.sims.Approval.Callbacks()
+			return len(cbs) == 1 && cbs[0].Status == 200
+		})
+		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", op); n != 1 {
+			t.Fatalf("%d rows in the waiting set", n)
+		}
+		// An operator's retry afterwards changes nothing: the request is no longer failed.
+		if code := h.retry(op); code < 400 {
+			h.waitFor("the retry to end", func() bool { o, _ := db.Operation(bg, op); return o.LeaseOwner == "" })
+		}
+		if v := h.view(op); v.Status != store.StatusMRCreating {
+			t.Fatalf("after a retry: %s/%s", v.Status, v.Step.Name)
+		}
+	})
+}
