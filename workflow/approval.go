@@ -56,7 +56,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *stepRun) error {
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
 // one transaction: the callback is recorded by its own id (a repeat is DUPLICATE), the request is
 // found by operationId and must be the relation's current one and awaiting approval (SENDING
-// included), else IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The
+// included, and a send that only looked failed: see awaitingDecision), else IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The
 // payload decides the flow: ext.mrId present → the legacy MR-first flow (its MR is approved and
 // merged), absent → approval-first (validated and admitted to the waiting set). So tickets
 // opened before workflow.approvalFirst was switched finish in their own flow.
@@ -98,7 +98,7 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 				return nil
 			}
 			cur, err := tx.Request(ctx, cb.OperationID)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && (!cur.Current() || !cur.Binding.Status.AwaitingApproval())) {
+			if errors.Is(err, store.ErrNotFound) || (err == nil && (!cur.Current() || !awaitingDecision(cur))) {
 				code = CallbackIgnoredStale // recorded, so a resend is a duplicate; the row is untouched
 				return nil
 			}
@@ -153,6 +153,16 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 		w.closeRejectedMR(ctx, moved.Operation)
 	}
 	return CallbackResult{Code: code}, nil
+}
+
+// awaitingDecision reports whether a request takes an approval decision: it awaits one (SENDING
+// included), or its ticket's send looked failed. The approval system may have opened the ticket
+// and lost only its answer; a decision is the proof that the ticket exists, and refusing it would
+// strand the request (an operator's retry finds the ticket open and waits for a decision that
+// was already sent).
+func awaitingDecision(r store.Request) bool {
+	return r.Binding.Status.AwaitingApproval() ||
+		(r.Binding.Status == store.StatusCreateFailed && r.Operation.Step == store.StepApprovalSendFailed)
 }
 
 // decide is the transition a fresh, current callback makes.
