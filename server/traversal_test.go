@@ -86,6 +86,9 @@ func TestStaticPathTraversalNeverLeavesTheBuild(t *testing.T) {
 					if status >= 400 && status != 400 && status != 404 && status != 414 && status != 431 {
 						t.Errorf("%s: %d %.200s", what, status, body)
 					}
+					if status == 404 { // ours: the SPEC's error body, no path or internals echoed
+						checkAnswer(t, what, status, []byte(body))
+					}
 				}
 			}
 			// The build itself is still served.
