@@ -36,7 +36,7 @@ const (
 	chaosRejectApprove                   // rejection first, then the approval → rejected
 	chaosApproveReject                   // approval first, then the rejection → approved
 	chaosRacing                          // approval, rejection and withdrawal at once → the one accepted decides
-	chaosStale                           // rejected and re-applied; the old application's callbacks → nothing
+	chaosStale                           // rejected and re-applied; the old application's callbacks → the new one waits on
 	chaosForged                          // only forged callbacks → still awaiting approval, untouched
 	chaosWrongTicket                     // a signed decision of another ticket (a legacy MR) → nothing; then the real one
 	chaosEarly                           // a decision before the application exists → nothing; then the real one
