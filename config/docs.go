@@ -17,7 +17,9 @@ sample). A dotted name is a nested key: ` + "`ratelimit.apply`" + ` is ` + "`rat
 
 The file is watched. **Dynamic** keys are read at each use and take effect on the next request or
 step. **Static** keys are read at start; changing one logs "restart needed". A file that fails to
-parse or validate keeps the last good configuration in force; the error is logged, counted in
+parse or validate, or holds no keys at all (emptied, or truncated by an editor mid-write; write
+` + "`{}`" + ` to reset every key to its default), keeps the last good configuration in force; the error is
+logged, counted in
 ` + "`bindery_config_reload_errors_total`" + ` and shown in the ops console until a good file is loaded.
 Unknown keys are reported (log and ops console) and otherwise ignored.
 

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -44,9 +45,10 @@ func Parse(data []byte) (*Snapshot, error) {
 		v := s.values[k.Name]
 		eff, note, err := k.apply(s, v)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, clipError(err))
 			continue
 		}
+		eff, note = clip(eff), clip(note)
 		status := StatusSet
 		switch {
 		case !v.present:
@@ -64,6 +66,39 @@ func Parse(data []byte) (*Snapshot, error) {
 	}
 	sort.Strings(s.Unknown)
 	return s, nil
+}
+
+// shownMax bounds a text of the report or an error about one key. These texts quote the value
+// as written, and they go to the ops console and the log: a pasted blob or a megabyte string in
+// the file must not become a megabyte line there.
+const shownMax = 256
+
+func clip(s string) string {
+	if len(s) <= shownMax {
+		return s
+	}
+	cut := shownMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+func clipError(err error) error {
+	if msg := err.Error(); len(msg) > shownMax {
+		return errors.New(clip(msg))
+	}
+	return err
+}
+
+// blankDocument reports whether data holds no YAML value at all (empty, whitespace, comments,
+// or a lone null).
+func blankDocument(data []byte) bool {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		return errors.Is(err, io.EOF)
+	}
+	return len(doc.Content) == 1 && doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null"
 }
 
 // knownKey reports whether name is a key, and prefix whether some key lives below name.
@@ -84,6 +119,12 @@ func (s *Snapshot) collect(m *yaml.Node, prefix string) error {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		kn, vn := m.Content[i], m.Content[i+1]
+		// An alias is the node it names. Followed once here (the parser refuses an anchor that
+		// contains itself); aliases deeper inside stay aliases, and decoding them is bounded by
+		// the YAML decoder's excessive-aliasing check, so a "billion laughs" never expands.
+		if vn.Kind == yaml.AliasNode && vn.Alias != nil {
+			vn = vn.Alias
+		}
 		name := kn.Value
 		if prefix != "" {
 			name = prefix + "." + kn.Value
@@ -105,7 +146,7 @@ func (s *Snapshot) collect(m *yaml.Node, prefix string) error {
 		case below:
 			return fmt.Errorf("line %d: %q must be a mapping of keys", vn.Line, name)
 		default:
-			s.Unknown = append(s.Unknown, name)
+			s.Unknown = append(s.Unknown, clip(name))
 		}
 	}
 	return nil

@@ -136,8 +136,8 @@ func (s *Source) swap(snap *Snapshot) {
 	}
 }
 
-// Reload reads the file again. A file that fails to read, parse or validate keeps the last good
-// snapshot in force; the error is logged, counted and kept for the ops console. An unchanged
+// Reload reads the file again. A file that fails to read, parse or validate, or holds no keys at
+// all, keeps the last good snapshot in force; the error is logged, counted and kept for the ops console. An unchanged
 // file is not reloaded (unless force).
 func (s *Source) Reload() error { return s.reload(true) }
 
@@ -159,6 +159,11 @@ func (s *Source) reload(force bool) error {
 		return nil
 	}
 	s.lastHash = hash
+	if err == nil && blankDocument(data) {
+		// An editor that truncates before it writes, or a deploy that empties the file, would
+		// otherwise put every key back to its default at once: no catalog, no secrets.
+		err = errors.New("the file holds no keys; keeping the last good configuration (write {} to reset every key to its default)")
+	}
 	if err == nil {
 		var snap *Snapshot
 		if snap, err = Parse(data); err == nil {

@@ -132,6 +132,11 @@ func rows() []row {
 		{name: "an unknown target is 400 targetKey", call: post("/api/apply", "alice", applyJSON("op-1", "nope")), status: 400, want: []string{`"field":"targetKey"`}},
 		{name: "a reason over 1000 characters is 400 reason", call: post("/api/apply", "alice", `{"operationId":"op-1","targetKey":"public-a","reason":"`+strings.Repeat("é", 1001)+`"}`), status: 400,
 			want: []string{`"field":"reason"`}},
+		{name: "a reason with control characters is 400 reason", call: post("/api/apply", "alice", `{"operationId":"op-1","targetKey":"public-a","reason":"ok\u0000\u001b[31mred"}`), status: 400,
+			want: []string{`"field":"reason"`, "control characters"}},
+		{name: "a reason on several lines is fine", call: post("/api/apply", "alice", `{"operationId":"op-1","targetKey":"public-a","reason":"line one\r\n\tline two"}`), status: 202},
+		{name: "a revocation reason with control characters is 400 reason", call: post("/api/requests/op-1/revoke", "alice", `{"operationId":"rv-1","reason":"\u0007"}`), status: 400,
+			want: []string{`"field":"reason"`}},
 		{name: "a restricted target without its rule code is 403 after one round trip", call: post("/api/apply", "alice", applyJSON("op-1", "restricted-b")), status: 403,
 			want: []string{`"code":"ACCESS_DENIED"`, `"message":"Access denied"`}, notWant: []string{"b-owners"},
 			check: func(t *testing.T, h *harness) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"bindery/apperr"
@@ -22,6 +23,17 @@ var errNoWorkflow = apperr.New(apperr.Unavailable, "The request service is not a
 
 // maxReason bounds an application's reason (characters).
 const maxReason = 1000
+
+// errReasonControl refuses a reason holding control characters: it is shown to approvers,
+// written into the repository file and the audit log, and a NUL or a terminal escape sequence
+// there is never what a person meant to write.
+func errReasonControl() error {
+	return apperr.Invalid("reason", "must not contain control characters (line breaks and tabs are fine)")
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' })
+}
 
 type applyBody struct {
 	OperationID string `json:"operationId"`
@@ -48,6 +60,8 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 		return 0, nil, apperr.Invalid("reason", "is required: tell the approvers why you need it")
 	case utf8.RuneCountInString(b.Reason) > maxReason:
 		return 0, nil, apperr.Invalid("reason", "must be at most %d characters", maxReason)
+	case hasControl(b.Reason):
+		return 0, nil, errReasonControl()
 	}
 	snap := s.deps.Config.Current()
 	target, ok := snap.Target(b.TargetKey)
@@ -141,6 +155,9 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 	}
 	if utf8.RuneCountInString(b.Reason) > maxReason {
 		return 0, nil, apperr.Invalid("reason", "must be at most %d characters", maxReason)
+	}
+	if hasControl(b.Reason) {
+		return 0, nil, errReasonControl()
 	}
 	v, err := s.ownedRequest(r)
 	if err != nil {

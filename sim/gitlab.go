@@ -222,6 +222,29 @@ func (g *GitLab) File(projectPath, branch, path string) (string, bool) {
 	return f.content, ok
 }
 
+// Paths lists every file path in any commit of the project, on any branch, sorted: what
+// bindery ever wrote there, for tests that check where its files land.
+func (g *GitLab) Paths(projectPath string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.projects[projectPath]
+	if p == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, c := range p.commits {
+		for path := range c.files {
+			seen[path] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for path := range seen {
+		out = append(out, path)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // PushToBranch commits content at path directly on branch, as another team's change would:
 // it moves the branch so open MRs targeting it may need a rebase or conflict.
 func (g *GitLab) PushToBranch(projectPath, branch, path, content string) (string, error) {

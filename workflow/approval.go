@@ -140,8 +140,12 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 			if err != nil {
 				return err
 			}
-			if legacy && cur.Operation.MRIID != 0 && cur.Operation.MRIID != mrID {
-				code = CallbackIgnoredStale // a ticket for another MR of this request: not ours to act on
+			// The payload must be this request's ticket: the legacy flow's ticket carries its MR,
+			// the approval-first flow's carries none. A decision naming an MR for an approval-first
+			// request (or another MR, or none for a legacy request that has one) is another
+			// ticket's: acting on it would approve and merge an MR that is not this request's.
+			if op := cur.Operation; (legacy && op.Flow != FlowLegacy) || (op.Flow == FlowLegacy && op.MRIID != 0 && op.MRIID != mrID) {
+				code = CallbackIgnoredStale
 				return nil
 			}
 			c := decide(cb, legacy, approved, invalid)
