@@ -537,6 +537,7 @@ func (c *call) merge() {
 		return
 	}
 	if mr.state == "opened" && !mr.needsRebase() && chance(c.g.faults().NeedRebaseRate) {
+		c.g.gate.faults.add("merge_needs_rebase")
 		c.g.moveTargetForward(mr, c.now)
 	}
 	auto := c.in.flag("auto_merge") || c.in.flag("merge_when_pipeline_succeeds")
