@@ -132,6 +132,17 @@ func TestChaos(t *testing.T) {
 		default:
 		}
 	}
+	// Every application ends in an answer a user can act on: accepted (a replay after a lost
+	// answer included) or refused because the relation already has an active request.
+	for _, k := range sortedKeys(l.tally.m) {
+		switch {
+		case k == "apply.ACCEPTED", k == "apply.409_APPLY_IN_PROGRESS", k == "apply.cancelled",
+			strings.HasPrefix(k, "apply.resen"), k == "apply.resubmit_replayed",
+			k == "revoke.202_", k == "revoke.409_CONFLICT", k == "ops.round.200", k == "ops.round.0", k == "ops.round.502":
+		default:
+			t.Errorf("unexpected answers during the load: %s=%d", k, l.tally.get(k))
+		}
+	}
 	t.Logf("load done in %s: %d applications started, %s", loadTook.Round(time.Second), min(int(l.next.Load()), p.apps), l.tally.String())
 
 	// ---- drain, faults off ----

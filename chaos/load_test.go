@@ -112,9 +112,15 @@ func (l *load) apply(ctx context.Context, user, target, id string) string {
 		status, data := l.c.call(ctx, "POST", "/api/apply", user, body)
 		code := l.codeOf(data)
 		switch {
-		case status == 0 || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status >= 500:
+		case sends < 60 && (status == 0 || status >= 500):
 			l.tally.add("apply.resent_after_lost_or_5xx", 1)
-			time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+			sleep(ctx, time.Duration(100+rand.IntN(400))*time.Millisecond)
+			continue
+		case sends < 60 && status == http.StatusConflict && code == "CONFLICT":
+			// The key is held by a send whose instance was killed: "retry shortly" until its
+			// lease runs out, then the resend runs (the ids here are never another request's).
+			l.tally.add("apply.resent_after_409_pending", 1)
+			sleep(ctx, time.Second)
 			continue
 		case status == http.StatusAccepted && (code == "ACCEPTED" || (code == "DUPLICATE_SUBMIT" && sends > 1)):
 			l.mu.Lock()
