@@ -94,6 +94,10 @@ func TestChaos(t *testing.T) {
 	}()
 	t.Logf("cluster up in %s: sim %s, proxy %s, serve %s %s %s", time.Since(began).Round(time.Millisecond), simURL, proxyURL, insts[0].addr, insts[1].addr, insts[2].addr)
 
+	sampler := &slotSampler{db: db}
+	stopSampler, sampled := make(chan struct{}), make(chan struct{})
+	go func() { defer close(sampled); sampler.run(stopSampler) }()
+
 	// ---- load, faults on, kills ----
 	runID := fmt.Sprintf("c%d", time.Now().Unix()%100000)
 	l := &load{c: &client{base: proxyURL, hc: &http.Client{Timeout: 15 * time.Second}}, p: p, runID: runID}
@@ -153,6 +157,9 @@ func TestChaos(t *testing.T) {
 	drainTook := time.Since(drainStart)
 	t.Logf("drain: %s after %s (%s); operator: %s", map[bool]string{true: "quiescent", false: "NOT quiescent"}[quiet], drainTook.Round(time.Second), snap, op.tally.String())
 
+	close(stopSampler)
+	<-sampled
+
 	// ---- checks ----
 	checksStart := time.Now()
 	c := &checker{t: t, db: db, simURL: simURL}
@@ -161,6 +168,9 @@ func TestChaos(t *testing.T) {
 	c.invariants()
 	c.mergeRequests()
 	c.validatedCounter(insts, k.ledger)
+	if len(sampler.seen) > 0 {
+		t.Errorf("an active batch held its slot without members in %d of %d samples: %v", len(sampler.seen), sampler.samples, sampler.seen)
+	}
 
 	t.Logf("checks took %s", time.Since(checksStart).Round(time.Millisecond))
 

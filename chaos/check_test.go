@@ -443,3 +443,37 @@ func (c *checker) summary() summary {
 	}
 	return s
 }
+
+// slotSampler looks, every half second while the run goes on, for an active batch (it holds
+// its partition's slot) that holds no queue row: a slot held for nothing. The claim and the
+// settlement write the batch and its rows in one transaction, so one statement's snapshot never
+// sees the one without the other.
+type slotSampler struct {
+	db      *sql.DB
+	samples int
+	seen    []string
+}
+
+func (s *slotSampler) run(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		rows, err := s.db.Query(`SELECT b.id, b.status, b.partition_key FROM merge_batch b
+			WHERE b.status IN ('RUNNING', 'BLOCKED') AND NOT EXISTS (SELECT 1 FROM merge_batch_request r WHERE r.batch_id = b.id)`)
+		if err != nil {
+			continue
+		}
+		s.samples++
+		for rows.Next() {
+			var id int64
+			var status, part string
+			if rows.Scan(&id, &status, &part) == nil {
+				s.seen = append(s.seen, fmt.Sprintf("batch %d %s in %s at %s", id, status, part, time.Now().Format(time.RFC3339Nano)))
+			}
+		}
+		rows.Close()
+	}
+}
