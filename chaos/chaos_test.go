@@ -152,7 +152,7 @@ func TestChaos(t *testing.T) {
 	// ---- drain, faults off ----
 	writeConfig(t, cfg, configYAML(dsn, proxyURL, simURL, false))
 	drainStart := time.Now()
-	op := &operator{c: l.c, db: db, runID: runID, maxRetries: p.opsRetries, tries: map[string]int{}}
+	op := &operator{c: l.c, db: db, runID: runID, maxRetries: p.opsRetries, tries: map[string]int{}, lateAt: map[string]time.Time{}}
 	quiet, snap := op.drain(ctx, t, p.drain)
 	drainTook := time.Since(drainStart)
 	t.Logf("drain: %s after %s (%s); operator: %s", map[bool]string{true: "quiescent", false: "NOT quiescent"}[quiet], drainTook.Round(time.Second), snap, op.tally.String())

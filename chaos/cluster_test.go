@@ -146,7 +146,7 @@ cron:
 		fmt.Fprintf(&b, `    latency: 20ms
     errorRate: 0.03
     dropRate: 0.02
-    pipelineFailRate: 0.05
+    pipelineFailRate: 0.15
     pipelineStuckRate: 0.02
     needRebaseRate: 0.2
     rebaseConflictRate: 0.1
