@@ -167,6 +167,7 @@ func TestChaos(t *testing.T) {
 	c.accepted(l.accepted)
 	c.invariants()
 	c.mergeRequests()
+	c.repository()
 	c.validatedCounter(insts, k.ledger)
 	if len(sampler.seen) > 0 {
 		t.Errorf("an active batch held its slot without members in %d of %d samples: %v", len(sampler.seen), sampler.samples, sampler.seen)
@@ -184,14 +185,14 @@ kills (SIGKILL): %d, restarts: %d, proxy fail-overs (refused connections sent on
 drain: %s in %s; operator actions: %s
 final operation states: %s
 batches: %s
-merge requests merged: %d; deploy callbacks dropped by the sim: %d of %d
+merge requests merged: %d; deploy callbacks dropped by the sim: %d of %d; bindings checked against the files on main: %d
 sim fault counts: %s
 validated: %s
 total duration: %s
 `, min(int(l.next.Load()), p.apps), p.users, loadTook.Round(time.Second), len(l.accepted), l.tally.String(),
 		k.kills.Load(), k.restarts.Load(), px.failover.Load(),
 		map[bool]string{true: "quiescent", false: "NOT quiescent"}[quiet], drainTook.Round(time.Second), op.tally.String(),
-		sum.states, sum.batches, sum.merged, sum.deployDropped, sum.deploys, simFaults(simURL), c.counterLine, time.Since(began).Round(time.Second))
+		sum.states, sum.batches, sum.merged, sum.deployDropped, sum.deploys, c.files, simFaults(simURL), c.counterLine, time.Since(began).Round(time.Second))
 	failed = t.Failed()
 }
 

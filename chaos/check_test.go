@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +18,7 @@ type checker struct {
 	db          *sql.DB
 	simURL      string
 	counterLine string
+	files       int // bindings whose file on main was checked
 }
 
 // rowsOf runs q and returns each row as its columns joined by " ", for messages.
@@ -476,4 +478,56 @@ func (s *slotSampler) run(stop <-chan struct{}) {
 		}
 		rows.Close()
 	}
+}
+
+// repository: what the merges left on each target branch is what the bindings say. A binding
+// in effect (VALIDATED) has its file, written by its current application; a revoked one
+// (CLOSED) has none. Nothing merged is lost and nothing closed lingers.
+func (c *checker) repository() {
+	c.t.Helper()
+	rows, err := c.db.Query(`SELECT b.subject_id, b.target_key, b.status, b.operation_id, o.project FROM binding b
+		JOIN operation o ON o.operation_id = b.operation_id WHERE b.status IN ('VALIDATED', 'CLOSED') ORDER BY b.id`)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	type rel struct{ subject, target, status, op, project string }
+	var rels []rel
+	for rows.Next() {
+		var r rel
+		if err := rows.Scan(&r.subject, &r.target, &r.status, &r.op, &r.project); err != nil {
+			c.t.Fatal(err)
+		}
+		rels = append(rels, r)
+	}
+	rows.Close()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	bad := 0
+	for _, r := range rels {
+		// The catalog's path template (configYAML): bindings/<target>/{subject}.yaml.
+		file := "bindings/" + r.target + "/" + r.subject + ".yaml"
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/sim/gitlab/api/v4/projects/%s/repository/files/%s/raw?ref=main",
+			c.simURL, url.PathEscape(r.project), url.PathEscape(file)), nil)
+		req.Header.Set("Private-Token", botToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			c.t.Fatalf("GitLab: %s: %v", file, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var problem string
+		switch {
+		case r.status == "VALIDATED" && resp.StatusCode != http.StatusOK:
+			problem = fmt.Sprintf("in effect, but %s is not on main (%d)", file, resp.StatusCode)
+		case r.status == "VALIDATED" && !strings.Contains(string(body), "operationId: "+r.op):
+			problem = fmt.Sprintf("in effect, but %s on main was written by another application:\n%s", file, body)
+		case r.status == "CLOSED" && resp.StatusCode != http.StatusNotFound:
+			problem = fmt.Sprintf("closed, but %s is still on main (%d)", file, resp.StatusCode)
+		}
+		if problem != "" {
+			if bad++; bad <= 20 {
+				c.t.Errorf("request %s (%s): %s; timeline:\n%s", r.op, r.status, problem, c.timeline(r.op))
+			}
+		}
+	}
+	c.files = len(rels)
 }
