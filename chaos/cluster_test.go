@@ -336,7 +336,6 @@ func (p *proxy) handler() http.Handler {
 			r.SetXForwarded()
 		},
 		Transport: p,
-		ErrorLog:  nil,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.WriteHeader(http.StatusBadGateway)
 		},
