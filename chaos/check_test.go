@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +130,7 @@ func (c *checker) leftovers(quiet bool) {
 func (c *checker) accepted(acc []accepted) {
 	c.t.Helper()
 	var missing []string
-	for _, chunk := range chunked(acc, 500) {
+	for chunk := range slices.Chunk(acc, 500) {
 		ids := make([]any, len(chunk))
 		for i, a := range chunk {
 			ids[i] = a.id
@@ -154,18 +155,6 @@ func (c *checker) accepted(acc []accepted) {
 	if len(missing) > 0 {
 		c.t.Errorf("%d accepted applications have no operation row (lost): %v", len(missing), missing)
 	}
-}
-
-func chunked[T any](xs []T, n int) [][]T {
-	var out [][]T
-	for len(xs) > n {
-		out = append(out, xs[:n])
-		xs = xs[n:]
-	}
-	if len(xs) > 0 {
-		out = append(out, xs)
-	}
-	return out
 }
 
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
