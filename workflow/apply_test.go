@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"bindery/store"
@@ -40,6 +41,24 @@ func TestAResentApplicationWithoutItsIdempotencyRecordIsADuplicate(t *testing.T)
 			if code := h.api("POST", "/api/apply", c.user, c.body, &e); code != 409 || e.Code != "CONFLICT" {
 				t.Errorf("%s sends %s: %d %s, want 409 CONFLICT (another request's operationId)", c.user, c.body, code, e.Code)
 			}
+		}
+	})
+}
+
+// An operationId is stored in columns of 64 characters: the longest one is accepted on every
+// database, a longer one is refused by name (MariaDB's strict mode refused the row with
+// "Data too long", a 500, while SQLite took it).
+func TestAnOperationIDLongerThanItsColumnIsRefusedByName(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		longest := strings.Repeat("a", 64)
+		var res workflow.ApplyResult
+		if code := h.api("POST", "/api/apply", "alice", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"r"}`, longest), &res); code != 202 || res.OperationID != longest {
+			t.Fatalf("64 characters: %d %+v, want 202", code, res)
+		}
+		var e struct{ Code, Field string }
+		if code := h.api("POST", "/api/apply", "bob", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"r"}`, longest+"b"), &e); code != 400 || e.Code != "INVALID_ARGUMENT" || e.Field != "operationId" {
+			t.Fatalf("65 characters: %d %+v, want 400 INVALID_ARGUMENT naming operationId", code, e)
 		}
 	})
 }
