@@ -133,8 +133,9 @@ func jsonKind(t reflect.Type) string {
 }
 
 // operationIDPattern: client-generated ids (the SPA sends UUIDs); bounded so they fit the key
-// columns and never carry markup.
-var operationIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+// columns (operation_id is VARCHAR(64): a longer id passed here and failed the insert on MySQL
+// in strict mode with a 500) and never carry markup.
+var operationIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
 
 // checkOperationID validates an operationId found in field.
 func checkOperationID(field, id string) error {
@@ -142,7 +143,7 @@ func checkOperationID(field, id string) error {
 	case id == "":
 		return apperr.Invalid(field, "is required (a client-generated id, e.g. a UUID)")
 	case !operationIDPattern.MatchString(id):
-		return apperr.Invalid(field, "must be 1 to 128 letters, digits or . _ : -, starting with a letter or digit")
+		return apperr.Invalid(field, "must be 1 to 64 letters, digits or . _ : -, starting with a letter or digit")
 	}
 	return nil
 }

@@ -218,6 +218,7 @@ func (a *Approval) enqueue(cb pendingCallback) { // holds a.mu
 		a.held = &cb // wait for the next decision; a lone one goes out after 2s anyway
 		a.later(f.CallbackDelay+2*time.Second, func() { a.flushHeld(cb.body.CallbackID) })
 	case f.Reorder:
+		a.gate.faults.add("callbacks_reordered")
 		held := *a.held
 		a.held = nil
 		a.later(f.CallbackDelay, func() { a.sendAll(cb, held) })
@@ -243,6 +244,7 @@ func (a *Approval) sendAll(cbs ...pendingCallback) {
 	for _, cb := range cbs {
 		a.send(cb)
 		if chance(a.faults().DuplicateRate) {
+			a.gate.faults.add("callback_duplicated")
 			a.send(cb)
 		}
 	}

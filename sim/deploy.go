@@ -49,6 +49,7 @@ type Deploy struct {
 	mu       sync.Mutex
 	override *DeployFaults
 	records  []*DeployRecord
+	injected faultCounts
 
 	stopCh chan struct{}
 	once   sync.Once
@@ -103,6 +104,9 @@ func (d *Deploy) merged(info MergeInfo) {
 	}
 	d.records = append(d.records, rec)
 	drop := chance(f.DropRate)
+	if drop {
+		d.injected.add("callback_dropped")
+	}
 	delay := scaled(d.cfg, f.Delay)
 	d.wg.Add(1)
 	go func() {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/config"
 	"bindery/sim"
 	"bindery/workflow"
 )
@@ -114,4 +115,26 @@ func TestDeployKnobs(t *testing.T) {
 			t.Fatalf("an hour at scale 3,600,000 is a millisecond: %+v", got)
 		}
 	})
+}
+
+// GET /sim/faults counts what the knobs injected, per simulator and kind, so a chaos run can
+// report the faults it survived.
+func TestFaultCountsAreServed(t *testing.T) {
+	e := newEnv(t, "", nil)
+	e.sims.Deploy.SetFaults(sim.DeployFaults{DropRate: 1})
+	e.mergeMR(t)
+	e.sims.GitLab.SetFaults(sim.GitLabFaults{SimTransport: config.SimTransport{ErrorRate: 1}})
+	for range 2 {
+		if a := e.call(t, "GET", proj+"/merge_requests/1", "bot-token", nil); a.status != 500 {
+			t.Fatalf("with errorRate 1: %d %s", a.status, a.body)
+		}
+	}
+	a := e.raw(t, "GET", "/sim/faults", "")
+	var got map[string]map[string]int
+	if err := json.Unmarshal([]byte(a.body), &got); a.status != 200 || err != nil {
+		t.Fatalf("GET /sim/faults: %d %s %v", a.status, a.body, err)
+	}
+	if got["gitlab"]["error_500"] != 2 || got["deploy"]["callback_dropped"] != 1 || len(got["approval"]) != 0 {
+		t.Fatalf("fault counts %v, want gitlab error_500=2, deploy callback_dropped=1, nothing else", got)
+	}
 }

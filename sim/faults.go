@@ -50,11 +50,39 @@ func FaultAnswer(status int, body any) Fault {
 	return Fault{kind: faultStatus, status: status, body: body}
 }
 
-// gate applies transport faults to one simulator's endpoints and counts the calls.
+// faultCounts counts the faults a simulator injected, by kind, so that a test or an operator
+// can tell how much misbehaviour a run survived (GET /sim/faults).
+type faultCounts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (f *faultCounts) add(kind string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]int{}
+	}
+	f.m[kind]++
+}
+
+func (f *faultCounts) snapshot() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := maps.Clone(f.m)
+	if out == nil {
+		out = map[string]int{}
+	}
+	return out
+}
+
+// gate applies transport faults to one simulator's endpoints and counts the calls and the
+// faults it injected.
 type gate struct {
 	mu     sync.Mutex
 	queue  map[string][]Fault
 	calls  map[string]int
+	faults faultCounts
 	stopCh chan struct{}
 	once   sync.Once
 }
@@ -103,10 +131,13 @@ func (g *gate) pick(endpoint string, t config.SimTransport) (Fault, time.Duratio
 	}
 	switch {
 	case t.Hang:
+		g.faults.add("hang")
 		return FaultHang, t.Latency
 	case chance(t.ErrorRate):
+		g.faults.add("error_500")
 		return FaultError, t.Latency
 	case chance(t.DropRate):
+		g.faults.add("answer_dropped")
 		return FaultDrop, t.Latency
 	}
 	return Fault{}, t.Latency

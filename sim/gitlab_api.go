@@ -30,6 +30,7 @@ var gitlabRoutes = []gitlabRoute{
 	{"GET", "get_branch", path("projects/:id/repository/branches/:branch"), (*call).getBranch},
 	{"DELETE", "delete_branch", path("projects/:id/repository/branches/:branch"), (*call).deleteBranch},
 	{"POST", "create_commit", path("projects/:id/repository/commits"), (*call).createCommit},
+	{"GET", "get_file_raw", path("projects/:id/repository/files/:file_path/raw"), (*call).getFileRaw},
 	{"POST", "create_mr", path("projects/:id/merge_requests"), (*call).createMR},
 	{"GET", "get_mr", path("projects/:id/merge_requests/:iid"), (*call).getMR},
 	{"PUT", "update_mr", path("projects/:id/merge_requests/:iid"), (*call).updateMR},
@@ -252,6 +253,28 @@ func (c *call) deleteBranch() {
 		delete(c.p.branches, name)
 		c.w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// getFileRaw answers a file's content at ref (default: the project's default branch) as
+// text/plain, as GitLab's raw file endpoint does; tests read what the merges left on a branch.
+func (c *call) getFileRaw() {
+	ref, _ := c.in["ref"].(string)
+	if ref == "" {
+		ref = c.p.defaultBranch
+	}
+	cm := c.p.commits[c.p.resolve(ref)]
+	if cm == nil {
+		c.fail(http.StatusNotFound, "404 Commit Not Found")
+		return
+	}
+	f, ok := cm.files[c.vars["file_path"]]
+	if !ok {
+		c.fail(http.StatusNotFound, "404 File Not Found")
+		return
+	}
+	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(c.w, f.content)
 }
 
 // ---- commits ----
@@ -537,6 +560,7 @@ func (c *call) merge() {
 		return
 	}
 	if mr.state == "opened" && !mr.needsRebase() && chance(c.g.faults().NeedRebaseRate) {
+		c.g.gate.faults.add("merge_needs_rebase")
 		c.g.moveTargetForward(mr, c.now)
 	}
 	auto := c.in.flag("auto_merge") || c.in.flag("merge_when_pipeline_succeeds")

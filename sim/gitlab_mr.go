@@ -215,8 +215,10 @@ func (g *GitLab) newPipeline(mr *mergeRequest, sha string, userID int64, now tim
 		pl.outcome = pipeFailed
 	case chance(f.PipelineStuckRate):
 		pl.outcome = "stuck"
+		g.gate.faults.add("pipeline_stuck")
 	case chance(f.PipelineFailRate):
 		pl.outcome = pipeFailed
+		g.gate.faults.add("pipeline_failed")
 	}
 	p.pipelines = append(p.pipelines, pl)
 	g.active = append(g.active, pl)
@@ -312,7 +314,11 @@ func (g *GitLab) advance(now time.Time) { // holds g.mu
 // startRebase queues a rebase; its outcome is drawn now (a real conflict, or the knob).
 func (g *GitLab) startRebase(mr *mergeRequest, now time.Time) { // holds g.mu
 	f := g.faults()
-	mr.rebase = &rebaseJob{until: now.Add(scaled(g.cfg, f.RebaseDuration)), conflict: mr.conflicts() || chance(f.RebaseConflictRate)}
+	injected := !mr.conflicts() && chance(f.RebaseConflictRate)
+	if injected {
+		g.gate.faults.add("rebase_conflict")
+	}
+	mr.rebase = &rebaseJob{until: now.Add(scaled(g.cfg, f.RebaseDuration)), conflict: mr.conflicts() || injected}
 	mr.mergeError = ""
 	g.rebasing = append(g.rebasing, mr)
 	g.advance(now) // a zero-length rebase is done before the 202 goes out

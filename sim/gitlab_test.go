@@ -174,6 +174,9 @@ func TestGitLabSimulatorAnswersLikeGitLab(t *testing.T) {
 		{"no token", "GET", proj + "/merge_requests/1", "", nil, 401, []string{`{"message":"401 Unauthorized"}`}},
 		{"unknown token", "GET", "user", "nope", nil, 401, []string{`"401 Unauthorized"`}},
 		{"current user", "GET", "user", "rev1-token", nil, 200, []string{`"username":"reviewer-1"`}},
+		{"a file's raw content at a branch", "GET", proj + "/repository/files/bindings%2Fa.yaml/raw?ref=feat%2Fx.y", "bot-token", nil, 200, []string{"operationId: op-a\n"}},
+		{"a file not on the default branch", "GET", proj + "/repository/files/bindings%2Fa.yaml/raw", "bot-token", nil, 404, []string{`"404 File Not Found"`}},
+		{"a file at an unknown ref", "GET", proj + "/repository/files/bindings%2Fa.yaml/raw?ref=nope", "bot-token", nil, 404, []string{`"404 Commit Not Found"`}},
 		{"unknown route", "GET", "projects/1/wikis", "bot-token", nil, 404, []string{`{"error":"404 Not Found"}`}},
 		{"wrong method", "DELETE", proj + "/merge_requests/1/approve", "bot-token", nil, 405, []string{`405`}},
 		{"unknown project", "GET", "projects/nope%2Fnope/merge_requests/1", "bot-token", nil, 404, []string{`"404 Project Not Found"`}},
@@ -232,7 +235,8 @@ func TestGitLabSimulatorAnswersLikeGitLab(t *testing.T) {
 					t.Errorf("body %s lacks %s", a.body, want)
 				}
 			}
-			if a.status != 204 && a.status != 304 && !strings.HasPrefix(a.header.Get("Content-Type"), "application/json") {
+			raw := strings.Contains(tc.path, "/raw") && a.status == 200 // a raw file is text
+			if a.status != 204 && a.status != 304 && !raw && !strings.HasPrefix(a.header.Get("Content-Type"), "application/json") {
 				t.Errorf("Content-Type %q", a.header.Get("Content-Type"))
 			}
 			if a.header.Get("RateLimit-Limit") != "" {

@@ -105,7 +105,8 @@ func New(o Options) *Sims {
 }
 
 // Handler serves every simulator under /sim/: /sim/gitlab/api/v4/…, /sim/approval/tickets,
-// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check.
+// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check, and
+// GET /sim/faults (FaultCounts).
 func (s *Sims) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.EscapedPath()
@@ -118,10 +119,25 @@ func (s *Sims) Handler() http.Handler {
 			s.Deploy.ServeHTTP(w, r)
 		case strings.HasPrefix(p, "/sim/permission/"):
 			s.Permission.ServeHTTP(w, r)
+		case p == "/sim/faults" && r.Method == http.MethodGet:
+			writeJSON(w, http.StatusOK, s.FaultCounts())
 		default:
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "404 Not Found"})
 		}
 	})
+}
+
+// FaultCounts are the faults each simulator injected so far, by kind (GET /sim/faults): the
+// transport faults of the fault knobs (error_500, answer_dropped, hang) and the simulator's own
+// (pipeline_failed, pipeline_stuck, merge_needs_rebase, rebase_conflict, callback_duplicated,
+// callbacks_reordered, callback_dropped). Faults pinned by a test with Inject are not counted.
+func (s *Sims) FaultCounts() map[string]map[string]int {
+	return map[string]map[string]int{
+		"gitlab":     s.GitLab.gate.faults.snapshot(),
+		"approval":   s.Approval.gate.faults.snapshot(),
+		"deploy":     s.Deploy.injected.snapshot(),
+		"permission": s.Permission.gate.faults.snapshot(),
+	}
 }
 
 // Start runs the background work until Stop: webhook delivery, pipeline and rebase progress

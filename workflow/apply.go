@@ -45,7 +45,7 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 	case errors.Is(err, store.ErrPreempted):
 		return ApplyResult{}, apperr.Wrap(err, apperr.ApplyInProgress, "Another request for %s is being submitted right now.", t.Title)
 	case errors.Is(err, store.ErrDuplicate):
-		return ApplyResult{}, apperr.Wrap(err, apperr.Conflict, "This operationId is already used by another request; generate a new one.")
+		return w.resent(ctx, in, t.Key, err)
 	case err != nil:
 		return ApplyResult{}, err
 	}
@@ -64,4 +64,21 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 	}
 	st := req.Binding.Status
 	return ApplyResult{Code: CodeAccepted, OperationID: req.Operation.OperationID, Status: st, NextAction: store.NextActionFor(st, req.Operation.Step)}, nil
+}
+
+// resent answers an application whose operationId is taken. When the request holding it is this
+// one (same subject, target and reason) it is a resend after a lost answer whose idempotency
+// record did not survive (a crash between the application's commit and the stored answer, then
+// the key's lease ran out): the replay's answer, DUPLICATE_SUBMIT with the current state.
+// Anything else is another request's id.
+func (w *Workflow) resent(ctx context.Context, in ApplyInput, targetKey string, dup error) (ApplyResult, error) {
+	d, err := w.db.RequestDetail(ctx, in.OperationID)
+	if err != nil || d.Operation.SubjectID != in.Subject || d.Operation.TargetKey != targetKey || d.Operation.Reason != in.Reason {
+		return ApplyResult{}, apperr.Wrap(dup, apperr.Conflict, "This operationId is already used by another request; generate a new one.")
+	}
+	st, step := d.Operation.Status, d.Operation.Step
+	if d.Binding != nil {
+		st = d.Binding.Status
+	}
+	return ApplyResult{Code: CodeDuplicateSubmit, OperationID: in.OperationID, Status: st, NextAction: store.NextActionFor(st, step)}, nil
 }

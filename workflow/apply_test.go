@@ -1,0 +1,64 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"bindery/store"
+	"bindery/store/storetest"
+	"bindery/workflow"
+)
+
+// A resend of an application whose first answer was lost, when its idempotency record is gone
+// (the instance that ran it was killed after the application's commit and before the answer was
+// stored, and the key's lease ran out), is the same request: it is answered DUPLICATE_SUBMIT with
+// the request's state, not 409 "already used by another request" (found by the chaos test). The
+// same operationId from another user, or for another target, is still refused.
+func TestAResentApplicationWithoutItsIdempotencyRecordIsADuplicate(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		op := h.apply("alice", "db-read")
+		if _, err := db.Raw().ExecContext(context.Background(), "DELETE FROM idempotency_record WHERE idem_key = ?", op); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"for the test"}`, op)
+		var res workflow.ApplyResult
+		if code := h.api("POST", "/api/apply", "alice", body, &res); code != 202 || res.Code != workflow.CodeDuplicateSubmit || res.OperationID != op || res.Status == "" {
+			t.Fatalf("resend: %d %+v, want 202 DUPLICATE_SUBMIT of %s with its status", code, res, op)
+		}
+
+		for _, c := range []struct{ user, body string }{
+			{"bob", body},
+			{"alice", fmt.Sprintf(`{"operationId":%q,"targetKey":"grafana","reason":"for the test"}`, op)},
+			{"alice", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"another reason"}`, op)},
+		} {
+			if _, err := db.Raw().ExecContext(context.Background(), "DELETE FROM idempotency_record WHERE idem_key = ?", op); err != nil {
+				t.Fatal(err)
+			}
+			var e struct{ Code string }
+			if code := h.api("POST", "/api/apply", c.user, c.body, &e); code != 409 || e.Code != "CONFLICT" {
+				t.Errorf("%s sends %s: %d %s, want 409 CONFLICT (another request's operationId)", c.user, c.body, code, e.Code)
+			}
+		}
+	})
+}
+
+// An operationId is stored in columns of 64 characters: the longest one is accepted on every
+// database, a longer one is refused by name (MariaDB's strict mode refused the row with
+// "Data too long", a 500, while SQLite took it).
+func TestAnOperationIDLongerThanItsColumnIsRefusedByName(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		longest := strings.Repeat("a", 64)
+		var res workflow.ApplyResult
+		if code := h.api("POST", "/api/apply", "alice", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"r"}`, longest), &res); code != 202 || res.OperationID != longest {
+			t.Fatalf("64 characters: %d %+v, want 202", code, res)
+		}
+		var e struct{ Code, Field string }
+		if code := h.api("POST", "/api/apply", "bob", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"r"}`, longest+"b"), &e); code != 400 || e.Code != "INVALID_ARGUMENT" || e.Field != "operationId" {
+			t.Fatalf("65 characters: %d %+v, want 400 INVALID_ARGUMENT naming operationId", code, e)
+		}
+	})
+}
