@@ -182,11 +182,9 @@ cron:
 }
 
 // approvalDropRate is the share of tickets the approval simulator opens but whose answer it
-// loses. A lost answer leaves the request in APPROVAL_SEND_FAILED while the ticket exists and is
-// decided; the decision is ignored as stale and the operator's retry finds the decided ticket,
-// so the request waits in APPROVAL_SENT for good — known finding (1) of issue 8, fixed on
-// branch issue-8c (cd351a2). Until that lands here the drops stay off; 0.03 then.
-const approvalDropRate = "0"
+// loses. The ticket step retries a lost answer (the approval system opens one ticket per
+// operationId), and a decision that arrives after the send looked failed is still taken.
+const approvalDropRate = "0.05"
 
 // writeConfig replaces the file in one rename, as an editor would, so a watcher never reads
 // half a file.
