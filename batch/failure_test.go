@@ -363,13 +363,7 @@ func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
 func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		f := e.gl.Faults()
-		f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
-		e.gl.SetFaults(f)
-		e.failClose.Store(true)
-		svc := e.service("i1", e.pool(t, 2, 10))
-		ids := e.admitMany(t, "unsettled", "t1", 2)
-		o := e.round(t, svc, projectA)
+		svc, ids, o := e.unsettleableBatch(t, "unsettled")
 		var b store.Batch
 		waitFor(t, "the settlement's failure to be recorded", func() bool {
 			b, _ = db.Batch(bg, o.BatchID)
@@ -470,4 +464,17 @@ func TestAMomentarilyUnavailableGitLabIsRetriedByTheRunnerHoldingItsLease(t *tes
 			t.Fatalf("want 3 logged retries, got %q", l)
 		}
 	})
+}
+
+// unsettleableBatch starts a batch of two that fails (a reviewer may not approve) while GitLab
+// fails the close, so its settlement fails too.
+func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []string, batch.Outcome) {
+	t.Helper()
+	f := e.gl.Faults()
+	f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
+	e.gl.SetFaults(f)
+	e.failClose.Store(true)
+	svc := e.service("i1", e.pool(t, 2, 10))
+	ids := e.admitMany(t, prefix, "t1", 2)
+	return svc, ids, e.round(t, svc, projectA)
 }

@@ -11,7 +11,6 @@ import (
 
 	"bindery/batch"
 	"bindery/change"
-	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -187,13 +186,7 @@ func TestASweepThatLosesTheSettlementToAnOperatorIsNoError(t *testing.T) {
 func TestAnOperatorsFailedSettlementIsRecordedAndKeepsTheDecidedFailure(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		f := e.gl.Faults()
-		f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
-		e.gl.SetFaults(f)
-		e.failClose.Store(true)
-		svc := e.service("i1", e.pool(t, 2, 10))
-		ids := e.admitMany(t, "manual", "t1", 2)
-		o := e.round(t, svc, projectA)
+		svc, ids, o := e.unsettleableBatch(t, "manual")
 		waitFor(t, "the runner's failed settlement", func() bool {
 			b, _ := db.Batch(bg, o.BatchID)
 			return b.Failing != ""

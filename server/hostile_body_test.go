@@ -308,20 +308,5 @@ func TestHostileQueriesOnEveryGetRouteGetAClearAnswer(t *testing.T) {
 
 // rawGetAs sends one request line as written, as a demo user.
 func rawGetAs(t *testing.T, addr, target, user string) (int, string) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nX-Bindery-User: %s\r\nConnection: close\r\n\r\n", target, user)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Errorf("GET %.80s: no answer: %v", target, err)
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
+	return rawRequest(t, addr, target, "X-Bindery-User: "+user)
 }

@@ -101,6 +101,11 @@ func TestStaticPathTraversalNeverLeavesTheBuild(t *testing.T) {
 
 // rawGet sends one request line as written and returns the status and body.
 func rawGet(t *testing.T, addr, target, accept string) (int, string) {
+	return rawRequest(t, addr, target, "Accept: "+accept)
+}
+
+// rawRequest sends "GET target" as written (no client normalises it) with one header line.
+func rawRequest(t *testing.T, addr, target, header string) (int, string) {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -108,7 +113,7 @@ func rawGet(t *testing.T, addr, target, accept string) (int, string) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: %s\r\nConnection: close\r\n\r\n", target, accept)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\nConnection: close\r\n\r\n", target, header)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Errorf("GET %.80s: no answer: %v", target, err)

@@ -192,7 +192,7 @@ func TestSwitchingTheFlowWithTicketsInFlight(t *testing.T) {
 
 // SPEC §12.3: the change is validated at admission; a member that would collide with another
 // active binding's file never enters a batch.
-func TestAChangeThatCollidesIsRefusedAtAdmission(t *testing.T) {
+func TestAChangeThatCollidesIsRefusedAtAdmissionAndTakesNoDecision(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, extra: fastSims + `
 targets:
@@ -214,6 +214,12 @@ targets:
 		if _, err := db.Waiting(bg, b); err == nil {
 			t.Fatal("the colliding request was admitted")
 		}
+		// CREATE_FAILED, but not because a send looked failed: no decision is awaited, so a
+		// late one is stale and changes nothing.
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "late-1", OperationID: b, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "IGNORED_STALE" {
+			t.Fatalf("callback on CREATE_INVALID: %d %s", code, answer)
+		}
+		h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
 	})
 }
 
@@ -254,25 +260,4 @@ func TestADecisionOnATicketWhoseSendLookedFailedIsAccepted(t *testing.T) {
 			})
 		})
 	}
-}
-
-func TestACallbackForARequestThatNeverSentATicketIsStale(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		h := setup(t, db, options{approvalFirst: true, extra: fastSims + `
-targets:
-  - {key: team-a, title: A, project: infra/access-config, path: "shared/{subject}.yaml"}
-  - {key: team-b, title: B, project: infra/access-config, path: "shared/{subject}.yaml"}
-`})
-		a := h.apply("alice", "team-a")
-		h.decide(a, sim.TicketApproved)
-		h.waitState(a, store.StatusMRCreating, store.StepQueued)
-		b := h.apply("alice", "team-b")
-		h.decide(b, sim.TicketApproved)
-		h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
-		// CREATE_FAILED, but not because a send looked failed: a decision is not awaited.
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "late-1", OperationID: b, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "IGNORED_STALE" {
-			t.Fatalf("callback on CREATE_INVALID: %d %s", code, answer)
-		}
-		h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
-	})
 }
