@@ -398,7 +398,11 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 			go func() { defer wg.Done(); add(db.ConfirmDeploy(bg, id, "Deploy confirmed by olga.")) }()
 		}
 		wg.Add(2)
-		go func() { defer wg.Done(); d, err := db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 8}); add(d.Validated, err) }()
+		go func() {
+			defer wg.Done()
+			d, err := db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 8})
+			add(d.Validated, err)
+		}()
 		go func() { defer wg.Done(); r, err := db.Reconcile(bg, 0, time.Hour); add(r.Validated, err) }()
 		wg.Wait()
 		r, err := db.Reconcile(bg, 0, time.Hour) // what a deadlock victim (ErrRetry) left
