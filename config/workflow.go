@@ -25,6 +25,7 @@ type workflowSettings struct {
 	pollTimeout         time.Duration
 	reconcileMinAge     time.Duration
 	reconcileMaxAge     time.Duration
+	deployOverdue       time.Duration
 	schedules           map[string]string
 }
 
@@ -156,6 +157,9 @@ func init() {
 		durationKey("reconcile.maxAge", "168h",
 			"Merged requests older than this leave the reconciliation window (it bounds each run's work).",
 			"blank, unparsable or ≤ 0 → 168h.", func(s *Snapshot) *time.Duration { return &s.reconcileMaxAge }, time.Millisecond),
+		durationKey("reconcile.deployOverdue", "30m",
+			"A merged request whose deploy callback has not come this long after its merge is listed as stuck (reconciliation cannot validate the last merged MR of a project until a later one is called back); an operator's retry then confirms the deploy.",
+			"blank, unparsable or ≤ 0 → 30m.", func(s *Snapshot) *time.Duration { return &s.deployOverdue }, time.Millisecond),
 		scheduleKey(JobRounds, "Schedule of batch rounds (every partition with waiting requests gets a batch)."),
 		scheduleKey(JobReconcile, "Schedule of the reconciliation of merged requests whose deploy callback was lost."),
 		scheduleKey(JobSweep, "Schedule of the sweep that resumes or settles work whose lease expired (crashed instances)."),
@@ -192,6 +196,9 @@ func (s *Snapshot) PollStages() (short time.Duration, shortCount int, long, time
 func (s *Snapshot) ReconcileWindow() (minAge, maxAge time.Duration) {
 	return s.reconcileMinAge, s.reconcileMaxAge
 }
+
+// DeployOverdue is reconcile.deployOverdue. Default 30m; blank, unparsable or ≤ 0 → 30m.
+func (s *Snapshot) DeployOverdue() time.Duration { return s.deployOverdue }
 
 // Schedule is cron.<job>'s schedule (JobRounds, JobReconcile, JobSweep, JobExpiry, JobPurge).
 // Blank or unparsable → the job's default.

@@ -79,7 +79,8 @@ func (s *Server) opsSettle(w http.ResponseWriter, r *http.Request) (int, any, er
 	})
 }
 
-// opsRetry is POST /api/ops/requests/:operationId/retry: re-run the request's current step.
+// opsRetry is POST /api/ops/requests/:operationId/retry: re-run the request's current step, or confirm
+// the deploy of a merged request whose deploy callback is overdue.
 func (s *Server) opsRetry(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	id := r.PathValue("operationId")
 	if err := checkOperationID("operationId", id); err != nil {

@@ -144,6 +144,19 @@ func (db *DB) MarkValidated(ctx context.Context, operationIDs ...string) ([]Oper
 	return out, err
 }
 
+// ConfirmDeploy is MarkValidated of one request whose deploy an operator confirmed, with note
+// in its step history. Empty when it is no longer MERGED: a deploy callback or reconciliation
+// flipped it first, and that flip was the one counted.
+func (db *DB) ConfirmDeploy(ctx context.Context, operationID, note string) ([]Operation, error) {
+	var out []Operation
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		out, err = tx.transitionMany(ctx, []string{operationID}, MemberChange{From: []BindingStatus{StatusMerged}, To: StatusValidated, Step: StepCalledBack, Note: note}, 0, "")
+		return err
+	})
+	return out, err
+}
+
 func (tx *Tx) markValidated(ctx context.Context, operationIDs []string, project string) ([]Operation, error) {
 	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []BindingStatus{StatusMerged}, To: StatusValidated, Step: StepCalledBack}, 0, project)
 }

@@ -95,8 +95,12 @@ type StuckFilter struct {
 	Statuses []BindingStatus
 	Step     Step
 	// NeedsOperator keeps only the requests an operator or support must act on: a failure status
-	// (CREATE_FAILED, HANDLE_FAILED) or a pending step (10501+, e.g. a pipeline that timed out).
+	// (CREATE_FAILED, HANDLE_FAILED) or a pending step (10501+, e.g. a pipeline that timed out),
+	// and, when DeployOverdue > 0, a MERGED request unchanged for longer than DeployOverdue by
+	// the database clock: its deploy callback is lost and no later MR of its project will let
+	// reconciliation infer it, so only an operator's confirmation validates it.
 	NeedsOperator bool
+	DeployOverdue time.Duration
 	Page
 }
 
@@ -125,8 +129,13 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 		args = append(args, f.Step)
 	}
 	if f.NeedsOperator {
-		q += " AND (status IN (?, ?) OR (step >= ? AND step < ?))"
+		q += " AND (status IN (?, ?) OR (step >= ? AND step < ?)"
 		args = append(args, StatusCreateFailed, StatusHandleFailed, StepHandlePipelinePending, StepHandlePipelinePending+100)
+		if f.DeployOverdue > 0 {
+			q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
+			args = append(args, StatusMerged, -micros(f.DeployOverdue))
+		}
+		q += ")"
 	}
 	if after {
 		q += " AND (updated_at > ? OR (updated_at = ? AND id > ?))"

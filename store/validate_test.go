@@ -319,3 +319,105 @@ func TestWaitingPositionAndBatchMembers(t *testing.T) {
 		}
 	})
 }
+
+// ageOperation moves operations' last change back by d (the stuck list reads operation.updated_at).
+func ageOperation(t testing.TB, db *store.DB, d time.Duration, opIDs ...string) {
+	t.Helper()
+	shift := "TIMESTAMPADD(SECOND, ?, updated_at)"
+	if db.Dialect() == store.SQLite {
+		shift = "strftime('%Y-%m-%d %H:%M:%f', updated_at, (? || ' seconds'))"
+	}
+	for _, id := range opIDs {
+		if _, err := db.Raw().ExecContext(bg, "UPDATE operation SET updated_at = "+shift+" WHERE operation_id = ?", -int(d.Seconds()), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A MERGED request whose deploy callback is overdue needs an operator (nothing else validates
+// the last MR of a project): the stuck list shows it once it is older than DeployOverdue by the
+// database clock, and not before.
+func TestTheStuckListShowsMergedRequestsWhoseDeployIsOverdue(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		for _, id := range []string{"fresh", "overdue", "merging"} {
+			mustApply(t, db, application(id, "alice", "t-"+id))
+		}
+		for _, id := range []string{"fresh", "overdue"} {
+			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged)
+		}
+		mustMove(t, db, "merging", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+		ageOperation(t, db, 2*time.Hour, "overdue", "merging")
+		stuck := func(overdue time.Duration) string {
+			t.Helper()
+			ops, _, err := db.StuckOperations(bg, store.StuckFilter{NeedsOperator: true, DeployOverdue: overdue})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return join(opIDs(ops))
+		}
+		if got := stuck(time.Hour); got != "overdue" {
+			t.Fatalf("stuck with a 1h deploy overdue: %q, want the merged request unchanged for 2h", got)
+		}
+		if got := stuck(3 * time.Hour); got != "" {
+			t.Fatalf("stuck with a 3h deploy overdue: %q, want none", got)
+		}
+		if got := stuck(0); got != "" {
+			t.Fatalf("stuck without a deploy overdue: %q, want none", got)
+		}
+	})
+}
+
+// An operator's confirmation and the deploy callback and reconciliation racing it flip the
+// request once; the confirmation's note is in the history when it won.
+func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var ids []string
+		for i := range 20 {
+			ids = append(ids, "c"+string(rune('a'+i)))
+		}
+		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 8)
+		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 8)"); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		flips := map[string]int{}
+		add := func(ops []store.Operation, err error) {
+			if err != nil && !errors.Is(err, store.ErrRetry) {
+				t.Errorf("validate: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, o := range ops {
+				flips[o.OperationID]++
+			}
+		}
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Add(1)
+			go func() { defer wg.Done(); add(db.ConfirmDeploy(bg, id, "Deploy confirmed by olga.")) }()
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			d, err := db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 8})
+			add(d.Validated, err)
+		}()
+		go func() { defer wg.Done(); r, err := db.Reconcile(bg, 0, time.Hour); add(r.Validated, err) }()
+		wg.Wait()
+		r, err := db.Reconcile(bg, 0, time.Hour) // what a deadlock victim (ErrRetry) left
+		add(r.Validated, err)
+		for _, id := range ids {
+			if flips[id] != 1 {
+				t.Errorf("%s flipped %d times", id, flips[id])
+			}
+		}
+		confirmed := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ? AND note = 'Deploy confirmed by olga.'", store.StepCalledBack)
+		if all := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", store.StepCalledBack); all != len(ids) {
+			t.Fatalf("%d CALLED_BACK history rows (%d confirmed by the operator), want %d", all, confirmed, len(ids))
+		}
+		if again, err := db.ConfirmDeploy(bg, ids[0], "Deploy confirmed by olga."); err != nil || len(again) != 0 {
+			t.Fatalf("a second confirmation flipped %v (%v)", again, err)
+		}
+	})
+}

@@ -382,6 +382,14 @@ func (f *fakeAPI) retry(w http.ResponseWriter, r *http.Request) {
 	}
 	f.retries = append(f.retries, fr.view.OperationID+" by "+who)
 	f.audit = append(f.audit, map[string]any{"at": time.Now(), "actor": who, "action": "request.retry", "params": map[string]string{"operationId": fr.view.OperationID}, "requestId": "fake"})
+	if fr.view.Status == store.StatusMerged { // an overdue deploy: the retry confirms it
+		fr.move(store.StatusValidated, store.StepCalledBack, time.Now())
+		fr.view.Timeline[len(fr.view.Timeline)-1].Note = "Deploy confirmed by " + who + "."
+		fr.view.Waiting = nil
+		fr.enter("", time.Now())
+		reply(w, 202, fr.snapshot(time.Now()))
+		return
+	}
 	fr.move(store.StatusMerging, store.StepHandleStarted, time.Now())
 	fr.approved = true
 	reply(w, 202, map[string]string{"code": "ACCEPTED", "operationId": fr.view.OperationID})
@@ -456,6 +464,23 @@ func (f *fakeAPI) seedStuck(opID, subject, targetKey string, at time.Time) {
 	fr.enter("merge", at.Add(19*time.Minute))
 	fr.move(store.StatusMerging, store.StepHandlePipelinePending, at.Add(40*time.Minute))
 	fr.view.Waiting = &workflow.Waiting{Stage: "merge", WaitingFor: "an operator to retry: the pipeline did not finish in time", Since: at.Add(40 * time.Minute), BatchID: b.ID}
+}
+
+// seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
+// lists it as WAIT_MANUAL with the overdue wording (workflow/views.go deployOverdueText).
+func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("merge", at.Add(5*time.Minute))
+	fr.move(store.StatusMerging, store.StepHandleStarted, at.Add(5*time.Minute))
+	fr.enter("deploy", at.Add(9*time.Minute))
+	fr.move(store.StatusMerged, store.StepHandleMerged, at.Add(9*time.Minute))
+	fr.view.MR = &workflow.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
+	fr.view.NextAction = store.NextWaitManual
+	fr.view.NextActionText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
+	fr.view.Waiting = &workflow.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy", Since: at.Add(9 * time.Minute)}
 }
 
 // seen is what the fake received, read under its lock (the browser's requests run on the

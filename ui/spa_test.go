@@ -256,3 +256,34 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 	}
 	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+retry+`') && document.querySelector('#stuck .empty')`, 10*time.Second)
 }
+
+// A merged request whose deploy callback is overdue is in the stuck list; its button says it
+// confirms the deploy, and the request leaves the list validated.
+func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
+	api := newFakeAPI()
+	const op = "5f0c3a52-7d1e-4a8b-9c2d-222222222222"
+	api.seedOverdueDeploy(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-3*time.Hour))
+	s := startSite(t, api)
+	b := newBrowser(t, 1280, 900)
+	b.do("open bindery", chromedp.Navigate(s.URL+"/"))
+	b.waitFor("the user switcher", `document.querySelector('#user-switcher')`, 20*time.Second)
+	b.do("switch to the ops user", chromedp.SetValue(chromedp.CSS("#user-switcher"), "ops"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#user-switcher').dispatchEvent(new Event('change'))`))
+	b.click(`nav a[href="/ops"]`)
+
+	confirm := `#stuck [data-retry="` + op + `"]`
+	b.waitFor("the merged request with its confirm button", `document.querySelector('`+confirm+`')`, 10*time.Second)
+	if label := evalJS[string](b, `document.querySelector('`+confirm+`').innerText`); !strings.HasPrefix(label, "Confirm deploy") {
+		t.Fatalf("button %q, want Confirm deploy", label)
+	}
+	row := evalJS[string](b, `document.querySelector('#stuck tr[data-operation-id="`+op+`"]').innerText`)
+	if !strings.Contains(row, "Merged, waiting for deploy") || !strings.Contains(row, "Operators will retry") {
+		t.Errorf("stuck row: %s", row)
+	}
+	b.click(confirm)
+	b.waitFor("the confirmation", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Deploy confirmed for'))`, 10*time.Second)
+	if _, got, _ := api.seen(); len(got) != 1 || got[0] != op+" by ops@example.com" {
+		t.Fatalf("retries %v", got)
+	}
+	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+confirm+`')`, 10*time.Second)
+}

@@ -73,7 +73,9 @@ func (w *Workflow) currentStep(op store.Operation) (stepKind, func(context.Conte
 // it safe). A request carried by an active batch resumes its batch. A stopped single-request
 // step (failed, pending, or refused by a full pool) is handed to the workers again under this
 // instance's lease. A request of the batch path whose batch failed goes back to the waiting set.
-// Anything else — waiting for people, queued, finished — is a CONFLICT: there is no step to run.
+// A merged request whose deploy callback is overdue (reconcile.deployOverdue) is validated: the
+// operator confirms the deploy. Anything else — waiting for people, queued, finished, a deploy
+// callback not yet overdue — is a CONFLICT: there is no step to run.
 func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (RequestView, error) {
 	d, err := w.db.RequestDetail(ctx, operationID)
 	if err != nil {
@@ -95,6 +97,9 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 		if now, err := w.db.Now(ctx); err == nil && op.LeaseUntil.After(now) {
 			return RequestView{}, apperr.New(apperr.Conflict, "A step of this request is running right now; retry when it stopped.")
 		}
+	}
+	if deployOverdue(status, op.UpdatedAt, w.deployCutoff(ctx, op)) {
+		return w.confirmDeploy(ctx, operationID, actor)
 	}
 	cur := store.Request{Operation: op, Binding: *d.Binding}
 	move, k, fn, err := w.retryPlan(ctx, cur)
@@ -122,6 +127,23 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 		if _, err := w.rejectHandOff(ctx, next, err, k.failTo, handoffStepOf(k)); err != nil {
 			return RequestView{}, err
 		}
+	}
+	return w.Request(ctx, operationID)
+}
+
+// confirmDeploy validates a merged request whose deploy callback is overdue, on an operator's
+// word, through the validate path the callback and reconciliation use: the flip happens once
+// whoever races it, and the metric and the "validated" line follow only a real flip.
+func (w *Workflow) confirmDeploy(ctx context.Context, operationID, actor string) (RequestView, error) {
+	flipped, err := w.db.ConfirmDeploy(ctx, operationID, "Deploy confirmed by "+actor+".")
+	if err != nil {
+		return RequestView{}, err
+	}
+	w.validated(ctx, flipped, "operator")
+	if len(flipped) == 0 {
+		w.log.InfoContext(ctx, "retry: the deploy was already validated (a callback or reconciliation came first)", "operation", operationID, "actor", actor)
+	} else {
+		w.log.InfoContext(ctx, "retry: deploy confirmed by an operator", "operation", operationID, "actor", actor)
 	}
 	return w.Request(ctx, operationID)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"bindery/apperr"
@@ -81,17 +82,55 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (RequestView
 	if err != nil {
 		return RequestView{}, notFound(err)
 	}
-	return w.view(d, time.Now()), nil
+	cutoff := w.deployCutoff(ctx, d.Operation)
+	return w.view(d, time.Now(), cutoff), nil
 }
 
-func (w *Workflow) view(d store.RequestDetail, now time.Time) RequestView {
+// deployCutoff is the database clock minus reconcile.deployOverdue: a MERGED request unchanged
+// since before it waits for a deploy callback that is overdue. The clock is read only when one
+// of ops is MERGED; zero (nothing overdue) when none is or the clock cannot be read — the view
+// then shows the ordinary deploy wait, and the stuck list still lists the request.
+func (w *Workflow) deployCutoff(ctx context.Context, ops ...store.Operation) time.Time {
+	if !slices.ContainsFunc(ops, func(o store.Operation) bool { return o.Status == store.StatusMerged }) {
+		return time.Time{}
+	}
+	now, err := w.db.Now(ctx)
+	if err != nil {
+		w.log.WarnContext(ctx, "database clock not read; overdue deploys shown as ordinary waits", "err", err)
+		return time.Time{}
+	}
+	return now.Add(-w.cfg.Current().DeployOverdue())
+}
+
+// deployOverdue: the request merged and its deploy callback is later than reconcile.deployOverdue.
+// Reconciliation cannot validate the last merged MR of a project until a later MR of it is called
+// back, so an operator confirms the deploy (a retry).
+func deployOverdue(status store.BindingStatus, updated, cutoff time.Time) bool {
+	return status == store.StatusMerged && !cutoff.IsZero() && updated.Before(cutoff)
+}
+
+// nextAction is store.NextActionFor, except that a request whose deploy callback is overdue
+// waits for an operator.
+func nextAction(status store.BindingStatus, step store.Step, updated, cutoff time.Time) store.NextAction {
+	if deployOverdue(status, updated, cutoff) {
+		return store.NextWaitManual
+	}
+	return store.NextActionFor(status, step)
+}
+
+// deployOverdueText replaces the generic WAIT_MANUAL text: nothing failed, a report is missing.
+const deployOverdueText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: " +
+	"check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
+
+func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestView {
 	op := d.Operation
 	status := op.Status
 	var expires *time.Time
 	if d.Binding != nil {
 		status, expires = d.Binding.Status, d.Binding.ExpiresAt
 	}
-	action := store.NextActionFor(status, op.Step)
+	overdue := deployOverdue(status, op.UpdatedAt, cutoff)
+	action := nextAction(status, op.Step, op.UpdatedAt, cutoff)
 	v := RequestView{
 		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, TargetTitle: op.TargetKey,
 		Project: op.Project, Reason: op.Reason, Flow: op.Flow, Status: status,
@@ -99,6 +138,9 @@ func (w *Workflow) view(d store.RequestDetail, now time.Time) RequestView {
 		NextAction: action, NextActionText: store.NextActionText(action),
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
 		Timeline: make([]TimelineEntry, len(d.Steps)),
+	}
+	if overdue {
+		v.NextActionText = deployOverdueText
 	}
 	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
 		v.TargetTitle = t.Title
@@ -128,12 +170,12 @@ func (w *Workflow) view(d store.RequestDetail, now time.Time) RequestView {
 		}
 	}
 	v.MR, v.Pipeline = w.mrLink(op.Project, mr), w.pipelineLink(op.Project, pipeline)
-	v.Waiting = waitingFor(d, status, action, v)
+	v.Waiting = waitingFor(d, status, action, overdue, v)
 	return v
 }
 
 // waitingFor answers "why is my request waiting" in plain words; nil when it is not waiting.
-func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.NextAction, v RequestView) *Waiting {
+func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.NextAction, overdue bool, v RequestView) *Waiting {
 	if len(d.Steps) == 0 || action == store.NextNone || action == store.NextReapply {
 		return nil
 	}
@@ -145,6 +187,8 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 		mr = fmt.Sprintf("merge request !%d", v.MR.ID)
 	}
 	switch {
+	case overdue:
+		wt.Stage, wt.WaitingFor = stageDeploy, "the deploy pipeline to report that "+mr+" is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
 	case action == store.NextContactSupport:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "the maintainers: this failure will not go away by waiting"
 	case action == store.NextWaitManual:
@@ -205,19 +249,20 @@ func (w *Workflow) pipelineLink(project string, id int64) *Link {
 	return &Link{ID: id, URL: fmt.Sprintf("%s/%s/-/pipelines/%d", w.gitlabWeb(), project, id)}
 }
 
-// summary is one row of a list.
-func (w *Workflow) summary(o store.Operation) RequestSummary {
+// summary is one row of a list (cutoff: deployCutoff of the list).
+func (w *Workflow) summary(o store.Operation, cutoff time.Time) RequestSummary {
 	return RequestSummary{
 		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Status: o.Status,
-		Step: StepView{Code: int(o.Step), Name: o.Step.String()}, NextAction: store.NextActionFor(o.Status, o.Step),
+		Step: StepView{Code: int(o.Step), Name: o.Step.String()}, NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
 		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt,
 	}
 }
 
-func (w *Workflow) summaries(ops []store.Operation) []RequestSummary {
+func (w *Workflow) summaries(ctx context.Context, ops []store.Operation) []RequestSummary {
+	cutoff := w.deployCutoff(ctx, ops...)
 	out := make([]RequestSummary, len(ops))
 	for i, o := range ops {
-		out[i] = w.summary(o)
+		out[i] = w.summary(o, cutoff)
 	}
 	return out
 }
@@ -236,13 +281,15 @@ func (w *Workflow) MyRequests(ctx context.Context, subject, cursor string, limit
 	if err != nil {
 		return Page[RequestSummary]{}, badCursor(err)
 	}
-	return Page[RequestSummary]{Items: w.summaries(ops), NextCursor: next}, nil
+	return Page[RequestSummary]{Items: w.summaries(ctx, ops), NextCursor: next}, nil
 }
 
-// StuckRequests lists the requests an operator or support must act on — a failure status or a
-// pending step — longest unchanged first; a status or step filter lists those instead.
+// StuckRequests lists the requests an operator or support must act on — a failure status, a
+// pending step, or a merged request whose deploy callback is overdue (reconcile.deployOverdue) —
+// longest unchanged first; a status or step filter lists those instead.
 func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (Page[RequestSummary], error) {
-	sf := store.StuckFilter{Step: f.Step, Page: store.Page{Cursor: f.Cursor, Limit: f.Limit}, NeedsOperator: f.Status == "" && f.Step == 0}
+	sf := store.StuckFilter{Step: f.Step, Page: store.Page{Cursor: f.Cursor, Limit: f.Limit}, NeedsOperator: f.Status == "" && f.Step == 0,
+		DeployOverdue: w.cfg.Current().DeployOverdue()}
 	if f.Status != "" {
 		sf.Statuses = []store.BindingStatus{f.Status}
 	}
@@ -250,7 +297,7 @@ func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (Page[Reque
 	if err != nil {
 		return Page[RequestSummary]{}, badCursor(err)
 	}
-	return Page[RequestSummary]{Items: w.summaries(ops), NextCursor: next}, nil
+	return Page[RequestSummary]{Items: w.summaries(ctx, ops), NextCursor: next}, nil
 }
 
 // Batches lists batches newest first, each with its members.
@@ -261,15 +308,15 @@ func (w *Workflow) Batches(ctx context.Context, cursor string, limit int) (Page[
 	}
 	out := make([]BatchView, len(bs))
 	for i, b := range bs {
-		out[i] = w.batchView(b.Batch, b.Members)
+		out[i] = w.batchView(ctx, b.Batch, b.Members)
 	}
 	return Page[BatchView]{Items: out, NextCursor: next}, nil
 }
 
-func (w *Workflow) batchView(b store.Batch, members []store.Operation) BatchView {
+func (w *Workflow) batchView(ctx context.Context, b store.Batch, members []store.Operation) BatchView {
 	return BatchView{
 		ID: b.ID, Partition: b.Partition, Status: string(b.Status), MR: w.mrLink(b.Project, b.MRIID),
-		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(members), Note: b.Note,
+		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(ctx, members), Note: b.Note,
 		Failing: batch.PendingFailure(b), LastError: b.LastError, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
 	}
 }
@@ -291,7 +338,7 @@ func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
 	for i, r := range reqs {
 		ops[i] = r.Operation
 	}
-	return w.batchView(b, ops), nil
+	return w.batchView(ctx, b, ops), nil
 }
 
 // Preview renders the file a request of subject for targetKey would add. Read-only; the HTTP

@@ -95,11 +95,14 @@ export function mount(root, ctx) {
   }, 3000);
   stops.push(stuckPoll.stop);
 
+  // A merged request is listed when its deploy callback is overdue; its retry confirms the deploy
+  // (validates it), so the button says that rather than "Retry".
   function retryButton(r) {
+    const deploy = r.status === 'MERGED';
     const b = h('button', {type: 'button', 'data-focus': `retry-${r.operationId}`, 'data-retry': r.operationId},
-      'Retry', h('span', {class: 'sr-only'}, ` ${r.targetKey} for ${r.subject}`));
-    b.addEventListener('click', () => act(b, 'Retrying…', () => post(`/api/ops/requests/${encodeURIComponent(r.operationId)}/retry`, {operationId: newOperationId()}), () => {
-      tell('ok', 'Retry started for ', h('a', {href: `/requests/${encodeURIComponent(r.operationId)}`}, `${r.targetKey} (${r.subject})`), '.');
+      deploy ? 'Confirm deploy' : 'Retry', h('span', {class: 'sr-only'}, ` ${r.targetKey} for ${r.subject}`));
+    b.addEventListener('click', () => act(b, deploy ? 'Confirming…' : 'Retrying…', () => post(`/api/ops/requests/${encodeURIComponent(r.operationId)}/retry`, {operationId: newOperationId()}), () => {
+      tell('ok', deploy ? 'Deploy confirmed for ' : 'Retry started for ', h('a', {href: `/requests/${encodeURIComponent(r.operationId)}`}, `${r.targetKey} (${r.subject})`), '.');
       stuckPoll.now();
     }));
     return b;

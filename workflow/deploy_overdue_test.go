@@ -1,0 +1,202 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"bindery/store"
+	"bindery/store/storetest"
+	"bindery/workflow"
+)
+
+// The deploy callback of a project's last merged MR is lost: reconciliation has no later
+// callback to infer from, so nothing but an operator validates the request (SPEC §10: every
+// request ends terminal or visible and resolvable). Once reconcile.deployOverdue passed, it is in
+// the ops stuck list and its view says the deploy is overdue; the ops retry confirms the deploy.
+
+// lostDeploys is the batch path with every deploy callback dropped by the simulator.
+func lostDeploys(overdue string) string {
+	return strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) +
+		"reconcile:\n  minAge: 1ms\n  deployOverdue: " + overdue + "\n"
+}
+
+// mergedBatch applies for db-read as each user, approved, and runs rounds until all are MERGED
+// (one batch, one MR when the users are few).
+func (h *harness) mergedBatch(users ...string) []string {
+	h.t.Helper()
+	var ops []string
+	for _, u := range users {
+		ops = append(ops, h.approved(u, "db-read")...)
+	}
+	h.roundUntil("the batch merged", func() bool {
+		for _, op := range ops {
+			if h.view(op).Status != store.StatusMerged {
+				return false
+			}
+		}
+		return true
+	})
+	return ops
+}
+
+// stuckList is the ops stuck list as the console asks for it (no filter).
+func (h *harness) stuckList() map[string]workflow.RequestSummary {
+	h.t.Helper()
+	var page workflow.Page[workflow.RequestSummary]
+	if code := h.api("GET", "/api/ops/requests?limit=100", "ops", "", &page); code != 200 {
+		h.t.Fatalf("stuck list: %d", code)
+	}
+	out := map[string]workflow.RequestSummary{}
+	for _, s := range page.Items {
+		out[s.OperationID] = s
+	}
+	return out
+}
+
+// validatedCount is the validated metric of the project summed over every path.
+func (h *harness) validatedCount() int {
+	total := 0
+	for _, via := range []string{"callback", "reconcile", "operator"} {
+		var n int
+		fmt.Sscan(h.metric(`bindery_requests_validated_total{via="`+via+`",project="`+project+`"}`), &n)
+		total += n
+	}
+	return total
+}
+
+func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOperator(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: lostDeploys("1h")})
+		ops := h.mergedBatch("alice", "bob")
+		if res, err := h.wf.Reconcile(bg); err != nil || res.Validated != 0 {
+			t.Fatalf("reconcile without a later callback: %+v %v", res, err)
+		}
+
+		// Not overdue yet: an ordinary wait, not listed, and the retry keeps refusing.
+		if _, listed := h.stuckList()[ops[0]]; listed {
+			t.Fatal("listed as stuck before its deploy is overdue")
+		}
+		v := h.view(ops[0])
+		if v.NextAction != store.NextWait || v.Waiting == nil || strings.Contains(v.Waiting.WaitingFor, "overdue") {
+			t.Fatalf("before overdue: %s %+v", v.NextAction, v.Waiting)
+		}
+		var e struct{ Code, Message string }
+		if code := h.api("POST", "/api/ops/requests/"+ops[0]+"/retry", "ops", `{"operationId":"early-retry"}`, &e); code != 409 ||
+			!strings.Contains(e.Message, "merged and waiting for the deploy pipeline; reconciliation validates it") {
+			t.Fatalf("retry before overdue: %d %+v", code, e)
+		}
+
+		h.reconfigure(true, lostDeploys("1s"))
+		h.waitFor("both listed as stuck", func() bool { l := h.stuckList(); _, a := l[ops[0]]; _, b := l[ops[1]]; return a && b })
+		for id, s := range h.stuckList() {
+			if s.Status == store.StatusMerged && s.NextAction != store.NextWaitManual {
+				t.Fatalf("%s listed with next action %s", id, s.NextAction)
+			}
+		}
+		v = h.view(ops[0])
+		if v.Status != store.StatusMerged || v.NextAction != store.NextWaitManual || !strings.Contains(v.NextActionText, "check the deploy pipeline") ||
+			!strings.Contains(v.NextActionText, "operator can confirm the deploy") || v.Waiting == nil ||
+			!strings.Contains(v.Waiting.WaitingFor, "overdue") || v.Waiting.Stage != "deploy" {
+			t.Fatalf("overdue view: %s %q %+v", v.NextAction, v.NextActionText, v.Waiting)
+		}
+
+		if code := h.api("POST", "/api/ops/requests/"+ops[0]+"/retry", "ops", `{"operationId":"confirm-1"}`, &v); code != 202 {
+			t.Fatalf("retry of an overdue deploy: %d", code)
+		}
+		if v.Status != store.StatusValidated || v.Step.Code != int(store.StepCalledBack) || v.NextAction != store.NextNone {
+			t.Fatalf("after the confirmation: %s/%s/%s", v.Status, v.Step.Name, v.NextAction)
+		}
+		if last := v.Timeline[len(v.Timeline)-1]; !strings.HasPrefix(last.Note, "Deploy confirmed by ") {
+			t.Fatalf("timeline ends with %+v", last)
+		}
+		if v.ExpiresAt == nil {
+			t.Fatal("no expiry after validation (db-read has a ttl)")
+		}
+		if got := h.metric(`bindery_requests_validated_total{via="operator",project="` + project + `"}`); got != "1" {
+			t.Fatalf("operator-validated metric %q", got)
+		}
+		if got := h.validatedLines(ops[0]); len(got) != 1 {
+			t.Fatalf("validated logged %d times: %q", len(got), got)
+		}
+		var audit workflow.Page[store.AuditEntry]
+		h.api("GET", "/api/ops/audit?limit=10", "ops", "", &audit)
+		if !auditHas(audit.Items, "ops.requests.retry", ops[0]) {
+			t.Fatalf("the confirmation is not audited: %+v", audit.Items)
+		}
+
+		// Once validated, a second retry has nothing to do; the other request still waits.
+		if code := h.api("POST", "/api/ops/requests/"+ops[0]+"/retry", "ops", `{"operationId":"confirm-2"}`, &e); code != 409 {
+			t.Fatalf("second retry: %d %+v", code, e)
+		}
+		l := h.stuckList()
+		if _, listed := l[ops[0]]; listed {
+			t.Fatal("still listed after the confirmation")
+		}
+		if _, listed := l[ops[1]]; !listed || h.view(ops[1]).Status != store.StatusMerged {
+			t.Fatal("the other request was not left to its own confirmation")
+		}
+		if n := h.validatedCount(); n != 1 {
+			t.Fatalf("validated counted %d times", n)
+		}
+	})
+}
+
+func auditHas(entries []store.AuditEntry, action, request string) bool {
+	for _, e := range entries {
+		var p map[string]any
+		if e.Action == action && json.Unmarshal(e.Params, &p) == nil && p["request"] == request {
+			return true
+		}
+	}
+	return false
+}
+
+// The deploy callback arrives while operators confirm the same requests: each is validated
+// once, counted once and logged once, whoever wins.
+func TestAnOverdueDeployConfirmedWhileItsCallbackArrivesValidatesOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: lostDeploys("1ms")})
+		ops := h.mergedBatch("alice", "bob", "carol@example.com", "dave@example.com")
+		mr := h.view(ops[0]).MR
+		if mr == nil {
+			t.Fatal("no MR")
+		}
+		h.waitFor("all listed as stuck", func() bool { return len(h.stuckList()) == len(ops) })
+		var wg sync.WaitGroup
+		codes := make([]int, len(ops))
+		for i, op := range ops {
+			wg.Add(1)
+			go func() { defer wg.Done(); codes[i] = h.retry(op) }()
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); h.deploy(workflow.DeployCallback{Project: project, MRIID: mr.ID}) }()
+		go func() {
+			defer wg.Done()
+			if _, err := h.wf.Reconcile(bg); err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+		for i, op := range ops {
+			// 202: confirmed or found validated; 409: validated before the retry read it.
+			if codes[i] != 202 && codes[i] != 409 {
+				t.Errorf("retry of %s: %d", op, codes[i])
+			}
+			if v := h.view(op); v.Status != store.StatusValidated {
+				t.Fatalf("%s: %s", op, v.Status)
+			}
+			if got := h.validatedLines(op); len(got) != 1 {
+				t.Fatalf("%s validated logged %d times: %q", op, len(got), got)
+			}
+		}
+		if n := h.validatedCount(); n != len(ops) {
+			t.Fatalf("validated counted %d times for %d requests", n, len(ops))
+		}
+		if n := len(h.stuckList()); n != 0 {
+			t.Fatalf("%d still listed as stuck", n)
+		}
+	})
+}
