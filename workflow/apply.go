@@ -80,5 +80,6 @@ func (w *Workflow) resent(ctx context.Context, in ApplyInput, targetKey string, 
 	if d.Binding != nil {
 		st = d.Binding.Status
 	}
-	return ApplyResult{Code: CodeDuplicateSubmit, OperationID: in.OperationID, Status: st, NextAction: store.NextActionFor(st, step)}, nil
+	next := nextAction(st, step, d.Operation.UpdatedAt, w.deployCutoff(ctx, d.Operation))
+	return ApplyResult{Code: CodeDuplicateSubmit, OperationID: in.OperationID, Status: st, NextAction: next}, nil
 }

@@ -102,6 +102,15 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 			!strings.Contains(v.Waiting.WaitingFor, "overdue") || v.Waiting.Stage != "deploy" {
 			t.Fatalf("overdue view: %s %q %+v", v.NextAction, v.NextActionText, v.Waiting)
 		}
+		// A resend of bob's application whose idempotency record is gone answers as the view does.
+		if _, err := db.Raw().ExecContext(bg, "DELETE FROM idempotency_record WHERE idem_key = ?", ops[1]); err != nil {
+			t.Fatal(err)
+		}
+		var res workflow.ApplyResult
+		body := fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"for the test"}`, ops[1])
+		if code := h.api("POST", "/api/apply", "bob", body, &res); code != 202 || res.Code != workflow.CodeDuplicateSubmit || res.NextAction != store.NextWaitManual {
+			t.Fatalf("resend of an overdue request: %d %+v", code, res)
+		}
 
 		if code := h.api("POST", "/api/ops/requests/"+ops[0]+"/retry", "ops", `{"operationId":"confirm-1"}`, &v); code != 202 {
 			t.Fatalf("retry of an overdue deploy: %d", code)
