@@ -87,6 +87,11 @@ func (c *checker) timeline(operationID string) string {
 	return "    " + strings.Join(rows, "\n    ")
 }
 
+// deployOverdue is the cluster's reconcile.deployOverdue: a MERGED request unchanged for longer is
+// in the ops stuck list, and the drain's operator confirms its deploy when the late traffic of
+// its project did not get it validated.
+const deployOverdue = 30 * time.Second
+
 // leftovers: after the drain every request is finished. A request that is not is named with
 // its state, whether the ops console lists it (a visible state an operator resolves) and its
 // timeline.
@@ -116,7 +121,8 @@ func (c *checker) leftovers(quiet bool) {
 			c.t.Errorf("… and %d more unfinished requests", len(ls)-20)
 			break
 		}
-		visible := l.status == "CREATE_FAILED" || l.status == "HANDLE_FAILED" || (l.step >= 10501 && l.step < 10601)
+		visible := l.status == "CREATE_FAILED" || l.status == "HANDLE_FAILED" || (l.step >= 10501 && l.step < 10601) ||
+			(l.status == "MERGED" && time.Since(l.at) > deployOverdue)
 		c.t.Errorf("request %s unfinished after the drain: status %s step %d batch %d lease %q, unchanged since %s; in the ops console's stuck list: %t; timeline:\n%s",
 			l.id, l.status, l.step, l.batch, l.owner, l.at.Format(time.RFC3339Nano), visible, c.timeline(l.id))
 	}

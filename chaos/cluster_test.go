@@ -128,6 +128,7 @@ poll:
   timeout: 12s
 reconcile:
   minAge: 2s
+  deployOverdue: 30s # chaos/check_test.go deployOverdue
 cron:
   rounds: "@every 1s"
   reconcile: "@every 2s"
