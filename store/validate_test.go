@@ -179,7 +179,9 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 func TestAnExpiredLeaseIsTakenOverAndFencesTheOldHolder(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
-		held, err := db.AcquireOperationLease(bg, "op-1", "i1", 50*time.Millisecond)
+		// Leases of a second: long enough that the "still live" checks below run inside them on a
+		// loaded machine (50 ms did not always), short enough to wait for.
+		held, err := db.AcquireOperationLease(bg, "op-1", "i1", time.Second)
 		if err != nil || held.LeaseOwner != "i1" {
 			t.Fatalf("acquire: %+v %v", held, err)
 		}
@@ -217,7 +219,7 @@ func TestAnExpiredLeaseIsTakenOverAndFencesTheOldHolder(t *testing.T) {
 
 		// Batches: the claim's lease, a takeover, a fenced settlement.
 		queued(t, db, "team/a", 2)
-		c, err := db.Claim(bg, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5, Owner: "i1", Lease: 50 * time.Millisecond})
+		c, err := db.Claim(bg, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5, Owner: "i1", Lease: time.Second})
 		if err != nil || c.Outcome != store.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
