@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"bindery/logging/logtest"
 )
 
 var simURLRE = regexp.MustCompile(`listening at (http://[0-9.:]+)`)
@@ -18,7 +20,7 @@ var simURLRE = regexp.MustCompile(`listening at (http://[0-9.:]+)`)
 func startSim(t *testing.T, args ...string) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuf{}
+	out := &logtest.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"sim", "-addr", "127.0.0.1:0"}, args...), out, io.Discard) }()
 	deadline := time.Now().Add(10 * time.Second)
@@ -102,7 +104,7 @@ func TestSimCommandRefusesBadFlags(t *testing.T) {
 		{[]string{"sim", "-config", "/no/such/file.yaml", "-addr", "127.0.0.1:0"}, 1, "no such file"},
 		{[]string{"sim", "-h"}, 0, "-bindery"},
 	} {
-		out := &syncBuf{}
+		out := &logtest.Buffer{}
 		if code := run(context.Background(), tc.args, out, out); code != tc.code || !strings.Contains(out.String(), tc.out) {
 			t.Errorf("%v: exit %d, want %d; output %s", tc.args, code, tc.code, out.String())
 		}

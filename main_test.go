@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"bindery/logging/logtest"
 )
 
 func TestCommandLineExitCodes(t *testing.T) {
@@ -49,7 +50,7 @@ var urlRE = regexp.MustCompile(`running at (http://[0-9.:]+)`)
 func startDemo(t *testing.T, dir string) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuf{}
+	out := &logtest.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"demo", "-addr", "127.0.0.1:0", "-data", dir}, out, io.Discard) }()
 	deadline := time.Now().Add(10 * time.Second)
@@ -96,23 +97,6 @@ func TestMigrateCommandIsIdempotent(t *testing.T) {
 			t.Fatalf("run %d: %s", i, out.String())
 		}
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestSmokeCommandPassesAgainstDemoAndExitsNonZeroOnAMismatch(t *testing.T) {

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"bindery/app"
+	"bindery/logging/logtest"
 	"bindery/schema"
 	"bindery/store/storetest"
 	"bindery/ui"
@@ -23,25 +23,8 @@ import (
 type booted struct {
 	*app.App
 	configPath string
-	logs       *lockedBuffer
+	logs       *logtest.Buffer
 	stop       func() error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // boot starts the whole product in demo mode on :0 against dsn with the given config text.
@@ -63,7 +46,7 @@ func bootMode(t *testing.T, mode app.Mode, dsn, configText string) *booted {
 	if err := os.WriteFile(path, []byte(configText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	a, err := app.New(context.Background(), app.Options{
 		Mode: mode, ConfigPath: path, Addr: "127.0.0.1:0", DSN: dsn,
 		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs,

@@ -17,6 +17,7 @@ import (
 
 	"bindery/app"
 	"bindery/config"
+	"bindery/logging/logtest"
 	"bindery/schema"
 	"bindery/sim"
 	"bindery/store"
@@ -125,7 +126,7 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	}
 	var instances []*app.App
 	for _, addr := range []string{addrA, "127.0.0.1:0"} {
-		logs := &lockedBuffer{}
+		logs := &logtest.Buffer{}
 		a, err := app.New(context.Background(), app.Options{
 			Mode: app.ModeServe, ConfigPath: path, Addr: addr, DSN: dsn,
 			Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"bindery/app"
+	"bindery/logging/logtest"
 	"bindery/schema"
 	"bindery/store"
 	"bindery/ui"
@@ -51,13 +52,13 @@ func demoDir(t *testing.T, edits ...string) (dir, configPath, dsn string) {
 // demo is one running `bindery demo` process.
 type demo struct {
 	*app.App
-	logs *lockedBuffer
+	logs *logtest.Buffer
 	stop func() error
 }
 
 func startDemo(t *testing.T, configPath, dsn string) *demo {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	a, err := app.New(context.Background(), app.Options{
 		Mode: app.ModeDemo, ConfigPath: configPath, Addr: "127.0.0.1:0", DSN: dsn,
 		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services,

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"bindery/change"
 	"bindery/config"
 	"bindery/gitlab"
+	"bindery/logging/logtest"
 	"bindery/metric"
 	"bindery/sim"
 	"bindery/store"
@@ -124,43 +124,7 @@ type env struct {
 	// failClose, while set, answers every MR update (the close) with a 500 before the simulator
 	// sees it: GitLab failing while a batch is settled.
 	failClose atomic.Bool
-	logs      *logBuffer // every service's log, text
-}
-
-// logBuffer collects log lines from concurrent writers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// reset forgets what was logged so far (what a test set up).
-func (l *logBuffer) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Reset()
-}
-
-// lines returns the logged lines that contain every one of parts.
-func (l *logBuffer) lines(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		ok := line != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
+	logs      *logtest.Buffer // every service's log, text
 }
 
 // mrUpdate is PUT …/merge_requests/:iid (the close), not …/merge or …/rebase.
@@ -168,7 +132,7 @@ var mrUpdate = regexp.MustCompile(`/merge_requests/[0-9]+$`)
 
 func setup(t *testing.T, db *store.DB, s settings) *env {
 	t.Helper()
-	e := &env{db: db, src: config.NewStatic(config.MustParse(s.config())), sink: &sink{seen: map[string]int{}}, logs: &logBuffer{}}
+	e := &env{db: db, src: config.NewStatic(config.MustParse(s.config())), sink: &sink{seen: map[string]int{}}, logs: &logtest.Buffer{}}
 	var clock sim.Clock
 	if s.manualClock {
 		e.clock = sim.NewManualClock(time.Now())

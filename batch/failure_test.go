@@ -457,10 +457,10 @@ func TestAMomentarilyUnavailableGitLabIsRetriedByTheRunnerHoldingItsLease(t *tes
 		if n, err := other.Sweep(bg); err != nil || n != 0 {
 			t.Fatalf("another instance's sweep took over %d batches (%v)", n, err)
 		}
-		if l := e.logs.lines("instance=i1", "gave up on an unavailable dependency"); len(l) != 0 {
+		if l := e.logs.Lines("instance=i1", "gave up on an unavailable dependency"); len(l) != 0 {
 			t.Fatalf("the runner gave the batch up: %s", l)
 		}
-		if l := e.logs.lines("instance=i1", "retrying", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 3 {
+		if l := e.logs.Lines("instance=i1", "retrying", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 3 {
 			t.Fatalf("want 3 logged retries, got %q", l)
 		}
 	})

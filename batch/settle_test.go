@@ -158,8 +158,8 @@ func TestASweepThatLosesTheSettlementToAnOperatorIsNoError(t *testing.T) {
 		}
 		e.beforeClose.Store(&settle) // the operator settles while the sweep closes the MR
 		// The runner logs "batch blocked" after its write: wait for it before forgetting the setup.
-		waitFor(t, "the runner to stop", func() bool { return len(e.logs.lines("batch blocked")) > 0 })
-		e.logs.reset()
+		waitFor(t, "the runner to stop", func() bool { return len(e.logs.Lines("batch blocked")) > 0 })
+		e.logs.Reset()
 
 		if n, err := svc.Sweep(bg); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
@@ -173,7 +173,7 @@ func TestASweepThatLosesTheSettlementToAnOperatorIsNoError(t *testing.T) {
 			}
 		}
 		for _, level := range []string{"level=WARN", "level=ERROR"} {
-			if l := e.logs.lines(level, fmt.Sprintf("batch=%d ", b.ID)); len(l) > 0 {
+			if l := e.logs.Lines(level, fmt.Sprintf("batch=%d ", b.ID)); len(l) > 0 {
 				t.Fatalf("a lost settlement logged as a fault: %s", l)
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"bindery/approval"
 	"bindery/config"
 	"bindery/logging"
+	"bindery/logging/logtest"
 	"bindery/metric"
 	"bindery/ratelimit"
 	"bindery/store"
@@ -100,20 +100,8 @@ type harness struct {
 	perms   *fakePermissions
 	set     *metrics.Set
 	limiter *ratelimit.Limiter
-	logs    *syncBuffer
+	logs    *logtest.Buffer
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func setup(t testing.TB, o options) *harness {
 	t.Helper()
@@ -121,7 +109,7 @@ func setup(t testing.TB, o options) *harness {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, configYAML(o.config))
 	}
-	h := &harness{t: t, src: config.NewStatic(snap), db: o.db, wf: newFakeWorkflow(), perms: newFakePermissions(), set: metrics.NewSet(), logs: &syncBuffer{}}
+	h := &harness{t: t, src: config.NewStatic(snap), db: o.db, wf: newFakeWorkflow(), perms: newFakePermissions(), set: metrics.NewSet(), logs: &logtest.Buffer{}}
 	if h.db == nil {
 		h.db = storetest.SQLite(t)
 	}

@@ -23,6 +23,7 @@ import (
 	"bindery/config"
 	"bindery/gitlab"
 	"bindery/logging"
+	"bindery/logging/logtest"
 	"bindery/metric"
 	"bindery/permission"
 	"bindery/server"
@@ -114,7 +115,7 @@ type harness struct {
 	fake    *fakeBatches
 	set     *metrics.Set
 	url     string
-	logs    *syncBuffer
+	logs    *logtest.Buffer
 	handler *atomic.Value
 	log     *slog.Logger
 	gl      gitlab.API
@@ -216,18 +217,6 @@ func (h *harness) crash() {
 	_ = h.currentPool().Shutdown(ctx)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // options tune setup.
 type options struct {
 	approvalFirst bool
@@ -244,7 +233,7 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 	if o.extra == "" {
 		o.extra = fastSims
 	}
-	h := &harness{t: t, db: db, set: metrics.NewSet(), logs: &syncBuffer{}}
+	h := &harness{t: t, db: db, set: metrics.NewSet(), logs: &logtest.Buffer{}}
 	snap, err := config.Parse([]byte(configFor(o.approvalFirst, o.extra)))
 	if err != nil {
 		t.Fatalf("config: %v", err)
