@@ -70,6 +70,39 @@ func (c *checker) none(what, q string, args ...any) {
 	c.t.Errorf("%s: %d violation(s):\n  %s", what, len(rows), strings.Join(shown, "\n  "))
 }
 
+// scanAll runs q and scans each row into a new T with scan.
+func scanAll[T any](db *sql.DB, scan func(*sql.Rows, *T) error, q string, args ...any) ([]T, error) {
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := scan(rows, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// column runs q, which selects one column, and returns its values.
+func column[T any](db *sql.DB, q string, args ...any) ([]T, error) {
+	return scanAll(db, func(r *sql.Rows, v *T) error { return r.Scan(v) }, q, args...)
+}
+
+// all is scanAll for the checker: a failing query fails the test.
+func all[T any](c *checker, scan func(*sql.Rows, *T) error, q string, args ...any) []T {
+	c.t.Helper()
+	out, err := scanAll(c.db, scan, q, args...)
+	if err != nil {
+		c.t.Fatalf("%s: %v", oneLine(q), err)
+	}
+	return out
+}
+
 func (c *checker) count(q string, args ...any) int {
 	c.t.Helper()
 	var n int
@@ -97,25 +130,14 @@ const deployOverdue = 30 * time.Second
 // timeline.
 func (c *checker) leftovers(quiet bool) {
 	c.t.Helper()
-	rows, err := c.db.Query(`SELECT operation_id, status, step, COALESCE(batch_id, 0), COALESCE(lease_owner, ''), updated_at FROM operation WHERE NOT ` + terminalSQL + ` ORDER BY id`)
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	type left struct {
 		id, status, owner string
 		step              int
 		batch             int64
 		at                time.Time
 	}
-	var ls []left
-	for rows.Next() {
-		var l left
-		if err := rows.Scan(&l.id, &l.status, &l.step, &l.batch, &l.owner, &l.at); err != nil {
-			c.t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
-	rows.Close()
+	ls := all(c, func(r *sql.Rows, l *left) error { return r.Scan(&l.id, &l.status, &l.step, &l.batch, &l.owner, &l.at) },
+		`SELECT operation_id, status, step, COALESCE(batch_id, 0), COALESCE(lease_owner, ''), updated_at FROM operation WHERE NOT `+terminalSQL+` ORDER BY id`)
 	for i, l := range ls {
 		if i == 20 {
 			c.t.Errorf("… and %d more unfinished requests", len(ls)-20)
@@ -142,16 +164,10 @@ func (c *checker) accepted(acc []accepted) {
 			ids[i] = a.id
 		}
 		found := map[string]bool{}
-		rows, err := c.db.Query(`SELECT operation_id FROM operation WHERE operation_id IN (`+placeholders(len(ids))+`)`, ids...)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		for rows.Next() {
-			var id string
-			_ = rows.Scan(&id)
+		q := `SELECT operation_id FROM operation WHERE operation_id IN (` + placeholders(len(ids)) + `)`
+		for _, id := range all(c, func(r *sql.Rows, id *string) error { return r.Scan(id) }, q, ids...) {
 			found[id] = true
 		}
-		rows.Close()
 		for _, a := range chunk {
 			if !found[a.id] {
 				missing = append(missing, a.id)
@@ -260,23 +276,12 @@ func (c *checker) mergeRequests() {
 			c.t.Errorf("MR %s merged %d times (the simulator's deploy log has one entry per merge)", mr, n)
 		}
 	}
-	rows, err := c.db.Query(`SELECT id, project, mr_iid, status FROM merge_batch WHERE mr_iid IS NOT NULL ORDER BY id`)
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	type b struct {
 		id, iid         int64
 		project, status string
 	}
-	var bs []b
-	for rows.Next() {
-		var x b
-		if err := rows.Scan(&x.id, &x.project, &x.iid, &x.status); err != nil {
-			c.t.Fatal(err)
-		}
-		bs = append(bs, x)
-	}
-	rows.Close()
+	bs := all(c, func(r *sql.Rows, x *b) error { return r.Scan(&x.id, &x.project, &x.iid, &x.status) },
+		`SELECT id, project, mr_iid, status FROM merge_batch WHERE mr_iid IS NOT NULL ORDER BY id`)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	byMR := map[string]int64{}
 	for _, x := range bs {
@@ -480,21 +485,10 @@ func (s *slotSampler) run(stop <-chan struct{}) {
 // (CLOSED) has none. Nothing merged is lost and nothing closed lingers.
 func (c *checker) repository() {
 	c.t.Helper()
-	rows, err := c.db.Query(`SELECT b.subject_id, b.target_key, b.status, b.operation_id, o.project FROM binding b
-		JOIN operation o ON o.operation_id = b.operation_id WHERE b.status IN ('VALIDATED', 'CLOSED') ORDER BY b.id`)
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	type rel struct{ subject, target, status, op, project string }
-	var rels []rel
-	for rows.Next() {
-		var r rel
-		if err := rows.Scan(&r.subject, &r.target, &r.status, &r.op, &r.project); err != nil {
-			c.t.Fatal(err)
-		}
-		rels = append(rels, r)
-	}
-	rows.Close()
+	rels := all(c, func(r *sql.Rows, x *rel) error { return r.Scan(&x.subject, &x.target, &x.status, &x.op, &x.project) },
+		`SELECT b.subject_id, b.target_key, b.status, b.operation_id, o.project FROM binding b
+		JOIN operation o ON o.operation_id = b.operation_id WHERE b.status IN ('VALIDATED', 'CLOSED') ORDER BY b.id`)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	bad := 0
 	for _, r := range rels {

@@ -92,19 +92,11 @@ func (o *operator) key(kind string) string {
 // the next MR there — in production the next day's traffic; here one application per project,
 // as a user would send after the faults are gone. They are counted in the summary.
 func (o *operator) lateTraffic(ctx context.Context, t *testing.T) {
-	rows, err := o.db.Query(`SELECT DISTINCT project FROM operation WHERE status = 'MERGED' AND updated_at < NOW(6) - INTERVAL 10 SECOND`)
+	projects, err := column[string](o.db, `SELECT DISTINCT project FROM operation WHERE status = 'MERGED' AND updated_at < NOW(6) - INTERVAL 10 SECOND`)
 	if err != nil {
 		t.Logf("late traffic: %v", err)
 		return
 	}
-	var projects []string
-	for rows.Next() {
-		var p string
-		if rows.Scan(&p) == nil {
-			projects = append(projects, p)
-		}
-	}
-	rows.Close()
 	for _, p := range projects {
 		if time.Since(o.lateAt[p]) < 20*time.Second {
 			continue
@@ -124,16 +116,10 @@ func (o *operator) act(ctx context.Context, t *testing.T) {
 	o.lateTraffic(ctx, t)
 	// Batches stopped at BLOCKED (a pipeline that never ends) hold their partition until
 	// batch.blockedTimeout; an operator settles them (the MR is closed, its members go back).
-	rows, err := o.db.Query(`SELECT id FROM merge_batch WHERE status = 'BLOCKED'`)
-	if err == nil {
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if rows.Scan(&id) == nil {
-				ids = append(ids, id)
-			}
-		}
-		rows.Close()
+	ids, err := column[int64](o.db, `SELECT id FROM merge_batch WHERE status = 'BLOCKED'`)
+	if err != nil {
+		t.Logf("operator: blocked batches: %v", err)
+	} else {
 		for _, id := range ids {
 			status, _ := o.c.call(ctx, "POST", fmt.Sprintf("/api/ops/batches/%d/settle", id), opsIdentity, fmt.Sprintf(`{"operationId":%q}`, o.key("settle")))
 			o.tally.add(fmt.Sprintf("settle.%d", status), 1)
