@@ -50,10 +50,7 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 	}
 
 	// Idle: after start-up work and the first heartbeat (a short wait in -quick).
-	settle := 3 * time.Second
-	if e.quick {
-		settle = 300 * time.Millisecond
-	}
+	settle := quickOr(e, 3*time.Second, 300*time.Millisecond)
 	var first, restart, version, idle, helloIdle []float64
 	for run := range e.runs {
 		runDir := filepath.Join(dir, fmt.Sprintf("run-%d", run))

@@ -24,10 +24,7 @@ func httpSection(ctx context.Context, e *env) (string, []goal, error) {
 	if e.mysql != "" {
 		kinds = append(kinds, "mysql")
 	}
-	warmup := time.Second
-	if e.quick {
-		warmup = 200 * time.Millisecond
-	}
+	warmup := quickOr(e, time.Second, 200*time.Millisecond)
 	var body strings.Builder
 	fmt.Fprintf(&body, "The built binary (`CGO_ENABLED=0 go build`), `bindery sim` and `bindery serve` on a generated configuration "+
 		"(rate limits off, applications open, every request from a distinct identity in the login header of a trusted "+

@@ -87,6 +87,14 @@ type env struct {
 	rssUnderLoad []float64
 }
 
+// quickOr is full, or quick when -quick asks for a smoke of every section.
+func quickOr[T any](e *env, full, quick T) T {
+	if e.quick {
+		return quick
+	}
+	return full
+}
+
 const usage = `Usage: go run ./bench [flags]
 
 Measures bindery against its baselines (SPEC §9) and rewrites BENCHMARKS.md below its

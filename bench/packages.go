@@ -12,10 +12,7 @@ import (
 
 // chainSection: BenchmarkChainOverhead in server/bench_test.go, every route bare and chained.
 func chainSection(ctx context.Context, e *env) (string, []goal, error) {
-	benchtime := "1s"
-	if e.quick {
-		benchtime = "100ms"
-	}
+	benchtime := quickOr(e, "1s", "100ms")
 	runs, err := goBench(ctx, e, "./server", "ChainOverhead", benchtime, []string{"-benchmem"})
 	if err != nil {
 		return "", nil, err
@@ -49,10 +46,7 @@ func chainSection(ctx context.Context, e *env) (string, []goal, error) {
 
 // limiterSection: BenchmarkCheck and BenchmarkMemoryPerKey in ratelimit/bench_test.go.
 func limiterSection(ctx context.Context, e *env) (string, []goal, error) {
-	benchtime := "300ms" // the checks take about 100 ns: millions of them per run
-	if e.quick {
-		benchtime = "50ms"
-	}
+	benchtime := quickOr(e, "300ms", "50ms") // the checks take about 100 ns: millions of them per run
 	runs, err := goBench(ctx, e, "./ratelimit", ".", benchtime, nil)
 	if err != nil {
 		return "", nil, err
@@ -98,10 +92,7 @@ func enqueueSection(ctx context.Context, e *env) (string, []goal, error) {
 	if e.mysql == "" {
 		return "Not measured: MariaDB only (run without `-mysql ''`).\n", []goal{{"enqueue p99 during a 1,000-row claim", "≤ 2× idle", "—", notMeasured}}, nil
 	}
-	benchtime := "5x"
-	if e.quick {
-		benchtime = "1x"
-	}
+	benchtime := quickOr(e, "5x", "1x")
 	runs, err := goBench(ctx, e, "./store", "EnqueueDuringOpenClaim", benchtime, nil)
 	if err != nil {
 		return "", nil, err
@@ -134,10 +125,7 @@ func enqueueSection(ctx context.Context, e *env) (string, []goal, error) {
 
 // scaleSection: BenchmarkScale in store/bench_test.go on both databases.
 func scaleSection(ctx context.Context, e *env) (string, []goal, error) {
-	sizes := []int{10, 1000, 100_000}
-	if e.quick {
-		sizes = []int{10, 200}
-	}
+	sizes := quickOr(e, []int{10, 1000, 100_000}, []int{10, 200})
 	var list []string
 	for _, n := range sizes {
 		list = append(list, strconv.Itoa(n))
