@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"bindery/config"
+	"bindery/proc"
 	"bindery/sim"
 	"bindery/store"
 )
@@ -143,7 +144,7 @@ func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run in
 		return e2eResult{}, err
 	}
 	defer db.drop()
-	addr, err := freeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return e2eResult{}, err
 	}
@@ -306,7 +307,7 @@ func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
 			return total, fmt.Errorf("request %s ended %s%s", pending[0].id, s, breakdown(pending, status))
 		case time.Since(progress) > 2*time.Minute:
 			return total, fmt.Errorf("no request validated for 2 minutes, %d of %d pending%s\nserve log:\n%s", len(pending), len(ids),
-				breakdown(pending, status), st.serve.logTail())
+				breakdown(pending, status), st.serve.Tail(15))
 		}
 		if time.Since(lastOperator) >= time.Second || s.Failed() {
 			if err := operator(); err != nil {

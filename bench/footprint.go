@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"bindery/proc"
 )
 
 // footprintSection: binary size against hello-world binaries built the same way, start-to-ready
@@ -36,16 +38,16 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 	}
 	// The simulators are up so that nothing in serve's start waits on an unreachable service;
 	// they are not part of what is timed.
-	simAddr, err := freeAddr()
+	simAddr, err := proc.FreeAddr()
 	if err != nil {
 		return "", nil, err
 	}
-	sim, err := startProcess(ctx, e, "sim", bin, "sim", "-addr", simAddr)
+	sim, err := proc.Start(ctx, e.work, nil, "sim", bin, "sim", "-addr", simAddr)
 	if err != nil {
 		return "", nil, err
 	}
-	defer sim.stop()
-	if err := waitReady(ctx, sim, "http://"+simAddr+"/healthz", 30*time.Second); err != nil {
+	defer sim.Stop()
+	if err := proc.WaitReady(ctx, sim, "http://"+simAddr+"/healthz", 30*time.Second); err != nil {
 		return "", nil, err
 	}
 
@@ -58,7 +60,7 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 			return "", nil, err
 		}
 		db, _ := newDatabase(ctx, e, "sqlite", runDir)
-		addr, err := freeAddr()
+		addr, err := proc.FreeAddr()
 		if err != nil {
 			return "", nil, err
 		}
@@ -76,14 +78,14 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 			*into = append(*into, d)
 			if i == 1 {
 				time.Sleep(settle)
-				cur, _, err := p.rss()
+				cur, _, err := rssOf(p)
 				if err != nil {
-					p.stop()
+					p.Stop()
 					return "", nil, err
 				}
 				idle = append(idle, cur)
 			}
-			p.stop()
+			p.Stop()
 		}
 		d, err := execTime(ctx, bin, "version")
 		if err != nil {
@@ -91,7 +93,7 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 		}
 		version = append(version, d)
 
-		haddr, err := freeAddr()
+		haddr, err := proc.FreeAddr()
 		if err != nil {
 			return "", nil, err
 		}
@@ -100,8 +102,8 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 			return "", nil, err
 		}
 		time.Sleep(settle)
-		cur, _, err := hp.rss()
-		hp.stop()
+		cur, _, err := rssOf(hp)
+		hp.Stop()
 		if err != nil {
 			return "", nil, err
 		}
@@ -135,14 +137,14 @@ func footprintSection(ctx context.Context, e *env) (string, []goal, error) {
 
 // startToReady execs bin with args and polls readyURL until it answers 200; it returns the time
 // from the exec and the running process (the caller stops it).
-func startToReady(ctx context.Context, e *env, bin, readyURL string, args ...string) (float64, *process, error) {
+func startToReady(ctx context.Context, e *env, bin, readyURL string, args ...string) (float64, *proc.Process, error) {
 	start := time.Now()
-	p, err := startProcess(ctx, e, filepath.Base(bin), bin, args...)
+	p, err := proc.Start(ctx, e.work, nil, filepath.Base(bin), bin, args...)
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := waitReady(ctx, p, readyURL, 30*time.Second); err != nil {
-		p.stop()
+	if err := proc.WaitReady(ctx, p, readyURL, 30*time.Second); err != nil {
+		p.Stop()
 		return 0, nil, err
 	}
 	return float64(time.Since(start)), p, nil
@@ -192,7 +194,7 @@ func main() {
 			return "", "", err
 		}
 		*h.out = filepath.Join(dir, h.name)
-		if err := goBuild(ctx, dir, *h.out, "."); err != nil {
+		if err := proc.Build(ctx, dir, *h.out, "."); err != nil {
 			return "", "", err
 		}
 	}

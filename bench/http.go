@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"bindery/proc"
 	"bindery/store"
 )
 
@@ -119,7 +120,7 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 
 	var health, apply, status endpointRuns
 	var peak []float64
-	probe := loadProbe{pids: map[string]int{"bindery serve": st.serve.cmd.Process.Pid, "bindery sim": st.sim.cmd.Process.Pid}, pprof: st.pprof}
+	probe := loadProbe{pids: map[string]int{"bindery serve": st.serve.Pid(), "bindery sim": st.sim.Pid()}, pprof: st.pprof}
 	if kind == "mysql" {
 		probe.pids["database server"] = findProcess("mariadbd", "mysqld")
 		probe.mysqlDSN = e.mysql
@@ -210,7 +211,7 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 
 // sampleRSS reads p's resident set every 50 ms until the returned function is called, which
 // answers the largest value seen.
-func sampleRSS(p *process) func() float64 {
+func sampleRSS(p *proc.Process) func() float64 {
 	stop := make(chan struct{})
 	var mu sync.Mutex
 	var largest float64
@@ -221,7 +222,7 @@ func sampleRSS(p *process) func() float64 {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if cur, _, err := p.rss(); err == nil {
+			if cur, _, err := rssOf(p); err == nil {
 				mu.Lock()
 				largest = max(largest, cur)
 				mu.Unlock()

@@ -7,17 +7,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"bindery/proc"
 )
 
 // The product as it runs in production: the built binary, `bindery serve` on a generated
@@ -46,7 +45,7 @@ func (e *env) buildBindery(ctx context.Context) (string, error) {
 		}
 		extra = append(extra, "-overlay", overlay)
 	}
-	if err := goBuild(ctx, e.root, out, ".", extra...); err != nil {
+	if err := proc.Build(ctx, e.root, out, ".", extra...); err != nil {
 		return "", err
 	}
 	e.bindery = out
@@ -71,17 +70,6 @@ func init() {
 	}
 }
 `
-
-func goBuild(ctx context.Context, dir, out, pkg string, flags ...string) error {
-	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
-	}
-	return nil
-}
 
 // database is a fresh database for one stack.
 type database struct {
@@ -155,17 +143,6 @@ func mysqlVersion(ctx context.Context, dsn string) (string, error) {
 	var v string
 	err = db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v)
 	return v, err
-}
-
-// freeAddr finds a free loopback port. Another process may take it before the caller binds it;
-// the bench then fails loudly, it does not measure the wrong thing.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // stackConfig is what varies between the sections' configurations.
@@ -267,86 +244,9 @@ cron:
 	return b.String()
 }
 
-// process is a started child with its output in a log file.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error // set when done is closed
-}
-
-func startProcess(ctx context.Context, e *env, name, bin string, args ...string) (*process, error) {
-	return startProcessEnv(ctx, e, nil, name, bin, args...)
-}
-
-// startProcessEnv is startProcess with extra environment variables.
-func startProcessEnv(ctx context.Context, e *env, extraEnv []string, name, bin string, args ...string) (*process, error) {
-	logPath := filepath.Join(e.work, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if len(extraEnv) > 0 {
-		cmd.Env = append(os.Environ(), extraEnv...)
-	}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	go func() { // the bench is interrupted: do not leave servers behind
-		select {
-		case <-ctx.Done():
-			p.stop()
-		case <-p.done:
-		}
-	}()
-	return p, nil
-}
-
-// stop asks the process to shut down (SIGTERM), then kills it after 10 s.
-func (p *process) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// exited reports whether the process ended, and how.
-func (p *process) exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
-
-// logTail is the end of the process's output, for error messages.
-func (p *process) logTail() string {
-	data, _ := os.ReadFile(p.log)
-	return tail(string(data), 15)
-}
-
 // rss reads the process's resident set (VmRSS) and its peak (VmHWM) from /proc, in bytes.
-func (p *process) rss() (cur, peak float64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+func rssOf(p *proc.Process) (cur, peak float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -362,41 +262,16 @@ func (p *process) rss() (cur, peak float64, err error) {
 		}
 	}
 	if cur == 0 {
-		return 0, 0, fmt.Errorf("no VmRSS for %s", p.name)
+		return 0, 0, fmt.Errorf("no VmRSS for %s", p.Name)
 	}
 	return cur, peak, nil
-}
-
-// waitReady polls url until it answers 200, the process exits, or timeout passes.
-func waitReady(ctx context.Context, p *process, url string, timeout time.Duration) error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
-		if done, err := p.exited(); done {
-			return fmt.Errorf("%s exited before it was ready (%v):\n%s", p.name, err, p.logTail())
-		}
-		if resp, err := client.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s after %s:\n%s", p.name, url, timeout, p.logTail())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
 }
 
 // stack is bindery serve with its simulators.
 type stack struct {
 	url, simURL, config string
-	serve, sim          *process // sim is nil when the simulators run in this process
-	pprof               string   // -profile: serve's net/http/pprof address
+	serve, sim          *proc.Process // sim is nil when the simulators run in this process
+	pprof               string        // -profile: serve's net/http/pprof address
 }
 
 // startStack writes the configuration, starts `bindery sim` (unless simURL is given: the caller
@@ -407,13 +282,13 @@ func startStack(ctx context.Context, e *env, c stackConfig, dir string) (*stack,
 		return nil, err
 	}
 	if c.addr == "" {
-		if c.addr, err = freeAddr(); err != nil {
+		if c.addr, err = proc.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
 	s := &stack{url: "http://" + c.addr, config: filepath.Join(dir, "config.yaml")}
 	if c.simURL == "" {
-		simAddr, err := freeAddr()
+		simAddr, err := proc.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -421,10 +296,10 @@ func startStack(ctx context.Context, e *env, c stackConfig, dir string) (*stack,
 		if err := os.WriteFile(s.config, []byte(configYAML(c)), 0o600); err != nil {
 			return nil, err
 		}
-		if s.sim, err = startProcess(ctx, e, "sim", bin, "sim", "-addr", simAddr, "-bindery", s.url, "-config", s.config); err != nil {
+		if s.sim, err = proc.Start(ctx, e.work, nil, "sim", bin, "sim", "-addr", simAddr, "-bindery", s.url, "-config", s.config); err != nil {
 			return nil, err
 		}
-		if err := waitReady(ctx, s.sim, c.simURL+"/healthz", 30*time.Second); err != nil {
+		if err := proc.WaitReady(ctx, s.sim, c.simURL+"/healthz", 30*time.Second); err != nil {
 			s.stop()
 			return nil, err
 		}
@@ -434,16 +309,16 @@ func startStack(ctx context.Context, e *env, c stackConfig, dir string) (*stack,
 	s.simURL = c.simURL
 	var extraEnv []string
 	if e.profile != "" {
-		if s.pprof, err = freeAddr(); err != nil {
+		if s.pprof, err = proc.FreeAddr(); err != nil {
 			return nil, err
 		}
 		extraEnv = append(extraEnv, pprofEnv+"="+s.pprof)
 	}
-	if s.serve, err = startProcessEnv(ctx, e, extraEnv, "serve", bin, "serve", "-config", s.config); err != nil {
+	if s.serve, err = proc.Start(ctx, e.work, extraEnv, "serve", bin, "serve", "-config", s.config); err != nil {
 		s.stop()
 		return nil, err
 	}
-	if err := waitReady(ctx, s.serve, s.url+"/readyz", 60*time.Second); err != nil {
+	if err := proc.WaitReady(ctx, s.serve, s.url+"/readyz", 60*time.Second); err != nil {
 		s.stop()
 		return nil, err
 	}
@@ -452,10 +327,10 @@ func startStack(ctx context.Context, e *env, c stackConfig, dir string) (*stack,
 
 func (s *stack) stop() {
 	if s.serve != nil {
-		s.serve.stop()
+		s.serve.Stop()
 	}
 	if s.sim != nil {
-		s.sim.stop()
+		s.sim.Stop()
 	}
 }
 

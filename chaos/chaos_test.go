@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"bindery/proc"
 	"bindery/store/storetest"
 )
 
@@ -32,7 +33,10 @@ func TestChaos(t *testing.T) {
 	dsn := storetest.MySQLDSN(t) // skips loudly without MariaDB, fails with BINDERY_REQUIRE_MYSQL=1
 	began := time.Now()
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := filepath.Join(dir, "bindery")
+	if err := proc.Build(context.Background(), "..", bin, "."); err != nil { // ".." is the module root
+		t.Fatal(err)
+	}
 	t.Logf("built the binary in %s", time.Since(began).Round(time.Millisecond))
 	db := openSQL(t, dsn)
 
@@ -60,13 +64,13 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var simProc *proc
-	simProc, err = startProc(logDir, "sim", bin, "sim", "-addr", simAddr, "-bindery", proxyURL, "-config", cfg)
+	var simProc *proc.Process
+	simProc, err = proc.Start(context.Background(), logDir, nil, "sim", bin, "sim", "-addr", simAddr, "-bindery", proxyURL, "-config", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(simProc.stop)
-	if err := waitReady(simProc, simURL+"/healthz", 30*time.Second); err != nil {
+	t.Cleanup(simProc.Stop)
+	if err := proc.WaitReady(context.Background(), simProc, simURL+"/healthz", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	k := &killer{t: t, insts: insts, dir: logDir, bin: bin, cfg: cfg, db: db, ledger: &counterLedger{}, startedAt: make([]time.Time, len(insts))}
@@ -80,7 +84,7 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(func() {
 		for _, in := range insts {
 			if p := in.current(); p != nil {
-				p.stop()
+				p.Stop()
 			}
 		}
 	})
@@ -126,10 +130,8 @@ func TestChaos(t *testing.T) {
 	// An instance killed just before the load stopped is started again by its killer; make sure
 	// all three serve the drain.
 	for _, in := range insts {
-		select {
-		case <-in.current().done:
+		if done, _ := in.current().Exited(); done {
 			k.restart(in)
-		default:
 		}
 	}
 	for _, err := range k.errs {
@@ -240,4 +242,13 @@ func simFaults(simURL string) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	addr, err := proc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

@@ -11,39 +11,14 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"bindery/proc"
 )
-
-// buildBinary builds the product the way README.md says (CGO_ENABLED=0 go build -o bindery .),
-// once per test run.
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	out := filepath.Join(dir, "bindery")
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = ".." // the module root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, msg)
-	}
-	return out
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // Identities: users are email-shaped accounts (no directory entry needed); ops is the operator
 // of authz.opsRule in the static permission rules.
@@ -200,114 +175,33 @@ func writeConfig(t *testing.T, path, content string) {
 	}
 }
 
-// proc is one started child; its output goes to a log file of its own per incarnation.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
-func startProc(dir, name, bin string, args ...string) (*proc, error) {
-	logPath := filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// stop asks for a graceful stop, then kills after 10 s.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
-}
-
-func (p *proc) tail(n int) string {
-	data, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// waitReady polls url until 200, the process exits, or timeout.
-func waitReady(p *proc, url string, timeout time.Duration) error {
-	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.tail(20))
-		default:
-		}
-		if resp, err := hc.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s after %s:\n%s", p.name, url, timeout, p.tail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // instance is one `bindery serve` slot: a fixed address, restarted in place after a kill.
 type instance struct {
 	idx  int
 	addr string
 	mu   sync.Mutex
-	p    *proc
+	p    *proc.Process
 	logs []string // every incarnation's log file
 }
 
 func (in *instance) url() string { return "http://" + in.addr }
 
-func (in *instance) current() *proc {
+func (in *instance) current() *proc.Process {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.p
 }
 
 func (in *instance) start(dir, bin, cfg string) error {
-	p, err := startProc(dir, fmt.Sprintf("serve%d", in.idx), bin, "serve", "-config", cfg, "-addr", in.addr)
+	p, err := proc.Start(context.Background(), dir, nil, fmt.Sprintf("serve%d", in.idx), bin, "serve", "-config", cfg, "-addr", in.addr)
 	if err != nil {
 		return err
 	}
 	in.mu.Lock()
 	in.p = p
-	in.logs = append(in.logs, p.log)
+	in.logs = append(in.logs, p.Log)
 	in.mu.Unlock()
-	return waitReady(p, in.url()+"/readyz", 60*time.Second)
+	return proc.WaitReady(context.Background(), p, in.url()+"/readyz", 60*time.Second)
 }
 
 // proxy is a round-robin reverse proxy in front of the instances, as a load balancer would be:

@@ -295,14 +295,14 @@ func (k *killer) run(ctx context.Context, n int, every time.Duration) {
 			from = k.startedAt[in.idx]
 			k.restartMu.Unlock()
 		}
-		p.kill()
+		p.Kill()
 		to := dbNow(k.db).Add(100 * time.Millisecond)
 		k.kills.Add(1)
 		k.ledger.mu.Lock()
 		k.ledger.scraped += v
 		k.ledger.windows = append(k.ledger.windows, [2]time.Time{from, to})
 		k.ledger.mu.Unlock()
-		k.t.Logf("kill %d: SIGKILL serve%d (pid %d), its validated counter read %v", i+1, in.idx, p.cmd.Process.Pid, v)
+		k.t.Logf("kill %d: SIGKILL serve%d (pid %d), its validated counter read %v", i+1, in.idx, p.Pid(), v)
 		sleep(ctx, time.Duration(1000+rand.IntN(2000))*time.Millisecond)
 		k.restart(in)
 	}
