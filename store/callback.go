@@ -186,12 +186,22 @@ func (db *DB) RecordedDeploy(ctx context.Context, project string, mrIID int64) (
 		return Deploy{}, fmt.Errorf("deploy callback %s!%d: %w", project, mrIID, translate(err))
 	}
 	d := Deploy{Project: project, MRIID: mrIID}
-	if ids != "" {
-		if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
-			return Deploy{}, fmt.Errorf("deploy callback %s!%d: operation ids: %w", project, mrIID, err)
-		}
+	if err := d.setOperationIDs(ids); err != nil {
+		return Deploy{}, err
 	}
 	return d, nil
+}
+
+// setOperationIDs decodes the operation_ids column of a recorded deploy callback (NULL: the
+// pipeline named none).
+func (d *Deploy) setOperationIDs(ids nullString) error {
+	if ids == "" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
+		return fmt.Errorf("deploy callback %s!%d: operation ids: %w", d.Project, d.MRIID, err)
+	}
+	return nil
 }
 
 // EarlyDeploys returns, in one query, the recorded deploy callbacks whose MR still carries
@@ -210,11 +220,6 @@ func (db *DB) EarlyDeploys(ctx context.Context, maxAge time.Duration) ([]Deploy,
 		if err := s.Scan(&id, &d.Project, &d.MRIID, &ids); err != nil {
 			return d, err
 		}
-		if ids != "" {
-			if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
-				return d, fmt.Errorf("deploy callback %s!%d: operation ids: %w", d.Project, d.MRIID, err)
-			}
-		}
-		return d, nil
+		return d, d.setOperationIDs(ids)
 	})
 }
