@@ -327,12 +327,18 @@ func (w *Workflow) batchView(b store.Batch, members []store.Operation, cutoff ti
 	}
 }
 
-// batchByID is one batch with its members.
-func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
+// batchRow is one batch without its members (NOT_FOUND when there is none).
+func (w *Workflow) batchRow(ctx context.Context, id int64) (store.Batch, error) {
 	b, err := w.db.Batch(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return BatchView{}, apperr.Wrap(err, apperr.NotFound, "No such batch.")
+		return store.Batch{}, apperr.Wrap(err, apperr.NotFound, "No such batch.")
 	}
+	return b, err
+}
+
+// batchByID is one batch with its members.
+func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
+	b, err := w.batchRow(ctx, id)
 	if err != nil {
 		return BatchView{}, err
 	}
