@@ -186,35 +186,56 @@ func (db *DB) RecordedDeploy(ctx context.Context, project string, mrIID int64) (
 		return Deploy{}, fmt.Errorf("deploy callback %s!%d: %w", project, mrIID, translate(err))
 	}
 	d := Deploy{Project: project, MRIID: mrIID}
-	if ids != "" {
-		if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
-			return Deploy{}, fmt.Errorf("deploy callback %s!%d: operation ids: %w", project, mrIID, err)
-		}
+	if err := d.setOperationIDs(ids); err != nil {
+		return Deploy{}, err
 	}
 	return d, nil
 }
 
+// setOperationIDs decodes the operation_ids column of a recorded deploy callback (NULL: the
+// pipeline named none).
+func (d *Deploy) setOperationIDs(ids nullString) error {
+	if ids == "" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
+		return fmt.Errorf("deploy callback %s!%d: operation ids: %w", d.Project, d.MRIID, err)
+	}
+	return nil
+}
+
 // EarlyDeploys returns, in one query, the recorded deploy callbacks whose MR still carries
-// MERGED requests changed within maxAge: callbacks that arrived before their MR's requests were
-// recorded MERGED (a quick deploy pipeline beats the merge's own write). Replaying them through
-// RecordDeploy validates exactly what they named, without waiting out reconcile.minAge.
+// MERGED requests changed within maxAge that the callback validates (it names them, or names
+// none): callbacks that arrived before their MR's requests were recorded MERGED (a quick deploy
+// pipeline beats the merge's own write). Replaying them through RecordDeploy validates exactly
+// what they named, without waiting out reconcile.minAge. A callback that names other requests
+// of the MR only is left out: its replay would validate nothing, on every run within maxAge.
 func (db *DB) EarlyDeploys(ctx context.Context, maxAge time.Duration) ([]Deploy, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT DISTINCT d.id, d.project, d.mr_iid, d.operation_ids FROM binding b "+
+	type early struct {
+		id     int64
+		deploy Deploy
+		merged string // a MERGED request of the callback's MR
+	}
+	rows, err := db.ro.QueryContext(ctx, "SELECT d.id, d.project, d.mr_iid, d.operation_ids, b.operation_id FROM binding b "+
 		"JOIN operation o ON o.operation_id = b.operation_id "+
 		"JOIN deploy_callback d ON d.project = o.project AND d.mr_iid = o.mr_iid "+
 		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus(), StatusMerged, -micros(maxAge))
-	return collect(rows, err, func(s scanner) (Deploy, error) {
-		var d Deploy
-		var id int64
+	found, err := collect(rows, err, func(s scanner) (early, error) {
+		var e early
 		var ids nullString
-		if err := s.Scan(&id, &d.Project, &d.MRIID, &ids); err != nil {
-			return d, err
+		if err := s.Scan(&e.id, &e.deploy.Project, &e.deploy.MRIID, &ids, &e.merged); err != nil {
+			return e, err
 		}
-		if ids != "" {
-			if err := json.Unmarshal([]byte(ids), &d.OperationIDs); err != nil {
-				return d, fmt.Errorf("deploy callback %s!%d: operation ids: %w", d.Project, d.MRIID, err)
-			}
-		}
-		return d, nil
+		return e, e.deploy.setOperationIDs(ids)
 	})
+	var out []Deploy
+	kept := map[int64]bool{}
+	for _, e := range found {
+		names := e.deploy.OperationIDs
+		if !kept[e.id] && (len(names) == 0 || slices.Contains(names, e.merged)) {
+			kept[e.id] = true
+			out = append(out, e.deploy)
+		}
+	}
+	return out, err
 }

@@ -24,12 +24,18 @@ func opIDs(ops []store.Operation) []string {
 // age moves rows' last change back by d (fixtures for the reconciliation window).
 func age(t testing.TB, db *store.DB, d time.Duration, opIDs ...string) {
 	t.Helper()
+	ageRows(t, db, "binding", d, opIDs...)
+}
+
+// ageRows moves the last change (updated_at) of table's rows of opIDs back by d.
+func ageRows(t testing.TB, db *store.DB, table string, d time.Duration, opIDs ...string) {
+	t.Helper()
 	shift := "TIMESTAMPADD(SECOND, ?, updated_at)"
 	if db.Dialect() == store.SQLite {
 		shift = "strftime('%Y-%m-%d %H:%M:%f', updated_at, (? || ' seconds'))"
 	}
 	for _, id := range opIDs {
-		if _, err := db.Raw().ExecContext(bg, "UPDATE binding SET updated_at = "+shift+" WHERE operation_id = ?", -int(d.Seconds()), id); err != nil {
+		if _, err := db.Raw().ExecContext(bg, "UPDATE "+table+" SET updated_at = "+shift+" WHERE operation_id = ?", -int(d.Seconds()), id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -325,15 +331,7 @@ func TestWaitingPositionAndBatchMembers(t *testing.T) {
 // ageOperation moves operations' last change back by d (the stuck list reads operation.updated_at).
 func ageOperation(t testing.TB, db *store.DB, d time.Duration, opIDs ...string) {
 	t.Helper()
-	shift := "TIMESTAMPADD(SECOND, ?, updated_at)"
-	if db.Dialect() == store.SQLite {
-		shift = "strftime('%Y-%m-%d %H:%M:%f', updated_at, (? || ' seconds'))"
-	}
-	for _, id := range opIDs {
-		if _, err := db.Raw().ExecContext(bg, "UPDATE operation SET updated_at = "+shift+" WHERE operation_id = ?", -int(d.Seconds()), id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ageRows(t, db, "operation", d, opIDs...)
 }
 
 // A MERGED request whose deploy callback is overdue needs an operator (nothing else validates

@@ -191,3 +191,30 @@ func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
 		}
 	})
 }
+
+// A callback that names only other requests of its MR is not an early deploy of the MERGED one:
+// its replay would validate nothing, on every reconciliation run.
+func TestAnEarlyDeployNamingOtherRequestsOfItsMRIsNotReplayed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		for _, id := range []string{"named", "other"} {
+			mustApply(t, db, application(id, id, "t1"))
+			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+			cur, _ := db.Request(bg, id)
+			if _, err := db.Transition(bg, cur, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved, MRIID: 9}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"named"}}); err != nil {
+			t.Fatal(err)
+		}
+		mustMove(t, db, "other", store.StatusMerged)
+		if got, err := db.EarlyDeploys(bg, time.Hour); err != nil || len(got) != 0 {
+			t.Fatalf("early deploys naming only a request still MERGING: %+v %v", got, err)
+		}
+		mustMove(t, db, "named", store.StatusMerged)
+		got, err := db.EarlyDeploys(bg, time.Hour)
+		if err != nil || len(got) != 1 || got[0].MRIID != 9 || len(got[0].OperationIDs) != 1 || got[0].OperationIDs[0] != "named" {
+			t.Fatalf("early deploys once the named request is MERGED: %+v %v", got, err)
+		}
+	})
+}

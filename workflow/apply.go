@@ -72,14 +72,18 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 // the key's lease ran out): the replay's answer, DUPLICATE_SUBMIT with the current state.
 // Anything else is another request's id.
 func (w *Workflow) resent(ctx context.Context, in ApplyInput, targetKey string, dup error) (ApplyResult, error) {
-	d, err := w.db.RequestDetail(ctx, in.OperationID)
-	if err != nil || d.Operation.SubjectID != in.Subject || d.Operation.TargetKey != targetKey || d.Operation.Reason != in.Reason {
+	r, err := w.db.Request(ctx, in.OperationID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ApplyResult{}, err // the database's failure, not the caller's id
+	}
+	op := r.Operation
+	if err != nil || op.SubjectID != in.Subject || op.TargetKey != targetKey || op.Reason != in.Reason {
 		return ApplyResult{}, apperr.Wrap(dup, apperr.Conflict, "This operationId is already used by another request; generate a new one.")
 	}
-	st, step := d.Operation.Status, d.Operation.Step
-	if d.Binding != nil {
-		st = d.Binding.Status
+	st := op.Status
+	if r.Current() {
+		st = r.Binding.Status
 	}
-	next := nextAction(st, step, d.Operation.UpdatedAt, w.deployCutoff(ctx, d.Operation))
+	next := nextAction(st, op.Step, op.UpdatedAt, w.deployCutoff(ctx, op))
 	return ApplyResult{Code: CodeDuplicateSubmit, OperationID: in.OperationID, Status: st, NextAction: next}, nil
 }

@@ -58,14 +58,7 @@ func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
 		if n := h.sims.GitLab.Calls("create_mr"); n != 1 {
 			t.Fatalf("%d MRs for one batch", n)
 		}
-		var stages []string
-		for _, s := range v0.Stages {
-			if !s.Done {
-				t.Errorf("stage %s not done", s.Stage)
-			}
-			stages = append(stages, s.Stage)
-		}
-		if strings.Join(stages, " ") != "approval batch ci merge deploy" {
+		if stages := doneStages(t, v0); stages != "approval batch ci merge deploy" {
 			t.Fatalf("stages %v", stages)
 		}
 		for _, stage := range []string{"batch", "ci", "merge", "deploy"} {

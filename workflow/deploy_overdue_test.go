@@ -102,6 +102,16 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 			!strings.Contains(v.Waiting.WaitingFor, "overdue") || v.Waiting.Stage != "deploy" {
 			t.Fatalf("overdue view: %s %q %+v", v.NextAction, v.NextActionText, v.Waiting)
 		}
+		// The batch list (one database clock read for the page) shows the members as the view does.
+		var batches workflow.Page[workflow.BatchView]
+		if code := h.api("GET", "/api/ops/batches", "ops", "", &batches); code != 200 || len(batches.Items) == 0 || len(batches.Items[0].Members) == 0 {
+			t.Fatalf("batch list: %d %+v", code, batches)
+		}
+		for _, m := range batches.Items[0].Members {
+			if m.Status == store.StatusMerged && m.NextAction != store.NextWaitManual {
+				t.Fatalf("batch member %s listed with next action %s", m.OperationID, m.NextAction)
+			}
+		}
 		// A resend of bob's application whose idempotency record is gone answers as the view does.
 		if _, err := db.Raw().ExecContext(bg, "DELETE FROM idempotency_record WHERE idem_key = ?", ops[1]); err != nil {
 			t.Fatal(err)

@@ -522,3 +522,17 @@ func (k *heldTickets) Open(ctx context.Context, t approval.Ticket) (string, erro
 type ticketsFunc func(ctx context.Context, t approval.Ticket) (string, error)
 
 func (f ticketsFunc) Open(ctx context.Context, t approval.Ticket) (string, error) { return f(ctx, t) }
+
+// doneStages is the view's stages in order, space-separated, each checked done (a finished
+// request).
+func doneStages(t testing.TB, v workflow.RequestView) string {
+	t.Helper()
+	var stages []string
+	for _, s := range v.Stages {
+		if !s.Done {
+			t.Errorf("stage %s not done on a finished request", s.Stage)
+		}
+		stages = append(stages, s.Stage)
+	}
+	return strings.Join(stages, " ")
+}

@@ -246,11 +246,11 @@ func handoffStepOf(k stepKind) store.Step {
 
 // SettleBatch settles an active batch now (an operator's action).
 func (w *Workflow) SettleBatch(ctx context.Context, batchID int64, actor string) (BatchView, error) {
-	b, err := w.batchByID(ctx, batchID)
+	b, err := w.batchRow(ctx, batchID) // the status decides; the members are read for the answer
 	if err != nil {
 		return BatchView{}, err
 	}
-	if !store.BatchStatus(b.Status).Active() {
+	if !b.Status.Active() {
 		return BatchView{}, apperr.New(apperr.Conflict, "Batch %d is already %s.", batchID, b.Status)
 	}
 	if err := w.batches.Settle(ctx, batchID, actor); err != nil {

@@ -258,8 +258,9 @@ func (w *Workflow) summary(o store.Operation, cutoff time.Time) RequestSummary {
 	}
 }
 
-func (w *Workflow) summaries(ctx context.Context, ops []store.Operation) []RequestSummary {
-	cutoff := w.deployCutoff(ctx, ops...)
+// summaries are the rows of a list; cutoff is deployCutoff of the list (or of the page it is
+// part of: one clock read for a page of batches, not one per batch).
+func (w *Workflow) summaries(ops []store.Operation, cutoff time.Time) []RequestSummary {
 	out := make([]RequestSummary, len(ops))
 	for i, o := range ops {
 		out[i] = w.summary(o, cutoff)
@@ -281,7 +282,7 @@ func (w *Workflow) MyRequests(ctx context.Context, subject, cursor string, limit
 	if err != nil {
 		return Page[RequestSummary]{}, badCursor(err)
 	}
-	return Page[RequestSummary]{Items: w.summaries(ctx, ops), NextCursor: next}, nil
+	return Page[RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
 }
 
 // StuckRequests lists the requests an operator or support must act on — a failure status, a
@@ -297,7 +298,7 @@ func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (Page[Reque
 	if err != nil {
 		return Page[RequestSummary]{}, badCursor(err)
 	}
-	return Page[RequestSummary]{Items: w.summaries(ctx, ops), NextCursor: next}, nil
+	return Page[RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
 }
 
 // Batches lists batches newest first, each with its members.
@@ -306,27 +307,38 @@ func (w *Workflow) Batches(ctx context.Context, cursor string, limit int) (Page[
 	if err != nil {
 		return Page[BatchView]{}, badCursor(err)
 	}
+	var members []store.Operation
+	for _, b := range bs {
+		members = append(members, b.Members...)
+	}
+	cutoff := w.deployCutoff(ctx, members...)
 	out := make([]BatchView, len(bs))
 	for i, b := range bs {
-		out[i] = w.batchView(ctx, b.Batch, b.Members)
+		out[i] = w.batchView(b.Batch, b.Members, cutoff)
 	}
 	return Page[BatchView]{Items: out, NextCursor: next}, nil
 }
 
-func (w *Workflow) batchView(ctx context.Context, b store.Batch, members []store.Operation) BatchView {
+func (w *Workflow) batchView(b store.Batch, members []store.Operation, cutoff time.Time) BatchView {
 	return BatchView{
 		ID: b.ID, Partition: b.Partition, Status: string(b.Status), MR: w.mrLink(b.Project, b.MRIID),
-		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(ctx, members), Note: b.Note,
+		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(members, cutoff), Note: b.Note,
 		Failing: batch.PendingFailure(b), LastError: b.LastError, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
 	}
 }
 
-// batchByID is one batch with its members.
-func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
+// batchRow is one batch without its members (NOT_FOUND when there is none).
+func (w *Workflow) batchRow(ctx context.Context, id int64) (store.Batch, error) {
 	b, err := w.db.Batch(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return BatchView{}, apperr.Wrap(err, apperr.NotFound, "No such batch.")
+		return store.Batch{}, apperr.Wrap(err, apperr.NotFound, "No such batch.")
 	}
+	return b, err
+}
+
+// batchByID is one batch with its members.
+func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
+	b, err := w.batchRow(ctx, id)
 	if err != nil {
 		return BatchView{}, err
 	}
@@ -338,7 +350,7 @@ func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
 	for i, r := range reqs {
 		ops[i] = r.Operation
 	}
-	return w.batchView(ctx, b, ops), nil
+	return w.batchView(b, ops, w.deployCutoff(ctx, ops...)), nil
 }
 
 // Preview renders the file a request of subject for targetKey would add. Read-only; the HTTP
