@@ -137,6 +137,9 @@ func (c *Cron) RunNow(name string) error {
 // errSkipped: the previous run of the job was still going.
 var errSkipped = fmt.Errorf("skipped: the previous run is still going")
 
+// errStopped: the cron is stopping or stopped (shutdown); nothing new starts.
+var errStopped = fmt.Errorf("not run: the cron is stopped")
+
 // runJob runs one tick of a job: skipped while the previous run goes on, panics contained.
 func (c *Cron) runJob(j *cronJob) (err error) {
 	if !j.running.CompareAndSwap(false, true) {
@@ -145,7 +148,15 @@ func (c *Cron) runJob(j *cronJob) (err error) {
 		return errSkipped
 	}
 	defer j.running.Store(false)
+	// Counted under the lock that Stop sets stopped with: a run that starts after Stop began
+	// must not Add while Stop waits (the WaitGroup forbids it), so it does not start at all.
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return errStopped
+	}
 	c.running.Add(1)
+	c.mu.Unlock()
 	defer c.running.Done()
 	start := time.Now()
 	defer func() {

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,10 @@ func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
 	c.Start()
 	if err := c.Stop(ctx); err == nil {
 		t.Fatal("Stop returned while a job was still running")
+	}
+	// Once stopping, nothing new starts (it would race Stop's wait).
+	if err := c.RunNow(config.JobSweep); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("a run after Stop: %v", err)
 	}
 	close(release)
 	if err := <-done; err != nil {
