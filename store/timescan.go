@@ -50,7 +50,8 @@ func (d *dbTime) parse(s string) error {
 	return fmt.Errorf("scan time: unparsable %q", s)
 }
 
-// Now reads the database clock; tests use it to reason in the database's time.
+// Now reads the database clock, for decisions made outside SQL that must agree with it (a live
+// lease, an overdue deploy) and for tests that reason in the database's time.
 func (db *DB) Now(ctx context.Context) (time.Time, error) {
 	var t dbTime
 	if err := db.ro.QueryRowContext(ctx, "SELECT "+db.now()).Scan(&t); err != nil {
