@@ -135,7 +135,11 @@ func (e dbError) Error() string { return "database: " + e.err.Error() }
 func (e dbError) Unwrap() error { return e.err }
 
 // transient reports errors that say nothing about the batch: a dependency that did not answer.
+// A settlement recorded as pending is none, whatever failed it: the batch's failure is decided.
 func transient(err error) bool {
+	if errors.As(err, new(errSettlePending)) {
+		return false
+	}
 	var oe *outbound.Error
 	if errors.As(err, &oe) {
 		return oe.Temporary()
@@ -165,7 +169,7 @@ func (r *run) drive(ctx context.Context) error {
 		switch {
 		case err == nil:
 			state, outages = next, 0
-		case transient(err) && !errors.As(err, new(errSettlePending)) && outages+1 < unavailableAttempts:
+		case transient(err) && outages+1 < unavailableAttempts:
 			outages++
 			if werr := r.outage(ctx, err, outages); werr != nil {
 				return werr
