@@ -247,12 +247,7 @@ func TestAnUnhandledErrorEndsInTheStepsDeclaredFailure(t *testing.T) {
 		if b.Status != store.BatchFailed {
 			t.Fatalf("batch: %+v", b)
 		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
-		}
-		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
-			t.Fatalf("MR %s", st)
-		}
+		e.failedOnApprove(t, b, ids)
 	})
 }
 
@@ -307,12 +302,7 @@ func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
 		if b.Status != store.BatchFailed || !strings.Contains(b.Note, "approve component exploded") {
 			t.Fatalf("batch: %+v", b)
 		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
-		}
-		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
-			t.Fatalf("MR %s", st)
-		}
+		e.failedOnApprove(t, b, ids)
 	})
 }
 
@@ -395,15 +385,10 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T
 		if b, _ = db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
 			t.Fatalf("batch after the sweep: %+v", b)
 		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
-		}
 		if n := e.gl.Calls("approve"); n != approves {
 			t.Fatalf("the sweep ran the batch again: %d approve calls, was %d", n, approves)
 		}
-		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
-			t.Fatalf("MR %s", st)
-		}
+		e.failedOnApprove(t, b, ids)
 	})
 }
 
@@ -477,4 +462,16 @@ func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []
 	svc := e.service("i1", e.pool(t, 2, 10))
 	ids := e.admitMany(t, prefix, "t1", 2)
 	return svc, ids, e.round(t, svc, projectA)
+}
+
+// failedOnApprove checks that batch b failed in the approve step: its members ids HANDLE_FAILED /
+// HANDLE_APPROVE_FAILED (operators may retry them), its MR closed.
+func (e *env) failedOnApprove(t *testing.T, b store.Batch, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+	}
+	if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+		t.Fatalf("MR %s", st)
+	}
 }
