@@ -392,6 +392,39 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T
 	})
 }
 
+// An operator's resume overrides a pending failed settlement: the decided failure and the last
+// error are cleared and the runner decides again from the remote state (it approves again, not
+// the sweep's settle-as-decided), and with GitLab back the batch ends settled.
+func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		_, ids, o := e.unsettleableBatch(t, "reresumed")
+		waitFor(t, "the settlement's failure to be recorded", func() bool {
+			b, _ := db.Batch(bg, o.BatchID)
+			return b.Failing != ""
+		})
+		e.failClose.Store(false) // the close works again; the reviewer still may not approve
+		approves := e.gl.Calls("approve")
+		release := make(chan struct{})
+		operator := e.service("i2", e.gated(t, 1, 1, release)) // its runner waits for release
+		if err := operator.Resume(bg, o.BatchID); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning || b.Failing != "" || b.LastError != "" || batch.PendingFailure(b) != "" {
+			t.Fatalf("batch after the resume: %+v", b)
+		}
+		close(release)
+		b := e.stopped(t, o.BatchID)
+		if b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
+			t.Fatalf("batch: %+v", b)
+		}
+		if n := e.gl.Calls("approve"); n <= approves {
+			t.Fatalf("the resumed batch was not run again: %d approve calls, was %d", n, approves)
+		}
+		e.failedOnApprove(t, b, ids)
+	})
+}
+
 // A pipeline that never finishes (stuck) blocks the batch after poll.timeout. The operator's
 // resume must not wait on that same pipeline again (it would block again, forever): it starts a
 // new pipeline on the same commit, which passes, and the batch lands on its one MR.
