@@ -451,6 +451,36 @@ func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
 	})
 }
 
+// The resume's new pipeline cannot be started at first (GitLab answers 500): the runner retries
+// the step holding its lease, starts the new pipeline then, and the batch lands on its one MR.
+func TestAResumeWhoseNewPipelineFailsToStartRetriesIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
+		f := e.gl.Faults()
+		f.PipelineStuckRate = 1
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "restart", "t1", 2)
+		o := e.round(t, svc, projectA)
+		if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
+			t.Fatalf("batch: %+v", b)
+		}
+		e.gl.ResetFaults() // new pipelines pass; the stuck one stays running
+		e.gl.Inject("create_mr_pipeline", sim.FaultError, 1)
+		started := e.gl.Calls("create_mr_pipeline")
+		if err := svc.Resume(bg, o.BatchID); err != nil {
+			t.Fatal(err)
+		}
+		e.landedOnOneMR(t, o.BatchID, ids)
+		if n := e.gl.Calls("create_mr_pipeline") - started; n != 2 {
+			t.Fatalf("%d calls to start the new pipeline, want 2 (a failure, then success)", n)
+		}
+		if l := e.logs.Lines("instance=i1", "retrying", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 1 {
+			t.Fatalf("want 1 logged retry, got %q", l)
+		}
+	})
+}
+
 // GitLab answering 500 for a moment does not stop the batch: the runner keeps its lease (no
 // other instance's sweep may take it over meanwhile), backs off and tries the step again, and the
 // batch lands on one MR without waiting for a sweep.
