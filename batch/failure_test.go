@@ -282,6 +282,40 @@ func TestAnUnavailableGitLabLeavesTheBatchToTheSweep(t *testing.T) {
 	})
 }
 
+// An operator settles a batch whose runner is waiting out a GitLab outage between retries: the
+// wait ends at once, the settlement stands, and the stopped runner writes nothing after it.
+func TestSettlingABatchWaitingOutAnOutageStopsItsRunnerQuietly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pollInterval: time.Hour}) // the retry waits an hour (the pipeline passes at its first read)
+		f := e.gl.Faults()
+		f.ErrorRate, f.Endpoints = 1, []string{"approve"}
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "waiting", "t1", 2)
+		o := e.round(t, svc, projectA)
+		waitFor(t, "the runner to wait out the outage", func() bool {
+			b, _ := db.Batch(bg, o.BatchID)
+			return strings.HasPrefix(b.Note, "a dependency is unavailable")
+		})
+		e.gl.ResetFaults()
+		if err := svc.Settle(bg, o.BatchID, "ops@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the runner to stop", func() bool {
+			return len(e.logs.Lines("batch runner stopped", fmt.Sprintf("batch=%d ", o.BatchID))) > 0
+		})
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || !strings.Contains(b.Note, "settled by ops@example.com") {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleFailed, store.NextWaitManual)
+		}
+		if l := e.logs.Lines("level=ERROR", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 0 {
+			t.Fatalf("the stopped runner logged a failure: %s", l)
+		}
+	})
+}
+
 // panickingApprove is the real GitLab client, except that approving panics.
 type panickingApprove struct{ gitlab.API }
 
