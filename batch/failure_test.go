@@ -465,19 +465,10 @@ func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
 func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
-		f := e.gl.Faults()
-		f.PipelineStuckRate = 1
-		e.gl.SetFaults(f)
-		svc := e.service("i1", e.pool(t, 2, 10))
-		ids := e.admitMany(t, "stuck", "t1", 2)
-		o := e.round(t, svc, projectA)
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
-			t.Fatalf("batch: %+v", b)
-		}
+		svc, ids, o := e.blockedOnStuckPipeline(t, "stuck")
 		for _, id := range ids {
 			e.expect(t, id, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
 		}
-		e.gl.ResetFaults() // new pipelines pass; the stuck one stays running
 		if err := svc.Resume(bg, o.BatchID); err != nil {
 			t.Fatal(err)
 		}
@@ -490,16 +481,7 @@ func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
 func TestAResumeWhoseNewPipelineFailsToStartRetriesIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
-		f := e.gl.Faults()
-		f.PipelineStuckRate = 1
-		e.gl.SetFaults(f)
-		svc := e.service("i1", e.pool(t, 2, 10))
-		ids := e.admitMany(t, "restart", "t1", 2)
-		o := e.round(t, svc, projectA)
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
-			t.Fatalf("batch: %+v", b)
-		}
-		e.gl.ResetFaults() // new pipelines pass; the stuck one stays running
+		svc, ids, o := e.blockedOnStuckPipeline(t, "restart")
 		e.gl.Inject("create_mr_pipeline", sim.FaultError, 1)
 		started := e.gl.Calls("create_mr_pipeline")
 		if err := svc.Resume(bg, o.BatchID); err != nil {
@@ -571,4 +553,21 @@ func (e *env) failedOnApprove(t *testing.T, b store.Batch, ids []string) {
 	if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
 		t.Fatalf("MR %s", st)
 	}
+}
+
+// blockedOnStuckPipeline leaves a batch of two BLOCKED on a pipeline that never finishes (past
+// poll.timeout), then lets new pipelines pass; the stuck one stays running.
+func (e *env) blockedOnStuckPipeline(t *testing.T, prefix string) (*batch.Service, []string, batch.Outcome) {
+	t.Helper()
+	f := e.gl.Faults()
+	f.PipelineStuckRate = 1
+	e.gl.SetFaults(f)
+	svc := e.service("i1", e.pool(t, 2, 10))
+	ids := e.admitMany(t, prefix, "t1", 2)
+	o := e.round(t, svc, projectA)
+	if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
+		t.Fatalf("batch: %+v", b)
+	}
+	e.gl.ResetFaults()
+	return svc, ids, o
 }
