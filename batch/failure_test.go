@@ -387,12 +387,8 @@ func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
 func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		svc, ids, o := e.unsettleableBatch(t, "unsettled")
-		var b store.Batch
-		waitFor(t, "the settlement's failure to be recorded", func() bool {
-			b, _ = db.Batch(bg, o.BatchID)
-			return b.Failing != ""
-		})
+		svc, ids, b := e.unsettleableBatch(t, "unsettled")
+		batchID := b.ID
 		if b.Status != store.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") || strings.Contains(b.LastError, "127.0.0.1") ||
 			batch.PendingFailure(b) == "" || !strings.Contains(b.Note, "sweep retries") {
 			t.Fatalf("batch: %+v", b)
@@ -410,13 +406,13 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T
 		approves := e.gl.Calls("approve")
 		waitFor(t, "the lease of the pending settlement to expire", func() bool {
 			now, _ := db.Now(bg)
-			b, _ = db.Batch(bg, o.BatchID)
+			b, _ = db.Batch(bg, batchID)
 			return b.LeaseUntil != nil && b.LeaseUntil.Before(now)
 		})
 		if n, err := svc.Sweep(bg); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
 		}
-		if b, _ = db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
+		if b, _ = db.Batch(bg, batchID); b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
 			t.Fatalf("batch after the sweep: %+v", b)
 		}
 		if n := e.gl.Calls("approve"); n != approves {
@@ -432,23 +428,19 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T
 func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		_, ids, o := e.unsettleableBatch(t, "reresumed")
-		waitFor(t, "the settlement's failure to be recorded", func() bool {
-			b, _ := db.Batch(bg, o.BatchID)
-			return b.Failing != ""
-		})
+		_, ids, pending := e.unsettleableBatch(t, "reresumed")
 		e.failClose.Store(false) // the close works again; the reviewer still may not approve
 		approves := e.gl.Calls("approve")
 		release := make(chan struct{})
 		operator := e.service("i2", e.gated(t, 1, 1, release)) // its runner waits for release
-		if err := operator.Resume(bg, o.BatchID); err != nil {
+		if err := operator.Resume(bg, pending.ID); err != nil {
 			t.Fatal(err)
 		}
-		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning || b.Failing != "" || b.LastError != "" || batch.PendingFailure(b) != "" {
+		if b, _ := db.Batch(bg, pending.ID); b.Status != store.BatchRunning || b.Failing != "" || b.LastError != "" || batch.PendingFailure(b) != "" {
 			t.Fatalf("batch after the resume: %+v", b)
 		}
 		close(release)
-		b := e.stopped(t, o.BatchID)
+		b := e.stopped(t, pending.ID)
 		if b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
 			t.Fatalf("batch: %+v", b)
 		}
@@ -531,8 +523,9 @@ func TestAMomentarilyUnavailableGitLabIsRetriedByTheRunnerHoldingItsLease(t *tes
 }
 
 // unsettleableBatch starts a batch of two that fails (a reviewer may not approve) while GitLab
-// fails the close, so its settlement fails too.
-func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []string, batch.Outcome) {
+// fails the close, so its settlement fails too; it returns the batch once that failed settlement
+// is recorded on it.
+func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []string, store.Batch) {
 	t.Helper()
 	f := e.gl.Faults()
 	f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
@@ -540,7 +533,13 @@ func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []
 	e.failClose.Store(true)
 	svc := e.service("i1", e.pool(t, 2, 10))
 	ids := e.admitMany(t, prefix, "t1", 2)
-	return svc, ids, e.round(t, svc, projectA)
+	o := e.round(t, svc, projectA)
+	var b store.Batch
+	waitFor(t, "the settlement's failure to be recorded", func() bool {
+		b, _ = e.db.Batch(bg, o.BatchID)
+		return b.Failing != ""
+	})
+	return svc, ids, b
 }
 
 // failedOnApprove checks that batch b failed in the approve step: its members ids HANDLE_FAILED /
