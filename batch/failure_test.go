@@ -247,12 +247,7 @@ func TestAnUnhandledErrorEndsInTheStepsDeclaredFailure(t *testing.T) {
 		if b.Status != store.BatchFailed {
 			t.Fatalf("batch: %+v", b)
 		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
-		}
-		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
-			t.Fatalf("MR %s", st)
-		}
+		e.failedOnApprove(t, b, ids)
 	})
 }
 
@@ -287,6 +282,40 @@ func TestAnUnavailableGitLabLeavesTheBatchToTheSweep(t *testing.T) {
 	})
 }
 
+// An operator settles a batch whose runner is waiting out a GitLab outage between retries: the
+// wait ends at once, the settlement stands, and the stopped runner writes nothing after it.
+func TestSettlingABatchWaitingOutAnOutageStopsItsRunnerQuietly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pollInterval: time.Hour}) // the retry waits an hour (the pipeline passes at its first read)
+		f := e.gl.Faults()
+		f.ErrorRate, f.Endpoints = 1, []string{"approve"}
+		e.gl.SetFaults(f)
+		svc := e.service("i1", e.pool(t, 2, 10))
+		ids := e.admitMany(t, "waiting", "t1", 2)
+		o := e.round(t, svc, projectA)
+		waitFor(t, "the runner to wait out the outage", func() bool {
+			b, _ := db.Batch(bg, o.BatchID)
+			return strings.HasPrefix(b.Note, "a dependency is unavailable")
+		})
+		e.gl.ResetFaults()
+		if err := svc.Settle(bg, o.BatchID, "ops@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the runner to stop", func() bool {
+			return len(e.logs.Lines("batch runner stopped", fmt.Sprintf("batch=%d ", o.BatchID))) > 0
+		})
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || !strings.Contains(b.Note, "settled by ops@example.com") {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleFailed, store.NextWaitManual)
+		}
+		if l := e.logs.Lines("level=ERROR", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 0 {
+			t.Fatalf("the stopped runner logged a failure: %s", l)
+		}
+	})
+}
+
 // panickingApprove is the real GitLab client, except that approving panics.
 type panickingApprove struct{ gitlab.API }
 
@@ -307,12 +336,7 @@ func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
 		if b.Status != store.BatchFailed || !strings.Contains(b.Note, "approve component exploded") {
 			t.Fatalf("batch: %+v", b)
 		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
-		}
-		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
-			t.Fatalf("MR %s", st)
-		}
+		e.failedOnApprove(t, b, ids)
 	})
 }
 
@@ -363,12 +387,8 @@ func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
 func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		svc, ids, o := e.unsettleableBatch(t, "unsettled")
-		var b store.Batch
-		waitFor(t, "the settlement's failure to be recorded", func() bool {
-			b, _ = db.Batch(bg, o.BatchID)
-			return b.Failing != ""
-		})
+		svc, ids, b := e.unsettleableBatch(t, "unsettled")
+		batchID := b.ID
 		if b.Status != store.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") || strings.Contains(b.LastError, "127.0.0.1") ||
 			batch.PendingFailure(b) == "" || !strings.Contains(b.Note, "sweep retries") {
 			t.Fatalf("batch: %+v", b)
@@ -386,24 +406,48 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T
 		approves := e.gl.Calls("approve")
 		waitFor(t, "the lease of the pending settlement to expire", func() bool {
 			now, _ := db.Now(bg)
-			b, _ = db.Batch(bg, o.BatchID)
+			b, _ = db.Batch(bg, batchID)
 			return b.LeaseUntil != nil && b.LeaseUntil.Before(now)
 		})
 		if n, err := svc.Sweep(bg); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
 		}
-		if b, _ = db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
+		if b, _ = db.Batch(bg, batchID); b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
 			t.Fatalf("batch after the sweep: %+v", b)
-		}
-		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
 		}
 		if n := e.gl.Calls("approve"); n != approves {
 			t.Fatalf("the sweep ran the batch again: %d approve calls, was %d", n, approves)
 		}
-		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
-			t.Fatalf("MR %s", st)
+		e.failedOnApprove(t, b, ids)
+	})
+}
+
+// An operator's resume overrides a pending failed settlement: the decided failure and the last
+// error are cleared and the runner decides again from the remote state (it approves again, not
+// the sweep's settle-as-decided), and with GitLab back the batch ends settled.
+func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		_, ids, pending := e.unsettleableBatch(t, "reresumed")
+		e.failClose.Store(false) // the close works again; the reviewer still may not approve
+		approves := e.gl.Calls("approve")
+		release := make(chan struct{})
+		operator := e.service("i2", e.gated(t, 1, 1, release)) // its runner waits for release
+		if err := operator.Resume(bg, pending.ID); err != nil {
+			t.Fatal(err)
 		}
+		if b, _ := db.Batch(bg, pending.ID); b.Status != store.BatchRunning || b.Failing != "" || b.LastError != "" || batch.PendingFailure(b) != "" {
+			t.Fatalf("batch after the resume: %+v", b)
+		}
+		close(release)
+		b := e.stopped(t, pending.ID)
+		if b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
+			t.Fatalf("batch: %+v", b)
+		}
+		if n := e.gl.Calls("approve"); n <= approves {
+			t.Fatalf("the resumed batch was not run again: %d approve calls, was %d", n, approves)
+		}
+		e.failedOnApprove(t, b, ids)
 	})
 }
 
@@ -413,23 +457,35 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndTheSweepFinishesIt(t *testing.T
 func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
-		f := e.gl.Faults()
-		f.PipelineStuckRate = 1
-		e.gl.SetFaults(f)
-		svc := e.service("i1", e.pool(t, 2, 10))
-		ids := e.admitMany(t, "stuck", "t1", 2)
-		o := e.round(t, svc, projectA)
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
-			t.Fatalf("batch: %+v", b)
-		}
+		svc, ids, o := e.blockedOnStuckPipeline(t, "stuck")
 		for _, id := range ids {
 			e.expect(t, id, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
 		}
-		e.gl.ResetFaults() // new pipelines pass; the stuck one stays running
 		if err := svc.Resume(bg, o.BatchID); err != nil {
 			t.Fatal(err)
 		}
 		e.landedOnOneMR(t, o.BatchID, ids)
+	})
+}
+
+// The resume's new pipeline cannot be started at first (GitLab answers 500): the runner retries
+// the step holding its lease, starts the new pipeline then, and the batch lands on its one MR.
+func TestAResumeWhoseNewPipelineFailsToStartRetriesIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
+		svc, ids, o := e.blockedOnStuckPipeline(t, "restart")
+		e.gl.Inject("create_mr_pipeline", sim.FaultError, 1)
+		started := e.gl.Calls("create_mr_pipeline")
+		if err := svc.Resume(bg, o.BatchID); err != nil {
+			t.Fatal(err)
+		}
+		e.landedOnOneMR(t, o.BatchID, ids)
+		if n := e.gl.Calls("create_mr_pipeline") - started; n != 2 {
+			t.Fatalf("%d calls to start the new pipeline, want 2 (a failure, then success)", n)
+		}
+		if l := e.logs.Lines("instance=i1", "retrying", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 1 {
+			t.Fatalf("want 1 logged retry, got %q", l)
+		}
 	})
 }
 
@@ -467,8 +523,9 @@ func TestAMomentarilyUnavailableGitLabIsRetriedByTheRunnerHoldingItsLease(t *tes
 }
 
 // unsettleableBatch starts a batch of two that fails (a reviewer may not approve) while GitLab
-// fails the close, so its settlement fails too.
-func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []string, batch.Outcome) {
+// fails the close, so its settlement fails too; it returns the batch once that failed settlement
+// is recorded on it.
+func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []string, store.Batch) {
 	t.Helper()
 	f := e.gl.Faults()
 	f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
@@ -476,5 +533,40 @@ func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []
 	e.failClose.Store(true)
 	svc := e.service("i1", e.pool(t, 2, 10))
 	ids := e.admitMany(t, prefix, "t1", 2)
-	return svc, ids, e.round(t, svc, projectA)
+	o := e.round(t, svc, projectA)
+	var b store.Batch
+	waitFor(t, "the settlement's failure to be recorded", func() bool {
+		b, _ = e.db.Batch(bg, o.BatchID)
+		return b.Failing != ""
+	})
+	return svc, ids, b
+}
+
+// failedOnApprove checks that batch b failed in the approve step: its members ids HANDLE_FAILED /
+// HANDLE_APPROVE_FAILED (operators may retry them), its MR closed.
+func (e *env) failedOnApprove(t *testing.T, b store.Batch, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+	}
+	if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
+		t.Fatalf("MR %s", st)
+	}
+}
+
+// blockedOnStuckPipeline leaves a batch of two BLOCKED on a pipeline that never finishes (past
+// poll.timeout), then lets new pipelines pass; the stuck one stays running.
+func (e *env) blockedOnStuckPipeline(t *testing.T, prefix string) (*batch.Service, []string, batch.Outcome) {
+	t.Helper()
+	f := e.gl.Faults()
+	f.PipelineStuckRate = 1
+	e.gl.SetFaults(f)
+	svc := e.service("i1", e.pool(t, 2, 10))
+	ids := e.admitMany(t, prefix, "t1", 2)
+	o := e.round(t, svc, projectA)
+	if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
+		t.Fatalf("batch: %+v", b)
+	}
+	e.gl.ResetFaults()
+	return svc, ids, o
 }

@@ -135,7 +135,7 @@ func decodeFailure(s string) failure {
 		if len(parts) == 3 {
 			f.note = parts[2]
 		}
-		if !strings.HasPrefix(f.create.String(), "STEP_") && !strings.HasPrefix(f.handle.String(), "STEP_") {
+		if f.create.Known() && f.handle.Known() {
 			return f
 		}
 	}

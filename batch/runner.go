@@ -69,11 +69,18 @@ func (s *Service) run(ctx context.Context, id int64, restartStuck bool) {
 		s.log.Warn("batch runner cannot read its batch; the sweep resumes it after its lease", "batch", id, "error", err)
 		return
 	}
+	if b.Status != store.BatchRunning || b.LeaseOwner != s.instance {
+		s.log.Info("batch is not this instance's to run", "batch", id, "status", b.Status, "owner", b.LeaseOwner)
+		return
+	}
 	// Renewed before anything else: a hand-off that waited in the queue past its lease may have
 	// been taken over meanwhile, and then this runner must not touch GitLab at all.
-	if b.Status != store.BatchRunning || b.LeaseOwner != s.instance ||
-		s.db.RenewBatchLease(ctx, id, s.instance, s.cfg.Current().BatchLeaseTTL()) != nil {
-		s.log.Info("batch is not this instance's to run", "batch", id, "status", b.Status, "owner", b.LeaseOwner)
+	switch err := s.db.RenewBatchLease(ctx, id, s.instance, s.cfg.Current().BatchLeaseTTL()); {
+	case errors.Is(err, store.ErrPreempted):
+		s.log.Info("batch taken over before its runner started; this runner stops", "batch", id)
+		return
+	case err != nil:
+		s.log.Warn("batch runner cannot renew its lease; the sweep resumes it after its lease", "batch", id, "error", err)
 		return
 	}
 	r := &run{s: s, batch: b, wake: make(chan struct{}, 1), phase: failedCreate, cancel: cancel, restartStuck: restartStuck}
@@ -135,7 +142,11 @@ func (e dbError) Error() string { return "database: " + e.err.Error() }
 func (e dbError) Unwrap() error { return e.err }
 
 // transient reports errors that say nothing about the batch: a dependency that did not answer.
+// A settlement recorded as pending is none, whatever failed it: the batch's failure is decided.
 func transient(err error) bool {
+	if errors.As(err, new(errSettlePending)) {
+		return false
+	}
 	var oe *outbound.Error
 	if errors.As(err, &oe) {
 		return oe.Temporary()
@@ -165,7 +176,7 @@ func (r *run) drive(ctx context.Context) error {
 		switch {
 		case err == nil:
 			state, outages = next, 0
-		case transient(err) && !errors.As(err, new(errSettlePending)) && outages+1 < unavailableAttempts:
+		case transient(err) && outages+1 < unavailableAttempts:
 			outages++
 			if werr := r.outage(ctx, err, outages); werr != nil {
 				return werr

@@ -33,13 +33,17 @@ func (s *Service) Settle(ctx context.Context, batchID int64, actor string) error
 		f = decodeFailure(b.Failing)
 		f.note += "; settled by " + actor
 	}
-	if err := s.settle(ctx, b, f); err != nil {
-		if !errors.Is(err, store.ErrPreempted) {
-			s.settlePending(ctx, b, f, err)
-		}
-		return err
+	return s.settleOrRecord(ctx, b, f)
+}
+
+// settleOrRecord settles batch b with f (settle); a settlement that fails other than by losing
+// the batch to another holder is recorded on the batch for the sweep to finish (settlePending).
+func (s *Service) settleOrRecord(ctx context.Context, b store.Batch, f failure) error {
+	err := s.settle(ctx, b, f)
+	if err != nil && !errors.Is(err, store.ErrPreempted) {
+		s.settlePending(ctx, b, f, err)
 	}
-	return nil
+	return err
 }
 
 // publicError is what the ops console may show of a settlement's error: the classified cause of
@@ -203,23 +207,17 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			continue
 		}
 		n++
-		var f *failure
 		switch {
 		case taken.Failing != "":
 			// Decided already; only its settlement failed. Settled as decided, not run again.
-			f = ptr(decodeFailure(taken.Failing))
+			err = s.settleOrRecord(ctx, taken, decodeFailure(taken.Failing))
 		case taken.Status == store.BatchBlocked:
-			f = ptr(failedCreate.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
+			err = s.settleOrRecord(ctx, taken, failedCreate.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
 		case now.Sub(taken.CreatedAt) > snap.BatchBlockedTimeout():
-			f = ptr(failedCreate.with(fmt.Sprintf("still not finished after batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
+			err = s.settleOrRecord(ctx, taken, failedCreate.with(fmt.Sprintf("still not finished after batch.blockedTimeout (%s); settled by the sweep", snap.BatchBlockedTimeout())))
 		default:
 			s.log.InfoContext(ctx, "batch taken over after its lease expired; resuming", "batch", b.ID, "previous", b.LeaseOwner)
 			err = s.handOff(ctx, taken, false)
-		}
-		if f != nil {
-			if err = s.settle(ctx, taken, *f); err != nil && !errors.Is(err, store.ErrPreempted) {
-				s.settlePending(ctx, taken, *f, err)
-			}
 		}
 		switch {
 		case errors.Is(err, store.ErrPreempted):
@@ -232,5 +230,3 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}
 	return n, errors.Join(errs...)
 }
-
-func ptr[T any](v T) *T { return &v }

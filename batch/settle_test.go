@@ -186,23 +186,19 @@ func TestASweepThatLosesTheSettlementToAnOperatorIsNoError(t *testing.T) {
 func TestAnOperatorsFailedSettlementIsRecordedAndKeepsTheDecidedFailure(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		svc, ids, o := e.unsettleableBatch(t, "manual")
-		waitFor(t, "the runner's failed settlement", func() bool {
-			b, _ := db.Batch(bg, o.BatchID)
-			return b.Failing != ""
-		})
-		if err := svc.Settle(bg, o.BatchID, "ops@example.com"); err == nil {
+		svc, ids, pending := e.unsettleableBatch(t, "manual")
+		if err := svc.Settle(bg, pending.ID, "ops@example.com"); err == nil {
 			t.Fatal("a settlement whose close failed reported success")
 		}
-		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") ||
+		if b, _ := db.Batch(bg, pending.ID); b.Status != store.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") ||
 			!strings.Contains(batch.PendingFailure(b), "settled by ops@example.com") {
 			t.Fatalf("batch after the failed settlement: %+v", b)
 		}
 		e.failClose.Store(false)
-		if err := svc.Settle(bg, o.BatchID, "ops@example.com"); err != nil {
+		if err := svc.Settle(bg, pending.ID, "ops@example.com"); err != nil {
 			t.Fatal(err)
 		}
-		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchFailed || b.Failing != "" {
+		if b, _ := db.Batch(bg, pending.ID); b.Status != store.BatchFailed || b.Failing != "" {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
