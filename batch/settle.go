@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"bindery/outbound"
@@ -29,12 +30,17 @@ func (s *Service) Settle(ctx context.Context, batchID int64, actor string) error
 	s.stopRunner(batchID)
 	f := failedCreate.with("settled by " + actor)
 	if b.Failing != "" {
-		// The failure was decided already (only its settlement failed): the members keep it.
+		// The failure was decided already (only its settlement failed): the members keep it,
+		// with the operator who settles it now (not every operator who tried before).
 		f = decodeFailure(b.Failing)
-		f.note += "; settled by " + actor
+		f.note, _, _ = strings.Cut(f.note, settledBy)
+		f.note += settledBy + actor
 	}
 	return s.settleOrRecord(ctx, b, f)
 }
+
+// settledBy joins an operator's settlement to a decided failure's note.
+const settledBy = "; settled by "
 
 // settleOrRecord settles batch b with f (settle); a settlement that fails other than by losing
 // the batch to another holder is recorded on the batch for the sweep to finish (settlePending).

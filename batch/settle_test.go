@@ -194,6 +194,14 @@ func TestAnOperatorsFailedSettlementIsRecordedAndKeepsTheDecidedFailure(t *testi
 			!strings.Contains(batch.PendingFailure(b), "settled by ops@example.com") {
 			t.Fatalf("batch after the failed settlement: %+v", b)
 		}
+		// A second operator's attempt fails too: the note names who settled last, once.
+		if err := svc.Settle(bg, pending.ID, "oncall@example.com"); err == nil {
+			t.Fatal("a settlement whose close failed reported success")
+		}
+		if b, _ := db.Batch(bg, pending.ID); strings.Count(batch.PendingFailure(b), "settled by") != 1 ||
+			!strings.Contains(batch.PendingFailure(b), "settled by oncall@example.com") {
+			t.Fatalf("pending failure after two attempts: %q", batch.PendingFailure(b))
+		}
 		e.failClose.Store(false)
 		if err := svc.Settle(bg, pending.ID, "ops@example.com"); err != nil {
 			t.Fatal(err)
