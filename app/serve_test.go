@@ -206,14 +206,26 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 // Serve mode refuses to start without the systems it needs, with a message that says which.
 func TestServeModeWithoutGitLabRefusesToStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte("approvalSystem:\n  url: http://approvals.invalid\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := app.New(context.Background(), app.Options{
-		Mode: app.ModeServe, ConfigPath: path, Addr: "127.0.0.1:0", DSN: storetest.SQLiteDSN(t),
-		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: io.Discard, Services: app.Services,
-	})
-	if err == nil || !strings.Contains(err.Error(), "gitlab.baseURL is not set") {
-		t.Fatalf("start without GitLab: %v", err)
+	approval := "approvalSystem:\n  url: http://approvals.invalid\n"
+	for _, tc := range []struct{ name, config, want string }{
+		{"without GitLab", approval, "gitlab.baseURL is not set"},
+		{"without the bot's token", approval + "gitlab:\n  baseURL: http://gitlab.invalid\n", "gitlab.botToken is not set"},
+		{"without the approval system", "gitlab:\n  baseURL: http://gitlab.invalid\n  botToken: bot\n  reviewerTokens: [rev]\n", "approvalSystem.url is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			a, err := app.New(context.Background(), app.Options{
+				Mode: app.ModeServe, ConfigPath: path, Addr: "127.0.0.1:0", DSN: storetest.SQLiteDSN(t),
+				Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: io.Discard, Services: app.Services,
+			})
+			if err == nil {
+				a.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start %s: %v", tc.name, err)
+			}
+		})
 	}
 }
