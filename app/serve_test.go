@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -87,23 +86,13 @@ func freeAddr(t *testing.T) string {
 // serveAs calls a serve-mode instance as identity, through the trusted login proxy's header.
 func serveAs(t *testing.T, method, url, identity, body string, out any) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("X-Forwarded-User", identity)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	code, data := send(t, method, url, "X-Forwarded-User", identity, body)
 	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, data)
+		if err := json.Unmarshal([]byte(data), out); err != nil {
+			t.Fatalf("%s %s: %d %s", method, url, code, data)
 		}
 	}
-	return resp.StatusCode
+	return code
 }
 
 // Two `serve` instances on one MariaDB, one set of external systems: every instance runs every
