@@ -116,19 +116,12 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	var instances []*app.App
 	for _, addr := range []string{addrA, "127.0.0.1:0"} {
 		logs := &logtest.Buffer{}
-		a, err := app.New(context.Background(), app.Options{
+		a, stop := run(t, app.Options{
 			Mode: app.ModeServe, ConfigPath: path, Addr: addr, DSN: dsn,
 			Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
 		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
+			if err := stop(); err != nil {
 				t.Errorf("instance stopped with %v", err)
 			}
 			if t.Failed() {
