@@ -47,10 +47,19 @@ func bootMode(t *testing.T, mode app.Mode, dsn, configText string) *booted {
 		t.Fatal(err)
 	}
 	logs := &logtest.Buffer{}
-	a, err := app.New(context.Background(), app.Options{
+	a, stop := run(t, app.Options{
 		Mode: mode, ConfigPath: path, Addr: "127.0.0.1:0", DSN: dsn,
 		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs,
 	})
+	t.Cleanup(func() { _ = stop() })
+	return &booted{App: a, configPath: path, logs: logs, stop: stop}
+}
+
+// run starts an App with opts and runs it until stop, which returns Run's error and is safe to
+// call more than once. The caller decides what its cleanup checks.
+func run(t *testing.T, opts app.Options) (a *app.App, stop func() error) {
+	t.Helper()
+	a, err := app.New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +68,10 @@ func bootMode(t *testing.T, mode app.Mode, dsn, configText string) *booted {
 	go func() { done <- a.Run(ctx) }()
 	var once sync.Once
 	var runErr error
-	stop := func() error {
+	return a, func() error {
 		once.Do(func() { cancel(); runErr = <-done })
 		return runErr
 	}
-	t.Cleanup(func() { _ = stop() })
-	return &booted{App: a, configPath: path, logs: logs, stop: stop}
 }
 
 func get(t *testing.T, url string) (int, string) {

@@ -10,11 +10,18 @@ import (
 	"bindery/store/storetest"
 )
 
+// do calls url as user (the demo's X-Bindery-User; none when user is empty).
 func do(t *testing.T, method, url, user, body string) (int, string) {
+	t.Helper()
+	return send(t, method, url, "X-Bindery-User", user, body)
+}
+
+// send calls url with user in header (none when user is empty) and returns the status and body.
+func send(t *testing.T, method, url, header, user, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if user != "" {
-		req.Header.Set("X-Bindery-User", user)
+		req.Header.Set(header, user)
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")

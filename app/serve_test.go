@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -87,23 +86,13 @@ func freeAddr(t *testing.T) string {
 // serveAs calls a serve-mode instance as identity, through the trusted login proxy's header.
 func serveAs(t *testing.T, method, url, identity, body string, out any) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("X-Forwarded-User", identity)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	code, data := send(t, method, url, "X-Forwarded-User", identity, body)
 	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, data)
+		if err := json.Unmarshal([]byte(data), out); err != nil {
+			t.Fatalf("%s %s: %d %s", method, url, code, data)
 		}
 	}
-	return resp.StatusCode
+	return code
 }
 
 // Two `serve` instances on one MariaDB, one set of external systems: every instance runs every
@@ -127,19 +116,12 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	var instances []*app.App
 	for _, addr := range []string{addrA, "127.0.0.1:0"} {
 		logs := &logtest.Buffer{}
-		a, err := app.New(context.Background(), app.Options{
+		a, stop := run(t, app.Options{
 			Mode: app.ModeServe, ConfigPath: path, Addr: addr, DSN: dsn,
 			Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
 		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
+			if err := stop(); err != nil {
 				t.Errorf("instance stopped with %v", err)
 			}
 			if t.Failed() {
@@ -206,14 +188,26 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 // Serve mode refuses to start without the systems it needs, with a message that says which.
 func TestServeModeWithoutGitLabRefusesToStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte("approvalSystem:\n  url: http://approvals.invalid\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := app.New(context.Background(), app.Options{
-		Mode: app.ModeServe, ConfigPath: path, Addr: "127.0.0.1:0", DSN: storetest.SQLiteDSN(t),
-		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: io.Discard, Services: app.Services,
-	})
-	if err == nil || !strings.Contains(err.Error(), "gitlab.baseURL is not set") {
-		t.Fatalf("start without GitLab: %v", err)
+	approval := "approvalSystem:\n  url: http://approvals.invalid\n"
+	for _, tc := range []struct{ name, config, want string }{
+		{"without GitLab", approval, "gitlab.baseURL is not set"},
+		{"without the bot's token", approval + "gitlab:\n  baseURL: http://gitlab.invalid\n", "gitlab.botToken is not set"},
+		{"without the approval system", "gitlab:\n  baseURL: http://gitlab.invalid\n  botToken: bot\n  reviewerTokens: [rev]\n", "approvalSystem.url is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			a, err := app.New(context.Background(), app.Options{
+				Mode: app.ModeServe, ConfigPath: path, Addr: "127.0.0.1:0", DSN: storetest.SQLiteDSN(t),
+				Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: io.Discard, Services: app.Services,
+			})
+			if err == nil {
+				a.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start %s: %v", tc.name, err)
+			}
+		})
 	}
 }

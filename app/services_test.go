@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,23 +58,11 @@ type demo struct {
 func startDemo(t *testing.T, configPath, dsn string) *demo {
 	t.Helper()
 	logs := &logtest.Buffer{}
-	a, err := app.New(context.Background(), app.Options{
+	a, stop := run(t, app.Options{
 		Mode: app.ModeDemo, ConfigPath: configPath, Addr: "127.0.0.1:0", DSN: dsn,
 		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	d := &demo{App: a, logs: logs}
-	d.stop = func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
+	d := &demo{App: a, logs: logs, stop: stop}
 	t.Cleanup(func() {
 		if err := d.stop(); err != nil {
 			t.Errorf("demo stopped with %v", err)

@@ -10,11 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"bindery/logging/logtest"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/config.md from the key registry")
@@ -344,7 +345,7 @@ type testSource struct {
 	*Source
 	path string
 	set  *metrics.Set
-	logs *bytes.Buffer
+	logs *logtest.Buffer
 }
 
 func openTestSource(t *testing.T, initial string) testSource {
@@ -354,13 +355,13 @@ func openTestSource(t *testing.T, initial string) testSource {
 	if err := os.WriteFile(path, []byte(initial), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	logs := &logtest.Buffer{}
 	set := metrics.NewSet()
-	src, err := Open(path, slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil)), set)
+	src, err := Open(path, slog.New(slog.NewTextHandler(logs, nil)), set)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testSource{src, path, set, &logs}
+	return testSource{src, path, set, logs}
 }
 
 func (ts testSource) metric(name string) string {
@@ -495,17 +496,6 @@ func TestWatchSurvivesReplacedDirectory(t *testing.T) {
 	waitLimit(t, ts.Source, 9)
 	write(t, ts.path, "ratelimit:\n  apply: 8\n")
 	waitLimit(t, ts.Source, 8)
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // TestWatchIgnoresBusyNeighbours: writes to other files of the directory (the demo keeps its

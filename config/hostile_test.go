@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Hostile config files (issue 8, point 3; SPEC §2 "a file that fails to parse keeps the last good
@@ -314,5 +315,29 @@ func TestPathTemplatesThatLeaveTheRepositoryAreRefused(t *testing.T) {
 	}
 	if _, err := Parse([]byte(`targets: [{key: a, project: a/b, path: "bindings/a/{subject}.yaml"}]`)); err != nil {
 		t.Fatalf("a good template: %v", err)
+	}
+}
+
+// A pasted blob as a key name, or as a value that is refused, reaches the log and the ops console
+// clipped to a short text, cut between characters (never inside one), with its real length.
+func TestHugeKeysAndValuesAreReportedClipped(t *testing.T) {
+	huge := "x" + strings.Repeat("é", 1000) // odd offset: the cut falls inside a character
+	snap, err := Parse([]byte(huge + ": 1\nratelimit:\n  apply: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Unknown) != 1 {
+		t.Fatalf("unknown keys: %d", len(snap.Unknown))
+	}
+	u := snap.Unknown[0]
+	if len(u) > shownMax+32 || !utf8.ValidString(u) || !strings.HasPrefix(huge, strings.TrimSuffix(u, "… (2001 bytes)")) || !strings.HasSuffix(u, "… (2001 bytes)") {
+		t.Fatalf("reported as %d bytes: %.300q", len(u), u)
+	}
+	_, err = Parse([]byte("targets:\n  - {key: " + huge + ", title: T, project: a/b, path: \"x/{subject}.yaml\"}\n"))
+	if err == nil {
+		t.Fatal("a target key of 2,001 bytes was accepted")
+	}
+	if msg := err.Error(); len(msg) > shownMax+32 || !utf8.ValidString(msg) || !strings.Contains(msg, "targets[0]") {
+		t.Fatalf("error of %d bytes: %.300q", len(msg), msg)
 	}
 }

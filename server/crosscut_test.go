@@ -430,6 +430,29 @@ func TestConcurrentDuplicateApplicationsProceedOnce(t *testing.T) {
 	})
 }
 
+// An operationId is at most 64 characters, the width of the key columns: the longest one is
+// recorded on both databases (MySQL in strict mode refuses a longer value with a 500), and one
+// character more is a 400 that names the field before anything is written.
+func TestTheLongestOperationIDIsRecordedAndALongerOneIsRefused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, options{db: db})
+		longest := strings.Repeat("a", 64)
+		if rec := h.do(post("/api/apply", "alice", applyJSON(longest, "public-a"))); rec.Code != 202 {
+			t.Fatalf("64 characters: %d %s", rec.Code, rec.Body.String())
+		}
+		if rec := h.do(post("/api/apply", "alice", applyJSON(longest, "public-a"))); rec.Code != 202 || !strings.Contains(rec.Body.String(), "DUPLICATE_SUBMIT") {
+			t.Fatalf("64 characters again (the recorded answer): %d %s", rec.Code, rec.Body.String())
+		}
+		rec := h.do(post("/api/apply", "alice", applyJSON(longest+"a", "public-a")))
+		if rec.Code != 400 || !strings.Contains(rec.Body.String(), `"field":"operationId"`) {
+			t.Fatalf("65 characters: %d %s", rec.Code, rec.Body.String())
+		}
+		if n := h.wf.count("Apply"); n != 1 {
+			t.Fatalf("Apply ran %d times, want 1", n)
+		}
+	})
+}
+
 // SPEC §6.2: the subject is the identity, else the client address behind trusted proxies.
 func TestRateLimitSubjectIsTheIdentityElseTheUntrustedClientAddress(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "1"}})

@@ -24,15 +24,18 @@ var errNoWorkflow = apperr.New(apperr.Unavailable, "The request service is not a
 // maxReason bounds an application's reason (characters).
 const maxReason = 1000
 
-// errReasonControl refuses a reason holding control characters: it is shown to approvers,
-// written into the repository file and the audit log, and a NUL or a terminal escape sequence
-// there is never what a person meant to write.
-func errReasonControl() error {
-	return apperr.Invalid("reason", "must not contain control characters (line breaks and tabs are fine)")
-}
-
-func hasControl(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' })
+// checkReason bounds the reason of an application or a revocation. It is shown to approvers,
+// written into the repository file and the audit log: a NUL or a terminal escape sequence there
+// is never what a person meant to write, so control characters other than line breaks and tabs
+// are refused.
+func checkReason(reason string) error {
+	switch {
+	case utf8.RuneCountInString(reason) > maxReason:
+		return apperr.Invalid("reason", "must be at most %d characters", maxReason)
+	case strings.ContainsFunc(reason, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }):
+		return apperr.Invalid("reason", "must not contain control characters (line breaks and tabs are fine)")
+	}
+	return nil
 }
 
 type applyBody struct {
@@ -58,10 +61,9 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 		return 0, nil, apperr.Invalid("targetKey", "is required")
 	case b.Reason == "":
 		return 0, nil, apperr.Invalid("reason", "is required: tell the approvers why you need it")
-	case utf8.RuneCountInString(b.Reason) > maxReason:
-		return 0, nil, apperr.Invalid("reason", "must be at most %d characters", maxReason)
-	case hasControl(b.Reason):
-		return 0, nil, errReasonControl()
+	}
+	if err := checkReason(b.Reason); err != nil {
+		return 0, nil, err
 	}
 	snap := s.deps.Config.Current()
 	target, ok := snap.Target(b.TargetKey)
@@ -153,11 +155,8 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 	if err := checkOperationID("operationId", b.OperationID); err != nil {
 		return 0, nil, err
 	}
-	if utf8.RuneCountInString(b.Reason) > maxReason {
-		return 0, nil, apperr.Invalid("reason", "must be at most %d characters", maxReason)
-	}
-	if hasControl(b.Reason) {
-		return 0, nil, errReasonControl()
+	if err := checkReason(b.Reason); err != nil {
+		return 0, nil, err
 	}
 	v, err := s.ownedRequest(r)
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
@@ -11,7 +12,8 @@ import (
 // httprouter. httprouter v1.3.0 cannot hold a static segment beside a wildcard at the same place
 // of two routes of one method (POST /api/ops/batches/run beside POST /api/ops/batches/{id}/settle):
 // it panics at registration. Such a static route is registered under the wildcard instead and
-// chosen by the segment's value; any other value at that place is not that route (404).
+// chosen by the segment's value; any other value at that place is not that route (404), unless
+// the wildcard has a route of its own there.
 
 // segment is one path segment of a route: a literal, or a wildcard name.
 type segment struct {
@@ -77,8 +79,11 @@ func registration(rt route, table []route) (pattern string, guards []guard) {
 	return b.String(), guards
 }
 
-// newRouter registers the table on httprouter. Wildcard values reach handlers through
-// r.PathValue, so handlers do not depend on the router. GET routes answer HEAD too.
+// newRouter registers the table on httprouter. Routes that share a registration (static
+// segments registered under one wildcard, and the wildcard's own route) are one handle that
+// picks the first route whose guards hold, the guarded ones first. Wildcard values reach
+// handlers through r.PathValue, so handlers do not depend on the router. GET routes answer HEAD
+// too.
 func (s *Server) newRouter(table []route) *httprouter.Router {
 	router := httprouter.New()
 	router.RedirectTrailingSlash = false
@@ -87,24 +92,39 @@ func (s *Server) newRouter(table []route) *httprouter.Router {
 	router.HandleOPTIONS = true // answers OPTIONS with the Allow list, which 405s also carry
 	router.NotFound = s.unmatched
 	router.MethodNotAllowed = s.wrongMethod
+	type candidate struct {
+		guards []guard
+		h      http.Handler
+	}
+	type registered struct{ method, pattern string }
+	var order []registered
+	shared := map[registered][]candidate{}
 	for _, rt := range table {
 		pattern, guards := registration(rt, table)
-		h := s.chain(rt)
+		k := registered{rt.method, pattern}
+		if _, ok := shared[k]; !ok {
+			order = append(order, k)
+		}
+		shared[k] = append(shared[k], candidate{guards, s.chain(rt)})
+	}
+	for _, k := range order {
+		candidates := shared[k]
+		slices.SortStableFunc(candidates, func(a, b candidate) int { return len(b.guards) - len(a.guards) })
 		handle := func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-			for _, g := range guards {
-				if ps.ByName(g.param) != g.value {
-					s.unmatched.ServeHTTP(w, r)
+			for _, c := range candidates {
+				if !slices.ContainsFunc(c.guards, func(g guard) bool { return ps.ByName(g.param) != g.value }) {
+					for _, p := range ps {
+						r.SetPathValue(p.Key, p.Value)
+					}
+					c.h.ServeHTTP(w, r)
 					return
 				}
 			}
-			for _, p := range ps {
-				r.SetPathValue(p.Key, p.Value)
-			}
-			h.ServeHTTP(w, r)
+			s.unmatched.ServeHTTP(w, r)
 		}
-		router.Handle(rt.method, pattern, handle)
-		if rt.method == http.MethodGet {
-			router.Handle(http.MethodHead, pattern, handle)
+		router.Handle(k.method, k.pattern, handle)
+		if k.method == http.MethodGet {
+			router.Handle(http.MethodHead, k.pattern, handle)
 		}
 	}
 	return router

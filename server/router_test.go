@@ -1,7 +1,9 @@
 package server
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -42,6 +44,38 @@ func TestRouterServesTheWholeTable(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
 		if rec.Code != c.status {
 			t.Errorf("%s %s: %d, want %d", c.method, c.path, rec.Code, c.status)
+		}
+	}
+}
+
+// Several static segments beside one wildcard, and the wildcard's own route at that place, share
+// one registration: each request reaches its own route (httprouter would panic on the second
+// registration of the pattern).
+func TestStaticSiblingsAndTheirWildcardShareOneRegistration(t *testing.T) {
+	s := newTestServer(t, nil)
+	answer := func(what string) handlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) (int, any, error) {
+			return http.StatusOK, map[string]string{"route": what, "id": r.PathValue("id")}, nil
+		}
+	}
+	table := []route{
+		{method: "POST", path: "/x/batches/{id}", name: "one", auth: authPublic, handle: answer("one")},
+		{method: "POST", path: "/x/batches/run", name: "run", auth: authPublic, handle: answer("run")},
+		{method: "POST", path: "/x/batches/sweep", name: "sweep", auth: authPublic, handle: answer("sweep")},
+		{method: "POST", path: "/x/batches/{id}/settle", name: "settle", auth: authPublic, handle: answer("settle")},
+	}
+	router := s.newRouter(table)
+	for path, want := range map[string]string{
+		"/x/batches/run":       `{"id":"run","route":"run"}`,
+		"/x/batches/sweep":     `{"id":"sweep","route":"sweep"}`,
+		"/x/batches/7":         `{"id":"7","route":"one"}`,
+		"/x/batches/7/settle":  `{"id":"7","route":"settle"}`,
+		"/x/batches/run/other": "",
+	} {
+		rec := httptest.NewRecorder()
+		router.ServeHTTP(rec, httptest.NewRequest("POST", path, nil))
+		if got := strings.TrimSpace(rec.Body.String()); want != "" && (rec.Code != 200 || got != want) || want == "" && rec.Code != 404 {
+			t.Errorf("POST %s: %d %s, want %s", path, rec.Code, got, want)
 		}
 	}
 }

@@ -4,7 +4,6 @@ package server
 
 import (
 	"context"
-	"github.com/julienschmidt/httprouter"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/julienschmidt/httprouter"
 
 	"bindery/apperr"
 	"bindery/config"

@@ -1,8 +1,9 @@
 package sim
 
 import (
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -392,12 +393,7 @@ func operationIDs(before, after tree) []string {
 			seen[id] = true
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for id := range seen {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // moveTargetForward simulates another merge landing first: an unrelated commit on the target.

@@ -118,40 +118,8 @@ func TestE2EScreenshotsOfTheRealDemo(t *testing.T) {
 	demoDecide(t, url, inFlight, "APPROVED")
 	demoWait(t, url, validated, "VALIDATED")
 
-	for _, size := range []struct {
-		name          string
-		width, height int
-	}{{"laptop", 1280, 900}, {"phone", 390, 844}} {
-		t.Run(size.name, func(t *testing.T) {
-			b := newBrowser(t, size.width, size.height)
-			b.do("size the viewport", chromedp.EmulateViewport(int64(size.width), int64(size.height)))
-			page := func(name, path, ready string, prepare func()) {
-				t.Helper()
-				b.do("open "+path, chromedp.Navigate(url+path))
-				b.waitFor(name+" ready", ready, 60*time.Second)
-				if prepare != nil {
-					prepare()
-				}
-				if overflow := evalJS[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); overflow > 0 {
-					t.Errorf("%s at %dpx scrolls sideways by %dpx", name, size.width, overflow)
-				}
-				if size.name == "laptop" || name == "request" {
-					b.screenshot(fmt.Sprintf("%s-%s.png", name, size.name))
-				}
-			}
-			b.do("sign in as alice", chromedp.Navigate(url+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`))
-			page("apply", "/", `document.querySelector('#apply-form')`, func() {
-				b.click("#target-payments-db-readonly")
-				b.waitFor("preview", `document.querySelector('.preview pre.file')`, 10*time.Second)
-				b.do("type a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "quarterly revenue report"))
-			})
-			page("my-requests", "/requests", `document.querySelectorAll('tr[data-operation-id]').length === 3`, nil)
-			page("request", "/requests/"+waiting, `document.querySelector('#waiting')`, nil)
-			page("request-validated", "/requests/"+validated, `document.querySelector('#status-card [data-status="VALIDATED"]')`, nil)
-			b.do("sign in as ops", chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`))
-			page("ops", "/ops", `document.querySelector('#stage-latency li') && document.querySelector('#batches [data-batch-id]')`, nil)
-		})
-	}
+	tourPages(t, pageTour{url: url, ready: 60 * time.Second, waiting: waiting, validated: validated,
+		opsReady: `document.querySelector('#stage-latency li') && document.querySelector('#batches [data-batch-id]')`})
 }
 
 // demoApply applies through the demo's API as user and returns the operationId.

@@ -63,6 +63,25 @@ func TestPagesReadWellOnALaptopAndAPhone(t *testing.T) {
 	api := newFakeAPI()
 	inFlight := seedHistory(api)
 	s := startSite(t, api)
+	tourPages(t, pageTour{url: s.URL, ready: 20 * time.Second, waiting: inFlight, validated: "0b7e6a10-2f44-4c55-8e61-222222222222",
+		opsReady: `document.querySelector('#stage-latency li') && document.querySelector('#config-error') && document.querySelector('#batches [data-batch-id]')`})
+}
+
+// pageTour is a site to walk through the main pages of: its URL, how long a page may take to
+// be ready, a request still waiting and a VALIDATED one (operationIds; alice has three
+// requests), and what the ops console shows once it is ready.
+type pageTour struct {
+	url                string
+	ready              time.Duration
+	waiting, validated string
+	opsReady           string
+}
+
+// tourPages opens every main page at laptop and phone widths, as alice and then as ops, and
+// checks that nothing needs sideways scrolling; with -screenshots it writes the pictures the
+// README shows (every page at laptop width, the request page at both).
+func tourPages(t *testing.T, p pageTour) {
+	t.Helper()
 	for _, size := range []struct {
 		name          string
 		width, height int
@@ -73,8 +92,8 @@ func TestPagesReadWellOnALaptopAndAPhone(t *testing.T) {
 			b.do("size the viewport", chromedp.EmulateViewport(int64(size.width), int64(size.height)))
 			page := func(name, path, ready string, prepare func()) {
 				t.Helper()
-				b.do("open "+path, chromedp.Navigate(s.URL+path))
-				b.waitFor(name+" ready", ready, 20*time.Second)
+				b.do("open "+path, chromedp.Navigate(p.url+path))
+				b.waitFor(name+" ready", ready, p.ready)
 				if prepare != nil {
 					prepare()
 				}
@@ -86,17 +105,17 @@ func TestPagesReadWellOnALaptopAndAPhone(t *testing.T) {
 					b.screenshot(fmt.Sprintf("%s-%s.png", name, size.name)) // the README's pictures
 				}
 			}
-			b.do("sign in as alice", chromedp.Navigate(s.URL+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`))
+			b.do("sign in as alice", chromedp.Navigate(p.url+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`))
 			page("apply", "/", `document.querySelector('#apply-form')`, func() {
 				b.click("#target-payments-db-readonly")
 				b.waitFor("preview", `document.querySelector('.preview pre.file')`, 10*time.Second)
 				b.do("type a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "quarterly revenue report"))
 			})
 			page("my-requests", "/requests", `document.querySelectorAll('tr[data-operation-id]').length === 3`, nil)
-			page("request", "/requests/"+inFlight, `document.querySelector('#waiting')`, nil)
-			page("request-validated", "/requests/0b7e6a10-2f44-4c55-8e61-222222222222", `document.querySelector('#status-card [data-status="VALIDATED"]')`, nil)
+			page("request", "/requests/"+p.waiting, `document.querySelector('#waiting')`, nil)
+			page("request-validated", "/requests/"+p.validated, `document.querySelector('#status-card [data-status="VALIDATED"]')`, nil)
 			b.do("sign in as ops", chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`))
-			page("ops", "/ops", `document.querySelector('#stage-latency li') && document.querySelector('#config-error') && document.querySelector('#batches [data-batch-id]')`, nil)
+			page("ops", "/ops", p.opsReady, nil)
 		})
 	}
 }

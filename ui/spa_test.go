@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -286,4 +287,30 @@ func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 		t.Fatalf("retries %v", got)
 	}
 	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+confirm+`')`, 10*time.Second)
+}
+
+// A batch whose failure was decided but whose settlement did not go through (GitLab or the
+// database failed while settling) says so on the ops console, with the error, until the sweep
+// or an operator settles it.
+func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
+	api := newFakeAPI()
+	api.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-333333333333", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
+	api.mu.Lock()
+	var id int64
+	for _, b := range api.batches {
+		b.Failing, b.LastError, id = "PIPELINE_FAILED", "gitlab: 502 Bad Gateway", b.ID
+	}
+	api.mu.Unlock()
+	s := startSite(t, api)
+	b := newBrowser(t, 1280, 900)
+	b.do("open the ops console as ops", chromedp.Navigate(s.URL+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`),
+		chromedp.Navigate(s.URL+"/ops"))
+	notice := fmt.Sprintf(`#batches [data-failing="%d"]`, id)
+	b.waitFor("the failing batch's notice", `document.querySelector('`+notice+`')`, 20*time.Second)
+	text := evalJS[string](b, `document.querySelector('`+notice+`').innerText`)
+	for _, want := range []string{"Settling as failed (PIPELINE_FAILED) did not go through", "gitlab: 502 Bad Gateway", "The sweep retries it"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("notice lacks %q: %s", want, text)
+		}
+	}
 }
