@@ -7,11 +7,11 @@ import (
 	"bindery/approval"
 	"bindery/batch"
 	"bindery/change"
+	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/metric"
 	"bindery/permission"
 	"bindery/server"
-	"bindery/worker"
 	"bindery/workflow"
 )
 
@@ -19,10 +19,11 @@ var _ server.Workflow = (*workflow.Workflow)(nil)
 
 // Services is the product's wiring of the workflow (Options.Services for `serve` and `demo`):
 // the GitLab, approval-system and permission clients — in demo mode the simulators mounted on
-// this process, reached over HTTP like the real systems —, one bounded worker pool for every
-// long step (workers.size, workers.queue), the batch service, the workflow and its cron jobs.
-// The cron starts with Run; at shutdown the cron stops first, then the pool drains (steps still
-// running at the deadline are cancelled and left to the lease sweep), then the database closes.
+// this process, reached over HTTP like the real systems —, the engine that runs every step as a
+// task in two lanes (workers.first for a request's first steps, workers.size for the rest), the
+// batch service, the workflow and its cron jobs. The engine and the cron start with Run; at
+// shutdown the cron stops first, then the engine (an action still running at the deadline is
+// cancelled and writes nothing; its work falls due again on any instance), then the database.
 // A missing GitLab or approval-system setting in serve mode is an error here: bindery refuses to
 // start rather than accept requests it cannot carry out.
 func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions, error) {
@@ -42,20 +43,23 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 	}
 	perms := permission.New(a.cfg, permission.Options{Metrics: a.metrics, Log: log.With("component", "permission")})
 
-	pool := worker.NewPool(snap.Workers(), snap.WorkerQueue(), log.With("component", "worker"), a.metrics)
 	rec := metric.New(metric.SetSink(a.metrics), log)
+	eng := engine.New(engine.Options{
+		DB: a.db, Log: log, Recorder: rec, Instance: a.instance, IdlePoll: snap.IdlePoll(),
+		Lanes: map[string]int{engine.LaneFirst: snap.FirstWorkers(), engine.LaneBackground: snap.Workers()},
+	})
+	eng.Gauges(a.metrics)
 	runner := &change.Runner{GitLab: gl, Log: log.With("component", "change")}
-	batches := batch.New(batch.Options{DB: a.db, Config: a.cfg, Change: runner, Pool: pool, Log: log, Recorder: rec, Instance: a.instance})
+	batches := batch.New(batch.Options{DB: a.db, Config: a.cfg, Change: runner, Engine: eng, Log: log, Recorder: rec})
 	wf, err := workflow.New(workflow.Options{
-		DB: a.db, Config: a.cfg, Batches: batches, Tickets: tickets, Change: runner, Pool: pool,
-		Log: log.With("component", "workflow"), Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL,
+		DB: a.db, Config: a.cfg, Batches: batches, Tickets: tickets, Change: runner, Engine: eng,
+		Log: log.With("component", "workflow"), Recorder: rec, BaseURL: a.URL(), GitLabURL: gitlabURL,
 	})
 	if err != nil {
-		pool.Shutdown(context.Background()) //nolint:errcheck // nothing was queued
 		return nil, nil, fmt.Errorf("workflow: %w", err)
 	}
 	cron := workflow.NewCron(wf, a.db)
-	a.starts = append(a.starts, func(context.Context) { cron.Start() })
-	a.drains = append(a.drains, cron.Stop, pool.Shutdown)
+	a.starts = append(a.starts, func(context.Context) { eng.Start(); cron.Start() })
+	a.drains = append(a.drains, cron.Stop, eng.Stop)
 	return wf, perms, nil
 }

@@ -167,12 +167,11 @@ func TestTheDemoTakesARequestFromApplyToValidated(t *testing.T) {
 }
 
 // The process stopped in the middle of a batch's pipeline wait, and a new process on the same
-// data directory finishes the request: the batch's lease expires and the sweep resumes it from
-// GitLab's state.
+// data directory finishes the request: the batch's task is in the database, due for its next
+// look, and the new process's dispatcher resumes it from GitLab's state.
 func TestAStoppedDemoFinishesTheRequestAfterARestart(t *testing.T) {
 	_, configPath, dsn := demoDir(t,
 		"timeScale: 20", "timeScale: 1", // real pipeline time (10s): the stop lands inside the wait
-		`sweep: "@every 15s"`, `sweep: "@every 1s"`,
 		"server:\n", "server:\n  shutdownTimeout: 1s\n",
 		"batch:\n  maxRequests: 50\n", "batch:\n  maxRequests: 50\n  leaseTTL: 5s\n",
 	)
@@ -193,8 +192,8 @@ func TestAStoppedDemoFinishesTheRequestAfterARestart(t *testing.T) {
 	second := startDemo(t, configPath, dsn)
 	var v workflow.RequestView
 	waitUntil(t, 90*time.Second, "VALIDATED after the restart", func() bool { v = second.request(t, op); return v.Status == "VALIDATED" })
-	if !strings.Contains(second.logs.String(), "batch taken over") {
-		t.Fatalf("the second process did not take the batch over:\n%s", second.logs.String())
+	if !strings.Contains(second.logs.String(), `msg="batch settled"`) {
+		t.Fatalf("the second process did not finish the batch:\n%s", second.logs.String())
 	}
 }
 

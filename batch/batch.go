@@ -1,31 +1,28 @@
 // Package batch runs the approval-first flow's batches: rounds per partition (cron on every
 // instance and the operators' trigger run the same code), the claim through the store, and the
-// batch runner that takes the members' file actions through one MR (package change), records
-// progress with bulk member transitions, settles, bisects a deterministically failing batch, and
-// sweeps batches whose lease expired.
+// batch's steps as tasks of the engine (package engine): the members' file actions through one
+// MR (package change), progress recorded with bulk member transitions, settlement (write-ahead),
+// bisection of a deterministically failing batch.
 //
-// Every write goes through the store's guarded batch write first (the batch's version is the
-// fencing token): a runner whose batch was taken over by another instance, resumed by an
-// operator or settled fails its next write and stops, without touching a member. A cancelled
-// context (shutdown) writes nothing: the lease expires and the sweep resumes the batch from the
-// remote state on any instance.
+// Every write of a step is fenced twice: by the task's epoch (the engine), then by the batch's own
+// guarded write (its version): a step whose batch was resumed, settled or taken over elsewhere
+// fails its write and changes no member. No step waits for GitLab inside a worker: a pipeline or
+// a rebase is looked at once per run, and the task is due again for the next look.
 package batch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"strconv"
 	"time"
 
 	"bindery/change"
 	"bindery/config"
+	"bindery/engine"
 	"bindery/metric"
 	"bindery/store"
-	"bindery/worker"
 )
 
 // Outcome is what one partition's round did.
@@ -42,137 +39,91 @@ type Options struct {
 	DB       *store.DB
 	Config   *config.Source
 	Change   *change.Runner
-	Pool     *worker.Pool
+	Engine   *engine.Engine // runs the batches' tasks; New registers the batch kind on it
 	Log      *slog.Logger
 	Recorder *metric.Recorder // nil: no metrics
-	Instance string           // lease owner: this App instance's id ("" → a random one)
 }
 
-// Service runs rounds, batch runners, settlements and sweeps. Safe for concurrent use; every
-// instance of the product has one.
+// Service runs rounds, the batches' steps and the operators' actions on batches. Safe for
+// concurrent use; every instance of the product has one.
 type Service struct {
-	db       *store.DB
-	cfg      *config.Source
-	change   *change.Runner
-	pool     *worker.Pool
-	log      *slog.Logger
-	rec      *metric.Recorder
-	instance string
-
-	mu      sync.Mutex
-	wakes   map[mrKey]chan struct{} // the running batches' MRs, for Wake
-	running map[int64]*runningBatch // runners in this process, by batch
+	db     *store.DB
+	cfg    *config.Source
+	change *change.Runner
+	engine *engine.Engine
+	log    *slog.Logger
+	rec    *metric.Recorder
 }
-
-type mrKey struct {
-	project string
-	iid     int64
-}
-
-type runningBatch struct{ cancel context.CancelFunc }
 
 // Errors of the operator calls (the workflow maps them to API codes).
 var (
 	// ErrSettled: the batch is SUCCEEDED or FAILED already; there is nothing to resume or settle.
 	ErrSettled = errors.New("batch is already settled")
+	// ErrBusy: a step of the batch is running right now (an action of a few seconds at most);
+	// an operator's action would race it. Try again in a moment.
+	ErrBusy = errors.New("a step of the batch is running right now")
 )
 
-// New returns a Service.
+// New returns a Service and registers the batch kind on o.Engine.
 func New(o Options) *Service {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.Instance == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		o.Instance = "batch-" + hex.EncodeToString(b[:])
-	}
-	return &Service{
-		db: o.DB, cfg: o.Config, change: o.Change, pool: o.Pool, log: o.Log.With("component", "batch"),
-		rec: o.Recorder, instance: o.Instance, wakes: map[mrKey]chan struct{}{}, running: map[int64]*runningBatch{},
-	}
+	s := &Service{db: o.DB, cfg: o.Config, change: o.Change, engine: o.Engine, log: o.Log.With("component", "batch"), rec: o.Recorder}
+	o.Engine.Register(s.kind())
+	return s
 }
 
-// Wake tells a running batch that GitLab reported news for (project, mrIID) — a pipeline
-// finished, the MR was merged or closed — so its poll checks now instead of at its next
-// interval. Unknown MRs are ignored: a webhook is only a hint.
-func (s *Service) Wake(project string, mrIID int64) {
-	s.mu.Lock()
-	ch := s.wakes[mrKey{project, mrIID}]
-	s.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- struct{}{}:
-		default: // a wake is already pending
+// Wake tells the batch whose MR is (project, mrIID) that GitLab reported news — a pipeline
+// finished, the MR was merged or closed — so its next look happens now, on whichever instance
+// claims it. Unknown MRs are ignored: a webhook is only a hint.
+func (s *Service) Wake(ctx context.Context, project string, mrIID int64) (int, error) {
+	id, err := s.db.ActiveBatchByMR(ctx, project, mrIID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.db.WakeTasks(ctx, []store.TaskRef{{Kind: store.TaskBatch, Ref: ref(id)}})
+	if n > 0 {
+		s.engine.Nudge(engine.LaneBackground)
+	}
+	return n, err
+}
+
+func ref(id int64) string { return strconv.FormatInt(id, 10) }
+
+// short is poll.short, the pause between two actions that need a moment (GitLab merging).
+func (s *Service) short() time.Duration {
+	short, _, _, _ := s.cfg.Current().PollStages()
+	return short
+}
+
+// batchTask is a batch's task at step, due now.
+func batchTask(id int64, step string, m memo) store.TaskSpec {
+	return store.TaskSpec{Kind: store.TaskBatch, Ref: ref(id), Lane: engine.LaneBackground, Step: step, Memo: *m.encode()}
+}
+
+// outside runs an operator's write to batch b (read by the caller) with its task put back to
+// step in the same transaction, unless a step of the batch runs right now (ErrBusy): the
+// reschedule bumps the task's epoch, so a run that started before fails its writes.
+func (s *Service) outside(ctx context.Context, b store.Batch, step string, m memo, c store.BatchChange, moves []store.MemberMove) error {
+	err := s.db.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.PutTask(ctx, batchTask(b.ID, step, m), true); err != nil {
+			return err
 		}
+		_, _, err := tx.AdvanceBatch(ctx, store.BatchStep{Batch: b, Change: c, Moves: moves})
+		return err
+	})
+	if errors.Is(err, store.ErrTaskBusy) {
+		return fmt.Errorf("batch %d: %w", b.ID, ErrBusy)
 	}
-}
-
-func (s *Service) listen(project string, iid int64, ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.wakes[mrKey{project, iid}] = ch
-}
-
-func (s *Service) unlisten(project string, iid int64, ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wakes[mrKey{project, iid}] == ch {
-		delete(s.wakes, mrKey{project, iid})
+	if err != nil {
+		return err
 	}
-}
-
-// claimRunner records this process's runner of batch id, cancelling an older one (an operator
-// resumed a batch whose runner was still waiting here: one runner per batch per process).
-func (s *Service) claimRunner(id int64, cancel context.CancelFunc) *runningBatch {
-	rb := &runningBatch{cancel: cancel}
-	s.mu.Lock()
-	old := s.running[id]
-	s.running[id] = rb
-	s.mu.Unlock()
-	if old != nil {
-		old.cancel()
-	}
-	return rb
-}
-
-func (s *Service) releaseRunner(id int64, rb *runningBatch) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[id] == rb {
-		delete(s.running, id)
-	}
-}
-
-// stopRunner cancels this process's runner of batch id, if any (before an operator's settle).
-func (s *Service) stopRunner(id int64) {
-	s.mu.Lock()
-	rb := s.running[id]
-	s.mu.Unlock()
-	if rb != nil {
-		rb.cancel()
-	}
-}
-
-// handOff gives batch id to the worker pool. A rejected hand-off leaves the batch RUNNING —
-// visible, its members BATCHED — and cuts its lease short, so the next sweep on any instance
-// takes it over instead of waiting out a lease nobody renews. restartStuck: an operator resumed
-// the batch, so a head pipeline still running is taken as stuck and replaced (see run.pipeline).
-func (s *Service) handOff(ctx context.Context, b store.Batch, restartStuck bool) error {
-	var err error
-	if s.pool == nil {
-		err = errors.New("no worker pool")
-	} else {
-		err = s.pool.Submit(fmt.Sprintf("batch-%d", b.ID), func(ctx context.Context) { s.run(ctx, b.ID, restartStuck) })
-	}
-	if err == nil {
-		return nil
-	}
-	s.rec.Inc("bindery_batch_handoffs_rejected_total", "project", b.Project)
-	if lerr := s.db.RenewBatchLease(context.WithoutCancel(ctx), b.ID, s.instance, time.Microsecond); lerr != nil {
-		s.log.Warn("rejected batch keeps its lease until it expires", "batch", b.ID, "error", lerr)
-	}
-	return fmt.Errorf("hand batch %d to the workers: %w", b.ID, err)
+	s.engine.Nudge(engine.LaneBackground)
+	return nil
 }
 
 // RenderChange renders what request op changes in the repository: ADD creates the binding's

@@ -37,7 +37,7 @@ func diff(after, before map[string]int) map[string]int {
 func TestABatchOfRequestsLandsThroughOneMRWithCallsIndependentOfItsSize(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		svc := e.service("i1", e.pool(t, 2, 10))
+		svc := e.service(t, "i1")
 
 		runOne := func(prefix string, n int) (store.Batch, []string, map[string]int) {
 			t.Helper()

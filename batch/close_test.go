@@ -35,7 +35,7 @@ func (e *env) closing(t *testing.T, opID string) {
 func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		svc := e.service("i1", e.pool(t, 2, 10))
+		svc := e.service(t, "i1")
 		subjects := map[string]string{"op-alice": "alice", "op-bob": "bob", "op-dave": "dave", "op-eve": "eve"}
 		for _, id := range []string{"op-alice", "op-bob", "op-dave", "op-eve"} {
 			e.admit(t, id, subjects[id], "t1", "needs access")

@@ -1,54 +1,22 @@
 package batch_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"bindery/batch"
+	"bindery/engine"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/worker"
 )
 
-// gated is a pool whose workers are all held until release is closed, with room for queue
-// tasks behind them.
-func (e *env) gated(t *testing.T, workers, queue int, release <-chan struct{}) *worker.Pool {
-	t.Helper()
-	p := e.pool(t, workers, max(queue, 1))
-	started := make(chan struct{}, workers)
-	for range workers {
-		if err := p.Submit("gate", func(ctx context.Context) {
-			started <- struct{}{}
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
-		<-started // this worker is held; the queue is free again
-	}
-	return p
-}
-
-// expireLease makes batch id's lease expire now, as if its TTL passed without renewal.
-func (e *env) expireLease(t *testing.T, id int64) {
-	t.Helper()
-	if _, err := e.db.Raw().ExecContext(bg, "UPDATE merge_batch SET lease_until = '2000-01-01 00:00:00' WHERE id = ?", id); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Rounds from several instances and goroutines at once (every instance's cron plus manual
-// triggers) while the runners are held: one active batch per partition, re-checked in SQL while
-// they run and after; each request claimed once; every claimed member BATCHED. Released, every
-// request lands.
+// triggers) while no instance runs the batches yet: one active batch per partition, re-checked in
+// SQL while they run and after; each request claimed once; every claimed member BATCHED, every
+// claimed batch work that is due. Started, every request lands.
 func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{maxRequests: 5})
@@ -57,8 +25,10 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 		let := func() { once.Do(func() { close(release) }) }
 		defer let()
 		var services []*batch.Service
+		var engines []*engine.Engine
 		for i := range 3 {
-			services = append(services, e.service(fmt.Sprintf("i%d", i), e.gated(t, 1, 50, release)))
+			svc, eng := e.held(t, fmt.Sprintf("i%d", i))
+			services, engines = append(services, svc), append(engines, eng)
 		}
 		a := e.admitMany(t, "a", "t1", 12)
 		g := e.admitMany(t, "g", "g1", 12)
@@ -126,8 +96,14 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 		if n := e.count(t, "SELECT COUNT(*) FROM operation WHERE batch_id IS NOT NULL"); n != 10 {
 			t.Fatalf("%d requests claimed, want 2 batches of batch.maxRequests (5)", n)
 		}
+		if n := e.count(t, "SELECT COUNT(*) FROM task WHERE kind = 'batch'"); n != 2 {
+			t.Fatalf("%d batch tasks for 2 claimed batches", n)
+		}
 
 		let()
+		for _, eng := range engines {
+			eng.Start()
+		}
 		for _, p := range []string{projectA, projectB} {
 			waitFor(t, "the first batches to finish", func() bool {
 				return e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE partition_key = ? AND status IN ('RUNNING', 'BLOCKED')", p) == 0
@@ -140,62 +116,47 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 	})
 }
 
-// The instance running a batch stops mid-step (its pool shut down: the runner's context is
-// cancelled while it waits for the pipeline). Nothing is written — no failure — and the batch
-// stays RUNNING under its lease. Once the lease expired, another instance's sweep takes the
-// batch over and finishes it on the same MR.
-func TestARunnerStoppedMidStepIsFinishedByAnotherInstancesSweep(t *testing.T) {
+// The instance running a batch dies while the batch waits for its pipeline: nothing is written —
+// no failure — and the batch stays RUNNING with its task. Another instance's dispatcher takes the
+// work when it falls due and finishes it on the same MR.
+func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour})
-		poolA := worker.NewPool(1, 10, slog.New(slog.DiscardHandler), nil)
-		a := e.service("instance-a", poolA)
+		a, engA := e.held(t, "instance-a")
+		engA.Start()
 		ids := e.admitMany(t, "crash", "t1", 3)
 		o := e.round(t, a, projectA)
-		waitFor(t, "the runner to wait for the pipeline", func() bool {
-			r, err := db.Request(bg, ids[0])
-			return err == nil && r.Operation.Step == store.StepCreateStarted
+		waitFor(t, "the batch to wait for the pipeline", func() bool {
+			task, err := db.Task(bg, store.TaskBatch, fmt.Sprint(o.BatchID))
+			return err == nil && task.Step == "pipeline" && task.Checks > 0
 		})
-
-		cancelled, cancel := context.WithCancel(bg)
-		cancel()
-		_ = poolA.Shutdown(cancelled) // the process stops: running tasks are cancelled
-		b, _ := db.Batch(bg, o.BatchID)
-		if b.Status != store.BatchRunning || b.LeaseOwner != "instance-a" {
-			t.Fatalf("after the stop: %+v", b)
+		engA.Kill() // the process dies
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning {
+			t.Fatalf("after the crash: %+v", b)
 		}
 		for _, id := range ids {
 			e.expect(t, id, store.StatusMRCreating, store.StepCreateStarted, store.NextWait)
 		}
 
-		other := e.service("instance-b", e.pool(t, 2, 10))
-		if n, err := other.Sweep(bg); err != nil || n != 0 {
-			t.Fatalf("a live lease was swept: %d %v", n, err)
-		}
-		e.expireLease(t, b.ID)
 		e.clock.Advance(11 * time.Minute) // the pipeline finished while nobody watched
-		if n, err := other.Sweep(bg); err != nil || n != 1 {
-			t.Fatalf("sweep: %d %v", n, err)
+		e.service(t, "instance-b")
+		e.landedOnOneMR(t, o.BatchID, ids)
+		if l := e.logs.Lines("level=ERROR"); len(l) != 0 {
+			t.Fatalf("errors logged: %s", l)
 		}
-		e.landedOnOneMR(t, b.ID, ids)
 	})
 }
 
-// A pool that rejects the hand-off: the claimed batch stays RUNNING with its members BATCHED
-// (visible, with their batch) and its lease already expired, so the next sweep — here another
-// instance's — takes it over and finishes it. No request is left in an invisible state.
-func TestARejectedHandOffLeavesAVisibleBatchTheSweepFinishes(t *testing.T) {
+// A batch claimed by an instance that never runs it (its workers are all busy, it stopped
+// dispatching, it died) is visible — RUNNING, its members BATCHED with their batch — and due:
+// another instance's dispatcher runs it. No request waits for the instance that claimed it.
+func TestABatchClaimedByAnInstanceThatDoesNotRunItIsRunElsewhere(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
-		release := make(chan struct{})
-		defer close(release)
-		full := e.gated(t, 1, 1, release)
-		if err := full.Submit("filler", func(context.Context) {}); err != nil { // the queue is full now
-			t.Fatal(err)
-		}
-		a := e.service("instance-a", full)
-		ids := e.admitMany(t, "rejected", "t1", 3)
+		a, _ := e.held(t, "instance-a") // its engine never dispatches
+		ids := e.admitMany(t, "unrun", "t1", 3)
 		o := e.round(t, a, projectA)
-		if o.Result != store.RoundClaimed || !errors.Is(o.Err, worker.ErrPoolFull) {
+		if o.Result != store.RoundClaimed || o.Err != nil {
 			t.Fatalf("round: %+v", o)
 		}
 		for _, id := range ids {
@@ -204,17 +165,10 @@ func TestARejectedHandOffLeavesAVisibleBatchTheSweepFinishes(t *testing.T) {
 				t.Fatalf("%s does not show its batch", id)
 			}
 		}
-		if n := e.sink.count(`bindery_batch_handoffs_rejected_total{project="infra/access-config"}`); n != 1 {
-			t.Fatalf("rejections counted: %d", n)
+		if task := e.task(t, o.BatchID); !task.Queued() || task.Owner != "" {
+			t.Fatalf("the claimed batch's task: %+v", task)
 		}
-		waitFor(t, "the rejected batch's lease to be expired", func() bool {
-			ex, err := db.ExpiredBatches(bg, 10)
-			return err == nil && len(ex) == 1 && ex[0].ID == o.BatchID
-		})
-		other := e.service("instance-b", e.pool(t, 2, 10))
-		if n, err := other.Sweep(bg); err != nil || n != 1 {
-			t.Fatalf("sweep: %d %v", n, err)
-		}
+		e.service(t, "instance-b")
 		if b := e.stopped(t, o.BatchID); b.Status != store.BatchSucceeded {
 			t.Fatalf("batch: %+v", b)
 		}
@@ -224,21 +178,19 @@ func TestARejectedHandOffLeavesAVisibleBatchTheSweepFinishes(t *testing.T) {
 	})
 }
 
-// A BLOCKED batch nobody resolved within batch.blockedTimeout (its lease) is settled by the
-// sweep: MR closed, members failed (operators can retry them), the partition free again.
-func TestTheSweepSettlesABatchBlockedTooLong(t *testing.T) {
+// A BLOCKED batch nobody resolved within batch.blockedTimeout (its task's due time) is settled:
+// MR closed, members failed (operators can retry them), the partition free again.
+func TestABatchBlockedTooLongIsSettled(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
-		svc := e.service("i1", e.pool(t, 2, 10))
+		svc := e.service(t, "i1")
 		b, ids := e.blocked(t, svc, "forgotten", 2)
-		if n, err := svc.Sweep(bg); err != nil || n != 0 {
-			t.Fatalf("a batch inside its blocked window was swept: %d %v", n, err)
+		task := e.task(t, b.ID)
+		if task.Step != "blocked" || task.Overdue > -50*time.Minute {
+			t.Fatalf("a blocked batch's task is not due at its window's end: %+v", task)
 		}
-		e.expireLease(t, b.ID)
-		if n, err := svc.Sweep(bg); err != nil || n != 1 {
-			t.Fatalf("sweep: %d %v", n, err)
-		}
-		if got, _ := db.Batch(bg, b.ID); got.Status != store.BatchFailed {
+		e.dueNow(t, b.ID) // the window passed
+		if got := e.settled(t, b.ID); got.Status != store.BatchFailed {
 			t.Fatalf("batch: %+v", got)
 		}
 		for _, id := range ids {
@@ -246,6 +198,9 @@ func TestTheSweepSettlesABatchBlockedTooLong(t *testing.T) {
 		}
 		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
 			t.Fatalf("MR %s", st)
+		}
+		if o := e.round(t, svc, projectA); o.Result == store.RoundSlotOccupied {
+			t.Fatal("the settled batch still holds the slot")
 		}
 	})
 }

@@ -19,12 +19,12 @@ import (
 	"bindery/batch"
 	"bindery/change"
 	"bindery/config"
+	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/logging/logtest"
 	"bindery/metric"
 	"bindery/sim"
 	"bindery/store"
-	"bindery/worker"
 )
 
 // These tests run the batch service on both databases with bindery's real GitLab client and
@@ -163,25 +163,54 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 	return e
 }
 
-// pool is a worker pool shut down (its tasks cancelled) when the test ends.
-func (e *env) pool(t *testing.T, workers, queue int) *worker.Pool {
-	p := worker.NewPool(workers, queue, slog.New(slog.DiscardHandler), nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-	})
-	return p
+// service is one instance's batch service on its own engine, dispatching (killed when the test
+// ends).
+func (e *env) service(t *testing.T, instance string) *batch.Service {
+	svc, eng := e.held(t, instance)
+	eng.Start()
+	return svc
 }
 
-// service is one instance's batch service.
-func (e *env) service(instance string, pool *worker.Pool) *batch.Service {
+// held is one instance's batch service on an engine that does not dispatch until it is
+// started: work claimed by its rounds waits in the database (for it, or for another instance).
+func (e *env) held(t *testing.T, instance string) (*batch.Service, *engine.Engine) {
 	var out io.Writer = e.logs
 	if os.Getenv("BATCH_TEST_LOG") != "" {
 		out = io.MultiWriter(e.logs, os.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", instance)
-	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Pool: pool, Recorder: e.rec, Instance: instance, Log: log})
+	eng := engine.New(engine.Options{DB: e.db, Log: log, Recorder: e.rec, Instance: instance, IdlePoll: 10 * time.Millisecond,
+		Lanes: map[string]int{engine.LaneFirst: 1, engine.LaneBackground: 2}})
+	t.Cleanup(eng.Kill)
+	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Engine: eng, Recorder: e.rec, Log: log}), eng
+}
+
+// steps is a request's timeline.
+func (e *env) steps(t *testing.T, opID string) []store.StepRecord {
+	t.Helper()
+	steps, err := e.db.Steps(bg, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return steps
+}
+
+// task is the batch's task as the dispatcher sees it (failing the test when it has none).
+func (e *env) task(t *testing.T, id int64) store.Task {
+	t.Helper()
+	task, err := e.db.Task(bg, store.TaskBatch, fmt.Sprint(id))
+	if err != nil {
+		t.Fatalf("task of batch %d: %v", id, err)
+	}
+	return task
+}
+
+// dueNow makes batch id's task due now, as if its time (a wait, a BLOCKED window) had passed.
+func (e *env) dueNow(t *testing.T, id int64) {
+	t.Helper()
+	if _, err := e.db.Raw().ExecContext(bg, "UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", store.TaskBatch, fmt.Sprint(id)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // admit creates an approved request waiting in its partition, as the workflow leaves it.

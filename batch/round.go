@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"sort"
 
+	"bindery/engine"
 	"bindery/store"
 )
 
 // Round runs one round over every partition with waiting requests (cron and the ops trigger call
 // it, on every instance at once): honours batch.maxRequests and batch.maxWait (close by size or
 // age), claims through store.Claim, writes the members' BATCHED step (in the claim's
-// transaction, one bulk statement per 500), and hands each new batch to the pool (a rejected
-// hand-off leaves the batch RUNNING with an expiring lease, so the sweep picks it up — never an
-// invisible state). Concurrent rounds are safe: the partition's slot (I1) lets one claim win,
+// transaction, one bulk statement per 500) and the new batch's task (due now: any instance's
+// background lane runs it; this one is nudged). Concurrent rounds are safe: the partition's slot (I1) lets one claim win,
 // the others answer SLOT_OCCUPIED. An error of one partition is reported in its Outcome; the
 // returned error is for the round as a whole (the partitions could not be listed).
 func (s *Service) Round(ctx context.Context) ([]Outcome, error) {
@@ -45,9 +45,9 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 		return o
 	}
 	// The partition is the target's GitLab project (SPEC §5.5), so it also names the batch's project.
+	task := batchTask(0, stepOpen, memo{})
 	c, err := s.db.Claim(ctx, store.ClaimInput{
-		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(),
-		Owner: s.instance, Lease: snap.BatchLeaseTTL(), Members: &batchedStep,
+		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(), Members: &batchedStep, Task: &task,
 	})
 	if err != nil {
 		o.Err = err
@@ -59,11 +59,8 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 	}
 	o.BatchID, o.Claimed = c.Batch.ID, len(c.Members)
 	s.log.InfoContext(ctx, "batch claimed", "batch", c.Batch.ID, "partition", partition, "members", len(c.Members))
+	s.engine.Nudge(engine.LaneBackground)
 	s.observeWait(ctx, c)
-	if err := s.handOff(ctx, c.Batch, false); err != nil {
-		o.Err = err
-		s.log.WarnContext(ctx, "batch hand-off rejected; the sweep takes it over", "batch", c.Batch.ID, "error", err)
-	}
 	return o
 }
 

@@ -4,44 +4,68 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"bindery/change"
 	"bindery/config"
+	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/outbound"
 	"bindery/store"
 )
 
-// run drives one batch — one pool task — from its claim to SUCCEEDED, FAILED or BLOCKED. Every
-// step reads the remote state first (change.Runner), so the same code resumes a batch after a
-// crash, a takeover by the sweep or an operator's retry.
+// A batch is one task of the engine (kind store.TaskBatch, ref = the batch id): each run of it
+// is one bounded action of its current step — open the MR, one look at the pipeline, approve,
+// one merge action, settle — and records the outcome and the next due time in one transaction
+// fenced on the task's epoch, whose next statement is the batch's own guarded write (I6). Every
+// step reads the remote state first, so any instance resumes a batch after a crash, an operator's
+// resume or a lost claim. The steps (stored as the task's step; never rename one):
+const (
+	stepOpen     = "open"     // members rendered, branch + commit + MR (or the branch regenerated)
+	stepPipeline = "pipeline" // the MR's pipeline, one look per run (flaky retries, bisection)
+	stepApprove  = "approve"  // both reviewer accounts approve the head
+	// change.MergeAttempt, change.MergeRebasing, change.MergePipeline: the merge, one action per run
+	stepSettle  = "settle"  // the decided failure (merge_batch.failing) is carried out: MR closed, members failed
+	stepBlocked = "blocked" // BLOCKED: operators' window; when it ends, settled as failed
+)
+
+// memo is what a batch remembers between its runs (the task's memo).
+type memo struct {
+	Flaky   int   `json:"flaky,omitempty"`   // flaky retries used on the current branch
+	Restart bool  `json:"restart,omitempty"` // an operator resumed it: replace a pipeline still running
+	Regen   bool  `json:"regen,omitempty"`   // the merge regenerated the branch once already
+	Refused int   `json:"refused,omitempty"` // merges GitLab refused in a row
+	CI      int64 `json:"ci,omitempty"`      // when the current pipeline wait started (unix ms, for the metric)
+	Merge   int64 `json:"merge,omitempty"`   // when the merge phase started (unix ms)
+}
+
+func decodeMemo(s string) memo {
+	var m memo
+	_ = json.Unmarshal([]byte(s), &m) // an unreadable memo is an empty one: the steps re-read
+	return m
+}
+
+func (m memo) encode() *string {
+	b, _ := json.Marshal(m)
+	s := string(b)
+	return &s
+}
+
+// run is one run of a batch's task.
 type run struct {
 	s       *Service
-	batch   store.Batch // as last written: its version guards the next write
-	members []member    // what the batch holds, rendered, in claim order
+	r       *engine.Run
+	batch   store.Batch // as read at the start: its version guards the write
+	memo    memo
+	members []member // what the batch holds, rendered (loaded by steps that need them)
 	spec    change.Spec
-	mr      gitlab.MergeRequest
-	wake    chan struct{}
-
-	phase      failure // the declared failure of the step running now
-	flaky      int     // flaky retries used on the current branch
-	ciStart    time.Time
-	mergeStart time.Time
-	event      change.Event // the last progress event of the merge
-	lost       error        // a progress write found the batch moved on
-	cancel     context.CancelFunc
-	stopLease  func()
-
-	// restartStuck: an operator resumed the batch; the first pipeline wait replaces a head
-	// pipeline that is still running (see pipeline).
-	restartStuck bool
+	phase   failure // the declared failure of the step running now
 }
 
 type member struct {
@@ -50,183 +74,102 @@ type member struct {
 	file   change.FileAction
 }
 
-// The runner's states.
-const (
-	stBranch = iota
-	stPipeline
-	stApprove
-	stMerge
-	stDone
-)
-
-func (s *Service) run(ctx context.Context, id int64, restartStuck bool) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rb := s.claimRunner(id, cancel)
-	defer s.releaseRunner(id, rb)
-	b, err := s.db.Batch(ctx, id)
-	if err != nil {
-		s.log.Warn("batch runner cannot read its batch; the sweep resumes it after its lease", "batch", id, "error", err)
-		return
+func (s *Service) kind() engine.Kind {
+	return engine.Kind{
+		Name:  store.TaskBatch,
+		Run:   s.runBatch,
+		Fail:  s.failBatch,
+		Retry: s.retryBatch,
+		Lease: func() time.Duration { return s.cfg.Current().BatchLeaseTTL() },
 	}
-	if b.Status != store.BatchRunning || b.LeaseOwner != s.instance {
-		s.log.Info("batch is not this instance's to run", "batch", id, "status", b.Status, "owner", b.LeaseOwner)
-		return
-	}
-	// Renewed before anything else: a hand-off that waited in the queue past its lease may have
-	// been taken over meanwhile, and then this runner must not touch GitLab at all.
-	switch err := s.db.RenewBatchLease(ctx, id, s.instance, s.cfg.Current().BatchLeaseTTL()); {
-	case errors.Is(err, store.ErrPreempted):
-		s.log.Info("batch taken over before its runner started; this runner stops", "batch", id)
-		return
-	case err != nil:
-		s.log.Warn("batch runner cannot renew its lease; the sweep resumes it after its lease", "batch", id, "error", err)
-		return
-	}
-	r := &run{s: s, batch: b, wake: make(chan struct{}, 1), phase: failedCreate, cancel: cancel, restartStuck: restartStuck}
-	r.stopLease = s.keepLease(ctx, cancel, id)
-	defer r.stopLease()
-	defer r.unlisten()
-	// The step wrapper: a panic the runner did not handle ends in the declared failure of the
-	// step it was in, never in a batch that looks busy forever.
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("CRITICAL: batch runner panicked", "batch", id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			r.finish(ctx, fmt.Errorf("internal error: %v", p))
-		}
-	}()
-	r.finish(ctx, r.drive(ctx))
 }
 
-// finish decides what an error the runner did not handle means.
-func (r *run) finish(ctx context.Context, err error) {
-	s, id := r.s, r.batch.ID
+// runBatch is one run of a batch's task.
+func (s *Service) runBatch(ctx context.Context, er *engine.Run) error {
+	id, err := strconv.ParseInt(er.Task.Ref, 10, 64)
+	if err != nil {
+		return er.Finish(ctx, nil) // not a batch id: nothing to run
+	}
+	b, err := s.db.Batch(ctx, id)
 	switch {
-	case err == nil:
-		return
-	case errors.As(err, new(errSettlePending)):
-		return // recorded on the batch and logged by settlePending; the sweep settles it
-	case ctx.Err() != nil:
-		// Shutdown, a lost lease or a newer runner of this batch: write nothing. The lease
-		// expires and the sweep resumes the batch from the remote state on any instance.
-		s.log.Info("batch runner stopped; the batch resumes elsewhere or after its lease", "batch", id, "error", err)
-		return
-	case errors.Is(err, store.ErrPreempted):
-		s.log.Info("batch moved on elsewhere (taken over, resumed or settled); this runner stops", "batch", id, "error", err)
-		return
-	case transient(err):
-		s.log.Warn("batch runner gave up on an unavailable dependency; the sweep resumes it after its lease", "batch", id, "attempts", unavailableAttempts, "error", err)
-		// Best effort: the ops console says why the batch is not moving.
-		if b, _, nerr := s.db.AdvanceBatch(ctx, store.BatchStep{Batch: r.batch, Change: store.BatchChange{Note: "interrupted (" + err.Error() + "); resumed after the lease expires"}}); nerr == nil {
+	case errors.Is(err, store.ErrNotFound):
+		return er.Finish(ctx, nil)
+	case err != nil:
+		return engine.Unavailable(err)
+	case !b.Status.Active():
+		return er.Finish(ctx, nil) // settled elsewhere
+	}
+	r := &run{s: s, r: er, batch: b, memo: decodeMemo(er.Task.Memo), phase: failedCreate}
+	er.State = r
+	step := er.Task.Step
+	if b.Failing != "" && step != stepBlocked {
+		step = stepSettle // decided (write-ahead): carried out, never run again
+	}
+	switch step {
+	case stepOpen:
+		return r.open(ctx)
+	case stepPipeline:
+		return r.pipeline(ctx)
+	case stepApprove:
+		return r.approve(ctx)
+	case string(change.MergeAttempt), string(change.MergeRebasing), string(change.MergePipeline):
+		return r.merge(ctx, change.MergePhase(step))
+	case stepSettle:
+		return r.settle(ctx)
+	case stepBlocked:
+		return r.expireBlocked(ctx)
+	}
+	return fmt.Errorf("batch %d: unknown step %q", id, step)
+}
+
+// failBatch is the declared failure of the step that failed: decided now, carried out by the
+// settle step (write-ahead), whatever happens in between.
+func (s *Service) failBatch(ctx context.Context, er *engine.Run, err error) error {
+	r, ok := er.State.(*run)
+	if !ok { // failed before the batch was read
+		return er.Next(ctx, store.TaskNext{In: s.short(), Note: "retrying after an internal error"}, nil)
+	}
+	return r.decide(ctx, r.phase.with(publicNote(err)))
+}
+
+// retryBatch: a batch whose dependency does not answer tries again with backoff (poll.short
+// doubling up to poll.long) — until it is older than batch.blockedTimeout: nothing stays in
+// progress forever, it is then failed.
+func (s *Service) retryBatch(er *engine.Run, err error) (time.Duration, bool) {
+	snap := s.cfg.Current()
+	short, _, long, _ := snap.PollStages()
+	if er.Task.Age > snap.BatchBlockedTimeout() {
+		return 0, false
+	}
+	wait, _ := engine.Backoff(short, long)(er, err)
+	return wait, true
+}
+
+// next records the step's outcome with the batch's own write (step.Batch is filled in).
+func (r *run) next(ctx context.Context, n store.TaskNext, step store.BatchStep) error {
+	step.Batch = r.batch
+	if n.Memo == nil {
+		n.Memo = r.memo.encode()
+	}
+	return r.r.Next(ctx, n, func(tx *store.Tx) error {
+		b, _, err := tx.AdvanceBatch(ctx, step)
+		if err == nil {
 			r.batch = b
 		}
-		return
-	}
-	switch serr := r.settleFailed(ctx, r.phase.with(err.Error())); {
-	case serr == nil:
-		s.log.Error("batch failed", "batch", id, "error", err)
-	case errors.Is(serr, store.ErrPreempted):
-		// Taken over, resumed or settled elsewhere while this runner failed: its failure is of a
-		// run that no longer counts.
-		s.log.Info("batch moved on elsewhere before this runner's failure was settled", "batch", id, "error", err, "settle", serr)
-	default:
-		s.log.Error("batch failed; not settled yet", "batch", id, "error", err, "settle", serr)
-	}
-}
-
-// dbError marks a failed store call: the database may be back in a moment, so the runner leaves
-// the batch to the sweep instead of failing its members.
-type dbError struct{ err error }
-
-func (e dbError) Error() string { return "database: " + e.err.Error() }
-func (e dbError) Unwrap() error { return e.err }
-
-// transient reports errors that say nothing about the batch: a dependency that did not answer.
-// A settlement recorded as pending is none, whatever failed it: the batch's failure is decided.
-func transient(err error) bool {
-	if errors.As(err, new(errSettlePending)) {
-		return false
-	}
-	var oe *outbound.Error
-	if errors.As(err, &oe) {
-		return oe.Temporary()
-	}
-	var de dbError
-	return errors.As(err, &de) && !errors.Is(err, store.ErrPreempted)
-}
-
-func (r *run) drive(ctx context.Context) error {
-	if done, err := r.load(ctx); err != nil || done {
 		return err
-	}
-	state, outages := stBranch, 0
-	for state != stDone {
-		var next int
-		var err error
-		switch state {
-		case stBranch:
-			next, err = r.branch(ctx)
-		case stPipeline:
-			next, err = r.pipeline(ctx)
-		case stApprove:
-			next, err = r.approve(ctx)
-		case stMerge:
-			next, err = r.merge(ctx)
-		}
-		switch {
-		case err == nil:
-			state, outages = next, 0
-		case transient(err) && outages+1 < unavailableAttempts:
-			outages++
-			if werr := r.outage(ctx, err, outages); werr != nil {
-				return werr
-			}
-		default:
-			return err
-		}
-	}
-	return nil
-}
-
-// unavailableAttempts bounds how often the runner runs a step against a dependency that does not
-// answer (5xx, breaker open, timeout, the database) before it leaves the batch to the sweep.
-const unavailableAttempts = 6
-
-// outage waits before the attempt-th retry of a step whose dependency did not answer. The runner
-// keeps the batch — its lease is renewed meanwhile, so no sweep takes it over — and the batch
-// says why it is not moving. The wait starts at poll.short and doubles up to poll.long (by
-// default 5s, 10s, 20s, 30s, 30s: GitLab gets a minute and a half to come back). Re-running the
-// step is as safe as a sweep's resume: every step reads the remote state first.
-func (r *run) outage(ctx context.Context, cause error, attempt int) error {
-	short, _, long, _ := r.s.cfg.Current().PollStages()
-	wait := short << (attempt - 1)
-	if wait > long || wait <= 0 {
-		wait = long
-	}
-	note := fmt.Sprintf("a dependency is unavailable (%s); retrying in %s (%d of %d)", publicError(cause), wait, attempt, unavailableAttempts-1)
-	r.s.log.Info("batch step failed on an unavailable dependency; retrying", "batch", r.batch.ID, "attempt", attempt, "wait", wait, "error", cause)
-	if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{Note: note}}); errors.Is(err, store.ErrPreempted) {
-		return err // moved on elsewhere: this runner stops
-	} // any other failure to write the note: the database is what is down; wait all the same
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return cause
-	case <-t.C:
-		return nil
-	}
+	})
 }
 
 // load reads what the batch holds and renders every member's file. A member that cannot be
 // rendered (its target left the catalog or moved project, its subject cannot be a path) fails
 // alone and leaves the batch; one whose target branch differs from the batch's, or whose file
 // another member already changes, goes back to the waiting set for a later batch. Those writes
-// are one step; members failing with the same reason share one statement.
-func (r *run) load(ctx context.Context) (done bool, err error) {
+// are the outcome of this run (the caller's step runs again right after); members failing with
+// the same reason share one statement. moved reports that it wrote them.
+func (r *run) load(ctx context.Context) (moved bool, err error) {
 	reqs, err := r.s.db.BatchRequests(ctx, r.batch.ID)
 	if err != nil {
-		return false, dbError{err}
+		return false, engine.Unavailable(err)
 	}
 	snap := r.s.cfg.Current()
 	invalid := map[string][]string{} // reason → members
@@ -257,12 +200,10 @@ func (r *run) load(ctx context.Context) (done bool, err error) {
 		}
 		moves = append(moves, requeued(later, fmt.Sprintf("not in batch %d: another target branch or the same file as another member; next batch", r.batch.ID))...)
 		note := fmt.Sprintf("%d members failed alone (not renderable), %d wait for a later batch", len(dropped), len(later))
-		if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{Note: note}, Drop: dropped, Requeue: later, Moves: moves}); err != nil {
-			return false, err
-		}
+		return true, r.next(ctx, store.TaskNext{}, store.BatchStep{Change: store.BatchChange{Note: note}, Drop: dropped, Requeue: later, Moves: moves})
 	}
 	if len(r.members) == 0 {
-		return true, r.settleFailed(ctx, failedCreate.with("no member left to change"))
+		return true, r.decide(ctx, failedCreate.with("no member left to change"))
 	}
 	r.spec = change.Spec{Project: r.batch.Project, TargetBranch: branch, SourceBranch: branchName(r.batch.ID)}
 	r.respec()
@@ -316,7 +257,7 @@ func (r *run) digest() string {
 	return hex.EncodeToString(h[:16])
 }
 
-func (r *run) operationIDs(ms []member) []string {
+func operationIDs(ms []member) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.op.OperationID
@@ -324,23 +265,26 @@ func (r *run) operationIDs(ms []member) []string {
 	return out
 }
 
-// advance writes one step of the batch (guarded on the version last written).
-func (r *run) advance(ctx context.Context, step store.BatchStep) error {
-	step.Batch = r.batch
-	b, _, err := r.s.db.AdvanceBatch(ctx, step)
-	if err != nil {
-		return dbError{err}
-	}
-	r.batch = b
-	return nil
+func (r *run) stages() engine.Stages {
+	short, n, long, timeout := r.s.cfg.Current().PollStages()
+	return engine.Stages{Short: short, ShortCount: n, Long: long, Timeout: timeout}
 }
 
-// branch makes sure the MR exists and its branch carries exactly the members held: a new batch
-// gets its branch, one commit and its MR; a batch whose members changed since the branch was
-// written (bisection, and a crash before the new commit) gets the branch regenerated from the
-// target head; otherwise the recorded MR is read as it is.
-func (r *run) branch(ctx context.Context) (int, error) {
+// waitFor is the outcome "go to step and wait for GitLab there", the wait starting now.
+func (r *run) waitFor(step string) store.TaskNext {
+	return store.TaskNext{Step: step, Wait: store.WaitStart} // the first look at once
+}
+
+// open makes sure the MR exists and its branch carries exactly the members held: a new batch gets
+// its branch, one commit and its MR; a batch whose members changed since the branch was written
+// (bisection, and a crash before the new commit) gets the branch regenerated from the target
+// head; otherwise the recorded MR is read as it is. Then the pipeline wait starts. An MR created
+// by an attempt whose answer was lost is found by its branch (GitLab's 409 names it).
+func (r *run) open(ctx context.Context) error {
 	r.phase = failedCreate
+	if moved, err := r.load(ctx); moved || err != nil {
+		return err
+	}
 	digest := r.digest()
 	b := r.batch
 	rewrite := b.MRIID == 0 || b.BranchDigest != digest
@@ -351,25 +295,40 @@ func (r *run) branch(ctx context.Context) (int, error) {
 	switch {
 	case errors.Is(err, change.ErrNothingToChange):
 		// The only member deletes a file that is already gone: its change is in effect.
-		return stDone, r.settleAbsent(ctx)
+		return r.settleAbsent(ctx)
 	case err != nil && commitRefused(err):
-		return r.deterministic(ctx, failedCreate.with("GitLab refused the batch's commit: "+err.Error()))
+		return r.deterministic(ctx, failedCreate.with("GitLab refused the batch's commit: "+publicNote(err)))
 	case err != nil:
-		return 0, err
+		return err
 	}
-	r.listen(mr)
+	restart := r.memo.Restart && !rewrite
+	r.memo.Restart = false
+	if restart {
+		started, err := r.s.change.RestartStuckPipeline(ctx, b.Project, mr.IID)
+		if err != nil {
+			r.memo.Restart = true // still to do when the step is tried again
+			return err
+		}
+		if started {
+			r.s.log.Info("batch resumed: a new pipeline replaces one still running", "batch", b.ID, "mr", mr.IID)
+			r.memo.CI = time.Now().UnixMilli()
+			return r.next(ctx, r.waitFor(stepPipeline), store.BatchStep{Change: store.BatchChange{
+				Note: fmt.Sprintf("resumed: MR !%d's pipeline was still running; a new pipeline was started on the same commit", mr.IID)}})
+		}
+	}
+	c := store.BatchChange{}
+	var moves []store.MemberMove
 	if rewrite {
-		c := store.BatchChange{MRIID: mr.IID, BranchDigest: &digest, Note: fmt.Sprintf("MR !%d carries %d changes", mr.IID, len(r.members))}
-		var moves []store.MemberMove
+		c = store.BatchChange{MRIID: mr.IID, BranchDigest: &digest, Note: fmt.Sprintf("MR !%d carries %d changes", mr.IID, len(r.members))}
 		if b.MRIID != mr.IID {
 			moves = mrOpened(mr.IID, fmt.Sprintf("batch %d, MR !%d: waiting for its pipeline", b.ID, mr.IID))
 		}
-		if err := r.advance(ctx, store.BatchStep{Change: c, Moves: moves}); err != nil {
-			return 0, err
-		}
-		r.flaky, r.ciStart = 0, time.Now()
+		r.memo.Flaky, r.memo.CI = 0, time.Now().UnixMilli()
 	}
-	return stPipeline, nil
+	if r.memo.CI == 0 {
+		r.memo.CI = time.Now().UnixMilli()
+	}
+	return r.next(ctx, r.waitFor(stepPipeline), store.BatchStep{Change: c, Moves: moves})
 }
 
 // commitRefused: GitLab refused the commit for what it contains (a file to create exists, one
@@ -380,156 +339,102 @@ func commitRefused(err error) bool {
 		errors.Is(err, gitlab.ErrFileMissing) || errors.Is(err, gitlab.ErrFileChanged)
 }
 
-func (r *run) listen(mr gitlab.MergeRequest) {
-	if r.mr.IID != mr.IID {
-		r.unlisten()
-		r.s.listen(r.batch.Project, mr.IID, r.wake)
-	}
-	r.mr = mr
-}
-
-func (r *run) unlisten() {
-	if r.mr.IID != 0 {
-		r.s.unlisten(r.batch.Project, r.mr.IID, r.wake)
-	}
-}
-
-func (r *run) stages() change.Stages {
-	short, n, long, timeout := r.s.cfg.Current().PollStages()
-	return change.Stages{Short: short, ShortCount: n, Long: long, Timeout: timeout}
-}
-
-// pipeline waits for the head's pipeline in stages.
-func (r *run) pipeline(ctx context.Context) (int, error) {
-	if r.restartStuck {
-		if err := r.restartStuckPipeline(ctx); err != nil {
-			return 0, err // still to do when the step is tried again
-		}
-		r.restartStuck = false
-	}
-	res, err := r.s.change.WaitPipeline(ctx, r.batch.Project, r.mr.IID, r.stages(), r.wake)
+// pipeline is one look at the head's pipeline: pending → the next look by the staged schedule
+// (poll.timeout after the wait started: BLOCKED for operators); passed → approve; failed →
+// a new run on the same commit while batch.flakyRetries allow, then deterministic.
+func (r *run) pipeline(ctx context.Context) error {
+	r.phase = failedCreate
+	b := r.batch
+	look, err := r.s.change.LookAtPipeline(ctx, b.Project, b.MRIID, r.s.cfg.Current().BatchFlakyRetries()-r.memo.Flaky)
 	switch {
 	case errors.Is(err, change.ErrMRClosed):
-		return stDone, r.settleFailed(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", r.mr.IID)))
+		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
 	case err != nil:
-		return 0, err
+		return err
 	}
 	var pipeline int64
 	link := "the pipeline"
-	if res.Pipeline != nil {
-		pipeline, link = res.Pipeline.ID, fmt.Sprintf("pipeline %d (%s)", res.Pipeline.ID, res.Pipeline.WebURL)
+	if look.Pipeline != nil {
+		pipeline, link = look.Pipeline.ID, fmt.Sprintf("pipeline %d (%s)", look.Pipeline.ID, look.Pipeline.WebURL)
 	}
-	switch res.Outcome {
-	case change.Passed:
-		if res.MR.Merged() {
-			return stDone, r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", r.mr.IID))
-		}
+	switch {
+	case look.Retried:
+		r.memo.Flaky++
+		r.memo.CI = time.Now().UnixMilli()
+		return r.next(ctx, r.waitFor(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline,
+			Note: fmt.Sprintf("%s failed; new run %d on the same commit (batch.flakyRetries)", link, r.memo.Flaky)}})
+	case look.Outcome == change.Passed && look.MR.Merged():
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID))
+	case look.Outcome == change.Passed:
 		note := link + " passed"
-		if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: note}, Moves: pipelinePassed(pipeline, note)}); err != nil {
-			return 0, err
-		}
-		if !r.ciStart.IsZero() {
-			r.s.rec.Since("bindery_batch_ci_seconds", r.ciStart, "project", r.batch.Project)
-			r.ciStart = time.Time{}
-		}
-		return stApprove, nil
-	case change.TimedOut:
-		return stDone, r.block(ctx, pipelinePending, link+" gave no answer within poll.timeout; an operator can resume the batch")
+		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.memo.CI), "project", b.Project)
+		r.memo.CI = 0
+		return r.next(ctx, store.TaskNext{Step: stepApprove}, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: note}, Moves: pipelinePassed(pipeline, note)})
+	case look.Outcome == change.Failed:
+		return r.deterministic(ctx, failedPipeline.with(link+" failed"))
 	}
-	return r.pipelineFailed(ctx, pipeline, link)
-}
-
-// restartStuckPipeline runs when an operator resumed the batch (it was BLOCKED because its
-// pipeline gave no answer within poll.timeout, or an operator retries a batch that looks stuck):
-// a head pipeline that finished meanwhile is taken as it is; one still running gets a new
-// pipeline on the same commit, because waiting on it again may wait forever (a hung runner) and
-// block the batch once more. A rebase in progress is left to finish.
-func (r *run) restartStuckPipeline(ctx context.Context) error {
-	mr, err := r.s.change.GitLab.GetMergeRequest(ctx, r.batch.Project, r.mr.IID)
-	if err != nil || mr.RebaseInProgress || !mr.Open() {
-		return err
+	next, timedOut := r.r.Poll(r.stages(), "waiting for "+link)
+	if timedOut {
+		return r.block(ctx, pipelinePending, link+" gave no answer within poll.timeout; an operator can resume the batch")
 	}
-	if p := mr.HeadPipeline; p != nil && p.SHA == mr.SHA && p.Outcome() != gitlab.Running {
-		return nil
+	if pipeline != 0 && pipeline != b.PipelineID {
+		return r.next(ctx, next, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline}})
 	}
-	if err := r.s.change.RetryPipeline(ctx, r.batch.Project, r.mr.IID); err != nil {
-		return err
-	}
-	note := fmt.Sprintf("resumed: MR !%d's pipeline was still running; a new pipeline was started on the same commit", r.mr.IID)
-	if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{Note: note}}); err != nil {
-		return err
-	}
-	r.ciStart = time.Now()
-	r.s.log.Info("batch resumed: a new pipeline replaces one still running", "batch", r.batch.ID, "mr", r.mr.IID)
-	return nil
-}
-
-// pipelineFailed: a failed pipeline gets batch.flakyRetries new runs on the same commit; after
-// that the failure is deterministic.
-func (r *run) pipelineFailed(ctx context.Context, pipeline int64, link string) (int, error) {
-	if r.flaky < r.s.cfg.Current().BatchFlakyRetries() {
-		r.flaky++
-		if err := r.s.change.RetryPipeline(ctx, r.batch.Project, r.mr.IID); err != nil {
-			return 0, err
-		}
-		note := fmt.Sprintf("%s failed; new run %d on the same commit (batch.flakyRetries)", link, r.flaky)
-		if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: note}}); err != nil {
-			return 0, err
-		}
-		r.ciStart = time.Now()
-		return stPipeline, nil
-	}
-	return r.deterministic(ctx, failedPipeline.with(link+" failed"))
+	next.Memo = r.memo.encode()
+	return r.r.Next(ctx, next, nil)
 }
 
 // deterministic handles a failure that is a property of the member set (SPEC §11.17): a batch
 // of several members is bisected, a single member fails with it.
-func (r *run) deterministic(ctx context.Context, f failure) (int, error) {
-	if len(r.members) > 1 {
-		return stBranch, r.bisect(ctx, f.note)
+func (r *run) deterministic(ctx context.Context, f failure) error {
+	if len(r.members) == 0 {
+		if moved, err := r.load(ctx); moved || err != nil {
+			return err
+		}
 	}
-	return stDone, r.settleFailed(ctx, f)
+	if len(r.members) > 1 {
+		return r.bisect(ctx, f.note)
+	}
+	return r.decide(ctx, f)
 }
 
 // bisect keeps the first half in this batch (the branch is regenerated with only their files,
-// same MR, new pipeline) and returns the second half to the waiting set, keeping their place in
-// line so the next round takes them first. The step is written before the branch: a crash in
-// between leaves a stale branch digest, and the resumed runner regenerates.
+// same MR, new pipeline: the open step, next) and returns the second half to the waiting set,
+// keeping their place in line so the next round takes them first. The stale branch digest makes
+// the open step regenerate, after a crash too.
 func (r *run) bisect(ctx context.Context, why string) error {
 	keep := (len(r.members) + 1) / 2
-	back := r.operationIDs(r.members[keep:])
+	back := operationIDs(r.members[keep:])
 	note := fmt.Sprintf("%s: bisecting, %d stay in batch %d and %d return to the waiting set", why, keep, r.batch.ID, len(back))
 	stale := ""
-	if err := r.advance(ctx, store.BatchStep{
+	r.memo = memo{}
+	if err := r.next(ctx, store.TaskNext{Step: stepOpen}, store.BatchStep{
 		Change: store.BatchChange{Note: note, BranchDigest: &stale}, Requeue: back,
 		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected (%s)", r.batch.ID, why)),
 	}); err != nil {
 		return err
 	}
-	r.members = r.members[:keep]
-	r.respec()
 	r.s.rec.Inc("bindery_batch_bisections_total", "project", r.batch.Project)
 	r.s.log.Info("batch bisected", "batch", r.batch.ID, "kept", keep, "returned", len(back), "why", why)
 	return nil
 }
 
 // approve has both reviewer accounts approve the MR's head.
-func (r *run) approve(ctx context.Context) (int, error) {
+func (r *run) approve(ctx context.Context) error {
 	r.phase = failedApprove
-	mr, err := r.s.change.Approve(ctx, r.batch.Project, r.mr.IID)
+	b := r.batch
+	mr, err := r.s.change.Approve(ctx, b.Project, b.MRIID)
 	switch {
 	case errors.Is(err, change.ErrMRClosed):
-		return stDone, r.settleFailed(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", r.mr.IID)))
+		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
 	case err != nil:
-		return 0, err
+		return err
 	case mr.Merged(): // remote state first: someone merged it, finish as merged
-		return stDone, r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", r.mr.IID))
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID))
 	}
-	note := fmt.Sprintf("MR !%d approved by the reviewer accounts", r.mr.IID)
-	if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleApproved, note)}); err != nil {
-		return 0, err
-	}
-	return stMerge, nil
+	note := fmt.Sprintf("MR !%d approved by the reviewer accounts", b.MRIID)
+	r.memo.Merge, r.memo.Regen, r.memo.Refused = time.Now().UnixMilli(), false, 0
+	return r.next(ctx, store.TaskNext{Step: string(change.MergeAttempt)}, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleApproved, note)})
 }
 
 var eventNotes = map[change.Event]string{
@@ -538,63 +443,86 @@ var eventNotes = map[change.Event]string{
 	change.EventPipeline:     "the branch moved: waiting for the new head's pipeline",
 }
 
-// merge merges the MR: rebase and retry, regenerate on a conflict, then BLOCKED.
-func (r *run) merge(ctx context.Context) (int, error) {
+// merge is one action of the merge: rebase and retry, regenerate on a conflict, then BLOCKED.
+func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 	r.phase = failedMerge
-	if r.mergeStart.IsZero() {
-		r.mergeStart = time.Now()
+	if moved, err := r.load(ctx); moved || err != nil { // the spec: a conflict regenerates from it
+		return err
 	}
-	mr, err := r.s.change.Merge(ctx, change.MergeInput{
-		Spec: r.spec, IID: r.mr.IID, Stages: r.stages(), Wake: r.wake,
-		Progress: func(ev change.Event) {
-			r.event = ev
-			note := eventNotes[ev]
-			// Progress is worth a step (the request view shows it), not the merge: a failed write
-			// is only logged, unless the batch moved on — then this runner stops.
-			if err := r.advance(ctx, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleStarted, note)}); err != nil {
-				if errors.Is(err, store.ErrPreempted) {
-					r.lost = err
-					r.cancel()
-					return
-				}
-				r.s.log.Warn("merge progress not recorded", "batch", r.batch.ID, "error", err)
-			}
-		},
-	})
-	if r.lost != nil {
-		return 0, r.lost
-	}
+	b := r.batch
+	res, err := r.s.change.MergeStep(ctx, r.spec, b.MRIID, change.MergeState{Phase: phase, Regenerated: r.memo.Regen, Refused: r.memo.Refused})
+	r.memo.Regen, r.memo.Refused = res.State.Regenerated, res.State.Refused
 	switch {
-	case err == nil && mr.Merged():
-		if err := r.settleMerged(ctx, fmt.Sprintf("MR !%d merged", r.mr.IID)); err != nil {
-			return 0, err
+	case err == nil && res.Merged:
+		if r.memo.Merge != 0 {
+			r.s.rec.Since("bindery_batch_merge_seconds", time.UnixMilli(r.memo.Merge), "project", b.Project)
 		}
-		r.s.rec.Since("bindery_batch_merge_seconds", r.mergeStart, "project", r.batch.Project)
-		return stDone, nil
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d merged", b.MRIID))
 	case errors.Is(err, change.ErrMRClosed):
-		return stDone, r.settleFailed(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", r.mr.IID)))
+		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
 	case errors.Is(err, change.ErrConflict):
-		return stDone, r.block(ctx, rebaseConflict, "the rebase conflicts even after regenerating the branch from the target head")
-	case errors.Is(err, change.ErrPending):
-		if r.event == change.EventRebasing {
-			return stDone, r.block(ctx, rebasePending, "the rebase gave no answer within poll.timeout; an operator can resume the batch")
-		}
-		return stDone, r.block(ctx, pipelinePending, "the new head's pipeline gave no answer within poll.timeout; an operator can resume the batch")
+		return r.block(ctx, rebaseConflict, "the rebase conflicts even after regenerating the branch from the target head")
 	case errors.Is(err, change.ErrPipelineFailed):
-		return r.pipelineFailed(ctx, 0, "the pipeline of the rebased head")
+		return r.mergePipelineFailed(ctx)
 	case err != nil:
-		return 0, err
+		return err
+	case res.Wait:
+		next, timedOut := r.r.Poll(r.stages(), eventNotes[eventOf(phase)])
+		if timedOut && phase == change.MergeRebasing {
+			return r.block(ctx, rebasePending, "the rebase gave no answer within poll.timeout; an operator can resume the batch")
+		}
+		if timedOut {
+			return r.block(ctx, pipelinePending, "the new head's pipeline gave no answer within poll.timeout; an operator can resume the batch")
+		}
+		next.Memo = r.memo.encode()
+		return r.r.Next(ctx, next, nil)
 	}
-	return 0, fmt.Errorf("merge of MR !%d returned it %s", r.mr.IID, mr.State)
+	n := store.TaskNext{Step: string(res.State.Phase)}
+	if res.Pause {
+		n.In = r.s.short()
+	}
+	if res.State.Phase.Polls() && res.State.Phase != phase {
+		n = r.waitFor(string(res.State.Phase))
+	}
+	if res.Event == "" {
+		n.Memo = r.memo.encode()
+		return r.r.Next(ctx, n, nil)
+	}
+	// Progress is worth a step (the request view shows it).
+	note := eventNotes[res.Event]
+	return r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleStarted, note)})
+}
+
+// eventOf is what a merge phase waits for, for its note.
+func eventOf(p change.MergePhase) change.Event {
+	if p == change.MergeRebasing {
+		return change.EventRebasing
+	}
+	return change.EventPipeline
+}
+
+// mergePipelineFailed: the pipeline of a head the merge moved failed. Like the first pipeline,
+// it gets batch.flakyRetries new runs, then bisection or the failure.
+func (r *run) mergePipelineFailed(ctx context.Context) error {
+	b := r.batch
+	if r.memo.Flaky < r.s.cfg.Current().BatchFlakyRetries() {
+		if err := r.s.change.RetryPipeline(ctx, b.Project, b.MRIID); err != nil {
+			return err
+		}
+		r.memo.Flaky++
+		return r.next(ctx, r.waitFor(string(change.MergePipeline)), store.BatchStep{Change: store.BatchChange{
+			Note: fmt.Sprintf("the pipeline of the rebased head failed; new run %d on the same commit (batch.flakyRetries)", r.memo.Flaky)}})
+	}
+	return r.deterministic(ctx, failedPipeline.with("the pipeline of the rebased head failed"))
 }
 
 // block stops the batch at a step the same MR can resume from: BLOCKED keeps the partition's slot
-// for batch.blockedTimeout (then the sweep settles it); its members show WAIT_MANUAL.
+// for batch.blockedTimeout (the task's next run, which then settles it); its members show
+// WAIT_MANUAL.
 func (r *run) block(ctx context.Context, at stopAt, note string) error {
-	r.stopLease() // a blocked batch's lease is the operators' window: not renewed
 	at.note = note
-	if err := r.advance(ctx, store.BatchStep{
-		Change: store.BatchChange{Status: store.BatchBlocked, Lease: r.s.cfg.Current().BatchBlockedTimeout(), Note: note},
+	if err := r.next(ctx, store.TaskNext{Step: stepBlocked, In: r.s.cfg.Current().BatchBlockedTimeout(), Note: "BLOCKED: " + note}, store.BatchStep{
+		Change: store.BatchChange{Status: store.BatchBlocked, Note: note},
 		Moves:  at.moves(),
 	}); err != nil {
 		return err
@@ -604,64 +532,97 @@ func (r *run) block(ctx context.Context, at stopAt, note string) error {
 	return nil
 }
 
-func (r *run) settleMerged(ctx context.Context, note string) error {
-	r.stopLease()
-	return r.s.settleAs(ctx, r.batch, store.BatchSucceeded, note, merged(r.mr.IID, note))
+// expireBlocked: nobody resolved the BLOCKED batch within batch.blockedTimeout; its failure is
+// decided and settled.
+func (r *run) expireBlocked(ctx context.Context) error {
+	if r.batch.Status != store.BatchBlocked {
+		// Resumed by an operator without a new task step (an older version): go on.
+		return r.r.Next(ctx, store.TaskNext{Step: stepOpen}, nil)
+	}
+	return r.decide(ctx, failedCreate.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", r.s.cfg.Current().BatchBlockedTimeout())))
 }
 
-// settleFailed settles the batch as failed with f. A settlement that fails (GitLab or the
-// database) is recorded on the batch for the sweep to finish (settlePending), unless the batch
-// moved on elsewhere or the runner was stopped (then its lease or its new holder decides).
-func (r *run) settleFailed(ctx context.Context, f failure) error {
-	r.stopLease()
-	err := r.s.settle(ctx, r.batch, f)
-	if err == nil || errors.Is(err, store.ErrPreempted) || ctx.Err() != nil {
-		return err
+// decide records the batch's failure before anything is done about it (write-ahead): the settle
+// step carries it out — closes the MR, then fails the members with this cause — on whichever
+// instance runs it, after a crash too.
+func (r *run) decide(ctx context.Context, f failure) error {
+	enc := f.encode()
+	return r.next(ctx, store.TaskNext{Step: stepSettle}, store.BatchStep{Change: store.BatchChange{Failing: &enc, Note: "failed: " + f.note + "; settling"}})
+}
+
+// settle carries out the decided failure: if the MR is still open, close it, then read it again
+// — merged means the batch succeeded after all (the merge wins the race with the close); locked
+// (GitLab is merging right now) is undecided and read again shortly; closed, or no MR → FAILED
+// with the decided cause, the members' processing rows removed in the same transaction. A batch
+// whose MR was never recorded looks for one on its branch (created by an attempt whose answer
+// was lost) and closes it, or adopts it when it merged. A settlement GitLab or the database does
+// not let through is tried again with backoff, and the batch says why (last_error).
+func (r *run) settle(ctx context.Context) error {
+	b := r.batch
+	f := decodeFailure(b.Failing)
+	if b.Failing == "" {
+		f = failedCreate.with("settled")
 	}
-	r.s.settlePending(ctx, r.batch, f, err)
-	return errSettlePending{err}
+	wasMerged, iid, err := r.s.closeMR(ctx, b)
+	switch {
+	case errors.Is(err, change.ErrLocked):
+		return r.r.Next(ctx, store.TaskNext{In: r.s.short(), Note: "the MR is being merged right now; looking again"}, nil)
+	case err != nil && engine.Transient(err):
+		short, _, long, _ := r.s.cfg.Current().PollStages()
+		wait, _ := engine.Backoff(short, long)(r.r, err)
+		msg := engine.Public(err)
+		r.s.rec.Inc("bindery_batch_settle_failures_total", "project", b.Project)
+		r.s.log.Warn("batch settlement did not go through; retrying", "batch", b.ID, "failure", f.note, "error", err, "wait", wait)
+		return r.next(ctx, store.TaskNext{In: max(wait, outbound.RetryAfterOf(err)), Failures: r.r.Task.Failures + 1, Note: "settling did not go through: " + msg},
+			store.BatchStep{Change: store.BatchChange{LastError: &msg, Note: fmt.Sprintf("failed (%s), but settling it did not go through: %s; retrying", f.note, msg)}})
+	case err != nil:
+		return err
+	case wasMerged:
+		note := fmt.Sprintf("MR !%d turned out merged: the merge wins over the close", iid)
+		return r.settleAs(ctx, store.BatchSucceeded, note, merged(iid, note))
+	}
+	return r.settleAs(ctx, store.BatchFailed, f.note, f.moves(nil))
+}
+
+func (r *run) settleMerged(ctx context.Context, note string) error {
+	return r.settleAs(ctx, store.BatchSucceeded, note, merged(r.batch.MRIID, note))
 }
 
 // settleAbsent ends a batch whose only member deletes a file already gone: the change is in
 // effect. An MR left from a larger member set is closed first (merge wins there too).
 func (r *run) settleAbsent(ctx context.Context) error {
-	r.stopLease()
-	if _, err := r.s.closeMR(ctx, r.batch); err != nil {
+	if _, _, err := r.s.closeMR(ctx, r.batch); err != nil {
 		return err
 	}
-	return r.s.settleAs(ctx, r.batch, store.BatchSucceeded, "the file is already absent", merged(0, "the file is already absent"))
+	return r.settleAs(ctx, store.BatchSucceeded, "the file is already absent", merged(0, "the file is already absent"))
 }
 
-// keepLease renews the batch's lease every third of batch.leaseTTL until stopped. A lease found
-// taken (another instance's sweep, an operator's resume elsewhere) cancels the runner.
-func (s *Service) keepLease(ctx context.Context, lost context.CancelFunc, id int64) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			ttl := s.cfg.Current().BatchLeaseTTL()
-			t := time.NewTimer(ttl / 3)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			err := s.db.RenewBatchLease(ctx, id, s.instance, ttl)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, store.ErrPreempted):
-				// A takeover (sweep, operator's resume) is recovery at work, not a fault.
-				s.log.Info("batch lease lost to another holder; this runner stops", "batch", id)
-				lost()
-				return
-			case err != nil:
-				s.log.Warn("batch lease not renewed", "batch", id, "error", err)
-			}
+// settleAs ends the batch: the task finished under its fence, then the guarded settlement in the
+// same transaction (a second settler fails at once); the outcome is emitted after the commit.
+func (r *run) settleAs(ctx context.Context, status store.BatchStatus, note string, moves []store.MemberMove) error {
+	b := r.batch
+	var res store.Settled
+	err := r.r.Finish(ctx, func(tx *store.Tx) error {
+		var err error
+		res, err = tx.Settle(ctx, store.Settlement{BatchID: b.ID, Version: b.Version, Status: status, Note: note, Moves: moves})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("settle batch %d: %w", b.ID, err)
+	}
+	r.s.rec.Inc("bindery_batches_settled_total", "project", b.Project, "status", string(status))
+	r.s.log.Info("batch settled", "batch", b.ID, "status", status, "members", len(res.Members), "moved", len(res.Flipped), "note", note)
+	return nil
+}
+
+// publicNote is what members and operators may read of a failure: our own validation's words,
+// the known outcomes of a merge, the classified cause of an outbound failure; never raw upstream
+// text, panic text or internals (those go to the log).
+func publicNote(err error) string {
+	for _, known := range []error{change.ErrInvalidChange, change.ErrConflict, change.ErrMRClosed, change.ErrPipelineFailed, change.ErrNothingToChange} {
+		if errors.Is(err, known) {
+			return err.Error()
 		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { cancel(); <-done }) }
+	}
+	return engine.Public(err)
 }

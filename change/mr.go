@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"bindery/gitlab"
 )
@@ -120,53 +119,78 @@ func toGitLab(in []FileAction) []gitlab.FileAction {
 	return out
 }
 
-// PipelineResult is what polling the MR's pipeline found.
+// Outcome of one look at a pipeline.
+type Outcome int
+
+const (
+	Pending Outcome = iota // no answer yet: look again later
+	Passed                 // it succeeded (or the MR is merged: nothing left to wait for)
+	Failed                 // it failed: deterministic, the same commit gives the same result
+)
+
+func (o Outcome) String() string {
+	return [...]string{"pending", "passed", "failed"}[o]
+}
+
+// PipelineResult is what one look at the MR's head pipeline found.
 type PipelineResult struct {
 	Outcome  Outcome
 	Pipeline *gitlab.Pipeline // the head's pipeline, when there is one
 	MR       gitlab.MergeRequest
 }
 
-// WaitPipeline polls the MR's head pipeline in stages until it passes, fails or the stages time
-// out. A merged MR counts as passed (someone merged it: nothing left to wait for); a closed one
-// is ErrMRClosed.
-func (r *Runner) WaitPipeline(ctx context.Context, project string, iid int64, st Stages, wake <-chan struct{}) (PipelineResult, error) {
-	var res PipelineResult
-	out, err := Poll(ctx, st, wake, func(ctx context.Context) (Outcome, error) {
-		mr, err := r.GitLab.GetMergeRequest(ctx, project, iid)
-		if err != nil {
-			return Pending, err
-		}
-		res.MR = mr
-		switch {
-		case mr.Merged():
-			return Passed, nil
-		case mr.Closed():
-			// Decided, not a read error (Poll would keep polling an error until its timeout):
-			// reported as ErrMRClosed below.
-			return Failed, nil
-		}
-		pl, err := r.headPipeline(ctx, project, mr)
-		if err != nil || pl == nil {
-			return Pending, err
-		}
-		res.Pipeline = pl
-		switch pl.Outcome() {
-		case gitlab.Passed:
-			return Passed, nil
-		case gitlab.Failed:
-			return Failed, nil
-		}
-		return Pending, nil
-	})
-	res.Outcome = out
-	if out != Passed && res.MR.Closed() {
+// CheckPipeline looks once at the MR and its head's pipeline: no waiting here — the caller's
+// task is due again for the next look (waiting is data). A merged MR counts as passed (someone
+// merged it); a closed one is ErrMRClosed.
+func (r *Runner) CheckPipeline(ctx context.Context, project string, iid int64) (PipelineResult, error) {
+	mr, err := r.GitLab.GetMergeRequest(ctx, project, iid)
+	if err != nil {
+		return PipelineResult{}, fmt.Errorf("read MR !%d: %w", iid, err)
+	}
+	res := PipelineResult{MR: mr}
+	switch {
+	case mr.Merged():
+		res.Outcome = Passed
+		return res, nil
+	case mr.Closed():
 		return res, ErrMRClosed
 	}
-	if out == TimedOut {
-		err = nil // the last read error is only a detail of "no answer in time"
+	pl, err := r.headPipeline(ctx, project, mr)
+	if err != nil || pl == nil {
+		return res, err
 	}
-	return res, err
+	res.Pipeline = pl
+	switch pl.Outcome() {
+	case gitlab.Passed:
+		res.Outcome = Passed
+	case gitlab.Failed:
+		res.Outcome = Failed
+	}
+	return res, nil
+}
+
+// PipelineLook is one check of a pipeline wait with the flaky allowance: a failed pipeline gets
+// new runs on the same commit while retries remain.
+type PipelineLook struct {
+	PipelineResult
+	// Retried: the pipeline failed and a new one was started on the same commit (one retry of
+	// the allowance used); the wait starts over.
+	Retried bool
+}
+
+// LookAtPipeline is CheckPipeline, then — for a failed pipeline with retriesLeft > 0 — a new
+// pipeline on the same commit (a flaky failure gets another chance before it counts).
+func (r *Runner) LookAtPipeline(ctx context.Context, project string, iid int64, retriesLeft int) (PipelineLook, error) {
+	res, err := r.CheckPipeline(ctx, project, iid)
+	if err != nil || res.Outcome != Failed || retriesLeft <= 0 {
+		return PipelineLook{PipelineResult: res}, err
+	}
+	if err := r.RetryPipeline(ctx, project, iid); err != nil {
+		return PipelineLook{PipelineResult: res}, err
+	}
+	r.Log.InfoContext(ctx, "pipeline failed; a new run on the same commit (flaky retry)", "project", project, "mr", iid)
+	res.Outcome = Pending
+	return PipelineLook{PipelineResult: res, Retried: true}, nil
 }
 
 // headPipeline is the pipeline of the MR's current head: head_pipeline when it is for the head
@@ -193,6 +217,22 @@ func (r *Runner) RetryPipeline(ctx context.Context, project string, iid int64) e
 	return err
 }
 
+// RestartStuckPipeline is an operator's resume of work whose pipeline gave no answer in time: a
+// head pipeline that finished meanwhile is taken as it is; one still running gets a new pipeline
+// on the same commit, because waiting on it again may wait forever (a hung runner). A rebase in
+// progress is left to finish. It reports whether a new pipeline was started.
+func (r *Runner) RestartStuckPipeline(ctx context.Context, project string, iid int64) (bool, error) {
+	mr, err := r.GitLab.GetMergeRequest(ctx, project, iid)
+	if err != nil || mr.RebaseInProgress || !mr.Open() {
+		return false, err
+	}
+	if p := mr.HeadPipeline; p != nil && p.SHA == mr.SHA && p.Outcome() != gitlab.Running {
+		return false, nil
+	}
+	r.Log.InfoContext(ctx, "resume: a new pipeline in place of one that gave no answer", "project", project, "mr", iid)
+	return true, r.RetryPipeline(ctx, project, iid)
+}
+
 // Approve approves the MR's head with every reviewer account (each retried separately by the
 // approve component). A merged MR needs no approval; a closed one is ErrMRClosed.
 func (r *Runner) Approve(ctx context.Context, project string, iid int64) (gitlab.MergeRequest, error) {
@@ -209,7 +249,7 @@ func (r *Runner) Approve(ctx context.Context, project string, iid int64) (gitlab
 	return mr, r.GitLab.Approve(ctx, project, iid, mr.SHA)
 }
 
-// Event reports progress inside Merge so the caller can record it (rebase pending, …).
+// Event is progress of a merge worth recording (the request view shows it).
 type Event string
 
 const (
@@ -218,164 +258,183 @@ const (
 	EventPipeline     Event = "pipeline" // a new head needs its pipeline to pass again
 )
 
-// MergeInput is what Merge needs beyond the MR: the spec to regenerate the branch from on a
-// conflict, the polling stages for rebase and pipeline, and where to report progress.
-type MergeInput struct {
-	Spec     Spec
-	IID      int64
-	Stages   Stages
-	Wake     <-chan struct{}
-	Progress func(Event)
+// MergePhase is where a merge stands between two of its actions. The phase names are stored (a
+// task's step): never rename one.
+type MergePhase string
+
+const (
+	// MergeAttempt reads the MR and acts on what it says: merge, rebase, regenerate, approve.
+	MergeAttempt MergePhase = "merge"
+	// MergeRebasing waits for a rebase GitLab runs asynchronously.
+	MergeRebasing MergePhase = "merge_rebase"
+	// MergePipeline waits for the pipeline of a head that just moved, then re-approves.
+	MergePipeline MergePhase = "merge_pipeline"
+)
+
+// Polls reports the phases that wait for GitLab (a poll by the staged schedule).
+func (p MergePhase) Polls() bool { return p == MergeRebasing || p == MergePipeline }
+
+// MergeState is what a merge remembers between its actions.
+type MergeState struct {
+	Phase MergePhase
+	// Regenerated: the branch was regenerated from the target head once already; a conflict
+	// after that is final (ErrConflict).
+	Regenerated bool
+	// Refused counts merges GitLab refused in a row (405/409/422); after maxRefusals the MR
+	// needs a person.
+	Refused int
 }
 
-// maxMergeAttempts bounds the read/act/merge loop; beyond it the MR needs a person.
-const maxMergeAttempts = 8
+// MergeResult is what one merge action did.
+type MergeResult struct {
+	State  MergeState // what to do next
+	Merged bool       // the MR is merged: done
+	// Wait: nothing decided yet in a polling phase; look again by the staged schedule (the
+	// same wait). Otherwise the state moved on: run the next action now — or, with Pause, after
+	// a short pause (GitLab is merging, or refused the merge and may accept it in a moment).
+	Wait  bool
+	Pause bool
+	Event Event // progress to record, or ""
+	MR    gitlab.MergeRequest
+}
+
+// maxRefusals bounds the merges GitLab may refuse in a row; beyond it the MR needs a person.
+const maxRefusals = 8
 
 // ErrPipelineFailed: the pipeline of a head produced by a rebase or regeneration failed.
 var ErrPipelineFailed = errors.New("pipeline failed after the branch moved")
 
-// ErrPending: a rebase or pipeline gave no answer in time; the same MR can be retried later.
-var ErrPending = errors.New("no answer in time; the same MR can be retried")
-
-// Merge merges the MR. Each attempt reads the MR first and acts on what it says: merged →
-// done; closed → ErrMRClosed; needs a rebase → rebase, wait for the new head's pipeline and
-// re-approve (a push may reset approvals); a rebase conflict → regenerate the branch from the
-// target head, once (a conflict after that is ErrConflict); not approved → approve; CI running
-// → wait for it. Then merge with the head SHA; a moved head or a refused merge reads again.
-func (r *Runner) Merge(ctx context.Context, in MergeInput) (gitlab.MergeRequest, error) {
-	project := in.Spec.Project
-	if in.Progress == nil {
-		in.Progress = func(Event) {}
+// MergeStep does one action of a merge (no waiting in between: the caller's task is due again).
+// In MergeAttempt it reads the MR first and acts on what it says: merged → done; closed →
+// ErrMRClosed; locked (GitLab is merging right now) → undecided, look again shortly; needs a
+// rebase → ask for one (MergeRebasing); a conflict → regenerate the branch from the target head
+// once (MergePipeline; a second conflict is ErrConflict); not approved → approve; CI running →
+// MergePipeline; else merge at the head SHA — a moved head or a refused merge is read again.
+func (r *Runner) MergeStep(ctx context.Context, spec Spec, iid int64, st MergeState) (MergeResult, error) {
+	switch st.Phase {
+	case MergeRebasing:
+		return r.rebaseLook(ctx, spec, iid, st)
+	case MergePipeline:
+		return r.pipelineLook(ctx, spec, iid, st)
 	}
-	regenerated := false
-	var lastErr error
-	for attempt := range maxMergeAttempts {
-		if attempt > 0 && !sleep(ctx, in.Stages.Short) {
-			return gitlab.MergeRequest{}, ctx.Err()
-		}
-		mr, err := r.GitLab.GetMergeRequest(ctx, project, in.IID)
-		if err != nil {
-			return mr, fmt.Errorf("read MR !%d: %w", in.IID, err)
-		}
-		switch {
-		case mr.Merged():
-			return mr, nil
-		case mr.Closed():
-			return mr, ErrMRClosed
-		case mr.NeedsRebase() || mr.HasConflicts || mr.DetailedMergeStatus == "conflict":
-			if err := r.rebaseOrRegenerate(ctx, in, mr, &regenerated); err != nil {
-				return mr, err
-			}
-			continue
-		case mr.DetailedMergeStatus == "not_approved":
-			if _, err := r.Approve(ctx, project, in.IID); err != nil {
-				return mr, fmt.Errorf("approve before merge: %w", err)
-			}
-			continue
-		case mr.DetailedMergeStatus == "ci_still_running" || mr.DetailedMergeStatus == "ci_must_pass":
-			if err := r.awaitHead(ctx, in); err != nil {
-				return mr, err
-			}
-			continue
-		}
-		merged, err := r.GitLab.Merge(ctx, project, in.IID, gitlab.MergeOptions{SHA: mr.SHA, RemoveSourceBranch: true})
-		switch {
-		case err == nil && merged.Merged():
-			return merged, nil
-		case err == nil, errors.Is(err, gitlab.ErrSHAMismatch),
-			errors.Is(err, gitlab.ErrNotMergeable), errors.Is(err, gitlab.ErrMergeFailed):
-			// Merging in progress, the head moved, or GitLab refused (405/422): the next read
-			// says why, and the loop acts on it.
-			lastErr = err
-		default:
-			return mr, fmt.Errorf("merge MR !%d: %w", in.IID, err)
-		}
+	st.Phase = MergeAttempt
+	project := spec.Project
+	mr, err := r.GitLab.GetMergeRequest(ctx, project, iid)
+	if err != nil {
+		return MergeResult{State: st}, fmt.Errorf("read MR !%d: %w", iid, err)
 	}
-	return gitlab.MergeRequest{}, fmt.Errorf("merge MR !%d: not merged after %d attempts: %v", in.IID, maxMergeAttempts, lastErr)
+	res := MergeResult{State: st, MR: mr}
+	switch {
+	case mr.Merged():
+		res.Merged = true
+		return res, nil
+	case mr.Closed():
+		return res, ErrMRClosed
+	case mr.State == gitlab.StateLocked:
+		res.Pause = true // GitLab is merging it right now: not merged, not refused either
+		return res, nil
+	case mr.HasConflicts || mr.DetailedMergeStatus == "conflict":
+		return r.regenerate(ctx, spec, iid, res)
+	case mr.NeedsRebase():
+		if err := r.GitLab.Rebase(ctx, project, iid); err != nil {
+			return res, fmt.Errorf("rebase MR !%d: %w", iid, err)
+		}
+		res.State.Phase, res.Event = MergeRebasing, EventRebasing
+		return res, nil
+	case mr.DetailedMergeStatus == "not_approved":
+		if _, err := r.Approve(ctx, project, iid); err != nil {
+			return res, fmt.Errorf("approve before merge: %w", err)
+		}
+		return res, nil
+	case mr.DetailedMergeStatus == "ci_still_running" || mr.DetailedMergeStatus == "ci_must_pass":
+		res.State.Phase, res.Event = MergePipeline, EventPipeline
+		return res, nil
+	}
+	merged, err := r.GitLab.Merge(ctx, project, iid, gitlab.MergeOptions{SHA: mr.SHA, RemoveSourceBranch: true})
+	switch {
+	case err == nil && merged.Merged():
+		res.Merged, res.MR = true, merged
+		return res, nil
+	case err == nil:
+		res.Pause, res.MR = true, merged // accepted, still merging (locked): the next read says
+		return res, nil
+	case errors.Is(err, gitlab.ErrSHAMismatch), errors.Is(err, gitlab.ErrNotMergeable), errors.Is(err, gitlab.ErrMergeFailed):
+		// The head moved, or GitLab refused (405/422): the next read says why and acts on it.
+		res.State.Refused++
+		if res.State.Refused >= maxRefusals {
+			return res, fmt.Errorf("merge MR !%d: refused %d times in a row: %w", iid, res.State.Refused, err)
+		}
+		res.Pause = true
+		return res, nil
+	}
+	return res, fmt.Errorf("merge MR !%d: %w", iid, err)
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// rebaseOrRegenerate brings the MR's branch onto the target head — by a rebase, or, when the
-// rebase conflicts, by regenerating the branch from the requests — then waits for the new
-// head's pipeline and re-approves.
-func (r *Runner) rebaseOrRegenerate(ctx context.Context, in MergeInput, mr gitlab.MergeRequest, regenerated *bool) error {
-	project := in.Spec.Project
-	conflict := mr.HasConflicts || mr.DetailedMergeStatus == "conflict"
-	if !conflict {
-		in.Progress(EventRebasing)
-		if err := r.GitLab.Rebase(ctx, project, in.IID); err != nil {
-			return fmt.Errorf("rebase MR !%d: %w", in.IID, err)
-		}
-		var after gitlab.MergeRequest
-		// A read error during the wait is no answer; only the timeout ends it.
-		out, _ := Poll(ctx, in.Stages, nil, func(ctx context.Context) (Outcome, error) {
-			m, err := r.GitLab.GetMergeRequest(ctx, project, in.IID)
-			if err != nil {
-				return Pending, err
-			}
-			after = m
-			switch {
-			case m.RebaseInProgress:
-				return Pending, nil
-			case m.MergeError != "":
-				return Failed, nil
-			}
-			return Passed, nil
-		})
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case out == TimedOut:
-			return fmt.Errorf("rebase MR !%d: %w", in.IID, ErrPending)
-		case out == Failed:
-			r.Log.InfoContext(ctx, "rebase failed; regenerating the branch", "project", project, "mr", in.IID, "error", after.MergeError)
-			conflict = true
-		}
-	}
-	if conflict {
-		if *regenerated {
-			return ErrConflict
-		}
-		*regenerated = true
-		in.Progress(EventRegenerating)
-		if err := r.Regenerate(ctx, in.Spec); err != nil {
-			return fmt.Errorf("regenerate MR !%d: %w", in.IID, err)
-		}
-	}
-	return r.awaitHead(ctx, in)
-}
-
-// awaitHead waits for the head pipeline of a branch that just moved and re-approves.
-func (r *Runner) awaitHead(ctx context.Context, in MergeInput) error {
-	in.Progress(EventPipeline)
-	res, err := r.WaitPipeline(ctx, in.Spec.Project, in.IID, in.Stages, in.Wake)
+// rebaseLook is one look at a rebase GitLab runs: still running → wait; failed → regenerate;
+// done → wait for the new head's pipeline.
+func (r *Runner) rebaseLook(ctx context.Context, spec Spec, iid int64, st MergeState) (MergeResult, error) {
+	mr, err := r.GitLab.GetMergeRequest(ctx, spec.Project, iid)
+	res := MergeResult{State: st, MR: mr}
 	switch {
 	case err != nil:
-		return err
-	case res.Outcome == TimedOut:
-		return fmt.Errorf("pipeline of MR !%d: %w", in.IID, ErrPending)
-	case res.Outcome == Failed:
-		return ErrPipelineFailed
+		return res, fmt.Errorf("read MR !%d: %w", iid, err)
+	case mr.Merged():
+		res.Merged = true
+		return res, nil
+	case mr.Closed():
+		return res, ErrMRClosed
+	case mr.RebaseInProgress:
+		res.Wait = true
+		return res, nil
+	case mr.MergeError != "":
+		r.Log.InfoContext(ctx, "rebase failed; regenerating the branch", "project", spec.Project, "mr", iid, "error", mr.MergeError)
+		return r.regenerate(ctx, spec, iid, res)
 	}
-	if _, err := r.Approve(ctx, in.Spec.Project, in.IID); err != nil {
-		return fmt.Errorf("re-approve MR !%d: %w", in.IID, err)
+	res.State.Phase, res.Event = MergePipeline, EventPipeline
+	return res, nil
+}
+
+// regenerate answers a conflict: the branch rewritten from the target head with the requests'
+// files (SPEC §12.4), once; then the new head's pipeline.
+func (r *Runner) regenerate(ctx context.Context, spec Spec, iid int64, res MergeResult) (MergeResult, error) {
+	if res.State.Regenerated {
+		return res, ErrConflict
 	}
-	return nil
+	if err := r.Regenerate(ctx, spec); err != nil {
+		return res, fmt.Errorf("regenerate MR !%d: %w", iid, err)
+	}
+	res.State.Regenerated, res.State.Phase, res.Event = true, MergePipeline, EventRegenerating
+	return res, nil
+}
+
+// pipelineLook is one look at the pipeline of a head that moved: running → wait; failed →
+// ErrPipelineFailed; passed → re-approve (a push may reset approvals) and merge.
+func (r *Runner) pipelineLook(ctx context.Context, spec Spec, iid int64, st MergeState) (MergeResult, error) {
+	pl, err := r.CheckPipeline(ctx, spec.Project, iid)
+	res := MergeResult{State: st, MR: pl.MR}
+	switch {
+	case err != nil:
+		return res, err
+	case pl.MR.Merged():
+		res.Merged = true
+		return res, nil
+	case pl.Outcome == Pending:
+		res.Wait = true
+		return res, nil
+	case pl.Outcome == Failed:
+		return res, ErrPipelineFailed
+	}
+	if _, err := r.Approve(ctx, spec.Project, iid); err != nil {
+		return res, fmt.Errorf("re-approve MR !%d: %w", iid, err)
+	}
+	res.State.Phase = MergeAttempt
+	return res, nil
 }
 
 // Close closes the MR if it is still open and reads it again. It reports merged=true when the
 // MR turned out merged: a merged MR cannot be closed, so the merge wins the race with the close.
-// iid 0 (no MR was ever created) is "not merged".
+// iid 0 (no MR was ever created) is "not merged". A locked MR (GitLab is merging it right now)
+// is undecided: ErrLocked, and the caller looks again shortly — it must not call it unmerged.
 func (r *Runner) Close(ctx context.Context, project string, iid int64) (merged bool, err error) {
 	if iid == 0 {
 		return false, nil
@@ -387,12 +446,18 @@ func (r *Runner) Close(ctx context.Context, project string, iid int64) (merged b
 	if err != nil {
 		return false, fmt.Errorf("read MR !%d: %w", iid, err)
 	}
-	if mr.Open() {
+	if mr.State == gitlab.StateLocked {
+		return false, ErrLocked
+	}
+	if mr.State == gitlab.StateOpened {
 		if _, err := r.GitLab.CloseMergeRequest(ctx, project, iid); err != nil {
 			return false, fmt.Errorf("close MR !%d: %w", iid, err)
 		}
 		if mr, err = r.GitLab.GetMergeRequest(ctx, project, iid); err != nil {
 			return false, fmt.Errorf("re-read MR !%d: %w", iid, err)
+		}
+		if mr.State == gitlab.StateLocked {
+			return false, ErrLocked
 		}
 	}
 	if !mr.Merged() && mr.SourceBranch != "" {
@@ -401,3 +466,6 @@ func (r *Runner) Close(ctx context.Context, project string, iid int64) (merged b
 	}
 	return mr.Merged(), nil
 }
+
+// ErrLocked: GitLab is merging the MR right now; whether it merges is not decided yet.
+var ErrLocked = errors.New("merge request is locked: GitLab is merging it right now")

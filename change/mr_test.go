@@ -43,8 +43,6 @@ targets:
 
 var ctx = context.Background()
 
-var fast = change.Stages{Short: time.Millisecond, ShortCount: 5, Long: 5 * time.Millisecond, Timeout: 2 * time.Second}
-
 type bundle struct {
 	gl     *sim.GitLab
 	runner *change.Runner
@@ -80,18 +78,52 @@ func (b *bundle) land(t *testing.T, s change.Spec) gitlab.MergeRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.runner.WaitPipeline(ctx, project, mr.IID, fast, nil)
-	if err != nil || res.Outcome != change.Passed {
+	if res, err := b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.Passed {
 		t.Fatalf("pipeline: %v %v", res.Outcome, err)
 	}
 	if _, err := b.runner.Approve(ctx, project, mr.IID); err != nil {
 		t.Fatal(err)
 	}
-	merged, err := b.runner.Merge(ctx, change.MergeInput{Spec: s, IID: mr.IID, Stages: fast})
+	merged, _, err := b.merge(s, mr.IID)
 	if err != nil || !merged.Merged() {
 		t.Fatalf("merge: %+v %v", merged, err)
 	}
 	return merged
+}
+
+// waitPipeline looks at the MR's pipeline until it decides, at most looks times, as the
+// engine's task would (one look per run).
+func (b *bundle) waitPipeline(iid int64, looks int) (change.PipelineResult, error) {
+	var res change.PipelineResult
+	var err error
+	for range looks {
+		if res, err = b.runner.CheckPipeline(ctx, project, iid); err != nil || res.Outcome != change.Pending {
+			return res, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return res, err
+}
+
+// merge runs merge actions until the MR is merged or one fails, as the engine's task would,
+// and returns the progress events on the way.
+func (b *bundle) merge(s change.Spec, iid int64) (gitlab.MergeRequest, []change.Event, error) {
+	st := change.MergeState{Phase: change.MergeAttempt}
+	var events []change.Event
+	for range 2000 {
+		res, err := b.runner.MergeStep(ctx, s, iid, st)
+		if res.Event != "" {
+			events = append(events, res.Event)
+		}
+		if err != nil || res.Merged {
+			return res.MR, events, err
+		}
+		st = res.State
+		if res.Wait || res.Pause {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return gitlab.MergeRequest{}, events, errors.New("merge undecided after 2000 actions")
 }
 
 func TestAChangeLandsOnTheTargetBranchThroughOneMR(t *testing.T) {
@@ -134,20 +166,27 @@ func TestAFailedPipelineIsReportedAndCanBeRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.runner.WaitPipeline(ctx, project, mr.IID, fast, nil)
+	res, err := b.waitPipeline(mr.IID, 1000)
 	if err != nil || res.Outcome != change.Failed || res.Pipeline == nil || res.Pipeline.WebURL == "" {
 		t.Fatalf("want a failed pipeline with a link: %+v %v", res, err)
 	}
 	b.gl.ResetFaults()
-	if err := b.runner.RetryPipeline(ctx, project, mr.IID); err != nil {
-		t.Fatal(err)
+	// With a retry left, a look at the failed pipeline starts a new one on the same commit.
+	look, err := b.runner.LookAtPipeline(ctx, project, mr.IID, 1)
+	if err != nil || !look.Retried || look.Outcome != change.Pending {
+		t.Fatalf("look with a retry left: %+v %v", look, err)
 	}
-	if res, err = b.runner.WaitPipeline(ctx, project, mr.IID, fast, nil); err != nil || res.Outcome != change.Passed {
+	if res, err = b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.Passed {
 		t.Fatalf("after retry: %v %v", res.Outcome, err)
+	}
+	if look, err := b.runner.LookAtPipeline(ctx, project, mr.IID, 0); err != nil || look.Retried || look.Outcome != change.Passed {
+		t.Fatalf("look at the passed pipeline: %+v %v", look, err)
 	}
 }
 
-func TestAStuckPipelineTimesOutWithoutFailing(t *testing.T) {
+// A stuck pipeline stays pending on every look (the caller's wait decides when it is too long),
+// and an operator's restart replaces it with a new pipeline on the same commit.
+func TestAStuckPipelineStaysPendingAndIsRestarted(t *testing.T) {
 	b := setup(t)
 	f := b.gl.Faults()
 	f.PipelineStuckRate = 1
@@ -156,10 +195,23 @@ func TestAStuckPipelineTimesOutWithoutFailing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := change.Stages{Short: time.Millisecond, ShortCount: 2, Long: 2 * time.Millisecond, Timeout: 30 * time.Millisecond}
-	res, err := b.runner.WaitPipeline(ctx, project, mr.IID, short, nil)
-	if err != nil || res.Outcome != change.TimedOut {
-		t.Fatalf("got %v %v, want a timeout", res.Outcome, err)
+	res, err := b.waitPipeline(mr.IID, 20)
+	if err != nil || res.Outcome != change.Pending {
+		t.Fatalf("got %v %v, want still pending", res.Outcome, err)
+	}
+	b.gl.ResetFaults()
+	before := b.gl.Calls("create_mr_pipeline")
+	if restarted, err := b.runner.RestartStuckPipeline(ctx, project, mr.IID); err != nil || !restarted {
+		t.Fatalf("restart: %v %v", restarted, err)
+	}
+	if n := b.gl.Calls("create_mr_pipeline") - before; n != 1 {
+		t.Fatalf("%d new pipelines", n)
+	}
+	if res, err = b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.Passed {
+		t.Fatalf("after the restart: %v %v", res.Outcome, err)
+	}
+	if restarted, err := b.runner.RestartStuckPipeline(ctx, project, mr.IID); err != nil || restarted {
+		t.Fatalf("a finished pipeline was restarted: %v %v", restarted, err)
 	}
 }
 
@@ -167,13 +219,12 @@ func TestMergeRebasesWhenTheTargetMoved(t *testing.T) {
 	b := setup(t)
 	s := spec("bindery/batch-5", create("bindings/t1/f.yaml", "f\n"))
 	mr, _ := b.runner.Open(ctx, s, 0)
-	b.runner.WaitPipeline(ctx, project, mr.IID, fast, nil)
+	b.waitPipeline(mr.IID, 1000)
 	b.runner.Approve(ctx, project, mr.IID)
 	if _, err := b.gl.PushToBranch(project, "main", "elsewhere/other.yaml", "other\n"); err != nil {
 		t.Fatal(err)
 	}
-	var events []change.Event
-	merged, err := b.runner.Merge(ctx, change.MergeInput{Spec: s, IID: mr.IID, Stages: fast, Progress: func(e change.Event) { events = append(events, e) }})
+	merged, events, err := b.merge(s, mr.IID)
 	if err != nil || !merged.Merged() {
 		t.Fatalf("merge after the target moved: %v", err)
 	}
@@ -186,7 +237,7 @@ func TestAConflictIsResolvedByRegeneratingTheBranch(t *testing.T) {
 	b := setup(t)
 	s := spec("bindery/batch-6", create("bindings/t1/g.yaml", "ours\n"))
 	mr, _ := b.runner.Open(ctx, s, 0)
-	b.runner.WaitPipeline(ctx, project, mr.IID, fast, nil)
+	b.waitPipeline(mr.IID, 1000)
 	b.runner.Approve(ctx, project, mr.IID)
 	// Someone else wrote the same file on main: a rebase would conflict.
 	if _, err := b.gl.PushToBranch(project, "main", "bindings/t1/h.yaml", "theirs\n"); err != nil {
@@ -195,8 +246,7 @@ func TestAConflictIsResolvedByRegeneratingTheBranch(t *testing.T) {
 	f := b.gl.Faults()
 	f.RebaseConflictRate = 1
 	b.gl.SetFaults(f)
-	var events []change.Event
-	merged, err := b.runner.Merge(ctx, change.MergeInput{Spec: s, IID: mr.IID, Stages: fast, Progress: func(e change.Event) { events = append(events, e) }})
+	merged, events, err := b.merge(s, mr.IID)
 	if err != nil || !merged.Merged() {
 		t.Fatalf("merge after a conflict: %v (events %v)", err, events)
 	}
@@ -212,12 +262,12 @@ func TestAConflictThatSurvivesRegenerationIsReported(t *testing.T) {
 	b := setup(t)
 	s := spec("bindery/batch-7", create("bindings/t1/i.yaml", "i\n"))
 	mr, _ := b.runner.Open(ctx, s, 0)
-	b.runner.WaitPipeline(ctx, project, mr.IID, fast, nil)
+	b.waitPipeline(mr.IID, 1000)
 	b.runner.Approve(ctx, project, mr.IID)
 	f := b.gl.Faults()
 	f.NeedRebaseRate, f.RebaseConflictRate = 1, 1
 	b.gl.SetFaults(f)
-	_, err := b.runner.Merge(ctx, change.MergeInput{Spec: s, IID: mr.IID, Stages: fast})
+	_, _, err := b.merge(s, mr.IID)
 	if !errors.Is(err, change.ErrConflict) {
 		t.Fatalf("got %v, want ErrConflict", err)
 	}
@@ -238,7 +288,7 @@ func TestCloseReportsMergedWhenTheMergeWonTheRace(t *testing.T) {
 	if st := b.gl.MergeRequestState(project, open.IID); st != "closed" {
 		t.Fatalf("MR is %s", st)
 	}
-	if _, err := b.runner.Merge(ctx, change.MergeInput{Spec: s2, IID: open.IID, Stages: fast}); !errors.Is(err, change.ErrMRClosed) {
+	if _, _, err := b.merge(s2, open.IID); !errors.Is(err, change.ErrMRClosed) {
 		t.Fatalf("merging a closed MR: %v", err)
 	}
 	if won, err := b.runner.Close(ctx, project, 0); err != nil || won {
@@ -273,8 +323,8 @@ func contains(events []change.Event, e change.Event) bool {
 	return false
 }
 
-// An MR closed outside bindery ends the pipeline wait at the next check with ErrMRClosed, not
-// at the timeout: a closed MR is an answer, not a read that failed.
+// An MR closed outside bindery ends the pipeline wait at the next look with ErrMRClosed, not at
+// the timeout: a closed MR is an answer, not a read that failed.
 func TestAClosedMREndsThePipelineWaitAtOnce(t *testing.T) {
 	b := setup(t)
 	f := b.gl.Faults()
@@ -287,9 +337,38 @@ func TestAClosedMREndsThePipelineWaitAtOnce(t *testing.T) {
 	if _, err := b.runner.GitLab.CloseMergeRequest(ctx, project, mr.IID); err != nil {
 		t.Fatal(err)
 	}
-	long := change.Stages{Short: time.Millisecond, ShortCount: 2, Long: 2 * time.Millisecond, Timeout: time.Hour}
-	res, err := b.runner.WaitPipeline(ctx, project, mr.IID, long, nil)
-	if !errors.Is(err, change.ErrMRClosed) || res.Outcome != change.Failed {
-		t.Fatalf("closed MR: %v %v", res.Outcome, err)
+	if _, err := b.runner.CheckPipeline(ctx, project, mr.IID); !errors.Is(err, change.ErrMRClosed) {
+		t.Fatalf("closed MR: %v", err)
+	}
+}
+
+// While GitLab carries a merge out the MR is "locked": neither merged nor refused. A merge action
+// then pauses and looks again; a close is undecided (ErrLocked) — it must never be read as "not
+// merged" — and once the merge is done the close reports it merged.
+func TestALockedMRIsUndecidedUntilGitLabFinishesTheMerge(t *testing.T) {
+	b := setup(t)
+	f := b.gl.Faults()
+	f.MergeDuration = 200 * time.Millisecond
+	b.gl.SetFaults(f)
+	s := spec("bindery/batch-locked", create("bindings/t1/locked.yaml", "x\n"))
+	mr, err := b.runner.Open(ctx, s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitPipeline(mr.IID, 1000)
+	b.runner.Approve(ctx, project, mr.IID)
+	res, err := b.runner.MergeStep(ctx, s, mr.IID, change.MergeState{Phase: change.MergeAttempt})
+	if err != nil || res.Merged || !res.Pause || res.MR.State != gitlab.StateLocked {
+		t.Fatalf("the merge call: %+v %v", res, err)
+	}
+	if _, err := b.runner.Close(ctx, project, mr.IID); !errors.Is(err, change.ErrLocked) {
+		t.Fatalf("close of a locked MR: %v", err)
+	}
+	merged, _, err := b.merge(s, mr.IID)
+	if err != nil || !merged.Merged() {
+		t.Fatalf("after the lock: %+v %v", merged, err)
+	}
+	if won, err := b.runner.Close(ctx, project, mr.IID); err != nil || !won {
+		t.Fatalf("close after the merge: %v %v", won, err)
 	}
 }

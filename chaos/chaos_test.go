@@ -173,6 +173,10 @@ func TestChaos(t *testing.T) {
 	if len(sampler.seen) > 0 {
 		t.Errorf("an active batch held its slot without members in %d of %d samples: %v", len(sampler.seen), sampler.samples, sampler.seen)
 	}
+	if len(sampler.orphans) > 0 {
+		t.Errorf("in-flight work without a task (no due time) in %d of %d samples: %v", len(sampler.orphans), sampler.samples, sampler.orphans)
+	}
+	t.Logf("live samples: %d (active slots and in-flight work without a task, each sample)", sampler.samples)
 
 	t.Logf("checks took %s", time.Since(checksStart).Round(time.Millisecond))
 

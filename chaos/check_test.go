@@ -131,13 +131,14 @@ const deployOverdue = 30 * time.Second
 func (c *checker) leftovers(quiet bool) {
 	c.t.Helper()
 	type left struct {
-		id, status, owner string
-		step              int
-		batch             int64
-		at                time.Time
+		id, status, task string
+		step             int
+		batch            int64
+		at               time.Time
 	}
-	ls := all(c, func(r *sql.Rows, l *left) error { return r.Scan(&l.id, &l.status, &l.step, &l.batch, &l.owner, &l.at) },
-		`SELECT operation_id, status, step, COALESCE(batch_id, 0), COALESCE(lease_owner, ''), updated_at FROM operation WHERE NOT `+terminalSQL+` ORDER BY id`)
+	ls := all(c, func(r *sql.Rows, l *left) error { return r.Scan(&l.id, &l.status, &l.step, &l.batch, &l.task, &l.at) },
+		`SELECT o.operation_id, o.status, o.step, COALESCE(o.batch_id, 0), COALESCE(CONCAT(t.step, ' owner=', COALESCE(t.owner, '-'), ' due=', t.due_at), ''), o.updated_at
+		 FROM (SELECT * FROM operation WHERE NOT `+terminalSQL+`) o LEFT JOIN task t ON t.kind = 'request' AND t.ref = o.operation_id ORDER BY o.id`)
 	for i, l := range ls {
 		if i == 20 {
 			c.t.Errorf("… and %d more unfinished requests", len(ls)-20)
@@ -145,11 +146,12 @@ func (c *checker) leftovers(quiet bool) {
 		}
 		visible := l.status == "CREATE_FAILED" || l.status == "HANDLE_FAILED" || (l.step >= 10501 && l.step < 10601) ||
 			(l.status == "MERGED" && time.Since(l.at) > deployOverdue)
-		c.t.Errorf("request %s unfinished after the drain: status %s step %d batch %d lease %q, unchanged since %s; in the ops console's stuck list: %t; timeline:\n%s",
-			l.id, l.status, l.step, l.batch, l.owner, l.at.Format(time.RFC3339Nano), visible, c.timeline(l.id))
+		c.t.Errorf("request %s unfinished after the drain: status %s step %d batch %d task %q, unchanged since %s; in the ops console's stuck list: %t; timeline:\n%s",
+			l.id, l.status, l.step, l.batch, l.task, l.at.Format(time.RFC3339Nano), visible, c.timeline(l.id))
 	}
 	if !quiet && len(ls) == 0 {
-		c.none("batches still active after the drain", `SELECT id, partition_key, status, note, lease_owner, lease_until FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED')`)
+		c.none("batches still active after the drain", `SELECT b.id, b.partition_key, b.status, b.note, COALESCE(t.step, '(no task)'), COALESCE(t.owner, '') FROM merge_batch b
+			LEFT JOIN task t ON t.kind = 'batch' AND t.ref = CAST(b.id AS CHAR) WHERE b.status IN ('RUNNING', 'BLOCKED')`)
 		c.none("requests still waiting to be batched after the drain", `SELECT id, operation_id, action, partition_key, created_at FROM merge_batch_request WHERE batch_id IS NULL`)
 	}
 }
@@ -447,14 +449,26 @@ func (c *checker) summary() summary {
 }
 
 // slotSampler looks, every half second while the run goes on, for an active batch (it holds
-// its partition's slot) that holds no queue row: a slot held for nothing. The claim and the
-// settlement write the batch and its rows in one transaction, so one statement's snapshot never
+// its partition's slot) that holds no queue row: a slot held for nothing; and for in-flight work
+// without a task — a request whose state needs bindery to act (its ticket to send, a legacy MR
+// step) or an active batch, with no due time anywhere: work nobody would ever run. The product
+// writes a state and the task it needs in one transaction, so one statement's snapshot never
 // sees the one without the other.
 type slotSampler struct {
 	db      *sql.DB
 	samples int
 	seen    []string
+	orphans []string
 }
+
+// orphanSQL is in-flight work without a task, written here on its own (not the store's query) so
+// that the two check each other.
+const orphanSQL = `SELECT 'request', o.operation_id, o.status FROM operation o
+	WHERE (o.status = 'APPROVAL_SENDING' OR (o.flow = 'legacy' AND (o.status = 'MR_CREATED' OR (o.status = 'MR_CREATING' AND o.step = 10001)
+	  OR (o.status = 'MERGING' AND o.step < 10501))))
+	AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = 'request' AND t.ref = o.operation_id)
+	UNION ALL SELECT 'batch', CAST(b.id AS CHAR), b.status FROM merge_batch b WHERE b.status IN ('RUNNING', 'BLOCKED')
+	AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = 'batch' AND t.ref = CAST(b.id AS CHAR))`
 
 func (s *slotSampler) run(stop <-chan struct{}) {
 	for {
@@ -474,6 +488,16 @@ func (s *slotSampler) run(stop <-chan struct{}) {
 			var status, part string
 			if rows.Scan(&id, &status, &part) == nil {
 				s.seen = append(s.seen, fmt.Sprintf("batch %d %s in %s at %s", id, status, part, time.Now().Format(time.RFC3339Nano)))
+			}
+		}
+		rows.Close()
+		if rows, err = s.db.Query(orphanSQL); err != nil {
+			continue
+		}
+		for rows.Next() {
+			var kind, ref, status string
+			if rows.Scan(&kind, &ref, &status) == nil {
+				s.orphans = append(s.orphans, fmt.Sprintf("%s %s %s at %s", kind, ref, status, time.Now().Format(time.RFC3339Nano)))
 			}
 		}
 		rows.Close()

@@ -239,9 +239,12 @@ func reportFor(t *testing.T, s *Snapshot, key string) KeyReport {
 }
 
 func TestStaticKeysFallBackOrRejectClearly(t *testing.T) {
-	s := MustParse("database:\n  maxOpenConns: -3\nworkers:\n  size: lots\n")
-	if s.MaxOpenConns() != 20 || s.Workers() != 8 {
-		t.Fatalf("got maxOpenConns=%d workers=%d", s.MaxOpenConns(), s.Workers())
+	s := MustParse("database:\n  maxOpenConns: -3\nworkers:\n  size: lots\n  first: 0\n  idlePoll: 1ms\n")
+	if s.MaxOpenConns() != 20 || s.Workers() != 8 || s.FirstWorkers() != 4 || s.IdlePoll() != time.Second {
+		t.Fatalf("got maxOpenConns=%d workers=%d first=%d idlePoll=%s", s.MaxOpenConns(), s.Workers(), s.FirstWorkers(), s.IdlePoll())
+	}
+	if s := MustParse("workers:\n  first: 2\n  idlePoll: 250ms\n"); s.FirstWorkers() != 2 || s.IdlePoll() != 250*time.Millisecond {
+		t.Fatalf("valid lane settings: first=%d idlePoll=%s", s.FirstWorkers(), s.IdlePoll())
 	}
 	for _, bad := range []string{"log:\n  format: xml\n", "server:\n  publicURL: ftp://x\n"} {
 		if _, err := Parse([]byte(bad)); err == nil {

@@ -172,7 +172,7 @@ var coreKeys = []Key{
 	},
 	{
 		Name: "workers.size", Type: "int", Default: "8", Static: true,
-		Doc:       "Workers that run long steps (GitLab, approval system). Bounds the concurrent long calls.",
+		Doc:       "Workers of the background lane on each instance: pipeline checks, merges, settlements, batches — each one bounded action (one GitLab call or one look), never a wait: work waiting on CI is a row with a due time, not a busy worker.",
 		Misconfig: "blank, unparsable or < 1 → 8.",
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			var note string
@@ -184,16 +184,29 @@ var coreKeys = []Key{
 		},
 	},
 	{
-		Name: "workers.queue", Type: "int", Default: "256", Static: true,
-		Doc:       "Bounded queue in front of the workers. A full queue rejects the hand-off and the request shows a failure state, never \"processing\" forever.",
-		Misconfig: "blank, unparsable or < 1 → 256.",
+		Name: "workers.first", Type: "int", Default: "4", Static: true,
+		Doc:       "Workers of the first-steps lane on each instance: a new application's approval ticket, a legacy MR's creation. A lane of their own, so that no number of batches in CI delays an application; work waits in the database for a free worker, and the request view says how many are ahead.",
+		Misconfig: "blank, unparsable or < 1 → 4.",
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			var note string
-			s.workerQueue, note = intOr(v, 256, 256)
-			if s.workerQueue < 1 {
-				s.workerQueue, note = 256, "must be ≥ 1"
+			s.firstWorkers, note = intOr(v, 4, 4)
+			if s.firstWorkers < 1 {
+				s.firstWorkers, note = 4, "must be ≥ 1"
 			}
-			return itoa(s.workerQueue), note, nil
+			return itoa(s.firstWorkers), note, nil
+		},
+	},
+	{
+		Name: "workers.idlePoll", Type: "duration", Default: "1s", Static: true,
+		Doc:       "How often an idle lane looks for work that another instance made due (a webhook, a callback or an operator's action received there); work this instance makes due runs at once.",
+		Misconfig: "blank, unparsable, ≤ 0 or below 10ms → 1s.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			d, note := durationOr(v, time.Second)
+			if d < 10*time.Millisecond {
+				d, note = time.Second, "below the minimum 10ms"
+			}
+			s.idlePoll = d
+			return d.String(), note, nil
 		},
 	},
 	{

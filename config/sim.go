@@ -29,6 +29,7 @@ type SimGitLab struct {
 	PipelineStuckRate   float64       // share of pipelines that never finish (a timeout for the poller)
 	PipelineFailOn      []string      // a pipeline fails when a file its MR changes has one of these in its path or content
 	RebaseDuration      time.Duration // from the rebase call to its result
+	MergeDuration       time.Duration // a merge call leaves the MR "locked" this long before it is merged
 	NeedRebaseRate      float64       // share of merge attempts that find the target branch moved
 	RebaseConflictRate  float64       // share of rebases that fail with a conflict
 	RepeatApprove       int           // answer to a repeated approve: 401 (older GitLab) or 304 (newer)
@@ -89,6 +90,8 @@ func init() {
 			func(s *Snapshot) *[]string { return &g(s).PipelineFailOn }),
 		simDuration("sim.gitlab.rebaseDuration", 3*time.Second, "Time an asynchronous rebase takes before rebase_in_progress clears.",
 			func(s *Snapshot) *time.Duration { return &g(s).RebaseDuration }),
+		simDuration("sim.gitlab.mergeDuration", 0, "Time GitLab takes to carry out a merge: the merge call answers with the MR \"locked\", and it becomes \"merged\" this long after (closing a locked MR changes nothing, as in GitLab). 0: merged at once.",
+			func(s *Snapshot) *time.Duration { return &g(s).MergeDuration }),
 		simRate("sim.gitlab.needRebaseRate", "Share of merge attempts that find the target branch moved (someone else merged first): the MR needs a rebase and the merge answers 405.",
 			func(s *Snapshot) *float64 { return &g(s).NeedRebaseRate }),
 		simRate("sim.gitlab.rebaseConflictRate", "Share of rebases that fail with \"Rebase failed. Please rebase locally\".",

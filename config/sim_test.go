@@ -56,6 +56,7 @@ func init() {
 		"sim.gitlab.pipelineStuckRate":   {func(s *Snapshot) any { return gl(s).PipelineStuckRate }, rateRows()},
 		"sim.gitlab.pipelineFailOn":      {func(s *Snapshot) any { return join(gl(s).PipelineFailOn) }, listRows()},
 		"sim.gitlab.rebaseDuration":      {func(s *Snapshot) any { return gl(s).RebaseDuration }, durationRows(3*time.Second, time.Second)},
+		"sim.gitlab.mergeDuration":       {func(s *Snapshot) any { return gl(s).MergeDuration }, durationRows(0, time.Second)},
 		"sim.gitlab.needRebaseRate":      {func(s *Snapshot) any { return gl(s).NeedRebaseRate }, rateRows()},
 		"sim.gitlab.rebaseConflictRate":  {func(s *Snapshot) any { return gl(s).RebaseConflictRate }, rateRows()},
 		"sim.gitlab.repeatApprove":       {func(s *Snapshot) any { return gl(s).RepeatApprove }, statusRows(401, 304)},

@@ -30,7 +30,8 @@ type Snapshot struct {
 	dsn                         string
 	maxOpenConns, maxIdleConns  int
 	logFormat                   string
-	workerCount, workerQueue    int
+	workerCount, firstWorkers   int
+	idlePoll                    time.Duration
 
 	// dynamic
 	logLevel         slog.Level
@@ -96,12 +97,17 @@ func (s *Snapshot) MaxIdleConns() int { return s.maxIdleConns }
 // LogFormat is log.format: "json" or "text". Default "" (serve → json, demo → text).
 func (s *Snapshot) LogFormat() string { return s.logFormat }
 
-// Workers is workers.size, the number of workers running long steps. Default 8; < 1 → default.
+// Workers is workers.size, the background lane's workers. Default 8; blank, unparsable or < 1 →
+// default.
 func (s *Snapshot) Workers() int { return s.workerCount }
 
-// WorkerQueue is workers.queue, the bounded hand-off queue. Default 256; < 1 → default.
-// A full queue rejects the hand-off; the request's failure state is written to the database.
-func (s *Snapshot) WorkerQueue() int { return s.workerQueue }
+// FirstWorkers is workers.first, the first-steps lane's workers. Default 4; blank, unparsable or
+// < 1 → default.
+func (s *Snapshot) FirstWorkers() int { return s.firstWorkers }
+
+// IdlePoll is workers.idlePoll, how often an idle lane looks for work other instances made due.
+// Default 1s; blank, unparsable, ≤ 0 or < 10ms → default.
+func (s *Snapshot) IdlePoll() time.Duration { return s.idlePoll }
 
 // ---- dynamic keys ----
 

@@ -26,6 +26,7 @@ type workflowSettings struct {
 	reconcileMinAge     time.Duration
 	reconcileMaxAge     time.Duration
 	deployOverdue       time.Duration
+	approvalTimeout     time.Duration
 	schedules           map[string]string
 }
 
@@ -120,15 +121,15 @@ func init() {
 			},
 		},
 		durationKey("batch.leaseTTL", "2m",
-			"How long a running batch's lease lasts without renewal. The instance driving a batch renews it; after a crash another instance takes the batch over once it expired.",
+			"How long an instance's claim on one action of a batch (one GitLab call or one look) lasts without renewal; the holder renews it while the action runs. When an instance dies, its batches fall due again this long after their claim, on any instance.",
 			"blank, unparsable, ≤ 0 or below 5s → 2m.",
 			func(s *Snapshot) *time.Duration { return &s.batchLeaseTTL }, 5*time.Second),
 		durationKey("batch.blockedTimeout", "24h",
-			"How long a BLOCKED batch (pipeline timeout, persistent conflict) holds its partition for operators before the sweep settles it.",
+			"How long a BLOCKED batch (pipeline timeout, persistent conflict) holds its partition for operators before it is settled as failed; also how long a batch may keep retrying an unavailable dependency. Read when the batch is blocked (a change applies to later blocks).",
 			"blank, unparsable, ≤ 0 or below 1m → 24h.",
 			func(s *Snapshot) *time.Duration { return &s.batchBlockedTimeout }, time.Minute),
 		durationKey("workflow.leaseTTL", "2m",
-			"How long a single request's running step (approval ticket, legacy MR, close) keeps its lease without renewal; after a crash the sweep resumes the step once it expired.",
+			"How long an instance's claim on one action of a single request (approval ticket, legacy MR step) lasts without renewal; the holder renews it while the action runs. When an instance dies, its requests' steps fall due again this long after their claim, on any instance.",
 			"blank, unparsable, ≤ 0 or below 5s → 2m.",
 			func(s *Snapshot) *time.Duration { return &s.stepLeaseTTL }, 5*time.Second),
 		durationKey("poll.short", "5s", "Interval of the first, frequent checks of a pipeline or rebase.",
@@ -160,9 +161,12 @@ func init() {
 		durationKey("reconcile.deployOverdue", "30m",
 			"A merged request whose deploy callback has not come this long after its merge is listed as stuck (reconciliation cannot validate the last merged MR of a project until a later one is called back); an operator's retry then confirms the deploy.",
 			"blank, unparsable or ≤ 0 → 30m.", func(s *Snapshot) *time.Duration { return &s.deployOverdue }, time.Millisecond),
+		durationKey("approval.timeout", "72h",
+			"A request waiting this long for its approval decision (APPROVAL_SENT) is listed for operators with its age: people may have forgotten the ticket, or its decision was lost on the way. An operator's retry sends the ticket again (the approval system opens one ticket per request).",
+			"blank, unparsable or ≤ 0 → 72h.", func(s *Snapshot) *time.Duration { return &s.approvalTimeout }, time.Millisecond),
 		scheduleKey(JobRounds, "Schedule of batch rounds (every partition with waiting requests gets a batch)."),
 		scheduleKey(JobReconcile, "Schedule of the reconciliation of merged requests whose deploy callback was lost."),
-		scheduleKey(JobSweep, "Schedule of the sweep that resumes or settles work whose lease expired (crashed instances)."),
+		scheduleKey(JobSweep, "Schedule of the repair sweep: in-flight work without a task (an old database, a hand edit) gets one. Crashed instances need no sweep: their work falls due again by itself."),
 		scheduleKey(JobExpiry, "Schedule of the expiry of bindings whose ttl passed (they are closed through the batch path)."),
 		scheduleKey(JobPurge, "Schedule of the purge of expired idempotency records."),
 	)
@@ -199,6 +203,9 @@ func (s *Snapshot) ReconcileWindow() (minAge, maxAge time.Duration) {
 
 // DeployOverdue is reconcile.deployOverdue. Default 30m; blank, unparsable or ≤ 0 → 30m.
 func (s *Snapshot) DeployOverdue() time.Duration { return s.deployOverdue }
+
+// ApprovalTimeout is approval.timeout. Default 72h; blank, unparsable or ≤ 0 → 72h.
+func (s *Snapshot) ApprovalTimeout() time.Duration { return s.approvalTimeout }
 
 // Schedule is cron.<job>'s schedule (JobRounds, JobReconcile, JobSweep, JobExpiry, JobPurge).
 // Blank or unparsable → the job's default.

@@ -34,6 +34,9 @@ type API interface {
 	// instance, a first attempt whose answer was lost) it fails with ErrMergeRequestExists and
 	// ExistingMergeRequest(err) gives that MR's iid.
 	CreateMergeRequest(ctx context.Context, project string, r MergeRequestRequest) (MergeRequest, error)
+	// MergeRequestsBySource lists the project's MRs from branch, in any state, newest first: how
+	// an MR whose creation was never recorded (a crash, a lost answer) is found again.
+	MergeRequestsBySource(ctx context.Context, project, branch string) ([]MergeRequest, error)
 	// GetMergeRequest reads an MR, including whether a rebase is in progress.
 	GetMergeRequest(ctx context.Context, project string, iid int64) (MergeRequest, error)
 	// CloseMergeRequest closes an open MR. On a merged or closed MR it changes nothing and

@@ -117,6 +117,25 @@ func (c *Client) GetMergeRequest(ctx context.Context, project string, iid int64)
 	})
 }
 
+func (c *Client) MergeRequestsBySource(ctx context.Context, project, branch string) ([]MergeRequest, error) {
+	var out []MergeRequest
+	err := c.call(ctx, botAccount(c.cfg.Current()), "list_mrs", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		list, resp, err := l.MergeRequests.ListProjectMergeRequests(project, &gl.ListProjectMergeRequestsOptions{
+			SourceBranch: &branch, State: gl.Ptr("all"), OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("desc"),
+		}, o, perPage(100))
+		if err == nil {
+			for _, m := range list {
+				out = append(out, MergeRequest{ID: m.ID, IID: m.IID, ProjectID: m.ProjectID, Title: m.Title, State: m.State,
+					SourceBranch: m.SourceBranch, TargetBranch: m.TargetBranch, SHA: m.SHA, MergeCommitSHA: m.MergeCommitSHA,
+					DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts, WebURL: m.WebURL,
+					CreatedAt: deref(m.CreatedAt), UpdatedAt: deref(m.UpdatedAt)})
+			}
+		}
+		return resp, err
+	})
+	return out, err
+}
+
 func (c *Client) CloseMergeRequest(ctx context.Context, project string, iid int64) (MergeRequest, error) {
 	return c.mrCall(ctx, "update_mr", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error) {
 		return l.MergeRequests.UpdateMergeRequest(project, iid, &gl.UpdateMergeRequestOptions{StateEvent: gl.Ptr("close")}, o)

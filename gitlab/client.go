@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
@@ -165,7 +166,11 @@ func classify(endpoint string, status int, err error) error {
 	var er *gl.ErrorResponse
 	switch {
 	case errors.As(err, &er):
-		return statusError(endpoint, er.StatusCode, er.Message)
+		e := statusError(endpoint, er.StatusCode, er.Message)
+		if er.Response != nil {
+			e = e.WithRetryAfter(er.Response.Header.Get("Retry-After"), time.Now())
+		}
+		return e
 	case status == http.StatusNotModified:
 		// The library counts 304 as success and then fails to decode the empty body (io.EOF).
 		// A repeated approve on newer GitLab answers exactly this: report it with its status,

@@ -8,6 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // Kind says how a call failed.
@@ -36,6 +40,9 @@ type Error struct {
 	Kind     Kind
 	Status   int    // HTTP status when Kind is KindStatus (also 304 for a bodiless repeat); else 0
 	Reason   string // a system-specific classification, e.g. "branch_exists"; may be empty
+	// RetryAfter is how long the system asked callers to wait (a Retry-After header on a 429 or
+	// 503); 0 when it said nothing. Whoever retries waits at least this long.
+	RetryAfter time.Duration
 
 	upstream string // the upstream message, truncated; log only
 	cause    error
@@ -97,6 +104,38 @@ func (e *Error) Is(target error) bool {
 		return e.Kind == t.Kind
 	}
 	return false
+}
+
+// WithRetryAfter records a Retry-After header value (seconds, or an HTTP date relative to now);
+// an absent, unparsable or past value records nothing. A wait longer than maxRetryAfter is cut
+// to it: a misbehaving server must not park the work for days.
+func (e *Error) WithRetryAfter(header string, now time.Time) *Error {
+	header = strings.TrimSpace(header)
+	if header == "" {
+		return e
+	}
+	var d time.Duration
+	if secs, err := strconv.Atoi(header); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(header); err == nil {
+		d = t.Sub(now)
+	}
+	if d > 0 {
+		e.RetryAfter = min(d, maxRetryAfter)
+	}
+	return e
+}
+
+// maxRetryAfter caps a Retry-After.
+const maxRetryAfter = time.Hour
+
+// RetryAfterOf is the Retry-After an error carries (0: none).
+func RetryAfterOf(err error) time.Duration {
+	var oe *Error
+	if errors.As(err, &oe) {
+		return oe.RetryAfter
+	}
+	return 0
 }
 
 // Upstream is the upstream message of an HTTP answer, for the log only.

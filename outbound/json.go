@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // maxAnswer bounds how much of an answer is read; a system that streams more is broken.
@@ -54,7 +55,7 @@ func DoJSON(ctx context.Context, hc *http.Client, r Request, out any) (int, []by
 		return resp.StatusCode, nil, err // the answer broke off: no answer, as far as the caller knows
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, data, NewStatusError(r.System, r.Endpoint, resp.StatusCode, "", string(data), nil)
+		return resp.StatusCode, data, NewStatusError(r.System, r.Endpoint, resp.StatusCode, "", string(data), nil).WithRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

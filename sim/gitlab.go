@@ -60,6 +60,7 @@ type GitLab struct {
 	failNext       int   // the next pipelines that fail whatever the knobs say (FailNextPipelines)
 	active         []*pipeline
 	rebasing       []*mergeRequest
+	locking        []*mergeRequest // merges GitLab is carrying out (sim.gitlab.mergeDuration)
 	onMerge        []func(MergeInfo)
 }
 

@@ -32,6 +32,7 @@ var gitlabRoutes = []gitlabRoute{
 	{"POST", "create_commit", path("projects/:id/repository/commits"), (*call).createCommit},
 	{"GET", "get_file_raw", path("projects/:id/repository/files/:file_path/raw"), (*call).getFileRaw},
 	{"POST", "create_mr", path("projects/:id/merge_requests"), (*call).createMR},
+	{"GET", "list_mrs", path("projects/:id/merge_requests"), (*call).listMRs},
 	{"GET", "get_mr", path("projects/:id/merge_requests/:iid"), (*call).getMR},
 	{"PUT", "update_mr", path("projects/:id/merge_requests/:iid"), (*call).updateMR},
 	{"GET", "mr_pipelines", path("projects/:id/merge_requests/:iid/pipelines"), (*call).listMRPipelines},
@@ -379,6 +380,27 @@ func (c *call) createMR() {
 	writeJSON(c.w, http.StatusCreated, c.mrJSON(mr, false, false))
 }
 
+// listMRs is GET /projects/:id/merge_requests: filtered by state (opened, closed, merged, locked,
+// all; default all) and source_branch, newest first (GitLab's default order), paginated.
+func (c *call) listMRs() {
+	state, _ := c.in.str("state")
+	if state == "" {
+		state = "all"
+	}
+	source, bySource := c.in.str("source_branch")
+	var list []mrJSON
+	for i := len(c.p.mrs) - 1; i >= 0; i-- {
+		mr := c.p.mrs[i]
+		if (state == "all" || mr.state == state) && (!bySource || mr.source == source) {
+			list = append(list, c.mrJSON(mr, false, false))
+		}
+	}
+	if list == nil {
+		list = []mrJSON{}
+	}
+	writeJSON(c.w, http.StatusOK, paginate(c, list))
+}
+
 func (c *call) getMR() {
 	if mr := c.mr(); mr != nil {
 		writeJSON(c.w, http.StatusOK, c.mrJSON(mr, c.in.flag("include_rebase_in_progress"), true))
@@ -575,10 +597,16 @@ func (c *call) merge() {
 		return
 	}
 	remove := c.in.flag("should_remove_source_branch")
-	if waitsForCI {
+	switch d := scaled(c.g.cfg, c.g.faults().MergeDuration); {
+	case waitsForCI:
 		mr.autoMerge = &autoMerge{userID: c.user.ID, removeSource: remove}
 		mr.updatedAt = c.now
-	} else {
+	case d > 0:
+		// GitLab carries the merge out in the background: the MR is "locked" until it is done.
+		mr.state, mr.updatedAt = "locked", c.now
+		mr.locking = &lockedMerge{until: c.now.Add(d), userID: c.user.ID, removeSource: remove}
+		c.g.locking = append(c.g.locking, mr)
+	default:
 		c.g.doMerge(mr, c.user.ID, remove, c.now)
 	}
 	writeJSON(c.w, http.StatusOK, c.mrJSON(mr, false, false))

@@ -36,6 +36,7 @@ type mergeRequest struct {
 	approvals    []mrApproval
 	checking     bool // the next read answers "checking" (GitLab recomputes mergeability lazily)
 	rebase       *rebaseJob
+	locking      *lockedMerge // set while the MR is "locked": GitLab is merging it
 	autoMerge    *autoMerge
 	labels       []string
 }
@@ -48,6 +49,12 @@ type mrApproval struct {
 type rebaseJob struct {
 	until    time.Time
 	conflict bool
+}
+
+type lockedMerge struct {
+	until        time.Time
+	userID       int64
+	removeSource bool
 }
 
 type autoMerge struct {
@@ -278,6 +285,19 @@ func (g *GitLab) headMoved(p *project, branch string, now time.Time) { // holds 
 // advance brings time-driven state up to now: finished rebases, pipeline status changes (with
 // their webhooks) and auto-merges whose pipeline passed.
 func (g *GitLab) advance(now time.Time) { // holds g.mu
+	locking := g.locking[:0]
+	for _, mr := range g.locking {
+		switch {
+		case mr.locking == nil:
+		case now.Before(mr.locking.until):
+			locking = append(locking, mr)
+		default:
+			lm := mr.locking
+			mr.locking = nil
+			g.doMerge(mr, lm.userID, lm.removeSource, now)
+		}
+	}
+	g.locking = locking
 	rebasing := g.rebasing[:0]
 	for _, mr := range g.rebasing {
 		if mr.rebase == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -18,10 +19,6 @@ type Batch struct {
 	MRIID      int64 // 0: no MR yet
 	PipelineID int64
 	Note       string
-	LeaseOwner string
-	// LeaseUntil: until when the holder (or, for a BLOCKED batch, the operators) may keep the
-	// batch active before the sweep takes it over.
-	LeaseUntil *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	SettledAt  *time.Time
@@ -29,31 +26,40 @@ type Batch struct {
 	// yet, or the members changed since), so a resumed runner knows whether to regenerate it.
 	BranchDigest string
 	// Failing is the failure decided for the batch while its settlement has not gone through
-	// ("": none): the sweep settles the batch with it instead of running it again. LastError
-	// says why the last settlement attempt failed. A settlement clears both.
+	// ("": none): written before the MR is closed (write-ahead), so whoever settles the batch —
+	// after a crash too — settles it with this cause. LastError says why the last settlement
+	// attempt failed. A settlement clears both.
 	Failing   string
 	LastError string
 }
 
-const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, lease_owner, lease_until, created_at, updated_at, settled_at, branch_digest, failing, last_error"
+const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error"
 
 func scanBatch(s scanner) (Batch, error) {
 	var b Batch
 	var mr, pipeline nullInt64
-	var owner nullString
-	var until, created, updated, settled dbTime
-	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note, &owner, &until,
+	var created, updated, settled dbTime
+	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
 		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError); err != nil {
 		return Batch{}, translate(err)
 	}
-	b.MRIID, b.PipelineID, b.LeaseOwner = int64(mr), int64(pipeline), string(owner)
-	b.LeaseUntil, b.CreatedAt, b.UpdatedAt, b.SettledAt = until.ptr(), created.T, updated.T, settled.ptr()
+	b.MRIID, b.PipelineID = int64(mr), int64(pipeline)
+	b.CreatedAt, b.UpdatedAt, b.SettledAt = created.T, updated.T, settled.ptr()
 	return b, nil
 }
 
 // Batch returns batch id (ErrNotFound when unknown).
 func (db *DB) Batch(ctx context.Context, id int64) (Batch, error) {
-	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE id = ?", id))
+	return batchByID(ctx, db.ro, id)
+}
+
+// Batch is DB.Batch inside the transaction.
+func (tx *Tx) Batch(ctx context.Context, id int64) (Batch, error) {
+	return batchByID(ctx, tx.tx, id)
+}
+
+func batchByID(ctx context.Context, q queryer, id int64) (Batch, error) {
+	b, err := scanBatch(q.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE id = ?", id))
 	if err != nil {
 		return Batch{}, fmt.Errorf("batch %d: %w", id, err)
 	}
@@ -85,12 +91,13 @@ const (
 type ClaimInput struct {
 	Partition string
 	Project   string
-	Max       int           // batch.maxRequests
-	Owner     string        // the instance that will drive the batch (lease owner)
-	Lease     time.Duration // how long before the sweep may take the batch over
+	Max       int // batch.maxRequests
 	// Members, when set, moves the claimed requests in the claim's transaction (the batch
 	// runner's BATCHED step), so no claimed request is ever seen still "queued".
 	Members *MemberChange
+	// Task, when set, is the new batch's task (its Kind is given, its Ref is the batch id),
+	// inserted in the claim's transaction: a claimed batch is work from its first commit on.
+	Task *TaskSpec
 }
 
 // BatchClaim is the result of a claim round.
@@ -120,8 +127,8 @@ var errSlotOccupied = errors.New("slot occupied")
 // Statements per round: 3 + 2 per 500 members (+ 4 per 500 with in.Members), whatever the
 // waiting set.
 func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
-	if in.Max <= 0 || in.Lease <= 0 || in.Partition == "" {
-		return BatchClaim{}, fmt.Errorf("claim %q: max %d, lease %s: want a partition and positive values", in.Partition, in.Max, in.Lease)
+	if in.Max <= 0 || in.Partition == "" {
+		return BatchClaim{}, fmt.Errorf("claim %q: max %d: want a partition and a positive maximum", in.Partition, in.Max)
 	}
 	if in.Members != nil {
 		if err := in.Members.check(); err != nil {
@@ -160,8 +167,7 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 
 func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	db := tx.db
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status, lease_owner, lease_until) VALUES (?, ?, ?, ?, "+
-		db.nowPlus()+")", in.Partition, in.Project, BatchRunning, in.Owner, micros(in.Lease))
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status) VALUES (?, ?, ?)", in.Partition, in.Project, BatchRunning)
 	if err = translate(err); errors.Is(err, ErrDuplicate) || errors.Is(err, ErrRetry) {
 		// Duplicate: another batch of this partition is active. Deadlock (MySQL, when several
 		// claimers wait on a slot whose holder rolled back): another claimer holds it now.
@@ -248,10 +254,17 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 			return BatchClaim{}, fmt.Errorf("move claimed members: %w", err)
 		}
 	}
+	if in.Task != nil {
+		t := *in.Task
+		t.Ref = strconv.FormatInt(batchID, 10)
+		if err := tx.InsertTask(ctx, t); err != nil {
+			return BatchClaim{}, err
+		}
+	}
 	db.hook("claim.written")
 	return BatchClaim{
 		Outcome: RoundClaimed,
-		Batch:   Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: BatchRunning, Version: 1, LeaseOwner: in.Owner},
+		Batch:   Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: BatchRunning, Version: 1},
 		Members: members,
 	}, nil
 }
@@ -339,31 +352,19 @@ type BatchChange struct {
 	MRIID      int64
 	PipelineID int64
 	Note       string
-	// Lease > 0 sets lease_until to now + Lease: the holder's renewal, or for a BLOCKED batch how
-	// long operators have before the sweep settles it.
-	Lease time.Duration
-	// Owner, when set, makes this instance the lease holder (an operator's resume on another
-	// instance); the version bump of the write fences the previous holder out.
-	Owner string
 	// BranchDigest, when set, records the member set the MR branch now carries ("" : stale).
 	BranchDigest *string
-	// Failing and LastError, when set, record a decided failure whose settlement did not go
-	// through and why ("" clears them: an operator resumed the batch instead).
+	// Failing, when set, records the failure decided for the batch before its settlement runs
+	// (write-ahead); LastError why the last settlement attempt failed ("" clears them: an operator
+	// resumed the batch instead).
 	Failing, LastError *string
 }
 
 // UpdateBatch writes c to the batch cur, guarded on cur.Version (0 rows → ErrPreempted) and on the
 // batch transition table (illegal → *ErrIllegalBatchTransition, nothing written).
 func (db *DB) UpdateBatch(ctx context.Context, cur Batch, c BatchChange) (Batch, error) {
-	q, args, err := db.batchUpdate(cur, c)
-	if err != nil {
-		return Batch{}, err
-	}
-	res, err := db.rw.ExecContext(ctx, q, args...)
-	if err := requireOne(res, err, "update batch %d", cur.ID); err != nil {
-		return Batch{}, err
-	}
-	return db.Batch(ctx, cur.ID)
+	b, _, err := db.AdvanceBatch(ctx, BatchStep{Batch: cur, Change: c})
+	return b, err
 }
 
 // batchUpdate builds the guarded write of c to the batch cur (UpdateBatch, AdvanceBatch).
@@ -380,14 +381,6 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange) (string, []any, error) {
 	if c.Note != "" {
 		set += ", note = ?"
 		args = append(args, clipNote(c.Note))
-	}
-	if c.Lease > 0 {
-		set += ", lease_until = " + db.nowPlus()
-		args = append(args, micros(c.Lease))
-	}
-	if c.Owner != "" {
-		set += ", lease_owner = ?"
-		args = append(args, c.Owner)
 	}
 	if c.BranchDigest != nil {
 		set += ", branch_digest = ?"
@@ -432,8 +425,23 @@ type Settled struct {
 // ErrPreempted and the member resets never run twice. Then, for FAILED, the members' rows in the
 // waiting set are removed in the same transaction (they may be admitted again; the member
 // history keeps them); then the optional member transitions. Members are those the batch holds
-// (Holding), not its history: requests bisection returned are not this batch's to settle.
+// (Holding), not its history: requests bisection returned are not this batch's to settle. The
+// batch's task is the settler's to finish, in the same transaction (Tx.Settle after FinishTask).
 func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
+	var out Settled
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		out, err = tx.Settle(ctx, s)
+		return err
+	})
+	if err != nil {
+		return Settled{}, err
+	}
+	return out, nil
+}
+
+// Settle is DB.Settle inside the transaction (after the fenced write of the settling task).
+func (tx *Tx) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	if s.Status != BatchSucceeded && s.Status != BatchFailed {
 		return Settled{}, &ErrIllegalBatchTransition{From: BatchRunning, To: s.Status}
 	}
@@ -445,77 +453,43 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	if err := checkMoves(s.Moves); err != nil {
 		return Settled{}, err
 	}
+	db := tx.db
 	var out Settled
-	err := db.InTx(ctx, func(tx *Tx) error {
-		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
-			", settled_at = "+db.now()+", lease_owner = NULL, lease_until = NULL, failing = '', last_error = '' WHERE id = ? AND version = ? AND status IN (?, ?)",
-			s.Status, clipNote(s.Note), s.BatchID, s.Version, BatchRunning, BatchBlocked)
-		if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
-			return err
-		}
-		db.hook("settle.batch")
-		ms, err := holding(ctx, tx.tx, s.BatchID)
-		if err != nil {
-			return err
-		}
-		out.Members = ms
-		requests, ops := memberIDs(ms)
-		if s.Status == BatchFailed {
-			for _, chunk := range chunks(requests, maxInList) {
-				res, err := tx.tx.ExecContext(ctx, db.deleteFrom("merge_batch_request", "PRIMARY")+" WHERE batch_id = ? AND id IN "+inList(len(chunk)),
-					append([]any{s.BatchID}, anys(chunk)...)...)
-				if err != nil {
-					return fmt.Errorf("remove members of batch %d: %w", s.BatchID, translate(err))
-				}
-				n, err := affected(res)
-				if err != nil {
-					return translate(err)
-				}
-				out.Removed += int(n)
-			}
-		}
-		if s.Members != nil {
-			if out.Flipped, err = tx.transitionMany(ctx, ops, *s.Members, s.BatchID, ""); err != nil {
-				return err
-			}
-		}
-		moved, err := tx.moveMembers(ctx, ms, s.Moves, s.BatchID)
-		out.Flipped = append(out.Flipped, moved...)
-		return err
-	})
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
+		", settled_at = "+db.now()+", failing = '', last_error = '' WHERE id = ? AND version = ? AND status IN (?, ?)",
+		s.Status, clipNote(s.Note), s.BatchID, s.Version, BatchRunning, BatchBlocked)
+	if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
+		return Settled{}, err
+	}
+	db.hook("settle.batch")
+	ms, err := holding(ctx, tx.tx, s.BatchID)
 	if err != nil {
 		return Settled{}, err
 	}
-	return out, nil
-}
-
-// RenewBatchLease extends owner's lease on an active batch to ttl from now, without changing the
-// version. Lost (taken over, or settled) → ErrPreempted.
-func (db *DB) RenewBatchLease(ctx context.Context, id int64, owner string, ttl time.Duration) error {
-	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET lease_until = "+db.nowPlus()+" WHERE id = ? AND lease_owner = ? AND status IN (?, ?)",
-		micros(ttl), id, owner, BatchRunning, BatchBlocked)
-	return requireOne(res, err, "renew lease of batch %d", id)
-}
-
-// TakeOverBatch makes owner the holder of an active batch whose lease expired (by the database
-// clock), guarded on cur.Version; the version bump fences the previous holder out.
-func (db *DB) TakeOverBatch(ctx context.Context, cur Batch, owner string, ttl time.Duration) (Batch, error) {
-	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
-		" WHERE id = ? AND version = ? AND status IN (?, ?) AND (lease_until IS NULL OR lease_until < "+db.now()+")",
-		owner, micros(ttl), cur.ID, cur.Version, BatchRunning, BatchBlocked)
-	if err := requireOne(res, err, "take over batch %d", cur.ID); err != nil {
-		return Batch{}, err
+	out.Members = ms
+	requests, ops := memberIDs(ms)
+	if s.Status == BatchFailed {
+		for _, chunk := range chunks(requests, maxInList) {
+			res, err := tx.tx.ExecContext(ctx, db.deleteFrom("merge_batch_request", "PRIMARY")+" WHERE batch_id = ? AND id IN "+inList(len(chunk)),
+				append([]any{s.BatchID}, anys(chunk)...)...)
+			if err != nil {
+				return Settled{}, fmt.Errorf("remove members of batch %d: %w", s.BatchID, translate(err))
+			}
+			n, err := affected(res)
+			if err != nil {
+				return Settled{}, translate(err)
+			}
+			out.Removed += int(n)
+		}
 	}
-	return db.Batch(ctx, cur.ID)
-}
-
-// ExpiredBatches returns up to limit active batches whose lease expired by the database clock:
-// a crashed or stalled holder (RUNNING), or a BLOCKED batch nobody resolved in time. The sweep
-// takes them over and settles or resumes them.
-func (db *DB) ExpiredBatches(ctx context.Context, limit int) ([]Batch, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE status IN (?, ?) AND lease_until < "+db.now()+
-		" ORDER BY lease_until LIMIT ?", BatchRunning, BatchBlocked, limit)
-	return collect(rows, err, scanBatch)
+	if s.Members != nil {
+		if out.Flipped, err = tx.transitionMany(ctx, ops, *s.Members, s.BatchID, ""); err != nil {
+			return Settled{}, err
+		}
+	}
+	moved, err := tx.moveMembers(ctx, ms, s.Moves, s.BatchID)
+	out.Flipped = append(out.Flipped, moved...)
+	return out, err
 }
 
 // BatchFilter selects the ops console's batch list; empty fields match everything.

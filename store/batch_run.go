@@ -79,6 +79,23 @@ type BatchStep struct {
 // step rolls back), then the member moves — which see the members as held before this step, so
 // a move can name the requeued ones. It returns the batch as written and the operations moved.
 func (db *DB) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation, error) {
+	var b Batch
+	var moved []Operation
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		b, moved, err = tx.AdvanceBatch(ctx, s)
+		return err
+	})
+	if err != nil {
+		return Batch{}, nil, err
+	}
+	return b, moved, nil
+}
+
+// AdvanceBatch is DB.AdvanceBatch inside the transaction (after the fenced write of the batch's
+// task, when a step of the engine writes it).
+func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation, error) {
+	db := tx.db
 	q, args, err := db.batchUpdate(s.Batch, s.Change)
 	if err != nil {
 		return Batch{}, nil, err
@@ -87,32 +104,27 @@ func (db *DB) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 		return Batch{}, nil, err
 	}
 	id := s.Batch.ID
-	var moved []Operation
-	err = db.InTx(ctx, func(tx *Tx) error {
-		res, err := tx.tx.ExecContext(ctx, q, args...)
-		if err := requireOne(res, err, "advance batch %d", id); err != nil {
-			return err
-		}
-		if len(s.Requeue)+len(s.Drop)+len(s.Moves) == 0 {
-			return nil
-		}
-		held, err := holding(ctx, tx.tx, id)
-		if err != nil {
-			return err
-		}
-		if err := tx.detach(ctx, id, held, s.Requeue, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = NULL"); err != nil {
-			return fmt.Errorf("requeue members of batch %d: %w", id, err)
-		}
-		if err := tx.detach(ctx, id, held, s.Drop, db.deleteFrom("merge_batch_request", "PRIMARY")); err != nil {
-			return fmt.Errorf("drop members of batch %d: %w", id, err)
-		}
-		moved, err = tx.moveMembers(ctx, held, s.Moves, id)
-		return err
-	})
-	if err != nil {
+	res, err := tx.tx.ExecContext(ctx, q, args...)
+	if err := requireOne(res, err, "advance batch %d", id); err != nil {
 		return Batch{}, nil, err
 	}
-	b, err := db.Batch(ctx, id)
+	var moved []Operation
+	if len(s.Requeue)+len(s.Drop)+len(s.Moves) > 0 {
+		held, err := holding(ctx, tx.tx, id)
+		if err != nil {
+			return Batch{}, nil, err
+		}
+		if err := tx.detach(ctx, id, held, s.Requeue, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = NULL"); err != nil {
+			return Batch{}, nil, fmt.Errorf("requeue members of batch %d: %w", id, err)
+		}
+		if err := tx.detach(ctx, id, held, s.Drop, db.deleteFrom("merge_batch_request", "PRIMARY")); err != nil {
+			return Batch{}, nil, fmt.Errorf("drop members of batch %d: %w", id, err)
+		}
+		if moved, err = tx.moveMembers(ctx, held, s.Moves, id); err != nil {
+			return Batch{}, nil, err
+		}
+	}
+	b, err := tx.Batch(ctx, id)
 	return b, moved, err
 }
 

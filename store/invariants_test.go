@@ -7,14 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"bindery/store"
 	"bindery/store/storetest"
 )
 
 func claimInput(partition string, max int) store.ClaimInput {
-	return store.ClaimInput{Partition: partition, Project: partition, Max: max, Owner: "test", Lease: time.Minute}
+	return store.ClaimInput{Partition: partition, Project: partition, Max: max}
 }
 
 // activeBatches counts RUNNING/BLOCKED batches per partition, by SQL.
@@ -149,7 +148,7 @@ func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing
 			t.Fatalf("%d running batches, want one per partition", n)
 		}
 		ba, _ := db.Batch(bg, a.Batch.ID)
-		blocked, err := db.UpdateBatch(bg, ba, store.BatchChange{Status: store.BatchBlocked, Note: "rebase conflict", Lease: time.Hour})
+		blocked, err := db.UpdateBatch(bg, ba, store.BatchChange{Status: store.BatchBlocked, Note: "rebase conflict"})
 		if err != nil || blocked.Status != store.BatchBlocked {
 			t.Fatalf("block a: %+v %v", blocked, err)
 		}

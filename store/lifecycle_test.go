@@ -31,7 +31,7 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 		}
 
 		time.Sleep(2 * time.Millisecond) // SQLite's clock has milliseconds: let "created before now" pass
-		c, err := db.Claim(bg, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50, Owner: "i1", Lease: time.Minute})
+		c, err := db.Claim(bg, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50})
 		if err != nil || c.Outcome != store.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}

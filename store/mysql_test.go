@@ -254,7 +254,21 @@ func seedRealistic(t *testing.T, db *store.DB) fixture {
 		}
 		seedQueued(t, db, p, ids)
 	}
-	for _, table := range []string{"binding", "operation", "operation_step", "merge_batch", "merge_batch_request", "merge_batch_member", "deploy_callback", "approval_callback"} {
+	// Tasks: batches waiting on CI and requests' steps, most due later, some due now.
+	var vals []string
+	var args []any
+	for i := range 1000 {
+		lane, kind := "background", store.TaskBatch
+		if i%4 == 0 {
+			lane, kind = "first", store.TaskRequest
+		}
+		vals = append(vals, "(?, ?, ?, 'pipeline', TIMESTAMPADD(SECOND, ?, CURRENT_TIMESTAMP(6)))")
+		args = append(args, kind, fmt.Sprintf("seed-%04d", i), lane, i%60-5)
+	}
+	if _, err := db.Raw().ExecContext(bg, "INSERT INTO task (kind, ref, lane, step, due_at) VALUES "+strings.Join(vals, ", "), args...); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"binding", "operation", "operation_step", "merge_batch", "merge_batch_request", "merge_batch_member", "deploy_callback", "approval_callback", "task"} {
 		if _, err := db.Raw().ExecContext(bg, "ANALYZE TABLE "+table); err != nil {
 			t.Fatal(err)
 		}
@@ -271,23 +285,43 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	// apply, re-apply, transitions, leases
-	r, err := db.Apply(bg, application("x-1", "zoe", "t"))
+	// apply, re-apply, transitions, tasks
+	first := application("x-1", "zoe", "t")
+	first.Task = &store.TaskSpec{Kind: store.TaskRequest, Lane: "first", Step: "ticket"}
+	r, err := db.Apply(bg, first)
 	must("apply", err)
 	_, err = db.Apply(bg, application("x-2", "zoe", "t"))
 	if err == nil {
 		t.Fatal("apply over an active row succeeded")
 	}
-	r, err = db.Transition(bg, r, store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, ExpiresIn: time.Hour, ReleaseLease: true, MRIID: 3})
+	due, err := db.DueTasks(bg, "first", 10)
+	must("due tasks", err)
+	_, _, err = db.NextDue(bg, "background")
+	must("next due", err)
+	_, err = db.QueuedAhead(bg, "background", time.Now())
+	must("queued ahead", err)
+	for _, d := range due {
+		if d.Ref != "x-1" {
+			continue
+		}
+		c, err := db.ClaimTask(bg, d, "i1", time.Minute)
+		must("claim task", err)
+		must("renew task", db.RenewTask(bg, c, time.Minute))
+		_, err = db.TakeSlot(bg, c, "merge:team/a")
+		must("take slot", err)
+		must("advance task", db.InTx(bg, func(tx *store.Tx) error { return tx.AdvanceTask(bg, c, store.TaskNext{In: time.Hour}) }))
+	}
+	_, err = db.WakeTasks(bg, []store.TaskRef{{Kind: store.TaskRequest, Ref: "x-1"}, {Kind: store.TaskBatch, Ref: "1"}})
+	must("wake tasks", err)
+	_, err = db.TasksOf(bg, store.TaskRequest, []string{"x-1", "x-2"})
+	must("tasks of", err)
+	_, _, err = db.Orphans(bg, 100)
+	must("orphans", err)
+	must("delete task", db.InTx(bg, func(tx *store.Tx) error { return tx.DeleteTask(bg, store.TaskRequest, "x-1") }))
+	r, err = db.Transition(bg, r, store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, ExpiresIn: time.Hour, MRIID: 3})
 	must("transition", err)
 	_, err = db.Apply(bg, application("x-3", "zoe", "t"))
 	must("re-apply", err)
-	_, err = db.AcquireOperationLease(bg, "x-3", "i1", time.Minute)
-	must("lease", err)
-	must("renew", db.RenewOperationLease(bg, "x-3", "i1", time.Minute))
-	must("release", db.ReleaseOperationLease(bg, "x-3", "i1"))
-	_, err = db.ExpiredOperationLeases(bg, 100)
-	must("expired leases", err)
 	_, err = db.ExpiredBindings(bg, 100)
 	must("expired bindings", err)
 	_, err = db.BindingFor(bg, "zoe", "t")
@@ -310,9 +344,8 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("batch requests", err)
 	b, err := db.Batch(bg, c.Batch.ID)
 	must("batch", err)
-	b, err = db.UpdateBatch(bg, b, store.BatchChange{MRIID: 200, Lease: time.Minute})
+	b, err = db.UpdateBatch(bg, b, store.BatchChange{MRIID: 200})
 	must("update batch", err)
-	must("renew batch", db.RenewBatchLease(bg, b.ID, "test", time.Minute))
 	_, err = db.Holding(bg, b.ID)
 	must("holding", err)
 	_, err = db.PartitionDue(bg, "team/a", 50, time.Minute)
@@ -321,9 +354,6 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	b, _, err = db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Note: "bisect"}, Requeue: []string{last},
 		Moves: []store.MemberMove{{OperationIDs: []string{last}, Change: store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMRCreating, Step: store.StepQueued}}}})
 	must("advance batch", err)
-	_, err = db.ExpiredBatches(bg, 10)
-	must("expired batches", err)
-	_, _ = db.TakeOverBatch(bg, b, "i2", time.Minute) // not expired: preempted, still explained
 	_, err = db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded,
 		Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerged, Step: store.StepHandleMerged}})
 	must("settle", err)

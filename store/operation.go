@@ -20,33 +20,30 @@ type Operation struct {
 	Reason      string
 	Status      BindingStatus
 	Step        Step
-	// Version grows by one on every write and on every lease acquisition (so a holder whose
-	// lease was taken over fails its next write: the version is also the fencing token).
+	// Version grows by one on every write (I6). Who may run the request's current step is its
+	// task's business (table task), not the operation's.
 	Version    int64
 	MRIID      int64 // 0: no MR yet
 	PipelineID int64 // 0: none
 	BatchID    int64 // 0: not batched (legacy flow, or still waiting)
-	LeaseOwner string
-	LeaseUntil *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
 const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +
-	"mr_iid, pipeline_id, batch_id, lease_owner, lease_until, created_at, updated_at"
+	"mr_iid, pipeline_id, batch_id, created_at, updated_at"
 
 // scanOperation scans operationColumns, after the lead columns of a join when given.
 func scanOperation(s scanner, lead ...any) (Operation, error) {
 	var o Operation
 	var mr, pipeline, batch nullInt64
-	var owner nullString
-	var until, created, updated dbTime
+	var created, updated dbTime
 	if err := s.Scan(append(lead, &o.ID, &o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step,
-		&o.Version, &mr, &pipeline, &batch, &owner, &until, &created, &updated)...); err != nil {
+		&o.Version, &mr, &pipeline, &batch, &created, &updated)...); err != nil {
 		return Operation{}, translate(err)
 	}
-	o.MRIID, o.PipelineID, o.BatchID, o.LeaseOwner = int64(mr), int64(pipeline), int64(batch), string(owner)
-	o.LeaseUntil, o.CreatedAt, o.UpdatedAt = until.ptr(), created.T, updated.T
+	o.MRIID, o.PipelineID, o.BatchID = int64(mr), int64(pipeline), int64(batch)
+	o.CreatedAt, o.UpdatedAt = created.T, updated.T
 	return o, nil
 }
 
@@ -101,6 +98,9 @@ type StuckFilter struct {
 	// reconciliation infer it, so only an operator's confirmation validates it.
 	NeedsOperator bool
 	DeployOverdue time.Duration
+	// ApprovalOverdue > 0 (with NeedsOperator) adds the requests APPROVAL_SENT for longer than it:
+	// people may have forgotten the ticket, or its decision was lost on the way.
+	ApprovalOverdue time.Duration
 	Page
 }
 
@@ -135,6 +135,10 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 			q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
 			args = append(args, StatusMerged, -micros(f.DeployOverdue))
 		}
+		if f.ApprovalOverdue > 0 {
+			q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
+			args = append(args, StatusApprovalSent, -micros(f.ApprovalOverdue))
+		}
 		q += ")"
 	}
 	if after {
@@ -161,59 +165,6 @@ func (db *DB) OperationsByMR(ctx context.Context, project string, mrIID int64) (
 func operationsByMR(ctx context.Context, q queryer, project string, mrIID int64) ([]Operation, error) {
 	rows, err := q.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE project = ? AND mr_iid = ? AND status = ?",
 		project, mrIID, StatusMerged)
-	return collect(rows, err, scanOp)
-}
-
-// AcquireOperationLease makes owner the holder of operationID's single-request step until ttl
-// from now (database clock), when the lease is free, expired or already owner's. It bumps the
-// version, so a previous holder that comes back after its lease expired fails its next guarded
-// write with ErrPreempted. Held by another live owner → ErrPreempted; unknown → ErrNotFound.
-func (db *DB) AcquireOperationLease(ctx context.Context, operationID, owner string, ttl time.Duration) (Operation, error) {
-	var o Operation
-	err := db.InTx(ctx, func(tx *Tx) error {
-		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET lease_owner = ?, lease_until = "+db.nowPlus()+", version = version + 1"+
-			" WHERE operation_id = ? AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < "+db.now()+")",
-			owner, micros(ttl), operationID, owner)
-		if err != nil {
-			return err
-		}
-		n, err := affected(res)
-		if err != nil {
-			return err
-		}
-		o, err = operationByID(ctx, tx.tx, operationID)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("lease of operation %s held by %s: %w", operationID, o.LeaseOwner, ErrPreempted)
-		}
-		return nil
-	})
-	return o, err
-}
-
-// RenewOperationLease extends owner's lease to ttl from now. It does not change the version (the
-// holder's writes stay valid). Lost to another owner → ErrPreempted.
-func (db *DB) RenewOperationLease(ctx context.Context, operationID, owner string, ttl time.Duration) error {
-	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET lease_until = "+db.nowPlus()+" WHERE operation_id = ? AND lease_owner = ?",
-		micros(ttl), operationID, owner)
-	return requireOne(res, err, "renew lease of operation %s", operationID)
-}
-
-// ReleaseOperationLease frees owner's lease (a no-op when owner no longer holds it).
-func (db *DB) ReleaseOperationLease(ctx context.Context, operationID, owner string) error {
-	_, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET lease_owner = NULL, lease_until = NULL WHERE operation_id = ? AND lease_owner = ?",
-		operationID, owner)
-	return translate(err)
-}
-
-// ExpiredOperationLeases returns up to limit operations whose lease expired by the database
-// clock, oldest first: their holder crashed or stalled, and the sweep resumes or settles them
-// (AcquireOperationLease takes them over).
-func (db *DB) ExpiredOperationLeases(ctx context.Context, limit int) ([]Operation, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE lease_until < "+db.now()+
-		" ORDER BY lease_until LIMIT ?", limit)
 	return collect(rows, err, scanOp)
 }
 

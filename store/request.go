@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -53,11 +54,10 @@ type Application struct {
 	Reason      string
 	Status      BindingStatus
 	Step        Step
-	// LeaseOwner, when set, makes the instance that hands the first step to its workers the
-	// holder of the operation's lease for LeaseTTL, in the same insert: a crash between the
-	// answer and the step leaves a lease that expires, and the sweep resumes the step.
-	LeaseOwner string
-	LeaseTTL   time.Duration
+	// Task, when set, is the first step's task, inserted in the application's transaction (its
+	// Kind and Ref are the operation's): the step is data from the first commit on, so a crash
+	// right after the answer leaves work that any instance runs.
+	Task *TaskSpec
 }
 
 // ErrApplyInProgress refuses an application for a relation whose row is in a state that is not
@@ -97,13 +97,8 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 	}
 	db := tx.db
 	// The operation first: every cross-table write locks operation before binding.
-	cols, vals := "operation_id, subject_id, target_key, project, flow, reason, status, step", "?, ?, ?, ?, ?, ?, ?, ?"
-	args := []any{a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step}
-	if a.LeaseOwner != "" {
-		cols, vals = cols+", lease_owner, lease_until", vals+", ?, "+db.nowPlus()
-		args = append(args, a.LeaseOwner, micros(a.LeaseTTL))
-	}
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation ("+cols+") VALUES ("+vals+")", args...)
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step)
 	if err != nil {
 		return Request{}, fmt.Errorf("apply %s: %w", a.OperationID, translate(err))
 	}
@@ -153,8 +148,15 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 	if err := insertSteps(ctx, tx.tx, []string{a.OperationID}, a.Step, a.Status, ""); err != nil {
 		return Request{}, err
 	}
+	if a.Task != nil {
+		t := *a.Task
+		t.Ref = a.OperationID
+		if err := tx.InsertTask(ctx, t); err != nil {
+			return Request{}, err
+		}
+	}
 	op := Operation{ID: opID, OperationID: a.OperationID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Project: a.Project,
-		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1, LeaseOwner: a.LeaseOwner}
+		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1}
 	return Request{Operation: op, Binding: b}, nil
 }
 
@@ -169,13 +171,6 @@ type Change struct {
 	PipelineID int64
 	// ExpiresIn sets binding.expires_at to this long after now (database clock); 0 keeps it.
 	ExpiresIn time.Duration
-	// ReleaseLease frees the operation's lease in the same write (the step is finished).
-	ReleaseLease bool
-	// LeaseOwner, when set, makes it the holder of the operation's lease for LeaseTTL in the same
-	// write: the transition hands a step to the workers (a callback starting the merge, an
-	// operator's retry), and a crash before the step runs leaves a lease the sweep resumes.
-	LeaseOwner string
-	LeaseTTL   time.Duration
 }
 
 // Transition moves a request to c.To / c.Step (SPEC §3): it checks the one transition table
@@ -205,13 +200,6 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	db := tx.db
 	set := "status = ?, step = ?, version = version + 1, updated_at = " + db.now()
 	set, args := setRefs(set, []any{c.To, c.Step}, c.MRIID, c.PipelineID)
-	switch {
-	case c.LeaseOwner != "":
-		set += ", lease_owner = ?, lease_until = " + db.nowPlus()
-		args = append(args, c.LeaseOwner, micros(c.LeaseTTL))
-	case c.ReleaseLease:
-		set += ", lease_owner = NULL, lease_until = NULL"
-	}
 	args = append(args, op.ID, op.Version)
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+set+" WHERE id = ? AND version = ?", args...)
 	if err := requireOne(res, err, "transition operation %s", op.OperationID); err != nil {
@@ -240,12 +228,6 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if c.PipelineID != 0 {
 		op.PipelineID = c.PipelineID
 	}
-	switch {
-	case c.LeaseOwner != "":
-		op.LeaseOwner = c.LeaseOwner
-	case c.ReleaseLease:
-		op.LeaseOwner, op.LeaseUntil = "", nil
-	}
 	b.Status, b.Version = c.To, b.Version+1
 	return Request{Operation: op, Binding: b}, nil
 }
@@ -260,6 +242,11 @@ type RequestDetail struct {
 	Batch *Batch
 	// Waiting is its place in the waiting set (nil: not waiting).
 	Waiting *WaitingPlace
+	// Task is the work that drives the request now: its own task, else its active batch's
+	// (nil: none — waiting for people, the waiting set, an operator, or finished). Ahead counts
+	// the tasks of its lane due before it while it waits for a free worker.
+	Task  *Task
+	Ahead int
 }
 
 // RequestDetail reads the request view of operationID (ErrNotFound when unknown): a handful of
@@ -299,5 +286,29 @@ func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDet
 	case !errors.Is(err, ErrNotFound):
 		return RequestDetail{}, err
 	}
+	if err := db.drivingTask(ctx, &d); err != nil {
+		return RequestDetail{}, err
+	}
 	return d, nil
+}
+
+// drivingTask fills d.Task (and d.Ahead): the request's own task, else its active batch's.
+func (db *DB) drivingTask(ctx context.Context, d *RequestDetail) error {
+	t, err := db.Task(ctx, TaskRequest, d.Operation.OperationID)
+	if errors.Is(err, ErrNotFound) && d.Batch != nil && d.Batch.Status.Active() {
+		t, err = db.Task(ctx, TaskBatch, strconv.FormatInt(d.Batch.ID, 10))
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	d.Task = &t
+	if t.Queued() {
+		if d.Ahead, err = db.QueuedAhead(ctx, t.Lane, t.DueAt); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -141,47 +141,90 @@ const (
 	StepHandleRebasePending   Step = 10503
 )
 
-var stepNames = map[Step]string{
-	StepCreateStarted: "CREATE_STARTED", StepCreateSucceeded: "CREATE_SUCCEEDED", StepCreateFailed: "CREATE_FAILED",
-	StepCreatePipelineFailed: "CREATE_PIPELINE_FAILED", StepCreateHandoffRejected: "CREATE_HANDOFF_REJECTED",
-	StepApprovalSending: "APPROVAL_SENDING", StepApprovalSent: "APPROVAL_SENT", StepApprovalSendFailed: "APPROVAL_SEND_FAILED",
-	StepApprovalRejected: "APPROVAL_REJECTED", StepQueued: "QUEUED", StepBatched: "BATCHED", StepCreateInvalid: "CREATE_INVALID",
-	StepHandleStarted: "HANDLE_STARTED", StepHandleApproved: "HANDLE_APPROVED", StepHandleMerged: "HANDLE_MERGED",
-	StepHandleFailed: "HANDLE_FAILED", StepHandleRebaseConflict: "HANDLE_REBASE_CONFLICT", StepHandleMergeFailed: "HANDLE_MERGE_FAILED",
-	StepHandlePipelineFailed: "HANDLE_PIPELINE_FAILED", StepHandleApproveFailed: "HANDLE_APPROVE_FAILED", StepHandleMRClosed: "HANDLE_MR_CLOSED",
-	StepHandleHandoffRejected: "HANDLE_HANDOFF_REJECTED",
-	StepCloseStarted:          "CLOSE_STARTED", StepCloseSucceeded: "CLOSE_SUCCEEDED", StepCloseFailed: "CLOSE_FAILED",
-	StepCalledBack:            "CALLED_BACK",
-	StepHandlePipelinePending: "HANDLE_PIPELINE_PENDING", StepCreatePipelinePending: "CREATE_PIPELINE_PENDING",
-	StepHandleRebasePending: "HANDLE_REBASE_PENDING",
+// Stages a step's time counts for (the request view's per-stage durations and metrics).
+const (
+	StageApproval = "approval"
+	StageBatch    = "batch"
+	StageCI       = "ci"
+	StageMerge    = "merge"
+	StageDeploy   = "deploy"
+	StageClose    = "close"
+)
+
+// StepInfo is what bindery knows about a step. The steps table is the one place of it: the
+// names, nextAction, the stage durations, the "why is it waiting" words and the ops retry plan
+// are all derived from it.
+type StepInfo struct {
+	Name  string // stable name, e.g. HANDLE_PIPELINE_PENDING (stored codes are shown by name)
+	Stage string // the stage the time spent at this step counts for ("": an instant or an end)
+	// Deterministic: a failure that waiting or retrying the same MR will not fix — a property
+	// of the change, not of the moment ("contact support").
+	Deterministic bool
+	// Pending: the outcome is unknown and the same MR can be retried (an operator's retry).
+	Pending bool
+	// Resume is the request task step an operator's retry of a legacy request stopped here runs
+	// (a pending step restarts the pipeline or rebase that never answered); "": the status decides.
+	Resume string
+	// Waiting is what the request waits for at this step, in plain words; {mr} stands for the
+	// merge request ("merge request !12"). "": the status says it.
+	Waiting string
+}
+
+var steps = map[Step]StepInfo{
+	StepCreateStarted:         {Name: "CREATE_STARTED", Stage: StageCI, Waiting: "the bot to open {mr} and its pipeline to pass"},
+	StepCreateSucceeded:       {Name: "CREATE_SUCCEEDED"},
+	StepCreateFailed:          {Name: "CREATE_FAILED"},
+	StepCreatePipelineFailed:  {Name: "CREATE_PIPELINE_FAILED", Deterministic: true},
+	StepCreateHandoffRejected: {Name: "CREATE_HANDOFF_REJECTED"},
+	StepApprovalSending:       {Name: "APPROVAL_SENDING", Stage: StageApproval, Waiting: "bindery to send the request to the approval system"},
+	StepApprovalSent:          {Name: "APPROVAL_SENT", Stage: StageApproval, Waiting: "the approvers in the approval system"},
+	StepApprovalSendFailed:    {Name: "APPROVAL_SEND_FAILED"},
+	StepApprovalRejected:      {Name: "APPROVAL_REJECTED"},
+	StepQueued:                {Name: "QUEUED", Stage: StageBatch, Waiting: "the next batch round"},
+	StepBatched:               {Name: "BATCHED", Stage: StageCI, Waiting: "the bot to open the batch's merge request"},
+	StepCreateInvalid:         {Name: "CREATE_INVALID", Deterministic: true},
+
+	StepHandleStarted:         {Name: "HANDLE_STARTED", Stage: StageMerge, Waiting: "the reviewer bots to approve and merge {mr}"},
+	StepHandleApproved:        {Name: "HANDLE_APPROVED", Stage: StageMerge, Waiting: "the bot to merge {mr}"},
+	StepHandleMerged:          {Name: "HANDLE_MERGED", Stage: StageDeploy, Waiting: "the deploy pipeline to report that {mr} is deployed"},
+	StepHandleFailed:          {Name: "HANDLE_FAILED"},
+	StepHandleRebaseConflict:  {Name: "HANDLE_REBASE_CONFLICT", Deterministic: true},
+	StepHandleMergeFailed:     {Name: "HANDLE_MERGE_FAILED"},
+	StepHandlePipelineFailed:  {Name: "HANDLE_PIPELINE_FAILED", Deterministic: true},
+	StepHandleApproveFailed:   {Name: "HANDLE_APPROVE_FAILED"},
+	StepHandleMRClosed:        {Name: "HANDLE_MR_CLOSED", Deterministic: true},
+	StepHandleHandoffRejected: {Name: "HANDLE_HANDOFF_REJECTED"},
+
+	StepCloseStarted:   {Name: "CLOSE_STARTED", Stage: StageClose, Waiting: "the removal of the binding's file to merge ({mr})"},
+	StepCloseSucceeded: {Name: "CLOSE_SUCCEEDED"},
+	StepCloseFailed:    {Name: "CLOSE_FAILED"},
+
+	StepCalledBack: {Name: "CALLED_BACK"},
+
+	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_pipeline"},
+	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true, Resume: "create_pipeline"},
+	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_rebase"},
+}
+
+// Info is the step's row of the step table (a zero row but its code's name for an unknown step).
+func (s Step) Info() StepInfo {
+	if i, ok := steps[s]; ok {
+		return i
+	}
+	return StepInfo{Name: fmt.Sprintf("STEP_%d", int(s))}
 }
 
 // String is the step's stable name, e.g. HANDLE_PIPELINE_PENDING.
-func (s Step) String() string {
-	if n, ok := stepNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("STEP_%d", int(s))
-}
+func (s Step) String() string { return s.Info().Name }
 
 // Known reports whether s is a defined step.
-func (s Step) Known() bool { _, ok := stepNames[s]; return ok }
-
-// deterministicFailures is the one set of steps where waiting or retrying the same MR will not
-// help ("contact support"): the outcome is a property of the change, not of the moment.
-var deterministicFailures = map[Step]bool{
-	StepCreatePipelineFailed: true,
-	StepHandlePipelineFailed: true,
-	StepHandleRebaseConflict: true,
-	StepCreateInvalid:        true,
-	StepHandleMRClosed:       true,
-}
+func (s Step) Known() bool { _, ok := steps[s]; return ok }
 
 // Deterministic reports whether s is a deterministic external failure.
-func (s Step) Deterministic() bool { return deterministicFailures[s] }
+func (s Step) Deterministic() bool { return s.Info().Deterministic }
 
-// Pending reports the "outcome unknown, the same MR can be retried" steps (10501+).
-func (s Step) Pending() bool { return s >= 10501 && s < 10601 }
+// Pending reports the "outcome unknown, the same MR can be retried" steps.
+func (s Step) Pending() bool { return s.Info().Pending }
 
 // NextAction tells the client what to do next (SPEC §3).
 type NextAction string
@@ -228,6 +271,13 @@ func NextActionText(a NextAction) string {
 	}
 	return ""
 }
+
+// Flows, recorded on the operation at apply: the approval-first, batched flow, and the legacy
+// MR-first flow (one MR per request, created before the approval).
+const (
+	FlowApprovalFirst = "approval-first"
+	FlowLegacy        = "legacy"
+)
 
 // BatchStatus is the state of a merge batch. RUNNING and BLOCKED are active: they hold their
 // partition's slot (I1); SUCCEEDED and FAILED are terminal and release it.

@@ -72,13 +72,27 @@ func TestNextActionFollowsStatusAndStep(t *testing.T) {
 }
 
 func TestStepsStayInTheirPhaseRanges(t *testing.T) {
-	for s, name := range stepNames {
-		if s < 10001 || s > 10600 || name == "" {
-			t.Errorf("step %d %q out of range", s, name)
+	names := map[string]Step{}
+	for s, info := range steps {
+		if s < 10001 || s > 10600 || info.Name == "" {
+			t.Errorf("step %d %q out of range", s, info.Name)
 		}
 		if s.Pending() != (s >= 10501) {
 			t.Errorf("%s pending = %v", s, s.Pending())
 		}
+		if info.Pending && info.Deterministic {
+			t.Errorf("%s is pending and deterministic", s)
+		}
+		if other, dup := names[info.Name]; dup {
+			t.Errorf("%s and %d share the name %s", s, other, info.Name)
+		}
+		names[info.Name] = s
+		if info.Waiting != "" && info.Stage == "" {
+			t.Errorf("%s says what it waits for but counts for no stage", s)
+		}
+	}
+	if got := Step(10999).String(); got != "STEP_10999" {
+		t.Errorf("unknown step name %q", got)
 	}
 }
 

@@ -21,12 +21,14 @@ type StepRecord struct {
 // maxNote bounds the stored note (operation_step.note, merge_batch.note are VARCHAR(512)).
 const maxNote = 512
 
-func clipNote(s string) string {
-	if len(s) <= maxNote {
+func clipNote(s string) string { return clipText(s, maxNote) }
+
+// clipText cuts s to at most n bytes, on a rune boundary.
+func clipText(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	// cut on a rune boundary
-	for i := maxNote; i > 0; i-- {
+	for i := n; i > 0; i-- {
 		if s[i]&0xC0 != 0x80 {
 			return s[:i]
 		}

@@ -9,48 +9,27 @@ import (
 	"bindery/store/storetest"
 )
 
-// The store paths the workflow added: leases written with the transition that hands a step to
-// the workers, expiry filled after validation, the expiry list that skips closing bindings, the
+// The store paths the workflow added: the first step's task written with the application, expiry filled after validation, the expiry list that skips closing bindings, the
 // operator-needed stuck list and bulk step histories.
 
-func TestALeaseWrittenWithTheFirstStateExpiresAndIsFoundBySweep(t *testing.T) {
+// The first step's task is written in the application's transaction: the work is due from the
+// first commit on; an application that fails writes no task.
+func TestTheFirstStepsTaskIsWrittenWithTheApplication(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		a := application("op-1", "alice", "t1")
-		a.LeaseOwner, a.LeaseTTL = "crashed-instance", time.Millisecond
-		r := mustApply(t, db, a)
-		if r.Operation.LeaseOwner != "crashed-instance" {
-			t.Fatalf("apply: %+v", r.Operation)
+		a.Task = &store.TaskSpec{Kind: store.TaskRequest, Lane: "first", Step: "ticket"}
+		mustApply(t, db, a)
+		task, err := db.Task(bg, store.TaskRequest, "op-1")
+		if err != nil || task.Step != "ticket" || task.Lane != "first" || task.Owner != "" || task.Overdue < 0 {
+			t.Fatalf("task: %+v %v", task, err)
 		}
-		mustApply(t, db, application("op-2", "bob", "t1")) // no lease: never swept
-		waitFor(t, "the lease to expire", func() bool {
-			ops, err := db.ExpiredOperationLeases(bg, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return len(ops) == 1 && ops[0].OperationID == "op-1"
-		})
-
-		cur, err := db.Request(bg, "op-1")
-		if err != nil {
-			t.Fatal(err)
+		again := application("op-2", "alice", "t1") // the relation is active: refused
+		again.Task = a.Task
+		if _, err := db.Apply(bg, again); err == nil {
+			t.Fatal("a second application for an active relation was accepted")
 		}
-		moved, err := db.Transition(bg, cur, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, LeaseOwner: "i2", LeaseTTL: time.Hour})
-		if err != nil || moved.Operation.LeaseOwner != "i2" {
-			t.Fatalf("transition with a lease: %+v %v", moved.Operation, err)
-		}
-		if ops, _ := db.ExpiredOperationLeases(bg, 10); len(ops) != 0 {
-			t.Fatalf("a fresh lease counts as expired: %+v", ops)
-		}
-		if _, err := db.AcquireOperationLease(bg, "op-1", "i3", time.Minute); err == nil {
-			t.Fatal("another instance took a live lease")
-		}
-		released, err := db.Transition(bg, moved, store.Change{To: store.StatusMRCreating, Step: store.StepQueued, ReleaseLease: true})
-		if err != nil || released.Operation.LeaseOwner != "" {
-			t.Fatalf("release: %+v %v", released.Operation, err)
-		}
-		op, err := db.Operation(bg, "op-1")
-		if err != nil || op.LeaseOwner != "" || op.LeaseUntil != nil {
-			t.Fatalf("after release: %+v %v", op, err)
+		if _, err := db.Task(bg, store.TaskRequest, "op-2"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a refused application left a task: %v", err)
 		}
 	})
 }

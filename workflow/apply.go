@@ -13,9 +13,10 @@ import (
 // Apply does the synchronous part of an application (SPEC §4 "async entry"): the target exists,
 // the access mode allows it, the subject can be rendered into the target's path, the relation has
 // no active request; then it writes the first state of the flow workflow.approvalFirst selects —
-// APPROVAL_SENDING (approval-first) or MR_CREATING (legacy) — with this instance's lease, hands
-// the first step to the workers and answers at once. A full pool writes CREATE_FAILED /
-// CREATE_HANDOFF_REJECTED before answering, so polling shows a failure, not "processing".
+// APPROVAL_SENDING (approval-first) or MR_CREATING (legacy) — with its first step's task in the
+// same transaction, and answers at once. The step is data from that commit on: this instance's
+// first-steps lane runs it now (however many batches wait on CI), and if this instance dies
+// before, any other one does.
 func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error) {
 	snap := w.cfg.Current()
 	t, ok := snap.Target(in.TargetKey)
@@ -28,13 +29,13 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 	if _, err := change.RenderPath(t, in.Subject); err != nil {
 		return ApplyResult{}, apperr.Wrap(err, apperr.InvalidArgument, "Your identity cannot be used in this target's file path; please contact the maintainers.")
 	}
+	first := requestTask("", stepCreate, 0, reqMemo{})
 	a := store.Application{
 		OperationID: in.OperationID, SubjectID: in.Subject, TargetKey: t.Key, Project: t.Project, Reason: in.Reason,
-		Flow: FlowLegacy, Status: store.StatusMRCreating, Step: store.StepCreateStarted,
-		LeaseOwner: w.instance, LeaseTTL: snap.StepLeaseTTL(),
+		Flow: FlowLegacy, Status: store.StatusMRCreating, Step: store.StepCreateStarted, Task: &first,
 	}
-	written := time.Now() // before the write: the lease ends at least LeaseTTL after it
 	if snap.ApprovalFirst() {
+		first = requestTask("", stepTicket, 0, reqMemo{})
 		a.Flow, a.Status, a.Step = FlowApprovalFirst, store.StatusApprovalSending, store.StepApprovalSending
 	}
 	req, err := w.db.Apply(ctx, a)
@@ -49,19 +50,7 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 	case err != nil:
 		return ApplyResult{}, err
 	}
-
-	first := stepKind{}
-	var fn func(context.Context, *stepRun) error
-	if a.Flow == FlowApprovalFirst {
-		first, fn = stepOpenTicket, w.openTicket
-	} else {
-		first, fn = stepCreateMR, w.createMR
-	}
-	if err := w.handOffHeld(req.Operation.OperationID, written, a.LeaseTTL, first, fn); err != nil {
-		if req, err = w.rejectHandOff(ctx, req, err, store.StatusCreateFailed, store.StepCreateHandoffRejected); err != nil {
-			return ApplyResult{}, err
-		}
-	}
+	w.engine.Nudge(first.Lane)
 	st := req.Binding.Status
 	return ApplyResult{Code: CodeAccepted, OperationID: req.Operation.OperationID, Status: st, NextAction: store.NextActionFor(st, req.Operation.Step)}, nil
 }

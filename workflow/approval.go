@@ -10,26 +10,28 @@ import (
 
 	"bindery/approval"
 	"bindery/change"
-	"bindery/outbound"
+	"bindery/engine"
 	"bindery/store"
 )
 
 // openTicket is the step that asks the approval system to decide (both flows): the legacy flow
 // sends its MR in ext.mrId, so that the callback knows which flow it belongs to. The approval
-// system is idempotent by operationId, so a re-run after a crash opens nothing twice.
+// system is idempotent by operationId, so a re-run after a crash opens nothing twice, and an
+// operator may re-send the ticket of a request that waits for its decision too long.
 // APPROVAL_SENDING is written before the call and APPROVAL_SENT after; a callback that arrives
-// in between finds the row awaiting approval (SENDING counts) and moves it on — then this step's
-// guarded SENT write is preempted, which is not a failure.
-func (w *Workflow) openTicket(ctx context.Context, r *stepRun) error {
+// in between finds the row awaiting approval (SENDING counts) and moves it on — it removes this
+// task, so this step's SENT write is fenced out, which is not a failure. One call per run: an
+// approval system that does not answer is tried again by the engine (0.1s, 0.2s, 0.4s later),
+// then the request fails APPROVAL_SEND_FAILED.
+func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
 	switch st := r.req.Binding.Status; {
 	case st == store.StatusCreateFailed || st == store.StatusMRCreated:
-		// An operator's retry of a failed send, or the legacy flow after its MR passed CI.
-		if err := r.move(ctx, store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}); err != nil {
-			return err
-		}
+		// An operator's retry of a failed send, or the legacy flow after its MR passed CI: SENDING
+		// first, the call in the next run.
+		return r.move(ctx, store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, store.TaskNext{})
 	case !st.AwaitingApproval():
-		return nil // a callback or an operator moved it on
+		return r.r.Finish(ctx, nil) // a callback or an operator moved it on
 	}
 	snap := w.cfg.Current()
 	title := op.TargetKey
@@ -43,48 +45,15 @@ func (w *Workflow) openTicket(ctx context.Context, r *stepRun) error {
 	if op.Flow == FlowLegacy && op.MRIID > 0 {
 		ticket.Ext = map[string]string{"mrId": strconv.FormatInt(op.MRIID, 10)}
 	}
-	id, err := w.sendTicket(ctx, ticket)
+	id, err := w.tickets.Open(ctx, ticket)
 	if err != nil {
 		return err
 	}
-	err = r.move(ctx, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: "Ticket " + id, ReleaseLease: true})
-	if errors.Is(err, store.ErrPreempted) {
-		return nil // the decision arrived first: nothing left to do
+	note := "Ticket " + id
+	if r.req.Binding.Status == store.StatusApprovalSent {
+		note += " sent again."
 	}
-	return err
-}
-
-// ticketAttempts bounds the calls of one send (the call and 3 retries) and ticketBackoff is the
-// wait before the first retry, doubled for each next one (0.1s, 0.2s, 0.4s): a 5xx or a lost
-// answer from the approval system is often momentary, and APPROVAL_SEND_FAILED waits for an
-// operator. Retrying is safe because the approval system opens one ticket per operationId.
-const (
-	ticketAttempts = 4
-	ticketBackoff  = 100 * time.Millisecond
-)
-
-// sendTicket opens the ticket, retrying a temporary failure (5xx, 429, no answer, a timeout) with
-// backoff inside the step: a 4xx says the same next time, and an open breaker already counts the
-// failures of every caller, so neither is retried. A context with less time left than the next
-// wait stops the retries (the step's deadline wins), and so does its end (shutdown, lost lease).
-func (w *Workflow) sendTicket(ctx context.Context, t approval.Ticket) (string, error) {
-	for attempt := 1; ; attempt++ {
-		id, err := w.tickets.Open(ctx, t)
-		var oe *outbound.Error
-		if err == nil || attempt == ticketAttempts || !errors.As(err, &oe) || !oe.Temporary() || oe.Kind == outbound.KindCircuitOpen {
-			return id, err
-		}
-		wait := ticketBackoff << (attempt - 1)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return id, err
-		}
-		w.log.InfoContext(ctx, "approval ticket not opened; retrying", "operation", t.OperationID, "attempt", attempt, "wait", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return "", err
-		case <-time.After(wait):
-		}
-	}
+	return r.finish(ctx, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note})
 }
 
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
@@ -119,8 +88,6 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 
 	var code string
 	var moved store.Request
-	var leaseWritten time.Time // legacy approval: when the merge step's lease was written, and for how long
-	var leaseTTL time.Duration
 	err = retryPreempted(ctx, func() error {
 		code, moved = CallbackAccepted, store.Request{}
 		return w.db.InTx(ctx, func(tx *store.Tx) error {
@@ -149,12 +116,18 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 				return nil
 			}
 			c := decide(cb, legacy, approved, invalid)
-			if legacy && approved {
-				c.LeaseOwner, c.LeaseTTL = w.instance, w.cfg.Current().StepLeaseTTL()
-				leaseWritten, leaseTTL = time.Now(), c.LeaseTTL
-			}
 			if c.MRIID == 0 && legacy {
 				c.MRIID = mrID
+			}
+			// The work the decision starts, or none: written first (task before operation, the one
+			// lock order), and it fences out a ticket step that may still be running.
+			if next := decisionTask(cur.Operation, legacy, approved, c.MRIID); next != nil {
+				err = tx.PutTask(ctx, *next, false)
+			} else {
+				err = tx.DeleteTask(ctx, store.TaskRequest, cb.OperationID)
+			}
+			if err != nil {
+				return err
 			}
 			if moved, err = tx.Transition(ctx, cur, c); err != nil {
 				return err
@@ -175,19 +148,27 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 		return CallbackResult{Code: code}, nil
 	}
 
-	// After commit: the approval wait, and the work the decision starts.
+	// After commit: the approval wait; the work the decision started runs on this instance first.
 	w.observeApproval(ctx, cb.OperationID)
-	switch {
-	case legacy && approved:
-		if err := w.handOffHeld(cb.OperationID, leaseWritten, leaseTTL, stepMergeMR, w.mergeMR); err != nil {
-			if _, err := w.rejectHandOff(ctx, moved, err, store.StatusHandleFailed, store.StepHandleHandoffRejected); err != nil {
-				w.log.ErrorContext(ctx, "merge hand-off rejection not recorded", "operation", cb.OperationID, "err", err)
-			}
-		}
-	case legacy:
-		w.closeRejectedMR(ctx, moved.Operation)
+	if legacy {
+		w.engine.Nudge(engine.LaneBackground)
 	}
 	return CallbackResult{Code: code}, nil
+}
+
+// decisionTask is the work a fresh decision starts: the legacy flow's approved MR is approved
+// and merged, a rejected one's MR closed; nil when the decision ends the request's own work (the
+// approval-first flow goes on in the waiting set).
+func decisionTask(op store.Operation, legacy, approved bool, mrIID int64) *store.TaskSpec {
+	switch {
+	case legacy && approved:
+		t := requestTask(op.OperationID, stepApprove, 0, reqMemo{})
+		return &t
+	case legacy && mrIID > 0:
+		t := requestTask(op.OperationID, stepCloseMR, 0, reqMemo{})
+		return &t
+	}
+	return nil
 }
 
 // awaitingDecision reports whether a decision of the request's ticket is still expected: awaiting
@@ -208,13 +189,13 @@ func awaitingDecision(cur store.Request) bool {
 func decide(cb ApprovalCallback, legacy, approved bool, invalid error) store.Change {
 	switch {
 	case !approved:
-		return store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, Note: "Decision: " + strings.ToLower(cb.Result) + ".", ReleaseLease: true}
+		return store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, Note: "Decision: " + strings.ToLower(cb.Result) + "."}
 	case legacy:
 		return store.Change{To: store.StatusMerging, Step: store.StepHandleStarted, Note: "Approved."}
 	case invalid != nil:
-		return store.Change{To: store.StatusCreateFailed, Step: store.StepCreateInvalid, Note: noteFor(invalid), ReleaseLease: true}
+		return store.Change{To: store.StatusCreateFailed, Step: store.StepCreateInvalid, Note: noteFor(invalid)}
 	}
-	return store.Change{To: store.StatusMRCreating, Step: store.StepQueued, Note: "Approved; waiting for a batch.", ReleaseLease: true}
+	return store.Change{To: store.StatusMRCreating, Step: store.StepQueued, Note: "Approved; waiting for a batch."}
 }
 
 // legacyMR reads ext.mrId: present → the legacy flow.

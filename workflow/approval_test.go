@@ -142,10 +142,7 @@ func TestACallbackBeforeTheTicketIsRecordedSentStillWorks(t *testing.T) {
 		h.waitState(op, store.StatusMRCreating, store.StepQueued)
 		close(held.release)
 		h.waitFor("the ticket to be opened", func() bool { return len(h.sims.Approval.Tickets()) == 1 })
-		h.waitFor("the step to end", func() bool {
-			o, _ := db.Operation(bg, op)
-			return o.LeaseOwner == ""
-		})
+		h.waitFor("the step to end", func() bool { _, ok := h.task(op); return !ok })
 		v := h.view(op)
 		if v.Status != store.StatusMRCreating || v.Step.Code != int(store.StepQueued) {
 			t.Fatalf("after the ticket call returned: %s/%s", v.Status, v.Step.Name)

@@ -154,29 +154,31 @@ func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.
 }
 
 // Settlement closes the MR and reads it again: an MR merged meanwhile wins over the close, and
-// its members are MERGED (then validated), never failed.
+// its members are MERGED (then validated), never failed. Here the batch is BLOCKED on a pipeline
+// that outlived poll.timeout, someone merges the MR by hand once it passed, and an operator then
+// settles the batch.
 func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
-	extra := strings.Replace(fastSims, "approvalsRequired: 2", "approvalsRequired: 0", 1)
+	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1500ms",
+		"approvalsRequired: 2", "approvalsRequired: 0").Replace(fastSims)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
 		op := h.approved("alice", "db-read")[0]
-		h.sims.GitLab.Inject("approve", sim.FaultHang, 10) // the runner hangs in its approve step
 		h.round()
-		v := h.waitState(op, store.StatusMerging, store.StepHandleStarted)
+		v := h.waitState(op, store.StatusMRCreating, store.StepCreatePipelinePending)
+		h.waitFor("the pipeline to pass in GitLab", func() bool {
+			mr, err := h.gl.GetMergeRequest(bg, project, v.MR.ID)
+			return err == nil && mr.HeadPipeline != nil && mr.HeadPipeline.Outcome() == gitlab.Passed
+		})
 		mr, err := h.gl.GetMergeRequest(bg, project, v.MR.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Someone merges the MR by hand while the batch is still running.
 		if _, err := h.gl.Merge(bg, project, mr.IID, gitlab.MergeOptions{SHA: mr.SHA}); err != nil {
 			t.Fatalf("merge by hand: %v", err)
 		}
-		var settled workflow.BatchView
-		if code := h.api("POST", fmt.Sprintf("/api/ops/batches/%d/settle", v.BatchID), "ops", `{"operationId":"settle-1"}`, &settled); code != 200 {
-			t.Fatalf("settle: %d %+v", code, settled)
-		}
-		if settled.Status != "SUCCEEDED" {
-			t.Fatalf("settled %s: the merge must win", settled.Status)
+		h.settleBatch(v.BatchID)
+		if b := h.settledBatch(v.BatchID); b.Status != store.BatchSucceeded {
+			t.Fatalf("settled %s: the merge must win", b.Status)
 		}
 		h.waitFor("validated (deploy callback, or its replay by reconciliation)", func() bool {
 			if _, err := h.wf.Reconcile(bg); err != nil {
@@ -307,7 +309,7 @@ func TestTheOpsViewShowsABatchWhoseSettlementFailed(t *testing.T) {
 		var batches workflow.Page[workflow.BatchView]
 		h.waitFor("the pending settlement in the ops view", func() bool {
 			h.api("GET", "/api/ops/batches", "ops", "", &batches)
-			return len(batches.Items) == 1 && batches.Items[0].Failing != ""
+			return len(batches.Items) == 1 && batches.Items[0].Failing != "" && batches.Items[0].LastError != ""
 		})
 		b := batches.Items[0]
 		if b.Status != "RUNNING" || !strings.Contains(b.LastError, "HTTP 500") || strings.Contains(b.LastError, "127.0.0.1") ||
@@ -318,4 +320,35 @@ func TestTheOpsViewShowsABatchWhoseSettlementFailed(t *testing.T) {
 			t.Fatalf("member: %s", v.Status)
 		}
 	})
+}
+
+// settleBatch settles batch id as an operator, again while the API answers that a step of the
+// batch runs right now (409, "look again in a moment").
+func (h *harness) settleBatch(id int64) {
+	h.t.Helper()
+	h.waitFor(fmt.Sprintf("batch %d's settlement to be accepted", id), func() bool {
+		var e struct{ Code, Message string }
+		req := fmt.Sprintf(`{"operationId":"settle-%d-%d"}`, id, opSeq.Add(1))
+		code := h.api("POST", fmt.Sprintf("/api/ops/batches/%d/settle", id), "ops", req, &e)
+		switch {
+		case code == 200:
+			return true
+		case code == 409 && strings.Contains(e.Message, "running right now"):
+			return false
+		}
+		h.t.Fatalf("settle: %d %+v", code, e)
+		return false
+	})
+}
+
+// settledBatch waits until batch id is SUCCEEDED or FAILED and returns it.
+func (h *harness) settledBatch(id int64) store.Batch {
+	h.t.Helper()
+	var b store.Batch
+	h.waitFor(fmt.Sprintf("batch %d to be settled", id), func() bool {
+		var err error
+		b, err = h.db.Batch(bg, id)
+		return err == nil && !b.Status.Active()
+	})
+	return b
 }

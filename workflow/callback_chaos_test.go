@@ -67,7 +67,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		for i := range targets {
 			fmt.Fprintf(&cat, "  - {key: t%02d, title: T%d, project: infra/access-config, path: \"t%02d/{subject}.yaml\"}\n", i, i, i)
 		}
-		h := setup(t, db, options{approvalFirst: true, workers: 8, queue: 512, extra: fastSims + "ratelimit:\n  apply: ''\n" + cat.String()})
+		h := setup(t, db, options{approvalFirst: true, workers: 8, extra: fastSims + "ratelimit:\n  apply: ''\n" + cat.String()})
 		const secret = "test-approval-secret"
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 

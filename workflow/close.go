@@ -42,7 +42,7 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 			if err != nil || !added {
 				return err // already closing: the admission is the guard, nothing else to write
 			}
-			_, err = tx.Transition(ctx, cur, store.Change{To: store.StatusValidated, Step: store.StepCloseStarted, Note: note, ReleaseLease: true})
+			_, err = tx.Transition(ctx, cur, store.Change{To: store.StatusValidated, Step: store.StepCloseStarted, Note: note})
 			return err
 		})
 	})

@@ -34,42 +34,44 @@ func wantState(t *testing.T, v workflow.RequestView, status store.BindingStatus,
 	}
 }
 
-func TestAFullPoolIsAVisibleFailureThatAnOperatorRetries(t *testing.T) {
+// A new application while every first-steps worker is busy is not refused: its step waits in the
+// database for a free worker, and the request view says so — no failure, nothing to retry — and
+// it runs as soon as a worker is free.
+func TestABusyFirstLaneQueuesTheApplicationAndSaysSo(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		h := setup(t, db, options{approvalFirst: true, workers: 1, queue: 1})
-		// Occupy the only worker and the only queue slot.
-		release := make(chan struct{})
-		started := make(chan struct{})
-		pool := h.currentPool()
-		if err := pool.Submit("block", func(ctx context.Context) { close(started); <-release }); err != nil {
-			t.Fatal(err)
-		}
-		<-started
-		if err := pool.Submit("fill", func(ctx context.Context) { <-release }); err != nil {
-			t.Fatal(err)
-		}
+		var held *heldTickets
+		h := setup(t, db, options{approvalFirst: true, workers: 1, wrapTickets: func(next workflow.Tickets) workflow.Tickets {
+			held = holdTickets(next)
+			return held
+		}})
+		first := h.apply("alice", "db-read")
+		<-held.entered // the only first-steps worker is busy with alice's ticket
 		var res workflow.ApplyResult
-		if code := h.api("POST", "/api/apply", "alice", `{"operationId":"op-full","targetKey":"db-read","reason":"r"}`, &res); code != 202 {
-			t.Fatalf("apply with a full pool: %d", code)
+		if code := h.api("POST", "/api/apply", "bob", `{"operationId":"op-queued","targetKey":"db-read","reason":"r"}`, &res); code != 202 {
+			t.Fatalf("apply while the lane is busy: %d", code)
 		}
-		if res.Status != store.StatusCreateFailed || res.NextAction != store.NextWaitManual {
-			t.Fatalf("answer %+v: the 202 must already show the failure", res)
+		if res.Status != store.StatusApprovalSending || res.NextAction != store.NextWait {
+			t.Fatalf("answer %+v: a busy lane is no failure", res)
 		}
-		v := h.view("op-full")
-		wantState(t, v, store.StatusCreateFailed, store.StepCreateHandoffRejected, store.NextWaitManual)
-		if o, _ := db.Operation(bg, "op-full"); o.LeaseOwner != "" {
-			t.Fatalf("a rejected hand-off keeps a lease: %+v", o)
+		v := h.view("op-queued")
+		wantState(t, v, store.StatusApprovalSending, store.StepApprovalSending, store.NextWait)
+		if w := v.Waiting; w == nil || w.Lane != "first" || w.Running || !strings.Contains(w.WaitingFor, "a free worker") ||
+			strings.Contains(w.WaitingFor, "approvers") {
+			t.Fatalf("waiting: %+v", v.Waiting)
+		}
+		if w := h.view(first).Waiting; w == nil || !w.Running {
+			t.Fatalf("the running step's view: %+v", w)
 		}
 		var stuck workflow.Page[workflow.RequestSummary]
-		if h.api("GET", "/api/ops/requests", "ops", "", &stuck); len(stuck.Items) != 1 || stuck.Items[0].OperationID != "op-full" {
+		if h.api("GET", "/api/ops/requests", "ops", "", &stuck); len(stuck.Items) != 0 {
 			t.Fatalf("stuck list %+v", stuck.Items)
 		}
-
-		close(release)
-		if code := h.retry("op-full"); code != 202 {
-			t.Fatalf("retry: %d", code)
+		close(held.release)
+		h.waitState(first, store.StatusApprovalSent, store.StepApprovalSent)
+		v = h.waitState("op-queued", store.StatusApprovalSent, store.StepApprovalSent)
+		if w := v.Waiting; w == nil || w.WaitingFor != "the approvers in the approval system" {
+			t.Fatalf("waiting after the ticket: %+v", w)
 		}
-		h.waitState("op-full", store.StatusApprovalSent, store.StepApprovalSent)
 	})
 }
 
@@ -123,29 +125,31 @@ func TestTheTicketStepRetriesAMomentaryApprovalSystemFailure(t *testing.T) {
 	})
 }
 
-// Another instance takes a step over (its lease expired, the other's sweep acquired it) while
-// this run fails: the failure belongs to a run that no longer counts. Nothing is written, and
-// nothing is logged as a warning or an error — a takeover is the recovery working, not a fault.
+// Another holder takes the work over (the claim expired, another instance claimed it) while this
+// run fails: the failure belongs to a run that no longer counts. Nothing is written, and nothing
+// is logged as a warning or an error — a takeover is the recovery working, not a fault.
 func TestAStepFailingAfterATakeoverWritesNothingAndIsNoError(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var h *harness
 		h = setup(t, db, options{approvalFirst: true, wrapTickets: func(workflow.Tickets) workflow.Tickets {
 			return ticketsFunc(func(ctx context.Context, tk approval.Ticket) (string, error) {
-				h.expireLease(tk.OperationID)
-				if _, err := db.AcquireOperationLease(ctx, tk.OperationID, "other-instance", time.Minute); err != nil {
+				h.dueNow(tk.OperationID)
+				task, _ := h.task(tk.OperationID)
+				if _, err := db.ClaimTask(ctx, task, "other-instance", time.Minute); err != nil {
 					return "", fmt.Errorf("test setup: take over: %w", err)
 				}
-				return "", errors.New("connection reset by peer")
+				return "", errors.New("the ticket was refused for a reason of its own")
 			})
 		}})
 		op := h.apply("alice", "db-read")
 		h.waitFor("the step to stop", func() bool {
 			l := h.logs.String()
-			return strings.Contains(l, "step stopped") || strings.Contains(l, "step failure not recorded")
+			return strings.Contains(l, "work moved on") || strings.Contains(l, "taken by another holder")
 		})
 		o, err := db.Operation(bg, op)
-		if err != nil || o.Status != store.StatusApprovalSending || o.LeaseOwner != "other-instance" {
-			t.Fatalf("after the takeover: %+v %v", o, err)
+		task, _ := h.task(op)
+		if err != nil || o.Status != store.StatusApprovalSending || task.Owner != "other-instance" {
+			t.Fatalf("after the takeover: %+v %+v %v", o, task, err)
 		}
 		for _, e := range h.view(op).Timeline {
 			if e.Status.Failed() {

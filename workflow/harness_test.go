@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"bindery/batch"
 	"bindery/change"
 	"bindery/config"
+	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/logging"
 	"bindery/logging/logtest"
@@ -29,13 +31,12 @@ import (
 	"bindery/server"
 	"bindery/sim"
 	"bindery/store"
-	"bindery/worker"
 	"bindery/workflow"
 )
 
 // The workflow runs here with everything real but the clock of the crons: the store (SQLite and
 // MariaDB), bindery's HTTP server (signed callbacks, demo identities), the GitLab, approval and
-// deploy simulators over real HTTP, the real GitLab and approval clients, a bounded pool. Tests
+// deploy simulators over real HTTP, the real GitLab and approval clients, the engine. Tests
 // call the cron jobs (round, reconcile, sweep, expiry) themselves when they want them to run.
 
 var bg = context.Background()
@@ -110,7 +111,7 @@ type harness struct {
 	cfg     *config.Source
 	sims    *sim.Sims
 	wf      *workflow.Workflow
-	pool    *worker.Pool
+	engine  *engine.Engine
 	batches workflow.Batches
 	fake    *fakeBatches
 	set     *metrics.Set
@@ -123,7 +124,7 @@ type harness struct {
 	mu      sync.Mutex
 }
 
-// start builds one bindery instance on the shared database, simulators and listener: its pool,
+// start builds one bindery instance on the shared database, simulators and listener: its engine,
 // its workflow and its HTTP server.
 func (h *harness) start(o options) {
 	t := h.t
@@ -141,16 +142,24 @@ func (h *harness) start(o options) {
 		tickets = o.wrapTickets(tickets)
 	}
 	if o.workers == 0 {
-		o.workers, o.queue = 4, 64
+		o.workers = 4
 	}
-	pool := worker.NewPool(o.workers, max(o.queue, 1), log, nil)
 	if o.instance == "" {
 		o.instance = "test-instance-1"
 	}
+	first, idle := o.workers, 10*time.Millisecond
+	if o.first > 0 {
+		first = o.first
+	}
+	if o.idlePoll > 0 {
+		idle = o.idlePoll
+	}
+	eng := engine.New(engine.Options{DB: h.db, Log: log.With("instance", o.instance), Instance: o.instance, IdlePoll: idle,
+		Lanes: map[string]int{engine.LaneFirst: first, engine.LaneBackground: o.workers}})
 	rec := metric.New(metric.SetSink(h.set), log)
 	runner := &change.Runner{GitLab: gl, Log: log}
 	if o.realBatch {
-		h.batches = batch.New(batch.Options{DB: h.db, Config: h.cfg, Change: runner, Pool: pool, Log: log.With("instance", o.instance), Recorder: rec, Instance: o.instance})
+		h.batches = batch.New(batch.Options{DB: h.db, Config: h.cfg, Change: runner, Engine: eng, Log: log.With("instance", o.instance), Recorder: rec})
 	} else if h.fake == nil {
 		h.fake = &fakeBatches{db: h.db}
 		h.batches = h.fake
@@ -158,7 +167,7 @@ func (h *harness) start(o options) {
 	h.opts = o
 	wf, err := workflow.New(workflow.Options{
 		DB: h.db, Config: h.cfg, Batches: h.batches, Tickets: tickets, Change: runner,
-		Pool: pool, Log: log.With("instance", o.instance), Recorder: rec, Instance: o.instance, BaseURL: h.url, GitLabURL: h.url + "/sim/gitlab",
+		Engine: eng, Log: log.With("instance", o.instance), Recorder: rec, BaseURL: h.url, GitLabURL: h.url + "/sim/gitlab",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -169,28 +178,50 @@ func (h *harness) start(o options) {
 		Mounts: map[string]http.Handler{"/sim/": h.sims.Handler()},
 	})
 	h.mu.Lock()
-	h.pool, h.wf, h.gl = pool, wf, gl
+	h.engine, h.wf, h.gl = eng, wf, gl
 	h.mu.Unlock()
 	h.handler.Store(srv.Handler())
+	h.t.Cleanup(eng.Kill)
+	if !o.noDispatch {
+		eng.Start()
+	}
 }
 
-func (h *harness) currentPool() *worker.Pool {
+func (h *harness) currentEngine() *engine.Engine {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.pool
+	return h.engine
 }
 
-// restart starts a new instance (a new process: new pool, new instance id) on the same database
-// and simulators, in place of the current one.
+// restart starts a new instance (a new process: new engine, new instance id) on the same
+// database and simulators, in place of the current one, which stops taking work: the actions it
+// runs go on until they end (a stalled one, until it is released), then it stops.
 func (h *harness) restart(instance string, wrap func(workflow.Tickets) workflow.Tickets) {
-	old := h.currentPool()
-	h.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	old := h.currentEngine()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = old.Shutdown(ctx)
-	})
+		_ = old.Stop(ctx)
+	}()
 	o := h.opts
 	o.instance, o.wrapTickets = instance, wrap
+	h.start(o)
+}
+
+// join starts another instance beside the current one, both dispatching (the API goes to the
+// new one): several processes on one database — or one process with two dispatchers when the
+// name is the same.
+func (h *harness) join(instance string, wrap func(workflow.Tickets) workflow.Tickets) {
+	o := h.opts
+	o.instance, o.wrapTickets = instance, wrap
+	h.start(o)
+}
+
+// joinFrontend starts another instance that answers the API and webhooks but takes no work (its
+// engine does not dispatch): what it makes due must be run by the others.
+func (h *harness) joinFrontend(instance string) {
+	o := h.opts
+	o.instance, o.noDispatch = instance, true
 	h.start(o)
 }
 
@@ -211,18 +242,16 @@ func (h *harness) round() workflow.RoundResult {
 
 // crash stops this instance the way a killed process does to its work: every running step's
 // context is cancelled at once, nothing more is written by it.
-func (h *harness) crash() {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = h.currentPool().Shutdown(ctx)
-}
+func (h *harness) crash() { h.currentEngine().Kill() }
 
 // options tune setup.
 type options struct {
 	approvalFirst bool
 	extra         string                                  // config keys (YAML) beside fastSims
-	workers       int                                     // default 4
-	queue         int                                     // default 64
+	workers       int                                     // each lane's workers (default 4)
+	first         int                                     // the first-steps lane's, when set
+	idlePoll      time.Duration                           // the lanes' idle poll (default 10ms)
+	noDispatch    bool                                    // the instance's engine takes no work (it only answers HTTP)
 	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
 	realBatch     bool                                    // package batch's Service instead of the recording fake
 	instance      string
@@ -265,7 +294,7 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 		cancel()
 		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()
-		_ = h.currentPool().Shutdown(sctx)
+		_ = h.currentEngine().Stop(sctx)
 		h.sims.Stop()
 		ts.Close()
 	})
@@ -429,16 +458,26 @@ func (h *harness) metric(series string) string {
 	return ""
 }
 
-// expireLease makes op's lease expired now, as if its holder crashed a lease TTL ago.
-func (h *harness) expireLease(op string) {
+// dueNow makes op's task due now: its wait passed, or — while an instance holds it — its claim
+// expired, as if the holder crashed a lease TTL ago.
+func (h *harness) dueNow(op string) {
 	h.t.Helper()
-	past := "datetime('now', '-1 hour')"
-	if h.db.Dialect() == store.MySQL {
-		past = "NOW(6) - INTERVAL 1 HOUR"
-	}
-	if _, err := h.db.Raw().Exec("UPDATE operation SET lease_until = "+past+" WHERE operation_id = ? AND lease_owner IS NOT NULL", op); err != nil {
+	if _, err := h.db.Raw().Exec("UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", store.TaskRequest, op); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// task is op's own task (ok false: it has none).
+func (h *harness) task(op string) (store.Task, bool) {
+	h.t.Helper()
+	t, err := h.db.Task(bg, store.TaskRequest, op)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Task{}, false
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return t, true
 }
 
 // fakeBatches stands in for package batch where a test checks only what the workflow asks of
@@ -450,7 +489,6 @@ type fakeBatches struct {
 	rounds  int
 	resumed []int64
 	settled []int64
-	sweeps  int
 	woken   []string
 	outcome []batch.Outcome
 	onRound func() // runs inside Round, outside the lock (block, panic)
@@ -484,17 +522,11 @@ func (f *fakeBatches) Settle(ctx context.Context, id int64, actor string) error 
 	return nil
 }
 
-func (f *fakeBatches) Sweep(ctx context.Context) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sweeps++
-	return 0, nil
-}
-
-func (f *fakeBatches) Wake(project string, iid int64) {
+func (f *fakeBatches) Wake(ctx context.Context, project string, iid int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.woken = append(f.woken, fmt.Sprintf("%s!%d", project, iid))
+	return 0, nil
 }
 
 // heldTickets holds every Open until released; entered receives each held call.

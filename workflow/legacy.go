@@ -7,13 +7,14 @@ import (
 
 	"bindery/change"
 	"bindery/config"
-	"bindery/gitlab"
+	"bindery/engine"
 	"bindery/store"
 )
 
 // The legacy MR-first flow (workflow.approvalFirst false): one MR per request, created before the
 // approval, its number sent in the ticket's ext.mrId; on approval that MR is approved and merged.
-// Every step reads the remote state first, so a re-run (sweep, operator) is safe.
+// Each step is one action of the request's task; every step reads the remote state first, so a
+// re-run (crash, operator) is safe.
 
 // legacySpec is the request's own MR.
 func (w *Workflow) legacySpec(op store.Operation) (change.Spec, config.Target, error) {
@@ -34,24 +35,19 @@ func (w *Workflow) legacySpec(op store.Operation) (change.Spec, config.Target, e
 }
 
 // createMR is the legacy create step. It decides "insert or advance" from the database, not from
-// a flag of its caller: the row written by apply (MR_CREATING / CREATE_STARTED) goes on; a
-// failed or pending create (an operator's retry) is moved back to CREATE_STARTED first; an MR
-// already recorded on the operation is read, not created again. Then the pipeline: passed →
-// MR_CREATED / CREATE_SUCCEEDED and the approval ticket with ext.mrId; failed (after the flaky
-// retries) → CREATE_FAILED / CREATE_PIPELINE_FAILED; no answer in time → MR_CREATING /
-// CREATE_PIPELINE_PENDING (WAIT_MANUAL: an operator retries on the same MR).
-func (w *Workflow) createMR(ctx context.Context, r *stepRun) error {
-	timedOut := r.req.Operation.Step == store.StepCreatePipelinePending
+// a flag of its caller: the row written by apply (MR_CREATING / CREATE_STARTED) goes on; a failed
+// create (an operator's retry) is moved back to CREATE_STARTED first; an MR already recorded on
+// the operation is read, not created again (and one whose creation answer was lost is found by
+// GitLab's 409). Then the pipeline wait starts (create_pipeline).
+func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 	switch st, step := r.req.Binding.Status, r.req.Operation.Step; {
 	case st == store.StatusMRCreating && step == store.StepCreateStarted:
 	case st == store.StatusMRCreating || st == store.StatusCreateFailed:
-		if err := r.move(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}); err != nil {
-			return err
-		}
-	case st == store.StatusMRCreated:
-		return w.openTicket(ctx, r) // the MR passed CI before a crash: the ticket is next
+		return r.move(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, store.TaskNext{})
+	case st == store.StatusMRCreated: // the MR passed CI before a crash: the ticket is next
+		return r.r.Next(ctx, store.TaskNext{Step: stepTicket, Lane: laneOf(stepTicket)}, nil)
 	default:
-		return nil // moved on
+		return r.r.Finish(ctx, nil) // moved on
 	}
 	spec, _, err := w.legacySpec(r.req.Operation)
 	if err != nil {
@@ -61,166 +57,187 @@ func (w *Workflow) createMR(ctx context.Context, r *stepRun) error {
 	if err != nil {
 		return err
 	}
+	c := store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}
 	if mr.IID != r.req.Operation.MRIID {
-		if err := r.move(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted, MRIID: mr.IID, Note: "Merge request !" + fmt.Sprint(mr.IID) + " opened."}); err != nil {
+		c.MRIID, c.Note = mr.IID, "Merge request !"+fmt.Sprint(mr.IID)+" opened."
+	}
+	r.memo = reqMemo{}
+	return r.then(ctx, stepCreatePipeline, 0, c)
+}
+
+// createPipeline is one look at the legacy MR's pipeline: passed → MR_CREATED / CREATE_SUCCEEDED
+// and the approval ticket with ext.mrId; failed (after the flaky retries) → CREATE_FAILED /
+// CREATE_PIPELINE_FAILED; no answer within poll.timeout → MR_CREATING / CREATE_PIPELINE_PENDING
+// (WAIT_MANUAL: an operator retries on the same MR, replacing a pipeline still running).
+func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
+	op := r.req.Operation
+	if r.req.Binding.Status != store.StatusMRCreating || op.MRIID == 0 {
+		return r.r.Finish(ctx, nil)
+	}
+	if r.memo.Restart { // an operator's retry of a pipeline that gave no answer in time
+		if _, err := w.change.RestartStuckPipeline(ctx, op.Project, op.MRIID); err != nil {
 			return err
 		}
+		r.memo.Restart = false
 	}
-	if timedOut {
-		if err := w.restartStuckPipeline(ctx, spec.Project, mr.IID); err != nil {
-			return err
-		}
-	}
-	res, err := w.waitPipeline(ctx, spec.Project, mr.IID)
+	look, err := w.change.LookAtPipeline(ctx, op.Project, op.MRIID, w.cfg.Current().BatchFlakyRetries()-r.memo.Flaky)
 	switch {
 	case errors.Is(err, change.ErrMRClosed):
 		return failed(store.StatusCreateFailed, store.StepHandleMRClosed, err)
 	case err != nil:
 		return err
-	case res.Outcome == change.TimedOut:
-		return r.move(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreatePipelinePending, PipelineID: pipelineID(res),
-			Note: "The pipeline gave no answer in time.", ReleaseLease: true})
-	case res.Outcome == change.Failed:
+	case look.Retried:
+		r.memo.Flaky++
+		return r.r.Next(ctx, store.TaskNext{Wait: store.WaitStart, Memo: r.memo.encode(), Note: "the pipeline failed; a new run on the same commit"}, nil)
+	case look.Outcome == change.Failed:
 		return failed(store.StatusCreateFailed, store.StepCreatePipelineFailed, errors.New("The merge request's pipeline failed."))
+	case look.Outcome == change.Passed:
+		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusMRCreated, Step: store.StepCreateSucceeded, PipelineID: pipelineID(look.PipelineResult)})
 	}
-	if err := r.move(ctx, store.Change{To: store.StatusMRCreated, Step: store.StepCreateSucceeded, PipelineID: pipelineID(res)}); err != nil {
-		return err
+	next, timedOut := r.r.Poll(w.stages(), "waiting for the merge request's pipeline")
+	if timedOut {
+		return r.finish(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreatePipelinePending, PipelineID: pipelineID(look.PipelineResult),
+			Note: "The pipeline gave no answer in time."})
 	}
-	return w.openTicket(ctx, r)
+	next.Memo = r.memo.encode()
+	return r.r.Next(ctx, next, nil)
 }
 
-// waitPipeline polls the MR's pipeline in stages, with batch.flakyRetries new pipelines on the
-// same commit after a failure before the failure counts.
-func (w *Workflow) waitPipeline(ctx context.Context, project string, iid int64) (change.PipelineResult, error) {
-	wake, stop := w.waker(project, iid)
-	defer stop()
-	snap := w.cfg.Current()
-	for retries := snap.BatchFlakyRetries(); ; retries-- {
-		res, err := w.change.WaitPipeline(ctx, project, iid, stages(snap), wake)
-		if err != nil || res.Outcome != change.Failed || retries <= 0 {
-			return res, err
-		}
-		w.log.InfoContext(ctx, "pipeline failed; retrying once on the same commit (flaky)", "project", project, "mr", iid)
-		if err := w.change.RetryPipeline(ctx, project, iid); err != nil {
-			return res, err
-		}
-	}
-}
-
-// mergeMR is the legacy handle step, after the approval: remote state first (merged → finish as
-// merged; closed → HANDLE_FAILED / HANDLE_MR_CLOSED), approve by both reviewers, merge with
-// rebase-and-retry and regenerate-on-conflict. The specific failures get their own states:
-// conflict → HANDLE_REBASE_CONFLICT, pipeline failed after a rebase → HANDLE_PIPELINE_FAILED
-// (CONTACT_SUPPORT); no answer in time → MERGING / HANDLE_PIPELINE_PENDING (WAIT_MANUAL).
-func (w *Workflow) mergeMR(ctx context.Context, r *stepRun) error {
-	timedOut := r.req.Operation.Step == store.StepHandlePipelinePending
+// approveMR is the legacy handle step after the approval: remote state first (merged → finish as
+// merged; closed → HANDLE_FAILED / HANDLE_MR_CLOSED), then both reviewers approve, then the merge.
+// A failed step an operator retries (HANDLE_FAILED with its MR) is moved back to HANDLE_STARTED.
+func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 	switch st := r.req.Binding.Status; {
 	case st == store.StatusMerging:
 	case st == store.StatusHandleFailed && r.req.Operation.MRIID > 0:
-		if err := r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}); err != nil {
-			return err
-		}
+		return r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, store.TaskNext{})
 	default:
-		return nil
+		return r.r.Finish(ctx, nil)
 	}
 	op := r.req.Operation
-	spec, _, err := w.legacySpec(op)
-	if err != nil {
-		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, err)
-	}
-	mr, err := w.change.Approve(ctx, spec.Project, op.MRIID)
+	mr, err := w.change.Approve(ctx, op.Project, op.MRIID)
 	switch {
 	case errors.Is(err, change.ErrMRClosed):
 		return failed(store.StatusHandleFailed, store.StepHandleMRClosed, err)
+	case err != nil && engine.Transient(err):
+		return err
 	case err != nil:
 		return failed(store.StatusHandleFailed, store.StepHandleApproveFailed, err)
 	case mr.Merged():
 		return w.recordMerged(ctx, r, "Already merged.")
 	}
-	if op.Step != store.StepHandleApproved {
-		if err := r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved}); err != nil {
-			return err
-		}
+	r.memo = reqMemo{}
+	return r.then(ctx, string(change.MergeAttempt), 0, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved})
+}
+
+// mergeSlot serialises the legacy merges of one project across every instance: each MR is merged
+// on top of the target, so concurrent merges into one branch make each other rebase again and
+// again until they give up. (The batch path needs none: its partition slot allows one batch.)
+func mergeSlot(project string) string { return "legacy-merge:" + project }
+
+// mergeMR is one action of the legacy merge, with rebase-and-retry and regenerate-on-conflict
+// (change.MergeStep), holding the project's merge slot. The specific failures get their own
+// states: conflict → HANDLE_REBASE_CONFLICT, pipeline failed after a rebase →
+// HANDLE_PIPELINE_FAILED (CONTACT_SUPPORT); no answer within poll.timeout → MERGING /
+// HANDLE_PIPELINE_PENDING or HANDLE_REBASE_PENDING (WAIT_MANUAL).
+func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
+	op := r.req.Operation
+	if r.req.Binding.Status != store.StatusMerging || op.MRIID == 0 {
+		return r.r.Finish(ctx, nil)
 	}
-	if timedOut {
-		if err := w.restartStuckPipeline(ctx, spec.Project, op.MRIID); err != nil {
-			return err
-		}
-	}
-	wake, stop := w.waker(spec.Project, op.MRIID)
-	defer stop()
-	// One legacy merge per project at a time on this instance: each MR is merged on top of the
-	// target, so concurrent merges into one branch make each other rebase again and again until
-	// they give up. (The batch path needs no lock: its partition slot allows one batch at once.)
-	unlock, err := w.lockProject(ctx, spec.Project)
+	spec, _, err := w.legacySpec(op)
 	if err != nil {
-		return err
+		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, err)
 	}
-	defer unlock()
-	merged, err := w.change.Merge(ctx, change.MergeInput{Spec: spec, IID: op.MRIID, Stages: stages(w.cfg.Current()), Wake: wake})
+	slot := mergeSlot(op.Project)
+	if r.r.Task.Slot != slot {
+		ok, err := w.db.TakeSlot(ctx, r.r.Task, slot)
+		if err != nil {
+			return engine.Unavailable(err)
+		}
+		if !ok {
+			return r.r.Release(ctx, w.stages().Short, "waiting for another request's merge in "+op.Project)
+		}
+		r.r.Task.Slot = slot
+	}
+	phase := change.MergePhase(r.r.Task.Step)
+	if r.memo.Restart {
+		if _, err := w.change.RestartStuckPipeline(ctx, op.Project, op.MRIID); err != nil {
+			return err
+		}
+		r.memo.Restart = false
+	}
+	res, err := w.change.MergeStep(ctx, spec, op.MRIID, change.MergeState{Phase: phase, Regenerated: r.memo.Regen, Refused: r.memo.Refused})
+	r.memo.Regen, r.memo.Refused = res.State.Regenerated, res.State.Refused
 	switch {
-	case err == nil && merged.Merged():
+	case err == nil && res.Merged:
 		return w.recordMerged(ctx, r, "")
-	case errors.Is(err, change.ErrPending):
-		return r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandlePipelinePending,
-			Note: "A rebase or pipeline gave no answer in time.", ReleaseLease: true})
 	case errors.Is(err, change.ErrConflict):
 		return failed(store.StatusHandleFailed, store.StepHandleRebaseConflict, err)
 	case errors.Is(err, change.ErrPipelineFailed):
 		return failed(store.StatusHandleFailed, store.StepHandlePipelineFailed, err)
 	case errors.Is(err, change.ErrMRClosed):
 		return failed(store.StatusHandleFailed, store.StepHandleMRClosed, err)
-	case err == nil:
-		return fmt.Errorf("merge of !%d ended without a merged MR", op.MRIID)
-	}
-	return err
-}
-
-// restartStuckPipeline is an operator's retry of a step whose pipeline gave no answer in time:
-// a pipeline that finished meanwhile is taken as it is; one still running gets a new pipeline
-// on the same commit (the old one may never end). A rebase in progress is left to finish.
-func (w *Workflow) restartStuckPipeline(ctx context.Context, project string, iid int64) error {
-	mr, err := w.change.GitLab.GetMergeRequest(ctx, project, iid)
-	if err != nil || mr.RebaseInProgress || !mr.Open() {
+	case err != nil:
 		return err
+	case res.Wait:
+		next, timedOut := r.r.Poll(w.stages(), "waiting for GitLab ("+string(phase)+")")
+		if timedOut {
+			pending := store.StepHandlePipelinePending
+			if phase == change.MergeRebasing {
+				pending = store.StepHandleRebasePending
+			}
+			return r.finish(ctx, store.Change{To: store.StatusMerging, Step: pending, Note: "A rebase or pipeline gave no answer in time."})
+		}
+		next.Memo = r.memo.encode()
+		return r.r.Next(ctx, next, nil)
 	}
-	if p := mr.HeadPipeline; p != nil && p.SHA == mr.SHA && p.Outcome() != gitlab.Running {
-		return nil
+	n := store.TaskNext{Step: string(res.State.Phase)}
+	switch {
+	case res.State.Phase.Polls() && res.State.Phase != phase:
+		n.Wait = store.WaitStart
+	case res.Pause:
+		n.In = w.stages().Short
 	}
-	w.log.InfoContext(ctx, "retry: starting a new pipeline in place of one that gave no answer", "project", project, "mr", iid)
-	return w.change.RetryPipeline(ctx, project, iid)
+	n.Memo = r.memo.encode()
+	return r.r.Next(ctx, n, nil)
 }
 
-// recordMerged writes MERGED and replays a deploy callback that came first.
-func (w *Workflow) recordMerged(ctx context.Context, r *stepRun, note string) error {
-	if err := r.move(ctx, store.Change{To: store.StatusMerged, Step: store.StepHandleMerged, Note: note, ReleaseLease: true}); err != nil {
+// recordMerged writes MERGED, ends the task (its merge slot with it) and replays a deploy
+// callback that came first.
+func (w *Workflow) recordMerged(ctx context.Context, r *reqRun, note string) error {
+	if err := r.finish(ctx, store.Change{To: store.StatusMerged, Step: store.StepHandleMerged, Note: note}); err != nil {
 		return err
 	}
 	w.catchUpDeploy(ctx, r.req.Operation.Project, r.req.Operation.MRIID)
 	return nil
 }
 
-// closeRejectedMR closes the MR of a rejected legacy request on the workers (closed or merged
-// already → nothing to do: Close reads first). The request is REJECTED either way; a refused
-// hand-off leaves the MR open, which only costs a branch, and is logged.
-func (w *Workflow) closeRejectedMR(ctx context.Context, op store.Operation) {
+// closeRejectedMR closes the MR of a rejected legacy request (closed or merged already → nothing
+// to do: Close reads first). The request is REJECTED either way; the close is a task of its own,
+// so a crash or a busy instance only delays it. A merged MR here is logged: somebody merged it
+// by hand, and the request's file may be on the branch without an approval.
+func (w *Workflow) closeRejectedMR(ctx context.Context, r *reqRun) error {
+	op := r.req.Operation
 	if op.MRIID == 0 {
-		return
+		return r.r.Finish(ctx, nil)
 	}
-	err := w.pool.Submit("close rejected MR "+op.OperationID, func(ctx context.Context) {
-		if merged, err := w.change.Close(ctx, op.Project, op.MRIID); err != nil || merged {
-			w.log.WarnContext(ctx, "closing the MR of a rejected request", "operation", op.OperationID, "mr", op.MRIID, "merged", merged, "err", err)
-		}
-	})
-	if err != nil {
-		w.log.WarnContext(ctx, "the MR of a rejected request stays open: the workers refused the close", "operation", op.OperationID, "mr", op.MRIID, "err", err)
+	merged, err := w.change.Close(ctx, op.Project, op.MRIID)
+	switch {
+	case errors.Is(err, change.ErrLocked):
+		return r.r.Next(ctx, store.TaskNext{In: w.stages().Short, Note: "the MR is being merged right now; looking again"}, nil)
+	case err != nil:
+		return err
+	case merged:
+		w.log.WarnContext(ctx, "the MR of a rejected request was merged outside bindery", "operation", op.OperationID, "mr", op.MRIID)
 	}
+	return r.r.Finish(ctx, nil)
 }
 
 // stages is the polling schedule in force.
-func stages(snap *config.Snapshot) change.Stages {
-	short, n, long, timeout := snap.PollStages()
-	return change.Stages{Short: short, ShortCount: n, Long: long, Timeout: timeout}
+func (w *Workflow) stages() engine.Stages {
+	short, n, long, timeout := w.cfg.Current().PollStages()
+	return engine.Stages{Short: short, ShortCount: n, Long: long, Timeout: timeout}
 }
 
 func pipelineID(res change.PipelineResult) int64 {
@@ -228,54 +245,4 @@ func pipelineID(res change.PipelineResult) int64 {
 		return res.Pipeline.ID
 	}
 	return 0
-}
-
-// lockProject waits for the project's legacy merge lock (or ctx) and returns its release.
-func (w *Workflow) lockProject(ctx context.Context, project string) (func(), error) {
-	w.mu.Lock()
-	ch := w.merging[project]
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		w.merging[project] = ch
-	}
-	w.mu.Unlock()
-	select {
-	case ch <- struct{}{}:
-		return func() { <-ch }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// waker registers a channel a GitLab event for (project, iid) wakes; stop unregisters it.
-func (w *Workflow) waker(project string, iid int64) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	k := mrKey{project, iid}
-	w.mu.Lock()
-	if w.wakers[k] == nil {
-		w.wakers[k] = map[chan struct{}]struct{}{}
-	}
-	w.wakers[k][ch] = struct{}{}
-	w.mu.Unlock()
-	return ch, func() {
-		w.mu.Lock()
-		delete(w.wakers[k], ch)
-		if len(w.wakers[k]) == 0 {
-			delete(w.wakers, k)
-		}
-		w.mu.Unlock()
-	}
-}
-
-// wake pokes every legacy poller of (project, iid); it reports whether there was one.
-func (w *Workflow) wake(project string, iid int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.wakers[mrKey{project, iid}] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	return len(w.wakers[mrKey{project, iid}]) > 0
 }

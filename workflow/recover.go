@@ -3,79 +3,98 @@ package workflow
 import (
 	"context"
 	"errors"
-	"time"
+	"strconv"
 
 	"bindery/apperr"
+	"bindery/batch"
 	"bindery/change"
+	"bindery/engine"
 	"bindery/store"
-	"bindery/worker"
 )
 
-// Recovery (SPEC §11.14): single-request steps run under an operation lease written with the
-// state that hands them off; a crashed or stopped instance leaves the lease to expire, and the
-// sweep on any instance takes it over and re-runs the step from the remote state. Batches have
-// their own leases, swept by package batch. Operators re-run a stopped step (retry) or settle a
-// batch; the same step functions run, so a re-run is as safe as the first run.
+// Recovery (SPEC §11.14): every piece of in-flight work is a task with a due time, written in the
+// transaction of the state that needs it, so an instance that dies leaves work that falls due
+// again by itself (a claim's due time is its expiry) and any instance's dispatcher resumes it
+// from the remote state. Operators re-run a stopped step (retry) or settle a batch; the same
+// step functions run, so a re-run is as safe as the first run. The sweep only repairs what
+// should never happen: in-flight work without a task.
 
-// sweepPage bounds the operations one sweep resumes; the next sweep takes the rest.
+// sweepPage bounds the orphans one sweep repairs; the next sweep takes the rest.
 const sweepPage = 100
 
-// Sweep resumes the single-request steps whose lease expired and sweeps the batches. It
-// returns how many steps and batches it picked up. Safe on every instance at once: taking an
-// expired lease is a guarded write only one instance wins.
+// Sweep gives in-flight work that has no task — an old database, a hand edit, a bug; never the
+// product's own writes — the task that drives its state, and says so loudly. It returns how
+// many it repaired. Safe on every instance at once: the task's unique key lets one insert win.
 func (w *Workflow) Sweep(ctx context.Context) (int, error) {
-	ops, err := w.db.ExpiredOperationLeases(ctx, sweepPage)
+	ops, batches, err := w.db.Orphans(ctx, sweepPage)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, op := range ops {
-		k, fn := w.currentStep(op)
-		if fn == nil {
-			// Nothing of a single request runs in this state (a callback moved it on while its
-			// step held the lease): just free it.
-			_ = w.db.ReleaseOperationLease(ctx, op.OperationID, op.LeaseOwner)
+		step := currentStep(op)
+		if step == "" {
 			continue
 		}
-		// The step's own lease acquisition is the guard: another sweeper that already took it
-		// makes this one a no-op. A full pool leaves the lease expired for the next sweep.
-		if err := w.handOff(op.OperationID, k, fn); err != nil {
-			w.log.WarnContext(ctx, "sweep: hand-off refused; the next sweep retries", "operation", op.OperationID, "err", err)
-			if errors.Is(err, worker.ErrPoolStopped) {
-				break
-			}
-			continue
+		if w.repair(ctx, requestTask(op.OperationID, step, 0, reqMemo{}), "operation", op.OperationID, string(op.Status)) {
+			n++
 		}
-		w.log.InfoContext(ctx, "sweep: resuming a step whose lease expired", "operation", op.OperationID, "step", op.Step, "holder", op.LeaseOwner)
-		n++
 	}
-	b, err := w.batches.Sweep(ctx)
-	return n + b, err
+	for _, b := range batches {
+		t := store.TaskSpec{Kind: store.TaskBatch, Ref: strconv.FormatInt(b.ID, 10), Lane: engine.LaneBackground, Step: "open"}
+		if b.Status == store.BatchBlocked {
+			t.Step, t.In = "blocked", w.cfg.Current().BatchBlockedTimeout()
+		}
+		if w.repair(ctx, t, "batch", t.Ref, string(b.Status)) {
+			n++
+		}
+	}
+	if n > 0 {
+		w.engine.NudgeAll()
+	}
+	return n, nil
 }
 
-// currentStep is the single-request step that drives op in its current state, nil when none
-// does (waiting for a person, in the waiting set or a batch, finished).
-func (w *Workflow) currentStep(op store.Operation) (stepKind, func(context.Context, *stepRun) error) {
+// repair inserts one orphan's task; a concurrent repair (another instance) is not an error.
+func (w *Workflow) repair(ctx context.Context, t store.TaskSpec, what, id, status string) bool {
+	err := w.db.InTx(ctx, func(tx *store.Tx) error { return tx.InsertTask(ctx, t) })
+	switch {
+	case err == nil:
+		w.log.ErrorContext(ctx, "CRITICAL: in-flight work had no task; it was given one", what, id, "status", status, "step", t.Step)
+		w.rec.Inc("bindery_orphans_repaired_total", "kind", t.Kind)
+		return true
+	case !errors.Is(err, store.ErrDuplicate):
+		w.log.WarnContext(ctx, "sweep: orphan not repaired", what, id, "err", err)
+	}
+	return false
+}
+
+// currentStep is the task step that drives op in its current state ("" when none of its own:
+// waiting for a person, in the waiting set or a batch, stopped, finished). It is the Go side of
+// the store's in-flight predicate (store.Orphans); a test holds the two together.
+func currentStep(op store.Operation) string {
 	switch st := op.Status; {
 	case st == store.StatusApprovalSending:
-		return stepOpenTicket, w.openTicket
+		return stepTicket
 	case op.Flow != FlowLegacy:
-		return stepKind{}, nil
-	case st == store.StatusMRCreating && op.Step == store.StepCreateStarted, st == store.StatusMRCreated:
-		return stepCreateMR, w.createMR
-	case st == store.StatusMerging && op.Step != store.StepHandlePipelinePending:
-		return stepMergeMR, w.mergeMR
+		return ""
+	case st == store.StatusMRCreated:
+		return stepTicket
+	case st == store.StatusMRCreating && op.Step == store.StepCreateStarted:
+		return stepCreate
+	case st == store.StatusMerging && !op.Step.Pending():
+		return stepApprove
 	}
-	return stepKind{}, nil
+	return ""
 }
 
 // Retry re-runs the request's current step (an operator's action; the remote-state checks make
 // it safe). A request carried by an active batch resumes its batch. A stopped single-request
-// step (failed, pending, or refused by a full pool) is handed to the workers again under this
-// instance's lease. A request of the batch path whose batch failed goes back to the waiting set.
-// A merged request whose deploy callback is overdue (reconcile.deployOverdue) is validated: the
-// operator confirms the deploy. Anything else — waiting for people, queued, finished, a deploy
-// callback not yet overdue — is a CONFLICT: there is no step to run.
+// step (failed, pending, or waiting for a decision too long) gets its task again, due now on any
+// instance. A request of the batch path whose batch failed goes back to the waiting set. A merged
+// request whose deploy callback is overdue (reconcile.deployOverdue) is validated: the operator
+// confirms the deploy. Anything else — a step running right now, queued, finished, a deploy
+// callback not yet overdue — is a CONFLICT with a sentence that says why.
 func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (RequestView, error) {
 	d, err := w.db.RequestDetail(ctx, operationID)
 	if err != nil {
@@ -89,46 +108,56 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 	if d.Batch != nil && d.Batch.Status.Active() && inBatchPhase(status, op.Step) {
 		w.log.InfoContext(ctx, "retry: resuming the request's batch", "operation", operationID, "batch", d.Batch.ID, "actor", actor)
 		if err := w.batches.Resume(ctx, d.Batch.ID); err != nil {
-			return RequestView{}, err
+			return RequestView{}, batchConflict(err, d.Batch.ID)
 		}
 		return w.Request(ctx, operationID)
-	}
-	if op.LeaseOwner != "" && op.LeaseUntil != nil {
-		if now, err := w.db.Now(ctx); err == nil && op.LeaseUntil.After(now) {
-			return RequestView{}, apperr.New(apperr.Conflict, "A step of this request is running right now; retry when it stopped.")
-		}
 	}
 	if deployOverdue(status, op.UpdatedAt, w.deployCutoff(ctx, op)) {
 		return w.confirmDeploy(ctx, operationID, actor)
 	}
 	cur := store.Request{Operation: op, Binding: *d.Binding}
-	move, k, fn, err := w.retryPlan(ctx, cur)
+	move, step, m, err := w.retryPlan(ctx, cur)
 	if err != nil {
 		return RequestView{}, err
 	}
 	move.Note = note
-	if fn == nil {
+	if step == "" {
 		if err := w.readmit(ctx, op, move); err != nil {
 			return RequestView{}, err
 		}
 		return w.Request(ctx, operationID)
 	}
-	move.LeaseOwner, move.LeaseTTL = w.instance, w.cfg.Current().StepLeaseTTL()
-	written := time.Now()
-	next, err := w.db.Transition(ctx, cur, move)
-	if errors.Is(err, store.ErrPreempted) {
+	err = w.db.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.PutTask(ctx, requestTask(operationID, step, 0, m), true); err != nil {
+			return err
+		}
+		_, err := tx.Transition(ctx, cur, move)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrTaskBusy):
+		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "A step of this request is running right now; look again in a moment.")
+	case errors.Is(err, store.ErrPreempted):
 		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "The request changed while retrying; look at it again.")
-	}
-	if err != nil {
+	case err != nil:
 		return RequestView{}, err
 	}
-	w.log.InfoContext(ctx, "retry: step handed to the workers", "operation", operationID, "step", k.name, "actor", actor)
-	if err := w.handOffHeld(operationID, written, move.LeaseTTL, k, fn); err != nil {
-		if _, err := w.rejectHandOff(ctx, next, err, k.failTo, handoffStepOf(k)); err != nil {
-			return RequestView{}, err
-		}
-	}
+	w.engine.Nudge(laneOf(step))
+	w.log.InfoContext(ctx, "retry: step due now", "operation", operationID, "step", step, "actor", actor)
 	return w.Request(ctx, operationID)
+}
+
+// batchConflict turns the batch service's refusals into the API's plain sentences.
+func batchConflict(err error, batchID int64) error {
+	switch {
+	case errors.Is(err, batch.ErrBusy):
+		return apperr.Wrap(err, apperr.Conflict, "A step of batch %d is running right now; look again in a moment.", batchID)
+	case errors.Is(err, batch.ErrSettled):
+		return apperr.Wrap(err, apperr.Conflict, "Batch %d is already settled.", batchID)
+	case errors.Is(err, store.ErrPreempted):
+		return apperr.Wrap(err, apperr.Conflict, "Batch %d changed meanwhile; look at it again.", batchID)
+	}
+	return err
 }
 
 // confirmDeploy validates a merged request whose deploy callback is overdue, on an operator's
@@ -185,35 +214,31 @@ func inBatchPhase(status store.BindingStatus, step store.Step) bool {
 	return false
 }
 
-// retryPlan is what a retry writes and which step it hands off (fn nil: re-admission).
-func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, stepKind, func(context.Context, *stepRun) error, error) {
+// retryPlan is what a retry writes and which task step it makes due ("": re-admission), with the
+// step's memo. The resume of a legacy step comes from the step table (store.StepInfo.Resume);
+// the rest is decided by the status.
+func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, string, reqMemo, error) {
 	op, status := cur.Operation, cur.Binding.Status
-	conflict := func(what string) (store.Change, stepKind, func(context.Context, *stepRun) error, error) {
-		return store.Change{}, stepKind{}, nil, apperr.New(apperr.Conflict, "Nothing to retry: the request is %s.", what)
+	conflict := func(what string) (store.Change, string, reqMemo, error) {
+		return store.Change{}, "", reqMemo{}, apperr.New(apperr.Conflict, "Nothing to retry: the request is %s.", what)
 	}
 	switch {
 	case status.Reappliable(), status == store.StatusValidated && (op.Step < store.StepCloseStarted || op.Step == store.StepCalledBack):
 		return conflict("finished (" + string(status) + ")")
-	case status.AwaitingApproval() || op.Step == store.StepApprovalSendFailed ||
+	case status == store.StatusApprovalSent:
+		// Waiting for a decision (approval.timeout lists it): the ticket is sent again —
+		// idempotent by operationId in the approval system — and the request stays SENT.
+		return store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent}, stepTicket, reqMemo{}, nil
+	case status == store.StatusApprovalSending || op.Step == store.StepApprovalSendFailed ||
 		(op.Step == store.StepCreateHandoffRejected && op.Flow == FlowApprovalFirst):
 		// (Re)open the ticket: idempotent by operationId in the approval system.
-		return store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, stepOpenTicket, w.openTicket, nil
+		return store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, stepTicket, reqMemo{}, nil
 	case status == store.StatusMerged:
 		return conflict("merged and waiting for the deploy pipeline; reconciliation validates it")
 	}
 	if op.Flow == FlowLegacy {
-		switch {
-		case status == store.StatusMRCreating && op.Step == store.StepCreatePipelinePending:
-			// Kept pending: the step sees it and restarts a pipeline that never answered.
-			return store.Change{To: store.StatusMRCreating, Step: store.StepCreatePipelinePending}, stepCreateMR, w.createMR, nil
-		case status == store.StatusMRCreating, status == store.StatusCreateFailed:
-			return store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, stepCreateMR, w.createMR, nil
-		case status == store.StatusMRCreated:
-			return store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, stepOpenTicket, w.openTicket, nil
-		case status == store.StatusMerging && op.Step == store.StepHandlePipelinePending:
-			return store.Change{To: store.StatusMerging, Step: store.StepHandlePipelinePending}, stepMergeMR, w.mergeMR, nil
-		case status == store.StatusMerging, status == store.StatusHandleFailed && op.MRIID > 0:
-			return store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, stepMergeMR, w.mergeMR, nil
+		if r, ok := legacyResume(status, op); ok {
+			return r.move, r.step, r.memo, nil
 		}
 		return conflict(string(status))
 	}
@@ -224,27 +249,48 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
 			return conflict("queued for a batch round")
 		}
-		return store.Change{To: store.StatusValidated, Step: store.StepCloseStarted}, stepKind{}, nil, nil
+		return store.Change{To: store.StatusValidated, Step: store.StepCloseStarted}, "", reqMemo{}, nil
 	case status == store.StatusCreateFailed && op.Step == store.StepCreateInvalid:
 		// Re-validated at the re-admission (a fixed catalog may make it valid now).
-		return store.Change{To: store.StatusMRCreating, Step: store.StepQueued}, stepKind{}, nil, nil
+		return store.Change{To: store.StatusMRCreating, Step: store.StepQueued}, "", reqMemo{}, nil
 	case status.Failed(), status == store.StatusMRCreating, status == store.StatusMRCreated, status == store.StatusMerging:
 		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
 			return conflict("queued for a batch round")
 		}
-		return store.Change{To: store.StatusMRCreating, Step: store.StepQueued}, stepKind{}, nil, nil
+		return store.Change{To: store.StatusMRCreating, Step: store.StepQueued}, "", reqMemo{}, nil
 	}
 	return conflict(string(status))
 }
 
-func handoffStepOf(k stepKind) store.Step {
-	if k.failTo == store.StatusHandleFailed {
-		return store.StepHandleHandoffRejected
-	}
-	return store.StepCreateHandoffRejected
+// resume is a legacy retry: the transition and the task step it makes due.
+type resume struct {
+	move store.Change
+	step string
+	memo reqMemo
 }
 
-// SettleBatch settles an active batch now (an operator's action).
+// legacyResume is how an operator's retry resumes a legacy request stopped in status at op.Step:
+// the phase it stopped in, from the step table (a pending step restarts a pipeline that never
+// answered), else from the status.
+func legacyResume(status store.BindingStatus, op store.Operation) (resume, bool) {
+	info := op.Step.Info()
+	switch {
+	case status == store.StatusMRCreating && info.Resume != "":
+		return resume{store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, info.Resume, reqMemo{Restart: true}}, true
+	case status == store.StatusMerging && info.Resume != "":
+		return resume{store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, info.Resume, reqMemo{Restart: true}}, true
+	case status == store.StatusMRCreating, status == store.StatusCreateFailed:
+		return resume{store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, stepCreate, reqMemo{}}, true
+	case status == store.StatusMRCreated:
+		return resume{store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, stepTicket, reqMemo{}}, true
+	case status == store.StatusMerging, status == store.StatusHandleFailed && op.MRIID > 0:
+		return resume{store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, stepApprove, reqMemo{}}, true
+	}
+	return resume{}, false
+}
+
+// SettleBatch settles an active batch (an operator's action): its settle step runs at once on any
+// instance; the view answers the batch as it is then.
 func (w *Workflow) SettleBatch(ctx context.Context, batchID int64, actor string) (BatchView, error) {
 	b, err := w.batchRow(ctx, batchID) // the status decides; the members are read for the answer
 	if err != nil {
@@ -254,10 +300,7 @@ func (w *Workflow) SettleBatch(ctx context.Context, batchID int64, actor string)
 		return BatchView{}, apperr.New(apperr.Conflict, "Batch %d is already %s.", batchID, b.Status)
 	}
 	if err := w.batches.Settle(ctx, batchID, actor); err != nil {
-		if errors.Is(err, store.ErrPreempted) {
-			return BatchView{}, apperr.Wrap(err, apperr.Conflict, "Batch %d changed while settling; look at it again.", batchID)
-		}
-		return BatchView{}, err
+		return BatchView{}, batchConflict(err, batchID)
 	}
 	return w.batchByID(ctx, batchID)
 }
@@ -280,14 +323,30 @@ func (w *Workflow) RunRound(ctx context.Context) (RoundResult, error) {
 	return res, nil
 }
 
-// GitLabEvent takes a verified GitLab webhook as a hint: the pollers of that MR (a batch, a
-// legacy request) check now instead of at their next interval. They still read the remote
-// state before acting, so a forged or stale event changes nothing.
+// GitLabEvent takes a verified GitLab webhook as a hint: the work waiting on that MR (a batch, a
+// legacy request) is due now, on whichever instance claims it first — this one is nudged. The
+// steps still read the remote state before acting, so a forged or stale event changes nothing.
 func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (CallbackResult, error) {
 	if ev.MRIID <= 0 {
 		return CallbackResult{Code: CallbackIgnored}, nil
 	}
-	w.batches.Wake(ev.Project, ev.MRIID)
-	w.wake(ev.Project, ev.MRIID)
+	n, err := w.batches.Wake(ctx, ev.Project, ev.MRIID)
+	if err != nil {
+		return CallbackResult{}, err
+	}
+	op, err := w.db.LegacyByMR(ctx, ev.Project, ev.MRIID)
+	switch {
+	case err == nil:
+		k, err := w.db.WakeTasks(ctx, []store.TaskRef{{Kind: store.TaskRequest, Ref: op}})
+		if err != nil {
+			return CallbackResult{}, err
+		}
+		n += k
+	case !errors.Is(err, store.ErrNotFound):
+		return CallbackResult{}, err
+	}
+	if n > 0 {
+		w.engine.Nudge(engine.LaneBackground)
+	}
 	return CallbackResult{Code: CallbackAccepted}, nil
 }

@@ -1,20 +1,26 @@
 package workflow_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"bindery/approval"
+	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
 )
 
-// SPEC §11.14: a process stopped in the middle of a step leaves the step's lease; once it
-// expires, the sweep on any instance re-runs the step from the remote state and the request
-// finishes. A stop writes nothing (no failure), and a stalled holder that comes back cannot
-// overwrite what the new holder did.
+// SPEC §11.14: a process stopped in the middle of a step leaves the step's task, claimed; the
+// claim expires and any instance's dispatcher re-runs the step from the remote state and the
+// request finishes. A stop writes nothing (no failure), and a stalled holder that comes back
+// cannot overwrite what the new holder did.
 
-func TestAStepStoppedByAShutdownIsResumedByAnotherInstance(t *testing.T) {
+func TestAStepStoppedByACrashIsResumedByAnotherInstance(t *testing.T) {
 	extra := strings.Replace(fastSims, "pipelineDuration: 0s", "pipelineDuration: 1s", 1)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: extra})
@@ -25,18 +31,11 @@ func TestAStepStoppedByAShutdownIsResumedByAnotherInstance(t *testing.T) {
 		if v.Status != store.StatusMRCreating || v.Step.Code != int(store.StepCreateStarted) {
 			t.Fatalf("after the stop: %s/%s; a stop must write nothing", v.Status, v.Step.Name)
 		}
-		if o, _ := db.Operation(bg, op); o.LeaseOwner != "test-instance-1" {
-			t.Fatalf("lease after the stop: %q", o.LeaseOwner)
+		if task, ok := h.task(op); !ok || task.Step != "create_pipeline" {
+			t.Fatalf("the task after the stop: %+v %v", task, ok)
 		}
 
 		h.restart("test-instance-2", nil)
-		if n, err := h.wf.Sweep(bg); err != nil || n != 0 {
-			t.Fatalf("sweep before the lease expired: %d %v", n, err)
-		}
-		h.expireLease(op)
-		if n, err := h.wf.Sweep(bg); err != nil || n != 1 {
-			t.Fatalf("sweep: %d %v", n, err)
-		}
 		v = h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
 		if n := h.sims.GitLab.Calls("create_mr"); n != 1 {
 			t.Fatalf("%d MRs: the resumed step must reuse the recorded one", n)
@@ -56,26 +55,17 @@ func TestAStalledStepIsTakenOverAndItsLateWriteChangesNothing(t *testing.T) {
 		}})
 		op := h.apply("alice", "db-read")
 		<-held.entered // instance 1 stalls inside the call to the approval system
-		h.expireLease(op)
 		h.restart("test-instance-2", nil)
-		other := h.wf
 		h.restart("test-instance-3", nil)
-		// Two instances sweep at once: one takes the step over.
-		done := make(chan int, 2)
-		for _, wf := range []*workflow.Workflow{other, h.wf} {
-			go func() {
-				n, err := wf.Sweep(bg)
-				if err != nil {
-					t.Error(err)
-				}
-				done <- n
-			}()
-		}
-		<-done
-		<-done
+		// Two instances dispatch at once; instance 1's claim expires: one of them takes the step over.
+		h.dueNow(op)
 		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
 		close(held.release) // instance 1 comes back
-		h.waitFor("instance 1's step to give up", func() bool { return len(held.entered) == 0 })
+		h.waitFor("instance 1's step to give up", func() bool { return len(held.entered) == 0 && strings.Contains(h.logs.String(), "test-instance-1") })
+		h.waitFor("instance 1's run to end", func() bool {
+			l := h.logs.String()
+			return strings.Contains(l, "work moved on") || strings.Contains(l, "taken by another holder")
+		})
 		v := h.view(op)
 		for _, e := range v.Timeline {
 			if e.Status.Failed() {
@@ -90,6 +80,56 @@ func TestAStalledStepIsTakenOverAndItsLateWriteChangesNothing(t *testing.T) {
 		}
 		if sent != 1 || len(h.sims.Approval.Tickets()) != 1 {
 			t.Fatalf("SENT written %d times, %d tickets", sent, len(h.sims.Approval.Tickets()))
+		}
+	})
+}
+
+// The lease scenario of the durable-execution issue, with the real steps: two attempts at one
+// request's step on one instance (an operator's retry racing the dispatcher, the dispatcher's own
+// runs) and another instance. The attempts never run at once, the one that loses writes nothing
+// and orphans nothing: the request is never left in flight without work due for it, and it ends
+// APPROVAL_SENT with one ticket.
+func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var inCall, overlaps atomic.Int32
+		slow := func(next workflow.Tickets) workflow.Tickets {
+			return ticketsFunc(func(ctx context.Context, tk approval.Ticket) (string, error) {
+				if inCall.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				defer inCall.Add(-1)
+				time.Sleep(20 * time.Millisecond)
+				return next.Open(ctx, tk)
+			})
+		}
+		h := setup(t, db, options{approvalFirst: true, wrapTickets: slow})
+		h.sims.Approval.Inject("open_ticket", sim.FaultError, 2) // a retry or two on the way
+		op := h.apply("alice", "db-read")
+		h.join("test-instance-1", slow) // the same instance name: a second dispatcher of one process
+		h.join("test-instance-2", slow)
+		for range 20 { // operators retrying meanwhile: refused while the step runs, else it is due now
+			var e struct{ Code string }
+			code := h.api("POST", "/api/ops/requests/"+op+"/retry", "ops", fmt.Sprintf(`{"operationId":"r-%d"}`, opSeq.Add(1)), &e)
+			if code != 202 && code != 409 {
+				t.Fatalf("retry answered %d %+v\n%s", code, e, h.logs.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitFor("every attempt to end", func() bool { _, ok := h.task(op); return !ok && inCall.Load() == 0 })
+		if overlaps.Load() != 0 {
+			t.Fatalf("%d attempts ran at once", overlaps.Load())
+		}
+		if ops, bs, err := db.Orphans(bg, 10); err != nil || len(ops)+len(bs) != 0 {
+			t.Fatalf("orphans: %v %v %v", ops, bs, err)
+		}
+		if n := len(h.sims.Approval.Tickets()); n != 1 {
+			t.Fatalf("%d tickets", n)
+		}
+		for _, line := range strings.Split(h.logs.String(), "\n") {
+			if strings.Contains(line, "level=ERROR") {
+				t.Fatalf("an error was logged: %s", line)
+			}
 		}
 	})
 }
@@ -132,7 +172,7 @@ func claimNow(t *testing.T, h *harness) int64 {
 	t.Helper()
 	var id int64
 	h.waitFor("a claim", func() bool {
-		c, err := h.db.Claim(bg, store.ClaimInput{Partition: project, Project: project, Max: 50, Owner: "x", Lease: 1 << 40,
+		c, err := h.db.Claim(bg, store.ClaimInput{Partition: project, Project: project, Max: 50,
 			Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreating, Step: store.StepBatched}})
 		if err != nil {
 			t.Fatal(err)
@@ -143,11 +183,9 @@ func claimNow(t *testing.T, h *harness) int64 {
 	return id
 }
 
-// A step handed off with the lease its own transition wrote runs on that lease: the transition
-// already bumped the version (a previous holder fails its writes), and taking the lease again
-// would cost a transaction per application (BENCHMARKS.md). The sweep's hand-offs, which find
-// an expired lease, still take it (above).
-func TestTheFirstStepRunsOnTheLeaseWrittenWithTheApplication(t *testing.T) {
+// The first step's task is written with the application and the step runs on its claim: an
+// application is two writes of the request (the application, APPROVAL_SENT), no more.
+func TestTheFirstStepRunsOnTheTaskWrittenWithTheApplication(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")
@@ -156,9 +194,8 @@ func TestTheFirstStepRunsOnTheLeaseWrittenWithTheApplication(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Version 1 written by the application, 2 by APPROVAL_SENT: no lease taken in between.
-		if o.Version != 2 || o.LeaseOwner != "" {
-			t.Fatalf("version %d, lease %q: want 2, released", o.Version, o.LeaseOwner)
+		if _, ok := h.task(op); o.Version != 2 || ok {
+			t.Fatalf("version %d, task left %v: want 2 and none", o.Version, ok)
 		}
 	})
 }

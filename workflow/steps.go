@@ -1,42 +1,203 @@
 package workflow
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"bindery/change"
+	"bindery/engine"
 	"bindery/outbound"
 	"bindery/store"
-	"bindery/worker"
 )
 
-// A single-request step (an approval ticket, the legacy flow's MR, its merge) runs on the worker
-// pool under the operation's lease. Every step declares its failure state; the wrapper writes it
-// on any error or panic the step did not turn into a state itself, so that no exit path leaves a
-// request "in progress" without an owner. Exceptions, where nothing is written:
-//   - the context was cancelled by a shutdown: the lease expires and the sweep resumes the step
-//     on any instance (remote state first makes the re-run safe);
-//   - the lease was lost (another instance took the step over) or the request was moved by
-//     someone else (ErrPreempted): the write would be stale.
+// A single request's own steps (the approval ticket, the legacy flow's MR, its merge) are tasks
+// of the engine (kind store.TaskRequest, ref = the operationId), written in the transaction of
+// the state that needs them. Each run is one bounded action: one call to the approval system,
+// one look at a pipeline, one merge action; the outcome and the next due time are written in one
+// transaction fenced on the task's epoch, then guarded on the request's version (I6). Every step
+// reads the remote state first, so a re-run after a crash, an operator's retry or a lost claim is
+// safe. Every step declares its failure state: the engine has it written for any error or panic
+// the step did not turn into a state itself — a request is never left "in progress" without work
+// due for it.
 
-// stepKind names a step and declares its failure.
-type stepKind struct {
-	name     string
+// The steps (stored as the task's step; never rename one), each with its lane, its declared
+// failure, and how it takes an unavailable dependency.
+const (
+	stepTicket         = "ticket"          // open the approval ticket (both flows)
+	stepCreate         = "create"          // legacy: branch, commit and MR
+	stepCreatePipeline = "create_pipeline" // legacy: the MR's pipeline, one look per run
+	stepApprove        = "approve"         // legacy, after the approval: the reviewer accounts approve
+	stepCloseMR        = "close_mr"        // legacy, rejected: close the request's MR
+	// change.MergeAttempt, change.MergeRebasing, change.MergePipeline: legacy merge, one action per run
+)
+
+type stepDef struct {
 	failTo   store.BindingStatus
 	failStep store.Step
+	// attempts bounds the runs of a step whose dependency does not answer (0: a polling step,
+	// which keeps looking until its wait times out); backoff is the wait before the second.
+	attempts int
+	backoff  time.Duration
+	run      func(w *Workflow, ctx context.Context, r *reqRun) error
 }
 
-var (
-	stepOpenTicket = stepKind{"open approval ticket", store.StatusCreateFailed, store.StepApprovalSendFailed}
-	stepCreateMR   = stepKind{"create merge request", store.StatusCreateFailed, store.StepCreateFailed}
-	stepMergeMR    = stepKind{"merge merge request", store.StatusHandleFailed, store.StepHandleMergeFailed}
+// ticketAttempts and ticketBackoff: a 5xx or a lost answer from the approval system is often
+// momentary (0.1s, 0.2s, 0.4s later it answers), and APPROVAL_SEND_FAILED waits for an operator.
+// Retrying is safe: the approval system opens one ticket per operationId.
+const (
+	ticketAttempts = 4
+	ticketBackoff  = 100 * time.Millisecond
+	// mrAttempts: a legacy MR step tries an unavailable GitLab this often before it fails (about
+	// a minute and a half with the default poll.short and poll.long).
+	mrAttempts = 6
 )
 
-// failure is a failure a step recognised: the wrapper writes this state instead of the declared
-// one (pipeline failed, rebase conflict, MR closed outside bindery, …).
+var steps map[string]stepDef
+
+func init() { // in init: the step functions themselves read the table
+	steps = map[string]stepDef{
+		stepTicket:                   {store.StatusCreateFailed, store.StepApprovalSendFailed, ticketAttempts, ticketBackoff, (*Workflow).openTicket},
+		stepCreate:                   {store.StatusCreateFailed, store.StepCreateFailed, mrAttempts, 0, (*Workflow).createMR},
+		stepCreatePipeline:           {store.StatusCreateFailed, store.StepCreateFailed, 0, 0, (*Workflow).createPipeline},
+		stepApprove:                  {store.StatusHandleFailed, store.StepHandleApproveFailed, mrAttempts, 0, (*Workflow).approveMR},
+		string(change.MergeAttempt):  {store.StatusHandleFailed, store.StepHandleMergeFailed, mrAttempts, 0, (*Workflow).mergeMR},
+		string(change.MergeRebasing): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		string(change.MergePipeline): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		stepCloseMR:                  {"", 0, mrAttempts, 0, (*Workflow).closeRejectedMR},
+	}
+}
+
+// laneOf is a step's lane: a request's first steps — the approval ticket, a legacy MR's creation —
+// run in their own lane, so that no number of batches in CI delays them.
+func laneOf(step string) string {
+	if step == stepTicket || step == stepCreate {
+		return engine.LaneFirst
+	}
+	return engine.LaneBackground
+}
+
+// polls reports the steps that wait for GitLab by the staged schedule.
+func polls(step string) bool { return step == stepCreatePipeline || change.MergePhase(step).Polls() }
+
+// reqMemo is what a request's task remembers between runs.
+type reqMemo struct {
+	Flaky   int  `json:"flaky,omitempty"`   // flaky retries used on the current pipeline wait
+	Restart bool `json:"restart,omitempty"` // an operator's retry: replace a pipeline still running
+	Regen   bool `json:"regen,omitempty"`   // the merge regenerated the branch once already
+	Refused int  `json:"refused,omitempty"` // merges GitLab refused in a row
+}
+
+func (m reqMemo) encode() *string {
+	b, _ := json.Marshal(m)
+	s := string(b)
+	return &s
+}
+
+// reqRun is one run of a request's task: the request as this run last wrote it, so that every
+// write — the failure included — is guarded on the version this run knows.
+type reqRun struct {
+	r    *engine.Run
+	req  store.Request
+	memo reqMemo
+	def  stepDef
+}
+
+// requestTask is the task of a request's step, due in `in`.
+func requestTask(operationID, step string, in time.Duration, m reqMemo) store.TaskSpec {
+	return store.TaskSpec{Kind: store.TaskRequest, Ref: operationID, Lane: laneOf(step), Step: step, In: in, Memo: *m.encode(), Wait: polls(step)}
+}
+
+func (w *Workflow) requestKind() engine.Kind {
+	return engine.Kind{
+		Name: store.TaskRequest,
+		Run:  w.runRequest,
+		Fail: w.failRequest,
+		Retry: func(er *engine.Run, err error) (time.Duration, bool) {
+			def := steps[er.Task.Step]
+			short, _, long, timeout := w.cfg.Current().PollStages()
+			if def.attempts == 0 { // a poll: a failed look tells nothing; keep looking until the wait times out
+				wait, _ := engine.Backoff(short, long)(er, err)
+				return wait, er.Task.Waited < timeout
+			}
+			return engine.Attempts(def.attempts, cmp.Or(def.backoff, short))(er, err)
+		},
+		Lease: func() time.Duration { return w.cfg.Current().StepLeaseTTL() },
+	}
+}
+
+// runRequest is one run of a request's task: the request read afresh, then its step.
+func (w *Workflow) runRequest(ctx context.Context, er *engine.Run) error {
+	def, ok := steps[er.Task.Step]
+	if !ok {
+		return fmt.Errorf("unknown step %q", er.Task.Step)
+	}
+	req, err := w.db.Request(ctx, er.Task.Ref)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return er.Finish(ctx, nil)
+	case err != nil:
+		return engine.Unavailable(err)
+	case !req.Current():
+		return er.Finish(ctx, nil) // replaced by a re-application: nothing of it runs any more
+	}
+	var m reqMemo
+	_ = json.Unmarshal([]byte(er.Task.Memo), &m) // unreadable: empty, the step re-reads
+	r := &reqRun{r: er, req: req, memo: m, def: def}
+	er.State = r
+	return def.run(w, ctx, r)
+}
+
+// failRequest writes the step's declared failure (or the specific one it recognised), guarded on
+// the version the run last wrote, and ends the task.
+func (w *Workflow) failRequest(ctx context.Context, er *engine.Run, err error) error {
+	r, ok := er.State.(*reqRun)
+	if !ok || r.def.failTo == "" {
+		return er.Finish(ctx, nil) // nothing to fail: the request could not be read, or a cleanup
+	}
+	to, step := r.def.failTo, r.def.failStep
+	var f *failure
+	if errors.As(err, &f) {
+		to, step = f.to, f.step
+	}
+	return r.finish(ctx, store.Change{To: to, Step: step, Note: noteFor(err)})
+}
+
+// move writes a transition of the request with the task's next state, in one fenced transaction.
+func (r *reqRun) move(ctx context.Context, c store.Change, n store.TaskNext) error {
+	if n.Memo == nil {
+		n.Memo = r.memo.encode()
+	}
+	return r.r.Next(ctx, n, func(tx *store.Tx) error { return r.transition(ctx, tx, c) })
+}
+
+// then goes on to step (due in `in`) with a transition, in one fenced transaction.
+func (r *reqRun) then(ctx context.Context, step string, in time.Duration, c store.Change) error {
+	n := store.TaskNext{Step: step, Lane: laneOf(step), In: in}
+	if polls(step) {
+		n.Wait = store.WaitStart
+	}
+	return r.move(ctx, c, n)
+}
+
+// finish writes the request's last transition of this task and ends the task.
+func (r *reqRun) finish(ctx context.Context, c store.Change) error {
+	return r.r.Finish(ctx, func(tx *store.Tx) error { return r.transition(ctx, tx, c) })
+}
+
+func (r *reqRun) transition(ctx context.Context, tx *store.Tx, c store.Change) error {
+	next, err := tx.Transition(ctx, r.req, c)
+	if err == nil {
+		r.req = next
+	}
+	return err
+}
+
+// failure is a failure a step recognised: the engine has this state written instead of the
+// declared one (pipeline failed, rebase conflict, MR closed outside bindery, …).
 type failure struct {
 	to   store.BindingStatus
 	step store.Step
@@ -48,183 +209,6 @@ func (f *failure) Unwrap() error { return f.err }
 
 func failed(to store.BindingStatus, step store.Step, err error) error {
 	return &failure{to: to, step: step, err: err}
-}
-
-// stepRun is one run of a step: the request as this run last wrote it, so that every write —
-// the failure included — is guarded on the version this run knows.
-type stepRun struct {
-	w   *Workflow
-	req store.Request
-}
-
-// move writes a transition and remembers the result.
-func (r *stepRun) move(ctx context.Context, c store.Change) error {
-	next, err := r.w.db.Transition(ctx, r.req, c)
-	if err != nil {
-		return err
-	}
-	r.req = next
-	return nil
-}
-
-// errLeaseLost cancels a step whose lease renewal found another holder.
-var errLeaseLost = errors.New("operation lease lost to another instance")
-
-// handOff queues a step on the pool; the step takes the operation's lease first (the sweep
-// hands off steps whose lease expired), then checks that the request still needs it: another
-// sweeper may have taken the same expired lease, finished the step and released the lease
-// before this one got to it. A refusal is returned: the caller decides what it means (a new
-// application persists a failure; the sweep simply tries again later).
-func (w *Workflow) handOff(operationID string, k stepKind, fn func(ctx context.Context, r *stepRun) error) error {
-	return w.pool.Submit(k.name+" "+operationID, func(ctx context.Context) { w.runStep(ctx, operationID, k, fn, heldLease{}) })
-}
-
-// heldLease is a lease the hand-off's own transition wrote for this instance: ttl long, from a
-// moment after written (this process's clock, taken before the write).
-type heldLease struct {
-	written time.Time
-	ttl     time.Duration
-}
-
-// fresh reports whether at least half of the lease is certainly left: the database wrote its
-// end after written, and only elapsed time is compared, never the two clocks.
-func (h heldLease) fresh() bool {
-	return !h.written.IsZero() && time.Since(h.written) < h.ttl/2
-}
-
-// handOffHeld is handOff for a step whose lease the caller just wrote with the transition that
-// hands it off (at written, for ttl). The step starts without taking the lease again while at
-// least half of it is left: that transition already bumped the version, so a previous holder
-// fails its writes, and taking the lease would only cost a transaction per step (a quarter of
-// the statements of an application, see BENCHMARKS.md). A step that waited longer in the queue
-// takes it as handOff's does.
-func (w *Workflow) handOffHeld(operationID string, written time.Time, ttl time.Duration, k stepKind, fn func(ctx context.Context, r *stepRun) error) error {
-	held := heldLease{written: written, ttl: ttl}
-	return w.pool.Submit(k.name+" "+operationID, func(ctx context.Context) { w.runStep(ctx, operationID, k, fn, held) })
-}
-
-// rejectHandOff persists a refused hand-off so that polling shows a failure, never "processing"
-// forever. A pool that is shutting down is not a failure of the request: the lease written with
-// the state stays, expires, and the sweep of any instance resumes the step.
-func (w *Workflow) rejectHandOff(ctx context.Context, cur store.Request, err error, to store.BindingStatus, step store.Step) (store.Request, error) {
-	if errors.Is(err, worker.ErrPoolStopped) {
-		w.log.WarnContext(ctx, "hand-off refused by a stopping pool; the sweep resumes the step", "operation", cur.Operation.OperationID)
-		return cur, nil
-	}
-	w.log.WarnContext(ctx, "hand-off rejected; the request is marked failed", "operation", cur.Operation.OperationID, "err", err)
-	next, werr := w.db.Transition(ctx, cur, store.Change{To: to, Step: step, Note: "The workers were all busy; an operator can retry.", ReleaseLease: true})
-	if werr != nil {
-		return cur, fmt.Errorf("persist rejected hand-off of %s: %w", cur.Operation.OperationID, werr)
-	}
-	return next, nil
-}
-
-// runStep runs fn under the operation's lease with the failure guard. held is the lease the
-// hand-off's transition wrote, if any (see handOffHeld).
-func (w *Workflow) runStep(ctx context.Context, operationID string, k stepKind, fn func(ctx context.Context, r *stepRun) error, held heldLease) {
-	log := w.log.With("operation", operationID, "step", k.name)
-	ttl := w.cfg.Current().StepLeaseTTL()
-	if !held.fresh() {
-		// Taking the lease bumps the version: a previous holder that comes back fails its writes.
-		if _, err := w.db.AcquireOperationLease(ctx, operationID, w.instance, ttl); err != nil {
-			if !errors.Is(err, store.ErrPreempted) && ctx.Err() == nil {
-				log.Error("step not started: lease", "err", err)
-			}
-			return // held by a live instance (it runs the step), unknown, or shutting down
-		}
-	}
-	req, err := w.db.Request(ctx, operationID)
-	// A sweep's hand-off (no lease written with it) may come after another instance finished
-	// the step: the request's state says whether it is still the step to run.
-	finished := false
-	if err == nil && held.written.IsZero() {
-		now, _ := w.currentStep(req.Operation)
-		finished = now.name != k.name
-	}
-	if err != nil || finished || !req.Current() || req.Operation.LeaseOwner != w.instance {
-		// Not ours any more (moved on, or its lease released or taken over since the hand-off):
-		// a release by another owner's name changes nothing.
-		if err != nil && ctx.Err() == nil {
-			log.Error("step not started: read", "err", err)
-		}
-		_ = w.db.ReleaseOperationLease(context.WithoutCancel(ctx), operationID, w.instance)
-		return
-	}
-	run := &stepRun{w: w, req: req}
-
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	done := make(chan struct{})
-	defer close(done)
-	go w.renewLease(sctx, operationID, ttl, done, cancel)
-
-	err = w.guard(sctx, run, fn)
-	switch {
-	case err == nil:
-		return
-	case ctx.Err() != nil:
-		log.Info("step interrupted by shutdown; the sweep resumes it once the lease expires", "err", err)
-		return
-	case errors.Is(context.Cause(sctx), errLeaseLost):
-		log.Info("step stopped: its lease was taken over by another instance", "err", err)
-		return
-	case errors.Is(err, store.ErrPreempted):
-		log.Info("step stopped: the request moved on without it", "err", err)
-		_ = w.db.ReleaseOperationLease(ctx, operationID, w.instance)
-		return
-	}
-	to, step := k.failTo, k.failStep
-	var f *failure
-	if errors.As(err, &f) {
-		to, step = f.to, f.step
-	}
-	werr := run.move(ctx, store.Change{To: to, Step: step, Note: noteFor(err), ReleaseLease: true})
-	switch {
-	case werr == nil:
-		log.Warn("step failed", "err", err, "status", to, "failStep", step)
-	case errors.Is(werr, store.ErrPreempted):
-		// Another instance took the step over while this run failed (taking the lease bumped the
-		// version), or a callback moved the request on: the failure is of a run that no longer
-		// counts, and the takeover is the recovery working — not an error, nothing to write.
-		log.Info("step stopped: the request moved on before this run's failure was written", "err", err)
-		_ = w.db.ReleaseOperationLease(ctx, operationID, w.instance)
-	default:
-		log.Error("step failure not recorded", "err", werr, "stepErr", err, "status", to, "failStep", step)
-	}
-}
-
-// guard runs fn and turns a panic into an error, so the declared failure is written for it too.
-func (w *Workflow) guard(ctx context.Context, run *stepRun, fn func(context.Context, *stepRun) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			w.log.ErrorContext(ctx, "step panicked", "operation", run.req.Operation.OperationID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			err = fmt.Errorf("step panicked: %v", p)
-		}
-	}()
-	return fn(ctx, run)
-}
-
-// renewLease extends the lease while the step runs; losing it cancels the step.
-func (w *Workflow) renewLease(ctx context.Context, operationID string, ttl time.Duration, done <-chan struct{}, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := w.db.RenewOperationLease(ctx, operationID, w.instance, ttl)
-		switch {
-		case errors.Is(err, store.ErrPreempted):
-			cancel(errLeaseLost)
-			return
-		case err != nil && ctx.Err() == nil:
-			w.log.Warn("lease renewal failed; retrying", "operation", operationID, "err", err)
-		}
-	}
 }
 
 // noteFor is the failure note operators and the owner see in the timeline: the classified cause

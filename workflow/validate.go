@@ -88,7 +88,7 @@ func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via str
 		w.rec.Inc(metricValidated, "via", via, "project", o.Project)
 		// The metric is per process and dies with a kill; this line, one per committed flip,
 		// lets a multi-process run count validations across every instance and restart.
-		w.log.InfoContext(ctx, "validated", "operation", o.OperationID, "batch", o.BatchID, "instance", w.instance, "project", o.Project, "mr", o.MRIID, "via", via)
+		w.log.InfoContext(ctx, "validated", "operation", o.OperationID, "batch", o.BatchID, "instance", w.engine.Instance(), "project", o.Project, "mr", o.MRIID, "via", via)
 	}
 	histories, err := w.db.StepsOf(ctx, ids)
 	if err != nil {

@@ -61,6 +61,13 @@ type Waiting struct {
 	BatchID    int64     `json:"batchId,omitempty"`  // the batch carrying the request
 	Position   int       `json:"position,omitempty"` // 1-based place in the partition's waiting set
 	Ahead      int       `json:"ahead,omitempty"`    // requests ahead of it in the waiting set
+	// The work that drives the request, when bindery itself is to act: its next step is due but
+	// waits for a free worker behind QueuedBehind tasks of its lane ("first" steps, "background"
+	// checks), runs right now, or is due at NextCheckAt (the next look at a pipeline or rebase).
+	Lane         string     `json:"lane,omitempty"`
+	QueuedBehind int        `json:"queuedBehind,omitempty"`
+	Running      bool       `json:"running,omitempty"`
+	NextCheckAt  *time.Time `json:"nextCheckAt,omitempty"`
 }
 
 // StageDuration is how long one stage took (approval wait, batch wait, CI, merge, deploy).

@@ -5,44 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"bindery/apperr"
 	"bindery/batch"
+	"bindery/engine"
 	"bindery/store"
 )
 
 // What the API shows: the request view with its timeline, stage durations and "why is it
 // waiting" (SPEC §12.1, §12.2), the lists, the batches, the preview.
 
-// Stage names (the SPA words them).
+// Stage names (the SPA words them): the step table's (store.StepInfo.Stage).
 const (
-	stageApproval = "approval"
-	stageBatch    = "batch"
-	stageCI       = "ci"
-	stageMerge    = "merge"
-	stageDeploy   = "deploy"
-	stageClose    = "close"
+	stageApproval = store.StageApproval
+	stageBatch    = store.StageBatch
+	stageCI       = store.StageCI
+	stageMerge    = store.StageMerge
+	stageDeploy   = store.StageDeploy
+	stageClose    = store.StageClose
 )
 
 // stageOf is the stage a step belongs to ("" for an instant or a final step).
-func stageOf(s store.Step) string {
-	switch s {
-	case store.StepApprovalSending, store.StepApprovalSent:
-		return stageApproval
-	case store.StepQueued:
-		return stageBatch
-	case store.StepBatched, store.StepCreateStarted, store.StepCreatePipelinePending:
-		return stageCI
-	case store.StepHandleStarted, store.StepHandleApproved, store.StepHandleRebasePending, store.StepHandlePipelinePending:
-		return stageMerge
-	case store.StepHandleMerged:
-		return stageDeploy
-	case store.StepCloseStarted:
-		return stageClose
-	}
-	return ""
-}
+func stageOf(s store.Step) string { return s.Info().Stage }
 
 // stagesOf sums the time spent in each stage from the step history: the time from a step to the
 // next one counts for the step's stage (a stage entered twice — a retry, a re-admission — adds
@@ -174,7 +160,19 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 	return v
 }
 
-// waitingFor answers "why is my request waiting" in plain words; nil when it is not waiting.
+// taskWaiting is what a request waits for while its driving task is at a step ("" : the step
+// table of the request's own step says it); {mr} is the merge request.
+var taskWaiting = map[string]string{
+	"pipeline":         "the pipeline of {mr} to pass",
+	stepCreatePipeline: "the pipeline of {mr} to pass",
+	"merge_rebase":     "GitLab to rebase {mr} onto the target branch",
+	"merge_pipeline":   "the pipeline of the new head of {mr} to pass",
+	"settle":           "bindery to settle the failed batch (closing {mr})",
+	stepCloseMR:        "bindery to close {mr}",
+}
+
+// waitingFor answers "why is my request waiting" in plain words, from the step table and the work
+// that drives the request; nil when it is not waiting. It never names a party not asked yet.
 func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.NextAction, overdue bool, v RequestView) *Waiting {
 	if len(d.Steps) == 0 || action == store.NextNone || action == store.NextReapply {
 		return nil
@@ -186,6 +184,7 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 	if v.MR != nil {
 		mr = fmt.Sprintf("merge request !%d", v.MR.ID)
 	}
+	words := func(s string) string { return strings.ReplaceAll(s, "{mr}", mr) }
 	switch {
 	case overdue:
 		wt.Stage, wt.WaitingFor = stageDeploy, "the deploy pipeline to report that "+mr+" is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
@@ -193,11 +192,6 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "the maintainers: this failure will not go away by waiting"
 	case action == store.NextWaitManual:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "an operator to retry the step that stopped"
-	case status.AwaitingApproval():
-		wt.WaitingFor = "the approvers in the approval system"
-		for i := len(d.Steps) - 1; i >= 0 && stageOf(d.Steps[i].Step) == stageApproval; i-- {
-			wt.Since = d.Steps[i].At
-		}
 	case d.Waiting != nil:
 		wt.Since, wt.Position, wt.Ahead = d.Waiting.Since, d.Waiting.Position(), d.Waiting.Ahead
 		wt.Stage, wt.BatchID = stageBatch, 0
@@ -206,10 +200,10 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 			wt.Stage = stageClose
 			wt.WaitingFor = fmt.Sprintf("the next batch round of %s to remove the file (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
 		}
-	case status == store.StatusValidated:
-		wt.Stage, wt.WaitingFor = stageClose, "the removal of the binding's file to merge ("+mr+")"
-	case status == store.StatusMRCreating:
-		wt.Stage, wt.WaitingFor = stageCI, "the bot to open "+mr+" and its pipeline to pass"
+	case taskWaiting[taskStep(d)] != "":
+		wt.WaitingFor = words(taskWaiting[taskStep(d)])
+	case op.Step.Info().Waiting != "":
+		wt.WaitingFor = words(op.Step.Info().Waiting)
 	case status == store.StatusMRCreated:
 		wt.Stage, wt.WaitingFor = stageMerge, "the approval of "+mr
 	case status == store.StatusMerging:
@@ -219,10 +213,49 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 	default:
 		return nil
 	}
+	if status.AwaitingApproval() {
+		// The approval wait began when the request first went to the approval system.
+		for i := len(d.Steps) - 1; i >= 0 && stageOf(d.Steps[i].Step) == stageApproval; i-- {
+			wt.Since = d.Steps[i].At
+		}
+	}
 	if wt.Stage == "" {
 		wt.Stage = lastStage(d.Steps)
 	}
+	if t := d.Task; t != nil && action == store.NextWait {
+		wt.Lane = t.Lane
+		switch {
+		case t.Queued():
+			wt.QueuedBehind = d.Ahead
+			wt.WaitingFor = fmt.Sprintf("a free worker (queued behind %d %s), then %s", d.Ahead, laneWords(t.Lane, d.Ahead), wt.WaitingFor)
+		case t.Claimed():
+			wt.Running = true
+		default:
+			next := t.DueAt
+			wt.NextCheckAt = &next
+		}
+	}
 	return wt
+}
+
+// taskStep is the step of the request's driving task ("" : none).
+func taskStep(d store.RequestDetail) string {
+	if d.Task == nil {
+		return ""
+	}
+	return d.Task.Step
+}
+
+// laneWords names n tasks of a lane for people.
+func laneWords(lane string, n int) string {
+	what := "background check"
+	if lane == engine.LaneFirst {
+		what = "request"
+	}
+	if n != 1 {
+		what += "s"
+	}
+	return what
 }
 
 // lastStage is the stage of the newest step that had one.
@@ -290,7 +323,7 @@ func (w *Workflow) MyRequests(ctx context.Context, subject, cursor string, limit
 // longest unchanged first; a status or step filter lists those instead.
 func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (Page[RequestSummary], error) {
 	sf := store.StuckFilter{Step: f.Step, Page: store.Page{Cursor: f.Cursor, Limit: f.Limit}, NeedsOperator: f.Status == "" && f.Step == 0,
-		DeployOverdue: w.cfg.Current().DeployOverdue()}
+		DeployOverdue: w.cfg.Current().DeployOverdue(), ApprovalOverdue: w.cfg.Current().ApprovalTimeout()}
 	if f.Status != "" {
 		sf.Statuses = []store.BindingStatus{f.Status}
 	}

@@ -5,21 +5,22 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 
 	"bindery/apperr"
 	"bindery/approval"
 	"bindery/batch"
 	"bindery/change"
 	"bindery/config"
+	"bindery/engine"
 	"bindery/metric"
 	"bindery/store"
 )
 
-// The engine is split by phase: apply.go (apply, re-apply, hand-off), approval.go (tickets,
-// callbacks), legacy.go (the MR-first flow, one MR per request), validate.go (deploy callback,
-// reconciliation), close.go (revoke, expiry), recover.go (leases, sweep, operators' retry and
-// settle), views.go (what the API shows), cron.go (the jobs), steps.go (the step wrapper).
+// The workflow is split by phase: apply.go (apply, re-apply), approval.go (tickets, callbacks),
+// legacy.go (the MR-first flow, one MR per request), validate.go (deploy callback,
+// reconciliation), close.go (revoke, expiry), recover.go (repair, operators' retry and settle,
+// webhooks), views.go (what the API shows), cron.go (the jobs), steps.go (a request's steps as
+// tasks of the engine).
 
 // Batches is the batch path of the approval-first flow: package batch's *Service. Rounds claim
 // the waiting requests of each partition into one batch and run it; the workflow never drives a
@@ -31,10 +32,9 @@ type Batches interface {
 	Resume(ctx context.Context, batchID int64) error
 	// Settle settles an active batch now (close, re-read, merged wins).
 	Settle(ctx context.Context, batchID int64, actor string) error
-	// Sweep takes over and resumes or settles active batches whose lease expired.
-	Sweep(ctx context.Context) (int, error)
-	// Wake tells a batch waiting on (project, mrIID) to poll now (a GitLab webhook).
-	Wake(project string, mrIID int64)
+	// Wake makes the batch waiting on (project, mrIID) look now (a GitLab webhook); it returns
+	// how many tasks it woke.
+	Wake(ctx context.Context, project string, mrIID int64) (int, error)
 }
 
 // Tickets opens approval tickets: *approval.Client. Idempotent by operationId.
@@ -42,24 +42,17 @@ type Tickets interface {
 	Open(ctx context.Context, t approval.Ticket) (string, error)
 }
 
-// Pool runs long steps: *worker.Pool. Submit never blocks; a refusal is worker.ErrPoolFull or
-// worker.ErrPoolStopped and the caller persists what it means.
-type Pool interface {
-	Submit(name string, fn func(ctx context.Context)) error
-}
-
 // Options configure New. Every field but Log and Recorder is required.
 type Options struct {
-	DB       *store.DB
-	Config   *config.Source
-	Batches  Batches
-	Tickets  Tickets
-	Change   *change.Runner // the legacy flow's per-request MR (the batch path has its own)
-	Pool     Pool
+	DB      *store.DB
+	Config  *config.Source
+	Batches Batches
+	Tickets Tickets
+	Change  *change.Runner // the legacy flow's per-request MR (the batch path has its own)
+	// Engine runs the requests' steps; New registers the request kind on it.
+	Engine   *engine.Engine
 	Log      *slog.Logger
 	Recorder *metric.Recorder // business outcomes and stage durations, after commit
-	// Instance names this process as the holder of operation leases.
-	Instance string
 	// BaseURL is bindery's own URL, used for the approval callback while server.publicURL is
 	// blank (the demo's address).
 	BaseURL string
@@ -70,53 +63,39 @@ type Options struct {
 
 // Workflow is the request lifecycle. It implements the HTTP layer's server.Workflow.
 type Workflow struct {
-	db       *store.DB
-	cfg      *config.Source
-	batches  Batches
-	tickets  Tickets
-	change   *change.Runner
-	pool     Pool
-	log      *slog.Logger
-	rec      *metric.Recorder
-	instance string
-	baseURL  string
-	gitlab   string
-
-	// wakers are the legacy steps polling an MR, woken by a GitLab webhook; merging holds the
-	// per-project legacy merge locks.
-	mu      sync.Mutex
-	wakers  map[mrKey]map[chan struct{}]struct{}
-	merging map[string]chan struct{}
-}
-
-type mrKey struct {
-	project string
-	iid     int64
+	db      *store.DB
+	cfg     *config.Source
+	batches Batches
+	tickets Tickets
+	change  *change.Runner
+	engine  *engine.Engine
+	log     *slog.Logger
+	rec     *metric.Recorder
+	baseURL string
+	gitlab  string
 }
 
 // New builds the workflow.
 func New(o Options) (*Workflow, error) {
-	switch {
-	case o.DB == nil, o.Config == nil, o.Batches == nil, o.Tickets == nil, o.Change == nil, o.Pool == nil:
-		return nil, errors.New("workflow: DB, Config, Batches, Tickets, Change and Pool are required")
-	case o.Instance == "":
-		return nil, errors.New("workflow: Instance is required (lease owner)")
+	if o.DB == nil || o.Config == nil || o.Batches == nil || o.Tickets == nil || o.Change == nil || o.Engine == nil {
+		return nil, errors.New("workflow: DB, Config, Batches, Tickets, Change and Engine are required")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Workflow{
-		db: o.DB, cfg: o.Config, batches: o.Batches, tickets: o.Tickets, change: o.Change, pool: o.Pool,
-		log: o.Log, rec: o.Recorder, instance: o.Instance,
+	w := &Workflow{
+		db: o.DB, cfg: o.Config, batches: o.Batches, tickets: o.Tickets, change: o.Change, engine: o.Engine,
+		log: o.Log, rec: o.Recorder,
 		baseURL: strings.TrimRight(o.BaseURL, "/"), gitlab: strings.TrimRight(o.GitLabURL, "/"),
-		wakers: map[mrKey]map[chan struct{}]struct{}{}, merging: map[string]chan struct{}{},
-	}, nil
+	}
+	o.Engine.Register(w.requestKind())
+	return w, nil
 }
 
 // Flows, recorded on the operation at apply.
 const (
-	FlowApprovalFirst = "approval-first"
-	FlowLegacy        = "legacy"
+	FlowApprovalFirst = store.FlowApprovalFirst
+	FlowLegacy        = store.FlowLegacy
 )
 
 // notFound is the API's answer for an unknown request.
