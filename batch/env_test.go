@@ -293,11 +293,23 @@ func (e *env) round(t *testing.T, svc *batch.Service, partition string) batch.Ou
 // stopped waits until batch id is no longer RUNNING and returns it.
 func (e *env) stopped(t *testing.T, id int64) store.Batch {
 	t.Helper()
+	return e.batchWhen(t, id, "to stop running", func(b store.Batch) bool { return b.Status != store.BatchRunning })
+}
+
+// settled waits until batch id is SUCCEEDED or FAILED and returns it.
+func (e *env) settled(t *testing.T, id int64) store.Batch {
+	t.Helper()
+	return e.batchWhen(t, id, "to be settled", func(b store.Batch) bool { return !b.Status.Active() })
+}
+
+// batchWhen waits until batch id satisfies cond and returns it.
+func (e *env) batchWhen(t *testing.T, id int64, what string, cond func(store.Batch) bool) store.Batch {
+	t.Helper()
 	var b store.Batch
-	waitFor(t, fmt.Sprintf("batch %d to stop running", id), func() bool {
+	waitFor(t, fmt.Sprintf("batch %d %s", id, what), func() bool {
 		var err error
 		b, err = e.db.Batch(bg, id)
-		return err == nil && b.Status != store.BatchRunning
+		return err == nil && cond(b)
 	})
 	return b
 }

@@ -202,17 +202,6 @@ func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
 	})
 }
 
-// settled waits until batch id is SUCCEEDED or FAILED and returns it.
-func (e *env) settled(t *testing.T, id int64) store.Batch {
-	t.Helper()
-	var b store.Batch
-	waitFor(t, fmt.Sprintf("batch %d to be settled", id), func() bool {
-		var err error
-		b, err = e.db.Batch(bg, id)
-		return err == nil && !b.Status.Active()
-	})
-	return b
-}
 
 // settleSoon is an operator who settles batch id, trying again while a step of it runs (the API
 // answers 409 "running right now; look again in a moment").

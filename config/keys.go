@@ -170,32 +170,10 @@ var coreKeys = []Key{
 			return s.logLevel.String(), note, nil
 		},
 	},
-	{
-		Name: "workers.size", Type: "int", Default: "8", Static: true,
-		Doc:       "Workers of the background lane on each instance: pipeline checks, merges, settlements, batches — each one bounded action (one GitLab call or one look), never a wait: work waiting on CI is a row with a due time, not a busy worker.",
-		Misconfig: "blank, unparsable or < 1 → 8.",
-		apply: func(s *Snapshot, v value) (string, string, error) {
-			var note string
-			s.workerCount, note = intOr(v, 8, 8)
-			if s.workerCount < 1 {
-				s.workerCount, note = 8, "must be ≥ 1"
-			}
-			return itoa(s.workerCount), note, nil
-		},
-	},
-	{
-		Name: "workers.first", Type: "int", Default: "4", Static: true,
-		Doc:       "Workers of the first-steps lane on each instance: a new application's approval ticket, a legacy MR's creation. A lane of their own, so that no number of batches in CI delays an application; work waits in the database for a free worker, and the request view says how many are ahead.",
-		Misconfig: "blank, unparsable or < 1 → 4.",
-		apply: func(s *Snapshot, v value) (string, string, error) {
-			var note string
-			s.firstWorkers, note = intOr(v, 4, 4)
-			if s.firstWorkers < 1 {
-				s.firstWorkers, note = 4, "must be ≥ 1"
-			}
-			return itoa(s.firstWorkers), note, nil
-		},
-	},
+	workerKey("workers.size", 8, func(s *Snapshot) *int { return &s.workerCount },
+		"Workers of the background lane on each instance: pipeline checks, merges, settlements, batches — each one bounded action (one GitLab call or one look), never a wait: work waiting on CI is a row with a due time, not a busy worker."),
+	workerKey("workers.first", 4, func(s *Snapshot) *int { return &s.firstWorkers },
+		"Workers of the first-steps lane on each instance: a new application's approval ticket, a legacy MR's creation. A lane of their own, so that no number of batches in CI delays an application; work waits in the database for a free worker, and the request view says how many are ahead."),
 	{
 		Name: "workers.idlePoll", Type: "duration", Default: "1s", Static: true,
 		Doc:       "How often an idle lane looks for work that another instance made due (a webhook, a callback or an operator's action received there); work this instance makes due runs at once.",
@@ -336,6 +314,22 @@ var coreKeys = []Key{
 			return fmt.Sprintf("%d targets", len(ts)), "", nil
 		},
 	},
+}
+
+// workerKey declares a lane's worker count (static: read at start).
+func workerKey(name string, def int, field func(*Snapshot) *int, doc string) Key {
+	return Key{
+		Name: name, Type: "int", Default: itoa(def), Static: true, Doc: doc,
+		Misconfig: fmt.Sprintf("blank, unparsable or < 1 → %d.", def),
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			n, note := intOr(v, def, def)
+			if n < 1 {
+				n, note = def, "must be ≥ 1"
+			}
+			*field(s) = n
+			return itoa(n), note, nil
+		},
+	}
 }
 
 // rateLimitKey declares a per-route rate limit key. Routes declare the same default beside

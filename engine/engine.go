@@ -22,6 +22,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -487,25 +488,11 @@ func (r *Run) DB() *store.DB { return r.e.db }
 // first statement is the fenced task write; write (optional) adds the business writes. Work
 // due at once is started on this instance without waiting for a dispatcher's look.
 func (r *Run) Next(ctx context.Context, n store.TaskNext, write func(tx *store.Tx) error) error {
-	err := r.e.db.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.AdvanceTask(ctx, r.Task, n); err != nil {
-			return err
-		}
-		if write != nil {
-			return write(tx)
-		}
-		return nil
-	})
-	if err != nil {
-		return Unavailable(err)
+	if err := r.commit(ctx, func(tx *store.Tx) error { return tx.AdvanceTask(ctx, r.Task, n) }, write); err != nil {
+		return err
 	}
-	r.done = true
 	if n.In <= 0 {
-		lane := n.Lane
-		if lane == "" {
-			lane = r.Task.Lane
-		}
-		r.e.Nudge(lane)
+		r.e.Nudge(cmp.Or(n.Lane, r.Task.Lane))
 	}
 	return nil
 }
@@ -513,8 +500,22 @@ func (r *Run) Next(ctx context.Context, n store.TaskNext, write func(tx *store.T
 // Finish records the outcome of the action and ends the task (deleted under the fence); write
 // (optional) adds the business writes, in the same transaction.
 func (r *Run) Finish(ctx context.Context, write func(tx *store.Tx) error) error {
+	return r.commit(ctx, func(tx *store.Tx) error { return tx.FinishTask(ctx, r.Task) }, write)
+}
+
+// Release ends the claim without an outcome, due again in `in` (waiting for a slot another task
+// holds): the next run starts the step over.
+func (r *Run) Release(ctx context.Context, in time.Duration, note string) error {
+	next := store.TaskNext{In: in, Wait: store.WaitKeep, Checks: r.Task.Checks, Failures: r.Task.Failures, Note: note}
+	return r.commit(ctx, func(tx *store.Tx) error { return tx.AdvanceTask(ctx, r.Task, next) }, nil)
+}
+
+// commit runs the fenced task write, then write, in one transaction. A failing database is
+// Unavailable (the step is tried again); a fence that no longer holds stays store.ErrPreempted;
+// a transition the tables refuse (a bug) stays what it is, so the step's failure is written.
+func (r *Run) commit(ctx context.Context, fence, write func(tx *store.Tx) error) error {
 	err := r.e.db.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.FinishTask(ctx, r.Task); err != nil {
+		if err := fence(tx); err != nil {
 			return err
 		}
 		if write != nil {
@@ -522,24 +523,16 @@ func (r *Run) Finish(ctx context.Context, write func(tx *store.Tx) error) error 
 		}
 		return nil
 	})
-	if err != nil {
-		return Unavailable(err)
+	var illegal *store.ErrIllegalTransition
+	var illegalBatch *store.ErrIllegalBatchTransition
+	switch {
+	case err == nil:
+		r.done = true
+		return nil
+	case errors.As(err, &illegal), errors.As(err, &illegalBatch):
+		return err
 	}
-	r.done = true
-	return nil
-}
-
-// Release ends the claim without an outcome, due again in `in` (waiting for a slot another task
-// holds): the next run starts the step over.
-func (r *Run) Release(ctx context.Context, in time.Duration, note string) error {
-	err := r.e.db.InTx(ctx, func(tx *store.Tx) error {
-		return tx.AdvanceTask(ctx, r.Task, store.TaskNext{In: in, Wait: store.WaitKeep, Checks: r.Task.Checks, Failures: r.Task.Failures, Note: note})
-	})
-	if err != nil {
-		return Unavailable(err)
-	}
-	r.done = true
-	return nil
+	return Unavailable(err)
 }
 
 // Stages is a staged polling schedule: Short intervals for the first ShortCount checks, then

@@ -351,3 +351,31 @@ func TestAShutdownWritesNothingAndGivesTheClaimBack(t *testing.T) {
 		}
 	})
 }
+
+// An action that outlives its lease (every outbound call's own deadline is far shorter: it is
+// stuck) is cut there and tried again like an unavailable dependency, not left holding the work.
+func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var runs atomic.Int32
+		var failures atomic.Int32
+		kind := engine.Kind{Name: "request", Lease: func() time.Duration { return 100 * time.Millisecond },
+			Run: func(ctx context.Context, r *engine.Run) error {
+				if runs.Add(1) == 1 {
+					<-ctx.Done() // stuck until the lease ends
+					return ctx.Err()
+				}
+				failures.Store(int32(r.Task.Failures))
+				return r.Finish(ctx, nil)
+			}, Fail: func(ctx context.Context, r *engine.Run, err error) error {
+				t.Errorf("failed: %v", err)
+				return r.Finish(ctx, nil)
+			}, Retry: engine.Attempts(3, time.Millisecond)}
+		e := start(t, db, "i", nil, kind)
+		put(t, db, "request", "op-1", engine.LaneFirst, "ticket")
+		e.NudgeAll()
+		waitFor(t, "the second attempt", gone(db, "request", "op-1"))
+		if runs.Load() != 2 || failures.Load() != 1 {
+			t.Fatalf("%d runs, the second after %d failures", runs.Load(), failures.Load())
+		}
+	})
+}

@@ -376,26 +376,22 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange) (string, []any, error) {
 	if !to.Active() || !CanTransitionBatch(cur.Status, to) {
 		return "", nil, &ErrIllegalBatchTransition{From: cur.Status, To: to}
 	}
-	set := "status = ?, version = version + 1, updated_at = " + db.now()
-	set, args := setRefs(set, []any{to}, c.MRIID, c.PipelineID)
+	var a assignments
+	a.set("status = ?, version = version + 1, updated_at = "+db.now(), to)
+	a.refs(c.MRIID, c.PipelineID)
 	if c.Note != "" {
-		set += ", note = ?"
-		args = append(args, clipNote(c.Note))
+		a.set("note = ?", clipNote(c.Note))
 	}
 	if c.BranchDigest != nil {
-		set += ", branch_digest = ?"
-		args = append(args, *c.BranchDigest)
+		a.set("branch_digest = ?", *c.BranchDigest)
 	}
 	if c.Failing != nil {
-		set += ", failing = ?"
-		args = append(args, clipNote(*c.Failing))
+		a.set("failing = ?", clipNote(*c.Failing))
 	}
 	if c.LastError != nil {
-		set += ", last_error = ?"
-		args = append(args, clipNote(*c.LastError))
+		a.set("last_error = ?", clipNote(*c.LastError))
 	}
-	args = append(args, cur.ID, cur.Version)
-	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + set + " WHERE id = ? AND version = ?", args, nil
+	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }
 
 // Settlement ends a batch: SUCCEEDED (its MR merged) or FAILED (closed, or no MR).

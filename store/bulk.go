@@ -65,18 +65,18 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 			continue
 		}
 
-		set := "status = ?, step = ?, version = version + 1, updated_at = " + db.now()
-		set, args := setRefs(set, []any{c.To, c.Step}, c.MRIID, c.PipelineID)
+		var a assignments
+		a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
+		a.refs(c.MRIID, c.PipelineID)
 		if batchID != 0 {
-			set += ", batch_id = ?"
-			args = append(args, batchID)
+			a.set("batch_id = ?", batchID)
 		}
-		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET "+set+" WHERE operation_id IN "+inList(len(eligible)),
-			append(args, anys(eligible)...)...)
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "uk_operation_operation")+" SET "+a.list+" WHERE operation_id IN "+inList(len(eligible)),
+			append(a.args, anys(eligible)...)...)
 		if err := requireN(res, err, len(eligible), "move %d operations to %s", len(eligible), c.To); err != nil {
 			return nil, err
 		}
-		args = append([]any{c.To}, anys(eligible)...)
+		args := append([]any{c.To}, anys(eligible)...)
 		args = append(args, anys(c.From)...)
 		res, err = tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "uk_binding_operation")+" SET status = ?, version = version + 1, updated_at = "+db.now()+
 			" WHERE operation_id IN "+inList(len(eligible))+" AND status IN "+inList(len(c.From)), args...)

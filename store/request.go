@@ -198,16 +198,16 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 		return Request{}, &ErrIllegalTransition{From: b.Status, To: c.To}
 	}
 	db := tx.db
-	set := "status = ?, step = ?, version = version + 1, updated_at = " + db.now()
-	set, args := setRefs(set, []any{c.To, c.Step}, c.MRIID, c.PipelineID)
-	args = append(args, op.ID, op.Version)
-	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+set+" WHERE id = ? AND version = ?", args...)
+	var a assignments
+	a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
+	a.refs(c.MRIID, c.PipelineID)
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ?", append(a.args, op.ID, op.Version)...)
 	if err := requireOne(res, err, "transition operation %s", op.OperationID); err != nil {
 		return Request{}, err
 	}
 
-	set = "status = ?, version = version + 1, updated_at = " + db.now()
-	args = []any{c.To}
+	set := "status = ?, version = version + 1, updated_at = " + db.now()
+	args := []any{c.To}
 	if c.ExpiresIn > 0 {
 		set += ", expires_at = " + db.nowPlus()
 		args = append(args, micros(c.ExpiresIn))

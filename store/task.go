@@ -239,45 +239,39 @@ type TaskNext struct {
 func (tx *Tx) AdvanceTask(ctx context.Context, t Task, n TaskNext) error {
 	db := tx.db
 	// A wake that came during the run brings the next look forward — for a wait only: a BLOCKED
-	// window or a backoff outside a wait is not shortened by a webhook.
-	due := db.nowPlus()
-	args := []any{micros(n.In)}
+	// window or a backoff outside a wait is not shortened by a webhook. due_at comes first: MySQL
+	// evaluates assignments left to right, and its CASE must read wait_since before it changes.
+	var a assignments
 	switch n.Wait {
+	case WaitNone:
+		a.set("due_at = "+db.nowPlus(), micros(n.In))
 	case WaitStart:
-		due = "CASE WHEN wakes <> ? THEN " + db.now() + " ELSE " + db.nowPlus() + " END"
-		args = []any{t.Wakes, micros(n.In)}
+		a.set("due_at = CASE WHEN wakes <> ? THEN "+db.now()+" ELSE "+db.nowPlus()+" END", t.Wakes, micros(n.In))
 	case WaitKeep:
-		due = "CASE WHEN wakes <> ? AND wait_since IS NOT NULL THEN " + db.now() + " ELSE " + db.nowPlus() + " END"
-		args = []any{t.Wakes, micros(n.In)}
+		a.set("due_at = CASE WHEN wakes <> ? AND wait_since IS NOT NULL THEN "+db.now()+" ELSE "+db.nowPlus()+" END", t.Wakes, micros(n.In))
 	}
-	set := "owner = NULL, due_at = " + due + ", failures = ?, note = ?, updated_at = " + db.now()
-	args = append(args, n.Failures, clipNote(n.Note))
+	a.set("owner = NULL, failures = ?, note = ?, updated_at = "+db.now(), n.Failures, clipNote(n.Note))
 	if n.Memo != nil {
-		set += ", memo = ?"
-		args = append(args, clipText(*n.Memo, maxMemo))
+		a.set("memo = ?", clipText(*n.Memo, maxMemo))
 	}
 	if n.Step != "" {
-		set += ", step = ?"
-		args = append(args, n.Step)
+		a.set("step = ?", n.Step)
 	}
 	if n.Lane != "" {
-		set += ", lane = ?"
-		args = append(args, n.Lane)
+		a.set("lane = ?", n.Lane)
 	}
 	switch n.Wait {
-	case WaitKeep:
-		set += ", checks = ?"
-		args = append(args, n.Checks)
-	case WaitStart:
-		set += ", checks = 0, wait_since = " + db.now()
 	case WaitNone:
-		set += ", checks = 0, wait_since = NULL"
+		a.set("checks = 0, wait_since = NULL")
+	case WaitKeep:
+		a.set("checks = ?", n.Checks)
+	case WaitStart:
+		a.set("checks = 0, wait_since = " + db.now())
 	}
 	if n.Slot != nil {
-		set += ", slot = ?"
-		args = append(args, nullIfEmpty(*n.Slot))
+		a.set("slot = ?", nullIfEmpty(*n.Slot))
 	}
-	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET "+set+" WHERE id = ? AND epoch = ?", append(args, t.ID, t.Epoch)...)
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND epoch = ?", append(a.args, t.ID, t.Epoch)...)
 	return requireOne(res, err, "advance task %s %s", t.Kind, t.Ref)
 }
 

@@ -169,15 +169,27 @@ func trimPage[T any](items []T, limit int, after func(T) cursor, withTime bool) 
 	return items, after(items[limit-1]).encode(withTime)
 }
 
-// setRefs extends a SET clause with the MR and pipeline numbers that are given (non-zero).
-func setRefs(set string, args []any, mrIID, pipelineID int64) (string, []any) {
+// assignments is an UPDATE's SET list and its arguments, built from parts that may be absent.
+type assignments struct {
+	list string
+	args []any
+}
+
+// set appends one assignment ("note = ?") with its arguments.
+func (a *assignments) set(assignment string, args ...any) {
+	if a.list != "" {
+		a.list += ", "
+	}
+	a.list += assignment
+	a.args = append(a.args, args...)
+}
+
+// refs records the MR and pipeline numbers that are given (non-zero).
+func (a *assignments) refs(mrIID, pipelineID int64) {
 	if mrIID != 0 {
-		set += ", mr_iid = ?"
-		args = append(args, mrIID)
+		a.set("mr_iid = ?", mrIID)
 	}
 	if pipelineID != 0 {
-		set += ", pipeline_id = ?"
-		args = append(args, pipelineID)
+		a.set("pipeline_id = ?", pipelineID)
 	}
-	return set, args
 }

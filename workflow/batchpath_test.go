@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/sim"
 	"bindery/store"
@@ -351,4 +352,40 @@ func (h *harness) settledBatch(id int64) store.Batch {
 		return err == nil && !b.Status.Active()
 	})
 	return b
+}
+
+// The durable-execution scenario: more batches wait on CI (pipelines of an hour) than there are
+// background workers, and a new application's approval ticket is still sent at once — the
+// batches' waits are rows with due times, not workers, and the first steps have their own lane.
+// (Its latency against idle is measured by BenchmarkFirstStepWithBatchesInCI.)
+func TestANewApplicationIsNotDelayedByBatchesWaitingOnCI(t *testing.T) {
+	var targets strings.Builder
+	targets.WriteString("targets:\n")
+	for i := range 12 {
+		fmt.Fprintf(&targets, "  - {key: p%02d, title: P%d, project: infra/p%02d, path: \"bindings/{subject}.yaml\"}\n", i, i, i)
+	}
+	extra := strings.Replace(fastSims, "pipelineDuration: 0s", "pipelineDuration: 1h", 1) + targets.String()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra, workers: 2, first: 1})
+		var waiting []string
+		for i := range 10 {
+			waiting = append(waiting, h.approved("alice", fmt.Sprintf("p%02d", i))...)
+		}
+		h.roundUntil("10 batches waiting on CI", func() bool {
+			return h.count("SELECT COUNT(*) FROM task WHERE kind = 'batch' AND step = 'pipeline' AND checks > 0") == 10
+		})
+		if n := h.currentEngine().Running(engine.LaneBackground); n > 2 {
+			t.Fatalf("%d background actions with 2 workers", n)
+		}
+		op := h.apply("bob", "p11")
+		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		if w := v.Waiting; w == nil || w.WaitingFor != "the approvers in the approval system" {
+			t.Fatalf("waiting: %+v", w)
+		}
+		for _, id := range waiting {
+			if w := h.view(id).Waiting; w == nil || !strings.Contains(w.WaitingFor, "the pipeline of merge request !1 to pass") {
+				t.Fatalf("%s waiting: %+v", id, w)
+			}
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"bindery/approval"
+	"bindery/config"
 	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -280,4 +281,38 @@ func (h *harness) closeMR(iid int64) {
 	if _, err := h.gl.CloseMergeRequest(bg, project, iid); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// A request waiting for its decision longer than approval.timeout is listed for operators with
+// its age; an operator's retry sends the ticket again (the approval system keeps one ticket per
+// request) and the request goes on waiting for the approvers — not a 500, not a second ticket.
+func TestAnApprovalWaitingTooLongIsListedAndItsTicketSentAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		h.cfg.Replace(config.MustParse(strings.Replace(configFor(true, fastSims), "approval:\n", "approval:\n  timeout: 50ms\n", 1)))
+		op := h.apply("alice", "db-read")
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		var stuck workflow.Page[workflow.RequestSummary]
+		h.waitFor("the request in the stuck list", func() bool {
+			h.api("GET", "/api/ops/requests", "ops", "", &stuck)
+			return len(stuck.Items) == 1 && stuck.Items[0].OperationID == op
+		})
+		if s := stuck.Items[0]; s.Status != store.StatusApprovalSent || s.UpdatedAt.IsZero() {
+			t.Fatalf("listed as %+v", s)
+		}
+		if code := h.retry(op); code != 202 {
+			t.Fatalf("retry: %d", code)
+		}
+		h.waitFor("the ticket sent again", func() bool {
+			v := h.view(op)
+			return strings.Contains(v.Timeline[len(v.Timeline)-1].Note, "sent again")
+		})
+		v := h.view(op)
+		wantState(t, v, store.StatusApprovalSent, store.StepApprovalSent, store.NextWait)
+		if n := len(h.sims.Approval.Tickets()); n != 1 {
+			t.Fatalf("%d tickets", n)
+		}
+		h.decide(op, sim.TicketApproved)
+		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+	})
 }
