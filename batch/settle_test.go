@@ -202,7 +202,6 @@ func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
 	})
 }
 
-
 // settleSoon is an operator who settles batch id, trying again while a step of it runs (the API
 // answers 409 "running right now; look again in a moment").
 func (e *env) settleSoon(t *testing.T, svc *batch.Service, id int64, who string) {
