@@ -54,6 +54,7 @@ var sections = []struct {
 	{"e2e", "5. End to end: approved requests to VALIDATED against the simulators", e2eSection},
 	{"limiter", "6. Rate limiter vs. golang.org/x/time/rate", limiterSection},
 	{"footprint", "7. Binary size, start-to-ready, memory", footprintSection},
+	{"engine", "8. Durable execution: a first step beside 1,000 batches in CI; webhooks across instances", engineSection},
 }
 
 // options are the command line.

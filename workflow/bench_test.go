@@ -105,37 +105,49 @@ sim:
 ratelimit:
   apply: ''
 ` + targets.String()
-	for range b.N {
-		h := setup(b, storetest.SQLite(b), options{approvalFirst: true, realBatch: true, extra: extra, workers: 8, first: 4, idlePoll: time.Second})
-		base := runtime.NumGoroutine()
-		made, probe := 0, 0
-		for _, n := range levels {
-			for ; made < n; made++ {
-				op := h.apply("alice", fmt.Sprintf("ci-%04d", made))
-				h.decide(op, sim.TicketApproved)
+	for _, dbName := range []string{"sqlite", "mysql"} {
+		b.Run(dbName, func(b *testing.B) {
+			for range b.N {
+				db := storetest.SQLite(b)
+				if dbName == "mysql" {
+					db = storetest.MySQL(b)
+				}
+				firstStepWithBatchesInCI(b, db, extra, levels, probes)
 			}
-			h.roundUntil(fmt.Sprintf("%d batches waiting on CI", n), func() bool {
-				return h.count("SELECT COUNT(*) FROM task WHERE kind = 'batch' AND step = 'pipeline'") == n
-			})
-			var lat []time.Duration
-			for range probes / len(levels) * 2 {
-				user := []string{"alice", "bob", "ops"}[probe%3]
-				op := h.apply(user, fmt.Sprintf("probe-%02d", probe/3))
-				probe++
-				v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
-				lat = append(lat, v.Timeline[len(v.Timeline)-1].At.Sub(v.Timeline[0].At))
-			}
-			slices.Sort(lat)
-			b.ReportMetric(ms(lat[len(lat)/2]), fmt.Sprintf("p50-ms/%d-in-ci", n))
-			b.ReportMetric(ms(lat[len(lat)-1]), fmt.Sprintf("max-ms/%d-in-ci", n))
-			b.ReportMetric(float64(runtime.NumGoroutine()-base), fmt.Sprintf("goroutines/%d-in-ci", n))
-			busy := 0
-			for range 20 { // background workers in use, sampled over 2 s
-				busy = max(busy, h.currentEngine().Running(engine.LaneBackground))
-				time.Sleep(100 * time.Millisecond)
-			}
-			b.ReportMetric(float64(busy), fmt.Sprintf("busy-workers/%d-in-ci", n))
+		})
+	}
+}
+
+func firstStepWithBatchesInCI(b *testing.B, db *store.DB, extra string, levels []int, probes int) {
+	h := setup(b, db, options{approvalFirst: true, realBatch: true, extra: extra, workers: 8, first: 4, idlePoll: time.Second})
+	base := runtime.NumGoroutine()
+	made, probe := 0, 0
+	for _, n := range levels {
+		for ; made < n; made++ {
+			op := h.apply("alice", fmt.Sprintf("ci-%04d", made))
+			h.decide(op, sim.TicketApproved)
 		}
+		h.roundUntil(fmt.Sprintf("%d batches waiting on CI", n), func() bool {
+			return h.count("SELECT COUNT(*) FROM task WHERE kind = 'batch' AND step = 'pipeline'") == n
+		})
+		var lat []time.Duration
+		for range probes / len(levels) * 2 {
+			user := []string{"alice", "bob", "ops"}[probe%3]
+			op := h.apply(user, fmt.Sprintf("probe-%02d", probe/3))
+			probe++
+			v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+			lat = append(lat, v.Timeline[len(v.Timeline)-1].At.Sub(v.Timeline[0].At))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(ms(lat[len(lat)/2]), fmt.Sprintf("p50-ms/%d-in-ci", n))
+		b.ReportMetric(ms(lat[len(lat)-1]), fmt.Sprintf("max-ms/%d-in-ci", n))
+		b.ReportMetric(float64(runtime.NumGoroutine()-base), fmt.Sprintf("goroutines/%d-in-ci", n))
+		busy := 0
+		for range 20 { // background workers in use, sampled over 2 s
+			busy = max(busy, h.currentEngine().Running(engine.LaneBackground))
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.ReportMetric(float64(busy), fmt.Sprintf("busy-workers/%d-in-ci", n))
 	}
 }
 
