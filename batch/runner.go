@@ -123,11 +123,15 @@ func (s *Service) runBatch(ctx context.Context, er *engine.Run) error {
 }
 
 // failBatch is the declared failure of the step that failed: decided now, carried out by the
-// settle step (write-ahead), whatever happens in between.
+// settle step (write-ahead), whatever happens in between. A failure decided already is never
+// replaced: the settle step goes on with it.
 func (s *Service) failBatch(ctx context.Context, er *engine.Run, err error) error {
 	r, ok := er.State.(*run)
-	if !ok { // failed before the batch was read
+	switch {
+	case !ok: // failed before the batch was read
 		return er.Next(ctx, store.TaskNext{In: s.short(), Note: "retrying after an internal error"}, nil)
+	case r.batch.Failing != "":
+		return er.Next(ctx, store.TaskNext{Step: stepSettle, In: s.short(), Note: "settling: " + publicNote(err)}, nil)
 	}
 	return r.decide(ctx, r.phase.with(publicNote(err)))
 }
@@ -567,7 +571,9 @@ func (r *run) settle(ctx context.Context) error {
 	switch {
 	case errors.Is(err, change.ErrLocked):
 		return r.r.Next(ctx, store.TaskNext{In: r.s.short(), Note: "the MR is being merged right now; looking again"}, nil)
-	case err != nil && engine.Transient(err):
+	case err != nil:
+		// Transient or not, the decided failure stands: the batch stays active and says why
+		// (an MR bindery cannot close must not be left to merge after its members failed).
 		short, _, long, _ := r.s.cfg.Current().PollStages()
 		wait, _ := engine.Backoff(short, long)(r.r, err)
 		msg := engine.Public(err)
@@ -575,8 +581,6 @@ func (r *run) settle(ctx context.Context) error {
 		r.s.log.Warn("batch settlement did not go through; retrying", "batch", b.ID, "failure", f.note, "error", err, "wait", wait)
 		return r.next(ctx, store.TaskNext{In: max(wait, outbound.RetryAfterOf(err)), Failures: r.r.Task.Failures + 1, Note: "settling did not go through: " + msg},
 			store.BatchStep{Change: store.BatchChange{LastError: &msg, Note: fmt.Sprintf("failed (%s), but settling it did not go through: %s; retrying", f.note, msg)}})
-	case err != nil:
-		return err
 	case wasMerged:
 		note := fmt.Sprintf("MR !%d turned out merged: the merge wins over the close", iid)
 		return r.settleAs(ctx, store.BatchSucceeded, note, merged(iid, note))

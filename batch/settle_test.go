@@ -11,6 +11,7 @@ import (
 
 	"bindery/batch"
 	"bindery/gitlab"
+	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -227,4 +228,86 @@ func (e *env) mergeNow(iid int64) error {
 	}
 	_, err = e.runner.GitLab.Merge(bg, projectA, iid, gitlab.MergeOptions{SHA: mr.SHA})
 	return err
+}
+
+// Write-ahead settlement: the batch's failure is recorded before its MR is closed, so a crash
+// between the close and the settlement's write changes nothing about why it failed — the instance
+// that resumes it finds the MR closed and settles it with the decided cause, not as "closed
+// outside bindery".
+func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
+		e.gl.SetFaults(f)
+		a, engA := e.held(t, "instance-a")
+		var once sync.Once
+		crash := func() { once.Do(func() { go engA.Kill() }) } // dies while GitLab closes the MR
+		e.beforeClose.Store(&crash)
+		engA.Start()
+		ids := e.admitMany(t, "crash", "t1", 2)
+		o := e.round(t, a, projectA)
+		waitFor(t, "the close to reach GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "closed" })
+		e.beforeClose.Store(nil)
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning || b.Failing == "" {
+			t.Fatalf("after the crash: %+v (want RUNNING with the decided failure)", b)
+		}
+		e.dueNow(t, o.BatchID) // the dead instance's claim expired
+		e.service(t, "instance-b")
+		if b := e.settled(t, o.BatchID); b.Status != store.BatchFailed {
+			t.Fatalf("batch: %+v", b)
+		}
+		e.failedOnApprove(t, store.Batch{MRIID: 1}, ids) // the approve step's failure, not HANDLE_MR_CLOSED
+	})
+}
+
+// GitLab is merging the MR right now (it is "locked") when an operator settles the batch: locked
+// is undecided, so the settlement looks again instead of calling it "not merged" — and when the
+// merge lands, the batch succeeds with its members MERGED.
+func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{})
+		f := e.gl.Faults()
+		f.MergeDuration = 2 * time.Second // GitLab takes its time to merge
+		e.gl.SetFaults(f)
+		svc := e.service(t, "i1")
+		ids := e.admitMany(t, "locked", "t1", 2)
+		o := e.round(t, svc, projectA)
+		waitFor(t, "GitLab to be merging the MR", func() bool { return e.gl.MergeRequestState(projectA, 1) == "locked" })
+		e.settleSoon(t, svc, o.BatchID, "ops@example.com")
+		if b := e.settled(t, o.BatchID); b.Status != store.BatchSucceeded {
+			t.Fatalf("batch: %+v (the merge landed: it must win)", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		}
+		if st := e.gl.MergeRequestState(projectA, 1); st != "merged" {
+			t.Fatalf("MR %s", st)
+		}
+	})
+}
+
+// An MR created on GitLab whose answer never reached bindery (every answer to the creation is
+// lost) is not left open when the batch is settled: the settlement finds it by the batch's branch
+// and closes it.
+func TestAnMRTheBatchNeverRecordedIsFoundAndClosed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pollInterval: time.Hour}) // the creation's retries wait long
+		e.gl.Inject("create_mr", sim.FaultDrop, 100)
+		svc := e.service(t, "i1")
+		e.admitMany(t, "unrecorded", "t1", 2)
+		o := e.round(t, svc, projectA)
+		waitFor(t, "the MR to exist on GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "opened" })
+		waitFor(t, "the batch to wait before trying again", func() bool { return e.task(t, o.BatchID).Failures > 0 })
+		if b, _ := db.Batch(bg, o.BatchID); b.MRIID != 0 {
+			t.Fatalf("the MR was recorded after all: %+v", b)
+		}
+		e.settleSoon(t, svc, o.BatchID, "ops@example.com")
+		if b := e.settled(t, o.BatchID); b.Status != store.BatchFailed {
+			t.Fatalf("batch: %+v", b)
+		}
+		if st := e.gl.MergeRequestState(projectA, 1); st != "closed" {
+			t.Fatalf("the unrecorded MR is %s", st)
+		}
+	})
 }

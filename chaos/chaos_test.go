@@ -57,7 +57,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(cfgDir, "config.yaml")
-	writeConfig(t, cfg, configYAML(dsn, proxyURL, simURL, true))
+	writeConfig(t, cfg, configYAML(p, dsn, proxyURL, simURL, true))
 
 	// The processes' logs outlive a failed run (t.TempDir would remove them).
 	logDir, err := os.MkdirTemp("", "bindery-chaos-logs-")
@@ -151,7 +151,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("load done in %s: %d applications started, %s", loadTook.Round(time.Second), min(int(l.next.Load()), p.apps), l.tally.String())
 
 	// ---- drain, faults off ----
-	writeConfig(t, cfg, configYAML(dsn, proxyURL, simURL, false))
+	writeConfig(t, cfg, configYAML(p, dsn, proxyURL, simURL, false))
 	drainStart := time.Now()
 	op := &operator{c: l.c, db: db, runID: runID, maxRetries: p.opsRetries, tries: map[string]int{}, lateAt: map[string]time.Time{}}
 	quiet, snap := op.drain(ctx, t, p.drain)

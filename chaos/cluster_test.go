@@ -28,12 +28,19 @@ const (
 	botToken    = "chaos-bot-token"
 )
 
-// projects and targets of the catalog: four partitions that batch in parallel, two targets each.
-var projects = []string{"chaos/alpha", "chaos/beta", "chaos/gamma", "chaos/delta"}
+// projects are the catalog's GitLab projects: partitions that batch in parallel, two targets
+// each. Four by default; BINDERY_CHAOS_PROJECTS makes hundreds (hundreds of batches at once).
+func projects(n int) []string {
+	names := []string{"chaos/alpha", "chaos/beta", "chaos/gamma", "chaos/delta"}
+	for i := len(names); i < n; i++ {
+		names = append(names, fmt.Sprintf("chaos/p%03d", i))
+	}
+	return names[:n]
+}
 
-func targetKeys() []string {
+func targetKeys(n int) []string {
 	var keys []string
-	for _, p := range projects {
+	for _, p := range projects(n) {
 		name := strings.TrimPrefix(p, "chaos/")
 		keys = append(keys, name+"-read", name+"-write")
 	}
@@ -43,7 +50,7 @@ func targetKeys() []string {
 // configYAML is the one configuration file of the sim and the three serve instances (each serve
 // gets its own -addr). faults switches the sim.* fault knobs; the sim watches the file, so
 // rewriting it with faults=false turns them off.
-func configYAML(dsn, proxyURL, simURL string, faults bool) string {
+func configYAML(r run, dsn, proxyURL, simURL string, faults bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `server:
   addr: 127.0.0.1:0
@@ -58,7 +65,8 @@ log:
   level: info
 workers:
   size: 8
-  queue: 256
+  first: 4
+  idlePoll: 200ms
 ratelimit:
   apply: 0
   revoke: 0
@@ -100,7 +108,7 @@ poll:
   short: 200ms
   shortCount: 20
   long: 500ms
-  timeout: 12s
+  timeout: %s
 reconcile:
   minAge: 2s
   deployOverdue: 30s # chaos/check_test.go deployOverdue
@@ -110,14 +118,14 @@ cron:
   sweep: "@every 2s"
   expiry: "@every 1m"
   purge: "@every 1h"
-`, proxyURL, dsn, loginHeader, simURL, botToken, simURL, opsIdentity)
-	b.WriteString(`sim:
+`, proxyURL, dsn, loginHeader, simURL, botToken, simURL, opsIdentity, pollTimeout(r))
+	fmt.Fprintf(&b, `sim:
   timeScale: 4
   gitlab:
-    pipelineDuration: 2s
+    pipelineDuration: %s
     rebaseDuration: 1s
     approvalsRequired: 2
-`)
+`, r.pipeline)
 	if faults {
 		fmt.Fprintf(&b, `    latency: 20ms
     errorRate: 0.03
@@ -147,7 +155,7 @@ cron:
 `)
 	}
 	b.WriteString("targets:\n")
-	for _, p := range projects {
+	for _, p := range projects(r.projects) {
 		name := strings.TrimPrefix(p, "chaos/")
 		for _, k := range []string{"read", "write"} {
 			fmt.Fprintf(&b, "  - key: %s-%s\n    title: %s %s\n    project: %s\n    branch: main\n    path: bindings/%s-%s/{subject}.yaml\n    ruleCodes: []\n",
@@ -155,6 +163,12 @@ cron:
 		}
 	}
 	return b.String()
+}
+
+// pollTimeout is poll.timeout: 12 s, or three real pipeline lengths when pipelines are longer
+// (a pipeline that outlives it blocks its batch — that is the stuck faults' job, not the rule).
+func pollTimeout(r run) time.Duration {
+	return max(12*time.Second, 3*r.pipeline/4)
 }
 
 // approvalDropRate is the share of tickets the approval simulator opens but whose answer it

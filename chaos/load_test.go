@@ -145,7 +145,7 @@ func (l *load) apply(ctx context.Context, user, target, id string) string {
 // user submits applications until the run's quota is used, spread over the load phase.
 func (l *load) user(ctx context.Context, u int, pace time.Duration) {
 	who := fmt.Sprintf("user%03d@chaos.example", u)
-	targets := targetKeys()
+	targets := targetKeys(l.p.projects)
 	for ctx.Err() == nil {
 		n := l.next.Add(1)
 		if n > int64(l.p.apps) {

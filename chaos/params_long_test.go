@@ -11,4 +11,6 @@ var defaults = params{
 	drain:      "10m",
 	killEvery:  "15s",
 	opsRetries: 20,
+	projects:   4,
+	pipeline:   "2s",
 }

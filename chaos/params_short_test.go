@@ -12,4 +12,6 @@ var defaults = params{
 	drain:      "120s",
 	killEvery:  "10s",
 	opsRetries: 20,
+	projects:   4,
+	pipeline:   "2s",
 }

@@ -17,17 +17,23 @@ import (
 //	BINDERY_CHAOS_DRAIN       bound of the drain phase (faults off, sweeps and operators)
 //	BINDERY_CHAOS_KILL_EVERY  mean time between two kills
 //	BINDERY_CHAOS_OPS_RETRIES most operator retries of one request in the drain
+//	BINDERY_CHAOS_PROJECTS    GitLab projects of the catalog (partitions: batches in parallel)
+//	BINDERY_CHAOS_PIPELINE    how long a simulated pipeline runs (real time: sim.timeScale 4)
 type params struct {
 	apps, users, kills int
 	load, drain        string
 	killEvery          string
 	opsRetries         int
+	projects           int
+	pipeline           string
 }
 
 type run struct {
 	apps, users, kills     int
 	load, drain, killEvery time.Duration
 	opsRetries             int
+	projects               int
+	pipeline               time.Duration
 }
 
 func loadParams(t *testing.T) run {
@@ -51,6 +57,8 @@ func loadParams(t *testing.T) run {
 	num("BINDERY_CHAOS_USERS", &p.users)
 	num("BINDERY_CHAOS_KILLS", &p.kills)
 	num("BINDERY_CHAOS_OPS_RETRIES", &p.opsRetries)
+	num("BINDERY_CHAOS_PROJECTS", &p.projects)
+	str("BINDERY_CHAOS_PIPELINE", &p.pipeline)
 	str("BINDERY_CHAOS_LOAD", &p.load)
 	str("BINDERY_CHAOS_DRAIN", &p.drain)
 	str("BINDERY_CHAOS_KILL_EVERY", &p.killEvery)
@@ -61,8 +69,8 @@ func loadParams(t *testing.T) run {
 		}
 		return d
 	}
-	r := run{apps: p.apps, users: max(p.users, 1), kills: p.kills, opsRetries: p.opsRetries,
+	r := run{apps: p.apps, users: max(p.users, 1), kills: p.kills, opsRetries: p.opsRetries, projects: max(p.projects, 1),
 		load: dur("BINDERY_CHAOS_LOAD", p.load), drain: dur("BINDERY_CHAOS_DRAIN", p.drain),
-		killEvery: dur("BINDERY_CHAOS_KILL_EVERY", p.killEvery)}
+		killEvery: dur("BINDERY_CHAOS_KILL_EVERY", p.killEvery), pipeline: dur("BINDERY_CHAOS_PIPELINE", p.pipeline)}
 	return r
 }

@@ -402,7 +402,7 @@ func (e *Engine) renew(ctx context.Context, cancel context.CancelCauseFunc, r *R
 // name for the metric.
 func (e *Engine) settle(ctx context.Context, r *Run, err error) string {
 	t := r.Task
-	if errors.Is(context.Cause(ctx), errTooLong) && e.ctx.Err() == nil {
+	if errors.Is(context.Cause(ctx), errTooLong) && e.ctx.Err() == nil && !r.done {
 		// Not a shutdown: the action was cut at its lease. The outcome is written with a fresh
 		// context, under the same fence.
 		ctx, err = context.WithoutCancel(ctx), Unavailable(fmt.Errorf("%w (%s): %v", errTooLong, r.kind.Lease(), err))
@@ -503,10 +503,11 @@ func (r *Run) Finish(ctx context.Context, write func(tx *store.Tx) error) error 
 	return r.commit(ctx, func(tx *store.Tx) error { return tx.FinishTask(ctx, r.Task) }, write)
 }
 
-// Release ends the claim without an outcome, due again in `in` (waiting for a slot another task
-// holds): the next run starts the step over.
-func (r *Run) Release(ctx context.Context, in time.Duration, note string) error {
-	next := store.TaskNext{In: in, Wait: store.WaitKeep, Checks: r.Task.Checks, Failures: r.Task.Failures, Note: note}
+// Await ends the claim without an outcome to wait for slot, which another task holds: the end
+// of the holder makes this task due at once (safety: due again after it anyway, should that
+// wake be missed). The next run starts the step over.
+func (r *Run) Await(ctx context.Context, slot string, safety time.Duration, note string) error {
+	next := store.TaskNext{In: safety, Wait: store.WaitKeep, Checks: r.Task.Checks, Failures: r.Task.Failures, Note: note, WaitsFor: slot}
 	return r.commit(ctx, func(tx *store.Tx) error { return tx.AdvanceTask(ctx, r.Task, next) }, nil)
 }
 

@@ -309,7 +309,8 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 		must("renew task", db.RenewTask(bg, c, time.Minute))
 		_, err = db.TakeSlot(bg, c, "merge:team/a")
 		must("take slot", err)
-		must("advance task", db.InTx(bg, func(tx *store.Tx) error { return tx.AdvanceTask(bg, c, store.TaskNext{In: time.Hour}) }))
+		c.Slot = "merge:team/a"
+		must("finish with a slot", db.InTx(bg, func(tx *store.Tx) error { return tx.FinishTask(bg, c) }))
 	}
 	_, err = db.WakeTasks(bg, []store.TaskRef{{Kind: store.TaskRequest, Ref: "x-1"}, {Kind: store.TaskBatch, Ref: "1"}})
 	must("wake tasks", err)

@@ -231,6 +231,9 @@ type TaskNext struct {
 	Note       string  // why it waits now ("" clears it)
 	// Slot: nil keeps it; "" releases it; else takes it (ErrDuplicate when another task holds it).
 	Slot *string
+	// WaitsFor names the slot the task waits for: the end of its holder makes the first waiter
+	// due at once (In is then only the safety net). "" : none.
+	WaitsFor string
 }
 
 // AdvanceTask writes the holder's outcome: the next step and due time, the claim released. It is
@@ -271,14 +274,35 @@ func (tx *Tx) AdvanceTask(ctx context.Context, t Task, n TaskNext) error {
 	if n.Slot != nil {
 		a.set("slot = ?", nullIfEmpty(*n.Slot))
 	}
+	a.set("waits_for = ?", nullIfEmpty(n.WaitsFor))
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND epoch = ?", append(a.args, t.ID, t.Epoch)...)
 	return requireOne(res, err, "advance task %s %s", t.Kind, t.Ref)
 }
 
 // FinishTask deletes the holder's task: the work is over. Guarded on t's epoch like AdvanceTask.
+// A slot it held passes to the first task waiting for it (made due now).
 func (tx *Tx) FinishTask(ctx context.Context, t Task) error {
 	res, err := tx.tx.ExecContext(ctx, tx.db.deleteFrom("task", "PRIMARY")+" WHERE id = ? AND epoch = ?", t.ID, t.Epoch)
-	return requireOne(res, err, "finish task %s %s", t.Kind, t.Ref)
+	if err := requireOne(res, err, "finish task %s %s", t.Kind, t.Ref); err != nil || t.Slot == "" {
+		return err
+	}
+	return tx.wakeWaiter(ctx, t.Slot)
+}
+
+// wakeWaiter makes the first task waiting for slot (the oldest) due now. A waiter that missed it
+// (it began to wait just after) comes back at its safety net.
+func (tx *Tx) wakeWaiter(ctx context.Context, slot string) error {
+	db := tx.db
+	var id int64
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM task WHERE waits_for = ? ORDER BY id LIMIT 1", slot).Scan(&id))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("wake a waiter of %s: %w", slot, err)
+	}
+	_, err = tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET due_at = "+db.now()+", waits_for = NULL WHERE id = ? AND waits_for = ?", id, slot)
+	return translate(err)
 }
 
 // ReleaseTask ends the holder's claim without an outcome, due again in `in`: the run found that

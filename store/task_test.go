@@ -223,7 +223,7 @@ func TestAWakeDuringAClaimIsNotLost(t *testing.T) {
 }
 
 // A slot is held by one task at a time (one legacy merge per project): a second task is refused
-// until the first is finished.
+// until the first is finished, and then — waiting for the slot — it is due at once.
 func TestASlotIsHeldByOneTaskAtATime(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var held []store.Task
@@ -243,10 +243,21 @@ func TestASlotIsHeldByOneTaskAtATime(t *testing.T) {
 		if ok, err := db.TakeSlot(bg, held[1], "merge:p"); ok || err != nil {
 			t.Fatalf("second while the first holds it: %t %v", ok, err)
 		}
+		// The second waits for the slot (an hour at most); the first's end hands it on at once.
+		if err := db.InTx(bg, func(tx *store.Tx) error {
+			return tx.AdvanceTask(bg, held[1], store.TaskNext{In: time.Hour, WaitsFor: "merge:p"})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		held[0].Slot = "merge:p"
 		if err := db.InTx(bg, func(tx *store.Tx) error { return tx.FinishTask(bg, held[0]) }); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := db.TakeSlot(bg, held[1], "merge:p"); !ok || err != nil {
+		next, err := db.ClaimTask(bg, dueNow(t, db, "background", "b"), "i", time.Minute)
+		if err != nil {
+			t.Fatalf("the waiter was not made due: %v", err)
+		}
+		if ok, err := db.TakeSlot(bg, next, "merge:p"); !ok || err != nil {
 			t.Fatalf("second after the first finished: %t %v", ok, err)
 		}
 	})

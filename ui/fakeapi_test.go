@@ -227,7 +227,7 @@ func (f *fakeAPI) advance(fr *fakeRequest, now time.Time) {
 		f.batches[b.ID] = b
 		v.BatchID = b.ID
 		fr.move(store.StatusMRCreating, store.StepBatched, now)
-		v.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the bot to open the batch's merge request", Since: now, BatchID: b.ID}
+		v.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the bot to open the batch's merge request", Since: now, BatchID: b.ID, Lane: "background"}
 	case v.Status == store.StatusMRCreating:
 		mr := &workflow.Link{ID: 100 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", v.Project, 100+v.BatchID)}
 		pl := &workflow.Link{ID: 9000 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/pipelines/%d", v.Project, 9000+v.BatchID)}
@@ -464,6 +464,28 @@ func (f *fakeAPI) seedStuck(opID, subject, targetKey string, at time.Time) {
 	fr.enter("merge", at.Add(19*time.Minute))
 	fr.move(store.StatusMerging, store.StepHandlePipelinePending, at.Add(40*time.Minute))
 	fr.view.Waiting = &workflow.Waiting{Stage: "merge", WaitingFor: "an operator to retry: the pipeline did not finish in time", Since: at.Add(40 * time.Minute), BatchID: b.ID}
+}
+
+// seedInCI adds a request whose batch waits for its pipeline: the view names the pipeline and
+// when bindery looks at it again (the batch's task, due then).
+func (f *fakeAPI) seedInCI(opID, subject, targetKey string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(2*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(2*time.Minute))
+	f.nextID++
+	b := &workflow.BatchView{ID: f.nextID, Partition: t.Project, Status: "RUNNING", CreatedAt: at.Add(3 * time.Minute), UpdatedAt: at.Add(3 * time.Minute),
+		MR:       &workflow.Link{ID: 61, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/61"},
+		Pipeline: &workflow.Link{ID: 8820, URL: "https://gitlab.example.com/" + t.Project + "/-/pipelines/8820"}, Note: "MR !61 carries 1 changes"}
+	f.batches[b.ID] = b
+	fr.view.BatchID, fr.view.MR, fr.view.Pipeline = b.ID, b.MR, b.Pipeline
+	fr.enter("ci", at.Add(3*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(3*time.Minute))
+	next := time.Now().Add(30 * time.Second)
+	fr.view.Waiting = &workflow.Waiting{Stage: "ci", WaitingFor: "the pipeline of merge request !61 to pass", Since: at.Add(3 * time.Minute), BatchID: b.ID,
+		Lane: "background", NextCheckAt: &next}
 }
 
 // seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow

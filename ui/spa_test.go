@@ -314,3 +314,21 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 		}
 	}
 }
+
+// A request whose batch waits for its pipeline says what it waits for and what bindery does
+// about it: it looks at the pipeline again at a time the page shows.
+func TestARequestInCIShowsWhenBinderyLooksAgain(t *testing.T) {
+	api := newFakeAPI()
+	const op = "5f0c3a52-7d1e-4a8b-9c2d-444444444444"
+	api.seedInCI(op, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
+	s := startSite(t, api)
+	b := newBrowser(t, 1280, 900)
+	b.do("open the request", chromedp.Navigate(s.URL+"/requests/"+op))
+	b.waitFor("the waiting explanation", `document.querySelector('#waiting .work')`, 20*time.Second)
+	text := evalJS[string](b, `document.querySelector('#waiting').innerText`)
+	for _, want := range []string{"the pipeline of merge request !61 to pass", "looks again at"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("waiting card lacks %q:\n%s", want, text)
+		}
+	}
+}

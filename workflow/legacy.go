@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"bindery/change"
 	"bindery/config"
@@ -57,12 +58,12 @@ func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 	if err != nil {
 		return err
 	}
-	c := store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}
-	if mr.IID != r.req.Operation.MRIID {
-		c.MRIID, c.Note = mr.IID, "Merge request !"+fmt.Sprint(mr.IID)+" opened."
-	}
 	r.memo = reqMemo{}
-	return r.then(ctx, stepCreatePipeline, 0, c)
+	if mr.IID == r.req.Operation.MRIID { // recorded by an earlier run: only the wait is next
+		return r.r.Next(ctx, store.TaskNext{Step: stepCreatePipeline, Lane: laneOf(stepCreatePipeline), Wait: store.WaitStart, Memo: r.memo.encode()}, nil)
+	}
+	return r.then(ctx, stepCreatePipeline, 0, store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted, MRIID: mr.IID,
+		Note: "Merge request !" + fmt.Sprint(mr.IID) + " opened."})
 }
 
 // createPipeline is one look at the legacy MR's pipeline: passed → MR_CREATED / CREATE_SUCCEEDED
@@ -135,6 +136,10 @@ func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 // again until they give up. (The batch path needs none: its partition slot allows one batch.)
 func mergeSlot(project string) string { return "legacy-merge:" + project }
 
+// slotSafety is when a request waiting for its project's merge slot looks again by itself: the
+// end of the merge before it hands the slot on at once; this only covers a missed hand-over.
+const slotSafety = time.Minute
+
 // mergeMR is one action of the legacy merge, with rebase-and-retry and regenerate-on-conflict
 // (change.MergeStep), holding the project's merge slot. The specific failures get their own
 // states: conflict → HANDLE_REBASE_CONFLICT, pipeline failed after a rebase →
@@ -156,7 +161,7 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 			return engine.Unavailable(err)
 		}
 		if !ok {
-			return r.r.Release(ctx, w.stages().Short, "waiting for another request's merge in "+op.Project)
+			return r.r.Await(ctx, slot, slotSafety, "waiting for another request's merge in "+op.Project)
 		}
 		r.r.Task.Slot = slot
 	}

@@ -89,9 +89,20 @@ function waitingCard(v) {
   ];
   if (w.batchId) rows.push(['Batch', `#${w.batchId}`]);
   if (w.position) rows.push(['Place in line', `${ordinal(w.position)}${w.ahead ? ` — ${w.ahead} ahead` : ' — next'}`]);
+  const work = bindery(w);
+  if (work) rows.push(['bindery', work]);
   return h('section', {class: 'card waiting', 'aria-labelledby': 'waiting-title', id: 'waiting'},
     h('h2', {id: 'waiting-title'}, 'Why is it waiting?'),
     h('dl', {class: 'pairs'}, rows.map(([k, val]) => [h('dt', {}, k), h('dd', {}, val)])));
+}
+
+// bindery says what bindery itself does about the request now, when it is to act: its next step
+// runs, waits for a free worker, or is due at a time (the next look at a pipeline or rebase).
+function bindery(w) {
+  if (w.running) return h('span', {class: 'work running'}, 'working on it now');
+  if (w.nextCheckAt) return h('span', {class: 'work'}, 'looks again at ', time(w.nextCheckAt));
+  if (w.lane) return h('span', {class: 'work queued'}, w.queuedBehind ? `next in line after ${w.queuedBehind} other task${w.queuedBehind === 1 ? '' : 's'}` : 'next in line for a free worker');
+  return null;
 }
 
 // timeline lists the steps; the last one runs "so far" unless the request has settled.
