@@ -119,7 +119,7 @@ func (s *Service) runBatch(ctx context.Context, er *engine.Run) error {
 	case stepBlocked:
 		return r.expireBlocked(ctx)
 	}
-	return fmt.Errorf("batch %d: unknown step %q", id, step)
+	return er.Park(ctx, fmt.Sprintf("no step %q of a batch here", step))
 }
 
 // failBatch is the declared failure of the step that failed: decided now, carried out by the

@@ -189,7 +189,7 @@ load outcomes: %s
 kills (SIGKILL): %d, restarts: %d, proxy fail-overs (refused connections sent on): %d
 drain: %s in %s; operator actions: %s
 final operation states: %s
-batches: %s
+batches: %s; at most %d active at once (%d projects)
 merge requests merged: %d; deploy callbacks dropped by the sim: %d of %d; bindings checked against the files on main: %d
 sim fault counts: %s
 validated: %s
@@ -197,7 +197,7 @@ total duration: %s
 `, min(int(l.next.Load()), p.apps), p.users, loadTook.Round(time.Second), len(l.accepted), l.tally.String(),
 		k.kills.Load(), k.restarts.Load(), px.failover.Load(),
 		map[bool]string{true: "quiescent", false: "NOT quiescent"}[quiet], drainTook.Round(time.Second), op.tally.String(),
-		sum.states, sum.batches, sum.merged, sum.deployDropped, sum.deploys, c.files, simFaults(simURL), c.counterLine, time.Since(began).Round(time.Second))
+		sum.states, sum.batches, sum.mostActive, p.projects, sum.merged, sum.deployDropped, sum.deploys, c.files, simFaults(simURL), c.counterLine, time.Since(began).Round(time.Second))
 }
 
 func openSQL(t *testing.T, dsn string) *sql.DB {

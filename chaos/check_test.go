@@ -432,12 +432,15 @@ type summary struct {
 	states, batches string
 	merged, deploys int
 	deployDropped   int
+	mostActive      int // the most batches active at one moment, from their history
 }
 
 func (c *checker) summary() summary {
 	var s summary
 	s.states = strings.Join(c.rowsOf(`SELECT status, COUNT(*) n FROM operation GROUP BY status ORDER BY status`), ", ")
 	s.batches = strings.Join(c.rowsOf(`SELECT status, COUNT(*) n FROM merge_batch GROUP BY status ORDER BY status`), ", ")
+	s.mostActive = c.count(`SELECT COALESCE(MAX(n), 0) FROM (SELECT (SELECT COUNT(*) FROM merge_batch o
+		WHERE o.created_at <= b.created_at AND (o.settled_at IS NULL OR o.settled_at > b.created_at)) n FROM merge_batch b) x`)
 	for _, d := range c.deploys() {
 		s.deploys++
 		s.merged++

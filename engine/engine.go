@@ -319,7 +319,7 @@ func (e *Engine) park(ctx context.Context, t store.Task) {
 	}
 	e.log.Error("task of an unknown kind; left for an instance that knows it", "kind", t.Kind, "ref", t.Ref, "step", t.Step)
 	_ = e.db.InTx(ctx, func(tx *store.Tx) error {
-		return tx.AdvanceTask(ctx, ct, store.TaskNext{In: 5 * time.Minute, Wait: store.WaitKeep, Checks: ct.Checks, Failures: ct.Failures,
+		return tx.AdvanceTask(ctx, ct, store.TaskNext{In: parkFor, Wait: store.WaitKeep, Checks: ct.Checks, Failures: ct.Failures,
 			Note: "no instance here runs tasks of kind " + t.Kind})
 	})
 }
@@ -502,6 +502,17 @@ func (r *Run) Next(ctx context.Context, n store.TaskNext, write func(tx *store.T
 func (r *Run) Finish(ctx context.Context, write func(tx *store.Tx) error) error {
 	return r.commit(ctx, func(tx *store.Tx) error { return tx.FinishTask(ctx, r.Task) }, write)
 }
+
+// Park puts aside work this version cannot run (a step a newer version wrote): due again in a
+// while, with why, instead of failing it or running it wrong; logged as an error.
+func (r *Run) Park(ctx context.Context, why string) error {
+	r.Log.Error("work parked: this instance cannot run it", "why", why)
+	next := store.TaskNext{In: parkFor, Wait: store.WaitKeep, Checks: r.Task.Checks, Failures: r.Task.Failures, Note: why}
+	return r.commit(ctx, func(tx *store.Tx) error { return tx.AdvanceTask(ctx, r.Task, next) }, nil)
+}
+
+// parkFor is how long parked work waits before an instance looks at it again.
+const parkFor = 5 * time.Minute
 
 // Await ends the claim without an outcome to wait for slot, which another task holds: the end
 // of the holder makes this task due at once (safety: due again after it anyway, should that

@@ -379,3 +379,20 @@ func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
 		}
 	})
 }
+
+// Work of a kind this instance does not know (a newer version wrote it) is put aside with a note,
+// not run, failed or spun on: it is due again minutes later, and the rest of the lane goes on.
+func TestWorkOfAnUnknownKindIsParked(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var ran atomic.Int32
+		e := start(t, db, "i", nil, finish("request", &ran))
+		put(t, db, "from-the-future", "x", engine.LaneFirst, "anything")
+		put(t, db, "request", "op-1", engine.LaneFirst, "ticket")
+		e.NudgeAll()
+		waitFor(t, "the known work to run", gone(db, "request", "op-1"))
+		task, err := db.Task(bg, "from-the-future", "x")
+		if err != nil || task.Owner != "" || task.Overdue > -4*time.Minute || task.Note == "" {
+			t.Fatalf("the unknown kind's task: %+v %v", task, err)
+		}
+	})
+}

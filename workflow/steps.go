@@ -133,7 +133,7 @@ func (w *Workflow) requestKind() engine.Kind {
 func (w *Workflow) runRequest(ctx context.Context, er *engine.Run) error {
 	def, ok := steps[er.Task.Step]
 	if !ok {
-		return fmt.Errorf("unknown step %q", er.Task.Step)
+		return er.Park(ctx, fmt.Sprintf("no step %q of a request here", er.Task.Step))
 	}
 	req, err := w.db.Request(ctx, er.Task.Ref)
 	switch {
