@@ -154,6 +154,12 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 	ctx, cancel := context.WithCancel(bg)
 	sims.Start(ctx)
 	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	t.Cleanup(func() {
+		// Whatever a test did, it left no active batch or in-flight request without its task.
+		if ops, bs, err := db.Orphans(bg, 10); err == nil && len(ops)+len(bs) > 0 {
+			t.Errorf("in-flight work without a task at the end of the test: requests %+v, batches %+v", ops, bs)
+		}
+	})
 	client, err := gitlab.New(e.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: srv.URL + "/sim/gitlab"})
 	if err != nil {
 		t.Fatal(err)

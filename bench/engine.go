@@ -37,24 +37,35 @@ func engineSection(ctx context.Context, e *env) (string, []goal, error) {
 		name := "FirstStepWithBatchesInCI/" + db.key
 		if len(runs[name]) == 0 {
 			body += fmt.Sprintf("**%s**: Not measured: MariaDB only runs with `-mysql` set.\n\n", db.name)
-			goals = append(goals, goal{fmt.Sprintf("first step with %d batches in CI (%s)", top, db.name), "≤ 1.5× idle", "—", notMeasured})
+			goals = append(goals, goal{fmt.Sprintf("first step with %d batches waiting on CI (%s)", top, db.name), "≤ 1.5× idle", "—", notMeasured})
 			continue
 		}
 		rows := [][]string{{"batches in CI", ">first step p50", ">max", ">p50 ÷ idle", ">goroutines beyond idle", ">background workers busy (of 8)"}}
 		idle := runs.values(name, "p50-ms/0-in-ci")
+		row := func(what, label string) {
+			p50 := runs.values(name, "p50-ms/"+label)
+			rows = append(rows, []string{what, distOf(p50).show(millis), distOf(runs.values(name, "max-ms/"+label)).show(millis),
+				ratios(p50, idle).show(times), distOf(runs.values(name, "goroutines/"+label)).show(count),
+				distOf(runs.values(name, "busy-workers/"+label)).show(count)})
+		}
 		for _, n := range levels {
-			p50 := runs.values(name, fmt.Sprintf("p50-ms/%d-in-ci", n))
-			rows = append(rows, []string{count(float64(n)), distOf(p50).show(millis), distOf(runs.values(name, fmt.Sprintf("max-ms/%d-in-ci", n))).show(millis),
-				ratios(p50, idle).show(times), distOf(runs.values(name, fmt.Sprintf("goroutines/%d-in-ci", n))).show(count),
-				distOf(runs.values(name, fmt.Sprintf("busy-workers/%d-in-ci", n))).show(count)})
+			row(count(float64(n))+" (their first minute: a look every 5 s)", fmt.Sprintf("%d-in-ci", n))
+		}
+		first := ratios(runs.values(name, fmt.Sprintf("p50-ms/%d-in-ci", top)), idle)
+		steady := fmt.Sprintf("%d-in-ci-steady", top)
+		r := first
+		if !e.quick { // -short skips the wait for the long phase
+			row(count(float64(top))+" (later: a look every 30 s)", steady)
+			goals = append(goals, goal{fmt.Sprintf("first step with %d batches in their first minute of CI (%s)", top, db.name), "≤ 1.5× idle", first.show(times),
+				map[bool]goalStatus{true: met, false: missed}[first.med <= 1.5]})
+			r = ratios(runs.values(name, "p50-ms/"+steady), idle)
 		}
 		body += fmt.Sprintf("**%s**\n\n", db.name) + table(rows) + "\n"
-		r := ratios(runs.values(name, fmt.Sprintf("p50-ms/%d-in-ci", top)), idle)
 		status := met
 		if r.med > 1.5 {
 			status = missed
 		}
-		goals = append(goals, goal{fmt.Sprintf("first step with %d batches in CI (%s)", top, db.name), "≤ 1.5× idle", r.show(times), status})
+		goals = append(goals, goal{fmt.Sprintf("first step with %d batches waiting on CI (%s)", top, db.name), "≤ 1.5× idle", r.show(times), status})
 	}
 	rows := [][]string{{"webhook received by", ">pipeline end → next action, p50", ">max"}}
 	for _, w := range []struct{ key, what string }{{"receiving-instance", "the instance that runs the batch"}, {"other-instance", "another instance (the batch's runs at its idle poll, workers.idlePoll 1s)"}} {

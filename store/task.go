@@ -371,24 +371,6 @@ func (db *DB) TasksOf(ctx context.Context, kind string, refs []string) (map[stri
 	return out, nil
 }
 
-// LaneLoad is what a lane holds now: tasks due and waiting for a worker, claimed (running or
-// whose holder died), and waiting for a later time.
-type LaneLoad struct {
-	Lane                     string
-	Queued, Claimed, Waiting int
-}
-
-// LaneLoads counts every lane's tasks by state (the ops console, metrics).
-func (db *DB) LaneLoads(ctx context.Context) ([]LaneLoad, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT lane, SUM(CASE WHEN due_at <= "+db.now()+" THEN 1 ELSE 0 END), "+
-		"SUM(CASE WHEN owner IS NOT NULL AND due_at > "+db.now()+" THEN 1 ELSE 0 END), "+
-		"SUM(CASE WHEN owner IS NULL AND due_at > "+db.now()+" THEN 1 ELSE 0 END) FROM task GROUP BY lane ORDER BY lane")
-	return collect(rows, err, func(s scanner) (LaneLoad, error) {
-		var l LaneLoad
-		return l, s.Scan(&l.Lane, &l.Queued, &l.Claimed, &l.Waiting)
-	})
-}
-
 // maxMemo bounds task.memo (VARCHAR(1024)).
 const maxMemo = 1024
 

@@ -290,8 +290,8 @@ func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 }
 
 // A batch whose failure was decided but whose settlement did not go through (GitLab or the
-// database failed while settling) says so on the ops console, with the error, until the sweep
-// or an operator settles it.
+// database failed while settling) says so on the ops console, with the error, until bindery's
+// next try or an operator settles it.
 func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 	api := newFakeAPI()
 	api.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-333333333333", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
@@ -308,7 +308,7 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 	notice := fmt.Sprintf(`#batches [data-failing="%d"]`, id)
 	b.waitFor("the failing batch's notice", `document.querySelector('`+notice+`')`, 20*time.Second)
 	text := evalJS[string](b, `document.querySelector('`+notice+`').innerText`)
-	for _, want := range []string{"Settling as failed (PIPELINE_FAILED) did not go through", "gitlab: 502 Bad Gateway", "The sweep retries it"} {
+	for _, want := range []string{"Settling as failed (PIPELINE_FAILED) did not go through", "gitlab: 502 Bad Gateway", "bindery tries again"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("notice lacks %q: %s", want, text)
 		}

@@ -272,6 +272,11 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 	level.Set(slog.LevelInfo)
 	log := logging.New(h.logs, "text", level)
 	t.Cleanup(func() {
+		// Whatever a test did, it left no in-flight work without its task (no request or batch
+		// that nobody would ever run).
+		if ops, bs, err := db.Orphans(bg, 10); err == nil && len(ops)+len(bs) > 0 {
+			t.Errorf("in-flight work without a task at the end of the test: requests %+v, batches %+v", ops, bs)
+		}
 		if t.Failed() {
 			t.Logf("log:\n%s", h.logs.String())
 		}

@@ -167,12 +167,13 @@ func TestRetryResumesTheBatchOrSaysThereIsNothingToRetry(t *testing.T) {
 	})
 }
 
-// claimNow claims the waiting set of the project into a batch, as a round would.
+// claimNow claims the waiting set of the project into a batch, with its task, as a round would.
 func claimNow(t *testing.T, h *harness) int64 {
 	t.Helper()
 	var id int64
 	h.waitFor("a claim", func() bool {
 		c, err := h.db.Claim(bg, store.ClaimInput{Partition: project, Project: project, Max: 50,
+			Task:    &store.TaskSpec{Kind: store.TaskBatch, Lane: "background", Step: "open"}, // the fake runs no batch: it waits
 			Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreating, Step: store.StepBatched}})
 		if err != nil {
 			t.Fatal(err)

@@ -146,10 +146,11 @@ export function mount(root, ctx) {
         h('span', {class: 'muted small'}, 'started ', time(b.createdAt), `, ${b.status === 'RUNNING' || b.status === 'BLOCKED' ? 'running for ' + since(b.createdAt) : 'last change ' + since(b.updatedAt) + ' ago'}`),
         settle),
       b.note ? h('p', {class: 'small'}, b.note) : null,
-      // A decided failure whose settlement did not go through: the sweep retries it.
-      b.failing ? h('div', {class: 'notice tone-bad small', role: 'status', 'data-failing': b.id},
-        `Settling as failed (${b.failing}) did not go through`, b.lastError ? `: ${b.lastError}` : '',
-        '. The sweep retries it; you can also settle or retry the batch.') : null,
+      // A decided failure: being settled, or its settlement did not go through (bindery tries again).
+      b.failing ? h('div', {class: `notice ${b.lastError ? 'tone-bad' : 'tone-warn'} small`, role: 'status', 'data-failing': b.id},
+        b.lastError
+          ? [`Settling as failed (${b.failing}) did not go through: ${b.lastError}`, '. bindery tries again; you can also settle or retry the batch.']
+          : `Failed (${b.failing}); being settled: its merge request is being closed.`) : null,
       remembered(`batch-${b.id}`, members.length <= 5,
         h('summary', {}, `${members.length} member${members.length === 1 ? '' : 's'}`),
         h('ul', {class: 'members'}, members.map((m) => h('li', {},
