@@ -53,7 +53,7 @@ type endpointRuns struct {
 	errors        int
 	firstError    string
 	cpu           map[string][]float64 // process → CPU seconds per request, per run
-	rejected      []float64            // apply: share of the accepted whose first step the workers refused
+	rejected      []float64            // apply: share of the accepted whose first step failed (CREATE_FAILED)
 	db            map[string][]float64 // MariaDB status counter → per request, per run
 }
 
@@ -152,7 +152,7 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 			if apply.rps[len(apply.rps)-1] == 0 {
 				return fmt.Errorf("%s: no application was accepted: %s", db.name(), apply.firstError)
 			}
-			share, err := handOffsRejected(ctx, st.url, spec.IDs, spec.Prefix)
+			share, err := firstStepsFailed(ctx, st.url, spec.IDs, spec.Prefix)
 			if err != nil {
 				return err
 			}
@@ -188,9 +188,9 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 	}
 	row("`POST /api/apply`", apply)
 	row("`GET /api/requests/{id}`", status)
-	rejected := fmt.Sprintf("\nOf the accepted applications, %s had their first step (opening the approval ticket) refused "+
-		"because the workers were busy (`CREATE_FAILED`, step CREATE_HANDOFF_REJECTED: the default 8 workers and queue of 256 "+
-		"were full); the others reached APPROVAL_SENT.\n", distOf(apply.rejected).show(percent))
+	rejected := fmt.Sprintf("\nOf the accepted applications, %s ended their first step failed (`CREATE_FAILED`: the approval "+
+		"ticket could not be opened); the others reached APPROVAL_SENT. A busy first-steps lane delays a ticket in the database; "+
+		"it never refuses one.\n", distOf(apply.rejected).show(percent))
 	names, all := []string{"`GET /healthz`", "`POST /api/apply`", "`GET /api/requests/{id}`"}, []*endpointRuns{&health, &apply, &status}
 	text := title + table(rows) + rejected + "\n" + cpuTable(db, names, all) + dbTable(db, names, all)
 	for _, r := range []struct {
@@ -399,16 +399,16 @@ func saveProfile(ctx context.Context, addr, path string, warmup, d time.Duration
 	return f.Close()
 }
 
-// handOffsRejected waits (up to 30 s) until the accepted applications in idsFile have left
-// APPROVAL_SENDING — the workers opened their tickets, or refused them — and returns the share
-// whose hand-off was refused, counted in the stuck list (GET /api/ops/requests, as an operator).
-func handOffsRejected(ctx context.Context, base, idsFile, prefix string) (float64, error) {
+// firstStepsFailed waits (up to 30 s) until the accepted applications in idsFile have left
+// APPROVAL_SENDING — their tickets were opened, or the step failed — and returns the share that
+// failed, counted in the stuck list (GET /api/ops/requests, as an operator).
+func firstStepsFailed(ctx context.Context, base, idsFile, prefix string) (float64, error) {
 	ids, err := readOwned(idsFile)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
 	api := newAPIClient(base)
-	// The pool works through its queue in order: once the last accepted ones are out of
+	// The first-steps lane takes due work oldest first: once the last accepted ones are out of
 	// APPROVAL_SENDING, so are the others.
 	deadline := time.Now().Add(30 * time.Second)
 	for _, o := range ids[max(0, len(ids)-20):] {
