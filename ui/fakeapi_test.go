@@ -443,6 +443,19 @@ func (f *fakeAPI) auditLog(w http.ResponseWriter, r *http.Request) {
 	reply(w, 200, map[string]any{"items": items})
 }
 
+// addBatch puts fr's request in a new batch of its project with MR !mr and pipeline pipeline;
+// the caller holds f.mu.
+func (f *fakeAPI) addBatch(fr *fakeRequest, status string, mr, pipeline int64, created, updated time.Time) *workflow.BatchView {
+	f.nextID++
+	project := fr.view.Project
+	b := &workflow.BatchView{ID: f.nextID, Partition: project, Status: status, CreatedAt: created, UpdatedAt: updated,
+		MR:       &workflow.Link{ID: mr, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", project, mr)},
+		Pipeline: &workflow.Link{ID: pipeline, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/pipelines/%d", project, pipeline)}}
+	f.batches[b.ID] = b
+	fr.view.BatchID, fr.view.MR, fr.view.Pipeline = b.ID, b.MR, b.Pipeline
+	return b
+}
+
 // seedStuck adds a request of subject stopped at a retryable step (pipeline still pending
 // after the polling timeout: MERGING / HANDLE_PIPELINE_PENDING / WAIT_MANUAL), in a batch.
 func (f *fakeAPI) seedStuck(opID, subject, targetKey string, at time.Time) {
@@ -452,12 +465,8 @@ func (f *fakeAPI) seedStuck(opID, subject, targetKey string, at time.Time) {
 	fr := f.add(opID, subject, t, "on-call rotation", at)
 	fr.enter("batch", at.Add(4*time.Minute))
 	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(4*time.Minute))
-	f.nextID++
-	b := &workflow.BatchView{ID: f.nextID, Partition: t.Project, Status: "BLOCKED", CreatedAt: at.Add(6 * time.Minute), UpdatedAt: at.Add(40 * time.Minute),
-		MR:       &workflow.Link{ID: 57, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/57"},
-		Pipeline: &workflow.Link{ID: 8812, URL: "https://gitlab.example.com/" + t.Project + "/-/pipelines/8812"}, Note: "pipeline still running after the polling timeout"}
-	f.batches[b.ID] = b
-	fr.view.BatchID, fr.view.MR, fr.view.Pipeline = b.ID, b.MR, b.Pipeline
+	b := f.addBatch(fr, "BLOCKED", 57, 8812, at.Add(6*time.Minute), at.Add(40*time.Minute))
+	b.Note = "pipeline still running after the polling timeout"
 	fr.move(store.StatusMRCreating, store.StepBatched, at.Add(6*time.Minute))
 	fr.enter("ci", at.Add(7*time.Minute))
 	fr.move(store.StatusMRCreated, store.StepCreateSucceeded, at.Add(19*time.Minute))
@@ -475,12 +484,8 @@ func (f *fakeAPI) seedInCI(opID, subject, targetKey string, at time.Time) {
 	fr := f.add(opID, subject, t, "on-call rotation", at)
 	fr.enter("batch", at.Add(2*time.Minute))
 	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(2*time.Minute))
-	f.nextID++
-	b := &workflow.BatchView{ID: f.nextID, Partition: t.Project, Status: "RUNNING", CreatedAt: at.Add(3 * time.Minute), UpdatedAt: at.Add(3 * time.Minute),
-		MR:       &workflow.Link{ID: 61, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/61"},
-		Pipeline: &workflow.Link{ID: 8820, URL: "https://gitlab.example.com/" + t.Project + "/-/pipelines/8820"}, Note: "MR !61 carries 1 changes"}
-	f.batches[b.ID] = b
-	fr.view.BatchID, fr.view.MR, fr.view.Pipeline = b.ID, b.MR, b.Pipeline
+	b := f.addBatch(fr, "RUNNING", 61, 8820, at.Add(3*time.Minute), at.Add(3*time.Minute))
+	b.Note = "MR !61 carries 1 changes"
 	fr.enter("ci", at.Add(3*time.Minute))
 	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(3*time.Minute))
 	next := time.Now().Add(30 * time.Second)
