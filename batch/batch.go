@@ -116,8 +116,10 @@ func (s *Service) outside(ctx context.Context, b store.Batch, step string, m mem
 		_, _, err := tx.AdvanceBatch(ctx, store.BatchStep{Batch: b, Change: c, Moves: moves})
 		return err
 	})
-	if errors.Is(err, store.ErrTaskBusy) {
-		return fmt.Errorf("batch %d: %w", b.ID, ErrBusy)
+	if errors.Is(err, store.ErrTaskBusy) || errors.Is(err, store.ErrRetry) {
+		// A deadlock here is the database choosing this write over a step of the batch's
+		// running at the same moment: the same answer as a claimed task.
+		return fmt.Errorf("batch %d: %w: %w", b.ID, ErrBusy, err)
 	}
 	if err != nil {
 		return err

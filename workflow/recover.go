@@ -135,7 +135,9 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 		return err
 	})
 	switch {
-	case errors.Is(err, store.ErrTaskBusy):
+	case errors.Is(err, store.ErrTaskBusy), errors.Is(err, store.ErrRetry):
+		// A deadlock is the database choosing a step of the request's that runs at this
+		// moment over this write: the same answer as a claimed task.
 		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "A step of this request is running right now; look again in a moment.")
 	case errors.Is(err, store.ErrPreempted):
 		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "The request changed while retrying; look at it again.")
