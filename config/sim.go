@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,26 @@ type SimGitLab struct {
 	Checklist           []string      // required approval checklist of every project; empty: none
 	ApprovalsRequired   int           // approvals an MR needs before it can be merged
 	HookRedeliver       bool          // a webhook that failed or timed out is delivered again (same Idempotency-Key)
+	PipelineSource      string        // PipelineMergeRequest, PipelineMergedResult or PipelinePush
+	MergeBlocker        string        // a detailed_merge_status new MRs are held at until it is cleared; "": none
+	CheckingFor         time.Duration // a new or pushed MR reports "checking" this long; 0: for the first read only
+	Version             string        // GitLab version whose answers are simulated: "17", "16", "15", "15.5"
+	RateLimitRate       float64       // share of calls answered 429 with Retry-After
+	Edition             string        // "ee" or "ce": the shape of the approvals answer
 }
+
+// Pipeline sources of sim.gitlab.pipelineSource: how a project's CI runs for an MR.
+const (
+	PipelineMergeRequest = "merge_request_event" // MR pipelines on the MR's head (refs/merge-requests/<iid>/head)
+	PipelineMergedResult = "merged_result"       // merged-results pipelines on a merge commit (refs/merge-requests/<iid>/merge)
+	PipelinePush         = "push"                // branch pipelines only; an MR pipeline cannot be created
+)
+
+// MergeBlockers are the detailed_merge_status values sim.gitlab.mergeBlocker accepts: checks a
+// bot account cannot clear by itself.
+var MergeBlockers = []string{"draft_status", "discussions_not_resolved", "requested_changes", "merge_request_blocked",
+	"status_checks_must_pass", "jira_association_missing", "security_policy_violations", "locked_paths",
+	"locked_lfs_files", "merge_time", "not_approved"}
 
 // SimApproval are the simulated approval system's knobs.
 type SimApproval struct {
@@ -119,6 +139,22 @@ func init() {
 		},
 		simBool("sim.gitlab.hookRedeliver", false, "Deliver a webhook again, with the same Idempotency-Key, when bindery failed it or did not answer within 10s (GitLab may do so).",
 			func(s *Snapshot) *bool { return &g(s).HookRedeliver }),
+		simChoice("sim.gitlab.pipelineSource", PipelineMergeRequest, []string{PipelineMergeRequest, PipelineMergedResult, PipelinePush},
+			"How CI runs for an MR. merge_request_event: MR pipelines on the MR's head. merged_result: merged-results pipelines, whose sha is a merge commit of the head into the target on refs/merge-requests/<iid>/merge (head_pipeline points at it). push: branch pipelines only (source push, ref the source branch); creating an MR pipeline answers 400, as GitLab does when the CI configuration has no merge request jobs.",
+			func(s *Snapshot) *string { return &g(s).PipelineSource }),
+		simChoice("sim.gitlab.mergeBlocker", "", append([]string{""}, MergeBlockers...),
+			"A detailed_merge_status every new MR is held at (before any other check) until someone clears it: the Clear button on the simulated MR page, or POST /sim/gitlab/blockers/clear?project=<path>&iid=<iid>. Empty: none.",
+			func(s *Snapshot) *string { return &g(s).MergeBlocker }),
+		simDuration("sim.gitlab.checkingFor", 0, "How long a new or pushed MR reports detailed_merge_status checking (merge_status checking) before its real status; a merge meanwhile is refused as not mergeable by git. 0: only the first read after a change answers checking.",
+			func(s *Snapshot) *time.Duration { return &g(s).CheckingFor }),
+		simChoice("sim.gitlab.version", "17", []string{"17", "16", "15", "15.5"},
+			"GitLab version whose merge answers are simulated. A merge that git cannot do (needs a rebase, conflicts) answers 422 on 17, 405 on 16 and 406 on 15 and 15.5; 15.5 (before 15.6) has no detailed_merge_status in MRs.",
+			func(s *Snapshot) *string { return &g(s).Version }),
+		simRate("sim.gitlab.rateLimitRate", "Share of API calls answered 429 Too Many Requests, with Retry-After: 1 and RateLimit-* headers, before any effect.",
+			func(s *Snapshot) *float64 { return &g(s).RateLimitRate }),
+		simChoice("sim.gitlab.edition", "ee", []string{"ee", "ce"},
+			"GitLab edition whose approvals answer is simulated: ee adds approvals_required, approvals_left and the rules; ce has only approved, approved_by, user_has_approved and user_can_approve.",
+			func(s *Snapshot) *string { return &g(s).Edition }),
 	)
 	register(transportKeys("sim.approval", "approval system", func(s *Snapshot) *SimTransport { return &s.simApproval.SimTransport })...)
 	a := func(s *Snapshot) *SimApproval { return &s.simApproval }
@@ -234,6 +270,35 @@ func simStatus(name string, def int, allowed []int, doc string, field func(*Snap
 			}
 			*field(s) = n
 			return itoa(n), note, nil
+		},
+	}
+}
+
+func simChoice(name, def string, allowed []string, doc string, field func(*Snapshot) *string) Key {
+	shown := make([]string, len(allowed))
+	for i, c := range allowed {
+		shown[i] = c
+		if c == "" {
+			shown[i] = "(empty)"
+		}
+	}
+	defShown := def
+	if def == "" {
+		defShown = "(empty)"
+	}
+	return Key{
+		Name: name, Type: strings.Join(shown, " | "), Default: defShown, Doc: doc,
+		Misconfig: "blank or any other value → " + defShown + ".",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			c, note := stringOr(v, def)
+			if note == "" && v.present && !slices.Contains(allowed, c) {
+				note = fmt.Sprintf("%q is not one of %s", c, strings.Join(shown, ", "))
+			}
+			if note != "" || !slices.Contains(allowed, c) {
+				c = def
+			}
+			*field(s) = c
+			return c, note, nil
 		},
 	}
 }

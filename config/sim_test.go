@@ -34,6 +34,14 @@ func statusRows(def, other int) []misconfigCase {
 	}
 }
 
+// choiceRows: anything but one of the choices is the default (a typo never picks another mode).
+func choiceRows(def, typo, other string) []misconfigCase {
+	return []misconfigCase{
+		{"missing", nil, def}, {"blank", nil, def}, {"garbage", str(typo), def},
+		{"negative/zero", str("0"), def}, {"valid", str(other), other},
+	}
+}
+
 func init() {
 	gl := func(s *Snapshot) SimGitLab { return s.SimGitLab() }
 	ap := func(s *Snapshot) SimApproval { return s.SimApproval() }
@@ -68,6 +76,12 @@ func init() {
 			{"negative/zero", str("0"), 0}, {"valid", str("1"), 1},
 		}},
 		"sim.gitlab.hookRedeliver":    {func(s *Snapshot) any { return gl(s).HookRedeliver }, boolRows(false)},
+		"sim.gitlab.pipelineSource":   {func(s *Snapshot) any { return gl(s).PipelineSource }, choiceRows(PipelineMergeRequest, "MERGED", PipelinePush)},
+		"sim.gitlab.mergeBlocker":     {func(s *Snapshot) any { return gl(s).MergeBlocker }, choiceRows("", "discussion", "discussions_not_resolved")},
+		"sim.gitlab.checkingFor":      {func(s *Snapshot) any { return gl(s).CheckingFor }, durationRows(0, 5*time.Second)},
+		"sim.gitlab.version":          {func(s *Snapshot) any { return gl(s).Version }, choiceRows("17", "14", "15.5")},
+		"sim.gitlab.rateLimitRate":    {func(s *Snapshot) any { return gl(s).RateLimitRate }, rateRows()},
+		"sim.gitlab.edition":          {func(s *Snapshot) any { return gl(s).Edition }, choiceRows("ee", "premium", "ce")},
 		"sim.approval.latency":        {func(s *Snapshot) any { return ap(s).Latency }, durationRows(0, time.Second)},
 		"sim.approval.errorRate":      {func(s *Snapshot) any { return ap(s).ErrorRate }, rateRows()},
 		"sim.approval.hang":           {func(s *Snapshot) any { return ap(s).Hang }, boolRows(false)},

@@ -161,8 +161,8 @@ func TestMergeNeedingRebaseThenRebaseThenMerge(t *testing.T) {
 	f := b.sim.Faults()
 	f.NeedRebaseRate = 1
 	b.sim.SetFaults(f)
-	if _, err := b.client.Merge(ctx, project, mr.IID, gitlab.MergeOptions{SHA: mr.SHA}); !errors.Is(err, gitlab.ErrNotMergeable) {
-		t.Fatalf("merge after the target moved: %v", err)
+	if _, err := b.client.Merge(ctx, project, mr.IID, gitlab.MergeOptions{SHA: mr.SHA}); !errors.Is(err, gitlab.ErrMergeFailed) {
+		t.Fatalf("merge after the target moved: %v, want 422 (GitLab 17: git cannot merge it)", err)
 	}
 	b.sim.ResetFaults()
 	got, _ := b.client.GetMergeRequest(ctx, project, mr.IID)

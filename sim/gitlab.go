@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -254,7 +255,7 @@ func (g *GitLab) PushToBranch(projectPath, branch, path, content string) (string
 	}
 	now := g.clock.Now()
 	sha := g.pushFile(p, branch, path, content, "Concurrent change to "+path, now)
-	g.headMoved(p, branch, now)
+	g.headMoved(p, branch, 0, now)
 	return sha, nil
 }
 
@@ -265,6 +266,42 @@ func (g *GitLab) MergeRequestState(projectPath string, iid int64) string {
 	if p := g.projects[projectPath]; p != nil {
 		if mr := p.mr(iid); mr != nil {
 			return mr.state
+		}
+	}
+	return ""
+}
+
+// SetBlocker holds an open MR at detailed_merge_status blocker (one of config.MergeBlockers;
+// "" clears it), as a person on GitLab would (a draft, an unresolved discussion, a required
+// approval). Clearing sends the MR's "update" webhook. It reports whether the MR exists.
+func (g *GitLab) SetBlocker(projectPath string, iid int64, blocker string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.setBlocker(projectPath, iid, blocker)
+}
+
+func (g *GitLab) setBlocker(projectPath string, iid int64, blocker string) bool { // holds g.mu
+	p := g.projects[projectPath]
+	if p == nil || p.mr(iid) == nil || (blocker != "" && !slices.Contains(config.MergeBlockers, blocker)) {
+		return false
+	}
+	mr := p.mr(iid)
+	if mr.blocker == blocker || mr.state != "opened" {
+		return true
+	}
+	now := g.clock.Now()
+	mr.blocker, mr.updatedAt = blocker, now
+	g.mrHook(mr, "update", mr.authorID, "", now)
+	return true
+}
+
+// Blocker is the blocker an MR is held at ("" when none or unknown).
+func (g *GitLab) Blocker(projectPath string, iid int64) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.projects[projectPath]; p != nil {
+		if mr := p.mr(iid); mr != nil {
+			return mr.blocker
 		}
 	}
 	return ""
@@ -424,12 +461,35 @@ type checklistItem struct {
 	Title string `json:"title"`
 }
 
-// ServeHTTP serves the API under /sim/gitlab/api/v4/ (gitlab_api.go) and the MR and pipeline
-// pages their web_url fields point at (gitlab_web.go).
+// ServeHTTP serves the API under /sim/gitlab/api/v4/ (gitlab_api.go), the MR and pipeline
+// pages their web_url fields point at (gitlab_web.go) and the simulator's own control
+// POST /sim/gitlab/blockers/clear?project=<path>&iid=<iid> (a person clears what holds an MR).
 func (g *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.EscapedPath(), "/sim/gitlab/api/v4/") {
+	switch p := r.URL.EscapedPath(); {
+	case strings.HasPrefix(p, "/sim/gitlab/api/v4/"):
 		g.serveAPI(w, r)
+	case p == "/sim/gitlab/blockers/clear":
+		g.serveClearBlocker(w, r)
+	default:
+		g.serveWeb(w, r)
+	}
+}
+
+func (g *GitLab) serveClearBlocker(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "POST only"})
 		return
 	}
-	g.serveWeb(w, r)
+	_ = r.ParseForm()
+	project := r.Form.Get("project")
+	iid, err := strconv.ParseInt(r.Form.Get("iid"), 10, 64)
+	if err != nil || !g.SetBlocker(project, iid, "") {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such merge request"})
+		return
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, "/sim/gitlab/"+project+"/-/merge_requests/"+itoa64(iid), http.StatusSeeOther)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"project": project, "iid": iid, "blocker": ""})
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"bindery/config"
 )
 
 // The REST surface of the simulated GitLab, under /sim/gitlab/api/v4. Status codes, error
@@ -26,6 +28,8 @@ type gitlabRoute struct {
 
 var gitlabRoutes = []gitlabRoute{
 	{"GET", "current_user", path("user"), (*call).currentUser},
+	{"GET", "get_project", path("projects/:id"), (*call).getProject},
+	{"GET", "get_commit", path("projects/:id/repository/commits/:sha"), (*call).getCommit},
 	{"POST", "create_branch", path("projects/:id/repository/branches"), (*call).createBranch},
 	{"GET", "get_branch", path("projects/:id/repository/branches/:branch"), (*call).getBranch},
 	{"DELETE", "delete_branch", path("projects/:id/repository/branches/:branch"), (*call).deleteBranch},
@@ -43,6 +47,8 @@ var gitlabRoutes = []gitlabRoute{
 	{"PUT", "merge", path("projects/:id/merge_requests/:iid/merge"), (*call).merge},
 	{"PUT", "rebase", path("projects/:id/merge_requests/:iid/rebase"), (*call).rebase},
 	{"GET", "get_pipeline", path("projects/:id/pipelines/:pipeline_id"), (*call).getPipeline},
+	{"POST", "retry_pipeline", path("projects/:id/pipelines/:pipeline_id/retry"), (*call).retryPipeline},
+	{"POST", "create_pipeline", path("projects/:id/pipeline"), (*call).createPipeline},
 	// Not a GitLab endpoint today: the upstream approve-API change (SPEC §4) adds a required
 	// checklist to approve, read from here. See gitlab/approve.go.
 	{"GET", "checklist", path("projects/:id/approval_checklist"), (*call).checklist},
@@ -100,9 +106,32 @@ func (g *GitLab) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "404 Not Found"})
 		return
 	}
-	g.gate.serve(w, r, rt.endpoint, g.Faults().SimTransport, messageBody, func(w http.ResponseWriter) {
+	f := g.Faults()
+	g.gate.serve(w, r, rt.endpoint, f.SimTransport, messageBody, func(w http.ResponseWriter) {
+		if chance(f.RateLimitRate) {
+			g.gate.faults.add("rate_limited")
+			rateLimited(w, g.clock.Now())
+			return
+		}
 		g.handle(w, r, rt, vars)
 	})
+}
+
+// rateLimited answers as GitLab's Rack::Attack throttle does: 429, Retry-After in seconds, the
+// RateLimit-* headers and a plain-text body.
+func rateLimited(w http.ResponseWriter, now time.Time) {
+	h := w.Header()
+	reset := now.Add(time.Second)
+	h.Set("Retry-After", "1")
+	h.Set("RateLimit-Name", "throttle_authenticated_api")
+	h.Set("RateLimit-Limit", "2000")
+	h.Set("RateLimit-Observed", "2001")
+	h.Set("RateLimit-Remaining", "0")
+	h.Set("RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	h.Set("RateLimit-ResetTime", reset.UTC().Format(http.TimeFormat))
+	h.Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = io.WriteString(w, "Retry later\n")
 }
 
 func messageBody(_ int, msg string) any { return map[string]any{"message": msg} }
@@ -211,6 +240,19 @@ func (p *project) resolve(ref string) string {
 // ---- users and branches ----
 
 func (c *call) currentUser() { writeJSON(c.w, http.StatusOK, c.userJSON(*c.user)) }
+
+func (c *call) getProject() { writeJSON(c.w, http.StatusOK, c.projectJSON()) }
+
+// getCommit is GET /projects/:id/repository/commits/:sha: a commit (by id, short id or branch)
+// with its parents and stats.
+func (c *call) getCommit() {
+	cm := c.p.commits[c.p.resolve(c.vars["sha"])]
+	if cm == nil {
+		c.fail(http.StatusNotFound, "404 Commit Not Found")
+		return
+	}
+	writeJSON(c.w, http.StatusOK, c.commitJSON(cm, true))
+}
 
 func (c *call) createBranch() {
 	if c.missing("branch", "ref") {
@@ -332,7 +374,7 @@ func (c *call) createCommit() {
 	}
 	cm.files, cm.stats, cm.author = files, stats, c.user.Name
 	c.p.branches[branch] = cm.id
-	c.g.headMoved(c.p, branch, c.now)
+	c.g.headMoved(c.p, branch, c.user.ID, c.now)
 	writeJSON(c.w, http.StatusCreated, c.commitJSON(cm, true))
 }
 
@@ -369,12 +411,23 @@ func (c *call) createMR() {
 	c.g.nextMRID++
 	mr := &mergeRequest{
 		project: c.p, id: c.g.nextMRID, iid: int64(len(c.p.mrs) + 1), title: title, source: src, target: tgt,
-		authorID: c.user.ID, state: "opened", createdAt: c.now, updatedAt: c.now, checking: true,
+		authorID: c.user.ID, state: "opened", createdAt: c.now, updatedAt: c.now,
 		headSHA: c.p.branches[src], removeSource: c.in.flag("remove_source_branch"), labels: c.in.strings("labels"),
+		blocker: c.g.faults().MergeBlocker,
 	}
 	mr.description, _ = c.in.str("description")
+	c.g.recheck(mr, c.now)
 	c.p.mrs = append(c.p.mrs, mr)
-	c.g.newPipeline(mr, mr.headSHA, c.user.ID, c.now)
+	if c.g.faults().PipelineSource == config.PipelinePush {
+		// Branch pipelines: the push already ran one; it now shows on the MR.
+		for _, pl := range c.p.pipelines {
+			if pl.mrIID == 0 && pl.ref == src && pl.head == mr.headSHA {
+				pl.mrIID = mr.iid
+			}
+		}
+	} else {
+		c.g.mrPipeline(mr, c.user.ID, c.now)
+	}
 	c.g.mrHook(mr, "open", c.user.ID, "", c.now)
 	c.g.advance(c.now)
 	writeJSON(c.w, http.StatusCreated, c.mrJSON(mr, false, false))
@@ -449,7 +502,8 @@ func (c *call) updateMR() {
 		mr.headSHA = mr.project.branches[mr.source]
 		c.g.mrHook(mr, "close", c.user.ID, "", c.now)
 	case event == "reopen" && mr.state == "closed" && c.p.branches[mr.source] != "":
-		mr.state, mr.closedAt, mr.checking = "opened", nil, true
+		mr.state, mr.closedAt = "opened", nil
+		c.g.recheck(mr, c.now)
 		c.g.mrHook(mr, "reopen", c.user.ID, "", c.now)
 	}
 	writeJSON(c.w, http.StatusOK, c.mrJSON(mr, false, false))
@@ -469,29 +523,79 @@ func (c *call) listMRPipelines() {
 	writeJSON(c.w, http.StatusOK, paginate(c, list))
 }
 
+// createMRPipeline answers 200 (not 201) with the new pipeline, as GitLab does. With branch
+// pipelines only (sim.gitlab.pipelineSource push) the CI configuration has no merge request
+// jobs, and GitLab's answer is a 400 validation error.
 func (c *call) createMRPipeline() {
 	mr := c.mr()
 	if mr == nil {
 		return
 	}
-	if mr.state != "opened" {
+	switch {
+	case mr.state != "opened":
 		c.fail(http.StatusBadRequest, "Cannot create a pipeline for a merge request that is not open")
 		return
+	case c.g.faults().PipelineSource == config.PipelinePush:
+		c.fail(http.StatusBadRequest, map[string][]string{"base": {"No stages / jobs for this pipeline."}})
+		return
 	}
-	pl := c.g.newPipeline(mr, mr.head(), c.user.ID, c.now)
+	pl := c.g.mrPipeline(mr, c.user.ID, c.now)
 	c.g.advance(c.now)
-	writeJSON(c.w, http.StatusCreated, c.pipelineInfo(pl))
+	writeJSON(c.w, http.StatusOK, c.pipelineInfo(pl))
 }
 
-func (c *call) getPipeline() {
+// createPipeline is POST /projects/:id/pipeline: a pipeline on a branch's head (source api).
+func (c *call) createPipeline() {
+	if c.missing("ref") {
+		return
+	}
+	if !c.user.CanPush {
+		c.fail(http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	ref, _ := c.in.str("ref")
+	if c.p.branches[ref] == "" {
+		c.fail(http.StatusBadRequest, map[string][]string{"base": {"Reference not found"}})
+		return
+	}
+	pl := c.g.branchPipeline(c.p, ref, sourceAPI, c.user.ID, c.now)
+	c.g.advance(c.now)
+	writeJSON(c.w, http.StatusCreated, c.pipelineJSON(pl))
+}
+
+func (c *call) pipeline() *pipeline {
 	id, _ := strconv.ParseInt(c.vars["pipeline_id"], 10, 64)
 	for _, pl := range c.p.pipelines {
 		if pl.id == id {
-			writeJSON(c.w, http.StatusOK, c.pipelineJSON(pl))
-			return
+			return pl
 		}
 	}
 	c.fail(http.StatusNotFound, "404 Not found")
+	return nil
+}
+
+func (c *call) getPipeline() {
+	if pl := c.pipeline(); pl != nil {
+		writeJSON(c.w, http.StatusOK, c.pipelineJSON(pl))
+	}
+}
+
+// retryPipeline is POST /projects/:id/pipelines/:pipeline_id/retry: a failed pipeline runs its
+// jobs again, same pipeline id (its fate drawn anew); any other is answered as it is. 201.
+func (c *call) retryPipeline() {
+	pl := c.pipeline()
+	if pl == nil {
+		return
+	}
+	if !c.user.CanPush {
+		c.fail(http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	if pl.status(c.now) == pipeFailed {
+		c.g.runPipeline(pl, pl.targetOf(), c.now)
+		c.g.advance(c.now)
+	}
+	writeJSON(c.w, http.StatusCreated, c.pipelineJSON(pl))
 }
 
 // ---- approvals ----
@@ -585,11 +689,17 @@ func (c *call) merge() {
 		c.g.gate.faults.add("merge_needs_rebase")
 		c.g.moveTargetForward(mr, c.now)
 	}
+	// GitLab's order: 405 unless the state checks pass (CI too, unless merging when it
+	// succeeds); then git's own check, whose status changed between versions; then the sha.
 	auto := c.in.flag("auto_merge") || c.in.flag("merge_when_pipeline_succeeds")
-	ds := c.g.detailedStatus(mr, c.now, false)
-	waitsForCI := auto && ds == "ci_still_running"
-	if mr.state != "opened" || (ds != "mergeable" && !waitsForCI) {
+	ci := ciCheck(mr, c.now)
+	waitsForCI := auto && ci == "ci_still_running"
+	if mr.state != "opened" || c.g.stateCheck(mr) != "" || (ci != "" && !waitsForCI) {
 		c.fail(http.StatusMethodNotAllowed, "405 Method Not Allowed")
+		return
+	}
+	if c.g.isChecking(mr, c.now, false) || gitCheck(mr) != "" {
+		c.gitRefusal()
 		return
 	}
 	if sha, ok := c.in.str("sha"); ok && sha != "" && sha != mr.head() {
@@ -610,6 +720,20 @@ func (c *call) merge() {
 		c.g.doMerge(mr, c.user.ID, remove, c.now)
 	}
 	writeJSON(c.w, http.StatusOK, c.mrJSON(mr, false, false))
+}
+
+// gitRefusal is the merge endpoint's answer when git cannot merge the MR (it needs a rebase,
+// conflicts, or its mergeability is still being computed): 422 on GitLab 17, 405 on 16, 406
+// before.
+func (c *call) gitRefusal() {
+	switch c.g.faults().Version {
+	case "16":
+		c.fail(http.StatusMethodNotAllowed, "405 Method Not Allowed")
+	case "15", "15.5":
+		c.fail(http.StatusNotAcceptable, "Branch cannot be merged")
+	default:
+		c.fail(http.StatusUnprocessableEntity, "Branch cannot be merged")
+	}
 }
 
 func (c *call) rebase() {
@@ -770,9 +894,14 @@ func (p params) str(k string) (string, bool) {
 	return "", false
 }
 
+// flag reads a boolean as Grape does (dry-types Params::Bool): true, True, 1, yes, y, on, t…
 func (p params) flag(k string) bool {
 	s, _ := p.str(k)
-	return s == "true" || s == "1"
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "t", "1", "yes", "y", "on":
+		return true
+	}
+	return false
 }
 
 func (p params) intOr(k string, def int64) int64 {

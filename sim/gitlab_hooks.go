@@ -254,7 +254,7 @@ func (g *GitLab) pipelineHook(pl *pipeline, now time.Time) { // holds g.mu
 	st := pl.status(now)
 	attrs := map[string]any{
 		"id": pl.id, "iid": pl.iid, "name": nil, "ref": pl.ref, "tag": false, "sha": pl.sha,
-		"before_sha": "0000000000000000000000000000000000000000", "source": "merge_request_event", "status": st,
+		"before_sha": "0000000000000000000000000000000000000000", "source": pl.source, "status": st,
 		"detailed_status": st, "stages": []string{"test"}, "created_at": hookTime(pl.createdAt), "finished_at": nil,
 		"duration": nil, "queued_duration": nil, "url": g.hooks.instance() + "/" + p.path + "/-/pipelines/" + itoa64(pl.id),
 	}
@@ -266,7 +266,9 @@ func (g *GitLab) pipelineHook(pl *pipeline, now time.Time) { // holds g.mu
 		"object_kind": "pipeline", "object_attributes": attrs, "user": g.hookUser(pl.userID),
 		"project": g.hookProject(p), "commit": g.lastCommit(p, pl.sha), "builds": []any{},
 	}
-	if mr := p.mr(pl.mrIID); mr != nil {
+	// GitLab names the MR of MR pipelines only; a branch pipeline's hook has merge_request null.
+	payload["merge_request"] = nil
+	if mr := p.mr(pl.mrIID); mr != nil && pl.source == sourceMergeRequest {
 		ds := g.detailedStatus(mr, now, false)
 		payload["merge_request"] = map[string]any{
 			"id": mr.id, "iid": mr.iid, "title": mr.title, "source_branch": mr.source, "target_branch": mr.target,

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"bindery/config"
 )
 
 // The JSON entities of the simulated GitLab, with the field names and types of GitLab's API
@@ -31,6 +33,61 @@ func (c *call) userRef(id int64) *userJSON {
 }
 
 func (c *call) projectURL() string { return c.base + "/" + c.p.path }
+
+type namespaceJSON struct {
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	Kind     string `json:"kind"`
+	FullPath string `json:"full_path"`
+	WebURL   string `json:"web_url"`
+}
+
+type projectJSON struct {
+	ID                               int64         `json:"id"`
+	Description                      *string       `json:"description"`
+	Name                             string        `json:"name"`
+	NameWithNamespace                string        `json:"name_with_namespace"`
+	Path                             string        `json:"path"`
+	PathWithNamespace                string        `json:"path_with_namespace"`
+	CreatedAt                        time.Time     `json:"created_at"`
+	DefaultBranch                    string        `json:"default_branch"`
+	WebURL                           string        `json:"web_url"`
+	HTTPURLToRepo                    string        `json:"http_url_to_repo"`
+	Namespace                        namespaceJSON `json:"namespace"`
+	Visibility                       string        `json:"visibility"`
+	Archived                         bool          `json:"archived"`
+	MergeMethod                      string        `json:"merge_method"`
+	OnlyAllowMergeIfPipelineSucceeds bool          `json:"only_allow_merge_if_pipeline_succeeds"`
+	MergePipelinesEnabled            bool          `json:"merge_pipelines_enabled"`
+	MergeRequestsEnabled             bool          `json:"merge_requests_enabled"`
+	JobsEnabled                      bool          `json:"jobs_enabled"`
+}
+
+// projectJSON is the project as GET /projects/:id shows it: a namespace from the path, merges
+// with merge commits on semi-linear history (rebase_merge), pipelines required.
+func (c *call) projectJSON() projectJSON {
+	p := c.p
+	ns, name := "", p.path
+	if i := strings.LastIndex(p.path, "/"); i >= 0 {
+		ns, name = p.path[:i], p.path[i+1:]
+	}
+	nsName := ns
+	if i := strings.LastIndex(ns, "/"); i >= 0 {
+		nsName = ns[i+1:]
+	}
+	created := time.Time{}
+	if len(p.order) > 0 {
+		created = p.commits[p.order[0]].at
+	}
+	return projectJSON{
+		ID: p.id, Name: name, NameWithNamespace: strings.ReplaceAll(p.path, "/", " / "), Path: name, PathWithNamespace: p.path,
+		CreatedAt: created, DefaultBranch: p.defaultBranch, WebURL: c.projectURL(), HTTPURLToRepo: c.projectURL() + ".git",
+		Namespace:  namespaceJSON{ID: p.id, Name: nsName, Path: nsName, Kind: "group", FullPath: ns, WebURL: c.base + "/groups/" + ns},
+		Visibility: "private", MergeMethod: "rebase_merge", OnlyAllowMergeIfPipelineSucceeds: true,
+		MergePipelinesEnabled: c.g.faults().PipelineSource == config.PipelineMergedResult, MergeRequestsEnabled: true, JobsEnabled: true,
+	}
+}
 
 type commitJSON struct {
 	ID             string       `json:"id"`
@@ -106,7 +163,7 @@ type pipelineInfoJSON struct {
 func (c *call) pipelineInfo(pl *pipeline) pipelineInfoJSON {
 	return pipelineInfoJSON{
 		ID: pl.id, IID: pl.iid, ProjectID: c.p.id, SHA: pl.sha, Ref: pl.ref, Status: pl.status(c.now),
-		Source: "merge_request_event", CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
+		Source: pl.source, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
 		WebURL: c.projectURL() + "/-/pipelines/" + itoa64(pl.id),
 	}
 }
@@ -209,7 +266,7 @@ type mrJSON struct {
 	Milestone                   *struct{}         `json:"milestone"`
 	MergeWhenPipelineSucceeds   bool              `json:"merge_when_pipeline_succeeds"`
 	MergeStatus                 string            `json:"merge_status"`
-	DetailedMergeStatus         string            `json:"detailed_merge_status"`
+	DetailedMergeStatus         *string           `json:"detailed_merge_status,omitempty"` // absent before GitLab 15.6
 	SHA                         string            `json:"sha"`
 	MergeCommitSHA              *string           `json:"merge_commit_sha"`
 	SquashCommitSHA             *string           `json:"squash_commit_sha"`
@@ -263,14 +320,17 @@ func (c *call) mrJSON(mr *mergeRequest, withRebase, poll bool) mrJSON {
 		MergedAt: mr.mergedAt, ClosedBy: c.userRef(mr.closedByID), ClosedAt: mr.closedAt,
 		TargetBranch: mr.target, SourceBranch: mr.source, Author: c.userRef(mr.authorID),
 		Assignees: []userJSON{}, Reviewers: []userJSON{}, SourceProjectID: p.id, TargetProjectID: p.id,
-		Labels: append([]string{}, mr.labels...), Draft: ds == "draft_status", WorkInProgress: ds == "draft_status",
-		MergeWhenPipelineSucceeds: mr.autoMerge != nil, MergeStatus: mergeStatus(ds, conflicts), DetailedMergeStatus: ds,
+		Labels: append([]string{}, mr.labels...), Draft: mr.draft(), WorkInProgress: mr.draft(),
+		MergeWhenPipelineSucceeds: mr.autoMerge != nil, MergeStatus: mergeStatus(ds, conflicts),
 		SHA: head, MergeCommitSHA: optString(mr.mergeCommit), ShouldRemoveSourceBranch: &remove,
 		WebURL:       c.projectURL() + "/-/merge_requests/" + itoa64(mr.iid),
 		References:   referencesJSON{Short: "!" + itoa64(mr.iid), Relative: "!" + itoa64(mr.iid), Full: p.path + "!" + itoa64(mr.iid)},
-		HasConflicts: conflicts, BlockingDiscussionsResolved: true, ChangesCount: itoa64(int64(changed)),
+		HasConflicts: conflicts, BlockingDiscussionsResolved: mr.blocker != "discussions_not_resolved", ChangesCount: itoa64(int64(changed)),
 		DiffRefs:   diffRefsJSON{BaseSHA: base, HeadSHA: head, StartSHA: p.branches[mr.target]},
 		MergeError: optString(mr.mergeError),
+	}
+	if c.g.faults().Version != "15.5" {
+		out.DetailedMergeStatus = &ds
 	}
 	out.User.CanMerge = c.user.CanMerge
 	if pl := mr.headPipeline(); pl != nil {
@@ -309,9 +369,25 @@ type approvalsJSON struct {
 	MultipleApprovalRulesAvailable bool           `json:"multiple_approval_rules_available"`
 }
 
+// ceApprovalsJSON is the approval state of GitLab CE: no rules, no counts.
+type ceApprovalsJSON struct {
+	UserHasApproved bool           `json:"user_has_approved"`
+	UserCanApprove  bool           `json:"user_can_approve"`
+	Approved        bool           `json:"approved"`
+	ApprovedBy      []approverJSON `json:"approved_by"`
+}
+
 // approvalsJSON is the approval state as the calling user sees it (user_has_approved and
-// user_can_approve are about the caller).
-func (c *call) approvalsJSON(mr *mergeRequest) approvalsJSON {
+// user_can_approve are about the caller), in the shape of sim.gitlab.edition.
+func (c *call) approvalsJSON(mr *mergeRequest) any {
+	ee := c.eeApprovalsJSON(mr)
+	if c.g.faults().Edition == "ce" {
+		return ceApprovalsJSON{UserHasApproved: ee.UserHasApproved, UserCanApprove: ee.UserCanApprove, Approved: ee.Approved, ApprovedBy: ee.ApprovedBy}
+	}
+	return ee
+}
+
+func (c *call) eeApprovalsJSON(mr *mergeRequest) approvalsJSON {
 	required := c.g.faults().ApprovalsRequired
 	out := approvalsJSON{
 		mrCoreJSON: c.mrCore(mr), MergeStatus: mergeStatus(c.g.detailedStatus(mr, c.now, false), false),

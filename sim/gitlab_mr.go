@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"bindery/config"
 )
 
 // Merge requests, their pipelines, approvals, rebase and merge. The project merges with a merge
@@ -34,7 +36,9 @@ type mergeRequest struct {
 	removeSource bool
 	headSHA      string // the source head last seen; kept when the branch is deleted by a merge
 	approvals    []mrApproval
-	checking     bool // the next read answers "checking" (GitLab recomputes mergeability lazily)
+	checking     bool      // the next read answers "checking" (GitLab recomputes mergeability lazily)
+	checkingTill time.Time // with sim.gitlab.checkingFor: every read answers "checking" until then
+	blocker      string    // a detailed_merge_status held until cleared (sim.gitlab.mergeBlocker)
 	rebase       *rebaseJob
 	locking      *lockedMerge // set while the MR is "locked": GitLab is merging it
 	autoMerge    *autoMerge
@@ -66,7 +70,9 @@ type pipeline struct {
 	project   *project
 	id, iid   int64
 	sha, ref  string
-	mrIID     int64
+	head      string // the MR head it tests: sha, or for a merged-results pipeline the merge commit's second parent
+	source    string // merge_request_event, push or api
+	mrIID     int64  // the MR it belongs to (a branch pipeline: the open MR of its branch; 0: none)
 	userID    int64
 	createdAt time.Time
 	updatedAt time.Time
@@ -112,15 +118,43 @@ func (mr *mergeRequest) head() string {
 	return mr.headSHA
 }
 
-// headPipeline is the newest pipeline of the MR for its current head, or nil.
+// Pipeline sources as GitLab reports them.
+const (
+	sourceMergeRequest = "merge_request_event"
+	sourcePush         = "push"
+	sourceAPI          = "api"
+)
+
+// headPipeline is the newest pipeline of the MR for its current head (by sha, or for a
+// merged-results pipeline by the head it merged), or nil.
 func (mr *mergeRequest) headPipeline() *pipeline {
 	head := mr.head()
 	for i := len(mr.project.pipelines) - 1; i >= 0; i-- {
-		if pl := mr.project.pipelines[i]; pl.mrIID == mr.iid && pl.sha == head {
+		if pl := mr.project.pipelines[i]; pl.mrIID == mr.iid && pl.head == head {
 			return pl
 		}
 	}
 	return nil
+}
+
+// recheck makes GitLab recompute the MR's mergeability: "checking" for the next read, or for
+// sim.gitlab.checkingFor.
+func (g *GitLab) recheck(mr *mergeRequest, now time.Time) { // holds g.mu
+	d := scaled(g.cfg, g.faults().CheckingFor)
+	mr.checking, mr.checkingTill = d == 0, now.Add(d)
+}
+
+// isChecking: GitLab is still computing the MR's mergeability. A poll (GET of the MR) settles
+// the one-read "checking" for the next read; sim.gitlab.checkingFor holds it for its duration.
+func (g *GitLab) isChecking(mr *mergeRequest, now time.Time, poll bool) bool { // holds g.mu
+	if now.Before(mr.checkingTill) {
+		return true
+	}
+	if mr.checking && poll {
+		mr.checking = false
+		return true
+	}
+	return false
 }
 
 func (mr *mergeRequest) approvedBy(userID int64) bool {
@@ -158,38 +192,71 @@ func (mr *mergeRequest) conflicts() bool {
 	return false
 }
 
-// detailedStatus is detailed_merge_status. GitLab recomputes mergeability lazily when an MR
-// is polled: after a change, the first poll (poll=true) answers "checking" and the next the
-// settled status. Everything else (merge, webhooks, other answers) sees the settled status.
+// detailedStatus is detailed_merge_status, in GitLab's order: while mergeability is being
+// computed "checking" (see isChecking); then the first failing check — the state checks (a held
+// blocker, draft, approvals), then the git checks (conflict, need_rebase) — and the CI check
+// only when every other one passes. Everything but a poll sees the settled status.
 func (g *GitLab) detailedStatus(mr *mergeRequest, now time.Time, poll bool) string {
 	if mr.state != "opened" {
 		return "not_open"
 	}
-	if mr.checking && poll {
-		mr.checking = false
+	if g.isChecking(mr, now, poll) {
 		return "checking"
 	}
-	if strings.HasPrefix(strings.ToLower(mr.title), "draft:") {
-		return "draft_status"
+	if st := g.stateCheck(mr); st != "" {
+		return st
 	}
-	if mr.conflicts() {
-		return "conflict"
+	if st := gitCheck(mr); st != "" {
+		return st
 	}
-	if mr.needsRebase() {
-		return "need_rebase"
-	}
-	if pl := mr.headPipeline(); pl == nil {
-		return "ci_must_pass"
-	} else if st := pl.status(now); st != pipeSuccess {
-		if st == pipeFailed {
-			return "ci_must_pass"
-		}
-		return "ci_still_running"
-	}
-	if len(mr.approvals) < g.faults().ApprovalsRequired {
-		return "not_approved"
+	if st := ciCheck(mr, now); st != "" {
+		return st
 	}
 	return "mergeable"
+}
+
+// stateCheck is the first failing state check of an open MR, or "".
+func (g *GitLab) stateCheck(mr *mergeRequest) string { // holds g.mu
+	switch {
+	case mr.blocker != "":
+		return mr.blocker
+	case mr.draft():
+		return "draft_status"
+	case len(mr.approvals) < g.faults().ApprovalsRequired:
+		return "not_approved"
+	}
+	return ""
+}
+
+func (mr *mergeRequest) draft() bool {
+	return strings.HasPrefix(strings.ToLower(mr.title), "draft:") || mr.blocker == "draft_status"
+}
+
+// gitCheck is what keeps git from merging the MR: "conflict", "need_rebase" or "".
+func gitCheck(mr *mergeRequest) string {
+	switch {
+	case mr.conflicts():
+		return "conflict"
+	case mr.needsRebase():
+		return "need_rebase"
+	}
+	return ""
+}
+
+// ciCheck is the CI check of the MR's head: "ci_must_pass" (no pipeline, or it failed),
+// "ci_still_running" or "".
+func ciCheck(mr *mergeRequest, now time.Time) string {
+	pl := mr.headPipeline()
+	if pl == nil {
+		return "ci_must_pass"
+	}
+	switch pl.status(now) {
+	case pipeSuccess:
+		return ""
+	case pipeFailed:
+		return "ci_must_pass"
+	}
+	return "ci_still_running"
 }
 
 func mergeStatus(detailed string, hasConflicts bool) string {
@@ -202,24 +269,81 @@ func mergeStatus(detailed string, hasConflicts bool) string {
 	return "can_be_merged"
 }
 
-// newPipeline starts an MR pipeline for sha. Its fate (success, failure, never finishing) is
-// drawn now from the knobs in force.
-func (g *GitLab) newPipeline(mr *mergeRequest, sha string, userID int64, now time.Time) *pipeline { // holds g.mu
+// mrPipeline starts the pipeline GitLab runs for an MR's head in the MR pipeline modes: on the
+// head itself (refs/merge-requests/<iid>/head), or with sim.gitlab.pipelineSource merged_result
+// on a merge commit of the head into the target (refs/merge-requests/<iid>/merge) — unless the
+// two conflict, when GitLab falls back to a pipeline on the head.
+func (g *GitLab) mrPipeline(mr *mergeRequest, userID int64, now time.Time) *pipeline { // holds g.mu
+	head := mr.head()
+	pl := &pipeline{sha: head, head: head, ref: "refs/merge-requests/" + itoa64(mr.iid) + "/head", source: sourceMergeRequest, mrIID: mr.iid}
+	if g.faults().PipelineSource == config.PipelineMergedResult {
+		if sha := g.mergeRef(mr, now); sha != "" {
+			pl.sha, pl.ref = sha, "refs/merge-requests/"+itoa64(mr.iid)+"/merge"
+		}
+	}
+	return g.startPipeline(mr.project, pl, mr.target, userID, now)
+}
+
+// branchPipeline starts a pipeline on a branch's head (a push pipeline, or one created through
+// the API). It belongs to the branch's open MR, if any.
+func (g *GitLab) branchPipeline(p *project, branch, source string, userID int64, now time.Time) *pipeline { // holds g.mu
+	head := p.branches[branch]
+	pl := &pipeline{sha: head, head: head, ref: branch, source: source}
+	target := p.defaultBranch
+	for _, mr := range p.mrs {
+		if mr.state == "opened" && mr.source == branch {
+			pl.mrIID, target = mr.iid, mr.target
+		}
+	}
+	return g.startPipeline(p, pl, target, userID, now)
+}
+
+// mergeRef writes the merge commit of a merged-results pipeline: the MR's head merged into the
+// target's head (parents: target, head), on no branch. "" when they conflict.
+func (g *GitLab) mergeRef(mr *mergeRequest, now time.Time) string { // holds g.mu
 	p := mr.project
-	f := g.faults()
+	tgt := p.commits[p.branches[mr.target]]
+	src := p.commits[mr.head()]
+	if tgt == nil || src == nil || mr.conflicts() {
+		return ""
+	}
+	base := p.commits[p.mergeBase(src.id, tgt.id)]
+	files := tgt.files.clone()
+	c := g.newCommit(p, []string{tgt.id, src.id}, "Merge branch '"+mr.source+"' into '"+mr.target+"'", files, now)
+	if base != nil {
+		for path := range changes(base.files, src.files) {
+			if e, ok := src.files[path]; ok {
+				files[path] = e
+			} else {
+				delete(files, path)
+			}
+		}
+	}
+	return c.id
+}
+
+// startPipeline numbers a new pipeline and draws its fate (success, failure, never finishing)
+// from the knobs in force; target is the branch its changes are measured against.
+func (g *GitLab) startPipeline(p *project, pl *pipeline, target string, userID int64, now time.Time) *pipeline { // holds g.mu
 	g.nextPipelineID++
 	p.nextPipeIID++
-	pl := &pipeline{
-		project: p, id: g.nextPipelineID, iid: p.nextPipeIID, sha: sha,
-		ref:   "refs/merge-requests/" + itoa64(mr.iid) + "/head",
-		mrIID: mr.iid, userID: userID, createdAt: now, updatedAt: now,
-		dur: scaled(g.cfg, f.PipelineDuration), outcome: pipeSuccess,
-	}
+	pl.project, pl.id, pl.iid, pl.userID = p, g.nextPipelineID, p.nextPipeIID, userID
+	g.runPipeline(pl, target, now)
+	p.pipelines = append(p.pipelines, pl)
+	return pl
+}
+
+// runPipeline (re)starts a pipeline now with a fate drawn from the knobs: a retry of a failed pipeline
+// runs it again, same id.
+func (g *GitLab) runPipeline(pl *pipeline, target string, now time.Time) { // holds g.mu
+	f := g.faults()
+	pl.createdAt, pl.updatedAt, pl.reported = now, now, ""
+	pl.dur, pl.outcome = scaled(g.cfg, f.PipelineDuration), pipeSuccess
 	switch {
 	case g.failNext > 0:
 		g.failNext--
 		pl.outcome = pipeFailed
-	case g.changesMatch(mr, sha, f.PipelineFailOn):
+	case g.changesMatch(pl.project, target, pl.sha, f.PipelineFailOn):
 		pl.outcome = pipeFailed
 	case chance(f.PipelineStuckRate):
 		pl.outcome = "stuck"
@@ -228,20 +352,28 @@ func (g *GitLab) newPipeline(mr *mergeRequest, sha string, userID int64, now tim
 		pl.outcome = pipeFailed
 		g.gate.faults.add("pipeline_failed")
 	}
-	p.pipelines = append(p.pipelines, pl)
-	g.active = append(g.active, pl)
-	return pl
+	if !slices.Contains(g.active, pl) {
+		g.active = append(g.active, pl)
+	}
 }
 
-// changesMatch reports whether a file that sha changes against the MR's target (since their
-// merge base) has one of texts in its path or content: the pipeline of a bad change fails every
-// time, whatever else the commit carries.
-func (g *GitLab) changesMatch(mr *mergeRequest, sha string, texts []string) bool { // holds g.mu
+// targetOf is the branch a pipeline's changes are measured against: its MR's target, else the
+// project's default branch.
+func (pl *pipeline) targetOf() string {
+	if mr := pl.project.mr(pl.mrIID); mr != nil {
+		return mr.target
+	}
+	return pl.project.defaultBranch
+}
+
+// changesMatch reports whether a file that sha changes against target (since their merge base)
+// has one of texts in its path or content: the pipeline of a bad change fails every time,
+// whatever else the commit carries.
+func (g *GitLab) changesMatch(p *project, target, sha string, texts []string) bool { // holds g.mu
 	if len(texts) == 0 {
 		return false
 	}
-	p := mr.project
-	src, tgt := p.commits[sha], p.commits[p.branches[mr.target]]
+	src, tgt := p.commits[sha], p.commits[p.branches[target]]
 	if src == nil || tgt == nil {
 		return false
 	}
@@ -263,22 +395,32 @@ func (g *GitLab) changesMatch(mr *mergeRequest, sha string, texts []string) bool
 	return false
 }
 
-// headMoved reacts to a branch moving: open MRs from it get a pipeline and are re-checked; open
-// MRs into it are re-checked (they may now need a rebase or conflict).
-func (g *GitLab) headMoved(p *project, branch string, now time.Time) { // holds g.mu
+// headMoved reacts to a push to branch: open MRs from it get a pipeline and are re-checked; open
+// MRs into it are re-checked (they may now need a rebase or conflict). With branch pipelines
+// (sim.gitlab.pipelineSource push) the push itself gets the pipeline, once, unless the branch is
+// the default branch or an MR's target (the simulator runs no CI there).
+func (g *GitLab) headMoved(p *project, branch string, userID int64, now time.Time) { // holds g.mu
+	push := g.faults().PipelineSource == config.PipelinePush
+	target := branch == p.defaultBranch
 	for _, mr := range p.mrs {
 		if mr.state != "opened" {
 			continue
 		}
 		if mr.source == branch {
 			old := mr.headSHA
-			mr.headSHA = p.branches[branch]
-			mr.checking, mr.updatedAt = true, now
-			g.newPipeline(mr, mr.headSHA, mr.authorID, now)
+			mr.headSHA, mr.updatedAt = p.branches[branch], now
+			g.recheck(mr, now)
+			if !push {
+				g.mrPipeline(mr, mr.authorID, now)
+			}
 			g.mrHook(mr, "update", mr.authorID, old, now)
 		} else if mr.target == branch {
-			mr.checking = true
+			target = true
+			g.recheck(mr, now)
 		}
+	}
+	if push && !target && p.branches[branch] != "" {
+		g.branchPipeline(p, branch, sourcePush, userID, now)
 	}
 }
 
@@ -319,7 +461,7 @@ func (g *GitLab) advance(now time.Time) { // holds g.mu
 			g.pipelineHook(pl, now)
 		}
 		if st == pipeSuccess || st == pipeFailed {
-			if mr := pl.project.mr(pl.mrIID); mr != nil && mr.autoMerge != nil && st == pipeSuccess && mr.head() == pl.sha {
+			if mr := pl.project.mr(pl.mrIID); mr != nil && mr.autoMerge != nil && st == pipeSuccess && mr.head() == pl.head {
 				am := mr.autoMerge
 				if g.detailedStatus(mr, now, false) == "mergeable" {
 					g.doMerge(mr, am.userID, am.removeSource, now)
@@ -371,7 +513,7 @@ func (g *GitLab) finishRebase(mr *mergeRequest, now time.Time) { // holds g.mu
 		}
 	}
 	p.branches[mr.source] = c.id
-	g.headMoved(p, mr.source, now)
+	g.headMoved(p, mr.source, mr.authorID, now)
 }
 
 // doMerge merges an MR that is mergeable: a merge commit on the target, the source branch
@@ -389,7 +531,7 @@ func (g *GitLab) doMerge(mr *mergeRequest, userID int64, removeSource bool, now 
 		delete(p.branches, mr.source)
 	}
 	g.mrHook(mr, "merge", userID, "", now)
-	g.headMoved(p, mr.target, now)
+	g.headMoved(p, mr.target, userID, now)
 	info := MergeInfo{Project: p.path, IID: mr.iid, OperationIDs: operationIDs(tgtBefore.files, c.files)}
 	for _, fn := range g.onMerge {
 		fn(info)
@@ -421,5 +563,5 @@ func (g *GitLab) moveTargetForward(mr *mergeRequest, now time.Time) { // holds g
 	p := mr.project
 	path := ".sim/concurrent-" + itoa64(rand.Int64N(1<<40)) + ".txt"
 	g.pushFile(p, mr.target, path, "another change landed first\n", "Concurrent change", now)
-	g.headMoved(p, mr.target, now)
+	g.headMoved(p, mr.target, 0, now)
 }

@@ -20,6 +20,9 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.3em .6em;tex
 <p><small>simulated GitLab · {{.Project}}</small></p>
 <h1>{{.Title}}</h1>
 <table>{{range .Rows}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
+{{if .Blocker}}<form method="post" action="/sim/gitlab/blockers/clear"><p>Held at <code id="blocker">{{.Blocker}}</code> until someone clears it.
+<input type="hidden" name="project" value="{{.Project}}"><input type="hidden" name="iid" value="{{.IID}}">
+<button type="submit" id="clear-blocker">Clear</button></p></form>{{end}}
 {{if .Pipelines}}<h2>Pipelines</h2><table><tr><th>id</th><th>sha</th><th>status</th></tr>
 {{range .Pipelines}}<tr><td>#{{index . 0}}</td><td><code>{{index . 1}}</code></td><td class="s">{{index . 2}}</td></tr>{{end}}</table>{{end}}
 {{if .Files}}<h2>Changes</h2>{{range .Files}}<h3><code>{{index . 0}}</code></h3><pre>{{index . 1}}</pre>{{end}}{{end}}
@@ -27,6 +30,8 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.3em .6em;tex
 
 type webView struct {
 	Project, Title string
+	IID            int64
+	Blocker        string // what holds the MR, with a button that clears it
 	Rows           [][2]string
 	Pipelines      [][3]string
 	Files          [][2]string
@@ -77,7 +82,7 @@ func (g *GitLab) mrPage(p *project, iid int64) *webView {
 	for _, a := range mr.approvals {
 		approvers = append(approvers, g.userByID(a.userID).Username)
 	}
-	v := &webView{Project: p.path, Title: "!" + itoa64(mr.iid) + " " + mr.title, Rows: [][2]string{
+	v := &webView{Project: p.path, Title: "!" + itoa64(mr.iid) + " " + mr.title, IID: mr.iid, Rows: [][2]string{
 		{"state", mr.state},
 		{"merge status", g.detailedStatus(mr, now, false)},
 		{"branches", mr.source + " → " + mr.target},
@@ -86,9 +91,12 @@ func (g *GitLab) mrPage(p *project, iid int64) *webView {
 		{"merge commit", mr.mergeCommit},
 		{"merge error", mr.mergeError},
 	}}
+	if mr.state == "opened" {
+		v.Blocker = mr.blocker
+	}
 	for i := len(p.pipelines) - 1; i >= 0; i-- {
 		if pl := p.pipelines[i]; pl.mrIID == mr.iid {
-			v.Pipelines = append(v.Pipelines, [3]string{itoa64(pl.id), pl.sha[:8], pl.status(now)})
+			v.Pipelines = append(v.Pipelines, [3]string{itoa64(pl.id), pl.sha[:8] + " (" + pl.source + ", " + pl.ref + ")", pl.status(now)})
 		}
 	}
 	src, tgt := p.commits[mr.head()], p.commits[p.branches[mr.target]]

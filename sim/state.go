@@ -87,6 +87,8 @@ type savedMR struct {
 	RebaseFails  bool           `json:"rebaseFails"`
 	AutoMerge    *autoMergeJSON `json:"autoMerge"`
 	Labels       []string       `json:"labels"`
+	Blocker      string         `json:"blocker,omitempty"`
+	CheckingTill *time.Time     `json:"checkingUntil,omitempty"`
 }
 
 type savedApprove struct {
@@ -111,6 +113,8 @@ type savedPipeline struct {
 	Dur       time.Duration `json:"durationNs"`
 	Outcome   string        `json:"outcome"`
 	Reported  string        `json:"reported"`
+	Head      string        `json:"head,omitempty"`   // "": sha (saved before merged-results pipelines)
+	Source    string        `json:"source,omitempty"` // "": merge_request_event
 }
 
 type savedApproval struct {
@@ -177,11 +181,17 @@ func (g *GitLab) save() savedGitLab { // holds g.mu
 			if mr.autoMerge != nil {
 				sm.AutoMerge = &autoMergeJSON{UserID: mr.autoMerge.userID, RemoveSource: mr.autoMerge.removeSource}
 			}
+			sm.Blocker = mr.blocker
+			if !mr.checkingTill.IsZero() {
+				till := mr.checkingTill
+				sm.CheckingTill = &till
+			}
 			sp.MRs = append(sp.MRs, sm)
 		}
 		for _, pl := range p.pipelines {
 			sp.Pipelines = append(sp.Pipelines, savedPipeline{ID: pl.id, IID: pl.iid, SHA: pl.sha, Ref: pl.ref, MRIID: pl.mrIID,
-				UserID: pl.userID, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt, Dur: pl.dur, Outcome: pl.outcome, Reported: pl.reported})
+				UserID: pl.userID, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt, Dur: pl.dur, Outcome: pl.outcome, Reported: pl.reported,
+				Head: pl.head, Source: pl.source})
 		}
 		out.Projects = append(out.Projects, sp)
 	}
@@ -229,11 +239,22 @@ func (g *GitLab) restore(s savedGitLab) { // holds g.mu
 			if sm.AutoMerge != nil {
 				mr.autoMerge = &autoMerge{userID: sm.AutoMerge.UserID, removeSource: sm.AutoMerge.RemoveSource}
 			}
+			mr.blocker = sm.Blocker
+			if sm.CheckingTill != nil {
+				mr.checkingTill = *sm.CheckingTill
+			}
 			p.mrs = append(p.mrs, mr)
 		}
 		for _, sp := range sp.Pipelines {
 			pl := &pipeline{project: p, id: sp.ID, iid: sp.IID, sha: sp.SHA, ref: sp.Ref, mrIID: sp.MRIID, userID: sp.UserID,
-				createdAt: sp.CreatedAt, updatedAt: sp.UpdatedAt, dur: sp.Dur, outcome: sp.Outcome, reported: sp.Reported}
+				createdAt: sp.CreatedAt, updatedAt: sp.UpdatedAt, dur: sp.Dur, outcome: sp.Outcome, reported: sp.Reported,
+				head: sp.Head, source: sp.Source}
+			if pl.head == "" {
+				pl.head = pl.sha
+			}
+			if pl.source == "" {
+				pl.source = sourceMergeRequest
+			}
 			p.pipelines = append(p.pipelines, pl)
 			if pl.reported != pipeSuccess && pl.reported != pipeFailed {
 				g.active = append(g.active, pl)
