@@ -11,7 +11,8 @@ import (
 
 // mutating are the simulator endpoints that change GitLab; reads poll.
 var endpoints = []string{"create_branch", "create_commit", "create_mr", "get_mr", "mr_pipelines", "create_mr_pipeline",
-	"get_approvals", "approve", "merge", "rebase", "update_mr", "delete_branch", "get_pipeline", "checklist"}
+	"get_approvals", "approve", "merge", "rebase", "update_mr", "delete_branch", "get_pipeline", "checklist",
+	"retry_pipeline", "create_pipeline", "get_commit", "get_project"}
 
 func (e *env) calls() map[string]int {
 	out := map[string]int{}

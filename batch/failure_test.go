@@ -90,7 +90,7 @@ func TestAFlakyPipelineIsRetriedOnceThenPasses(t *testing.T) {
 		for _, id := range ids {
 			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
 		}
-		if n := e.gl.Calls("create_mr_pipeline"); n != 1 {
+		if n := e.gl.Calls("retry_pipeline"); n != 1 {
 			t.Fatalf("%d pipeline retries, want 1", n)
 		}
 		if n := e.sink.count(`bindery_batch_bisections_total{project="infra/access-config"}`); n != 0 {

@@ -77,6 +77,12 @@ type stopAt struct {
 	note           string
 }
 
+// with is the members' moves with the reason they stopped.
+func (p stopAt) with(note string) []store.MemberMove {
+	p.note = note
+	return p.moves()
+}
+
 func (p stopAt) moves() []store.MemberMove {
 	return []store.MemberMove{
 		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: p.create, Note: p.note}),
@@ -88,6 +94,7 @@ var (
 	pipelinePending = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandlePipelinePending}
 	rebasePending   = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandleRebasePending}
 	rebaseConflict  = stopAt{create: store.StepHandleRebaseConflict, handle: store.StepHandleRebaseConflict}
+	mrBlocked       = stopAt{create: store.StepHandleMRBlocked, handle: store.StepHandleMRBlocked} // a person must act on the MR
 )
 
 // failure is the declared failure of a step: create is the step of members still being created

@@ -30,7 +30,8 @@ const (
 	stepOpen     = "open"     // members rendered, branch + commit + MR (or the branch regenerated)
 	stepPipeline = "pipeline" // the MR's pipeline, one look per run (flaky retries, bisection)
 	stepApprove  = "approve"  // both reviewer accounts approve the head
-	// change.MergeAttempt, change.MergeRebasing, change.MergePipeline: the merge, one action per run
+	// change.MergeAttempt, MergeRebasing, MergePipeline, MergeChecking, MergeBlocked: the merge,
+	// one action per run; in MergeBlocked the batch is BLOCKED until a person clears the MR
 	stepSettle  = "settle"  // the decided failure (merge_batch.failing) is carried out: MR closed, members failed
 	stepBlocked = "blocked" // BLOCKED: operators' window; when it ends, settled as failed
 )
@@ -43,6 +44,10 @@ type memo struct {
 	Refused int   `json:"refused,omitempty"` // merges GitLab refused in a row
 	CI      int64 `json:"ci,omitempty"`      // when the current pipeline wait started (unix ms, for the metric)
 	Merge   int64 `json:"merge,omitempty"`   // when the merge phase started (unix ms)
+	// Tested: the head whose pipeline passed (the only sha merged); Approved: the head the
+	// reviewer accounts approved.
+	Tested   string `json:"tested,omitempty"`
+	Approved string `json:"approved,omitempty"`
 }
 
 func decodeMemo(s string) memo {
@@ -112,7 +117,8 @@ func (s *Service) runBatch(ctx context.Context, er *engine.Run) error {
 		return r.pipeline(ctx)
 	case stepApprove:
 		return r.approve(ctx)
-	case string(change.MergeAttempt), string(change.MergeRebasing), string(change.MergePipeline):
+	case string(change.MergeAttempt), string(change.MergeRebasing), string(change.MergePipeline),
+		string(change.MergeChecking), string(change.MergeBlocked):
 		return r.merge(ctx, change.MergePhase(step))
 	case stepSettle:
 		return r.settle(ctx)
@@ -373,6 +379,7 @@ func (r *run) pipeline(ctx context.Context) error {
 		note := link + " passed"
 		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.memo.CI), "project", b.Project)
 		r.memo.CI = 0
+		r.memo.Tested = look.MR.SHA
 		return r.next(ctx, store.TaskNext{Step: stepApprove}, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: note}, Moves: pipelinePassed(pipeline, note)})
 	case look.Outcome == change.Failed:
 		return r.deterministic(ctx, failedPipeline.with(link+" failed"))
@@ -437,7 +444,7 @@ func (r *run) approve(ctx context.Context) error {
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID))
 	}
 	note := fmt.Sprintf("MR !%d approved by the reviewer accounts", b.MRIID)
-	r.memo.Merge, r.memo.Regen, r.memo.Refused = time.Now().UnixMilli(), false, 0
+	r.memo.Merge, r.memo.Regen, r.memo.Refused, r.memo.Approved = time.Now().UnixMilli(), false, 0, mr.SHA
 	return r.next(ctx, store.TaskNext{Step: string(change.MergeAttempt)}, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleApproved, note)})
 }
 
@@ -454,8 +461,10 @@ func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 		return err
 	}
 	b := r.batch
-	res, err := r.s.change.MergeStep(ctx, r.spec, b.MRIID, change.MergeState{Phase: phase, Regenerated: r.memo.Regen, Refused: r.memo.Refused})
+	res, err := r.s.change.MergeStep(ctx, r.spec, b.MRIID, change.MergeState{Phase: phase, Regenerated: r.memo.Regen,
+		Refused: r.memo.Refused, Tested: r.memo.Tested, Approved: r.memo.Approved})
 	r.memo.Regen, r.memo.Refused = res.State.Regenerated, res.State.Refused
+	r.memo.Tested, r.memo.Approved = res.State.Tested, res.State.Approved
 	switch {
 	case err == nil && res.Merged:
 		if r.memo.Merge != 0 {
@@ -467,19 +476,17 @@ func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 	case errors.Is(err, change.ErrConflict):
 		return r.block(ctx, rebaseConflict, "the rebase conflicts even after regenerating the branch from the target head")
 	case errors.Is(err, change.ErrPipelineFailed):
-		return r.mergePipelineFailed(ctx)
+		return r.mergePipelineFailed(ctx, res)
 	case err != nil:
 		return err
 	case res.Wait:
-		next, timedOut := r.r.Poll(r.stages(), eventNotes[eventOf(phase)])
-		if timedOut && phase == change.MergeRebasing {
-			return r.block(ctx, rebasePending, "the rebase gave no answer within poll.timeout; an operator can resume the batch")
-		}
-		if timedOut {
-			return r.block(ctx, pipelinePending, "the new head's pipeline gave no answer within poll.timeout; an operator can resume the batch")
-		}
-		next.Memo = r.memo.encode()
-		return r.r.Next(ctx, next, nil)
+		return r.mergeWait(ctx, phase, res)
+	case res.State.Phase == change.MergeBlocked:
+		return r.blockOnMR(ctx, res.Blocked)
+	case res.Unblocked:
+		note := fmt.Sprintf("MR !%d is no longer blocked; the merge goes on", b.MRIID)
+		return r.next(ctx, store.TaskNext{Step: string(res.State.Phase)}, store.BatchStep{
+			Change: store.BatchChange{Status: store.BatchRunning, Note: note}, Moves: resumed(note)})
 	}
 	n := store.TaskNext{Step: string(res.State.Phase)}
 	if res.Pause {
@@ -497,20 +504,62 @@ func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 	return r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleStarted, note)})
 }
 
-// eventOf is what a merge phase waits for, for its note.
-func eventOf(p change.MergePhase) change.Event {
-	if p == change.MergeRebasing {
-		return change.EventRebasing
+// mergeWait is a merge phase that found nothing decided yet: the same wait's next look, up to
+// its limit — poll.timeout for GitLab's own work (then BLOCKED for operators to resume), and
+// batch.blockedTimeout for a person to clear the MR (then the batch fails).
+func (r *run) mergeWait(ctx context.Context, phase change.MergePhase, res change.MergeResult) error {
+	st := r.stages()
+	if phase == change.MergeBlocked {
+		st.Timeout = r.s.cfg.Current().BatchBlockedTimeout()
 	}
-	return change.EventPipeline
+	next, timedOut := r.r.Poll(st, waitNotes[phase])
+	switch {
+	case !timedOut:
+		next.Memo = r.memo.encode()
+		return r.r.Next(ctx, next, nil)
+	case phase == change.MergeRebasing:
+		return r.block(ctx, rebasePending, "the rebase gave no answer within poll.timeout; an operator can resume the batch")
+	case phase == change.MergeChecking:
+		return r.blockOnMR(ctx, fmt.Sprintf("GitLab kept computing whether MR !%d can be merged for longer than poll.timeout", r.batch.MRIID))
+	case phase == change.MergeBlocked:
+		if res.Blocked == "" {
+			res.Blocked = r.batch.Note
+		}
+		return r.decide(ctx, failedMerge.with(fmt.Sprintf("%s, and nobody did within batch.blockedTimeout (%s)", res.Blocked, r.s.cfg.Current().BatchBlockedTimeout())))
+	}
+	return r.block(ctx, pipelinePending, "the new head's pipeline gave no answer within poll.timeout; an operator can resume the batch")
+}
+
+// waitNotes say what each merge phase waits for.
+var waitNotes = map[change.MergePhase]string{
+	change.MergeRebasing: eventNotes[change.EventRebasing],
+	change.MergePipeline: eventNotes[change.EventPipeline],
+	change.MergeChecking: "GitLab is computing whether the MR can be merged",
+	change.MergeBlocked:  "waiting for a person to clear the MR in GitLab",
+}
+
+// blockOnMR: something on the MR that bindery's accounts cannot clear keeps GitLab from merging
+// it. The batch is BLOCKED with its MR left open and keeps looking (a webhook wakes it sooner):
+// once a person clears it, the merge goes on by itself; nobody does within batch.blockedTimeout,
+// it fails. Its members show WAIT_MANUAL with the reason.
+func (r *run) blockOnMR(ctx context.Context, reason string) error {
+	n := r.waitFor(string(change.MergeBlocked))
+	n.Note = "BLOCKED: " + reason
+	if err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Status: store.BatchBlocked, Note: reason},
+		Moves: mrBlocked.with(reason)}); err != nil {
+		return err
+	}
+	r.s.rec.Inc("bindery_batches_blocked_total", "project", r.batch.Project)
+	r.s.log.Warn("batch blocked on its MR", "batch", r.batch.ID, "mr", r.batch.MRIID, "why", reason)
+	return nil
 }
 
 // mergePipelineFailed: the pipeline of a head the merge moved failed. Like the first pipeline,
 // it gets batch.flakyRetries new runs, then bisection or the failure.
-func (r *run) mergePipelineFailed(ctx context.Context) error {
+func (r *run) mergePipelineFailed(ctx context.Context, res change.MergeResult) error {
 	b := r.batch
 	if r.memo.Flaky < r.s.cfg.Current().BatchFlakyRetries() {
-		if err := r.s.change.RetryPipeline(ctx, b.Project, b.MRIID); err != nil {
+		if err := r.s.change.RetryPipeline(ctx, b.Project, res.MR, res.Pipeline); err != nil {
 			return err
 		}
 		r.memo.Flaky++
@@ -524,10 +573,9 @@ func (r *run) mergePipelineFailed(ctx context.Context) error {
 // for batch.blockedTimeout (the task's next run, which then settles it); its members show
 // WAIT_MANUAL.
 func (r *run) block(ctx context.Context, at stopAt, note string) error {
-	at.note = note
 	if err := r.next(ctx, store.TaskNext{Step: stepBlocked, In: r.s.cfg.Current().BatchBlockedTimeout(), Note: "BLOCKED: " + note}, store.BatchStep{
 		Change: store.BatchChange{Status: store.BatchBlocked, Note: note},
-		Moves:  at.moves(),
+		Moves:  at.with(note),
 	}); err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ type SimGitLab struct {
 	Version             string        // GitLab version whose answers are simulated: "17", "16", "15", "15.5"
 	RateLimitRate       float64       // share of calls answered 429 with Retry-After
 	Edition             string        // "ee" or "ce": the shape of the approvals answer
+	PipelineMustSucceed bool          // the project's "Pipelines must succeed": a merge needs the head's pipeline passed
 }
 
 // Pipeline sources of sim.gitlab.pipelineSource: how a project's CI runs for an MR.
@@ -152,6 +153,8 @@ func init() {
 			func(s *Snapshot) *string { return &g(s).Version }),
 		simRate("sim.gitlab.rateLimitRate", "Share of API calls answered 429 Too Many Requests, with Retry-After: 1 and RateLimit-* headers, before any effect.",
 			func(s *Snapshot) *float64 { return &g(s).RateLimitRate }),
+		simBool("sim.gitlab.pipelineMustSucceed", true, "The projects' \"Pipelines must succeed\" setting: a merge needs the head's pipeline passed. false: GitLab merges whatever the pipeline says (only the caller's sha guard keeps an untested head out).",
+			func(s *Snapshot) *bool { return &g(s).PipelineMustSucceed }),
 		simChoice("sim.gitlab.edition", "ee", []string{"ee", "ce"},
 			"GitLab edition whose approvals answer is simulated: ee adds approvals_required, approvals_left and the rules; ce has only approved, approved_by, user_has_approved and user_can_approve.",
 			func(s *Snapshot) *string { return &g(s).Edition }),

@@ -44,17 +44,26 @@ type API interface {
 	CloseMergeRequest(ctx context.Context, project string, iid int64) (MergeRequest, error)
 	// MergeRequestPipelines lists an MR's pipelines, newest first (every page).
 	MergeRequestPipelines(ctx context.Context, project string, iid int64) ([]Pipeline, error)
-	// CreateMergeRequestPipeline starts a new pipeline for the MR's head (a retry of a flaky one).
+	// CreateMergeRequestPipeline starts a new pipeline for the MR's head. ErrNoMRPipelines when
+	// the project runs branch pipelines only (its CI has no merge request jobs).
 	CreateMergeRequestPipeline(ctx context.Context, project string, iid int64) (Pipeline, error)
+	// CreatePipeline starts a pipeline on a branch's head (source api).
+	CreatePipeline(ctx context.Context, project, ref string) (Pipeline, error)
+	// RetryPipeline runs the failed jobs of a pipeline again; the pipeline keeps its id.
+	RetryPipeline(ctx context.Context, project string, id int64) (Pipeline, error)
 	// GetPipeline reads one pipeline.
 	GetPipeline(ctx context.Context, project string, id int64) (Pipeline, error)
+	// GetCommit reads a commit (its parents tell a merged-results pipeline's head).
+	GetCommit(ctx context.Context, project, sha string) (Commit, error)
 	// Approvals reads who approved an MR.
 	Approvals(ctx context.Context, project string, iid int64) (Approvals, error)
 	// Approve has every reviewer account approve the MR at head sha, each with its own retry
 	// loop (see approve.go). It returns nil when every reviewer's approval is in place.
 	Approve(ctx context.Context, project string, iid int64, sha string) error
-	// Merge merges the MR. ErrNotMergeable (405): not mergeable now (pipeline, approvals,
-	// needs a rebase, conflicts); ErrSHAMismatch (409): the head moved; ErrMergeFailed (422).
+	// Merge merges the MR. ErrNotMergeable (405): not mergeable now (pipeline, approvals, a
+	// blocker; on GitLab 16 also what git cannot merge); ErrMergeFailed (406 before GitLab 16,
+	// 422 from 17: git cannot merge it — it needs a rebase or conflicts; or the merge failed);
+	// ErrSHAMismatch (409): the head is not the sha given.
 	Merge(ctx context.Context, project string, iid int64, o MergeOptions) (MergeRequest, error)
 	// Rebase asks for an asynchronous rebase; poll GetMergeRequest until RebaseInProgress is
 	// false, then MergeError says whether it failed.
@@ -139,15 +148,19 @@ type MergeRequest struct {
 	TargetBranch        string
 	SHA                 string // head of the source branch: pass it to Approve and Merge
 	MergeCommitSHA      string
-	DetailedMergeStatus string // "mergeable", "need_rebase", "conflict", "ci_still_running", "checking", …
+	DetailedMergeStatus string // "mergeable", "need_rebase", "conflict", "ci_still_running", "checking", …; "" before GitLab 15.6
+	MergeStatus         string // the older merge_status: "can_be_merged", "cannot_be_merged", "unchecked", "checking", …
 	HasConflicts        bool
-	MergeError          string // the last merge or rebase failure ("" if none)
-	RebaseInProgress    bool
-	AutoMerge           bool // merge_when_pipeline_succeeds
-	WebURL              string
-	HeadPipeline        *Pipeline // nil when the head has no pipeline yet
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
+	Draft               bool
+	// BlockingDiscussionsResolved: no unresolved discussion blocks the merge.
+	BlockingDiscussionsResolved bool
+	MergeError                  string // the last merge or rebase failure ("" if none)
+	RebaseInProgress            bool
+	AutoMerge                   bool // merge_when_pipeline_succeeds
+	WebURL                      string
+	HeadPipeline                *Pipeline // nil when the head has no pipeline yet
+	CreatedAt                   time.Time
+	UpdatedAt                   time.Time
 }
 
 // Merged, Closed and Open read State.
@@ -236,6 +249,7 @@ var (
 	ErrMergeFailed        = &outbound.Error{Reason: ReasonMergeFailed}
 	ErrChecklistMismatch  = &outbound.Error{Reason: ReasonChecklist}
 	ErrNotConfigured      = &outbound.Error{Kind: outbound.KindNotConfigured}
+	ErrNoMRPipelines      = &outbound.Error{Reason: ReasonNoMRPipelines}
 )
 
 // Reasons an *outbound.Error of this package may carry.
@@ -256,6 +270,7 @@ const (
 	ReasonNotModified   = "not_modified" // 304: a repeated approve on newer GitLab
 	ReasonRebaseRefused = "rebase_refused"
 	ReasonRebaseBusy    = "rebase_busy"
+	ReasonNoMRPipelines = "no_mr_pipelines" // 400/405 creating an MR pipeline: branch pipelines only
 	ReasonUnauthorized  = "unauthorized"
 	ReasonForbidden     = "forbidden"
 	ReasonNotFound      = "not_found"

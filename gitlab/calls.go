@@ -2,6 +2,9 @@ package gitlab
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -111,10 +114,45 @@ func (c *Client) CreateMergeRequest(ctx context.Context, project string, r Merge
 	})
 }
 
+// GetMergeRequest reads the MR through the library's request and decoder, with merge_status
+// besides (the library dropped it; bindery decides from it on GitLab before 15.6).
 func (c *Client) GetMergeRequest(ctx context.Context, project string, iid int64) (MergeRequest, error) {
-	return c.mrCall(ctx, "get_mr", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.MergeRequest, *gl.Response, error) {
-		return l.MergeRequests.GetMergeRequest(project, iid, &gl.GetMergeRequestsOptions{IncludeRebaseInProgress: gl.Ptr(true)}, o)
+	var out MergeRequest
+	err := c.call(ctx, botAccount(c.cfg.Current()), "get_mr", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		path := fmt.Sprintf("projects/%s/merge_requests/%d", gl.PathEscape(project), iid)
+		req, err := l.NewRequest(http.MethodGet, path, &gl.GetMergeRequestsOptions{IncludeRebaseInProgress: gl.Ptr(true)}, []gl.RequestOptionFunc{o})
+		if err != nil {
+			return nil, err
+		}
+		var mr mrWithStatus
+		resp, err := l.Do(req, &mr)
+		if err == nil {
+			out = toMergeRequest(&mr.MergeRequest)
+			out.MergeStatus = mr.MergeStatus
+		}
+		return resp, err
 	})
+	return out, err
+}
+
+// mrWithStatus is an MR answer read twice: as the library's MR, and for merge_status.
+type mrWithStatus struct {
+	gl.MergeRequest
+	MergeStatus string
+}
+
+func (m *mrWithStatus) UnmarshalJSON(data []byte) error {
+	if err := json.Unmarshal(data, &m.MergeRequest); err != nil {
+		return err
+	}
+	var extra struct {
+		MergeStatus string `json:"merge_status"`
+	}
+	if err := json.Unmarshal(data, &extra); err != nil {
+		return err
+	}
+	m.MergeStatus = extra.MergeStatus
+	return nil
 }
 
 func (c *Client) MergeRequestsBySource(ctx context.Context, project, branch string) ([]MergeRequest, error) {
@@ -185,6 +223,7 @@ func toMergeRequest(m *gl.MergeRequest) MergeRequest {
 		ID: m.ID, IID: m.IID, ProjectID: m.ProjectID, Title: m.Title, State: m.State,
 		SourceBranch: m.SourceBranch, TargetBranch: m.TargetBranch, SHA: m.SHA, MergeCommitSHA: m.MergeCommitSHA,
 		DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts, MergeError: m.MergeError,
+		Draft: m.Draft, BlockingDiscussionsResolved: m.BlockingDiscussionsResolved,
 		RebaseInProgress: m.RebaseInProgress, AutoMerge: m.MergeWhenPipelineSucceeds, WebURL: m.WebURL,
 		CreatedAt: deref(m.CreatedAt), UpdatedAt: deref(m.UpdatedAt),
 	}
@@ -249,15 +288,29 @@ func (c *Client) CreateMergeRequestPipeline(ctx context.Context, project string,
 	return out, err
 }
 
-func toPipelineInfo(p *gl.PipelineInfo) Pipeline {
-	return Pipeline{ID: p.ID, IID: p.IID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, Source: p.Source, WebURL: p.WebURL,
-		CreatedAt: deref(p.CreatedAt), UpdatedAt: deref(p.UpdatedAt)}
+func (c *Client) CreatePipeline(ctx context.Context, project, ref string) (Pipeline, error) {
+	return c.pipelineCall(ctx, "create_pipeline", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Pipeline, *gl.Response, error) {
+		return l.Pipelines.CreatePipeline(project, &gl.CreatePipelineOptions{Ref: &ref}, o)
+	})
+}
+
+func (c *Client) RetryPipeline(ctx context.Context, project string, id int64) (Pipeline, error) {
+	return c.pipelineCall(ctx, "retry_pipeline", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Pipeline, *gl.Response, error) {
+		return l.Pipelines.RetryPipelineBuild(project, id, o)
+	})
 }
 
 func (c *Client) GetPipeline(ctx context.Context, project string, id int64) (Pipeline, error) {
+	return c.pipelineCall(ctx, "get_pipeline", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Pipeline, *gl.Response, error) {
+		return l.Pipelines.GetPipeline(project, id, o)
+	})
+}
+
+// pipelineCall runs a call answering one pipeline as the bot and converts its answer.
+func (c *Client) pipelineCall(ctx context.Context, endpoint string, fn func(*gl.Client, gl.RequestOptionFunc) (*gl.Pipeline, *gl.Response, error)) (Pipeline, error) {
 	var out Pipeline
-	err := c.call(ctx, botAccount(c.cfg.Current()), "get_pipeline", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
-		p, resp, err := l.Pipelines.GetPipeline(project, id, o)
+	err := c.call(ctx, botAccount(c.cfg.Current()), endpoint, func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		p, resp, err := fn(l, o)
 		if err == nil {
 			out = Pipeline{ID: p.ID, IID: p.IID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, Source: string(p.Source),
 				WebURL: p.WebURL, CreatedAt: deref(p.CreatedAt), UpdatedAt: deref(p.UpdatedAt)}
@@ -265,6 +318,23 @@ func (c *Client) GetPipeline(ctx context.Context, project string, id int64) (Pip
 		return resp, err
 	})
 	return out, err
+}
+
+func (c *Client) GetCommit(ctx context.Context, project, sha string) (Commit, error) {
+	var out Commit
+	err := c.call(ctx, botAccount(c.cfg.Current()), "get_commit", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		cm, resp, err := l.Commits.GetCommit(project, sha, &gl.GetCommitOptions{Stats: gl.Ptr(false)}, o)
+		if err == nil {
+			out = Commit{ID: cm.ID, ShortID: cm.ShortID, Title: cm.Title, ParentIDs: cm.ParentIDs, WebURL: cm.WebURL}
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func toPipelineInfo(p *gl.PipelineInfo) Pipeline {
+	return Pipeline{ID: p.ID, IID: p.IID, SHA: p.SHA, Ref: p.Ref, Status: p.Status, Source: p.Source, WebURL: p.WebURL,
+		CreatedAt: deref(p.CreatedAt), UpdatedAt: deref(p.UpdatedAt)}
 }
 
 func (c *Client) Approvals(ctx context.Context, project string, iid int64) (Approvals, error) {

@@ -228,6 +228,8 @@ func reason(endpoint string, status int, msg string) string {
 		return ReasonMergeFailed
 	case status == 422 && endpoint == "approve":
 		return ReasonChecklist
+	case (status == 400 || status == 405) && endpoint == "create_mr_pipeline":
+		return ReasonNoMRPipelines
 	case status == 403 && endpoint == "rebase":
 		return ReasonRebaseRefused
 	case status == 409 && endpoint == "rebase":

@@ -59,7 +59,8 @@ func rows() []row {
 	leaky := errors.New("Error 1062: Duplicate entry 'x' for key 'binding.uq' at /home/dev/bindery/store/binding.go:88 (db.internal:3306)")
 	deploy := map[string]string{"Authorization": "Bearer dtok"}
 	gitlab := map[string]string{"X-Gitlab-Token": "gtok", "Idempotency-Key": "ev-1"}
-	pipeline := `{"object_kind":"pipeline","project":{"path_with_namespace":"infra/access-config"},"object_attributes":{"id":991,"status":"success","iid":5},"merge_request":{"iid":12},"builds":[]}`
+	pipeline := `{"object_kind":"pipeline","project":{"path_with_namespace":"infra/access-config"},"object_attributes":{"id":991,"status":"success","iid":5,"ref":"refs/merge-requests/12/head"},"merge_request":{"iid":12},"builds":[]}`
+	branchPipeline := `{"object_kind":"pipeline","project":{"path_with_namespace":"infra/access-config"},"object_attributes":{"id":992,"status":"failed","ref":"bindery/batch-7","source":"push"},"merge_request":null}`
 	cb := `{"requestId":"cb-1","operationId":"op-1","result":"APPROVED","ext":{}}`
 	none := func(t *testing.T, h *harness) {
 		if calls := h.wf.Calls(); len(calls) != 0 {
@@ -328,7 +329,13 @@ func rows() []row {
 		{name: "a deploy callback without an MR is 400", call: call{method: "POST", path: "/hooks/deploy", body: `{"project":"p"}`, header: deploy}, status: 400, want: []string{`"field":"mrIid"`}},
 		{name: "a GitLab pipeline event shortcuts polling", call: call{method: "POST", path: "/hooks/gitlab", body: pipeline, header: gitlab}, status: 200,
 			check: func(t *testing.T, h *harness) {
-				if c := h.wf.Calls(); len(c) != 1 || c[0] != "GitLabEvent(pipeline,ev-1,infra/access-config,12,991,success,)" {
+				if c := h.wf.Calls(); len(c) != 1 || c[0] != "GitLabEvent(pipeline,ev-1,infra/access-config,12,991,success,,refs/merge-requests/12/head)" {
+					t.Errorf("calls %v", c)
+				}
+			}},
+		{name: "a branch pipeline's event carries its ref", call: call{method: "POST", path: "/hooks/gitlab", body: branchPipeline, header: gitlab}, status: 200,
+			check: func(t *testing.T, h *harness) {
+				if c := h.wf.Calls(); len(c) != 1 || c[0] != "GitLabEvent(pipeline,ev-1,infra/access-config,0,992,failed,,bindery/batch-7)" {
 					t.Errorf("calls %v", c)
 				}
 			}},

@@ -230,7 +230,7 @@ func (f *fakeWorkflow) DeployCallback(ctx context.Context, cb workflow.DeployCal
 }
 
 func (f *fakeWorkflow) GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (workflow.CallbackResult, error) {
-	f.record("GitLabEvent(%s,%s,%s,%d,%d,%s,%s)", ev.Kind, ev.EventID, ev.Project, ev.MRIID, ev.PipelineID, ev.Status, ev.Action)
+	f.record("GitLabEvent(%s,%s,%s,%d,%d,%s,%s,%s)", ev.Kind, ev.EventID, ev.Project, ev.MRIID, ev.PipelineID, ev.Status, ev.Action, ev.Ref)
 	if f.GitLabEventFn != nil {
 		return f.GitLabEventFn(ctx, ev)
 	}

@@ -73,6 +73,7 @@ type gitlabHookBody struct {
 		State  string `json:"state"`
 		Action string `json:"action"`
 		Status string `json:"status"`
+		Ref    string `json:"ref"`
 	} `json:"object_attributes"`
 	MergeRequest *struct {
 		IID int64 `json:"iid"`
@@ -97,7 +98,7 @@ func (s *Server) gitlabHook(w http.ResponseWriter, r *http.Request) (int, any, e
 			return 0, nil, apperr.Invalid("object_attributes.iid", "must be a positive MR number")
 		}
 	case workflow.GitLabPipeline:
-		ev.PipelineID, ev.Status = b.ObjectAttributes.ID, b.ObjectAttributes.Status
+		ev.PipelineID, ev.Status, ev.Ref = b.ObjectAttributes.ID, b.ObjectAttributes.Status, b.ObjectAttributes.Ref
 		if b.MergeRequest != nil {
 			ev.MRIID = b.MergeRequest.IID
 		}

@@ -692,7 +692,7 @@ func (c *call) merge() {
 	// GitLab's order: 405 unless the state checks pass (CI too, unless merging when it
 	// succeeds); then git's own check, whose status changed between versions; then the sha.
 	auto := c.in.flag("auto_merge") || c.in.flag("merge_when_pipeline_succeeds")
-	ci := ciCheck(mr, c.now)
+	ci := c.g.ciCheck(mr, c.now)
 	waitsForCI := auto && ci == "ci_still_running"
 	if mr.state != "opened" || c.g.stateCheck(mr) != "" || (ci != "" && !waitsForCI) {
 		c.fail(http.StatusMethodNotAllowed, "405 Method Not Allowed")

@@ -84,7 +84,7 @@ func (c *call) projectJSON() projectJSON {
 		ID: p.id, Name: name, NameWithNamespace: strings.ReplaceAll(p.path, "/", " / "), Path: name, PathWithNamespace: p.path,
 		CreatedAt: created, DefaultBranch: p.defaultBranch, WebURL: c.projectURL(), HTTPURLToRepo: c.projectURL() + ".git",
 		Namespace:  namespaceJSON{ID: p.id, Name: nsName, Path: nsName, Kind: "group", FullPath: ns, WebURL: c.base + "/groups/" + ns},
-		Visibility: "private", MergeMethod: "rebase_merge", OnlyAllowMergeIfPipelineSucceeds: true,
+		Visibility: "private", MergeMethod: "rebase_merge", OnlyAllowMergeIfPipelineSucceeds: c.g.faults().PipelineMustSucceed,
 		MergePipelinesEnabled: c.g.faults().PipelineSource == config.PipelineMergedResult, MergeRequestsEnabled: true, JobsEnabled: true,
 	}
 }

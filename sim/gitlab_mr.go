@@ -209,7 +209,7 @@ func (g *GitLab) detailedStatus(mr *mergeRequest, now time.Time, poll bool) stri
 	if st := gitCheck(mr); st != "" {
 		return st
 	}
-	if st := ciCheck(mr, now); st != "" {
+	if st := g.ciCheck(mr, now); st != "" {
 		return st
 	}
 	return "mergeable"
@@ -244,8 +244,12 @@ func gitCheck(mr *mergeRequest) string {
 }
 
 // ciCheck is the CI check of the MR's head: "ci_must_pass" (no pipeline, or it failed),
-// "ci_still_running" or "".
-func ciCheck(mr *mergeRequest, now time.Time) string {
+// "ci_still_running" or "" — always "" when the project does not require pipelines to succeed
+// (sim.gitlab.pipelineMustSucceed false), as GitLab skips the check then.
+func (g *GitLab) ciCheck(mr *mergeRequest, now time.Time) string { // holds g.mu
+	if !g.faults().PipelineMustSucceed {
+		return ""
+	}
 	pl := mr.headPipeline()
 	if pl == nil {
 		return "ci_must_pass"

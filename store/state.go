@@ -139,6 +139,7 @@ const (
 	StepHandlePipelinePending Step = 10501
 	StepCreatePipelinePending Step = 10502
 	StepHandleRebasePending   Step = 10503
+	StepHandleMRBlocked       Step = 10504 // something only a person can clear keeps GitLab from merging
 )
 
 // Stages a step's time counts for (the request view's per-stage durations and metrics).
@@ -166,8 +167,11 @@ type StepInfo struct {
 	// (a pending step restarts the pipeline or rebase that never answered); "": the status decides.
 	Resume string
 	// Waiting is what the request waits for at this step, in plain words; {mr} stands for the
-	// merge request ("merge request !12"). "": the status says it.
+	// merge request ("merge request !12"), {note} for the step's note. "": the status says it.
 	Waiting string
+	// Person: the request waits for a person to act outside bindery (Waiting says who and
+	// what), not for an operator's retry; it goes on by itself once that is done.
+	Person bool
 }
 
 var steps = map[Step]StepInfo{
@@ -204,6 +208,8 @@ var steps = map[Step]StepInfo{
 	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_pipeline"},
 	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true, Resume: "create_pipeline"},
 	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_rebase"},
+	StepHandleMRBlocked: {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Resume: "merge", Person: true,
+		Waiting: "someone to act on {mr} in GitLab: {note}. bindery goes on by itself once that is done"},
 }
 
 // Info is the step's row of the step table (a zero row but its code's name for an unknown step).

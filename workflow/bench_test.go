@@ -66,6 +66,7 @@ func BenchmarkEndToEndGitLabCallsPerRequest(b *testing.B) {
 var gitlabEndpoints = []string{
 	"current_user", "create_branch", "get_branch", "delete_branch", "create_commit", "create_mr", "get_mr", "update_mr",
 	"mr_pipelines", "create_mr_pipeline", "get_approvals", "approve", "unapprove", "merge", "rebase", "get_pipeline", "checklist",
+	"retry_pipeline", "create_pipeline", "get_commit", "get_project",
 }
 
 // SPEC §9 and §11.14: an application's first step (its approval ticket) with 0, 10, 100 and 1,000

@@ -133,6 +133,10 @@ func (h *harness) start(o options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var api gitlab.API = gl
+	if o.wrapGitLab != nil {
+		api = o.wrapGitLab(gl)
+	}
 	var tickets workflow.Tickets
 	tickets, err = approval.New(h.cfg, approval.Options{Metrics: h.set, Log: log, DefaultURL: h.url + "/sim/approval"})
 	if err != nil {
@@ -157,7 +161,7 @@ func (h *harness) start(o options) {
 	eng := engine.New(engine.Options{DB: h.db, Log: log.With("instance", o.instance), Instance: o.instance, IdlePoll: idle,
 		Lanes: map[string]int{engine.LaneFirst: first, engine.LaneBackground: o.workers}})
 	rec := metric.New(metric.SetSink(h.set), log)
-	runner := &change.Runner{GitLab: gl, Log: log}
+	runner := &change.Runner{GitLab: api, Log: log}
 	if o.realBatch {
 		h.batches = batch.New(batch.Options{DB: h.db, Config: h.cfg, Change: runner, Engine: eng, Log: log.With("instance", o.instance), Recorder: rec})
 	} else if h.fake == nil {
@@ -253,6 +257,7 @@ type options struct {
 	idlePoll      time.Duration                           // the lanes' idle poll (default 10ms)
 	noDispatch    bool                                    // the instance's engine takes no work (it only answers HTTP)
 	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
+	wrapGitLab    func(gitlab.API) gitlab.API             // e.g. record the GitLab calls
 	realBatch     bool                                    // package batch's Service instead of the recording fake
 	instance      string
 }

@@ -127,7 +127,7 @@ func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 	case mr.Merged():
 		return w.recordMerged(ctx, r, "Already merged.")
 	}
-	r.memo = reqMemo{}
+	r.memo = reqMemo{Approved: mr.SHA}
 	return r.then(ctx, string(change.MergeAttempt), 0, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved})
 }
 
@@ -144,7 +144,10 @@ const slotSafety = time.Minute
 // (change.MergeStep), holding the project's merge slot. The specific failures get their own
 // states: conflict → HANDLE_REBASE_CONFLICT, pipeline failed after a rebase →
 // HANDLE_PIPELINE_FAILED (CONTACT_SUPPORT); no answer within poll.timeout → MERGING /
-// HANDLE_PIPELINE_PENDING or HANDLE_REBASE_PENDING (WAIT_MANUAL).
+// HANDLE_PIPELINE_PENDING or HANDLE_REBASE_PENDING (WAIT_MANUAL). Something on the MR only a
+// person can clear → MERGING / HANDLE_MR_BLOCKED with the reason, the merge slot given up while
+// it waits (other requests of the project merge meanwhile); cleared → the merge goes on, not
+// cleared within batch.blockedTimeout → HANDLE_FAILED.
 func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
 	if r.req.Binding.Status != store.StatusMerging || op.MRIID == 0 {
@@ -154,8 +157,9 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	if err != nil {
 		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, err)
 	}
+	phase := change.MergePhase(r.r.Task.Step)
 	slot := mergeSlot(op.Project)
-	if r.r.Task.Slot != slot {
+	if r.r.Task.Slot != slot && phase != change.MergeBlocked {
 		ok, err := w.db.TakeSlot(ctx, r.r.Task, slot)
 		if err != nil {
 			return engine.Unavailable(err)
@@ -165,15 +169,16 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 		}
 		r.r.Task.Slot = slot
 	}
-	phase := change.MergePhase(r.r.Task.Step)
 	if r.memo.Restart {
 		if _, err := w.change.RestartStuckPipeline(ctx, op.Project, op.MRIID); err != nil {
 			return err
 		}
 		r.memo.Restart = false
 	}
-	res, err := w.change.MergeStep(ctx, spec, op.MRIID, change.MergeState{Phase: phase, Regenerated: r.memo.Regen, Refused: r.memo.Refused})
+	res, err := w.change.MergeStep(ctx, spec, op.MRIID, change.MergeState{Phase: phase, Regenerated: r.memo.Regen,
+		Refused: r.memo.Refused, Tested: r.memo.Tested, Approved: r.memo.Approved})
 	r.memo.Regen, r.memo.Refused = res.State.Regenerated, res.State.Refused
+	r.memo.Tested, r.memo.Approved = res.State.Tested, res.State.Approved
 	switch {
 	case err == nil && res.Merged:
 		return w.recordMerged(ctx, r, "")
@@ -186,16 +191,12 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	case err != nil:
 		return err
 	case res.Wait:
-		next, timedOut := r.r.Poll(w.stages(), "waiting for GitLab ("+string(phase)+")")
-		if timedOut {
-			pending := store.StepHandlePipelinePending
-			if phase == change.MergeRebasing {
-				pending = store.StepHandleRebasePending
-			}
-			return r.finish(ctx, store.Change{To: store.StatusMerging, Step: pending, Note: "A rebase or pipeline gave no answer in time."})
-		}
-		next.Memo = r.memo.encode()
-		return r.r.Next(ctx, next, nil)
+		return w.mergeWait(ctx, r, phase, res)
+	case res.State.Phase == change.MergeBlocked:
+		return r.blocked(ctx, res.Blocked)
+	case res.Unblocked:
+		return r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleStarted, Note: "The merge request is no longer blocked."},
+			store.TaskNext{Step: string(res.State.Phase)})
 	}
 	n := store.TaskNext{Step: string(res.State.Phase)}
 	switch {
@@ -206,6 +207,40 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	}
 	n.Memo = r.memo.encode()
 	return r.r.Next(ctx, n, nil)
+}
+
+// mergeWait is a merge phase that found nothing decided yet: the next look, up to poll.timeout
+// for GitLab's own work (then WAIT_MANUAL for an operator's retry) and batch.blockedTimeout for a
+// person to clear the MR (then HANDLE_FAILED).
+func (w *Workflow) mergeWait(ctx context.Context, r *reqRun, phase change.MergePhase, res change.MergeResult) error {
+	st := w.stages()
+	if phase == change.MergeBlocked {
+		st.Timeout = w.cfg.Current().BatchBlockedTimeout()
+	}
+	next, timedOut := r.r.Poll(st, "waiting for GitLab ("+string(phase)+")")
+	switch {
+	case !timedOut:
+		next.Memo = r.memo.encode()
+		return r.r.Next(ctx, next, nil)
+	case phase == change.MergeBlocked && res.Blocked != "":
+		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed,
+			fmt.Errorf("Nobody did this within batch.blockedTimeout: %s.", res.Blocked))
+	case phase == change.MergeBlocked:
+		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, errors.New("The merge request stayed blocked for longer than batch.blockedTimeout."))
+	case phase == change.MergeChecking:
+		return r.blocked(ctx, fmt.Sprintf("GitLab kept computing whether MR !%d can be merged for longer than poll.timeout", r.req.Operation.MRIID))
+	case phase == change.MergeRebasing:
+		return r.finish(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleRebasePending, Note: "The rebase gave no answer in time."})
+	}
+	return r.finish(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandlePipelinePending, Note: "A pipeline or GitLab's mergeability check gave no answer in time."})
+}
+
+// blocked: something on the MR only a person can clear keeps GitLab from merging it. The request
+// shows the reason (WAIT_MANUAL) and its task keeps looking, without the project's merge slot.
+func (r *reqRun) blocked(ctx context.Context, reason string) error {
+	none := ""
+	return r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleMRBlocked, Note: reason + "."},
+		store.TaskNext{Step: string(change.MergeBlocked), Wait: store.WaitStart, Slot: &none, Note: "blocked: " + reason})
 }
 
 // recordMerged writes MERGED, ends the task (its merge slot with it) and replays a deploy

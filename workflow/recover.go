@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"bindery/apperr"
 	"bindery/batch"
@@ -330,7 +331,7 @@ func (w *Workflow) RunRound(ctx context.Context) (RoundResult, error) {
 // steps still read the remote state before acting, so a forged or stale event changes nothing.
 func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (CallbackResult, error) {
 	if ev.MRIID <= 0 {
-		return CallbackResult{Code: CallbackIgnored}, nil
+		return w.branchPipelineEvent(ctx, ev)
 	}
 	n, err := w.batches.Wake(ctx, ev.Project, ev.MRIID)
 	if err != nil {
@@ -345,6 +346,29 @@ func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (CallbackRes
 		}
 		n += k
 	case !errors.Is(err, store.ErrNotFound):
+		return CallbackResult{}, err
+	}
+	if n > 0 {
+		w.engine.Nudge(engine.LaneBackground)
+	}
+	return CallbackResult{Code: CallbackAccepted}, nil
+}
+
+// branchPipelineEvent: a pipeline that is not an MR pipeline (projects with branch pipelines
+// only) names no MR, but its ref is the branch bindery wrote — bindery/batch-<id> or
+// bindery/op-<operationId> — and the work behind that branch is due now.
+func (w *Workflow) branchPipelineEvent(ctx context.Context, ev GitLabEvent) (CallbackResult, error) {
+	ref := strings.TrimPrefix(ev.Ref, "refs/heads/")
+	var task store.TaskRef
+	if id, ok := strings.CutPrefix(ref, "bindery/batch-"); ok && id != "" && strings.Trim(id, "0123456789") == "" {
+		task = store.TaskRef{Kind: store.TaskBatch, Ref: id}
+	} else if op, ok := strings.CutPrefix(ref, "bindery/op-"); ok && op != "" {
+		task = store.TaskRef{Kind: store.TaskRequest, Ref: op}
+	} else {
+		return CallbackResult{Code: CallbackIgnored}, nil
+	}
+	n, err := w.db.WakeTasks(ctx, []store.TaskRef{task})
+	if err != nil {
 		return CallbackResult{}, err
 	}
 	if n > 0 {

@@ -32,7 +32,8 @@ const (
 	stepCreatePipeline = "create_pipeline" // legacy: the MR's pipeline, one look per run
 	stepApprove        = "approve"         // legacy, after the approval: the reviewer accounts approve
 	stepCloseMR        = "close_mr"        // legacy, rejected: close the request's MR
-	// change.MergeAttempt, change.MergeRebasing, change.MergePipeline: legacy merge, one action per run
+	// change.MergeAttempt, MergeRebasing, MergePipeline, MergeChecking, MergeBlocked: legacy merge,
+	// one action per run (MergeBlocked waits for a person, without the project's merge slot)
 )
 
 type stepDef struct {
@@ -67,6 +68,8 @@ func init() { // in init: the step functions themselves read the table
 		string(change.MergeAttempt):  {store.StatusHandleFailed, store.StepHandleMergeFailed, mrAttempts, 0, (*Workflow).mergeMR},
 		string(change.MergeRebasing): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
 		string(change.MergePipeline): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		string(change.MergeChecking): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		string(change.MergeBlocked):  {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
 		stepCloseMR:                  {"", 0, mrAttempts, 0, (*Workflow).closeRejectedMR},
 	}
 }
@@ -89,6 +92,10 @@ type reqMemo struct {
 	Restart bool `json:"restart,omitempty"` // an operator's retry: replace a pipeline still running
 	Regen   bool `json:"regen,omitempty"`   // the merge regenerated the branch once already
 	Refused int  `json:"refused,omitempty"` // merges GitLab refused in a row
+	// Tested: the head whose pipeline passed (the only sha merged); Approved: the head the
+	// reviewer accounts approved.
+	Tested   string `json:"tested,omitempty"`
+	Approved string `json:"approved,omitempty"`
 }
 
 func (m reqMemo) encode() *string {

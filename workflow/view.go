@@ -223,6 +223,7 @@ type GitLabEvent struct {
 	EventID    string // Idempotency-Key (stable across resends) or X-Gitlab-Event-UUID
 	Project    string // path_with_namespace
 	MRIID      int64  // the MR (0 when the pipeline is not an MR pipeline)
+	Ref        string // pipeline events: the branch or ref it ran for (a branch pipeline's MR is found by it)
 	PipelineID int64  // pipeline events
 	Status     string // pipeline status (success, failed, …) or MR state (opened, merged, closed)
 	Action     string // MR action (open, merge, close, approved, …)

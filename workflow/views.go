@@ -157,6 +157,9 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 	}
 	v.MR, v.Pipeline = w.mrLink(op.Project, mr), w.pipelineLink(op.Project, pipeline)
 	v.Waiting = waitingFor(d, status, action, overdue, v)
+	if op.Step.Info().Person && v.Waiting != nil {
+		v.NextActionText = "Your request waits for " + v.Waiting.WaitingFor
+	}
 	return v
 }
 
@@ -167,6 +170,7 @@ var taskWaiting = map[string]string{
 	stepCreatePipeline: "the pipeline of {mr} to pass",
 	"merge_rebase":     "GitLab to rebase {mr} onto the target branch",
 	"merge_pipeline":   "the pipeline of the new head of {mr} to pass",
+	"merge_checking":   "GitLab to work out whether {mr} can be merged",
 	"settle":           "bindery to settle the failed batch (closing {mr})",
 	stepCloseMR:        "bindery to close {mr}",
 }
@@ -184,12 +188,16 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 	if v.MR != nil {
 		mr = fmt.Sprintf("merge request !%d", v.MR.ID)
 	}
-	words := func(s string) string { return strings.ReplaceAll(s, "{mr}", mr) }
+	words := func(s string) string {
+		return strings.NewReplacer("{mr}", mr, "{note}", strings.TrimSuffix(last.Note, ".")).Replace(s)
+	}
 	switch {
 	case overdue:
 		wt.Stage, wt.WaitingFor = stageDeploy, "the deploy pipeline to report that "+mr+" is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
 	case action == store.NextContactSupport:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "the maintainers: this failure will not go away by waiting"
+	case action == store.NextWaitManual && op.Step.Info().Person:
+		wt.Stage, wt.WaitingFor = lastStage(d.Steps), words(op.Step.Info().Waiting)
 	case action == store.NextWaitManual:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "an operator to retry the step that stopped"
 	case d.Waiting != nil:

@@ -1,0 +1,311 @@
+package change
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"bindery/gitlab"
+)
+
+// Event is progress of a merge worth recording (the request view shows it).
+type Event string
+
+const (
+	EventRebasing     Event = "rebasing"
+	EventRegenerating Event = "regenerating"
+	EventPipeline     Event = "pipeline" // a new head needs its pipeline to pass again
+)
+
+// MergePhase is where a merge stands between two of its actions. The phase names are stored (a
+// task's step): never rename one.
+type MergePhase string
+
+const (
+	// MergeAttempt reads the MR and acts on what it says: merge, rebase, regenerate, approve.
+	MergeAttempt MergePhase = "merge"
+	// MergeRebasing waits for a rebase GitLab runs asynchronously.
+	MergeRebasing MergePhase = "merge_rebase"
+	// MergePipeline waits for the pipeline of the head, then (re-)approves it.
+	MergePipeline MergePhase = "merge_pipeline"
+	// MergeChecking waits while GitLab (re)computes whether the MR can be merged.
+	MergeChecking MergePhase = "merge_checking"
+	// MergeBlocked waits for a person to clear what keeps GitLab from merging (an unresolved
+	// discussion, a draft, approvals bindery's reviewer accounts cannot give, …).
+	MergeBlocked MergePhase = "merge_blocked"
+)
+
+// Polls reports the phases that wait for GitLab (a poll by the staged schedule).
+func (p MergePhase) Polls() bool {
+	return p == MergeRebasing || p == MergePipeline || p == MergeChecking || p == MergeBlocked
+}
+
+// MergeState is what a merge remembers between its actions.
+type MergeState struct {
+	Phase MergePhase
+	// Regenerated: the branch was regenerated from the target head once already; a conflict
+	// after that is final (ErrConflict).
+	Regenerated bool
+	// Refused counts merges GitLab refused in a row (405/406/409/422) since the last rebase or
+	// passed pipeline; after maxRefusals the MR needs a person.
+	Refused int
+	// Tested is the head whose pipeline passed: the only SHA a merge is asked for (a head that
+	// moved since waits for its own pipeline). Approved is the head the reviewer accounts
+	// approved.
+	Tested, Approved string
+}
+
+// MergeResult is what one merge action did.
+type MergeResult struct {
+	State  MergeState // what to do next
+	Merged bool       // the MR is merged: done
+	// Wait: nothing decided yet in a polling phase; look again by the staged schedule (the
+	// same wait). Otherwise the state moved on: run the next action now — or, with Pause, after
+	// a short pause (GitLab is merging, or refused the merge and may accept it in a moment).
+	Wait  bool
+	Pause bool
+	Event Event // progress to record, or ""
+	MR    gitlab.MergeRequest
+	// Pipeline is the head's pipeline when the merge waits for it or it failed.
+	Pipeline *gitlab.Pipeline
+	// Blocked (phase MergeBlocked): what a person must do on the MR, in plain words. Unblocked:
+	// the merge was blocked and no longer is.
+	Blocked   string
+	Unblocked bool
+}
+
+// maxRefusals bounds the merges GitLab may refuse in a row; beyond it the MR needs a person.
+const maxRefusals = 8
+
+// ErrPipelineFailed: the pipeline of a head produced by a rebase or regeneration failed.
+var ErrPipelineFailed = errors.New("pipeline failed after the branch moved")
+
+// MergeStep does one action of a merge (no waiting in between: the caller's task is due again).
+// It reads the MR first and acts on what it says (decide); the waiting phases look at what they
+// wait for and act once it is there.
+func (r *Runner) MergeStep(ctx context.Context, spec Spec, iid int64, st MergeState) (MergeResult, error) {
+	mr, err := r.GitLab.GetMergeRequest(ctx, spec.Project, iid)
+	res := MergeResult{State: st, MR: mr}
+	switch {
+	case err != nil:
+		return res, fmt.Errorf("read MR !%d: %w", iid, err)
+	case mr.Merged():
+		res.Merged = true
+		return res, nil
+	case mr.Closed():
+		return res, ErrMRClosed
+	}
+	switch st.Phase {
+	case MergeRebasing:
+		return r.rebaseLook(ctx, spec, res)
+	case MergePipeline:
+		return r.pipelineLook(ctx, spec, res)
+	case MergeChecking, MergeBlocked:
+		res, err = r.decide(ctx, spec, res)
+		if st.Phase == MergeBlocked && res.State.Phase == MergeChecking {
+			res.State.Phase = MergeBlocked // GitLab recomputes after a person acts: look again
+		}
+		if err == nil && res.State.Phase == st.Phase {
+			res.Wait = true // still computing, still blocked
+		}
+		res.Unblocked = st.Phase == MergeBlocked && res.State.Phase != MergeBlocked
+		return res, err
+	}
+	return r.decide(ctx, spec, res)
+}
+
+// decide acts on an open MR's state, in GitLab's order of checks (docs/gitlab.md): GitLab
+// merging it right now → look again shortly; still computing → MergeChecking; a conflict →
+// regenerate the branch from the target head once (a second one is ErrConflict); behind the
+// target → rebase (MergeRebasing); CI not passed → MergePipeline; not approved → approve, and
+// once approved by every reviewer account, still not approved → blocked; any other blocker →
+// MergeBlocked with the reason. Then the head must be the tested one (else MergePipeline for
+// its pipeline), and the merge is asked for at exactly that SHA.
+func (r *Runner) decide(ctx context.Context, spec Spec, res MergeResult) (MergeResult, error) {
+	mr, project := res.MR, spec.Project
+	if mr.State == gitlab.StateLocked {
+		res.Pause = true // GitLab is merging it right now: not merged, not refused either
+		return res, nil
+	}
+	status := Mergeability(mr)
+	res.State.Phase = MergeAttempt
+	switch {
+	case status == "conflict":
+		return r.regenerate(ctx, spec, res)
+	case status == "need_rebase":
+		return r.rebase(ctx, spec, res)
+	case computing[status]:
+		res.State.Phase = MergeChecking
+		return res, nil
+	case status == "ci_still_running" || status == "ci_must_pass":
+		res.State.Phase, res.Event = MergePipeline, EventPipeline
+		return res, nil
+	case status == "not_approved" && res.State.Approved != mr.SHA:
+		if err := r.GitLab.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+			return res, fmt.Errorf("approve before merge: %w", err)
+		}
+		res.State.Approved = mr.SHA
+		return res, nil // read again: the approvals count now
+	case status != "" && status != "mergeable":
+		res.State.Phase, res.Blocked = MergeBlocked, BlockerReason(status, mr.IID)
+		return res, nil
+	}
+	if res.State.Tested != mr.SHA {
+		pl, err := r.pipelineOf(ctx, project, mr)
+		if err != nil {
+			return res, err
+		}
+		if pl == nil || pl.Outcome() != gitlab.Passed {
+			res.State.Phase, res.Event, res.Pipeline = MergePipeline, EventPipeline, pl
+			return res, nil
+		}
+		res.State.Tested = mr.SHA
+	}
+	return r.merge(ctx, spec, res)
+}
+
+// computing are the statuses GitLab reports while it (re)computes mergeability.
+var computing = map[string]bool{"checking": true, "unchecked": true, "preparing": true, "approvals_syncing": true}
+
+// merge asks GitLab to merge the tested head. Refused (405/406/422: something keeps it from
+// merging; 409: the head moved) → read the MR again shortly and decide from it; before GitLab
+// 15.6, whose MR does not say it needs a rebase, a refusal git gives (406) is answered with one.
+func (r *Runner) merge(ctx context.Context, spec Spec, res MergeResult) (MergeResult, error) {
+	mr := res.MR
+	merged, err := r.GitLab.Merge(ctx, spec.Project, mr.IID, gitlab.MergeOptions{SHA: res.State.Tested, RemoveSourceBranch: true})
+	switch {
+	case err == nil && merged.Merged():
+		res.Merged, res.MR = true, merged
+		return res, nil
+	case err == nil:
+		res.Pause, res.MR = true, merged // accepted, still merging (locked): the next read says
+		return res, nil
+	case !errors.Is(err, gitlab.ErrSHAMismatch) && !errors.Is(err, gitlab.ErrNotMergeable) && !errors.Is(err, gitlab.ErrMergeFailed):
+		return res, fmt.Errorf("merge MR !%d: %w", mr.IID, err)
+	}
+	res.State.Refused++
+	if res.State.Refused >= maxRefusals {
+		res.State.Phase = MergeBlocked
+		res.Blocked = fmt.Sprintf("GitLab refused to merge MR !%d %d times in a row although it reports nothing in the way: something on the MR needs a person", mr.IID, res.State.Refused)
+		return res, nil
+	}
+	if mr.DetailedMergeStatus == "" && errors.Is(err, gitlab.ErrMergeFailed) {
+		return r.rebase(ctx, spec, res)
+	}
+	res.Pause = true
+	return res, nil
+}
+
+func (r *Runner) rebase(ctx context.Context, spec Spec, res MergeResult) (MergeResult, error) {
+	if err := r.GitLab.Rebase(ctx, spec.Project, res.MR.IID); err != nil {
+		return res, fmt.Errorf("rebase MR !%d: %w", res.MR.IID, err)
+	}
+	res.State.Phase, res.Event = MergeRebasing, EventRebasing
+	return res, nil
+}
+
+// Mergeability is the MR's detailed_merge_status, or — from GitLab before 15.6, which does not
+// report it — what its older fields say: still computing, a draft, an unresolved discussion, a
+// conflict (git cannot merge it; a branch that only needs a rebase looks mergeable there, and
+// the merge's refusal tells). "" when nothing is known to be in the way.
+func Mergeability(mr gitlab.MergeRequest) string {
+	if mr.DetailedMergeStatus != "" {
+		return mr.DetailedMergeStatus
+	}
+	switch {
+	case mr.MergeStatus == "checking" || mr.MergeStatus == "unchecked" || mr.MergeStatus == "cannot_be_merged_recheck":
+		return "checking"
+	case mr.Draft:
+		return "draft_status"
+	case !mr.BlockingDiscussionsResolved:
+		return "discussions_not_resolved"
+	case mr.HasConflicts || mr.MergeStatus == "cannot_be_merged":
+		return "conflict"
+	}
+	return ""
+}
+
+// BlockerReason says in plain words what a person must do before GitLab merges MR !iid.
+func BlockerReason(status string, iid int64) string {
+	mr := fmt.Sprintf("MR !%d", iid)
+	switch status {
+	case "discussions_not_resolved":
+		return "a discussion on " + mr + " must be resolved"
+	case "draft_status":
+		return mr + " is marked as draft: mark it ready"
+	case "requested_changes":
+		return "a reviewer requested changes on " + mr
+	case "not_approved":
+		return mr + " needs approvals from people other than bindery's reviewer accounts"
+	case "merge_request_blocked":
+		return mr + " is blocked by another merge request that must merge first"
+	case "status_checks_must_pass":
+		return "the external status checks of " + mr + " must pass"
+	case "jira_association_missing":
+		return "the title or description of " + mr + " must name a Jira issue"
+	case "security_policy_violations":
+		return "a security policy of the project blocks " + mr
+	case "locked_paths", "locked_lfs_files":
+		return mr + " changes files someone else has locked"
+	case "merge_time":
+		return mr + " may only be merged after a set time"
+	case "commits_status":
+		return "a commit of " + mr + " is not allowed by the project's push rules"
+	}
+	return fmt.Sprintf("GitLab reports %s as %q: someone must clear that on the MR", mr, status)
+}
+
+// rebaseLook is one look at a rebase GitLab runs: still running → wait; failed → regenerate;
+// done → wait for the new head's pipeline.
+func (r *Runner) rebaseLook(ctx context.Context, spec Spec, res MergeResult) (MergeResult, error) {
+	mr := res.MR
+	switch {
+	case mr.RebaseInProgress:
+		res.Wait = true
+		return res, nil
+	case mr.MergeError != "":
+		r.Log.InfoContext(ctx, "rebase failed; regenerating the branch", "project", spec.Project, "mr", mr.IID, "error", mr.MergeError)
+		return r.regenerate(ctx, spec, res)
+	}
+	res.State.Phase, res.Event, res.State.Refused = MergePipeline, EventPipeline, 0
+	return res, nil
+}
+
+// regenerate answers a conflict: the branch rewritten from the target head with the requests'
+// files, once; then the new head's pipeline.
+func (r *Runner) regenerate(ctx context.Context, spec Spec, res MergeResult) (MergeResult, error) {
+	if res.State.Regenerated {
+		return res, ErrConflict
+	}
+	if err := r.Regenerate(ctx, spec); err != nil {
+		return res, fmt.Errorf("regenerate MR !%d: %w", res.MR.IID, err)
+	}
+	res.State.Regenerated, res.State.Phase, res.Event, res.State.Refused = true, MergePipeline, EventRegenerating, 0
+	return res, nil
+}
+
+// pipelineLook is one look at the pipeline of the MR's head: none yet or running → wait;
+// failed → ErrPipelineFailed (res.Pipeline is it); passed → the head is tested, approved by the
+// reviewer accounts unless it already is (a push may reset approvals), and the merge goes on.
+func (r *Runner) pipelineLook(ctx context.Context, spec Spec, res MergeResult) (MergeResult, error) {
+	mr := res.MR
+	pl, err := r.pipelineOf(ctx, spec.Project, mr)
+	res.Pipeline = pl
+	switch {
+	case err != nil:
+		return res, err
+	case pl == nil || pl.Outcome() == gitlab.Running:
+		res.Wait = true
+		return res, nil
+	case pl.Outcome() == gitlab.Failed:
+		return res, ErrPipelineFailed
+	}
+	if res.State.Approved != mr.SHA {
+		if err := r.GitLab.Approve(ctx, spec.Project, mr.IID, mr.SHA); err != nil {
+			return res, fmt.Errorf("re-approve MR !%d: %w", mr.IID, err)
+		}
+		res.State.Approved = mr.SHA
+	}
+	res.State.Phase, res.State.Tested, res.State.Refused = MergeAttempt, mr.SHA, 0
+	return res, nil
+}
