@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -97,6 +98,55 @@ func (c *Client) Open(ctx context.Context, t Ticket) (string, error) {
 	}
 	return answer.TicketID, nil
 }
+
+// TicketState is a ticket as the approval system reports it (GET <url>/tickets/:id).
+type TicketState struct {
+	TicketID    string `json:"ticketId"`
+	OperationID string `json:"operationId"`
+	Status      string `json:"status"` // PENDING, APPROVED, REJECTED
+	// RequestID is the id the decision's callback carries (requestId): applying a decision read
+	// here under that id makes its callback, should it still arrive, a duplicate.
+	RequestID string            `json:"requestId,omitempty"`
+	Ext       map[string]string `json:"ext,omitempty"`
+}
+
+// Ticket statuses.
+const (
+	StatusPending  = "PENDING"
+	StatusApproved = "APPROVED"
+	StatusRejected = "REJECTED"
+)
+
+// Get reads a ticket: how bindery learns a decision whose callback was lost. ErrNoTicket when
+// the approval system does not know it; an answer without a known status is malformed.
+func (c *Client) Get(ctx context.Context, ticketID string) (TicketState, error) {
+	if ticketID == "" || strings.ContainsAny(ticketID, "/?#") {
+		return TicketState{}, fmt.Errorf("ticket id %q cannot be looked up", ticketID)
+	}
+	snap := c.cfg.Current()
+	base := baseURL(snap, c.opts)
+	if base == "" {
+		return TicketState{}, outbound.NewError(system, "get_ticket", outbound.KindNotConfigured, errors.New("approvalSystem.url is blank"))
+	}
+	limits := outbound.Limits{Timeout: snap.ApprovalSystemTimeout(), Failures: snap.BreakerFailures(), Cooldown: snap.BreakerCooldown()}
+	var t TicketState
+	err := c.guard.Call(ctx, base, "get_ticket", limits, func(ctx context.Context) (int, error) {
+		status, data, err := outbound.DoJSON(ctx, c.hc, outbound.Request{
+			System: system, Endpoint: "get_ticket", Method: http.MethodGet, URL: base + "/tickets/" + url.PathEscape(ticketID),
+		}, &t)
+		if err == nil && t.Status != StatusPending && t.Status != StatusApproved && t.Status != StatusRejected {
+			return status, outbound.NewStatusError(system, "get_ticket", status, "malformed_answer", string(data), nil)
+		}
+		return status, err
+	})
+	if outbound.StatusOf(err) == http.StatusNotFound {
+		return TicketState{}, fmt.Errorf("ticket %s: %w", ticketID, ErrNoTicket)
+	}
+	return t, err
+}
+
+// ErrNoTicket: the approval system does not know the ticket.
+var ErrNoTicket = errors.New("the approval system does not know this ticket")
 
 // BreakerState is the state of the configured approval system's circuit breaker.
 func (c *Client) BreakerState() string {

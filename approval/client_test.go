@@ -269,3 +269,41 @@ func TestMissingApprovalSystemURL(t *testing.T) {
 		t.Fatalf("nothing listening: %v", err)
 	}
 }
+
+// A ticket can be read: pending, then decided with the id its callback carries and the ticket's
+// ext; an unknown ticket is ErrNoTicket (not a transient failure), an answer without a known
+// status is malformed, and an id that is not a path segment is refused before any call.
+func TestATicketIsReadWithItsDecision(t *testing.T) {
+	b := setup(t, "")
+	id, err := b.client.Open(ctx, b.ticket("op-read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.client.Get(ctx, id)
+	if err != nil || got.TicketID != id || got.OperationID != "op-read" || got.Status != approval.StatusPending || got.RequestID != "" {
+		t.Fatalf("pending ticket = %+v, %v", got, err)
+	}
+	if _, err := b.sims.Approval.Decide(id, sim.TicketRejected); err != nil {
+		t.Fatal(err)
+	}
+	cb := b.cb.wait(t, 1)[0]
+	got, err = b.client.Get(ctx, id)
+	if err != nil || got.Status != approval.StatusRejected || got.RequestID != cb.CallbackID || got.Ext["mrId"] != "42" {
+		t.Fatalf("decided ticket = %+v, %v (callback %+v)", got, err, cb)
+	}
+	var oe *outbound.Error
+	if _, err := b.client.Get(ctx, "T-999999"); !errors.Is(err, approval.ErrNoTicket) || (errors.As(err, &oe) && oe.Temporary()) {
+		t.Fatalf("unknown ticket: %v", err)
+	}
+	if _, err := b.client.Get(ctx, "../tickets"); err == nil {
+		t.Fatal("a ticket id with a slash was looked up")
+	}
+	odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"ticketId":"T-1","status":"MAYBE"}`))
+	}))
+	defer odd.Close()
+	c, _ := approval.New(b.src, approval.Options{DefaultURL: odd.URL})
+	if _, err := c.Get(ctx, "T-1"); !errors.As(err, &oe) || oe.Reason != "malformed_answer" {
+		t.Fatalf("a status bindery does not know: %v", err)
+	}
+}

@@ -27,6 +27,7 @@ type workflowSettings struct {
 	reconcileMaxAge     time.Duration
 	deployOverdue       time.Duration
 	approvalTimeout     time.Duration
+	approvalPollAfter   time.Duration
 	schedules           map[string]string
 }
 
@@ -164,6 +165,9 @@ func init() {
 		durationKey("approval.timeout", "72h",
 			"A request waiting this long for its approval decision (APPROVAL_SENT) is listed for operators with its age: people may have forgotten the ticket, or its decision was lost on the way. An operator's retry sends the ticket again (the approval system opens one ticket per request).",
 			"blank, unparsable or ≤ 0 → 72h.", func(s *Snapshot) *time.Duration { return &s.approvalTimeout }, time.Millisecond),
+		durationKey("approval.pollAfter", "15m",
+			"How long a request waits for its approval decision (APPROVAL_SENT) before bindery asks the approval system what became of the ticket, and how often it asks again after that: a decision whose callback was lost (a callback outage longer than the sender's retries) is applied as the callback would have been.",
+			"blank, unparsable or ≤ 0 → 15m.", func(s *Snapshot) *time.Duration { return &s.approvalPollAfter }, time.Millisecond),
 		scheduleKey(JobRounds, "Schedule of batch rounds (every partition with waiting requests gets a batch)."),
 		scheduleKey(JobReconcile, "Schedule of the reconciliation of merged requests whose deploy callback was lost."),
 		scheduleKey(JobSweep, "Schedule of the repair sweep: in-flight work without a task (an old database, a hand edit) gets one. Crashed instances need no sweep: their work falls due again by itself."),
@@ -206,6 +210,9 @@ func (s *Snapshot) DeployOverdue() time.Duration { return s.deployOverdue }
 
 // ApprovalTimeout is approval.timeout. Default 72h; blank, unparsable or ≤ 0 → 72h.
 func (s *Snapshot) ApprovalTimeout() time.Duration { return s.approvalTimeout }
+
+// ApprovalPollAfter is approval.pollAfter. Default 15m; blank, unparsable or ≤ 0 → 15m.
+func (s *Snapshot) ApprovalPollAfter() time.Duration { return s.approvalPollAfter }
 
 // Schedule is cron.<job>'s schedule (JobRounds, JobReconcile, JobSweep, JobExpiry, JobPurge).
 // Blank or unparsable → the job's default.

@@ -23,6 +23,7 @@ func init() {
 		{"reconcile.maxAge", func(s *Snapshot) time.Duration { _, d := s.ReconcileWindow(); return d }, 168 * time.Hour, 168 * time.Hour, "24h", 24 * time.Hour},
 		{"reconcile.deployOverdue", (*Snapshot).DeployOverdue, 30 * time.Minute, 30 * time.Minute, "2h", 2 * time.Hour},
 		{"approval.timeout", (*Snapshot).ApprovalTimeout, 72 * time.Hour, 72 * time.Hour, "24h", 24 * time.Hour},
+		{"approval.pollAfter", (*Snapshot).ApprovalPollAfter, 15 * time.Minute, 15 * time.Minute, "1m", time.Minute},
 	} {
 		get := r.get
 		probes[r.key] = func(s *Snapshot) any { return get(s) }

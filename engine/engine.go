@@ -503,6 +503,11 @@ func (r *Run) Finish(ctx context.Context, write func(tx *store.Tx) error) error 
 	return r.commit(ctx, func(tx *store.Tx) error { return tx.FinishTask(ctx, r.Task) }, write)
 }
 
+// HandedOver records that the action's outcome was written by an outside transaction — the one
+// a webhook or callback runs, which replaced or ended this task under a new epoch: nothing is
+// left to write under this run's fence.
+func (r *Run) HandedOver() { r.done = true }
+
 // Park puts aside work this version cannot run (a step a newer version wrote): due again in a
 // while, with why, instead of failing it or running it wrong; logged as an error.
 func (r *Run) Park(ctx context.Context, why string) error {

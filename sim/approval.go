@@ -314,8 +314,8 @@ func (a *Approval) stop() {
 
 // ---- HTTP ----
 
-// ServeHTTP serves POST /sim/approval/tickets, GET /sim/approvals and
-// POST /sim/approvals/:id/decide.
+// ServeHTTP serves POST /sim/approval/tickets, GET /sim/approval/tickets/:id (the protocol),
+// GET /sim/approvals and POST /sim/approvals/:id/decide (the inbox).
 func (a *Approval) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	var endpoint string
@@ -323,6 +323,9 @@ func (a *Approval) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case p == "/sim/approval/tickets" && r.Method == http.MethodPost:
 		endpoint, handle = "open_ticket", func(w http.ResponseWriter) { a.openTicket(w, r) }
+	case strings.HasPrefix(p, "/sim/approval/tickets/") && r.Method == http.MethodGet:
+		id := strings.TrimPrefix(p, "/sim/approval/tickets/")
+		endpoint, handle = "get_ticket", func(w http.ResponseWriter) { a.getTicket(w, id) }
 	case p == "/sim/approvals" && r.Method == http.MethodGet:
 		endpoint, handle = "list", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, map[string][]Ticket{"items": a.Tickets()}) }
 	case strings.HasPrefix(p, "/sim/approvals/") && strings.HasSuffix(p, "/decide") && r.Method == http.MethodPost:
@@ -373,6 +376,20 @@ func (a *Approval) openTicket(w http.ResponseWriter, r *http.Request) {
 		_, _ = a.Decide(t.ID, TicketApproved)
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"ticketId": t.ID})
+}
+
+// getTicket answers what became of a ticket: its status and, once decided, the id its callback
+// carries — how bindery recovers a decision whose callback never got through.
+func (a *Approval) getTicket(w http.ResponseWriter, id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.tickets {
+		if t.ID == id {
+			writeJSON(w, http.StatusOK, approval.TicketState{TicketID: t.ID, OperationID: t.OperationID, Status: t.Status, RequestID: t.callbackID, Ext: t.ext})
+			return
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"message": "no such ticket"})
 }
 
 func (a *Approval) decide(w http.ResponseWriter, r *http.Request, id string) {

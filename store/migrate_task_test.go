@@ -28,7 +28,8 @@ func upTo(t *testing.T, d store.Dialect, before int) fs.FS {
 
 // An upgrade while work is in flight under the old per-row leases: migration 0040 gives every
 // piece of it a task — due when its old lease ends — so that the new engine resumes it, and drops
-// the lease columns. Finished and person-waiting rows get none.
+// the lease columns; 0041 gives a request waiting for its approval decision the task that reads its
+// ticket. Finished rows get none.
 func TestTheUpgradeGivesInFlightWorkItsTasks(t *testing.T) {
 	for _, d := range []struct {
 		name string
@@ -81,6 +82,7 @@ func TestTheUpgradeGivesInFlightWorkItsTasks(t *testing.T) {
 			want := map[string]string{
 				"request/sending": "first/ticket", "request/legacy-create": "first/create", "request/legacy-created": "first/ticket",
 				"request/legacy-merge": "background/approve", "batch/1": "background/open", "batch/2": "background/blocked", "batch/3": "background/settle",
+				"request/sent": "background/ticket_poll", // migration 0041: its ticket is read
 			}
 			rows, err := raw.QueryContext(bg, "SELECT kind, ref, lane, step FROM task")
 			if err != nil {

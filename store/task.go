@@ -229,7 +229,8 @@ type TaskNext struct {
 	Failures   int     // consecutive transient failures (0: the action succeeded)
 	Memo       *string // nil keeps it
 	Note       string  // why it waits now ("" clears it)
-	// Slot: nil keeps it; "" releases it; else takes it (ErrDuplicate when another task holds it).
+	// Slot: nil keeps it; "" releases it (the first waiter for it is due now); else takes it
+	// (ErrDuplicate when another task holds it).
 	Slot *string
 	// WaitsFor names the slot the task waits for: the end of its holder makes the first waiter
 	// due at once (In is then only the safety net). "" : none.
@@ -276,7 +277,13 @@ func (tx *Tx) AdvanceTask(ctx context.Context, t Task, n TaskNext) error {
 	}
 	a.set("waits_for = ?", nullIfEmpty(n.WaitsFor))
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND epoch = ?", append(a.args, t.ID, t.Epoch)...)
-	return requireOne(res, err, "advance task %s %s", t.Kind, t.Ref)
+	if err := requireOne(res, err, "advance task %s %s", t.Kind, t.Ref); err != nil {
+		return err
+	}
+	if n.Slot != nil && *n.Slot == "" && t.Slot != "" {
+		return tx.wakeWaiter(ctx, t.Slot) // given up: it passes on as at the end of the task
+	}
+	return nil
 }
 
 // FinishTask deletes the holder's task: the work is over. Guarded on t's epoch like AdvanceTask.
@@ -389,11 +396,12 @@ const (
 )
 
 // inFlight is the operations whose state needs bindery itself to act (not a person, not the
-// waiting set, not a batch): the approval ticket to send, and the legacy flow's own MR steps
+// waiting set, not a batch): the approval ticket to send or to read while its decision is
+// awaited, and the legacy flow's own MR steps
 // before a pending stop. Every one of them has a request task; Orphans finds those that do not.
 func inFlight(alias string) string {
-	statuses := "'" + string(StatusApprovalSending) + "', '" + string(StatusMRCreated) + "', '" + string(StatusMRCreating) + "', '" + string(StatusMerging) + "'"
-	return alias + "status IN (" + statuses + ") AND (" + alias + "status = '" + string(StatusApprovalSending) + "' OR (" + alias + "flow = '" + FlowLegacy + "' AND (" +
+	statuses := "'" + string(StatusApprovalSending) + "', '" + string(StatusApprovalSent) + "', '" + string(StatusMRCreated) + "', '" + string(StatusMRCreating) + "', '" + string(StatusMerging) + "'"
+	return alias + "status IN (" + statuses + ") AND (" + alias + "status IN ('" + string(StatusApprovalSending) + "', '" + string(StatusApprovalSent) + "') OR (" + alias + "flow = '" + FlowLegacy + "' AND (" +
 		alias + "status = '" + string(StatusMRCreated) + "' OR (" + alias + "status = '" + string(StatusMRCreating) + "' AND " + alias + "step = " + itoa(StepCreateStarted) + ")" +
 		" OR (" + alias + "status = '" + string(StatusMerging) + "' AND " + alias + "step NOT IN (" + pendingSteps() + ")))))"
 }

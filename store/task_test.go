@@ -263,8 +263,9 @@ func TestASlotIsHeldByOneTaskAtATime(t *testing.T) {
 	})
 }
 
-// Orphans finds in-flight work without a task: an approval ticket to send, a legacy merge, an
-// active batch. A request waiting for people, the waiting set or a batch is none.
+// Orphans finds in-flight work without a task: an approval ticket to send or to read while its
+// decision is awaited, a legacy merge, an active batch. A request in the waiting set or a batch
+// is none.
 func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("sending", "s1", "t"))
@@ -295,7 +296,7 @@ func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
 		for _, o := range ops {
 			got = append(got, o.OperationID)
 		}
-		if len(got) != 2 || got[0] != "sending" || got[1] != "legacy" || len(batches) != 1 || batches[0].ID != c.Batch.ID {
+		if len(got) != 3 || got[0] != "sending" || got[1] != "sent" || got[2] != "legacy" || len(batches) != 1 || batches[0].ID != c.Batch.ID {
 			t.Fatalf("orphans: %v, batches %+v", got, batches)
 		}
 	})

@@ -49,11 +49,62 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	if err != nil {
 		return err
 	}
-	note := "Ticket " + id
+	// Then the decision is waited for; now and then the ticket is read, in case its callback
+	// never gets through. A ticket sent again (an operator's retry) is read at once.
+	note, poll := "Ticket "+id, w.cfg.Current().ApprovalPollAfter()
 	if r.req.Binding.Status == store.StatusApprovalSent {
-		note += " sent again."
+		note, poll = note+" sent again.", 0
 	}
-	return r.finish(ctx, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note})
+	r.memo = reqMemo{Ticket: id}
+	return r.then(ctx, stepTicketPoll, poll, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note})
+}
+
+// pollTicket asks the approval system what became of the ticket of a request still waiting for
+// its decision (approval.pollAfter after it was sent, and as often again): a decision whose
+// callback never got through — an outage longer than the sender's retries, a secret that did
+// not match — is applied exactly as the callback would have been (same guard, same dedupe: under
+// the callback's own id, so the callback, should it still come, is a duplicate). A ticket the
+// approval system no longer knows is sent again. The approval system not answering only delays
+// the next look: the request still waits for its decision.
+func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
+	op := r.req.Operation
+	if r.req.Binding.Status != store.StatusApprovalSent {
+		return r.r.Finish(ctx, nil) // decided, or sent again by another step
+	}
+	every := w.cfg.Current().ApprovalPollAfter()
+	later := func(why string, err error) error {
+		w.log.WarnContext(ctx, "could not read the approval ticket; asking again later", "operation", op.OperationID, "ticket", r.memo.Ticket, "why", why, "error", err)
+		return r.r.Next(ctx, store.TaskNext{In: every, Failures: r.r.Task.Failures + 1, Note: why}, nil)
+	}
+	if r.memo.Ticket == "" {
+		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: "Asking the approval system about the ticket."})
+	}
+	t, err := w.tickets.Get(ctx, r.memo.Ticket)
+	switch {
+	case errors.Is(err, approval.ErrNoTicket):
+		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending,
+			Note: "The approval system no longer knows ticket " + r.memo.Ticket + "; sending it again."})
+	case err != nil:
+		return later("the approval system did not answer about the ticket: "+engine.Public(err), err)
+	case t.OperationID != "" && t.OperationID != op.OperationID:
+		return later("the approval system answered for another request's ticket", nil)
+	case t.Status == approval.StatusPending:
+		return r.r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " is still waiting for a decision"}, nil)
+	}
+	cb := ApprovalCallback{CallbackID: t.RequestID, OperationID: op.OperationID, Result: t.Status, Ext: t.Ext}
+	if cb.CallbackID == "" {
+		cb.CallbackID = "ticket-" + t.TicketID // the system gives no callback id: one per ticket
+	}
+	res, err := w.ApprovalCallback(ctx, cb)
+	if err != nil {
+		return err
+	}
+	w.log.InfoContext(ctx, "approval decision read from the ticket (its callback did not come)", "operation", op.OperationID, "ticket", t.TicketID, "result", t.Status, "answer", res.Code)
+	if res.Code == CallbackAccepted {
+		r.r.HandedOver() // the decision's transaction replaced or ended this task
+		return nil
+	}
+	return r.r.Finish(ctx, nil)
 }
 
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In

@@ -1,8 +1,10 @@
 package workflow_test
 
 import (
+	"strings"
 	"testing"
 
+	"bindery/config"
 	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -257,4 +259,68 @@ func TestADecisionOnATicketWhoseSendLookedFailedIsAccepted(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A decision whose callback never got through (bindery refused every attempt: its secret was
+// blank) is not lost: approval.pollAfter after the ticket was sent, bindery reads the ticket and
+// applies the decision as the callback would have — for both flows — and the callback, were it
+// sent again, is a duplicate. The ops retry of a request waiting for its decision reads the ticket
+// at once.
+func TestALostApprovalDecisionIsReadFromTheTicket(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		withPoll := func(secret string) string {
+			c := strings.Replace(configFor(true, fastSims), "approval:\n", "approval:\n  pollAfter: 300ms\n", 1)
+			c = strings.Replace(c, "sim:\n", "sim:\n  timeScale: 100\n", 1) // the sender's six attempts in ~30ms
+			return strings.Replace(c, "approvalSecret: test-approval-secret", "approvalSecret: "+secret, 1)
+		}
+		h := setup(t, db, options{approvalFirst: true, extra: fastSims})
+		h.cfg.Replace(config.MustParse(withPoll("test-approval-secret")))
+		op := h.apply("alice", "db-read")
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.cfg.Replace(config.MustParse(withPoll(`""`)))
+		h.decide(op, sim.TicketApproved)
+		h.waitFor("the sender to give up", func() bool {
+			cbs := h.sims.Approval.Callbacks()
+			return len(cbs) == 1 && cbs[0].Attempts == 6
+		})
+		if v := h.view(op); v.Status != store.StatusApprovalSent {
+			t.Fatalf("with every callback refused: %s", v.Status)
+		}
+		h.cfg.Replace(config.MustParse(withPoll("test-approval-secret")))
+		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		if _, err := db.Waiting(bg, op); err != nil {
+			t.Fatalf("the decision read from the ticket did not admit the request: %v", err)
+		}
+		// The callback arriving after all changes nothing.
+		cb := h.sims.Approval.Callbacks()[0]
+		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: cb.CallbackID, OperationID: op, Result: cb.Result}, "test-approval-secret"); code != 200 || answer != workflow.CallbackDuplicate {
+			t.Fatalf("the late callback: %d %s", code, answer)
+		}
+		if _, ok := h.task(op); ok {
+			t.Fatal("the request still has a task after its decision")
+		}
+	})
+}
+
+// An operator's retry of a request waiting for its decision reads the ticket at once (no 500, no
+// waiting for approval.pollAfter), and a rejection found there ends the legacy request's MR.
+func TestRetryingARequestWaitingForItsDecisionReadsTheTicket(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: fastSims})
+		c := strings.Replace(configFor(false, fastSims), "approvalSecret: test-approval-secret", `approvalSecret: ""`, 1)
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.cfg.Replace(config.MustParse(strings.Replace(c, "sim:\n", "sim:\n  timeScale: 100\n", 1)))
+		h.decide(op, sim.TicketRejected)
+		h.waitFor("the sender to give up", func() bool {
+			cbs := h.sims.Approval.Callbacks()
+			return len(cbs) == 1 && cbs[0].Attempts == 6
+		})
+		h.cfg.Replace(config.MustParse(configFor(false, fastSims)))
+		if code := h.retry(op); code != 202 {
+			t.Fatalf("retry: %d", code)
+		}
+		h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
+		h.waitFor("the rejected request's MR closed", func() bool { return h.sims.GitLab.MergeRequestState(project, v.MR.ID) == "closed" })
+	})
 }

@@ -50,6 +50,9 @@ func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 		if _, err := db.Raw().Exec("UPDATE binding SET status = 'APPROVAL_SENDING' WHERE operation_id = ?", orphan); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := db.Raw().Exec("DELETE FROM task WHERE kind = 'request' AND ref = ?", orphan); err != nil {
+			t.Fatal(err)
+		}
 		for _, job := range []string{config.JobRounds, config.JobReconcile, config.JobSweep, config.JobExpiry, config.JobPurge} {
 			if err := c.RunNow(job); err != nil {
 				t.Fatalf("%s: %v", job, err)

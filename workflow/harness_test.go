@@ -560,10 +560,19 @@ func (k *heldTickets) Open(ctx context.Context, t approval.Ticket) (string, erro
 	return k.next.Open(ctx, t)
 }
 
-// ticketsFunc is a Tickets made of a function (a panicking or failing approval client).
+func (k *heldTickets) Get(ctx context.Context, id string) (approval.TicketState, error) {
+	return k.next.Get(ctx, id)
+}
+
+// ticketsFunc is a Tickets made of a function (a panicking or failing approval client); it
+// cannot read tickets.
 type ticketsFunc func(ctx context.Context, t approval.Ticket) (string, error)
 
 func (f ticketsFunc) Open(ctx context.Context, t approval.Ticket) (string, error) { return f(ctx, t) }
+
+func (f ticketsFunc) Get(context.Context, string) (approval.TicketState, error) {
+	return approval.TicketState{}, errors.New("this approval client cannot read tickets")
+}
 
 // doneStages is the view's stages in order, space-separated, each checked done (a finished
 // request).

@@ -77,6 +77,8 @@ func currentStep(op store.Operation) string {
 	switch st := op.Status; {
 	case st == store.StatusApprovalSending:
 		return stepTicket
+	case st == store.StatusApprovalSent:
+		return stepTicketPoll
 	case op.Flow != FlowLegacy:
 		return ""
 	case st == store.StatusMRCreated:

@@ -116,7 +116,10 @@ func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
-		h.waitFor("every attempt to end", func() bool { _, ok := h.task(op); return !ok && inCall.Load() == 0 })
+		h.waitFor("every attempt to end", func() bool {
+			task, ok := h.task(op)
+			return ok && task.Step == "ticket_poll" && task.Owner == "" && inCall.Load() == 0
+		})
 		if overlaps.Load() != 0 {
 			t.Fatalf("%d attempts ran at once", overlaps.Load())
 		}
@@ -195,8 +198,8 @@ func TestTheFirstStepRunsOnTheTaskWrittenWithTheApplication(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := h.task(op); o.Version != 2 || ok {
-			t.Fatalf("version %d, task left %v: want 2 and none", o.Version, ok)
+		if task, ok := h.task(op); o.Version != 2 || !ok || task.Step != "ticket_poll" || task.Overdue > -time.Minute {
+			t.Fatalf("version %d, task %+v: want 2, and the ticket to be read approval.pollAfter later", o.Version, task)
 		}
 	})
 }

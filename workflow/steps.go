@@ -32,6 +32,7 @@ const (
 	stepCreatePipeline = "create_pipeline" // legacy: the MR's pipeline, one look per run
 	stepApprove        = "approve"         // legacy, after the approval: the reviewer accounts approve
 	stepCloseMR        = "close_mr"        // legacy, rejected: close the request's MR
+	stepTicketPoll     = "ticket_poll"     // waiting for the decision: ask the approval system now and then
 	// change.MergeAttempt, MergeRebasing, MergePipeline, MergeChecking, MergeBlocked: legacy merge,
 	// one action per run (MergeBlocked waits for a person, without the project's merge slot)
 )
@@ -71,6 +72,7 @@ func init() { // in init: the step functions themselves read the table
 		string(change.MergeChecking): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
 		string(change.MergeBlocked):  {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
 		stepCloseMR:                  {"", 0, mrAttempts, 0, (*Workflow).closeRejectedMR},
+		stepTicketPoll:               {"", 0, 0, 0, (*Workflow).pollTicket},
 	}
 }
 
@@ -88,10 +90,11 @@ func polls(step string) bool { return step == stepCreatePipeline || change.Merge
 
 // reqMemo is what a request's task remembers between runs.
 type reqMemo struct {
-	Flaky   int  `json:"flaky,omitempty"`   // flaky retries used on the current pipeline wait
-	Restart bool `json:"restart,omitempty"` // an operator's retry: replace a pipeline still running
-	Regen   bool `json:"regen,omitempty"`   // the merge regenerated the branch once already
-	Refused int  `json:"refused,omitempty"` // merges GitLab refused in a row
+	Flaky   int    `json:"flaky,omitempty"`   // flaky retries used on the current pipeline wait
+	Restart bool   `json:"restart,omitempty"` // an operator's retry: replace a pipeline still running
+	Regen   bool   `json:"regen,omitempty"`   // the merge regenerated the branch once already
+	Refused int    `json:"refused,omitempty"` // merges GitLab refused in a row
+	Ticket  string `json:"ticket,omitempty"`  // the approval ticket's id, once sent
 	// Tested: the head whose pipeline passed (the only sha merged); Approved: the head the
 	// reviewer accounts approved.
 	Tested   string `json:"tested,omitempty"`

@@ -40,6 +40,8 @@ type Batches interface {
 // Tickets opens approval tickets: *approval.Client. Idempotent by operationId.
 type Tickets interface {
 	Open(ctx context.Context, t approval.Ticket) (string, error)
+	// Get reads what became of a ticket (approval.ErrNoTicket: unknown to the system).
+	Get(ctx context.Context, ticketID string) (approval.TicketState, error)
 }
 
 // Options configure New. Every field but Log and Recorder is required.
