@@ -60,7 +60,7 @@ func TestDemoServesTheSimulatorsToTheRealClients(t *testing.T) {
 	if _, err := gl.GetBranch(ctx, "infra/access-config", "demo-branch"); err == nil {
 		t.Fatal("errorRate 1 from the config file did not apply")
 	}
-	write("")
+	write("sim: {}\n") // the section dropped on purpose (a file that merely lacks it is refused as cut short)
 	if _, err := gl.GetBranch(ctx, "infra/access-config", "demo-branch"); err != nil {
 		t.Fatalf("after switching the fault off: %v", err)
 	}

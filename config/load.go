@@ -134,6 +134,9 @@ func (s *Snapshot) collect(m *yaml.Node, prefix string) error {
 		}
 		seen[name] = true
 		known, below := knownKey(name)
+		if prefix == "" && (known || below) {
+			s.sections = append(s.sections, name)
+		}
 		switch {
 		case known:
 			s.values[name] = value{present: true, node: vn}

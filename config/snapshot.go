@@ -22,7 +22,8 @@ type Snapshot struct {
 	// Unknown lists keys in the file that no part of bindery reads (typos, usually).
 	Unknown []string
 
-	values map[string]value
+	values   map[string]value
+	sections []string // the known top-level names the file has, in file order
 
 	// static
 	serverAddr, serverPublicURL string

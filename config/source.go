@@ -167,8 +167,10 @@ func (s *Source) reload(force bool) error {
 	if err == nil {
 		var snap *Snapshot
 		if snap, err = Parse(data); err == nil {
-			s.swap(snap)
-			return nil
+			if err = halfFile(s.cur.Load(), snap); err == nil {
+				s.swap(snap)
+				return nil
+			}
 		}
 	}
 	err = fmt.Errorf("config %s: %w", s.path, err)
