@@ -179,3 +179,49 @@ func TestEmptyDomainLabelsAreNotEmailShaped(t *testing.T) {
 		}
 	}
 }
+
+// Every identity source, given once, twice, from where it is believed and from where it is not:
+// an identity presented more than once is no identity (a proxy that appends instead of replacing
+// must not let the client choose).
+func TestEveryIdentitySourceIsUnambiguous(t *testing.T) {
+	const login = "X-Forwarded-User"
+	type hdr struct{ name, value string }
+	for _, c := range []struct {
+		name    string
+		demo    bool
+		peer    string
+		headers []hdr
+		cookies []string
+		id      string
+		err     error
+	}{
+		{"nothing", true, "10.9.9.9:1", nil, nil, "", ErrNone},
+		{"login header from a trusted proxy", false, "10.9.9.9:1", []hdr{{login, "alice@corp.example"}}, nil, "alice@corp.example", nil},
+		{"two login headers", false, "10.9.9.9:1", []hdr{{login, "ops@corp.example"}, {login, "alice@corp.example"}}, nil, "", ErrAmbiguous},
+		{"two login headers from an untrusted peer", false, "203.0.113.9:1", []hdr{{login, "ops@corp.example"}, {login, "alice@corp.example"}}, nil, "", ErrUntrustedPeer},
+		{"an empty login header", false, "10.9.9.9:1", []hdr{{login, ""}}, nil, "", ErrNone},
+		{"demo header", true, "203.0.113.9:1", []hdr{{DemoHeader, "alice"}}, nil, "alice@example.com", nil},
+		{"two demo headers", true, "203.0.113.9:1", []hdr{{DemoHeader, "alice"}, {DemoHeader, "ops"}}, nil, "", ErrAmbiguous},
+		{"demo header and login header", true, "10.9.9.9:1", []hdr{{DemoHeader, "alice"}, {login, "ops@corp.example"}}, nil, "", ErrAmbiguous},
+		{"demo header outside demo mode", false, "10.9.9.9:1", []hdr{{DemoHeader, "ops"}}, nil, "", ErrNone},
+		{"demo cookie", true, "203.0.113.9:1", nil, []string{"bob%40example.com"}, "bob@example.com", nil},
+		{"two demo cookies", true, "203.0.113.9:1", nil, []string{"bob", "ops"}, "", ErrAmbiguous},
+		{"demo header over demo cookie", true, "203.0.113.9:1", []hdr{{DemoHeader, "ops"}}, []string{"bob"}, "ops@example.com", nil},
+		{"demo cookie outside demo mode, login header", false, "10.9.9.9:1", []hdr{{login, "carol@corp.example"}}, []string{"ops"}, "carol@corp.example", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = c.peer
+			for _, h := range c.headers {
+				r.Header.Add(h.name, h.value)
+			}
+			for _, v := range c.cookies {
+				r.AddCookie(&http.Cookie{Name: DemoCookie, Value: v})
+			}
+			got := FromRequest(r, Sources{LoginHeader: login, Trusted: trusted, Demo: c.demo})
+			if got.ID != c.id || !errors.Is(got.Err, c.err) || (c.err == nil) != got.Authenticated() {
+				t.Fatalf("= %+v, want id %q err %v", got, c.id, c.err)
+			}
+		})
+	}
+}

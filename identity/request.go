@@ -11,6 +11,11 @@ import (
 // (anyone can send the header); the request has no identity.
 var ErrUntrustedPeer = errors.New("login header from a peer that is not a trusted proxy; ignored")
 
+// ErrAmbiguous: an identity source was given more than once (two login headers, two demo
+// headers, two demo cookies). Which one the proxy meant cannot be known — a proxy that appends
+// instead of replacing would let the client choose — so the request has no identity.
+var ErrAmbiguous = errors.New("identity presented more than once")
+
 // Sources says where a request's identity may come from; the caller builds it from the config
 // in force at each request.
 type Sources struct {
@@ -38,13 +43,18 @@ func FromRequest(r *http.Request, src Sources) Caller {
 	dirs := []*Directory{src.Directory}
 	if src.Demo {
 		dirs = []*Directory{demoDirectory, src.Directory}
-		if v := r.Header.Get(DemoHeader); v != "" {
-			return resolved(v, "demo-header", dirs)
+		if vs := r.Header.Values(DemoHeader); len(vs) > 0 {
+			if len(vs) > 1 || (src.LoginHeader != "" && r.Header.Get(src.LoginHeader) != "") {
+				return Caller{From: "demo-header", Err: ErrAmbiguous} // two users named: which one?
+			}
+			return resolved(vs[0], "demo-header", dirs)
 		}
-		if c, err := r.Cookie(DemoCookie); err == nil && c.Value != "" {
-			v, err := url.QueryUnescape(c.Value)
+		if cs := cookies(r, DemoCookie); len(cs) > 1 {
+			return Caller{From: "demo-cookie", Err: ErrAmbiguous}
+		} else if len(cs) == 1 {
+			v, err := url.QueryUnescape(cs[0])
 			if err != nil {
-				return Caller{Presented: c.Value, From: "demo-cookie", Err: ErrInvalid}
+				return Caller{Presented: cs[0], From: "demo-cookie", Err: ErrInvalid}
 			}
 			return resolved(v, "demo-cookie", dirs)
 		}
@@ -52,14 +62,27 @@ func FromRequest(r *http.Request, src Sources) Caller {
 	if src.LoginHeader == "" {
 		return Caller{Err: ErrNone}
 	}
-	v := r.Header.Get(src.LoginHeader)
-	if v == "" {
+	vs := r.Header.Values(src.LoginHeader)
+	switch {
+	case len(vs) == 0 || (len(vs) == 1 && vs[0] == ""):
 		return Caller{Err: ErrNone}
+	case !PeerTrusted(r.RemoteAddr, src.Trusted):
+		return Caller{Presented: vs[0], From: "login-header", Err: ErrUntrustedPeer}
+	case len(vs) > 1:
+		return Caller{From: "login-header", Err: ErrAmbiguous}
 	}
-	if !PeerTrusted(r.RemoteAddr, src.Trusted) {
-		return Caller{Presented: v, From: "login-header", Err: ErrUntrustedPeer}
+	return resolved(vs[0], "login-header", dirs)
+}
+
+// cookies are the non-empty values of every cookie named name.
+func cookies(r *http.Request, name string) []string {
+	var out []string
+	for _, c := range r.CookiesNamed(name) {
+		if c.Value != "" {
+			out = append(out, c.Value)
+		}
 	}
-	return resolved(v, "login-header", dirs)
+	return out
 }
 
 var demoDirectory = DemoDirectory()
