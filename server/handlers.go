@@ -108,7 +108,9 @@ func (s *Server) replayApply(ctx context.Context, rec store.IdempotencyRecord) (
 	return http.StatusAccepted, res, nil
 }
 
-// ownedRequest loads a request and checks that the caller owns it or is an operator.
+// ownedRequest loads a request and checks that the caller owns it or is an operator (the
+// authorization of the owner-checked routes). Someone else's request is answered like an unknown
+// one: 404, the same words.
 func (s *Server) ownedRequest(r *http.Request) (workflow.RequestView, error) {
 	id := r.PathValue("operationId")
 	if err := checkOperationID("operationId", id); err != nil {
@@ -123,7 +125,7 @@ func (s *Server) ownedRequest(r *http.Request) (workflow.RequestView, error) {
 		return workflow.RequestView{}, err
 	}
 	if caller := infoOf(r).caller; v.Subject != caller.ID && !s.isOperator(r.Context(), caller.ID) {
-		return workflow.RequestView{}, apperr.Denied(errors.New("neither the owner nor an operator"))
+		return workflow.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
 	}
 	if v.NextActionText == "" {
 		v.NextActionText = store.NextActionText(v.NextAction)
@@ -133,11 +135,7 @@ func (s *Server) ownedRequest(r *http.Request) (workflow.RequestView, error) {
 
 // request is GET /api/requests/:operationId (owner or ops).
 func (s *Server) request(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	v, err := s.ownedRequest(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, v, nil
+	return http.StatusOK, infoOf(r).owned, nil
 }
 
 type revokeBody struct {
@@ -158,10 +156,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 	if err := checkReason(b.Reason); err != nil {
 		return 0, nil, err
 	}
-	v, err := s.ownedRequest(r)
-	if err != nil {
-		return 0, nil, err
-	}
+	v := infoOf(r).owned
 	params := map[string]any{"request": v.OperationID, "reason": b.Reason, operatorParam: infoOf(r).caller.ID}
 	return s.idempotent(w, r, "revoke", b.OperationID, params, func() (int, any, error) {
 		if v.Status != store.StatusValidated {

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"bindery/store"
+	"bindery/workflow"
 )
 
 // Oversized, deeply nested and malformed bodies on every route that reads one (issue 8, point
@@ -83,6 +86,7 @@ func checkAnswer(t *testing.T, what string, status int, body []byte) {
 
 func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
+	h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
 	routes := bodyRoutes(h)
@@ -171,6 +175,7 @@ func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 // 10 GiB body are answered 413 after at most the limit (plus what the network buffers).
 func TestOversizedBodiesAreNotReadWhole(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
+	h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
 	for _, br := range bodyRoutes(h) {
@@ -309,4 +314,55 @@ func TestHostileQueriesOnEveryGetRouteGetAClearAnswer(t *testing.T) {
 // rawGetAs sends one request line as written, as a demo user.
 func rawGetAs(t *testing.T, addr, target, user string) (int, string) {
 	return rawRequest(t, addr, target, "X-Bindery-User: "+user)
+}
+
+// Authorization before the body on every owner-checked route: a stranger gets the answer for an
+// unknown id (404, the same words) whatever the body — malformed, of the wrong type, too large —
+// and learns neither whether the id exists nor anything from the body's checks.
+func TestAStrangerOnAnOwnerCheckedRouteLearnsNothing(t *testing.T) {
+	h := setup(t, options{config: map[string]string{"ratelimit.revoke": "<blank>"}})
+	h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
+	ts := httptest.NewServer(h.srv.Handler())
+	defer ts.Close()
+	var owned int
+	for _, rt := range h.srv.routes() {
+		if rt.auth != authOwnerOrOps {
+			continue
+		}
+		owned++
+		big := `{"pad":"` + strings.Repeat("x", int(max(rt.body, 1<<16))+10) + `"}`
+		for _, c := range []struct{ name, body, ct string }{
+			{"a good body", `{"operationId":"rv-1"}`, "application/json"},
+			{"a malformed body", `{"operationId":`, "application/json"},
+			{"the wrong content type", `{"operationId":"rv-1"}`, "text/plain"},
+			{"an oversized body", big, "application/json"},
+		} {
+			answer := func(id string) (int, string) {
+				var body io.Reader
+				if rt.method == "POST" {
+					body = strings.NewReader(c.body)
+				}
+				req, _ := http.NewRequest(rt.method, ts.URL+strings.Replace(rt.path, "{operationId}", id, 1), body)
+				req.Header.Set("Content-Type", c.ct)
+				req.Header.Set("X-Bindery-User", "bob")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var e struct{ Code, Message string }
+				_ = json.NewDecoder(resp.Body).Decode(&e)
+				return resp.StatusCode, e.Code + ": " + e.Message
+			}
+			what := fmt.Sprintf("%s %s, %s", rt.method, rt.path, c.name)
+			s1, m1 := answer("op-1")
+			s2, m2 := answer("op-unknown")
+			if s1 != 404 || s1 != s2 || m1 != m2 {
+				t.Errorf("%s: someone else's request %d %q, an unknown one %d %q", what, s1, m1, s2, m2)
+			}
+		}
+	}
+	if owned < 2 {
+		t.Fatalf("%d owner-checked routes", owned)
+	}
 }

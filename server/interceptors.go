@@ -14,6 +14,7 @@ import (
 	"bindery/apperr"
 	"bindery/approval"
 	"bindery/identity"
+	"bindery/workflow"
 )
 
 // The interceptors of SPEC §6.1. Each is a plain func(http.Handler) http.Handler that either
@@ -24,6 +25,7 @@ type reqInfo struct {
 	caller identity.Caller
 	body   []byte // the body, once read (by the approval hook's authentication or endpoint)
 	read   bool
+	owned  *workflow.RequestView // an owner-checked route's request, loaded by authorization
 }
 
 type infoKey struct{}
@@ -85,7 +87,7 @@ func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
 		var err error
 		switch rt.auth {
 		case authUser, authOwnerOrOps:
-			err = s.authenticate(r)
+			err = s.authenticate(r) // the owner check follows in endpoint, before the body
 		case authOps:
 			if err = s.authenticate(r); err == nil && !s.isOperator(r.Context(), infoOf(r).caller.ID) {
 				err = apperr.Denied(errors.New("not an operator"))

@@ -104,9 +104,20 @@ func (s *Server) chain(rt route) http.Handler {
 	return s.withCaller(h)
 }
 
-// endpoint checks the body (size, media type), runs the handler and writes its answer.
+// endpoint checks that an owner-checked route's request is the caller's, then the body (size,
+// media type), runs the handler and writes its answer.
 func (s *Server) endpoint(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.auth == authOwnerOrOps {
+			// The request and its owner are checked before the body is looked at: a stranger
+			// learns nothing from the body's checks, nor whether the id exists.
+			v, err := s.ownedRequest(r)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			infoOf(r).owned = &v
+		}
 		if rt.body > 0 {
 			if err := readBody(w, r, rt.body); err != nil {
 				s.fail(w, r, err)
