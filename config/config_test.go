@@ -334,11 +334,15 @@ func TestParseWindowForms(t *testing.T) {
 }
 
 func TestTrustedProxiesNormalise(t *testing.T) {
-	s := MustParse("server:\n  trustedProxies: 10.1.2.3/8, ::ffff:127.0.0.1\n")
+	s := MustParse("server:\n  trustedProxies: [10.1.2.3/8, \"::ffff:127.0.0.1\"]\n")
 	got := s.TrustedProxies()
 	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v want %v", got, want)
+	}
+	// One string is not a list, commas or not: no proxy is trusted (never a guessed split).
+	if got := MustParse("server:\n  trustedProxies: 10.1.2.3/8, 127.0.0.1\n").TrustedProxies(); len(got) != 0 {
+		t.Fatalf("a string trusted %v", got)
 	}
 }
 

@@ -54,7 +54,7 @@ func init() {
 		Key{
 			Name: "gitlab.reviewerTokens", Type: "list of strings", Default: "(none)", Secret: true,
 			Doc:       "Tokens of the reviewer accounts that approve each merge request (two accounts; each is retried separately).",
-			Misconfig: "missing/blank → building the GitLab client fails with a clear error; after a reload to blank, the approve step fails as \"not configured\" (never a merge without approvals). Blank entries are skipped.",
+			Misconfig: "missing/blank → building the GitLab client fails with a clear error; after a reload to blank, the approve step fails as \"not configured\" (never a merge without approvals). Blank entries are skipped; a value that is not a list (one string, even with commas) counts as blank.",
 			apply: func(s *Snapshot, v value) (string, string, error) {
 				var note string
 				s.gitlabReviewers, note = stringList(v)
@@ -103,7 +103,7 @@ func init() {
 		Key{
 			Name: "permission.rules", Type: "map: rule code → list of identities", Default: "(none)",
 			Doc:       "Static permission rules, used when permission.url is blank: each rule code lists the canonical identities (e.g. alice@example.com) it grants. Identities compare case-insensitively.",
-			Misconfig: "missing/blank → no rule grants anything (authorization fails closed); an entry that is not a list of identities is skipped and reported.",
+			Misconfig: "missing/blank → no rule grants anything (authorization fails closed); an entry that is not a list of identities (one string, even with commas) is skipped and reported.",
 			apply: func(s *Snapshot, v value) (string, string, error) {
 				var note string
 				s.permissionRules, note = parseRules(v)

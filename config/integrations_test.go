@@ -46,7 +46,8 @@ func init() {
 	}
 	misconfigTable["gitlab.reviewerTokens"] = []misconfigCase{
 		{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str("[{a: 1}]"), ""},
-		{"negative/zero", str("0"), "0"}, {"valid", str("[r1, '', r2]"), "r1,r2"},
+		{"negative/zero", str("0"), ""}, {"valid", str("[r1, '', r2]"), "r1,r2"},
+		{"a comma string", str("r1, r2"), ""}, // not a list: no reviewer is guessed
 	}
 	misconfigTable["gitlab.timeout"] = durationRows(15*time.Second, 2*time.Second)
 	misconfigTable["approval.backoff"] = durationRows(time.Second, 50*time.Millisecond)

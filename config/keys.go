@@ -76,7 +76,7 @@ var coreKeys = []Key{
 	{
 		Name: "server.trustedProxies", Type: "list of IP or CIDR", Default: "(none)",
 		Doc:       "Proxies whose X-Forwarded-For hop and login header are believed. The client address is the rightmost X-Forwarded-For hop not in this list.",
-		Misconfig: "missing/blank → no proxy is trusted (the peer address is the client); an invalid entry is skipped and reported: trusting fewer proxies is the safe direction.",
+		Misconfig: "missing/blank → no proxy is trusted (the peer address is the client); an invalid entry is skipped and reported: trusting fewer proxies is the safe direction. A value that is not a list (one string, even with commas) trusts none.",
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			items, note := stringList(v)
 			var bad []string

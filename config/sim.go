@@ -309,7 +309,7 @@ func simChoice(name, def string, allowed []string, doc string, field func(*Snaps
 func simList(name, doc string, field func(*Snapshot) *[]string) Key {
 	return Key{
 		Name: name, Type: "list of strings", Default: "(empty)", Doc: doc,
-		Misconfig: "blank → empty; a list of non-scalars → empty (no fault).",
+		Misconfig: "blank → empty; not a list (one string too), or a list of non-scalars → empty (no fault).",
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			items, note := stringList(v)
 			*field(s) = items

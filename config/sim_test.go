@@ -23,7 +23,8 @@ func boolRows(def bool) []misconfigCase {
 func listRows() []misconfigCase {
 	return []misconfigCase{
 		{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str("[{a: 1}]"), ""},
-		{"negative/zero", str("0"), "0"}, {"valid", str("[approve, merge]"), "approve,merge"},
+		{"negative/zero", str("0"), ""}, {"valid", str("[approve, merge]"), "approve,merge"},
+		{"a comma string", str("approve, merge"), ""}, // not a list: nothing taken from it
 	}
 }
 

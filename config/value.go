@@ -139,7 +139,9 @@ func stringOr(v value, def string) (string, string) {
 	return s, ""
 }
 
-// stringList accepts a YAML list of scalars or one comma-separated scalar.
+// stringList reads a YAML list of scalars. Anything else — one scalar too, even with commas in
+// it — is the wrong shape and counts as empty: these lists grant (trusted proxies, reviewer
+// tokens, permission rules), and guessing how a string splits must never widen a grant.
 func stringList(v value) ([]string, string) {
 	if !v.present {
 		return nil, ""
@@ -148,16 +150,8 @@ func stringList(v value) ([]string, string) {
 		return nil, "blank"
 	}
 	var out []string
-	if s, ok := v.scalar(); ok {
-		for _, part := range strings.Split(s, ",") {
-			if p := strings.TrimSpace(part); p != "" {
-				out = append(out, p)
-			}
-		}
-		return out, ""
-	}
 	if v.node.Kind != yaml.SequenceNode {
-		return nil, "not a list"
+		return nil, "not a list (write [a, b]); nothing taken from it"
 	}
 	for _, item := range v.node.Content {
 		if item.Kind != yaml.ScalarNode {
