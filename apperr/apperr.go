@@ -7,6 +7,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a machine-readable error code, UPPER_SNAKE, stable across releases.
@@ -43,6 +44,8 @@ type Error struct {
 	Message string
 	Field   string
 	Cause   error
+	// RetryAfter, when set, is sent as Retry-After: the answer says "try again", and when.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -67,6 +70,12 @@ func Wrap(cause error, code Code, format string, args ...any) *Error {
 // Invalid reports a bad input field; the message names the field.
 func Invalid(field, format string, args ...any) *Error {
 	return &Error{Code: InvalidArgument, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// Busy is a CONFLICT that goes away by itself (a step of the same work runs right now): the
+// answer carries Retry-After.
+func Busy(cause error, format string, args ...any) *Error {
+	return &Error{Code: Conflict, Message: fmt.Sprintf(format, args...), Cause: cause, RetryAfter: time.Second}
 }
 
 // Denied is the fixed 403.

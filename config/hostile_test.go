@@ -307,14 +307,18 @@ func TestPathTemplatesThatLeaveTheRepositoryAreRefused(t *testing.T) {
 		"../{subject}", "../../etc/{subject}", "/etc/{subject}", "//{subject}", "a/../../{subject}", "a/./{subject}",
 		"a//{subject}", `a\..\{subject}`, `..\{subject}`, "a/{subject}/..", "a/\x00/{subject}", "./{subject}", "a/..",
 		"{subject}/..", "a/b/", ".", "..", "", "a/b.yaml",
+		// decoded once more by a proxy or a second escape
+		"a/%2e%2e/{subject}", "%2E%2E/{subject}", "a/%2e/{subject}", "a/.%2e/{subject}", "a%2f..%2f../{subject}", "a/%5c/{subject}", "a/%00/{subject}",
 	} {
 		doc := fmt.Sprintf("targets: [{key: a, project: a/b, path: %q}]\n", p)
 		if _, err := Parse([]byte(doc)); err == nil {
 			t.Errorf("path template %q was accepted", p)
 		}
 	}
-	if _, err := Parse([]byte(`targets: [{key: a, project: a/b, path: "bindings/a/{subject}.yaml"}]`)); err != nil {
-		t.Fatalf("a good template: %v", err)
+	for _, good := range []string{"bindings/a/{subject}.yaml", "bindings/100%25/{subject}.yaml", "bindings/a%b/{subject}.yaml"} {
+		if _, err := Parse([]byte(fmt.Sprintf("targets: [{key: a, project: a/b, path: %q}]\n", good))); err != nil {
+			t.Errorf("a good template %q: %v", good, err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
@@ -112,6 +113,11 @@ func ValidatePathTemplate(p string) error {
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return fmt.Errorf("path %q: empty, '.' or '..' segments are not allowed", p)
+		}
+		// A layer that decodes the path once more (a proxy, a second escape) must not find
+		// one either: %2e%2e is '..', %2f a separator.
+		if d, err := url.PathUnescape(seg); err == nil && (d == "." || d == ".." || strings.ContainsAny(d, "/\\\x00")) {
+			return fmt.Errorf("path %q: a segment that percent-decodes to '.', '..' or a separator is not allowed", p)
 		}
 	}
 	if path.Clean(p) != p {

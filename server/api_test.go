@@ -280,6 +280,14 @@ func rows() []row {
 					t.Errorf("audit believed the client:\n%s", st)
 				}
 			}},
+		{name: "a retry refused because a step runs right now is 409 with Retry-After",
+			prep: func(h *harness) {
+				h.wf.RetryFn = func(context.Context, string, string) (workflow.RequestView, error) {
+					return workflow.RequestView{}, apperr.Busy(nil, "A step of this request is running right now; look again in a moment.")
+				}
+			},
+			call: post("/api/ops/requests/op-bob/retry", "ops", `{"operationId":"rt-busy"}`), status: 409,
+			want: []string{"look again in a moment"}, header: map[string]string{"Retry-After": "1"}},
 		{name: "ops settles a batch", call: post("/api/ops/batches/7/settle", "ops", `{"operationId":"st-1"}`), status: 200, want: []string{`"status":"FAILED"`}},
 		{name: "settling an unknown batch is 404", call: post("/api/ops/batches/99/settle", "ops", `{"operationId":"st-2"}`), status: 404},
 		{name: "a batch id that is not a number is 400 id", call: post("/api/ops/batches/abc/settle", "ops", `{"operationId":"st-3"}`), status: 400, want: []string{`"field":"id"`}},

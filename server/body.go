@@ -44,9 +44,13 @@ func requireJSON(r *http.Request) error {
 	if len(infoOf(r).body) == 0 && r.Header.Get("Content-Type") == "" {
 		return nil
 	}
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 		return apperr.New(apperr.UnsupportedMedia, "The request body must be JSON (Content-Type: application/json).")
+	}
+	// JSON is UTF-8 (RFC 8259); a body declared otherwise would be misread, not converted.
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return apperr.New(apperr.UnsupportedMedia, "The request body must be UTF-8 JSON (charset=%s is not read).", cs)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"bindery/apperr"
 	"bindery/logging"
@@ -47,6 +49,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if e := apperr.As(err); e != nil {
 		if s, ok := statusOf[e.Code]; ok && e.Code != apperr.Internal {
 			body.Code, body.Message, body.Field, status = e.Code, e.Message, e.Field, s
+		}
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 		}
 	}
 	switch {

@@ -153,6 +153,9 @@ func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 			{"form encoded", `operationId=op-1`, "application/x-www-form-urlencoded", false, 415},
 			{"a broken content type", `{"operationId":"op-1"}`, "application/json; charset", false, 415},
 			{"JSON with a charset", `{"operationId":"op-1"}`, "application/json; charset=utf-8", false, 0},
+			{"JSON with the charset's other spelling", `{"operationId":"op-1"}`, "application/json; charset=UTF8", false, 0},
+			{"JSON declared UTF-16", `{"operationId":"op-1"}`, "application/json; charset=utf-16", false, 415},
+			{"JSON declared Latin-1", `{"operationId":"op-1"}`, "application/json; charset=iso-8859-1", false, 415},
 		}
 		for _, c := range cases {
 			if c.want == -1 {

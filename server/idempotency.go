@@ -59,8 +59,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 	case store.ClaimMismatch:
 		return 0, nil, apperr.New(apperr.IdempotencyKeyReused, "This operationId was already used for a different request; generate a new one.")
 	case store.ClaimPending, store.ClaimRetryLater:
-		w.Header().Set("Retry-After", "1")
-		return 0, nil, apperr.New(apperr.Conflict, "A request with this operationId is still being processed; retry shortly.")
+		return 0, nil, apperr.Busy(nil, "A request with this operationId is still being processed; retry shortly.")
 	}
 	// The request's own context may be gone by now; recording its outcome must not be.
 	bg := context.WithoutCancel(ctx)

@@ -141,7 +141,7 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 	case errors.Is(err, store.ErrTaskBusy), errors.Is(err, store.ErrRetry):
 		// A deadlock is the database choosing a step of the request's that runs at this
 		// moment over this write: the same answer as a claimed task.
-		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "A step of this request is running right now; look again in a moment.")
+		return RequestView{}, apperr.Busy(err, "A step of this request is running right now; look again in a moment.")
 	case errors.Is(err, store.ErrPreempted):
 		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "The request changed while retrying; look at it again.")
 	case err != nil:
@@ -156,7 +156,7 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 func batchConflict(err error, batchID int64) error {
 	switch {
 	case errors.Is(err, batch.ErrBusy):
-		return apperr.Wrap(err, apperr.Conflict, "A step of batch %d is running right now; look again in a moment.", batchID)
+		return apperr.Busy(err, "A step of batch %d is running right now; look again in a moment.", batchID)
 	case errors.Is(err, batch.ErrSettled):
 		return apperr.Wrap(err, apperr.Conflict, "Batch %d is already settled.", batchID)
 	case errors.Is(err, store.ErrPreempted):
