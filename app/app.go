@@ -72,10 +72,13 @@ type App struct {
 	metrics  *metrics.Set
 	listener net.Listener
 	http     *http.Server
-	instance string
-	sims     *sim.Sims // demo only: the simulators mounted under /sim/
-	limiter  *ratelimit.Limiter
-	share    *ratelimit.Share
+	// metricsLn and metricsHTTP serve /metrics alone on server.metricsAddr (nil: not set).
+	metricsLn   net.Listener
+	metricsHTTP *http.Server
+	instance    string
+	sims        *sim.Sims // demo only: the simulators mounted under /sim/
+	limiter     *ratelimit.Limiter
+	share       *ratelimit.Share
 
 	// starts run when Run starts serving (the cron). drains run first at shutdown, in order,
 	// while the HTTP server and the demo simulators still answer, so that steps in flight can
@@ -189,6 +192,13 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 		Recorder:    metric.New(metric.SetSink(a.metrics), a.log),
 		Mounts:      mounts,
 	})
+	if maddr := snap.MetricsAddr(); maddr != "" {
+		if a.metricsLn, err = net.Listen("tcp", maddr); err != nil {
+			return nil, fmt.Errorf("listen on %s (server.metricsAddr): %w", maddr, err)
+		}
+		a.metricsHTTP = &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+			ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+	}
 	a.http = &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -217,6 +227,15 @@ func instanceID(addr string) string {
 // URL is the base URL the server listens on.
 func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
 
+// MetricsURL is the URL of /metrics on server.metricsAddr ("" when it is not set: /metrics is on
+// URL()).
+func (a *App) MetricsURL() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return "http://" + a.metricsLn.Addr().String() + "/metrics"
+}
+
 // Config is the live configuration source.
 func (a *App) Config() *config.Source { return a.cfg }
 
@@ -242,6 +261,14 @@ func (a *App) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
 	a.log.Info("bindery listening", "url", a.URL(), "mode", a.opts.Mode, "version", Version, "instance", a.instance)
+	if a.metricsHTTP != nil {
+		go func() {
+			if e := a.metricsHTTP.Serve(a.metricsLn); e != nil && !errors.Is(e, http.ErrServerClosed) {
+				a.log.Error("metrics listener stopped", "addr", a.metricsLn.Addr().String(), "err", e)
+			}
+		}()
+		a.log.Info("metrics listening", "url", "http://"+a.metricsLn.Addr().String()+"/metrics")
+	}
 	for _, start := range a.starts {
 		start(bg)
 	}
@@ -262,6 +289,9 @@ func (a *App) Run(ctx context.Context) error {
 	stopHTTP := func() {
 		if e := a.http.Shutdown(sctx); e != nil {
 			a.log.Warn("http shutdown incomplete", "err", e)
+		}
+		if a.metricsHTTP != nil {
+			_ = a.metricsHTTP.Shutdown(sctx)
 		}
 	}
 	// Stop accepting first, then let the cron and the pool finish. In demo mode the simulators
@@ -339,6 +369,9 @@ func (a *App) Close() error {
 		cancel()
 		if a.listener != nil {
 			_ = a.listener.Close()
+		}
+		if a.metricsLn != nil {
+			_ = a.metricsLn.Close()
 		}
 		if a.db != nil {
 			a.closeErr = a.db.Close()

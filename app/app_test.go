@@ -240,3 +240,20 @@ func TestPrepareDemoKeepsExistingConfigAndData(t *testing.T) {
 		t.Fatal("user's config overwritten")
 	}
 }
+
+// With server.metricsAddr, /metrics is served there alone (and not on the API's listener).
+func TestMetricsOnTheirOwnListener(t *testing.T) {
+	b := boot(t, storetest.SQLiteDSN(t), "server:\n  metricsAddr: 127.0.0.1:0\n")
+	if b.MetricsURL() == "" {
+		t.Fatal("no metrics listener")
+	}
+	if code, body := get(t, b.MetricsURL()); code != 200 || !strings.Contains(body, "bindery_build_info{") {
+		t.Fatalf("metrics listener: %d", code)
+	}
+	if code, _ := get(t, b.URL()+"/metrics"); code != 404 {
+		t.Fatalf("the API's listener still answered /metrics: %d", code)
+	}
+	if code, _ := get(t, strings.Replace(b.MetricsURL(), "/metrics", "/api/me", 1)); code != 404 {
+		t.Fatalf("the metrics listener served another path: %d", code)
+	}
+}

@@ -7,9 +7,10 @@ func init() {
 	probes["hooks.approvalSkew"] = func(s *Snapshot) any { return s.ApprovalSkew() }
 	probes["hooks.deployToken"] = func(s *Snapshot) any { return s.DeployToken() }
 	probes["hooks.gitlabToken"] = func(s *Snapshot) any { return s.GitLabHookToken() }
+	probes["server.metricsToken"] = func(s *Snapshot) any { return s.MetricsToken() }
 	// Secrets fail closed: anything but a real value leaves the hook refusing every call (""),
 	// and a garbage-looking value is still a value (it is what the sender must present).
-	for _, k := range []string{"hooks.approvalSecret", "hooks.deployToken", "hooks.gitlabToken"} {
+	for _, k := range []string{"hooks.approvalSecret", "hooks.deployToken", "hooks.gitlabToken", "server.metricsToken"} {
 		misconfigTable[k] = []misconfigCase{
 			{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str("'%%%'"), "%%%"},
 			{"negative/zero", str("0"), "0"}, {"valid", str("s3cret"), "s3cret"},

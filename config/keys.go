@@ -51,6 +51,24 @@ var coreKeys = []Key{
 		},
 	},
 	{
+		Name: "server.metricsAddr", Type: "host:port", Default: "(the API's listener)", Static: true,
+		Doc:       "Listen address of a separate listener that serves only /metrics, open to whoever reaches it (protect it by where it listens) or to server.metricsToken when set. Blank: /metrics is on the API's listener, served only to loopback, server.trustedProxies and server.metricsToken.",
+		Misconfig: "blank → the API's listener; an address that cannot be bound fails the start with a clear error.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			s.metricsAddr, _ = stringOr(v, "")
+			return s.metricsAddr, "", nil
+		},
+	},
+	{
+		Name: "server.metricsToken", Type: "string", Default: "(none)", Secret: true,
+		Doc:       "Token a scraper may send as \"Authorization: Bearer <token>\" to read /metrics from anywhere.",
+		Misconfig: "missing/blank → /metrics is served only by the peer rule (loopback, server.trustedProxies) or on server.metricsAddr.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			s.metricsToken, _ = stringOr(v, "")
+			return s.metricsToken, blankNote(v), nil
+		},
+	},
+	{
 		Name: "server.publicURL", Type: "URL", Default: "(http://<listen address>)", Static: true,
 		Doc:       "Base URL external systems use to reach bindery (approval and deploy callbacks).",
 		Misconfig: "blank → derived from the listen address; a value that is not an http(s) URL rejects the file.",

@@ -27,6 +27,7 @@ type Snapshot struct {
 
 	// static
 	serverAddr, serverPublicURL string
+	metricsAddr, metricsToken   string
 	shutdownTimeout             time.Duration
 	dsn                         string
 	maxOpenConns, maxIdleConns  int
@@ -77,6 +78,14 @@ const (
 
 // ListenAddr is server.addr. Default 127.0.0.1:8080. Static.
 func (s *Snapshot) ListenAddr() string { return s.serverAddr }
+
+// MetricsAddr is server.metricsAddr, the separate listener of /metrics ("" : the API's, where
+// /metrics is served only to loopback, server.trustedProxies and server.metricsToken).
+func (s *Snapshot) MetricsAddr() string { return s.metricsAddr }
+
+// MetricsToken is server.metricsToken, the bearer token that reads /metrics from anywhere ("":
+// none).
+func (s *Snapshot) MetricsToken() string { return s.metricsToken }
 
 // PublicURL is server.publicURL, the base URL external systems use to call bindery back
 // (approval and deploy callbacks). Default: "" (the caller derives http://<listen address>).

@@ -107,7 +107,7 @@ func rows() []row {
 			call:   post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 429,
 			want: []string{`"code":"RATE_LIMITED"`, "Too many applications"}, header: map[string]string{"Retry-After": "60"},
 			check: func(t *testing.T, h *harness) {
-				if got := h.metric(`bindery_activity_total{action="apply",stage="received"}`); got != "3" {
+				if got := h.metric(`bindery_activity_total{action="apply",stage="received",caller="other"}`); got != "3" {
 					t.Errorf("activity received = %s, want 3 (the 429 is not activity)", got)
 				}
 				if got := h.metric(`bindery_ratelimited_total{bucket="apply"}`); got != "1" {

@@ -196,14 +196,14 @@ func TestARefusedRequestReachesNoLaterStep(t *testing.T) {
 				h.do(post("/api/apply", "alice", applyJSON(fmt.Sprintf("op-%d", i), []string{"public-a", "public-a", "restricted-b"}[i])))
 			}
 			callsBefore, dbBefore := len(h.wf.Calls()), h.dbState()
-			received := h.metric(`bindery_activity_total{action="apply",stage="received"}`)
+			received := h.metric(`bindery_activity_total{action="apply",stage="received",caller="other"}`)
 			if rec := h.do(rf.c); rec.Code != rf.status {
 				t.Fatalf("status %d, want %d", rec.Code, rf.status)
 			}
 			if len(h.wf.Calls()) != callsBefore || h.dbState() != dbBefore {
 				t.Errorf("the refused request reached the workflow or the store: %v", h.wf.Calls()[callsBefore:])
 			}
-			if got := h.metric(`bindery_activity_total{action="apply",stage="received"}`); got != received {
+			if got := h.metric(`bindery_activity_total{action="apply",stage="received",caller="other"}`); got != received {
 				t.Errorf("the refused request counted as business activity: %s → %s", received, got)
 			}
 			if got := h.metric(fmt.Sprintf(`bindery_http_requests_total{route="%s",code="%d"}`, routeName(h, rf.c), rf.status)); got != "" {
@@ -229,24 +229,30 @@ func TestAPIMetricsCoverEveryRouteAndActivityOnlyTheWhitelist(t *testing.T) {
 	h.do(post("/api/apply", "alice", applyJSON("op-2", "public-a"))) // 409: received, not success
 	h.do(get("/assets/gone-12345678.js", ""))
 	for series, want := range map[string]string{
-		`bindery_http_requests_total{route="targets",code="200"}`: "1",
-		`bindery_http_requests_total{route="apply",code="202"}`:   "1",
-		`bindery_http_requests_total{route="apply",code="409"}`:   "1",
-		`bindery_http_requests_total{route="static",code="404"}`:  "1",
-		`bindery_activity_total{action="apply",stage="received"}`: "2",
-		`bindery_activity_total{action="apply",stage="success"}`:  "1",
+		`bindery_http_requests_total{route="targets",code="200"}`:                "1",
+		`bindery_http_requests_total{route="apply",code="202"}`:                  "1",
+		`bindery_http_requests_total{route="apply",code="409"}`:                  "1",
+		`bindery_http_requests_total{route="static",code="404"}`:                 "1",
+		`bindery_activity_total{action="apply",stage="received",caller="other"}`: "2",
+		`bindery_activity_total{action="apply",stage="success",caller="other"}`:  "1",
 		// not in the whitelist
-		`bindery_activity_total{action="targets",stage="received"}`: "",
-		// the demo header presented "alice": a bare name is skipped, never guessed
-		`bindery_user_activity_total{action="apply",stage="received",user="alice@example.com"}`: "",
+		`bindery_activity_total{action="targets",stage="received",caller="other"}`: "",
+		// the demo header presented "alice": a bare name is not an account, never guessed
+		`bindery_activity_total{action="apply",stage="received",caller="account"}`: "",
 	} {
 		if got := h.metric(series); got != want {
 			t.Errorf("%s = %q, want %q", series, got, want)
 		}
 	}
 	h.do(post("/api/apply", "alice@example.com", applyJSON("op-3", "restricted-b")))
-	if got := h.metric(`bindery_user_activity_total{action="apply",stage="received",user="alice@example.com"}`); got != "1" {
-		t.Errorf("an email-shaped identity was not counted: %q", got)
+	if got := h.metric(`bindery_activity_total{action="apply",stage="received",caller="account"}`); got != "1" {
+		t.Errorf("an email-shaped identity was not counted as an account: %q", got)
+	}
+	// No identity is ever a label value.
+	var all strings.Builder
+	h.set.WritePrometheus(&all)
+	if strings.Contains(all.String(), "alice") {
+		t.Errorf("an identity reached /metrics:\n%s", all.String())
 	}
 	// Every route of the table is wrapped.
 	h2 := setup(t, options{})
@@ -255,7 +261,7 @@ func TestAPIMetricsCoverEveryRouteAndActivityOnlyTheWhitelist(t *testing.T) {
 		"/hooks/approval": signed("s3cret", "{}"), "/hooks/deploy": {"Authorization": "Bearer dtok"}, "/hooks/gitlab": {"X-Gitlab-Token": "gtok"},
 	}
 	for _, rt := range h2.srv.table {
-		h2.do(call{method: rt.method, path: strings.NewReplacer("{operationId}", "op-x", "{id}", "7").Replace(rt.path), user: "ops", body: "{}", header: hooks[rt.path]})
+		h2.do(call{method: rt.method, path: strings.NewReplacer("{operationId}", "op-x", "{id}", "7").Replace(rt.path), user: "ops", body: "{}", header: hooks[rt.path], peer: "127.0.0.1:5000"})
 	}
 	h2.set.WritePrometheus(&b)
 	for _, rt := range h2.srv.table {
@@ -519,7 +525,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
 		t.Fatal(err)
 	}
-	auth := map[authKind]string{authPublic: "public", authUser: "user", authOwnerOrOps: "owner-or-ops", authOps: "ops", authApprovalHook: "hmac", authGitLabHook: "gitlab-token", authDeployHook: "bearer"}
+	auth := map[authKind]string{authPublic: "public", authUser: "user", authOwnerOrOps: "owner-or-ops", authOps: "ops", authApprovalHook: "hmac", authGitLabHook: "gitlab-token", authDeployHook: "bearer", authMetrics: "metrics"}
 	documented := map[string]bool{}
 	for path, ops := range doc.Paths {
 		for m := range ops {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -96,6 +97,8 @@ func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
 			err = s.verifyApproval(w, r, rt.body)
 		case authGitLabHook:
 			err = checkToken(r.Header.Get("X-Gitlab-Token"), s.deps.Config.Current().GitLabHookToken(), "X-Gitlab-Token")
+		case authMetrics:
+			err = s.metricsAllowed(r)
 		case authDeployHook:
 			got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			err = checkToken(strings.TrimSpace(got), s.deps.Config.Current().DeployToken(), "deploy bearer token")
@@ -107,6 +110,38 @@ func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// metricsAllowed: /metrics carries the shape of the traffic and the state of every dependency,
+// so it is not public. On the API's listener it is served to loopback and server.trustedProxies
+// (where a scraper runs beside bindery), and to anyone with server.metricsToken; with
+// server.metricsAddr set it lives on that listener only (MetricsHandler), not here.
+func (s *Server) metricsAllowed(r *http.Request) error {
+	snap := s.deps.Config.Current()
+	if snap.MetricsAddr() != "" {
+		return apperr.New(apperr.NotFound, "No such page: metrics are served on server.metricsAddr.")
+	}
+	if _, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && snap.MetricsToken() != "" {
+		return metricsBearer(r, snap.MetricsToken())
+	}
+	if identity.PeerTrusted(r.RemoteAddr, snap.TrustedProxies()) || loopback(r.RemoteAddr) {
+		return nil
+	}
+	return apperr.New(apperr.Unauthenticated, "Metrics are served to loopback, server.trustedProxies and the bearer of server.metricsToken.")
+}
+
+// metricsBearer checks the request's bearer token against server.metricsToken.
+func metricsBearer(r *http.Request, token string) error {
+	got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if err := checkToken(strings.TrimSpace(got), token, "metrics token"); err != nil {
+		return apperr.Wrap(err, apperr.Unauthenticated, "The metrics token is missing or wrong.")
+	}
+	return nil
+}
+
+func loopback(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 func (s *Server) authenticate(r *http.Request) error {
@@ -232,26 +267,29 @@ func (s *Server) withAPIMetrics(name string, next http.Handler) http.Handler {
 
 // withActivity is step 4, on the whitelisted routes only: "received" on arrival, "success" after
 // completion for 2xx only. A request refused by an earlier step never gets here, so a 429 is
-// never business activity. The per-user series uses the strict identity parse (an email-shaped
-// value or nothing); its result never flows back into the request.
+// never business activity. No identity is ever a label value (a label set per caller would fill
+// the series cap and publish who uses bindery): the caller dimension is only whether the strict
+// identity parse found an account ("account") or not ("other"); its result never flows back into
+// the request.
 func (s *Server) withActivity(action string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, known := "", false
-		s.guard(func() { user, known = identity.Strict(infoOf(r).caller.Presented) })
-		s.activity(action, "received", user, known)
+		caller := "other"
+		s.guard(func() {
+			if _, ok := identity.Strict(infoOf(r).caller.Presented); ok {
+				caller = "account"
+			}
+		})
+		s.activity(action, "received", caller)
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		if rec.status >= 200 && rec.status < 300 {
-			s.activity(action, "success", user, known)
+			s.activity(action, "success", caller)
 		}
 	})
 }
 
-func (s *Server) activity(action, stage, user string, known bool) {
-	s.rec.Inc("bindery_activity_total", "action", action, "stage", stage)
-	if known {
-		s.rec.Inc("bindery_user_activity_total", "action", action, "stage", stage, "user", user)
-	}
+func (s *Server) activity(action, stage, caller string) {
+	s.rec.Inc("bindery_activity_total", "action", action, "stage", stage, "caller", caller)
 }
 
 // guard runs observability code that must never fail the request.

@@ -15,6 +15,7 @@ const (
 	authApprovalHook                 // HMAC over timestamp + body (hooks.approvalSecret, hooks.approvalSkew)
 	authGitLabHook                   // X-Gitlab-Token == hooks.gitlabToken
 	authDeployHook                   // Authorization: Bearer hooks.deployToken
+	authMetrics                      // loopback, server.trustedProxies or Bearer server.metricsToken
 )
 
 // rateSpec is a route's rate limit (SPEC §6.1): the bucket, the config key read at each request,
@@ -81,7 +82,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/openapi.json", "openapi", authPublic, nil, false, 0, s.openAPI},
 		{"GET", "/healthz", "healthz", authPublic, nil, false, 0, s.healthz},
 		{"GET", "/readyz", "readyz", authPublic, nil, false, 0, s.readyz},
-		{"GET", "/metrics", "metrics", authPublic, nil, false, 0, s.metrics},
+		{"GET", "/metrics", "metrics", authMetrics, nil, false, 0, s.metrics},
 	}
 }
 

@@ -133,6 +133,27 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) (int, any, error
 	return http.StatusOK, map[string]any{"status": "ready", "configGeneration": s.deps.Config.Current().Generation}, nil
 }
 
+// MetricsHandler serves /metrics alone, for the listener of server.metricsAddr: to whoever
+// reaches that listener, or only to the bearer of server.metricsToken when one is set.
+func (s *Server) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch tok := s.deps.Config.Current().MetricsToken(); {
+		case r.URL.Path != "/metrics":
+			err = apperr.New(apperr.NotFound, "Only /metrics is served here.")
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			err = apperr.New(apperr.MethodNotAllowed, "GET /metrics.")
+		case tok != "":
+			err = metricsBearer(r, tok)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		_, _, _ = s.metrics(w, r)
+	})
+}
+
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

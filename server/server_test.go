@@ -150,3 +150,61 @@ func TestRequestIDIsKeptWhenSaneAndReplacedWhenNot(t *testing.T) {
 		}
 	}
 }
+
+// /metrics is not public: on the API's listener it is served to loopback and
+// server.trustedProxies, and to the bearer of server.metricsToken from anywhere; with
+// server.metricsAddr set it is not on the API's listener at all, and its own listener serves
+// /metrics alone (to the token's bearer when one is set).
+func TestMetricsAreNotPublic(t *testing.T) {
+	get := func(h *harness, peer, bearer string) int {
+		c := call{method: "GET", path: "/metrics", peer: peer}
+		if bearer != "" {
+			c.header = map[string]string{"Authorization": "Bearer " + bearer}
+		}
+		return h.do(c).Code
+	}
+	h := setup(t, options{})
+	for _, c := range []struct {
+		peer, bearer string
+		want         int
+	}{
+		{"127.0.0.1:9", "", 200}, {"[::1]:9", "", 200}, {"10.1.2.3:9", "", 200}, // loopback, a trusted proxy
+		{"203.0.113.9:9", "", 401}, {"203.0.113.9:9", "anything", 401}, // no token configured: a bearer opens nothing
+	} {
+		if got := get(h, c.peer, c.bearer); got != c.want {
+			t.Errorf("no token, from %s with %q: %d, want %d", c.peer, c.bearer, got, c.want)
+		}
+	}
+	h = setup(t, options{config: map[string]string{"server.metricsToken": "m3trics"}})
+	for _, c := range []struct {
+		peer, bearer string
+		want         int
+	}{
+		{"203.0.113.9:9", "m3trics", 200}, {"203.0.113.9:9", "wrong", 401}, {"203.0.113.9:9", "", 401},
+		{"127.0.0.1:9", "wrong", 401}, // a wrong token is refused even where no token is needed
+	} {
+		if got := get(h, c.peer, c.bearer); got != c.want {
+			t.Errorf("with a token, from %s with %q: %d, want %d", c.peer, c.bearer, got, c.want)
+		}
+	}
+	h = setup(t, options{config: map[string]string{"server.metricsAddr": "127.0.0.1:0", "server.metricsToken": "m3trics"}})
+	if got := get(h, "127.0.0.1:9", "m3trics"); got != 404 {
+		t.Errorf("with server.metricsAddr, the API's listener answered /metrics %d", got)
+	}
+	mh := h.srv.MetricsHandler()
+	for _, c := range []struct {
+		path, bearer string
+		want         int
+	}{{"/metrics", "m3trics", 200}, {"/metrics", "", 401}, {"/api/me", "m3trics", 404}} {
+		req := httptest.NewRequest("GET", c.path, nil)
+		req.RemoteAddr = "203.0.113.9:9"
+		if c.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+c.bearer)
+		}
+		rec := httptest.NewRecorder()
+		mh.ServeHTTP(rec, req)
+		if rec.Code != c.want || (c.want == 200 && !strings.Contains(rec.Body.String(), "process_")) {
+			t.Errorf("metrics listener %s with %q: %d, want %d", c.path, c.bearer, rec.Code, c.want)
+		}
+	}
+}
