@@ -28,6 +28,7 @@ func init() {
 	probes["gitlab.botToken"] = func(s *Snapshot) any { return s.GitLabBotToken() }
 	probes["gitlab.reviewerTokens"] = func(s *Snapshot) any { return strings.Join(s.GitLabReviewerTokens(), ",") }
 	probes["gitlab.timeout"] = func(s *Snapshot) any { return s.GitLabTimeout() }
+	probes["database.requestTimeout"] = func(s *Snapshot) any { return s.DatabaseRequestTimeout() }
 	probes["approval.backoff"] = func(s *Snapshot) any { return s.ApprovalBackoff() }
 	probes["approvalSystem.url"] = func(s *Snapshot) any { return s.ApprovalSystemURL() }
 	probes["approvalSystem.timeout"] = func(s *Snapshot) any { return s.ApprovalSystemTimeout() }
@@ -50,6 +51,7 @@ func init() {
 		{"a comma string", str("r1, r2"), ""}, // not a list: no reviewer is guessed
 	}
 	misconfigTable["gitlab.timeout"] = durationRows(15*time.Second, 2*time.Second)
+	misconfigTable["database.requestTimeout"] = durationRows(5*time.Second, time.Second)
 	misconfigTable["approval.backoff"] = durationRows(time.Second, 50*time.Millisecond)
 	misconfigTable["approvalSystem.timeout"] = durationRows(10*time.Second, time.Second)
 	misconfigTable["permission.timeout"] = durationRows(3*time.Second, 500*time.Millisecond)

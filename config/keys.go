@@ -140,6 +140,9 @@ var coreKeys = []Key{
 			return itoa(s.maxOpenConns), note, nil
 		},
 	},
+	timeoutKey("database.requestTimeout", 5*time.Second,
+		"Longest the database work of one API request may take (reads, writes, the commit, waiting for a connection). Beyond it, or when the connection is lost, the answer is 503 with Retry-After — never a 500, never a long wait. /readyz holds a test write to the same limit.",
+		func(s *Snapshot) *time.Duration { return &s.dbRequestTimeout }),
 	{
 		Name: "database.maxIdleConns", Type: "int", Default: "10", Static: true,
 		Doc:       "Most idle connections kept open.",

@@ -28,6 +28,7 @@ type Snapshot struct {
 	// static
 	serverAddr, serverPublicURL string
 	metricsAddr, metricsToken   string
+	dbRequestTimeout            time.Duration
 	shutdownTimeout             time.Duration
 	dsn                         string
 	maxOpenConns, maxIdleConns  int
@@ -78,6 +79,10 @@ const (
 
 // ListenAddr is server.addr. Default 127.0.0.1:8080. Static.
 func (s *Snapshot) ListenAddr() string { return s.serverAddr }
+
+// DatabaseRequestTimeout is database.requestTimeout, the deadline of one API request's database
+// work. Default 5s; blank, unparsable or ≤ 0 → 5s.
+func (s *Snapshot) DatabaseRequestTimeout() time.Duration { return s.dbRequestTimeout }
 
 // MetricsAddr is server.metricsAddr, the separate listener of /metrics ("" : the API's, where
 // /metrics is served only to loopback, server.trustedProxies and server.metricsToken).

@@ -59,6 +59,8 @@ type Permissions interface {
 // Store is what the HTTP layer keeps itself: readiness, idempotency records and the audit log.
 type Store interface {
 	Ping(ctx context.Context) error
+	// WriteProbe commits one small write: /readyz shows that writes go through.
+	WriteProbe(ctx context.Context) error
 	ClaimIdempotency(ctx context.Context, scope, key, hash string, ttl, lease time.Duration) (store.Claim, error)
 	CompleteIdempotency(ctx context.Context, scope, key string, status int, answer []byte) error
 	ReleaseIdempotency(ctx context.Context, scope, key string) error

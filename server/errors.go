@@ -10,6 +10,7 @@ import (
 
 	"bindery/apperr"
 	"bindery/logging"
+	"bindery/store"
 )
 
 // statusOf is the one table from error code to HTTP status (SPEC §6). An error that is not an
@@ -46,12 +47,19 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	ctx := r.Context()
 	body := ErrorBody{Code: apperr.Internal, Message: apperr.GenericMessage, RequestID: logging.RequestID(ctx)}
 	status := http.StatusInternalServerError
+	if apperr.As(err) == nil && store.Unavailable(err) {
+		// The database did not answer in time, or the connection was lost: try again, not a bug.
+		err = &apperr.Error{Code: apperr.Unavailable, Message: "The database did not answer in time; try again shortly.", Cause: err, RetryAfter: time.Second}
+	}
 	if e := apperr.As(err); e != nil {
 		if s, ok := statusOf[e.Code]; ok && e.Code != apperr.Internal {
 			body.Code, body.Message, body.Field, status = e.Code, e.Message, e.Field, s
 		}
-		if e.RetryAfter > 0 {
+		switch {
+		case e.RetryAfter > 0:
 			w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+		case e.Code == apperr.Unavailable:
+			w.Header().Set("Retry-After", "1") // unavailable is always "try again shortly"
 		}
 	}
 	switch {

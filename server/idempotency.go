@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -45,6 +46,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 	for deadline := time.Now().Add(pendingWait); err == nil && claim.Outcome == store.ClaimPending && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return 0, nil, apperr.Busy(ctx.Err(), "A request with this operationId is still being processed; retry shortly.")
+			}
 			return 0, nil, apperr.Wrap(ctx.Err(), apperr.Unavailable, "The request was cancelled.")
 		case <-time.After(pendingPoll):
 		}
@@ -61,8 +65,10 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 	case store.ClaimPending, store.ClaimRetryLater:
 		return 0, nil, apperr.Busy(nil, "A request with this operationId is still being processed; retry shortly.")
 	}
-	// The request's own context may be gone by now; recording its outcome must not be.
-	bg := context.WithoutCancel(ctx)
+	// The request's own context may be gone by now (the client left, the deadline passed just
+	// after the business write); recording its outcome must not be — with a deadline of its own.
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.deps.Config.Current().DatabaseRequestTimeout())
+	defer cancel()
 	release := func() {
 		if rerr := s.deps.DB.ReleaseIdempotency(bg, scope, key); rerr != nil {
 			s.deps.Log.WarnContext(ctx, "idempotency key not released; a retry waits for its lease", "scope", scope, "key", key, "err", rerr)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 )
 
@@ -109,6 +110,11 @@ func (s *Server) chain(rt route) http.Handler {
 // media type), runs the handler and writes its answer.
 func (s *Server) endpoint(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// One deadline for the request's database work (and whatever else it waits on): beyond
+		// it the answer is 503, never a long wait.
+		ctx, cancel := context.WithTimeout(r.Context(), s.deps.Config.Current().DatabaseRequestTimeout())
+		defer cancel()
+		r = r.WithContext(ctx)
 		if rt.auth == authOwnerOrOps {
 			// The request and its owner are checked before the body is looked at: a stranger
 			// learns nothing from the body's checks, nor whether the id exists.

@@ -123,12 +123,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) (int, any, erro
 	return http.StatusOK, map[string]string{"status": "ok"}, nil
 }
 
-// readyz answers 200 only when the database answers within two seconds.
+// readyz answers 200 only when a write commits within database.requestTimeout: a ping answers
+// even while writes are blocked (a lock, a full disk, a read-only server).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), s.deps.Config.Current().DatabaseRequestTimeout())
 	defer cancel()
 	if err := s.deps.DB.Ping(ctx); err != nil {
 		return 0, nil, apperr.Wrap(err, apperr.Unavailable, "The database is not reachable.")
+	}
+	if err := s.deps.DB.WriteProbe(ctx); err != nil {
+		return 0, nil, &apperr.Error{Code: apperr.Unavailable, Message: "The database does not take writes right now.", Cause: err, RetryAfter: time.Second}
 	}
 	return http.StatusOK, map[string]any{"status": "ready", "configGeneration": s.deps.Config.Current().Generation}, nil
 }

@@ -2,15 +2,19 @@ package server
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/go-sql-driver/mysql"
 
 	"bindery/apperr"
 	"bindery/store"
@@ -123,6 +127,27 @@ func TestErrorsMapThroughOneTable(t *testing.T) {
 	writeError(rec, httptest.NewRequest("GET", "/", nil), slog.New(slog.DiscardHandler), errors.New("SELECT * FROM secret_table failed"))
 	if rec.Code != 500 || strings.Contains(rec.Body.String(), "secret_table") || !strings.Contains(rec.Body.String(), apperr.GenericMessage) {
 		t.Fatalf("internal error: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// A database that did not answer — the deadline passed, the connection was lost or refused, the
+// pool closed, a conflict outlasted its retries — is 503 with Retry-After, never a 500, and the
+// driver's words stay in the log.
+func TestADatabaseThatDidNotAnswerIs503(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("insert operation: %w", context.DeadlineExceeded),
+		fmt.Errorf("read: %w", mysql.ErrInvalidConn),
+		fmt.Errorf("read: %w", driver.ErrBadConn),
+		errors.New("sql: database is closed"),
+		&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")},
+		fmt.Errorf("claim: %w", store.ErrRetry),
+	} {
+		rec := httptest.NewRecorder()
+		writeError(rec, httptest.NewRequest("GET", "/", nil), slog.New(slog.DiscardHandler), err)
+		if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), `"code":"UNAVAILABLE"`) ||
+			strings.Contains(rec.Body.String(), "sql") || strings.Contains(rec.Body.String(), "connection") {
+			t.Errorf("%v → %d %s (Retry-After %q)", err, rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
+		}
 	}
 }
 

@@ -234,6 +234,14 @@ func (db *DB) pingRetrying(ctx context.Context) error {
 func (db *DB) Dialect() Dialect { return db.dialect }
 
 // Ping checks that both pools answer; /readyz calls it.
+// WriteProbe commits one small write (the readiness row) and reports whether it went through
+// within ctx: a ping answers even while writes are blocked by a lock, a full disk or a
+// read-only server.
+func (db *DB) WriteProbe(ctx context.Context) error {
+	_, err := db.rw.ExecContext(ctx, "UPDATE readiness SET written_at = "+db.now()+" WHERE id = 1")
+	return translate(err)
+}
+
 func (db *DB) Ping(ctx context.Context) error {
 	if err := db.rw.PingContext(ctx); err != nil {
 		return err

@@ -1,9 +1,14 @@
 package store
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 	"modernc.org/sqlite"
@@ -57,6 +62,21 @@ func translate(err error) error {
 		}
 	}
 	return err
+}
+
+// Unavailable reports a database that did not answer: the deadline passed, the connection was
+// lost or refused, the pool was closed — or a conflict that outlasted its retries. Trying again
+// later may succeed; the caller answers "unavailable", never "internal error".
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	var oe *net.OpError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, ErrRetry) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) ||
+		strings.Contains(err.Error(), "sql: database is closed") // database/sql exports no sentinel for it
 }
 
 // IsDuplicate reports whether err is a duplicate-key error.
