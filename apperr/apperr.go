@@ -25,6 +25,7 @@ const (
 	BodyTooLarge         Code = "BODY_TOO_LARGE"
 	UnsupportedMedia     Code = "UNSUPPORTED_MEDIA_TYPE"
 	IdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
+	CallbackRefused      Code = "CALLBACK_REFUSED" // a callback about something bindery does not know
 	RateLimited          Code = "RATE_LIMITED"
 	Unavailable          Code = "UNAVAILABLE"
 	Internal             Code = "INTERNAL"

@@ -27,6 +27,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.BodyTooLarge:         http.StatusRequestEntityTooLarge,
 	apperr.UnsupportedMedia:     http.StatusUnsupportedMediaType,
 	apperr.IdempotencyKeyReused: http.StatusUnprocessableEntity,
+	apperr.CallbackRefused:      http.StatusUnprocessableEntity,
 	apperr.RateLimited:          http.StatusTooManyRequests,
 	apperr.Internal:             http.StatusInternalServerError,
 	apperr.Unavailable:          http.StatusServiceUnavailable,

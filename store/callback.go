@@ -48,27 +48,53 @@ type Deploy struct {
 type Deployed struct {
 	Fresh     bool        // false: this (project, MR) was already recorded
 	Validated []Operation // the requests flipped MERGED → VALIDATED by this call
+	// Refused are the listed operationIds that are not requests of that MR: never validated by
+	// it, and not recorded with it.
+	Refused []string
 }
 
-// RecordDeploy records the callback (duplicate (project, mrIid) = already recorded) and, in the
-// same transaction, validates its requests: exactly OperationIDs when given (restricted to the
-// project), else the MERGED operations of that MR. Validated lists only real flips, for the
-// metric after commit. A duplicate still validates: it is idempotent and heals nothing-to-do.
+// ErrUnknownMR: a deploy callback names an MR bindery never opened in that project. Nothing is
+// recorded (it moves no watermark) and nothing is validated.
+var ErrUnknownMR = errors.New("bindery opened no such merge request in this project")
+
+// RecordDeploy verifies the callback against what bindery knows — the MR must be one bindery
+// opened in that project (a batch's or a legacy request's; merged or about to be: a deploy may
+// call back before the merge is recorded), else ErrUnknownMR; listed OperationIDs must be
+// requests of that MR, the others are Refused — then records it (duplicate (project, mrIid) =
+// already recorded) and, in the same transaction, validates its requests: exactly the verified
+// OperationIDs when ids were given, else the MERGED operations of that MR. Validated lists only
+// real flips, for the metric after commit. A duplicate still validates: it is idempotent.
 func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 	if d.MRIID <= 0 || d.Project == "" {
 		return Deployed{}, fmt.Errorf("deploy callback: project %q, mrIid %d", d.Project, d.MRIID)
 	}
 	var out Deployed
 	err := db.InTx(ctx, func(tx *Tx) error {
+		known, members, err := tx.mrMembers(ctx, d.Project, d.MRIID, d.OperationIDs)
+		switch {
+		case err != nil:
+			return err
+		case !known:
+			return fmt.Errorf("deploy callback %s!%d: %w", d.Project, d.MRIID, ErrUnknownMR)
+		}
 		var ids any
 		if len(d.OperationIDs) > 0 {
-			raw, err := json.Marshal(d.OperationIDs)
+			for _, id := range d.OperationIDs {
+				if !slices.Contains(members, id) {
+					out.Refused = append(out.Refused, id)
+				}
+			}
+			if len(members) == 0 {
+				return nil // it names none of this MR's requests: nothing to record or validate
+			}
+			raw, err := json.Marshal(members)
 			if err != nil {
 				return err
 			}
 			ids = string(raw)
+			d.OperationIDs = members
 		}
-		_, err := tx.tx.ExecContext(ctx, "INSERT INTO deploy_callback (project, mr_iid, operation_ids) VALUES (?, ?, ?)", d.Project, d.MRIID, ids)
+		_, err = tx.tx.ExecContext(ctx, "INSERT INTO deploy_callback (project, mr_iid, operation_ids) VALUES (?, ?, ?)", d.Project, d.MRIID, ids)
 		switch err = translate(err); {
 		case err == nil:
 			out.Fresh = true
@@ -89,6 +115,27 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 		return err
 	})
 	return out, err
+}
+
+// mrMembers reports whether bindery opened MR project!iid (a batch's MR, or a request's: legacy,
+// or a batch member's, recorded when the MR opened) and which of ids are requests of that MR.
+func (tx *Tx) mrMembers(ctx context.Context, project string, iid int64, ids []string) (known bool, members []string, err error) {
+	var n int
+	err = tx.tx.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM merge_batch WHERE project = ? AND mr_iid = ?) + "+
+		"(SELECT COUNT(*) FROM operation WHERE project = ? AND mr_iid = ?)", project, iid, project, iid).Scan(&n)
+	if err != nil || n == 0 {
+		return false, nil, translate(err)
+	}
+	for chunk := range slices.Chunk(ids, 500) {
+		rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM operation WHERE project = ? AND mr_iid = ? AND operation_id IN "+inList(len(chunk)),
+			append([]any{project, iid}, anys(chunk)...)...)
+		got, err := collect(rows, err, func(s scanner) (string, error) { var id string; return id, s.Scan(&id) })
+		if err != nil {
+			return true, nil, err
+		}
+		members = append(members, got...)
+	}
+	return true, members, nil
 }
 
 // Merged is a MERGED request waiting for its deploy callback.

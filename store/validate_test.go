@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,7 +62,8 @@ func TestReconciliationValidatesUpToEachProjectsWatermark(t *testing.T) {
 		seedRequests(t, db, "team/c", []string{"c1"}, store.StatusMerged, store.StepHandleMerged, 1)
 		seedRequests(t, db, "team/a", []string{"old"}, store.StatusMerged, store.StepHandleMerged, 1)
 		age(t, db, 3*time.Hour, "old")
-		// MR 10 of team/a was called back (its members are elsewhere); "10" < "9" as strings.
+		// MR 10 of team/a was called back (its member is validated already); "10" < "9" as strings.
+		seedRequests(t, db, "team/a", []string{"a10"}, store.StatusValidated, store.StepCalledBack, 10)
 		recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 10})
 		recordDeploy(t, db, store.Deploy{Project: "team/c", MRIID: 1})
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
@@ -81,7 +83,7 @@ func TestReconciliationValidatesUpToEachProjectsWatermark(t *testing.T) {
 		if err != nil || len(again.Validated) != 0 || again.Scanned != 2 {
 			t.Fatalf("second run: %+v %v", again, err)
 		}
-		for id, want := range map[string]store.BindingStatus{"a5": store.StatusValidated, "a11": store.StatusMerged, "b3": store.StatusMerged, "old": store.StatusMerged, "c1": store.StatusValidated} {
+		for id, want := range map[string]store.BindingStatus{"a5": store.StatusValidated, "a11": store.StatusMerged, "b3": store.StatusMerged, "old": store.StatusMerged, "c1": store.StatusValidated, "a10": store.StatusValidated} {
 			b, err := db.BindingByOperation(bg, id)
 			if err != nil || b.Status != want {
 				t.Errorf("%s: %s %v, want %s", id, b.Status, err, want)
@@ -90,17 +92,18 @@ func TestReconciliationValidatesUpToEachProjectsWatermark(t *testing.T) {
 	})
 }
 
-// A deploy callback that names its operations validates exactly those — of its own project.
+// A deploy callback that names its operations validates exactly those of its own MR; the others
+// are refused (reported, not recorded with it).
 func TestADeployCallbackWithOperationIDsValidatesExactlyThose(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"x", "y"}, store.StatusMerged, store.StepHandleMerged, 4)
 		seedRequests(t, db, "team/b", []string{"z"}, store.StatusMerged, store.StepHandleMerged, 4)
 		d := recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 4, OperationIDs: []string{"x", "z", "unknown"}})
-		if got := opIDs(d.Validated); !d.Fresh || len(got) != 1 || got[0] != "x" {
-			t.Fatalf("validated %v, want only x (y not named, z in another project)", got)
+		if got := opIDs(d.Validated); !d.Fresh || len(got) != 1 || got[0] != "x" || strings.Join(d.Refused, ",") != "z,unknown" {
+			t.Fatalf("validated %v, refused %v; want only x (y not named, z in another project, unknown not a request)", got, d.Refused)
 		}
 		var stored string
-		if err := db.Raw().QueryRowContext(bg, "SELECT operation_ids FROM deploy_callback WHERE project = 'team/a' AND mr_iid = 4").Scan(&stored); err != nil || stored != `["x","z","unknown"]` {
+		if err := db.Raw().QueryRowContext(bg, "SELECT operation_ids FROM deploy_callback WHERE project = 'team/a' AND mr_iid = 4").Scan(&stored); err != nil || stored != `["x"]` {
 			t.Fatalf("stored ids %q %v", stored, err)
 		}
 		// Without ids: the MR's MERGED members.
@@ -125,6 +128,10 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 		}
 		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 8)
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 8)"); err != nil {
+			t.Fatal(err)
+		}
+		// MR 9 (a settled batch's, no request of these) is called back while the others run.
+		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch (partition_key, project, status, mr_iid) VALUES ('team/a', 'team/a', 'SUCCEEDED', 9)"); err != nil {
 			t.Fatal(err)
 		}
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
@@ -360,6 +367,33 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 		}
 		if again, err := db.ConfirmDeploy(bg, ids[0], "Deploy confirmed by olga."); err != nil || len(again) != 0 {
 			t.Fatalf("a second confirmation flipped %v (%v)", again, err)
+		}
+	})
+}
+
+// A deploy callback is believed only for what bindery knows: an MR bindery never opened in that
+// project is refused (nothing recorded, no watermark moved, nothing validated, then or by a later
+// reconciliation); ids of other MRs are refused; a callback naming none of its MR's requests
+// records nothing.
+func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		seedRequests(t, db, "team/a", []string{"m1"}, store.StatusMerged, store.StepHandleMerged, 1)
+		seedRequests(t, db, "team/a", []string{"m2"}, store.StatusMerged, store.StepHandleMerged, 2)
+		for _, d := range []store.Deploy{{Project: "team/a", MRIID: 999999}, {Project: "team/a", MRIID: 424242, OperationIDs: []string{"m1"}}, {Project: "elsewhere", MRIID: 1}} {
+			if _, err := db.RecordDeploy(bg, d); !errors.Is(err, store.ErrUnknownMR) {
+				t.Fatalf("%+v: %v, want ErrUnknownMR", d, err)
+			}
+		}
+		if marks, err := db.DeployWatermarks(bg); err != nil || len(marks) != 0 {
+			t.Fatalf("an unverified callback moved a watermark: %v %v", marks, err)
+		}
+		d := recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 2, OperationIDs: []string{"m1"}})
+		if len(d.Validated) != 0 || d.Fresh || strings.Join(d.Refused, ",") != "m1" {
+			t.Fatalf("a callback of MR 2 naming MR 1's request: %+v", d)
+		}
+		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
+		if r, err := db.Reconcile(bg, 0, 2*time.Hour); err != nil || len(r.Validated) != 0 {
+			t.Fatalf("reconciliation inferred from unverified callbacks: %+v %v", r, err)
 		}
 	})
 }

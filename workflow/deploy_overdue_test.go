@@ -219,3 +219,54 @@ func TestAnOverdueDeployConfirmedWhileItsCallbackArrivesValidatesOnce(t *testing
 		}
 	})
 }
+
+// A deploy callback is not believed blindly, token or not: an MR bindery never opened (naming a
+// request merged in another MR, or none), or a project outside the catalog, is 422 and changes
+// nothing — no request validated, no watermark raised, so reconciliation infers nothing from it
+// either — and operators find it in the audit log; a callback of the right MR naming a request of
+// another MR validates what is its own and reports the rest.
+func TestADeployCallbackIsBelievedOnlyForWhatBinderyKnows(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: lostDeploys("1h")})
+		first := h.mergedBatch("alice")
+		iid := h.view(first[0]).MR.ID
+		for _, cb := range []workflow.DeployCallback{
+			{Project: project, MRIID: 424242, OperationIDs: first},
+			{Project: project, MRIID: 999999},
+			{Project: "somebody/else", MRIID: iid},
+		} {
+			body, _ := json.Marshal(cb)
+			if code, answer := h.hook("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"}); code != 422 || answer != "CALLBACK_REFUSED" {
+				t.Fatalf("%+v: %d %s", cb, code, answer)
+			}
+		}
+		if n := h.count("SELECT COUNT(*) FROM deploy_callback"); n != 0 {
+			t.Fatalf("%d unverified callbacks were recorded", n)
+		}
+		if n := h.count("SELECT COUNT(*) FROM audit_log WHERE action = 'hook.deploy.refused'"); n != 3 {
+			t.Fatalf("%d refused callbacks in the audit log, want 3", n)
+		}
+		// A later batch merges; reconciliation has nothing verified to infer from.
+		second := h.mergedBatch("bob")
+		if res, err := h.wf.Reconcile(bg); err != nil || res.Validated != 0 {
+			t.Fatalf("reconciliation inferred from refused callbacks: %+v %v", res, err)
+		}
+		// The second MR's callback naming the first MR's request: its own is not named, the
+		// other is refused; then without ids, its own request is validated.
+		body, _ := json.Marshal(workflow.DeployCallback{Project: project, MRIID: h.view(second[0]).MR.ID, OperationIDs: first})
+		var res workflow.CallbackResult
+		if code, _ := h.hookJSON("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"}, &res); code != 200 || len(res.Refused) != 1 || res.Refused[0] != first[0] {
+			t.Fatalf("a callback naming another MR's request: %d %+v", code, res)
+		}
+		if v := h.view(first[0]); v.Status != store.StatusMerged {
+			t.Fatalf("the other MR's request was validated: %s", v.Status)
+		}
+		body, _ = json.Marshal(workflow.DeployCallback{Project: project, MRIID: h.view(second[0]).MR.ID})
+		if code, answer := h.hook("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"}); code != 200 || answer != workflow.CallbackAccepted {
+			t.Fatalf("the genuine callback: %d %s", code, answer)
+		}
+		if v := h.view(second[0]); v.Status != store.StatusValidated {
+			t.Fatalf("its own request: %s", v.Status)
+		}
+	})
+}

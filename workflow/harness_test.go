@@ -441,6 +441,14 @@ func (h *harness) deploy(cb workflow.DeployCallback) (int, string) {
 // hook posts a webhook body and returns the HTTP status and the answer's code.
 func (h *harness) hook(path string, body []byte, headers map[string]string) (int, string) {
 	h.t.Helper()
+	var res struct{ Code string }
+	code, _ := h.hookJSON(path, body, headers, &res)
+	return code, res.Code
+}
+
+// hookJSON posts a webhook body and decodes the answer into out.
+func (h *harness) hookJSON(path string, body []byte, headers map[string]string, out any) (int, error) {
+	h.t.Helper()
 	req, _ := http.NewRequest("POST", h.url+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range headers {
@@ -451,9 +459,7 @@ func (h *harness) hook(path string, body []byte, headers map[string]string) (int
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var res struct{ Code string }
-	_ = json.NewDecoder(resp.Body).Decode(&res)
-	return resp.StatusCode, res.Code
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
 }
 
 // metric returns the value of one series ("" when absent).

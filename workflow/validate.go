@@ -3,8 +3,11 @@ package workflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"bindery/apperr"
+	"bindery/logging"
 	"bindery/store"
 )
 
@@ -20,17 +23,57 @@ const (
 	metricStage     = "bindery_request_stage_seconds"
 )
 
-// DeployCallback handles a verified deploy-pipeline callback.
+// DeployCallback handles an authenticated deploy-pipeline callback, believed only for what
+// bindery knows: the project must be in the catalog and the MR one bindery opened there (else 422
+// CALLBACK_REFUSED, recorded for operators in the audit log, no effect — it moves no watermark);
+// listed operationIds that are not requests of that MR are refused and reported in the answer.
 func (w *Workflow) DeployCallback(ctx context.Context, cb DeployCallback) (CallbackResult, error) {
+	if !w.catalogProject(cb.Project) {
+		return CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
+	}
 	d, err := w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, OperationIDs: cb.OperationIDs})
+	if errors.Is(err, store.ErrUnknownMR) {
+		return CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("bindery opened no merge request !%d in %s", cb.MRIID, cb.Project))
+	}
 	if err != nil {
 		return CallbackResult{}, err
 	}
 	w.validated(ctx, d.Validated, "callback")
-	if !d.Fresh && len(d.Validated) == 0 {
-		return CallbackResult{Code: CallbackDuplicate}, nil
+	res := CallbackResult{Code: CallbackAccepted, Refused: d.Refused}
+	if len(d.Refused) > 0 {
+		w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "not_members")
+		w.log.WarnContext(ctx, "deploy callback names requests that are not of its MR; they are not validated",
+			"project", cb.Project, "mr", cb.MRIID, "refused", d.Refused)
 	}
-	return CallbackResult{Code: CallbackAccepted}, nil
+	if !d.Fresh && len(d.Validated) == 0 && len(d.Refused) == 0 {
+		res.Code = CallbackDuplicate
+	}
+	return res, nil
+}
+
+// catalogProject reports whether a target of the catalog in force lives in project.
+func (w *Workflow) catalogProject(project string) bool {
+	for _, t := range w.cfg.Current().Targets() {
+		if t.Project == project {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseDeploy records a deploy callback bindery cannot verify for operators (the audit log,
+// once per project and MR; a metric; the log) and answers 422: the sender is told, nothing else
+// happens.
+func (w *Workflow) refuseDeploy(ctx context.Context, cb DeployCallback, why string) error {
+	w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "unverified")
+	w.log.WarnContext(ctx, "deploy callback refused: "+why, "project", cb.Project, "mr", cb.MRIID, "operations", len(cb.OperationIDs))
+	if _, err := w.db.RecordAudit(ctx, store.AuditEvent{
+		Key: fmt.Sprintf("hook.deploy.refused:%s!%d", cb.Project, cb.MRIID), Actor: "deploy pipeline", Action: "hook.deploy.refused",
+		RequestID: logging.RequestID(ctx), Params: map[string]any{"project": cb.Project, "mrIid": cb.MRIID, "operationIds": cb.OperationIDs, "why": why},
+	}); err != nil {
+		w.log.WarnContext(ctx, "refused deploy callback not audited", "err", err)
+	}
+	return apperr.New(apperr.CallbackRefused, "Deploy callback refused: %s. Nothing was recorded.", why)
 }
 
 // Reconcile validates MERGED requests whose deploy callback was lost (SPEC §4): inside the

@@ -182,6 +182,9 @@ const (
 // CallbackResult is the body of the 2xx answer to a callback.
 type CallbackResult struct {
 	Code string `json:"code"`
+	// Refused (deploy callbacks): listed operationIds that are not requests of the MR named;
+	// they are not validated by it.
+	Refused []string `json:"refused,omitempty"`
 }
 
 // DeployCallback is the verified body of POST /hooks/deploy.
