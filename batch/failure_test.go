@@ -149,10 +149,12 @@ func TestAPipelineTimeoutBlocksTheBatchAndResumeFinishesIt(t *testing.T) {
 	})
 }
 
-// A rebase that conflicts even after the branch was regenerated from the target head stops the
-// batch BLOCKED with its members at HANDLE_REBASE_CONFLICT (contact support: waiting will not
-// help); an operator's settle then fails it, closing the MR.
-func TestAPersistentConflictBlocksTheBatch(t *testing.T) {
+// A rebase that conflicts even after the branch was regenerated from the target head is a
+// property of the member set: the batch is bisected like a failed pipeline, and a single member
+// fails with HANDLE_REBASE_CONFLICT (contact support) — the batch is never BLOCKED, so the
+// partition is never held for batch.blockedTimeout behind it. Here every rebase conflicts: each
+// member ends failed on its own, the MRs are closed, and the partition drains.
+func TestAPersistentConflictIsBisectedNotBlocked(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -160,26 +162,20 @@ func TestAPersistentConflictBlocksTheBatch(t *testing.T) {
 		e.gl.SetFaults(f)
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "conflict", "t1", 2)
-		o := e.round(t, svc, projectA)
-		b := e.stopped(t, o.BatchID)
-		if b.Status != store.BatchBlocked {
-			t.Fatalf("batch: %+v", b)
+		batches := e.drain(t, svc, projectA)
+		if len(batches) != 2 {
+			t.Fatalf("batches: %+v", batches)
+		}
+		for _, b := range batches {
+			if b.Status != store.BatchFailed || e.gl.MergeRequestState(projectA, b.MRIID) != "closed" {
+				t.Fatalf("batch %d: %s, MR %s", b.ID, b.Status, e.gl.MergeRequestState(projectA, b.MRIID))
+			}
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerging, store.StepHandleRebaseConflict, store.NextContactSupport)
+			e.expect(t, id, store.StatusHandleFailed, store.StepHandleRebaseConflict, store.NextContactSupport)
 		}
-		if n := e.gl.Calls("create_commit"); n != 2 {
-			t.Fatalf("%d commits, want the first and one regeneration", n)
-		}
-		if err := svc.Settle(bg, b.ID, "ops@example.com"); err != nil {
-			t.Fatal(err)
-		}
-		e.settled(t, b.ID)
-		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleFailed, store.NextWaitManual)
-		}
-		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
-			t.Fatalf("MR after settle: %s", st)
+		if n := e.sink.count(`bindery_batch_bisections_total{project="infra/access-config"}`); n != 1 {
+			t.Fatalf("%d bisections, want 1", n)
 		}
 	})
 }

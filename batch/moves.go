@@ -93,7 +93,6 @@ func (p stopAt) moves() []store.MemberMove {
 var (
 	pipelinePending = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandlePipelinePending}
 	rebasePending   = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandleRebasePending}
-	rebaseConflict  = stopAt{create: store.StepHandleRebaseConflict, handle: store.StepHandleRebaseConflict}
 	mrBlocked       = stopAt{create: store.StepHandleMRBlocked, handle: store.StepHandleMRBlocked} // a person must act on the MR
 )
 
@@ -124,6 +123,7 @@ var (
 	failedMRClosed = failure{create: store.StepHandleMRClosed, handle: store.StepHandleMRClosed}
 	failedApprove  = failure{create: store.StepCreateFailed, handle: store.StepHandleApproveFailed}
 	failedMerge    = failure{create: store.StepCreateFailed, handle: store.StepHandleMergeFailed}
+	failedConflict = failure{create: store.StepHandleRebaseConflict, handle: store.StepHandleRebaseConflict}
 )
 
 // encode is the failure as recorded on a batch whose settlement did not go through

@@ -474,7 +474,10 @@ func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 	case errors.Is(err, change.ErrMRClosed):
 		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
 	case errors.Is(err, change.ErrConflict):
-		return r.block(ctx, rebaseConflict, "the rebase conflicts even after regenerating the branch from the target head")
+		// A property of the member set, not of the moment: bisected like a failed pipeline (the
+		// others land), a single member fails with it — never BLOCKED, which would hold the
+		// partition for batch.blockedTimeout behind a change that will not merge.
+		return r.deterministic(ctx, failedConflict.with("the rebase conflicts even after regenerating the branch from the target head"))
 	case errors.Is(err, change.ErrPipelineFailed):
 		return r.mergePipelineFailed(ctx, res)
 	case err != nil:

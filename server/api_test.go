@@ -263,6 +263,12 @@ func rows() []row {
 		// ---- ops ----
 		{name: "ops lists batches", call: get("/api/ops/batches", "ops"), status: 200, want: []string{`"items":[{"id":7`}},
 		{name: "a requester cannot list batches", call: get("/api/ops/batches", "alice"), status: 403, want: []string{"Access denied"}, check: none},
+		{name: "ops lists the blocked batches", call: get("/api/ops/batches?status=blocked", "ops"), status: 200, check: func(t *testing.T, h *harness) {
+			if c := h.wf.Calls(); len(c) != 1 || !strings.HasSuffix(c[0], ",BLOCKED)") {
+				t.Errorf("calls %v", c)
+			}
+		}},
+		{name: "a batch status that does not exist is 400 status", call: get("/api/ops/batches?status=STUCK", "ops"), status: 400, want: []string{`"field":"status"`}},
 		{name: "ops runs a round, audited", call: post("/api/ops/batches/run", "ops", `{"operationId":"run-1"}`), status: 200, want: []string{"NOTHING_WAITING"},
 			check: func(t *testing.T, h *harness) {
 				if st := h.dbState(); !strings.Contains(st, `audit ops.batches.run:run-1 ops@example.com ops.batches.run {"__authenticatedOperator":"ops@example.com","operationId":"run-1"}`) {

@@ -79,7 +79,7 @@ func leakyWorkflow(h *harness, mode int) {
 		return workflow.Page[workflow.RequestSummary]{}, fail()
 	}
 	w.PreviewFn = func(context.Context, string, string) (workflow.Preview, error) { return workflow.Preview{}, fail() }
-	w.BatchesFn = func(context.Context, string, int) (workflow.Page[workflow.BatchView], error) {
+	w.BatchesFn = func(context.Context, string, int, store.BatchStatus) (workflow.Page[workflow.BatchView], error) {
 		return workflow.Page[workflow.BatchView]{}, fail()
 	}
 	w.RunRoundFn = func(context.Context) (workflow.RoundResult, error) { return workflow.RoundResult{}, fail() }

@@ -30,7 +30,7 @@ type Workflow interface {
 	Preview(ctx context.Context, targetKey, subject string) (workflow.Preview, error)
 
 	// Batches lists batches, newest first.
-	Batches(ctx context.Context, cursor string, limit int) (workflow.Page[workflow.BatchView], error)
+	Batches(ctx context.Context, cursor string, limit int, status store.BatchStatus) (workflow.Page[workflow.BatchView], error)
 	// RunRound runs one batch round now: the same code as the cron round.
 	RunRound(ctx context.Context) (workflow.RoundResult, error)
 	// SettleBatch settles a RUNNING or BLOCKED batch (close, re-read, merged wins).

@@ -24,7 +24,7 @@ type fakeWorkflow struct {
 	MyRequestsFn       func(ctx context.Context, subject, cursor string, limit int) (workflow.Page[workflow.RequestSummary], error)
 	RevokeFn           func(ctx context.Context, id, actor string) (workflow.RequestView, error)
 	PreviewFn          func(ctx context.Context, target, subject string) (workflow.Preview, error)
-	BatchesFn          func(ctx context.Context, cursor string, limit int) (workflow.Page[workflow.BatchView], error)
+	BatchesFn          func(ctx context.Context, cursor string, limit int, status store.BatchStatus) (workflow.Page[workflow.BatchView], error)
 	RunRoundFn         func(ctx context.Context) (workflow.RoundResult, error)
 	SettleBatchFn      func(ctx context.Context, id int64, actor string) (workflow.BatchView, error)
 	StuckRequestsFn    func(ctx context.Context, f workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error)
@@ -159,10 +159,10 @@ func (f *fakeWorkflow) Preview(ctx context.Context, target, subject string) (wor
 	return workflow.Preview{Path: "bindings/" + target + "/" + subject + ".yaml", Content: "subject: " + subject + "\n"}, nil
 }
 
-func (f *fakeWorkflow) Batches(ctx context.Context, cursor string, limit int) (workflow.Page[workflow.BatchView], error) {
-	f.record("Batches(%s,%d)", cursor, limit)
+func (f *fakeWorkflow) Batches(ctx context.Context, cursor string, limit int, status store.BatchStatus) (workflow.Page[workflow.BatchView], error) {
+	f.record("Batches(%s,%d,%s)", cursor, limit, status)
 	if f.BatchesFn != nil {
-		return f.BatchesFn(ctx, cursor, limit)
+		return f.BatchesFn(ctx, cursor, limit, status)
 	}
 	return workflow.Page[workflow.BatchView]{Items: []workflow.BatchView{{ID: 7, Partition: "infra/access-config", Status: "RUNNING", Members: []workflow.RequestSummary{}, CreatedAt: t0, UpdatedAt: t0}}}, nil
 }

@@ -106,7 +106,11 @@ func (s *Server) opsBatches(w http.ResponseWriter, r *http.Request) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
-	page, err := wf.Batches(r.Context(), cursor, limit)
+	status := store.BatchStatus(strings.ToUpper(strings.TrimSpace(r.URL.Query().Get("status"))))
+	if _, known := store.BatchStatuses[status]; status != "" && !known {
+		return 0, nil, apperr.Invalid("status", "is not a batch status (RUNNING, BLOCKED, SUCCEEDED, FAILED)")
+	}
+	page, err := wf.Batches(r.Context(), cursor, limit, status)
 	if page.Items == nil {
 		page.Items = []workflow.BatchView{}
 	}

@@ -302,6 +302,9 @@ func (s BatchStatus) Active() bool { return s == BatchRunning || s == BatchBlock
 // batchTransitions is the one table of legal batch transitions. BLOCKED (rebase conflict that
 // regeneration could not solve) goes back to RUNNING when an operator retries it; both active
 // statuses settle into SUCCEEDED or FAILED; terminal batches never change again.
+// BatchStatuses are the batch statuses, for checking a filter.
+var BatchStatuses = map[BatchStatus]bool{BatchRunning: true, BatchBlocked: true, BatchSucceeded: true, BatchFailed: true}
+
 var batchTransitions = map[BatchStatus][]BatchStatus{
 	BatchRunning:   {BatchBlocked, BatchSucceeded, BatchFailed},
 	BatchBlocked:   {BatchRunning, BatchSucceeded, BatchFailed},

@@ -63,6 +63,9 @@ type WaitingPlace struct {
 	Action    Action
 	Since     time.Time // admitted at
 	Ahead     int       // requests admitted before it, still waiting
+	// BlockedBy is the partition's BLOCKED batch, when one holds it: nothing of the partition is
+	// batched until it is resolved (nil: none).
+	BlockedBy *Batch
 }
 
 // Position is the 1-based place in the waiting set.
@@ -85,6 +88,14 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 		"AND (created_at < ? OR (created_at = ? AND id < ?))", w.Partition, db.timeArg(w.Since), db.timeArg(w.Since), id).Scan(&w.Ahead)
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
+	}
+	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE partition_key = ? AND status = ? ORDER BY id DESC LIMIT 1",
+		w.Partition, BatchBlocked))
+	switch err = translate(err); {
+	case err == nil:
+		w.BlockedBy = &b
+	case !errors.Is(err, ErrNotFound):
+		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, err)
 	}
 	return w, nil
 }

@@ -119,9 +119,18 @@ func TestABlockerAPersonClearsHoldsTheBatchThenItLands(t *testing.T) {
 			t.Fatalf("the MR is %s, want it left open", st)
 		}
 		var batches workflow.Page[workflow.BatchView]
-		h.api("GET", "/api/ops/batches", "ops", "", &batches)
+		h.api("GET", "/api/ops/batches?status=BLOCKED", "ops", "", &batches)
 		if len(batches.Items) != 1 || batches.Items[0].Status != "BLOCKED" || !strings.Contains(batches.Items[0].Note, "discussion") {
 			t.Fatalf("ops view: %+v", batches.Items)
+		}
+		// The operator sees the member at once, with the reason; a request waiting behind the
+		// blocked batch says so, and why.
+		if s, ok := h.stuckList()[op]; !ok || s.Step.Code != int(store.StepHandleMRBlocked) {
+			t.Fatalf("the blocked member is not in the stuck list: %+v", h.stuckList())
+		}
+		behind := h.approved("bob", "db-write")[0]
+		if w := h.view(behind).Waiting; w == nil || !strings.Contains(w.WaitingFor, fmt.Sprintf("behind blocked batch %d: a discussion on MR !%d must be resolved", batches.Items[0].ID, iid)) {
+			t.Fatalf("the request behind the blocked batch: %+v", w)
 		}
 		// A person resolves it on GitLab (the simulated MR page's button posts here).
 		form := url.Values{"project": {project}, "iid": {fmt.Sprint(iid)}}
@@ -131,9 +140,9 @@ func TestABlockerAPersonClearsHoldsTheBatchThenItLands(t *testing.T) {
 		}
 		resp.Body.Close()
 		h.landed(op)
-		h.api("GET", "/api/ops/batches", "ops", "", &batches)
-		if batches.Items[0].Status != "SUCCEEDED" {
-			t.Fatalf("batch %+v", batches.Items[0])
+		h.api("GET", "/api/ops/batches?status=SUCCEEDED", "ops", "", &batches)
+		if len(batches.Items) != 1 || batches.Items[0].Members[0].OperationID != op {
+			t.Fatalf("batches %+v", batches.Items)
 		}
 	})
 }

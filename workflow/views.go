@@ -208,6 +208,11 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 			wt.Stage = stageClose
 			wt.WaitingFor = fmt.Sprintf("the next batch round of %s to remove the file (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
 		}
+		if b := d.Waiting.BlockedBy; b != nil {
+			// Nothing of the partition is batched until that one is resolved: say so, and why.
+			wt.BatchID = b.ID
+			wt.WaitingFor = fmt.Sprintf("the next batch round of %s, behind blocked batch %d: %s (%d ahead in the queue)", d.Waiting.Partition, b.ID, b.Note, d.Waiting.Ahead)
+		}
 	case taskWaiting[taskStep(d)] != "":
 		wt.WaitingFor = words(taskWaiting[taskStep(d)])
 	case op.Step.Info().Waiting != "":
@@ -343,8 +348,8 @@ func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (Page[Reque
 }
 
 // Batches lists batches newest first, each with its members.
-func (w *Workflow) Batches(ctx context.Context, cursor string, limit int) (Page[BatchView], error) {
-	bs, next, err := w.db.Batches(ctx, store.BatchFilter{Page: store.Page{Cursor: cursor, Limit: limit}})
+func (w *Workflow) Batches(ctx context.Context, cursor string, limit int, status store.BatchStatus) (Page[BatchView], error) {
+	bs, next, err := w.db.Batches(ctx, store.BatchFilter{Status: status, Page: store.Page{Cursor: cursor, Limit: limit}})
 	if err != nil {
 		return Page[BatchView]{}, badCursor(err)
 	}
