@@ -112,10 +112,15 @@ func TestChaos(t *testing.T) {
 		users.Add(1)
 		go func() { defer users.Done(); l.user(lctx, u, pace) }()
 	}
-	side.Add(3)
+	side.Add(4)
 	go func() { defer side.Done(); l.revoker(lctx) }()
 	go func() { defer side.Done(); l.rounds(lctx) }()
 	go func() { defer side.Done(); k.run(lctx, p.kills, p.killEvery) }()
+	var cutRefused, cutLive int
+	go func() {
+		defer side.Done()
+		cutRefused, cutLive = k.cutConfig(lctx, p.load/3, configYAML(p, dsn, proxyURL, simURL, true))
+	}()
 	users.Wait()
 	// The kills and revokes go on until the load phase's length and every kill are done.
 	for time.Since(loadStart) < p.load && k.kills.Load() < int64(p.kills) {
@@ -127,6 +132,10 @@ func TestChaos(t *testing.T) {
 	stopLoad()
 	side.Wait()
 	loadTook := time.Since(loadStart)
+	if cutRefused != cutLive || cutLive == 0 {
+		t.Errorf("a config file cut short was refused by %d of %d live instances", cutRefused, cutLive)
+	}
+	t.Logf("config cut short mid-load: refused by %d of %d live instances", cutRefused, cutLive)
 	// An instance killed just before the load stopped is started again by its killer; make sure
 	// all three serve the drain.
 	for _, in := range insts {

@@ -86,6 +86,7 @@ batch:
 approval:
   maxRetries: 3
   backoff: 100ms
+  pollAfter: 3s # a decision whose callback was lost (callbackLossRate) is read from its ticket
 hooks:
   approvalSecret: chaos-approval-secret
   deployToken: chaos-deploy-token
@@ -140,6 +141,7 @@ cron:
     errorRate: 0.05
     dropRate: %s
     duplicateRate: 0.1
+    callbackLossRate: 0.1
     reorder: true
   deploy:
     delay: 2s

@@ -217,6 +217,11 @@ type scrape struct {
 
 // validatedCounter sums bindery_requests_validated_total over its label sets.
 func validatedCounter(url string) (float64, error) {
+	return metricSum(url, "bindery_requests_validated_total")
+}
+
+// metricSum is the sum of every series of the metric name on an instance's /metrics.
+func metricSum(url, name string) (float64, error) {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	resp, err := hc.Get(url + "/metrics")
 	if err != nil {
@@ -231,7 +236,7 @@ func validatedCounter(url string) (float64, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "bindery_requests_validated_total") {
+		if line != name && !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
 		f := strings.Fields(line)
@@ -275,6 +280,44 @@ type killer struct {
 	startedAt []time.Time // database clock at each incarnation's start, per instance
 	restartMu sync.Mutex
 	errs      []error
+	// cfgMu is held while a cut-off config file is in place (cutConfig): a start then would
+	// fail on it, as a first load must succeed.
+	cfgMu sync.Mutex
+}
+
+// cutConfig writes the config file cut short (the first ~45 %: a deploy that copied half, an
+// editor that truncated first) in the middle of the load, leaves it there for a few seconds,
+// then the whole file again. Every live instance and the sim must refuse it (their reload error
+// counter moves; the catalog, the secrets, the fault knobs stay); refused counts the instances
+// whose counter moved.
+func (k *killer) cutConfig(ctx context.Context, after time.Duration, full string) (refused, live int) {
+	sleep(ctx, after)
+	if ctx.Err() != nil {
+		return 0, 0
+	}
+	k.cfgMu.Lock()
+	defer k.cfgMu.Unlock()
+	before := map[int]float64{}
+	for _, in := range k.insts {
+		if v, err := metricSum(in.url(), "bindery_config_reload_errors_total"); err == nil {
+			before[in.idx] = v
+		}
+	}
+	writeConfig(k.t, k.cfg, full[:len(full)*45/100])
+	k.t.Logf("config file cut to %d of %d bytes", len(full)*45/100, len(full))
+	sleep(context.Background(), 4*time.Second) // fsnotify, or the 2 s re-read
+	for _, in := range k.insts {
+		b, ok := before[in.idx]
+		if !ok {
+			continue
+		}
+		live++
+		if v, err := metricSum(in.url(), "bindery_config_reload_errors_total"); err == nil && v > b {
+			refused++
+		}
+	}
+	writeConfig(k.t, k.cfg, full)
+	return refused, live
 }
 
 func (k *killer) run(ctx context.Context, n int, every time.Duration) {
@@ -309,6 +352,8 @@ func (k *killer) run(ctx context.Context, n int, every time.Duration) {
 }
 
 func (k *killer) restart(in *instance) {
+	k.cfgMu.Lock()
+	defer k.cfgMu.Unlock()
 	k.restartMu.Lock()
 	k.startedAt[in.idx] = dbNow(k.db)
 	k.restartMu.Unlock()

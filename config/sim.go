@@ -64,10 +64,11 @@ var MergeBlockers = []string{"draft_status", "discussions_not_resolved", "reques
 // SimApproval are the simulated approval system's knobs.
 type SimApproval struct {
 	SimTransport
-	AutoApprove   bool          // approve every new ticket without a click
-	CallbackDelay time.Duration // wait before each callback is sent
-	DuplicateRate float64       // share of callbacks sent twice (same callback request id)
-	Reorder       bool          // hold each callback until the next one and send the newer first
+	AutoApprove      bool          // approve every new ticket without a click
+	CallbackDelay    time.Duration // wait before each callback is sent
+	DuplicateRate    float64       // share of callbacks sent twice (same callback request id)
+	CallbackLossRate float64       // share of decisions whose callback never reaches bindery (an outage longer than the retries)
+	Reorder          bool          // hold each callback until the next one and send the newer first
 }
 
 // SimDeploy are the simulated deploy pipeline's knobs.
@@ -168,6 +169,8 @@ func init() {
 			func(s *Snapshot) *time.Duration { return &a(s).CallbackDelay }),
 		simRate("sim.approval.duplicateRate", "Share of approval callbacks sent twice with the same callback request id.",
 			func(s *Snapshot) *float64 { return &a(s).DuplicateRate }),
+		simRate("sim.approval.callbackLossRate", "Share of decisions whose callback never reaches bindery, as in a callback outage longer than the sender's retries: only reading the ticket (approval.pollAfter) finds the decision.",
+			func(s *Snapshot) *float64 { return &a(s).CallbackLossRate }),
 		simBool("sim.approval.reorder", false, "Hold each approval callback until the next one and send the newer first (a lone callback goes out after 2s of simulated time).",
 			func(s *Snapshot) *bool { return &a(s).Reorder }),
 	)

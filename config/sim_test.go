@@ -92,6 +92,7 @@ func init() {
 		"sim.approval.autoApprove":       {func(s *Snapshot) any { return ap(s).AutoApprove }, boolRows(false)},
 		"sim.approval.callbackDelay":     {func(s *Snapshot) any { return ap(s).CallbackDelay }, durationRows(0, 2*time.Second)},
 		"sim.approval.duplicateRate":     {func(s *Snapshot) any { return ap(s).DuplicateRate }, rateRows()},
+		"sim.approval.callbackLossRate":  {func(s *Snapshot) any { return ap(s).CallbackLossRate }, rateRows()},
 		"sim.approval.reorder":           {func(s *Snapshot) any { return ap(s).Reorder }, boolRows(false)},
 		"sim.deploy.delay":               {func(s *Snapshot) any { return s.SimDeploy().Delay }, durationRows(3*time.Second, 10*time.Second)},
 		"sim.deploy.dropRate":            {func(s *Snapshot) any { return s.SimDeploy().DropRate }, rateRows()},

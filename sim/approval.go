@@ -239,9 +239,17 @@ func (a *Approval) flushHeld(callbackID string) {
 	a.sendAll(*held)
 }
 
-// sendAll sends callbacks in order, each twice when the duplicate knob says so.
+// sendAll sends callbacks in order, each twice when the duplicate knob says so; a lost one
+// (sim.approval.callbackLossRate) is recorded as never delivered.
 func (a *Approval) sendAll(cbs ...pendingCallback) {
 	for _, cb := range cbs {
+		if chance(a.faults().CallbackLossRate) {
+			a.gate.faults.add("callback_lost")
+			a.mu.Lock()
+			a.callbacks = append(a.callbacks, CallbackRecord{TicketID: cb.ticket.ID, CallbackID: cb.body.CallbackID, Result: cb.body.Result})
+			a.mu.Unlock()
+			continue
+		}
 		a.send(cb)
 		if chance(a.faults().DuplicateRate) {
 			a.gate.faults.add("callback_duplicated")

@@ -98,3 +98,34 @@ func TestApprovalSimulatorTransportFaults(t *testing.T) {
 		t.Fatalf("list without faults: %d %s", a.status, a.body)
 	}
 }
+
+// A lost callback (sim.approval.callbackLossRate) never reaches bindery; the decision is on the
+// ticket, where GET /sim/approval/tickets/:id shows it with the id its callback would have carried.
+func TestALostApprovalCallbackLeavesTheDecisionOnTheTicket(t *testing.T) {
+	e := newEnv(t, "", nil)
+	e.sims.Approval.SetFaults(sim.ApprovalFaults{CallbackLossRate: 1})
+	ticket := `{"operationId":"op-lost","subject":"alice@example.com","targetKey":"t1","title":"T1","reason":"why","callbackUrl":"` + e.bindery + `/hooks/approval"}`
+	id := e.raw(t, "POST", "/sim/approval/tickets", ticket).json(t)["ticketId"].(string)
+	if _, err := e.sims.Approval.Decide(id, sim.TicketApproved); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.sims.Approval.Callbacks()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cbs := e.sims.Approval.Callbacks()
+	if got, _ := e.hook.requests(); len(got) != 0 || len(cbs) != 1 || cbs[0].Attempts != 0 || cbs[0].Status != 0 {
+		t.Fatalf("a lost callback was delivered: %d requests, records %+v", len(got), cbs)
+	}
+	if n := e.sims.FaultCounts()["approval"]["callback_lost"]; n != 1 {
+		t.Fatalf("fault counts %v", e.sims.FaultCounts())
+	}
+	var st approval.TicketState
+	if a := e.raw(t, "GET", "/sim/approval/tickets/"+id, ""); a.status != 200 || json.Unmarshal([]byte(a.body), &st) != nil ||
+		st.Status != sim.TicketApproved || st.RequestID != cbs[0].CallbackID || st.OperationID != "op-lost" {
+		t.Fatalf("ticket: %d %s", a.status, a.body)
+	}
+	if a := e.raw(t, "GET", "/sim/approval/tickets/T-404", ""); a.status != 404 {
+		t.Fatalf("unknown ticket: %d", a.status)
+	}
+}

@@ -283,6 +283,18 @@ func (tx *Tx) AdvanceTask(ctx context.Context, t Task, n TaskNext) error {
 	if n.Slot != nil && *n.Slot == "" && t.Slot != "" {
 		return tx.wakeWaiter(ctx, t.Slot) // given up: it passes on as at the end of the task
 	}
+	if n.WaitsFor != "" {
+		// The holder may have given the slot up between this task's failed take and now: then
+		// no end of a holder will wake it, so it is due at once (its next run takes the slot).
+		var holders int
+		if err := tx.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM task WHERE slot = ?", n.WaitsFor).Scan(&holders); err != nil {
+			return translate(err)
+		}
+		if holders == 0 {
+			_, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET due_at = "+db.now()+", waits_for = NULL WHERE id = ?", t.ID)
+			return translate(err)
+		}
+	}
 	return nil
 }
 

@@ -301,3 +301,45 @@ func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
 		}
 	})
 }
+
+// A slot given up without the task ending (a legacy merge that waits for a person) passes on like
+// an end: the waiter is due at once. And a task that begins to wait for a slot its holder gave up
+// a moment before (between the failed take and the wait) is due at once too, not at its safety net.
+func TestASlotGivenUpPassesOnAndALateWaiterIsNotStranded(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var held []store.Task
+		for _, ref := range []string{"a", "b", "c"} {
+			if err := putTask(t, db, store.TaskSpec{Kind: "request", Ref: ref, Lane: "background", Step: "merge"}, false); err != nil {
+				t.Fatal(err)
+			}
+			c, err := db.ClaimTask(bg, dueNow(t, db, "background", ref), "i", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+		}
+		if ok, err := db.TakeSlot(bg, held[0], "merge:p"); !ok || err != nil {
+			t.Fatalf("first: %t %v", ok, err)
+		}
+		held[0].Slot = "merge:p"
+		advance := func(task store.Task, n store.TaskNext) {
+			t.Helper()
+			if err := db.InTx(bg, func(tx *store.Tx) error { return tx.AdvanceTask(bg, task, n) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		advance(held[1], store.TaskNext{In: time.Hour, WaitsFor: "merge:p"}) // b waits
+		// c's take fails now; a gives the slot up (and goes on waiting for a person) before c's wait.
+		if ok, err := db.TakeSlot(bg, held[2], "merge:p"); ok || err != nil {
+			t.Fatalf("third while the first holds it: %t %v", ok, err)
+		}
+		none := ""
+		advance(held[0], store.TaskNext{In: time.Hour, Slot: &none})
+		advance(held[2], store.TaskNext{In: time.Hour, WaitsFor: "merge:p"})
+		for _, ref := range []string{"b", "c"} {
+			if _, err := db.ClaimTask(bg, dueNow(t, db, "background", ref), "i", time.Minute); err != nil {
+				t.Fatalf("%s is not due at once: %v", ref, err)
+			}
+		}
+	})
+}
