@@ -222,21 +222,28 @@ func TestAWakeDuringAClaimIsNotLost(t *testing.T) {
 	})
 }
 
+// claimedMerges puts a merge task per ref and claims each.
+func claimedMerges(t *testing.T, db *store.DB, refs ...string) []store.Task {
+	t.Helper()
+	var held []store.Task
+	for _, ref := range refs {
+		if err := putTask(t, db, store.TaskSpec{Kind: "request", Ref: ref, Lane: "background", Step: "merge"}, false); err != nil {
+			t.Fatal(err)
+		}
+		c, err := db.ClaimTask(bg, dueNow(t, db, "background", ref), "i", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	return held
+}
+
 // A slot is held by one task at a time (one legacy merge per project): a second task is refused
 // until the first is finished, and then — waiting for the slot — it is due at once.
 func TestASlotIsHeldByOneTaskAtATime(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		var held []store.Task
-		for _, ref := range []string{"a", "b"} {
-			if err := putTask(t, db, store.TaskSpec{Kind: "request", Ref: ref, Lane: "background", Step: "merge"}, false); err != nil {
-				t.Fatal(err)
-			}
-			c, err := db.ClaimTask(bg, dueNow(t, db, "background", ref), "i", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, c)
-		}
+		held := claimedMerges(t, db, "a", "b")
 		if ok, err := db.TakeSlot(bg, held[0], "merge:p"); !ok || err != nil {
 			t.Fatalf("first: %t %v", ok, err)
 		}
@@ -307,17 +314,7 @@ func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
 // a moment before (between the failed take and the wait) is due at once too, not at its safety net.
 func TestASlotGivenUpPassesOnAndALateWaiterIsNotStranded(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		var held []store.Task
-		for _, ref := range []string{"a", "b", "c"} {
-			if err := putTask(t, db, store.TaskSpec{Kind: "request", Ref: ref, Lane: "background", Step: "merge"}, false); err != nil {
-				t.Fatal(err)
-			}
-			c, err := db.ClaimTask(bg, dueNow(t, db, "background", ref), "i", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, c)
-		}
+		held := claimedMerges(t, db, "a", "b", "c")
 		if ok, err := db.TakeSlot(bg, held[0], "merge:p"); !ok || err != nil {
 			t.Fatalf("first: %t %v", ok, err)
 		}
