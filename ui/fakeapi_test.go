@@ -397,7 +397,11 @@ func (f *fakeAPI) retry(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeAPI) listBatches(w http.ResponseWriter, r *http.Request) {
 	page := workflow.Page[workflow.BatchView]{Items: []workflow.BatchView{}}
+	status := r.URL.Query().Get("status")
 	for _, b := range f.batches {
+		if status != "" && b.Status != status {
+			continue
+		}
 		bv := *b
 		bv.Members = []workflow.RequestSummary{}
 		for _, op := range f.order {

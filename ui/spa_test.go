@@ -315,6 +315,30 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 	}
 }
 
+// The operator narrows the batch list to the blocked ones (the page asks the API for that status)
+// and back; a status with no batch says so.
+func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
+	api := newFakeAPI()
+	api.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-555555555555", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
+	api.seedInCI("5f0c3a52-7d1e-4a8b-9c2d-666666666666", "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
+	s := startSite(t, api)
+	b := newBrowser(t, 1280, 900)
+	b.do("open the ops console as ops", chromedp.Navigate(s.URL+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`),
+		chromedp.Navigate(s.URL+"/ops"))
+	count := `document.querySelectorAll('#batches li.batch').length`
+	b.waitFor("both batches", count+` === 2`, 20*time.Second)
+	pick := func(v string) {
+		b.do("pick "+v, chromedp.SetValue(chromedp.CSS(`#batch-status`), v),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#batch-status').dispatchEvent(new Event('change'))`))
+	}
+	pick("BLOCKED")
+	b.waitFor("only the blocked batch", count+` === 1 && document.querySelector('#batches li.batch').innerText.includes('BLOCKED') || false`, 20*time.Second)
+	pick("FAILED")
+	b.waitFor("the empty list's words", `document.querySelector('#batches').innerText.includes('No failed batches.')`, 20*time.Second)
+	pick("")
+	b.waitFor("both batches again", count+` === 2`, 20*time.Second)
+}
+
 // A request whose batch waits for its pipeline says what it waits for and what bindery does
 // about it: it looks at the pipeline again at a time the page shows.
 func TestARequestInCIShowsWhenBinderyLooksAgain(t *testing.T) {

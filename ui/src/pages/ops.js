@@ -110,13 +110,20 @@ export function mount(root, ctx) {
 
   // ---- batches ----
   const batches = section(root, 'batches', 'Batches', true);
+  // A status filter: a BLOCKED batch is the one to look at, and it must not drop off the page.
+  let batchStatus = '';
+  const statusSelect = h('select', {id: 'batch-status'},
+    [['', 'All'], ['BLOCKED', 'Blocked'], ['RUNNING', 'Running'], ['FAILED', 'Failed'], ['SUCCEEDED', 'Succeeded']].map(([v, label]) => h('option', {value: v}, label)));
+  statusSelect.addEventListener('change', () => { batchStatus = statusSelect.value; batchesPoll.now(); });
+  batches.body.before(h('p', {class: 'small'}, h('label', {for: 'batch-status'}, 'Show '), statusSelect));
   let recentMembers = [];
-  const batchesPoll = poll(() => get('/api/ops/batches'), (page) => {
+  const batchesPoll = poll(() => get('/api/ops/batches' + (batchStatus ? `?status=${batchStatus}` : '')), (page) => {
     batches.live.ok();
     const items = (page && page.items) || [];
-    recentMembers = items.flatMap((b) => (b.members || []).map((m) => m.operationId));
+    if (!batchStatus) recentMembers = items.flatMap((b) => (b.members || []).map((m) => m.operationId));
     if (busyReading(batches.body)) return;
-    swap(batches.body, items.length ? h('ul', {class: 'batches'}, items.map(batchItem)) : empty(h('p', {}, 'No batches yet. Approved requests are batched by the next round.')));
+    const none = batchStatus ? `No ${batchStatus.toLowerCase()} batches.` : 'No batches yet. Approved requests are batched by the next round.';
+    swap(batches.body, items.length ? h('ul', {class: 'batches'}, items.map(batchItem)) : empty(h('p', {}, none)));
   }, (err) => {
     batches.live.failed();
     swap(batches.body, errorBox(err, () => batchesPoll.now()));
