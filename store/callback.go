@@ -138,6 +138,20 @@ func (tx *Tx) mrMembers(ctx context.Context, project string, iid int64, ids []st
 	return true, members, nil
 }
 
+// LastDeploy is the deploy callback of project received last (ok false: none yet): what bindery
+// last knew of the project's deploys, for a request whose own callback is overdue.
+func (db *DB) LastDeploy(ctx context.Context, project string) (mrIID int64, at time.Time, ok bool, err error) {
+	var t dbTime
+	err = db.ro.QueryRowContext(ctx, "SELECT mr_iid, received_at FROM deploy_callback WHERE project = ? ORDER BY id DESC LIMIT 1", project).Scan(&mrIID, &t)
+	switch err = translate(err); {
+	case errors.Is(err, ErrNotFound):
+		return 0, time.Time{}, false, nil
+	case err != nil:
+		return 0, time.Time{}, false, err
+	}
+	return mrIID, t.T, true, nil
+}
+
 // Merged is a MERGED request waiting for its deploy callback.
 type Merged struct {
 	OperationID string

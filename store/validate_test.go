@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -394,6 +395,22 @@ func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
 		if r, err := db.Reconcile(bg, 0, 2*time.Hour); err != nil || len(r.Validated) != 0 {
 			t.Fatalf("reconciliation inferred from unverified callbacks: %+v %v", r, err)
+		}
+	})
+}
+
+// LastDeploy is the project's newest recorded deploy callback, none before the first.
+func TestLastDeployIsTheNewestCallbackOfItsProject(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		if _, _, ok, err := db.LastDeploy(bg, "team/a"); ok || err != nil {
+			t.Fatalf("before any: %v %v", ok, err)
+		}
+		for _, iid := range []int64{7, 3} {
+			seedRequests(t, db, "team/a", []string{fmt.Sprint("d", iid)}, store.StatusMerged, store.StepHandleMerged, iid)
+			recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: iid})
+		}
+		if iid, at, ok, err := db.LastDeploy(bg, "team/a"); !ok || err != nil || iid != 3 || at.IsZero() {
+			t.Fatalf("last: %d %v %v %v", iid, at, ok, err)
 		}
 	})
 }

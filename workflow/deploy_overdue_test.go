@@ -99,7 +99,8 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 		v = h.view(ops[0])
 		if v.Status != store.StatusMerged || v.NextAction != store.NextWaitManual || !strings.Contains(v.NextActionText, "check the deploy pipeline") ||
 			!strings.Contains(v.NextActionText, "operator can confirm the deploy") || v.Waiting == nil ||
-			!strings.Contains(v.Waiting.WaitingFor, "overdue") || v.Waiting.Stage != "deploy" {
+			!strings.Contains(v.Waiting.WaitingFor, "overdue") || v.Waiting.Stage != "deploy" ||
+			!strings.Contains(v.Waiting.WaitingFor, "no deploy of "+project+" has been reported to bindery yet") {
 			t.Fatalf("overdue view: %s %q %+v", v.NextAction, v.NextActionText, v.Waiting)
 		}
 		// The batch list (one database clock read for the page) shows the members as the view does.

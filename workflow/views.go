@@ -69,7 +69,24 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (RequestView
 		return RequestView{}, notFound(err)
 	}
 	cutoff := w.deployCutoff(ctx, d.Operation)
-	return w.view(d, time.Now(), cutoff), nil
+	v := w.view(d, time.Now(), cutoff)
+	if deployOverdue(v.Status, d.Operation.UpdatedAt, cutoff) && v.Waiting != nil {
+		v.Waiting.WaitingFor += "; " + w.lastDeployWords(ctx, d.Operation.Project)
+	}
+	return v, nil
+}
+
+// lastDeployWords says what bindery last heard of the project's deploys: whether the deploy
+// pipeline reports at all, and for which MR.
+func (w *Workflow) lastDeployWords(ctx context.Context, project string) string {
+	iid, at, ok, err := w.db.LastDeploy(ctx, project)
+	switch {
+	case err != nil:
+		return "the last deploy reported for " + project + " could not be read"
+	case !ok:
+		return "no deploy of " + project + " has been reported to bindery yet"
+	}
+	return fmt.Sprintf("the last deploy reported for %s was of merge request !%d, at %s UTC", project, iid, at.UTC().Format("2006-01-02 15:04"))
 }
 
 // deployCutoff is the database clock minus reconcile.deployOverdue: a MERGED request unchanged
