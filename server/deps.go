@@ -64,6 +64,7 @@ type Store interface {
 	ClaimIdempotency(ctx context.Context, scope, key, hash string, ttl, lease time.Duration) (store.Claim, error)
 	CompleteIdempotency(ctx context.Context, scope, key string, status int, answer []byte) error
 	ReleaseIdempotency(ctx context.Context, scope, key string) error
+	IdempotencyRecord(ctx context.Context, scope, key string) (store.IdempotencyRecord, error)
 	RecordAudit(ctx context.Context, ev store.AuditEvent) (bool, error)
 	ListAudit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error)
 }

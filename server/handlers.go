@@ -75,10 +75,17 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	if len(target.RuleCodes) > 0 && !s.permit(r.Context(), caller.ID, append(append([]string{}, target.RuleCodes...), snap.OpsRule())...) {
 		return 0, nil, apperr.Denied(errors.New("target rule codes not held"))
 	}
+	wf := s.deps.Workflow
 	if !snap.ApplyOpen(s.now()) {
+		// A resend of an application accepted while the window was open (its 202 was lost) is
+		// not a new application: it gets its own answer, DUPLICATE_SUBMIT, not APPLY_CLOSED.
+		if wf != nil {
+			if status, res, ok := s.resentApplication(r.Context(), b, caller.ID); ok {
+				return status, res, nil
+			}
+		}
 		return 0, nil, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
 	}
-	wf := s.deps.Workflow
 	if wf == nil {
 		return 0, nil, errNoWorkflow
 	}
@@ -92,6 +99,23 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 		}
 		return http.StatusAccepted, res, nil
 	}, s.replayApply)
+}
+
+// resentApplication finds the answer of an application already accepted under b's operationId:
+// its stored answer (the same payload from the same caller), or — the record expired — the
+// request itself when it is the caller's, for the same target. ok false: a new application.
+func (s *Server) resentApplication(ctx context.Context, b applyBody, caller string) (int, any, bool) {
+	rec, err := s.deps.DB.IdempotencyRecord(ctx, "apply", b.OperationID)
+	if err == nil && rec.Status != 0 && rec.PayloadHash == payloadHash("apply", caller, b) {
+		if status, res, err := s.replayApply(ctx, rec); err == nil {
+			return status, res, true
+		}
+	}
+	v, err := s.deps.Workflow.Request(ctx, b.OperationID)
+	if err != nil || v.Subject != caller || v.TargetKey != b.TargetKey {
+		return 0, nil, false
+	}
+	return http.StatusAccepted, workflow.ApplyResult{Code: workflow.CodeDuplicateSubmit, OperationID: v.OperationID, Status: v.Status, NextAction: v.NextAction}, true
 }
 
 // replayApply answers a repeated application: the same 202, coded DUPLICATE_SUBMIT (the SPA

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/config"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -59,6 +60,39 @@ func TestAnOperationIDLongerThanItsColumnIsRefusedByName(t *testing.T) {
 		var e struct{ Code, Field string }
 		if code := h.api("POST", "/api/apply", "bob", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"r"}`, longest+"b"), &e); code != 400 || e.Code != "INVALID_ARGUMENT" || e.Field != "operationId" {
 			t.Fatalf("65 characters: %d %+v, want 400 INVALID_ARGUMENT naming operationId", code, e)
+		}
+	})
+}
+
+// The window closes between an application and its resend (its 202 was lost): the resend is the
+// same application and gets DUPLICATE_SUBMIT — from the stored answer, or from the request when
+// the record is gone — not 403 APPLY_CLOSED; a new application, or the same id from someone else,
+// is still refused as closed.
+func TestAResendAfterTheWindowClosedGetsItsOwnAnswer(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		op := h.apply("alice", "db-read")
+		h.cfg.Replace(config.MustParse(strings.Replace(configFor(true, ""), "mode: OPEN", "mode: CLOSED", 1)))
+		body := func(id string) string {
+			return fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"for the test"}`, id)
+		}
+		for _, gone := range []bool{false, true} {
+			if gone {
+				if _, err := db.Raw().ExecContext(bg, "DELETE FROM idempotency_record WHERE idem_key = ?", op); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var res workflow.ApplyResult
+			if code := h.api("POST", "/api/apply", "alice", body(op), &res); code != 202 || res.Code != workflow.CodeDuplicateSubmit || res.OperationID != op {
+				t.Fatalf("resend (record gone %v) after the window closed: %d %+v", gone, code, res)
+			}
+		}
+		var e struct{ Code string }
+		if code := h.api("POST", "/api/apply", "alice", body("op-new-after-close"), &e); code != 403 || e.Code != "APPLY_CLOSED" {
+			t.Fatalf("a new application: %d %+v", code, e)
+		}
+		if code := h.api("POST", "/api/apply", "bob", body(op), &e); code != 403 || e.Code != "APPLY_CLOSED" {
+			t.Fatalf("someone else's id: %d %+v", code, e)
 		}
 	})
 }
