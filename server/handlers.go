@@ -101,21 +101,16 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	}, s.replayApply)
 }
 
-// resentApplication finds the answer of an application already accepted under b's operationId:
-// its stored answer (the same payload from the same caller), or — the record expired — the
-// request itself when it is the caller's, for the same target. ok false: a new application.
+// resentApplication is the stored answer of an application already accepted under b's
+// operationId — the same payload from the same caller (idempotency.ttl keeps it) — replayed as
+// DUPLICATE_SUBMIT. ok false: a new application (or one whose record expired).
 func (s *Server) resentApplication(ctx context.Context, b applyBody, caller string) (int, any, bool) {
 	rec, err := s.deps.DB.IdempotencyRecord(ctx, "apply", b.OperationID)
-	if err == nil && rec.Status != 0 && rec.PayloadHash == payloadHash("apply", caller, b) {
-		if status, res, err := s.replayApply(ctx, rec); err == nil {
-			return status, res, true
-		}
-	}
-	v, err := s.deps.Workflow.Request(ctx, b.OperationID)
-	if err != nil || v.Subject != caller || v.TargetKey != b.TargetKey {
+	if err != nil || rec.Status == 0 || rec.PayloadHash != payloadHash("apply", caller, b) {
 		return 0, nil, false
 	}
-	return http.StatusAccepted, workflow.ApplyResult{Code: workflow.CodeDuplicateSubmit, OperationID: v.OperationID, Status: v.Status, NextAction: v.NextAction}, true
+	status, res, err := s.replayApply(ctx, rec)
+	return status, res, err == nil
 }
 
 // replayApply answers a repeated application: the same 202, coded DUPLICATE_SUBMIT (the SPA
