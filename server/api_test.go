@@ -259,6 +259,9 @@ func rows() []row {
 			want: []string{`{"identity":"alice@example.com","displayName":"alice","ops":false,"demo":true,"demoUsers":["alice","bob","ops"]}`}},
 		{name: "me tells an operator the console is theirs", call: get("/api/me", "ops@example.com"), status: 200, want: []string{`"ops":true`}},
 		{name: "an unknown demo user is 401", call: get("/api/me", "mallory"), status: 401},
+		// The SPA's first page reads the demo users from this sentence (ui/src/main.js, demoUsersOf).
+		{name: "no identity in demo mode is 401 naming the demo users", call: get("/api/me", ""), status: 401,
+			want: []string{`"message":"Pick a demo user: alice, bob, ops."`}},
 
 		// ---- ops ----
 		{name: "ops lists batches", call: get("/api/ops/batches", "ops"), status: 200, want: []string{`"items":[{"id":7`}},

@@ -151,6 +151,7 @@ func (s *Server) authenticate(r *http.Request) error {
 	}
 	msg := "Sign-in required."
 	if s.deps.Demo {
+		// The SPA's first page reads the names from this sentence: keep its shape.
 		msg = "Pick a demo user: " + strings.Join(identity.DemoUserNames(), ", ") + "."
 	}
 	return apperr.Wrap(fmt.Errorf("no identity (%s): %w", c.From, c.Err), apperr.Unauthenticated, "%s", msg)

@@ -27,6 +27,9 @@ type fakeAPI struct {
 	order   []string // operationIds, oldest first
 	tickets []*fakeTicket
 	batches map[int64]*workflow.BatchView
+	// anonymousIs401: /api/me without a demo user answers 401 as the demo server does (else the
+	// fake signs such a caller in as alice, as most tests want).
+	anonymousIs401 bool
 	nextID  int64
 
 	applies []string // operationId of every POST /api/apply, in order
@@ -115,6 +118,14 @@ func (f *fakeAPI) opsOnly(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (f *fakeAPI) me(w http.ResponseWriter, r *http.Request) {
+	if f.anonymousIs401 && r.Header.Get("X-Bindery-User") == "" {
+		if c, err := r.Cookie("bindery_user"); err != nil || c.Value == "" {
+			// As the demo server answers a caller without a user (server test: "no identity in
+			// demo mode is 401 naming the demo users").
+			reply(w, 401, map[string]string{"code": "UNAUTHENTICATED", "message": "Pick a demo user: alice, bob, ops.", "requestId": "r-anon"})
+			return
+		}
+	}
 	name, id := identity(r)
 	reply(w, 200, map[string]any{"identity": id, "displayName": name, "ops": name == "ops", "demo": true, "demoUsers": []string{"alice", "bob", "ops"}})
 }

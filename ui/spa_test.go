@@ -315,6 +315,23 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 	}
 }
 
+// A fresh browser on the demo has no user yet: the first page offers the demo users instead of a
+// dead end ("Please sign in" with nothing to click), and picking one signs in and shows the page.
+func TestAFreshBrowserOnTheDemoPicksAUser(t *testing.T) {
+	api := newFakeAPI()
+	api.anonymousIs401 = true
+	s := startSite(t, api)
+	b := newBrowser(t, 1280, 900)
+	b.do("open the demo in a fresh browser", chromedp.Navigate(s.URL+"/"))
+	b.waitFor("the demo users", `document.querySelectorAll('[data-demo-user]').length === 3`, 20*time.Second)
+	if text := evalJS[string](b, `document.querySelector('main').innerText`); strings.Contains(text, "Sign in and reload") {
+		t.Fatalf("a dead end: %s", text)
+	}
+	b.click(`[data-demo-user="bob"]`)
+	b.waitFor("signed in as bob", `document.querySelector('#user-switcher') && document.querySelector('#user-switcher').value === 'bob'`, 20*time.Second)
+	b.waitFor("the apply page", `!document.querySelector('[data-demo-user]') && document.querySelector('main h1') !== null`, 20*time.Second)
+}
+
 // The operator narrows the batch list to the blocked ones (the page asks the API for that status)
 // and back; a status with no batch says so.
 func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {

@@ -55,6 +55,13 @@ function renderWho() {
   swap(who, h('label', {for: 'user-switcher'}, h('span', {class: 'demo-tag'}, 'demo'), ' Signed in as '), select);
 }
 
+// demoUsersOf reads the demo users from the server's 401 in demo mode ("Pick a demo user: alice,
+// bob, ops."); none outside demo mode.
+function demoUsersOf(err) {
+  const m = /^Pick a demo user: (.+)\.$/.exec(err.message || '');
+  return m ? m[1].split(',').map((u) => u.trim()).filter(Boolean) : [];
+}
+
 // The demo identity is a cookie the server trusts in demo mode only (SPEC §6.4).
 async function switchUser(name) {
   document.cookie = `bindery_user=${encodeURIComponent(name)}; Path=/; SameSite=Lax; Max-Age=31536000`;
@@ -147,6 +154,18 @@ async function boot() {
     await loadMe();
   } catch (err) {
     renderNav(null);
+    const demoUsers = err.code === 'UNAUTHENTICATED' ? demoUsersOf(err) : [];
+    if (demoUsers.length) {
+      // Demo mode without a user yet: the first page picks one (never a dead end).
+      swap(main, h('h1', {}, 'Who are you in this demo?'),
+        h('p', {}, 'bindery demo trusts the user you pick here (a real deployment uses your login). Pick one to start:'),
+        h('p', {class: 'demo-users'}, demoUsers.map((u) => {
+          const b = h('button', {type: 'button', 'data-demo-user': u}, `Continue as ${u}`);
+          b.addEventListener('click', () => switchUser(u));
+          return b;
+        })));
+      return;
+    }
     const heading = err.code === 'UNAUTHENTICATED' ? 'Please sign in' : err.code === 'NETWORK' ? 'bindery is not reachable' : 'bindery could not start';
     swap(main, h('h1', {}, heading), errorBox(err, boot));
     return;
