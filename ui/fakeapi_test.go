@@ -30,7 +30,7 @@ type fakeAPI struct {
 	// anonymousIs401: /api/me without a demo user answers 401 as the demo server does (else the
 	// fake signs such a caller in as alice, as most tests want).
 	anonymousIs401 bool
-	nextID  int64
+	nextID         int64
 
 	applies []string // operationId of every POST /api/apply, in order
 	retries []string // "operationId by identity" of every retry
