@@ -68,7 +68,7 @@ func init() {
 			func(s *Snapshot) *time.Duration { return &s.gitlabTimeout }),
 		Key{
 			Name: "approval.backoff", Type: "duration", Default: "1s",
-			Doc:       "First wait between two approve attempts of one reviewer account; it doubles at each retry (1s, 2s, 4s, …).",
+			Doc:       "First wait between two approve attempts of one reviewer account; it doubles at each retry (1s, 2s, 4s, …). The waits inside one step stop at 10s in all: the retries left are then the step's own (it is due again by its backoff), so no worker sleeps longer.",
 			Misconfig: "blank, unparsable or ≤ 0 → 1s.",
 			apply: func(s *Snapshot, v value) (string, string, error) {
 				var note string

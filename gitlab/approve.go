@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,15 +47,28 @@ func (c *Client) Approve(ctx context.Context, project string, iid int64, sha str
 
 // approveAs is the per-reviewer loop: before each attempt read the approvers (an earlier
 // attempt may have landed while its answer was lost), approve, back off exponentially on
-// failure, up to approval.maxRetries retries; after the last failure read once more.
+// failure, up to approval.maxRetries retries; after the last failure read once more. The waits
+// inside the call stop at the wait budget (ApproveWaitBudget): the retries left are then the
+// step's, which is due again by its own backoff — the answer is a temporary error.
 func (c *Client) approveAs(ctx context.Context, acct account, project string, iid int64, sha string) error {
 	snap := c.cfg.Current()
 	retries := max(0, snap.ApprovalMaxRetries()) // the getter already maps negative to 0; stay safe
 	backoff := snap.ApprovalBackoff()
+	budget := cmp.Or(c.opts.ApproveWaitBudget, DefaultApproveWaitBudget)
 	var last error
+	var waited time.Duration
+	deferred := false
 	for attempt := 0; attempt <= retries; attempt++ {
-		if attempt > 0 && !sleep(ctx, backoff<<(attempt-1)) {
-			break
+		if attempt > 0 {
+			wait := backoff << (attempt - 1)
+			if wait <= 0 || waited+wait > budget {
+				deferred = true
+				break
+			}
+			if !sleep(ctx, wait) {
+				break
+			}
+			waited += wait
 		}
 		if c.hasApproved(ctx, acct, project, iid) {
 			return nil
@@ -77,6 +91,10 @@ func (c *Client) approveAs(ctx context.Context, acct account, project string, ii
 	}
 	if last == nil {
 		last = ctx.Err()
+	}
+	if deferred {
+		return outbound.NewError(system, "approve", outbound.KindUnavailable,
+			fmt.Errorf("the approve retries left after %s of waiting are the step's: %w", waited, last))
 	}
 	return last
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
 
 	"bindery/gitlab"
@@ -221,5 +223,30 @@ func TestApproveAtAMovedHeadIsNotRetried(t *testing.T) {
 	}
 	if got := b.sim.Calls("approve"); got != 1 {
 		t.Fatalf("approve calls = %d, want 1 (a moved head does not heal by waiting)", got)
+	}
+}
+
+// The waits inside one Approve call are bounded (ApproveWaitBudget): a long approval.backoff or
+// many approval.maxRetries never keep a worker asleep; the retries left are the step's, so the
+// answer is a temporary failure the step backs off from — and the next call approves.
+func TestApproveWaitsInsideTheCallOnlyWithinItsBudget(t *testing.T) {
+	b := setup(t, strings.Replace(baseConfig, "  backoff: 1ms\n", "  backoff: 20ms\n", 1))
+	c, err := gitlab.New(b.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: b.url + "/sim/gitlab", ApproveWaitBudget: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := b.openMR(t, "budget")
+	b.sim.Inject("approve", sim.FaultError, 2)
+	before := b.sim.Calls("approve")
+	err = c.Approve(ctx, project, mr.IID, mr.SHA)
+	var oe *outbound.Error
+	if !errors.As(err, &oe) || !oe.Temporary() {
+		t.Fatalf("approve past its wait budget: %v, want a temporary failure", err)
+	}
+	if got := b.sim.Calls("approve") - before; got != 2 {
+		t.Fatalf("%d approve attempts, want 2 (a wait of 20ms fits the 30ms budget, the next 40ms does not)", got)
+	}
+	if err := c.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatalf("the step's next run: %v", err)
 	}
 }
