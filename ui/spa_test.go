@@ -303,8 +303,7 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 	api.mu.Unlock()
 	s := startSite(t, api)
 	b := newBrowser(t, 1280, 900)
-	b.do("open the ops console as ops", chromedp.Navigate(s.URL+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`),
-		chromedp.Navigate(s.URL+"/ops"))
+	openOpsConsole(b, s.URL)
 	notice := fmt.Sprintf(`#batches [data-failing="%d"]`, id)
 	b.waitFor("the failing batch's notice", `document.querySelector('`+notice+`')`, 20*time.Second)
 	text := evalJS[string](b, `document.querySelector('`+notice+`').innerText`)
@@ -332,6 +331,12 @@ func TestAFreshBrowserOnTheDemoPicksAUser(t *testing.T) {
 	b.waitFor("the apply page", `!document.querySelector('[data-demo-user]') && document.querySelector('main h1') !== null`, 20*time.Second)
 }
 
+// openOpsConsole signs the browser in as ops and opens the console.
+func openOpsConsole(b *browser, base string) {
+	b.do("open the ops console as ops", chromedp.Navigate(base+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`),
+		chromedp.Navigate(base+"/ops"))
+}
+
 // The operator narrows the batch list to the blocked ones (the page asks the API for that status)
 // and back; a status with no batch says so.
 func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
@@ -340,8 +345,7 @@ func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
 	api.seedInCI("5f0c3a52-7d1e-4a8b-9c2d-666666666666", "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
 	s := startSite(t, api)
 	b := newBrowser(t, 1280, 900)
-	b.do("open the ops console as ops", chromedp.Navigate(s.URL+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`),
-		chromedp.Navigate(s.URL+"/ops"))
+	openOpsConsole(b, s.URL)
 	count := `document.querySelectorAll('#batches li.batch').length`
 	b.waitFor("both batches", count+` === 2`, 20*time.Second)
 	pick := func(v string) {
