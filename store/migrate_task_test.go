@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"bindery/schema"
 	"bindery/store"
@@ -116,6 +117,38 @@ func TestTheUpgradeGivesInFlightWorkItsTasks(t *testing.T) {
 			}
 			if _, err := db.Operation(bg, "sending"); err != nil {
 				t.Errorf("read an operation after the upgrade: %v", err)
+			}
+		})
+	}
+}
+
+// A database that took migration 0040 as it first shipped (no waits_for) upgrades: 0043 adds the
+// column, and a task can wait for a slot there.
+func TestADatabaseMigratedTo0040UpgradesToSlotWaits(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		dsn  func(*testing.T) string
+	}{{"sqlite", func(t *testing.T) string { return storetest.SQLiteDSN(t) }}, {"mysql", func(t *testing.T) string { return storetest.MySQLDSN(t) }}} {
+		t.Run(d.name, func(t *testing.T) {
+			db, err := store.Open(bg, d.dsn(t), storetest.DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Migrate(bg, upTo(t, db.Dialect(), 41)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Raw().ExecContext(bg, "SELECT waits_for FROM task"); err == nil {
+				t.Fatal("0040 already has waits_for: the upgrade path is not tested")
+			}
+			if _, err := db.Migrate(bg, schema.FS); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			held := claimedMerges(t, db, "w")
+			if err := db.InTx(bg, func(tx *store.Tx) error {
+				return tx.AdvanceTask(bg, held[0], store.TaskNext{In: time.Hour, WaitsFor: "merge:p"})
+			}); err != nil {
+				t.Fatalf("a slot wait after the upgrade: %v", err)
 			}
 		})
 	}

@@ -11,8 +11,7 @@
 --   checks / wait_since: the staged polling schedule as data (how many checks of the current
 --     wait, since when). failures: consecutive transient failures (the backoff).
 --   memo: the step's own small memory (JSON). note: why it is waiting (shown to people).
---   slot: mutual exclusion between tasks (one legacy merge per project), UNIQUE, NULLs repeat;
---     waits_for: the slot a task waits for — the holder's end makes the first waiter due.
+--   slot: mutual exclusion between tasks (one legacy merge per project), UNIQUE, NULLs repeat.
 -- idx_task_due serves the dispatcher's scan (due work of a lane, oldest first) and the count of
 -- the work queued ahead of a request.
 CREATE TABLE IF NOT EXISTS task (
@@ -31,13 +30,11 @@ CREATE TABLE IF NOT EXISTS task (
   memo        VARCHAR(1024) NOT NULL DEFAULT '',
   note        VARCHAR(512)  NOT NULL DEFAULT '',
   slot        VARCHAR(255)  NULL,
-  waits_for   VARCHAR(255)  NULL,
   created_at  DATETIME(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   updated_at  DATETIME(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (id),
   UNIQUE KEY uk_task_ref (kind, ref),
   UNIQUE KEY uk_task_slot (slot),
-  KEY idx_task_waits (waits_for, id),
   KEY idx_task_due (lane, due_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 

@@ -15,14 +15,12 @@ CREATE TABLE IF NOT EXISTS task (
   memo        TEXT     NOT NULL DEFAULT '',
   note        TEXT     NOT NULL DEFAULT '',
   slot        TEXT     NULL,
-  waits_for   TEXT     NULL,
   created_at  DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f','now')),
   updated_at  DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f','now'))
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uk_task_ref ON task (kind, ref);
 CREATE UNIQUE INDEX IF NOT EXISTS uk_task_slot ON task (slot);
 CREATE INDEX IF NOT EXISTS idx_task_due ON task (lane, due_at);
-CREATE INDEX IF NOT EXISTS idx_task_waits ON task (waits_for, id);
 
 INSERT OR IGNORE INTO task (kind, ref, lane, step, due_at)
   SELECT 'request', operation_id, 'first', 'ticket', COALESCE(lease_until, strftime('%Y-%m-%d %H:%M:%f','now')) FROM operation
