@@ -286,11 +286,13 @@ func (tx *Tx) AdvanceTask(ctx context.Context, t Task, n TaskNext) error {
 	if n.WaitsFor != "" {
 		// The holder may have given the slot up between this task's failed take and now: then
 		// no end of a holder will wake it, so it is due at once (its next run takes the slot).
-		var holders int
-		if err := tx.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM task WHERE slot = ?", n.WaitsFor).Scan(&holders); err != nil {
-			return translate(err)
+		// A locking read (MySQL): a holder giving the slot up right now is waited for and seen.
+		var holder int64
+		err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM task WHERE slot = ?"+db.forUpdate(), n.WaitsFor).Scan(&holder))
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
 		}
-		if holders == 0 {
+		if errors.Is(err, ErrNotFound) {
 			_, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET due_at = "+db.now()+", waits_for = NULL WHERE id = ?", t.ID)
 			return translate(err)
 		}
@@ -313,7 +315,9 @@ func (tx *Tx) FinishTask(ctx context.Context, t Task) error {
 func (tx *Tx) wakeWaiter(ctx context.Context, slot string) error {
 	db := tx.db
 	var id int64
-	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM task WHERE waits_for = ? ORDER BY id LIMIT 1", slot).Scan(&id))
+	// A locking read (MySQL): a task that starts waiting right now is seen once it commits,
+	// never missed by both sides (see AdvanceTask's WaitsFor check).
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM task WHERE waits_for = ? ORDER BY id LIMIT 1"+db.forUpdate(), slot).Scan(&id))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
