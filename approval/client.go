@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -110,11 +111,12 @@ type TicketState struct {
 	Ext       map[string]string `json:"ext,omitempty"`
 }
 
-// Ticket statuses.
+// Ticket statuses (a decided ticket's is the result its callback carries).
 const (
-	StatusPending  = "PENDING"
-	StatusApproved = "APPROVED"
-	StatusRejected = "REJECTED"
+	StatusPending   = "PENDING"
+	StatusApproved  = "APPROVED"
+	StatusRejected  = "REJECTED"
+	StatusWithdrawn = "WITHDRAWN"
 )
 
 // Get reads a ticket: how bindery learns a decision whose callback was lost. ErrNoTicket when
@@ -134,7 +136,7 @@ func (c *Client) Get(ctx context.Context, ticketID string) (TicketState, error) 
 		status, data, err := outbound.DoJSON(ctx, c.hc, outbound.Request{
 			System: system, Endpoint: "get_ticket", Method: http.MethodGet, URL: base + "/tickets/" + url.PathEscape(ticketID),
 		}, &t)
-		if err == nil && t.Status != StatusPending && t.Status != StatusApproved && t.Status != StatusRejected {
+		if err == nil && !slices.Contains([]string{StatusPending, StatusApproved, StatusRejected, StatusWithdrawn}, t.Status) {
 			return status, outbound.NewStatusError(system, "get_ticket", status, "malformed_answer", string(data), nil)
 		}
 		return status, err

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,12 +299,19 @@ func TestATicketIsReadWithItsDecision(t *testing.T) {
 	if _, err := b.client.Get(ctx, "../tickets"); err == nil {
 		t.Fatal("a ticket id with a slash was looked up")
 	}
+	var status atomic.Value
+	status.Store("MAYBE")
 	odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"ticketId":"T-1","status":"MAYBE"}`))
+		w.Write([]byte(`{"ticketId":"T-1","status":"` + status.Load().(string) + `"}`))
 	}))
 	defer odd.Close()
 	c, _ := approval.New(b.src, approval.Options{DefaultURL: odd.URL})
 	if _, err := c.Get(ctx, "T-1"); !errors.As(err, &oe) || oe.Reason != "malformed_answer" {
 		t.Fatalf("a status bindery does not know: %v", err)
+	}
+	// A withdrawn ticket is a decision like the others (the callback protocol has it too).
+	status.Store(approval.StatusWithdrawn)
+	if got, err := c.Get(ctx, "T-1"); err != nil || got.Status != approval.StatusWithdrawn {
+		t.Fatalf("a withdrawn ticket: %+v %v", got, err)
 	}
 }

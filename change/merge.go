@@ -100,19 +100,50 @@ func (r *Runner) MergeStep(ctx context.Context, spec Spec, iid int64, st MergeSt
 		return r.rebaseLook(ctx, spec, res)
 	case MergePipeline:
 		return r.pipelineLook(ctx, spec, res)
-	case MergeChecking, MergeBlocked:
+	case MergeBlocked:
+		return blockedLook(res), nil
+	case MergeChecking:
 		res, err = r.decide(ctx, spec, res)
-		if st.Phase == MergeBlocked && res.State.Phase == MergeChecking {
-			res.State.Phase = MergeBlocked // GitLab recomputes after a person acts: look again
+		if err == nil && res.State.Phase == MergeChecking {
+			res.Wait = true // still computing
 		}
-		if err == nil && res.State.Phase == st.Phase {
-			res.Wait = true // still computing, still blocked
-		}
-		res.Unblocked = st.Phase == MergeBlocked && res.State.Phase != MergeBlocked
 		return res, err
 	}
 	return r.decide(ctx, spec, res)
 }
+
+// blockedLook is one look at an MR waiting for a person: only a look — nothing is approved,
+// rebased or merged from this phase (a legacy merge waits here without its project's merge
+// slot). Still blocked, or GitLab recomputing after the person acted → the same wait; else
+// Unblocked, and the next action (MergeAttempt) decides.
+func blockedLook(res MergeResult) MergeResult {
+	status := Mergeability(res.MR)
+	switch {
+	case blockedBy(status, res.State, res.MR.SHA):
+		res.Wait, res.Blocked = true, BlockerReason(status, res.MR.IID)
+	case computing[status]:
+		res.Wait = true
+	default:
+		res.State.Phase, res.Unblocked = MergeAttempt, true
+	}
+	return res
+}
+
+// blockedBy reports a status that only a person can clear: anything GitLab reports in the way
+// but a conflict, a rebase, CI, a recomputation — and approvals the reviewer accounts have not
+// given yet for this head.
+func blockedBy(status string, st MergeState, head string) bool {
+	switch {
+	case status == "" || status == "mergeable" || computing[status] || bindery[status]:
+		return false
+	case status == "not_approved":
+		return st.Approved == head
+	}
+	return true
+}
+
+// bindery are the statuses bindery clears itself.
+var bindery = map[string]bool{"conflict": true, "need_rebase": true, "ci_still_running": true, "ci_must_pass": true}
 
 // decide acts on an open MR's state, in GitLab's order of checks (docs/gitlab.md): GitLab
 // merging it right now → look again shortly; still computing → MergeChecking; a conflict →
@@ -140,15 +171,11 @@ func (r *Runner) decide(ctx context.Context, spec Spec, res MergeResult) (MergeR
 	case status == "ci_still_running" || status == "ci_must_pass":
 		res.State.Phase, res.Event = MergePipeline, EventPipeline
 		return res, nil
-	case status == "not_approved" && res.State.Approved != mr.SHA:
-		if err := r.GitLab.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
-			return res, fmt.Errorf("approve before merge: %w", err)
-		}
-		res.State.Approved = mr.SHA
-		return res, nil // read again: the approvals count now
-	case status != "" && status != "mergeable":
+	case blockedBy(status, res.State, mr.SHA):
 		res.State.Phase, res.Blocked = MergeBlocked, BlockerReason(status, mr.IID)
 		return res, nil
+	case status == "not_approved":
+		return res, r.approveHead(ctx, project, &res) // then read again: the approvals count now
 	}
 	if res.State.Tested != mr.SHA {
 		pl, err := r.pipelineOf(ctx, project, mr)
@@ -300,12 +327,22 @@ func (r *Runner) pipelineLook(ctx context.Context, spec Spec, res MergeResult) (
 	case pl.Outcome() == gitlab.Failed:
 		return res, ErrPipelineFailed
 	}
-	if res.State.Approved != mr.SHA {
-		if err := r.GitLab.Approve(ctx, spec.Project, mr.IID, mr.SHA); err != nil {
-			return res, fmt.Errorf("re-approve MR !%d: %w", mr.IID, err)
-		}
-		res.State.Approved = mr.SHA
+	if err := r.approveHead(ctx, spec.Project, &res); err != nil {
+		return res, err
 	}
 	res.State.Phase, res.State.Tested, res.State.Refused = MergeAttempt, mr.SHA, 0
 	return res, nil
+}
+
+// approveHead has the reviewer accounts approve the MR's head unless they already did (a push
+// may reset approvals; a new head needs its own).
+func (r *Runner) approveHead(ctx context.Context, project string, res *MergeResult) error {
+	if res.State.Approved == res.MR.SHA {
+		return nil
+	}
+	if err := r.GitLab.Approve(ctx, project, res.MR.IID, res.MR.SHA); err != nil {
+		return fmt.Errorf("approve MR !%d: %w", res.MR.IID, err)
+	}
+	res.State.Approved = res.MR.SHA
+	return nil
 }

@@ -24,11 +24,11 @@ import (
 // ApprovalFaults are the approval simulator's knobs; the struct the sim.approval.* keys fill.
 type ApprovalFaults = config.SimApproval
 
-// Ticket statuses.
+// Ticket statuses: the approval protocol's.
 const (
-	TicketPending  = "PENDING"
-	TicketApproved = "APPROVED"
-	TicketRejected = "REJECTED"
+	TicketPending  = approval.StatusPending
+	TicketApproved = approval.StatusApproved
+	TicketRejected = approval.StatusRejected
 )
 
 // Ticket is one approval ticket as the inbox lists it.

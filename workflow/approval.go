@@ -104,7 +104,10 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 		r.r.HandedOver() // the decision's transaction replaced or ended this task
 		return nil
 	}
-	return r.r.Finish(ctx, nil)
+	// DUPLICATE or IGNORED_STALE: the decision was seen before and changed nothing here (a
+	// stale one, a ticket of another flow). The request still waits for a decision: keep
+	// asking, never leave it without its task.
+	return r.r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " answered " + strings.ToLower(t.Status) + ", which did not decide this request"}, nil)
 }
 
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In

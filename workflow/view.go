@@ -6,6 +6,7 @@ package workflow
 import (
 	"time"
 
+	"bindery/approval"
 	"bindery/store"
 )
 
@@ -159,9 +160,9 @@ type ReconcileResult struct {
 
 // Approval callback results.
 const (
-	ApprovalApproved  = "APPROVED"
-	ApprovalRejected  = "REJECTED"
-	ApprovalWithdrawn = "WITHDRAWN"
+	ApprovalApproved  = approval.StatusApproved
+	ApprovalRejected  = approval.StatusRejected
+	ApprovalWithdrawn = approval.StatusWithdrawn
 )
 
 // ApprovalCallback is the verified body of POST /hooks/approval.
