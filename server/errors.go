@@ -10,6 +10,7 @@ import (
 
 	"bindery/apperr"
 	"bindery/logging"
+	"bindery/outbound"
 	"bindery/store"
 )
 
@@ -48,9 +49,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	ctx := r.Context()
 	body := ErrorBody{Code: apperr.Internal, Message: apperr.GenericMessage, RequestID: logging.RequestID(ctx)}
 	status := http.StatusInternalServerError
-	if apperr.As(err) == nil && store.Unavailable(err) {
-		// The database did not answer in time, or the connection was lost: try again, not a bug.
-		err = &apperr.Error{Code: apperr.Unavailable, Message: "The database did not answer in time; try again shortly.", Cause: err, RetryAfter: time.Second}
+	if apperr.As(err) == nil {
+		err = unavailable(err)
 	}
 	if e := apperr.As(err); e != nil {
 		if s, ok := statusOf[e.Code]; ok && e.Code != apperr.Internal {
@@ -70,6 +70,22 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.WarnContext(ctx, "request refused", "status", status, "code", body.Code, "err", err)
 	}
 	writeJSON(w, status, body)
+}
+
+// unavailable classifies an error no layer named: a dependency that did not answer — an outbound
+// call (its own classification says so; it unwraps to its transport error, so it is looked at
+// first), then the database — is 503, try again; anything else stays an internal error.
+func unavailable(err error) error {
+	var oe *outbound.Error
+	switch {
+	case errors.As(err, &oe) && oe.Temporary():
+		return apperr.Wrap(err, apperr.Unavailable, "A service bindery depends on did not answer; try again shortly.")
+	case errors.As(err, &oe):
+		return err
+	case store.Unavailable(err):
+		return apperr.Wrap(err, apperr.Unavailable, "The database did not answer in time; try again shortly.")
+	}
+	return err
 }
 
 // writeJSON writes v as the response. API answers are never cached.

@@ -80,8 +80,9 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 		// A resend of an application accepted while the window was open (its 202 was lost) is
 		// not a new application: it gets its own answer, DUPLICATE_SUBMIT, not APPLY_CLOSED.
 		if wf != nil {
-			if status, res, ok := s.resentApplication(r.Context(), b, caller.ID); ok {
-				return status, res, nil
+			status, res, ok, err := s.resentApplication(r.Context(), b, caller.ID)
+			if err != nil || ok {
+				return status, res, err
 			}
 		}
 		return 0, nil, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
@@ -102,15 +103,21 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 }
 
 // resentApplication is the stored answer of an application already accepted under b's
-// operationId — the same payload from the same caller (idempotency.ttl keeps it) — replayed as
-// DUPLICATE_SUBMIT. ok false: a new application (or one whose record expired).
-func (s *Server) resentApplication(ctx context.Context, b applyBody, caller string) (int, any, bool) {
+// operationId — the same payload from the same caller, not expired (idempotency.ttl) — replayed
+// as DUPLICATE_SUBMIT. ok false: a new application. A database that does not answer is an
+// error (503, try again), never "a new application" refused for good.
+func (s *Server) resentApplication(ctx context.Context, b applyBody, caller string) (int, any, bool, error) {
 	rec, err := s.deps.DB.IdempotencyRecord(ctx, "apply", b.OperationID)
-	if err != nil || rec.Status == 0 || rec.PayloadHash != payloadHash("apply", caller, b) {
-		return 0, nil, false
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return 0, nil, false, nil
+	case err != nil:
+		return 0, nil, false, err
+	case rec.Status == 0 || rec.PayloadHash != payloadHash("apply", caller, b) || !s.now().Before(rec.ExpiresAt):
+		return 0, nil, false, nil
 	}
 	status, res, err := s.replayApply(ctx, rec)
-	return status, res, err == nil
+	return status, res, err == nil, err
 }
 
 // replayApply answers a repeated application: the same 202, coded DUPLICATE_SUBMIT (the SPA

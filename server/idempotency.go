@@ -66,10 +66,14 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 		return 0, nil, apperr.Busy(nil, "A request with this operationId is still being processed; retry shortly.")
 	}
 	// The request's own context may be gone by now (the client left, the deadline passed just
-	// after the business write); recording its outcome must not be — with a deadline of its own.
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.deps.Config.Current().DatabaseRequestTimeout())
-	defer cancel()
+	// after the business write); recording its outcome must not be — with a deadline of its
+	// own, which starts when the work is done.
+	after := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), s.deps.Config.Current().DatabaseRequestTimeout())
+	}
 	release := func() {
+		bg, cancel := after()
+		defer cancel()
 		if rerr := s.deps.DB.ReleaseIdempotency(bg, scope, key); rerr != nil {
 			s.deps.Log.WarnContext(ctx, "idempotency key not released; a retry waits for its lease", "scope", scope, "key", key, "err", rerr)
 		}
@@ -88,7 +92,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 	}
 	answer, merr := json.Marshal(body)
 	if merr == nil {
+		bg, cancel := after()
 		merr = s.deps.DB.CompleteIdempotency(bg, scope, key, status, answer)
+		cancel()
 	}
 	if merr != nil {
 		s.deps.Log.WarnContext(ctx, "idempotency answer not stored; a repeat will run again after the lease", "scope", scope, "key", key, "err", merr)

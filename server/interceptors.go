@@ -118,7 +118,7 @@ func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
 // server.metricsAddr set it lives on that listener only (MetricsHandler), not here.
 func (s *Server) metricsAllowed(r *http.Request) error {
 	snap := s.deps.Config.Current()
-	if snap.MetricsAddr() != "" {
+	if s.started.MetricsAddr() != "" { // static: the listener was bound, or not, at the start
 		return apperr.New(apperr.NotFound, "No such page: metrics are served on server.metricsAddr.")
 	}
 	if _, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && snap.MetricsToken() != "" {

@@ -3,7 +3,6 @@
 package server
 
 import (
-	"context"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -126,13 +125,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) (int, any, erro
 // readyz answers 200 only when a write commits within database.requestTimeout: a ping answers
 // even while writes are blocked (a lock, a full disk, a read-only server).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.deps.Config.Current().DatabaseRequestTimeout())
-	defer cancel()
+	ctx := r.Context() // bounded by database.requestTimeout, as every route's work (endpoint)
 	if err := s.deps.DB.Ping(ctx); err != nil {
 		return 0, nil, apperr.Wrap(err, apperr.Unavailable, "The database is not reachable.")
 	}
 	if err := s.deps.DB.WriteProbe(ctx); err != nil {
-		return 0, nil, &apperr.Error{Code: apperr.Unavailable, Message: "The database does not take writes right now.", Cause: err, RetryAfter: time.Second}
+		return 0, nil, apperr.Wrap(err, apperr.Unavailable, "The database does not take writes right now.")
 	}
 	return http.StatusOK, map[string]any{"status": "ready", "configGeneration": s.deps.Config.Current().Generation}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"bindery/apperr"
+	"bindery/outbound"
 	"bindery/store"
 )
 
@@ -149,6 +150,48 @@ func TestADatabaseThatDidNotAnswerIs503(t *testing.T) {
 			t.Errorf("%v → %d %s (Retry-After %q)", err, rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
 		}
 	}
+}
+
+// A dependency other than the database that did not answer is named as such, not as the
+// database (an outbound error unwraps to its transport error: it is classified first); one that
+// answered with a refusal stays what it is.
+func TestAnOutboundFailureIsNotCalledTheDatabase(t *testing.T) {
+	timeout := outbound.NewError("gitlab", "get_mr", outbound.KindTimeout, &net.OpError{Op: "read", Err: context.DeadlineExceeded})
+	rec := httptest.NewRecorder()
+	writeError(rec, httptest.NewRequest("GET", "/", nil), slog.New(slog.DiscardHandler), fmt.Errorf("read MR: %w", timeout))
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "A service bindery depends on") || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("an outbound timeout: %d %s", rec.Code, rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	writeError(rec, httptest.NewRequest("GET", "/", nil), slog.New(slog.DiscardHandler), outbound.NewStatusError("gitlab", "merge", 403, "forbidden", "nope", nil))
+	if rec.Code != 500 {
+		t.Fatalf("an outbound refusal no step handled: %d", rec.Code)
+	}
+}
+
+// A database that does not answer while the window is closed: a resend is not refused for good
+// as a new application (403) but told to try again (503).
+func TestAResendWhileTheDatabaseIsDownIsNotRefusedAsClosed(t *testing.T) {
+	h := setup(t, options{config: map[string]string{"apply.mode": "CLOSED"}})
+	d := h.srv.deps
+	d.DB = recordlessDB{h.db}
+	d.Metrics = metrics.NewSet()
+	srv := New(d)
+	req := httptest.NewRequest("POST", "/api/apply", strings.NewReader(`{"operationId":"op-1","targetKey":"public-a","reason":"r"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Bindery-User", "alice")
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != 503 {
+		t.Fatalf("closed window, database down: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// recordlessDB is the real store whose idempotency records cannot be read.
+type recordlessDB struct{ *store.DB }
+
+func (recordlessDB) IdempotencyRecord(context.Context, string, string) (store.IdempotencyRecord, error) {
+	return store.IdempotencyRecord{}, fmt.Errorf("read record: %w", context.DeadlineExceeded)
 }
 
 func TestPanicBecomesGeneric500(t *testing.T) {
