@@ -21,7 +21,7 @@ func halfFile(old, cur *Snapshot) error {
 		return nil
 	}
 	for _, sec := range old.sections {
-		if !slices.Contains(cur.sections, sec) {
+		if !slices.Contains(cur.named, sec) {
 			return fmt.Errorf("the file no longer has the %q section the configuration in force has (cut short?); keeping the last good configuration — to drop the section on purpose, write `%s: {}`", sec, sec)
 		}
 	}

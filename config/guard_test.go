@@ -69,6 +69,7 @@ targets:
 		{"a secret left out", "hooks:\n  deployToken: dtok\nratelimit: {}\ntargets:\n  - {key: t1, title: T1, project: a/b, path: \"x/{subject}.yaml\"}\n", "blank hooks.approvalSecret"},
 		{"a secret blanked on purpose", "hooks:\n  approvalSecret: \"\"\n  deployToken: dtok\nratelimit: {}\ntargets:\n  - {key: t1, title: T1, project: a/b, path: \"x/{subject}.yaml\"}\n", ""},
 		{"a section dropped on purpose", "hooks:\n  approvalSecret: s3cret\n  deployToken: dtok\nratelimit: {}\ntargets:\n  - {key: t1, title: T1, project: a/b, path: \"x/{subject}.yaml\"}\n", ""},
+		{"the catalog left out", "hooks:\n  approvalSecret: s3cret\n  deployToken: dtok\nratelimit:\n  apply: 3\n", "empty the catalog"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ts := openTestSource(t, base)
@@ -83,5 +84,17 @@ targets:
 				t.Fatal("the refused file changed the configuration, or its error is not kept")
 			}
 		})
+	}
+}
+
+// A section emptied on purpose (`ratelimit: {}`) may then be deleted: only a section that held
+// keys is missed.
+func TestASectionEmptiedOnPurposeCanThenGo(t *testing.T) {
+	ts := openTestSource(t, "ratelimit:\n  apply: 3\nlog:\n  level: info\n")
+	for _, step := range []string{"ratelimit: {}\nlog:\n  level: info\n", "log:\n  level: info\n"} {
+		write(t, ts.path, step)
+		if err := ts.Reload(); err != nil {
+			t.Fatalf("%q: %v", step, err)
+		}
 	}
 }

@@ -134,8 +134,11 @@ func (s *Snapshot) collect(m *yaml.Node, prefix string) error {
 		}
 		seen[name] = true
 		known, below := knownKey(name)
-		if prefix == "" && (known || below) {
-			s.sections = append(s.sections, name)
+		if prefix == "" && below {
+			s.named = append(s.named, name)
+			if vn.Kind == yaml.MappingNode && len(vn.Content) > 0 {
+				s.sections = append(s.sections, name)
+			}
 		}
 		switch {
 		case known:

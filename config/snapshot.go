@@ -23,7 +23,8 @@ type Snapshot struct {
 	Unknown []string
 
 	values   map[string]value
-	sections []string // the known top-level names the file has, in file order
+	sections []string // the known top-level sections of the file that hold keys, in file order
+	named    []string // every known top-level section the file names, empty ones too
 
 	// static
 	serverAddr, serverPublicURL string
