@@ -235,7 +235,9 @@ func reason(endpoint string, status int, msg string) string {
 		return ReasonMergeFailed
 	case status == 422 && endpoint == "approve":
 		return ReasonChecklist
-	case (status == 400 || status == 405) && endpoint == "create_mr_pipeline":
+	case endpoint == "create_mr_pipeline" && (status == 405 || status == 400 && (has("No stages / jobs") || has("at least one visible job"))):
+		// The project's CI has no jobs for MR pipelines (branch pipelines only). Any other 400
+		// (a broken CI config, an MR that is not open) is not that: a branch pipeline would not help.
 		return ReasonNoMRPipelines
 	case status == 403 && endpoint == "rebase":
 		return ReasonRebaseRefused

@@ -1,6 +1,7 @@
 package gitlab_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,6 +30,8 @@ type recorded struct {
 	version string
 	mr      string // which merge_request_<mr>.json GET answers
 	merge   func() (int, string)
+	// pipelineError is the body of the 400 creating an MR pipeline ("": no MR jobs).
+	pipelineError string
 }
 
 func (rc *recorded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +43,7 @@ func (rc *recorded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == "GET" && path == "/merge_requests/12/pipelines":
 		file = "mr_pipelines.json"
 	case r.Method == "POST" && path == "/merge_requests/12/pipelines":
-		status, file = http.StatusBadRequest, "error_no_mr_pipeline_jobs.json"
+		status, file = http.StatusBadRequest, cmp.Or(rc.pipelineError, "error_no_mr_pipeline_jobs.json")
 	case r.Method == "GET" && path == "/pipelines/993":
 		file = "pipeline.json"
 	case r.Method == "GET" && strings.HasPrefix(path, "/repository/commits/"):
@@ -155,6 +158,10 @@ func TestRecordedPipelinesCommitsApprovalsAndRefusals(t *testing.T) {
 	}
 	if _, err := c.CreateMergeRequestPipeline(ctx, project, 12); !errors.Is(err, gitlab.ErrNoMRPipelines) {
 		t.Errorf("MR pipeline in a branch-pipelines project: %v", err)
+	}
+	rc.pipelineError = "error_ci_config.json" // a broken CI config is not "branch pipelines only"
+	if _, err := c.CreateMergeRequestPipeline(ctx, project, 12); err == nil || errors.Is(err, gitlab.ErrNoMRPipelines) {
+		t.Errorf("a 400 for a broken CI config: %v", err)
 	}
 	_, err = c.GetMergeRequest(ctx, project, 13)
 	if outbound.StatusOf(err) != 429 || outbound.RetryAfterOf(err) != 7*time.Second {

@@ -89,7 +89,8 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
 	}
-	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE partition_key = ? AND status = ? ORDER BY id DESC LIMIT 1",
+	// The partition's active batch, if any, is one lookup on the I1 slot's unique index.
+	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE active_slot = ? AND status = ?",
 		w.Partition, BatchBlocked))
 	switch err = translate(err); {
 	case err == nil:
