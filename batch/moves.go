@@ -72,21 +72,13 @@ func requeued(ops []string, note string) []store.MemberMove {
 // stopAt is where a blocked batch leaves its members (the batch holds its slot for operators):
 // create is the step of members still being created, handle of those in the merge phase. The
 // close phase's members stay VALIDATED at CLOSE_STARTED: the binding is still in effect.
-type stopAt struct {
-	create, handle store.Step
-	note           string
-}
+type stopAt struct{ create, handle store.Step }
 
-// with is the members' moves with the reason they stopped.
+// with is the members' moves, with the reason they stopped.
 func (p stopAt) with(note string) []store.MemberMove {
-	p.note = note
-	return p.moves()
-}
-
-func (p stopAt) moves() []store.MemberMove {
 	return []store.MemberMove{
-		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: p.create, Note: p.note}),
-		add(nil, store.MemberChange{From: created, To: store.StatusMerging, Step: p.handle, Note: p.note}),
+		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: p.create, Note: note}),
+		add(nil, store.MemberChange{From: created, To: store.StatusMerging, Step: p.handle, Note: note}),
 	}
 }
 

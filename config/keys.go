@@ -65,7 +65,11 @@ var coreKeys = []Key{
 		Misconfig: "missing/blank → /metrics is served only by the peer rule (loopback, server.trustedProxies) or on server.metricsAddr.",
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			s.metricsToken, _ = stringOr(v, "")
-			return s.metricsToken, blankNote(v), nil
+			note := ""
+			if v.present && v.blank() {
+				note = "blank: /metrics is served to loopback and server.trustedProxies only"
+			}
+			return s.metricsToken, note, nil
 		},
 	},
 	{

@@ -107,7 +107,7 @@ func (s *Server) opsBatches(w http.ResponseWriter, r *http.Request) (int, any, e
 		return 0, nil, err
 	}
 	status := store.BatchStatus(strings.ToUpper(strings.TrimSpace(r.URL.Query().Get("status"))))
-	if _, known := store.BatchStatuses[status]; status != "" && !known {
+	if status != "" && !status.Known() {
 		return 0, nil, apperr.Invalid("status", "is not a batch status (RUNNING, BLOCKED, SUCCEEDED, FAILED)")
 	}
 	page, err := wf.Batches(r.Context(), cursor, limit, status)

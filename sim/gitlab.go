@@ -295,18 +295,6 @@ func (g *GitLab) setBlocker(projectPath string, iid int64, blocker string) bool 
 	return true
 }
 
-// Blocker is the blocker an MR is held at ("" when none or unknown).
-func (g *GitLab) Blocker(projectPath string, iid int64) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if p := g.projects[projectPath]; p != nil {
-		if mr := p.mr(iid); mr != nil {
-			return mr.blocker
-		}
-	}
-	return ""
-}
-
 // Approvers lists the usernames that approved an MR.
 func (g *GitLab) Approvers(projectPath string, iid int64) []string {
 	g.mu.Lock()

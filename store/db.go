@@ -233,15 +233,25 @@ func (db *DB) pingRetrying(ctx context.Context) error {
 // Dialect is the database's SQL dialect.
 func (db *DB) Dialect() Dialect { return db.dialect }
 
-// Ping checks that both pools answer; /readyz calls it.
 // WriteProbe commits one small write (the readiness row) and reports whether it went through
 // within ctx: a ping answers even while writes are blocked by a lock, a full disk or a
-// read-only server.
+// read-only server. A readiness row someone deleted is written again.
 func (db *DB) WriteProbe(ctx context.Context) error {
-	_, err := db.rw.ExecContext(ctx, "UPDATE readiness SET written_at = "+db.now()+" WHERE id = 1")
+	res, err := db.rw.ExecContext(ctx, "UPDATE readiness SET written_at = "+db.now()+" WHERE id = 1")
+	if err != nil {
+		return translate(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return translate(err)
+	}
+	_, err = db.rw.ExecContext(ctx, "INSERT INTO readiness (id, written_at) VALUES (1, "+db.now()+")")
+	if errors.Is(translate(err), ErrDuplicate) {
+		return nil // written meanwhile by another probe
+	}
 	return translate(err)
 }
 
+// Ping checks that both pools answer; /readyz calls it.
 func (db *DB) Ping(ctx context.Context) error {
 	if err := db.rw.PingContext(ctx); err != nil {
 		return err

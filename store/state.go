@@ -299,12 +299,12 @@ const (
 // Active reports the statuses that hold the partition's slot.
 func (s BatchStatus) Active() bool { return s == BatchRunning || s == BatchBlocked }
 
+// Known reports whether s is a batch status (the transition table has every one).
+func (s BatchStatus) Known() bool { _, ok := batchTransitions[s]; return ok }
+
 // batchTransitions is the one table of legal batch transitions. BLOCKED (rebase conflict that
 // regeneration could not solve) goes back to RUNNING when an operator retries it; both active
 // statuses settle into SUCCEEDED or FAILED; terminal batches never change again.
-// BatchStatuses are the batch statuses, for checking a filter.
-var BatchStatuses = map[BatchStatus]bool{BatchRunning: true, BatchBlocked: true, BatchSucceeded: true, BatchFailed: true}
-
 var batchTransitions = map[BatchStatus][]BatchStatus{
 	BatchRunning:   {BatchBlocked, BatchSucceeded, BatchFailed},
 	BatchBlocked:   {BatchRunning, BatchSucceeded, BatchFailed},

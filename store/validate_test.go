@@ -414,3 +414,20 @@ func TestLastDeployIsTheNewestCallbackOfItsProject(t *testing.T) {
 		}
 	})
 }
+
+// The readiness probe writes its row, and writes it again when someone deleted it.
+func TestTheWriteProbeWritesItsRow(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		for range 2 {
+			if err := db.WriteProbe(bg); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM readiness"); n != 1 {
+				t.Fatalf("%d readiness rows", n)
+			}
+			if _, err := db.Raw().ExecContext(bg, "DELETE FROM readiness"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
