@@ -422,11 +422,12 @@ func inFlight(alias string) string {
 		" OR (" + alias + "status = '" + string(StatusMerging) + "' AND " + alias + "step NOT IN (" + pendingSteps() + ")))))"
 }
 
-// pendingSteps lists the pending steps' codes, from the step table.
+// pendingSteps lists the codes of the pending steps that wait for an operator, from the step
+// table (a step that waits for a person outside bindery is still driven by its task).
 func pendingSteps() string {
 	var codes []string
 	for s, info := range steps {
-		if info.Pending {
+		if info.Pending && !info.Person {
 			codes = append(codes, itoa(s))
 		}
 	}

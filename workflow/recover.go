@@ -85,6 +85,8 @@ func currentStep(op store.Operation) string {
 		return stepTicket
 	case st == store.StatusMRCreating && op.Step == store.StepCreateStarted:
 		return stepCreate
+	case st == store.StatusMerging && op.Step.Info().Person:
+		return string(change.MergeBlocked) // it looks at the MR until a person cleared it
 	case st == store.StatusMerging && !op.Step.Pending():
 		return stepApprove
 	}
