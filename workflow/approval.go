@@ -82,7 +82,9 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 	t, err := w.tickets.Get(ctx, r.memo.Ticket)
 	switch {
 	case errors.Is(err, approval.ErrNoTicket):
-		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending,
+		// Sent again from APPROVAL_SENT (the ticket step re-opens it, idempotent by operationId,
+		// and reads it at once).
+		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent,
 			Note: "The approval system no longer knows ticket " + r.memo.Ticket + "; sending it again."})
 	case err != nil:
 		return later("the approval system did not answer about the ticket: "+engine.Public(err), err)

@@ -1,10 +1,16 @@
 package workflow_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
+	"bindery/approval"
 	"bindery/config"
+	"bindery/outbound"
 	"bindery/sim"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -322,5 +328,64 @@ func TestRetryingARequestWaitingForItsDecisionReadsTheTicket(t *testing.T) {
 		}
 		h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
 		h.waitFor("the rejected request's MR closed", func() bool { return h.sims.GitLab.MergeRequestState(project, v.MR.ID) == "closed" })
+	})
+}
+
+// brokenTicketReads is the real approval client whose ticket reads fail as told: the approval
+// system lost the ticket (ErrNoTicket) or does not answer.
+type brokenTicketReads struct {
+	workflow.Tickets
+	mu    sync.Mutex
+	fails []error
+	opens int
+}
+
+func (b *brokenTicketReads) Open(ctx context.Context, tk approval.Ticket) (string, error) {
+	b.mu.Lock()
+	b.opens++
+	b.mu.Unlock()
+	return b.Tickets.Open(ctx, tk)
+}
+
+func (b *brokenTicketReads) Get(ctx context.Context, id string) (approval.TicketState, error) {
+	b.mu.Lock()
+	if len(b.fails) > 0 {
+		err := b.fails[0]
+		b.fails = b.fails[1:]
+		b.mu.Unlock()
+		return approval.TicketState{}, err
+	}
+	b.mu.Unlock()
+	return b.Tickets.Get(ctx, id)
+}
+
+// Reading the ticket fails: the approval system does not answer (the request goes on waiting and
+// bindery asks again later), then no longer knows the ticket (it is sent again — the approval
+// system opens one ticket per operationId — and read again); the decision then lands.
+func TestATicketThatCannotBeReadIsAskedAgainOrSentAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		broken := &brokenTicketReads{fails: []error{
+			outbound.NewError("approval", "get_ticket", outbound.KindTimeout, errors.New("no answer")),
+			fmt.Errorf("ticket: %w", approval.ErrNoTicket),
+		}}
+		h := setup(t, db, options{approvalFirst: true, extra: fastSims, wrapTickets: func(next workflow.Tickets) workflow.Tickets {
+			broken.Tickets = next
+			return broken
+		}})
+		c := strings.Replace(configFor(true, fastSims), "approval:\n", "approval:\n  pollAfter: 200ms\n", 1)
+		c = strings.Replace(c, "sim:\n", "sim:\n  approval:\n    callbackLossRate: 1\n", 1)
+		h.cfg.Replace(config.MustParse(c))
+		op := h.apply("alice", "db-read")
+		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.decide(op, sim.TicketApproved) // its callback is lost: only the ticket tells
+		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		broken.mu.Lock()
+		defer broken.mu.Unlock()
+		if len(broken.fails) != 0 || broken.opens != 2 {
+			t.Fatalf("failures left %d, tickets opened %d (want the first and the one sent again)", len(broken.fails), broken.opens)
+		}
+		if n := len(h.sims.Approval.Tickets()); n != 1 {
+			t.Fatalf("%d tickets in the approval system", n)
+		}
 	})
 }
