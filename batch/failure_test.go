@@ -450,7 +450,33 @@ func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
 	})
 }
 
-// A pipeline that never finishes (stuck) blocks the batch after poll.timeout. The operator's
+// A pipeline that gives no answer within poll.timeout (a hung runner) is replaced once by a new
+// pipeline on the same commit: when that one passes, the batch lands on its one MR without ever
+// being BLOCKED, so its partition is never parked for an operator.
+func TestAHungPipelineIsReplacedOnceWithoutBlocking(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
+		e.gl.StickNextPipelines(1)
+		svc := e.service(t, "i1")
+		ids := e.admitMany(t, "hung", "t1", 2)
+		o := e.round(t, svc, projectA)
+		if b := e.stopped(t, o.BatchID); b.Status != store.BatchSucceeded {
+			t.Fatalf("batch: %+v", b)
+		}
+		for _, id := range ids {
+			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		}
+		if n := e.gl.Calls("create_mr_pipeline"); n != 1 {
+			t.Fatalf("%d new pipelines, want 1 in place of the hung one", n)
+		}
+		if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE step IN (?, ?)", store.StepCreatePipelinePending, store.StepHandlePipelinePending); n != 0 {
+			t.Fatalf("%d members stopped for an operator", n)
+		}
+	})
+}
+
+// A pipeline that never finishes (stuck), nor does the new one started in its place, blocks the
+// batch: the project's CI is not answering, which no other batch of the partition could pass. The operator's
 // resume must not wait on that same pipeline again (it would block again, forever): it starts a
 // new pipeline on the same commit, which passes, and the batch lands on its one MR.
 func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {

@@ -40,6 +40,7 @@ const (
 type memo struct {
 	Flaky   int   `json:"flaky,omitempty"`   // flaky retries used on the current branch
 	Restart bool  `json:"restart,omitempty"` // an operator resumed it: replace a pipeline still running
+	Hung    int   `json:"hung,omitempty"`    // pipelines replaced because they gave no answer in time
 	Regen   bool  `json:"regen,omitempty"`   // the merge regenerated the branch once already
 	Refused int   `json:"refused,omitempty"` // merges GitLab refused in a row
 	CI      int64 `json:"ci,omitempty"`      // when the current pipeline wait started (unix ms, for the metric)
@@ -333,7 +334,7 @@ func (r *run) open(ctx context.Context) error {
 		if b.MRIID != mr.IID {
 			moves = mrOpened(mr.IID, fmt.Sprintf("batch %d, MR !%d: waiting for its pipeline", b.ID, mr.IID))
 		}
-		r.memo.Flaky, r.memo.CI = 0, time.Now().UnixMilli()
+		r.memo.Flaky, r.memo.Hung, r.memo.CI = 0, 0, time.Now().UnixMilli()
 	}
 	if r.memo.CI == 0 {
 		r.memo.CI = time.Now().UnixMilli()
@@ -386,7 +387,7 @@ func (r *run) pipeline(ctx context.Context) error {
 	}
 	next, timedOut := r.r.Poll(r.stages(), "waiting for "+link)
 	if timedOut {
-		return r.block(ctx, pipelinePending, link+" gave no answer within poll.timeout; an operator can resume the batch")
+		return r.hung(ctx, stepPipeline, link)
 	}
 	if pipeline != 0 && pipeline != b.PipelineID {
 		return r.next(ctx, next, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline}})
@@ -530,8 +531,36 @@ func (r *run) mergeWait(ctx context.Context, phase change.MergePhase, res change
 		}
 		return r.decide(ctx, failedMerge.with(fmt.Sprintf("%s, and nobody did within batch.blockedTimeout (%s)", res.Blocked, r.s.cfg.Current().BatchBlockedTimeout())))
 	}
-	return r.block(ctx, pipelinePending, "the new head's pipeline gave no answer within poll.timeout; an operator can resume the batch")
+	return r.hung(ctx, string(change.MergePipeline), "the new head's pipeline")
 }
+
+// hung: the pipeline gave no answer within poll.timeout. A hung runner or a job waiting for
+// nobody is specific to that pipeline, so the first time a new pipeline is started on the same
+// commit and waited for; a second silence means the project's CI is not answering — no other
+// batch of the partition could pass it either — and the batch is BLOCKED for operators.
+func (r *run) hung(ctx context.Context, step, link string) error {
+	b := r.batch
+	if r.memo.Hung < maxHungRestarts {
+		started, err := r.s.change.RestartStuckPipeline(ctx, b.Project, b.MRIID)
+		if err != nil {
+			return err
+		}
+		r.memo.CI = time.Now().UnixMilli()
+		if !started {
+			// It finished meanwhile (or a rebase moved the head): look again at once.
+			n := r.waitFor(step)
+			n.Memo = r.memo.encode()
+			return r.r.Next(ctx, n, nil)
+		}
+		r.memo.Hung++
+		return r.next(ctx, r.waitFor(step), store.BatchStep{Change: store.BatchChange{
+			Note: fmt.Sprintf("%s gave no answer within poll.timeout; a new pipeline was started on the same commit", link)}})
+	}
+	return r.block(ctx, pipelinePending, link+" gave no answer within poll.timeout, nor did a new one; an operator can resume the batch")
+}
+
+// maxHungRestarts is how many pipelines that gave no answer are replaced before the batch blocks.
+const maxHungRestarts = 1
 
 // waitNotes say what each merge phase waits for.
 var waitNotes = map[change.MergePhase]string{

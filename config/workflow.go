@@ -126,7 +126,7 @@ func init() {
 			"blank, unparsable, ≤ 0 or below 5s → 2m.",
 			func(s *Snapshot) *time.Duration { return &s.batchLeaseTTL }, 5*time.Second),
 		durationKey("batch.blockedTimeout", "24h",
-			"How long a BLOCKED batch (a pipeline or rebase without an answer, an MR a person must clear) holds its partition before it is settled as failed; also how long a batch may keep retrying an unavailable dependency. Read when the batch is blocked (a change applies to later blocks).",
+			"How long a BLOCKED batch (a pipeline that gave no answer twice, a rebase without an answer, an MR a person must clear) holds its partition before it is settled as failed; also how long a batch may keep retrying an unavailable dependency. Read when the batch is blocked (a change applies to later blocks).",
 			"blank, unparsable, ≤ 0 or below 1m → 24h.",
 			func(s *Snapshot) *time.Duration { return &s.batchBlockedTimeout }, time.Minute),
 		durationKey("workflow.leaseTTL", "2m",

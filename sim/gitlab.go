@@ -59,6 +59,7 @@ type GitLab struct {
 	nextUserID     int64
 	seq            int64 // commit id salt
 	failNext       int   // the next pipelines that fail whatever the knobs say (FailNextPipelines)
+	stickNext      int   // the next pipelines that never finish (StickNextPipelines)
 	active         []*pipeline
 	rebasing       []*mergeRequest
 	locking        []*mergeRequest // merges GitLab is carrying out (sim.gitlab.mergeDuration)
@@ -104,6 +105,14 @@ func (g *GitLab) FailNextPipelines(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.failNext = max(n, 0)
+}
+
+// StickNextPipelines makes the next n new pipelines never finish, whatever the knobs say: a
+// hung runner that a new pipeline on the same commit gets past.
+func (g *GitLab) StickNextPipelines(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stickNext = max(n, 0)
 }
 
 // Faults are the knobs in force.

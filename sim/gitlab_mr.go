@@ -347,6 +347,9 @@ func (g *GitLab) runPipeline(pl *pipeline, target string, now time.Time) { // ho
 	case g.failNext > 0:
 		g.failNext--
 		pl.outcome = pipeFailed
+	case g.stickNext > 0:
+		g.stickNext--
+		pl.outcome = "stuck"
 	case g.changesMatch(pl.project, target, pl.sha, f.PipelineFailOn):
 		pl.outcome = pipeFailed
 	case chance(f.PipelineStuckRate):
