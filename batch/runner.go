@@ -375,7 +375,7 @@ func (r *run) pipeline(ctx context.Context) error {
 		return r.next(ctx, r.waitFor(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline,
 			Note: fmt.Sprintf("%s failed; new run %d on the same commit (batch.flakyRetries)", link, r.memo.Flaky)}})
 	case look.Outcome == change.Passed && look.MR.Merged():
-		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID))
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), look.MR)
 	case look.Outcome == change.Passed:
 		note := link + " passed"
 		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.memo.CI), "project", b.Project)
@@ -442,7 +442,7 @@ func (r *run) approve(ctx context.Context) error {
 	case err != nil:
 		return err
 	case mr.Merged(): // remote state first: someone merged it, finish as merged
-		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID))
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), mr)
 	}
 	note := fmt.Sprintf("MR !%d approved by the reviewer accounts", b.MRIID)
 	r.memo.Merge, r.memo.Regen, r.memo.Refused, r.memo.Approved = time.Now().UnixMilli(), false, 0, mr.SHA
@@ -471,7 +471,7 @@ func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 		if r.memo.Merge != 0 {
 			r.s.rec.Since("bindery_batch_merge_seconds", time.UnixMilli(r.memo.Merge), "project", b.Project)
 		}
-		return r.settleMerged(ctx, fmt.Sprintf("MR !%d merged", b.MRIID))
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d merged", b.MRIID), res.MR)
 	case errors.Is(err, change.ErrMRClosed):
 		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
 	case errors.Is(err, change.ErrConflict):
@@ -662,14 +662,20 @@ func (r *run) settle(ctx context.Context) error {
 		return r.next(ctx, store.TaskNext{In: max(wait, outbound.RetryAfterOf(err)), Failures: r.r.Task.Failures + 1, Note: "settling did not go through: " + msg},
 			store.BatchStep{Change: store.BatchChange{LastError: &msg, Note: fmt.Sprintf("failed (%s), but settling it did not go through: %s; retrying", f.note, msg)}})
 	case wasMerged:
+		mr, err := r.s.change.GitLab.GetMergeRequest(ctx, b.Project, iid)
+		if err != nil {
+			return fmt.Errorf("read the merged MR !%d: %w", iid, err)
+		}
 		note := fmt.Sprintf("MR !%d turned out merged: the merge wins over the close", iid)
-		return r.settleAs(ctx, store.BatchSucceeded, note, merged(iid, note))
+		return r.settleMerged(ctx, note, mr)
 	}
 	return r.settleAs(ctx, store.BatchFailed, f.note, f.moves(nil))
 }
 
-func (r *run) settleMerged(ctx context.Context, note string) error {
-	return r.settleAs(ctx, store.BatchSucceeded, note, merged(r.batch.MRIID, note))
+// settleMerged settles the batch as merged by mr (as GitLab gave it after the merge), recording
+// where it landed in the project's merge order.
+func (r *run) settleMerged(ctx context.Context, note string, mr gitlab.MergeRequest) error {
+	return r.settleWith(ctx, store.Settlement{Status: store.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)})
 }
 
 // settleAbsent ends a batch whose only member deletes a file already gone: the change is in
@@ -684,11 +690,17 @@ func (r *run) settleAbsent(ctx context.Context) error {
 // settleAs ends the batch: the task finished under its fence, then the guarded settlement in the
 // same transaction (a second settler fails at once); the outcome is emitted after the commit.
 func (r *run) settleAs(ctx context.Context, status store.BatchStatus, note string, moves []store.MemberMove) error {
+	return r.settleWith(ctx, store.Settlement{Status: status, Note: note, Moves: moves})
+}
+
+func (r *run) settleWith(ctx context.Context, s store.Settlement) error {
 	b := r.batch
+	s.BatchID, s.Version = b.ID, b.Version
+	status, note := s.Status, s.Note
 	var res store.Settled
 	err := r.r.Finish(ctx, func(tx *store.Tx) error {
 		var err error
-		res, err = tx.Settle(ctx, store.Settlement{BatchID: b.ID, Version: b.Version, Status: status, Note: note, Moves: moves})
+		res, err = tx.Settle(ctx, s)
 		return err
 	})
 	if err != nil {

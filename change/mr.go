@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"bindery/gitlab"
+	"bindery/store"
 )
 
 // Spec is what one MR carries: where it goes and the file actions of every member.
@@ -175,3 +176,10 @@ func (r *Runner) Close(ctx context.Context, project string, iid int64) (merged b
 
 // ErrLocked: GitLab is merging the MR right now; whether it merges is not decided yet.
 var ErrLocked = errors.New("merge request is locked: GitLab is merging it right now")
+
+// Landed is where a merged MR landed, for the project's merge order (the transaction that
+// records its requests MERGED records it): its target branch, the commit it put there and
+// GitLab's time of the merge.
+func Landed(project string, mr gitlab.MergeRequest) *store.MergeRecord {
+	return &store.MergeRecord{Project: project, MRIID: mr.IID, Branch: mr.TargetBranch, SHA: mr.LandedSHA(), MergedAt: mr.MergedAt}
+}

@@ -148,6 +148,8 @@ type MergeRequest struct {
 	TargetBranch        string
 	SHA                 string // head of the source branch: pass it to Approve and Merge
 	MergeCommitSHA      string
+	SquashCommitSHA     string
+	MergedAt            time.Time // zero until merged (and when GitLab does not say)
 	DetailedMergeStatus string // "mergeable", "need_rebase", "conflict", "ci_still_running", "checking", …; "" before GitLab 15.6
 	MergeStatus         string // the older merge_status: "can_be_merged", "cannot_be_merged", "unchecked", "checking", …
 	HasConflicts        bool
@@ -161,6 +163,20 @@ type MergeRequest struct {
 	HeadPipeline                *Pipeline // nil when the head has no pipeline yet
 	CreatedAt                   time.Time
 	UpdatedAt                   time.Time
+}
+
+// LandedSHA is the commit a merged MR put on its target branch: the merge commit, else the squash
+// commit (a fast-forward squash), else its head (a fast-forward merge). "" before the merge.
+func (m MergeRequest) LandedSHA() string {
+	switch {
+	case !m.Merged():
+		return ""
+	case m.MergeCommitSHA != "":
+		return m.MergeCommitSHA
+	case m.SquashCommitSHA != "":
+		return m.SquashCommitSHA
+	}
+	return m.SHA
 }
 
 // Merged, Closed and Open read State.

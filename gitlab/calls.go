@@ -165,7 +165,7 @@ func (c *Client) MergeRequestsBySource(ctx context.Context, project, branch stri
 			for _, m := range list {
 				out = append(out, MergeRequest{ID: m.ID, IID: m.IID, ProjectID: m.ProjectID, Title: m.Title, State: m.State,
 					SourceBranch: m.SourceBranch, TargetBranch: m.TargetBranch, SHA: m.SHA, MergeCommitSHA: m.MergeCommitSHA,
-					DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts, WebURL: m.WebURL,
+					SquashCommitSHA: m.SquashCommitSHA, MergedAt: deref(m.MergedAt), DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts, WebURL: m.WebURL,
 					CreatedAt: deref(m.CreatedAt), UpdatedAt: deref(m.UpdatedAt)})
 			}
 		}
@@ -222,7 +222,7 @@ func toMergeRequest(m *gl.MergeRequest) MergeRequest {
 	out := MergeRequest{
 		ID: m.ID, IID: m.IID, ProjectID: m.ProjectID, Title: m.Title, State: m.State,
 		SourceBranch: m.SourceBranch, TargetBranch: m.TargetBranch, SHA: m.SHA, MergeCommitSHA: m.MergeCommitSHA,
-		DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts, MergeError: m.MergeError,
+		SquashCommitSHA: m.SquashCommitSHA, MergedAt: deref(m.MergedAt), DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts, MergeError: m.MergeError,
 		Draft: m.Draft, BlockingDiscussionsResolved: m.BlockingDiscussionsResolved,
 		RebaseInProgress: m.RebaseInProgress, AutoMerge: m.MergeWhenPipelineSucceeds, WebURL: m.WebURL,
 		CreatedAt: deref(m.CreatedAt), UpdatedAt: deref(m.UpdatedAt),

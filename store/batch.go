@@ -406,6 +406,9 @@ type Settlement struct {
 	// Moves are further member transitions in the same transaction, e.g. one per action: the
 	// create phase's members → MERGED, the close phase's → CLOSED.
 	Moves []MemberMove
+	// Merge, when the batch's MR landed, is recorded in the same transaction: the project's
+	// merge order that deploys are reconciled by.
+	Merge *MergeRecord
 }
 
 // Settled is what a settlement did.
@@ -458,6 +461,11 @@ func (tx *Tx) Settle(ctx context.Context, s Settlement) (Settled, error) {
 		return Settled{}, err
 	}
 	db.hook("settle.batch")
+	if s.Merge != nil {
+		if err := tx.RecordMerge(ctx, *s.Merge); err != nil {
+			return Settled{}, err
+		}
+	}
 	ms, err := holding(ctx, tx.tx, s.BatchID)
 	if err != nil {
 		return Settled{}, err

@@ -163,6 +163,25 @@ func seedRequests(t testing.TB, db *store.DB, project string, ids []string, stat
 			t.Fatalf("seed bindings: %v", err)
 		}
 	}
+	if mrIID > 0 && (status == store.StatusMerged || status == store.StatusValidated) {
+		seedMerge(t, db, project, mrIID, "main", mergedAtBase.Add(time.Duration(mrIID)*time.Minute))
+	}
+}
+
+// mergedAtBase is when seedRequests' MRs merged: MR n n minutes after it, so that by default
+// merge order is MR number order (tests of other orders seed their merges themselves).
+var mergedAtBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// seedMerge records that project!iid landed on branch at (by GitLab's clock), with the next
+// sequence of its project; an MR recorded already keeps its record.
+func seedMerge(t testing.TB, db *store.DB, project string, iid int64, branch string, at time.Time) {
+	t.Helper()
+	err := db.InTx(bg, func(tx *store.Tx) error {
+		return tx.RecordMerge(bg, store.MergeRecord{Project: project, MRIID: iid, Branch: branch, SHA: fmt.Sprintf("sha-%s-%d", project, iid), MergedAt: at})
+	})
+	if err != nil {
+		t.Fatalf("seed merge %s!%d: %v", project, iid, err)
+	}
 }
 
 func nullable(v int64) any {

@@ -437,6 +437,9 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 					t.Fatalf("settle %d: %+v %v", n, s.Flipped, err)
 				}
 			})
+			// MR n landed, then MR n+1, whose deploy was called back.
+			seedMerge(t, db, partition, int64(n), "main", mergedAtBase)
+			seedMerge(t, db, partition, int64(n+1), "main", mergedAtBase.Add(time.Minute))
 			if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES (?, ?)", partition, n+1); err != nil {
 				t.Fatal(err)
 			}
@@ -464,7 +467,8 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 	})
 }
 
-// Reconciliation reads at most twice, whatever the number of rows.
+// Reconciliation reads twice (the window, then what was deployed on its one branch), whatever
+// the number of rows.
 func TestReconciliationReadsTwice(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		var ids []string
@@ -472,6 +476,7 @@ func TestReconciliationReadsTwice(t *testing.T) {
 			ids = append(ids, fmt.Sprintf("m-%04d", i))
 		}
 		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 5)
+		seedMerge(t, db, "team/a", 9, "main", mergedAtBase.Add(9*time.Minute))
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 9)"); err != nil {
 			t.Fatal(err)
 		}

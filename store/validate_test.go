@@ -385,8 +385,8 @@ func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
 				t.Fatalf("%+v: %v, want ErrUnknownMR", d, err)
 			}
 		}
-		if marks, err := db.DeployWatermarks(bg); err != nil || len(marks) != 0 {
-			t.Fatalf("an unverified callback moved a watermark: %v %v", marks, err)
+		if n := count(t, db, "SELECT COUNT(*) FROM deploy_callback"); n != 0 {
+			t.Fatalf("%d unverified callbacks recorded", n)
 		}
 		d := recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 2, OperationIDs: []string{"m1"}})
 		if len(d.Validated) != 0 || d.Fresh || strings.Join(d.Refused, ",") != "m1" {

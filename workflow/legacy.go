@@ -9,6 +9,7 @@ import (
 	"bindery/change"
 	"bindery/config"
 	"bindery/engine"
+	"bindery/gitlab"
 	"bindery/store"
 )
 
@@ -125,7 +126,7 @@ func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 	case err != nil:
 		return failed(store.StatusHandleFailed, store.StepHandleApproveFailed, err)
 	case mr.Merged():
-		return w.recordMerged(ctx, r, "Already merged.")
+		return w.recordMerged(ctx, r, "Already merged.", mr)
 	}
 	r.memo = reqMemo{Approved: mr.SHA}
 	return r.then(ctx, string(change.MergeAttempt), 0, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved})
@@ -181,7 +182,7 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	r.memo.Tested, r.memo.Approved = res.State.Tested, res.State.Approved
 	switch {
 	case err == nil && res.Merged:
-		return w.recordMerged(ctx, r, "")
+		return w.recordMerged(ctx, r, "", res.MR)
 	case errors.Is(err, change.ErrConflict):
 		return failed(store.StatusHandleFailed, store.StepHandleRebaseConflict, err)
 	case errors.Is(err, change.ErrPipelineFailed):
@@ -243,10 +244,17 @@ func (r *reqRun) blocked(ctx context.Context, reason string) error {
 		store.TaskNext{Step: string(change.MergeBlocked), Wait: store.WaitStart, Slot: &none, Note: "blocked: " + reason})
 }
 
-// recordMerged writes MERGED, ends the task (its merge slot with it) and replays a deploy
-// callback that came first.
-func (w *Workflow) recordMerged(ctx context.Context, r *reqRun, note string) error {
-	if err := r.finish(ctx, store.Change{To: store.StatusMerged, Step: store.StepHandleMerged, Note: note}); err != nil {
+// recordMerged writes MERGED with where mr landed in the project's merge order, ends the task
+// (its merge slot with it) and replays a deploy callback that came first.
+func (w *Workflow) recordMerged(ctx context.Context, r *reqRun, note string, mr gitlab.MergeRequest) error {
+	land := change.Landed(r.req.Operation.Project, mr)
+	err := r.r.Finish(ctx, func(tx *store.Tx) error {
+		if err := tx.RecordMerge(ctx, *land); err != nil {
+			return err
+		}
+		return r.transition(ctx, tx, store.Change{To: store.StatusMerged, Step: store.StepHandleMerged, Note: note})
+	})
+	if err != nil {
 		return err
 	}
 	w.catchUpDeploy(ctx, r.req.Operation.Project, r.req.Operation.MRIID)

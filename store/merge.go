@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MergeRecord is one MR that landed on its target branch, as GitLab said when bindery saw it
+// merged: the place in the project's merge order that a deploy of it, or of a later merge,
+// proves deployed (docs/states.md, "Validation").
+type MergeRecord struct {
+	Project  string
+	MRIID    int64
+	Branch   string    // the target branch
+	SHA      string    // the commit the merge put on the branch ("" unknown)
+	MergedAt time.Time // GitLab's time of the merge; zero: GitLab gave none, the merge is never placed
+	Seq      int64     // the project's merge sequence, taken when recorded (read back only)
+}
+
+// RecordMerge records that m landed, in the transaction that records its requests MERGED (after
+// merge_batch, before operation: the lock order), with the project's next merge sequence. An MR
+// recorded already keeps its first record (a replayed settlement changes nothing).
+func (tx *Tx) RecordMerge(ctx context.Context, m MergeRecord) error {
+	if m.Project == "" || m.MRIID <= 0 {
+		return fmt.Errorf("record merge: project %q, MR %d", m.Project, m.MRIID)
+	}
+	var seen int
+	err := tx.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM mr_merge WHERE project = ? AND mr_iid = ?", m.Project, m.MRIID).Scan(&seen)
+	if err != nil || seen > 0 {
+		return translate(err)
+	}
+	// The counter row serialises the project's merges: the increment locks it until commit.
+	upsert := "INSERT INTO merge_counter (project, seq) VALUES (?, 1) ON CONFLICT (project) DO UPDATE SET seq = seq + 1"
+	if tx.db.dialect == MySQL {
+		upsert = "INSERT INTO merge_counter (project, seq) VALUES (?, 1) ON DUPLICATE KEY UPDATE seq = seq + 1"
+	}
+	if _, err := tx.tx.ExecContext(ctx, upsert, m.Project); err != nil {
+		return fmt.Errorf("merge sequence of %s: %w", m.Project, translate(err))
+	}
+	var seq int64
+	if err := tx.tx.QueryRowContext(ctx, "SELECT seq FROM merge_counter WHERE project = ?", m.Project).Scan(&seq); err != nil {
+		return fmt.Errorf("merge sequence of %s: %w", m.Project, translate(err))
+	}
+	var at any
+	if !m.MergedAt.IsZero() {
+		at = tx.db.timeArg(m.MergedAt)
+	}
+	_, err = tx.tx.ExecContext(ctx, "INSERT INTO mr_merge (project, mr_iid, seq, branch, sha, merged_at) VALUES (?, ?, ?, ?, ?, ?)",
+		m.Project, m.MRIID, seq, m.Branch, m.SHA, at)
+	if err = translate(err); errors.Is(err, ErrDuplicate) {
+		return nil // recorded by a concurrent settler of the same MR
+	}
+	if err != nil {
+		return fmt.Errorf("record merge %s!%d: %w", m.Project, m.MRIID, err)
+	}
+	return nil
+}
+
+// MergeOf returns the merge record of project!iid, ErrNotFound when bindery recorded none.
+func (db *DB) MergeOf(ctx context.Context, project string, iid int64) (MergeRecord, error) {
+	m := MergeRecord{Project: project, MRIID: iid}
+	var at dbTime
+	err := db.ro.QueryRowContext(ctx, "SELECT seq, branch, sha, merged_at FROM mr_merge WHERE project = ? AND mr_iid = ?", project, iid).
+		Scan(&m.Seq, &m.Branch, &m.SHA, &at)
+	if err != nil {
+		return MergeRecord{}, fmt.Errorf("merge of %s!%d: %w", project, iid, translate(err))
+	}
+	m.MergedAt = at.T
+	return m, nil
+}
+
+// before reports whether a landed at or before b on the same branch of the same project: by
+// GitLab's merge times, then (equal times) by the recorded sequence. A merge without GitLab's
+// time is never placed, so nothing is inferred from it or for it.
+func (a MergeRecord) before(b MergeRecord) bool {
+	switch {
+	case a.Project != b.Project || a.Branch != b.Branch || a.MergedAt.IsZero() || b.MergedAt.IsZero():
+		return false
+	case a.MRIID == b.MRIID:
+		return true
+	case !a.MergedAt.Equal(b.MergedAt):
+		return a.MergedAt.Before(b.MergedAt)
+	}
+	return a.Seq < b.Seq
+}
