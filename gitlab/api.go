@@ -150,8 +150,8 @@ type MergeRequest struct {
 	MergeCommitSHA      string
 	SquashCommitSHA     string
 	MergedAt            time.Time // zero until merged (and when GitLab does not say)
-	DetailedMergeStatus string // "mergeable", "need_rebase", "conflict", "ci_still_running", "checking", …; "" before GitLab 15.6
-	MergeStatus         string // the older merge_status: "can_be_merged", "cannot_be_merged", "unchecked", "checking", …
+	DetailedMergeStatus string    // "mergeable", "need_rebase", "conflict", "ci_still_running", "checking", …; "" before GitLab 15.6
+	MergeStatus         string    // the older merge_status: "can_be_merged", "cannot_be_merged", "unchecked", "checking", …
 	HasConflicts        bool
 	Draft               bool
 	// BlockingDiscussionsResolved: no unresolved discussion blocks the merge.
