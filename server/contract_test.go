@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"bindery/store"
 )
 
 // The OpenAPI document is a contract the API tests hold the server to: every request a test
@@ -89,7 +93,8 @@ type exchange struct {
 // checkContract holds one exchange to the document (see the comment at the top of the file).
 // Requests to paths the document does not describe (the page, assets, unknown paths) are not
 // the API's; TestOpenAPIDocumentsEveryRoute keeps the document's paths and the route table equal.
-func checkContract(t testing.TB, x exchange) {
+// It reports whether the document allows the request.
+func checkContract(t testing.TB, x exchange) (allowed bool) {
 	t.Helper()
 	router, err := contractRouter()
 	if err != nil {
@@ -97,7 +102,7 @@ func checkContract(t testing.TB, x exchange) {
 	}
 	route, params, err := router.FindRoute(x.req)
 	if err != nil {
-		return
+		return false
 	}
 	what := fmt.Sprintf("%s %s → %d", x.req.Method, x.req.URL.RequestURI(), x.status)
 	ctx := context.Background()
@@ -121,6 +126,7 @@ func checkContract(t testing.TB, x exchange) {
 	case reqErr == nil && (x.status == http.StatusBadRequest || x.status == http.StatusUnsupportedMediaType) && !outsideTheSchema(x.answer):
 		t.Errorf("%s: the document allows this request, but the server refused it: %.300s", what, x.answer)
 	}
+	return reqErr == nil
 }
 
 // outsideTheSchema is a refusal the document describes in words, because it depends on state
@@ -211,5 +217,46 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 	}
 	if ops < 20 {
 		t.Fatalf("only %d operations", ops)
+	}
+}
+
+// The document's enums are the server's own lists: a status or step added to the store is
+// added to the document, or this fails.
+func TestOpenAPIEnumsAreTheServersLists(t *testing.T) {
+	doc, err := contractDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := func(name string) []string {
+		var out []string
+		for _, v := range doc.Components.Schemas[name].Value.Enum {
+			out = append(out, fmt.Sprint(v))
+		}
+		sort.Strings(out)
+		return out
+	}
+	var statuses, batchStatuses, steps []string
+	for _, s := range store.AllStatuses {
+		statuses = append(statuses, string(s))
+	}
+	for _, s := range []store.BatchStatus{store.BatchRunning, store.BatchBlocked, store.BatchSucceeded, store.BatchFailed} {
+		if !s.Known() {
+			t.Fatalf("%s is not a batch status", s)
+		}
+		batchStatuses = append(batchStatuses, string(s))
+	}
+	for code := store.Step(0); code < 100_000; code++ {
+		if code.Known() {
+			steps = append(steps, fmt.Sprint(int(code)))
+		}
+	}
+	for _, c := range []struct {
+		schema string
+		want   []string
+	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}} {
+		sort.Strings(c.want)
+		if got := enum(c.schema); !slices.Equal(got, c.want) {
+			t.Errorf("%s: the document lists %v, the server %v", c.schema, got, c.want)
+		}
 	}
 }
