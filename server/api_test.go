@@ -26,6 +26,10 @@ func post(path, user, body string) call {
 }
 func get(path, user string) call { return call{method: "GET", path: path, user: user} }
 
+// lenient marks a call that spells something as the server forgives but the document does not
+// (lower case): outside the document on purpose.
+func lenient(c call) call { c.outside = true; return c }
+
 func applyJSON(op, target string) string {
 	return fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"need read access for the quarterly report"}`, op, target)
 }
@@ -266,7 +270,7 @@ func rows() []row {
 		// ---- ops ----
 		{name: "ops lists batches", call: get("/api/ops/batches", "ops"), status: 200, want: []string{`"items":[{"id":7`}},
 		{name: "a requester cannot list batches", call: get("/api/ops/batches", "alice"), status: 403, want: []string{"Access denied"}, check: none},
-		{name: "ops lists the blocked batches", call: get("/api/ops/batches?status=blocked", "ops"), status: 200, check: func(t *testing.T, h *harness) {
+		{name: "ops lists the blocked batches", call: lenient(get("/api/ops/batches?status=blocked", "ops")), status: 200, check: func(t *testing.T, h *harness) {
 			if c := h.wf.Calls(); len(c) != 1 || !strings.HasSuffix(c[0], ",BLOCKED)") {
 				t.Errorf("calls %v", c)
 			}
@@ -302,7 +306,7 @@ func rows() []row {
 		{name: "a batch id that is not a number is 400 id", call: post("/api/ops/batches/abc/settle", "ops", `{"operationId":"st-3"}`), status: 400, want: []string{`"field":"id"`}},
 		{name: "an ops action without its operationId is 400", call: post("/api/ops/reconcile", "ops", `{}`), status: 400, want: []string{`"field":"operationId"`}},
 		{name: "ops reconciles", call: post("/api/ops/reconcile", "ops", `{"operationId":"rc-1"}`), status: 200, want: []string{`{"scanned":3,"validated":1}`}},
-		{name: "ops lists stuck requests by status and step", call: get("/api/ops/requests?status=merging&step=10501", "ops"), status: 200, want: []string{`{"items":[]}`},
+		{name: "ops lists stuck requests by status and step", call: lenient(get("/api/ops/requests?status=merging&step=10501", "ops")), status: 200, want: []string{`{"items":[]}`},
 			check: func(t *testing.T, h *harness) {
 				if c := h.wf.Calls(); len(c) != 1 || c[0] != "StuckRequests(MERGING,10501,,20)" {
 					t.Errorf("calls %v", c)

@@ -47,7 +47,7 @@ func FuzzApplyBody(f *testing.F) {
 	}
 	h := fuzzHarness(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		rec := h.do(call{method: "POST", path: "/api/apply", user: "alice", body: body})
+		rec := h.doAs(t, call{method: "POST", path: "/api/apply", user: "alice", body: body, outside: true})
 		checkFuzzAnswer(t, rec.Code, rec.Body.String(), 202, 400, 403, 409, 413, 422)
 	})
 }
@@ -61,7 +61,7 @@ func FuzzApprovalCallbackBody(f *testing.F) {
 	}
 	h := fuzzHarness(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		rec := h.do(call{method: "POST", path: "/hooks/approval", body: body, header: signed("s3cret", body), ct: "application/json"})
+		rec := h.doAs(t, call{method: "POST", path: "/hooks/approval", body: body, header: signed("s3cret", body), ct: "application/json", outside: true})
 		checkFuzzAnswer(t, rec.Code, rec.Body.String(), http.StatusOK, 400, 413)
 	})
 }
@@ -75,7 +75,7 @@ func FuzzDeployCallbackBody(f *testing.F) {
 	}
 	h := fuzzHarness(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		rec := h.do(call{method: "POST", path: "/hooks/deploy", body: body, ct: "application/json", header: map[string]string{"Authorization": "Bearer dtok"}})
+		rec := h.doAs(t, call{method: "POST", path: "/hooks/deploy", body: body, ct: "application/json", header: map[string]string{"Authorization": "Bearer dtok"}, outside: true})
 		checkFuzzAnswer(t, rec.Code, rec.Body.String(), http.StatusOK, 400, 413)
 	})
 }
@@ -90,7 +90,7 @@ func FuzzGitLabEventBody(f *testing.F) {
 	}
 	h := fuzzHarness(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		rec := h.do(call{method: "POST", path: "/hooks/gitlab", body: body, ct: "application/json", header: map[string]string{"X-Gitlab-Token": "gtok"}})
+		rec := h.doAs(t, call{method: "POST", path: "/hooks/gitlab", body: body, ct: "application/json", header: map[string]string{"X-Gitlab-Token": "gtok"}, outside: true})
 		checkFuzzAnswer(t, rec.Code, rec.Body.String(), http.StatusOK, 400, 413)
 	})
 }

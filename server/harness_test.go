@@ -101,6 +101,10 @@ type harness struct {
 	set     *metrics.Set
 	limiter *ratelimit.Limiter
 	logs    *logtest.Buffer
+	// offContract: a test's fakes answer what the real parts never do (a NOT_FOUND from a
+	// workflow call that has none), so the answers are not held to the OpenAPI document.
+	offContract bool
+	lastAllowed bool // whether the document allowed the last request do sent
 }
 
 func setup(t testing.TB, o options) *harness {
@@ -143,9 +147,20 @@ type call struct {
 	body         string
 	ct           string
 	peer         string
+	// outside: deliberately outside the OpenAPI document (fuzz input, a lenient spelling the
+	// server forgives, a configured header the document cannot name); see checkContract.
+	outside bool
 }
 
+// do sends c to the server and holds the exchange to the OpenAPI document (checkContract).
 func (h *harness) do(c call) *httptest.ResponseRecorder {
+	h.t.Helper()
+	return h.doAs(h.t, c)
+}
+
+// doAs is do reporting a drift from the document to t (a fuzz iteration's own t).
+func (h *harness) doAs(t testing.TB, c call) *httptest.ResponseRecorder {
+	t.Helper()
 	var body io.Reader
 	if c.body != "" {
 		body = strings.NewReader(c.body)
@@ -167,8 +182,12 @@ func (h *harness) do(c call) *httptest.ResponseRecorder {
 	for k, v := range c.header {
 		req.Header.Set(k, v)
 	}
+	probe := req.Clone(req.Context())
 	rec := httptest.NewRecorder()
 	h.srv.Handler().ServeHTTP(rec, req)
+	if !h.offContract {
+		h.lastAllowed = checkContract(t, exchange{req: probe, body: []byte(c.body), status: rec.Code, header: rec.Header(), answer: rec.Body.Bytes(), outside: c.outside})
+	}
 	return rec
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"bindery/apperr"
 	"bindery/workflow"
@@ -20,7 +21,9 @@ func (s *Server) approvalHook(w http.ResponseWriter, r *http.Request) (int, any,
 	}
 	cb.Result = strings.ToUpper(strings.TrimSpace(cb.Result))
 	switch {
-	case cb.CallbackID == "" || len(cb.CallbackID) > 128:
+	// Lengths count characters, as the columns do (VARCHAR counts characters) and as the
+	// OpenAPI document's maxLength does.
+	case cb.CallbackID == "" || utf8.RuneCountInString(cb.CallbackID) > 128:
 		return 0, nil, apperr.Invalid("requestId", "is required (the callback's own id, at most 128 characters)")
 	case checkOperationID("operationId", cb.OperationID) != nil:
 		return 0, nil, checkOperationID("operationId", cb.OperationID)
@@ -42,8 +45,10 @@ func (s *Server) deployHook(w http.ResponseWriter, r *http.Request) (int, any, e
 	}
 	cb.Project = strings.TrimSpace(cb.Project)
 	switch {
-	case cb.Project == "" || len(cb.Project) > 255:
+	case cb.Project == "":
 		return 0, nil, apperr.Invalid("project", "is required (the GitLab project path)")
+	case utf8.RuneCountInString(cb.Project) > 255:
+		return 0, nil, apperr.Invalid("project", "must be at most 255 characters")
 	case cb.MRIID <= 0:
 		return 0, nil, apperr.Invalid("mrIid", "must be a positive MR number")
 	case len(cb.OperationIDs) > 1000:

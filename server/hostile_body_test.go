@@ -106,7 +106,7 @@ func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 		for k, v := range br.header(body) {
 			req.Header.Set(k, v)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := contractClient(t).Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", br.path, err)
 		}
@@ -190,7 +190,7 @@ func TestOversizedBodiesAreNotReadWhole(t *testing.T) {
 		for k, v := range br.header(nil) {
 			req.Header.Set(k, v)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := contractClient(t).Do(req)
 		if err == nil {
 			data, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -348,7 +348,7 @@ func TestAStrangerOnAnOwnerCheckedRouteLearnsNothing(t *testing.T) {
 				req, _ := http.NewRequest(rt.method, ts.URL+strings.Replace(rt.path, "{operationId}", id, 1), body)
 				req.Header.Set("Content-Type", c.ct)
 				req.Header.Set("X-Bindery-User", "bob")
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := contractClient(t).Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -190,7 +190,8 @@ func (s *Server) opsAudit(w http.ResponseWriter, r *http.Request) (int, any, err
 	}
 	var before int64
 	if cursor != "" {
-		if before, err = strconv.ParseInt(cursor, 10, 64); err != nil || before <= 0 {
+		// Only the spelling this API returns: the document can then say what a cursor is.
+		if before, err = strconv.ParseInt(cursor, 10, 64); err != nil || before <= 0 || strconv.FormatInt(before, 10) != cursor {
 			return 0, nil, apperr.Invalid("cursor", "is not a cursor this API returned")
 		}
 	}

@@ -1,0 +1,262 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"bindery/store"
+)
+
+// The OpenAPI document is a contract the API tests hold the server to: every request a test
+// sends through the harness and every answer it gets are checked against the document with
+// kin-openapi, a validator we did not write. A drift either way fails the test that made the
+// request:
+//   - an answer that the document does not describe (status, Content-Type, body, Retry-After);
+//   - a request the document refuses that the server accepted (the document is too strict);
+//   - a request the document allows that the server refused as invalid (400, 415): the document
+//     misses a constraint the server enforces.
+
+// contractDoc is the served document, loaded and validated once for the package's tests.
+var contractDoc = sync.OnceValues(func() (*openapi3.T, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(openAPIDoc)
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("validate: %w", err)
+	}
+	return doc, nil
+})
+
+var contractRouter = sync.OnceValues(func() (routers.Router, error) {
+	doc, err := contractDoc()
+	if err != nil {
+		return nil, err
+	}
+	return gorillamux.NewRouter(doc)
+})
+
+// requestOptions: the request is checked as the client sent it (no defaults filled in), and a
+// security requirement is met when its credentials are present — whether they are right is the
+// server's business (401), not the document's.
+var requestOptions = &openapi3filter.Options{SkipSettingDefaults: true, AuthenticationFunc: credentialsPresent}
+
+// responseOptions: a status the operation does not document is a drift too.
+var responseOptions = &openapi3filter.Options{IncludeResponseStatus: true}
+
+func credentialsPresent(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	r, s := in.RequestValidationInput.Request, in.SecurityScheme
+	present := false
+	switch {
+	case s.Type == "http" && s.Scheme == "bearer":
+		present = strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ")
+	case s.Type == "apiKey" && s.In == "header":
+		present = r.Header.Get(s.Name) != ""
+	case s.Type == "apiKey" && s.In == "cookie":
+		_, err := r.Cookie(s.Name)
+		present = err == nil
+	}
+	if !present {
+		return in.NewError(errors.New("credentials absent"))
+	}
+	return nil
+}
+
+// exchange is one request and its answer, as a test saw them.
+type exchange struct {
+	req    *http.Request // its body, if any, is body
+	body   []byte
+	status int
+	header http.Header
+	answer []byte
+	// outside: the request is deliberately outside the document (fuzz input, hostile bodies,
+	// a lenient spelling), so the server may accept what the document does not describe; its
+	// answer is still checked, and so is the server's refusal of what the document allows.
+	outside bool
+}
+
+// checkContract holds one exchange to the document (see the comment at the top of the file).
+// Requests to paths the document does not describe (the page, assets, unknown paths) are not
+// the API's; TestOpenAPIDocumentsEveryRoute keeps the document's paths and the route table equal.
+// It reports whether the document allows the request.
+func checkContract(t testing.TB, x exchange) (allowed bool) {
+	t.Helper()
+	router, err := contractRouter()
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	route, params, err := router.FindRoute(x.req)
+	if err != nil {
+		return false
+	}
+	what := fmt.Sprintf("%s %s → %d", x.req.Method, x.req.URL.RequestURI(), x.status)
+	ctx := context.Background()
+	in := &openapi3filter.RequestValidationInput{Request: x.req, PathParams: params, Route: route, Options: requestOptions}
+	x.req.Body = io.NopCloser(bytes.NewReader(x.body))
+	reqErr := openapi3filter.ValidateRequest(ctx, in)
+	if reqErr == nil && len(x.body) > 0 && !json.Valid(x.body) {
+		// kin-openapi reads the first JSON value of a body and ignores what follows; a body
+		// that is not one JSON value is no request the document describes.
+		reqErr = errors.New("the body is not one JSON value")
+	}
+
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: x.status, Header: x.header, Options: responseOptions}
+	out.SetBodyBytes(x.answer)
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		t.Errorf("%s: the answer is not the documented one: %v\n%.300s", what, err, x.answer)
+	}
+	switch {
+	case reqErr != nil && x.status < 400 && !x.outside:
+		t.Errorf("%s: the server accepted a request the document refuses: %v", what, reqErr)
+	case reqErr == nil && (x.status == http.StatusBadRequest || x.status == http.StatusUnsupportedMediaType) && !outsideTheSchema(x.answer):
+		t.Errorf("%s: the document allows this request, but the server refused it: %.300s", what, x.answer)
+	}
+	return reqErr == nil
+}
+
+// outsideTheSchema is a refusal the document describes in words, because it depends on state
+// a schema cannot know: a target key that is not in the catalog in force, a cursor this API did
+// not issue (cursors are opaque).
+func outsideTheSchema(answer []byte) bool {
+	var e ErrorBody
+	if json.Unmarshal(answer, &e) != nil {
+		return false
+	}
+	return (e.Field == "targetKey" && strings.Contains(e.Message, "not in the catalog")) || e.Field == "cursor"
+}
+
+// contractClient is an HTTP client whose answers are checked against the document, for the
+// tests that talk to a real listener. Their requests are hostile by design (endless uploads,
+// lying lengths): their answers are checked, and a body-less request the document allows must
+// not be refused.
+func contractClient(t testing.TB) *http.Client {
+	return &http.Client{Transport: contractTransport{t}}
+}
+
+type contractTransport struct{ t testing.TB }
+
+func (c contractTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(answer))
+	probe := req.Clone(context.Background())
+	if req.Body != nil && req.Body != http.NoBody {
+		// The body went to the server and is not read again (it may be endless).
+		checkAnswerOnly(c.t, probe, resp.StatusCode, resp.Header, answer)
+	} else {
+		checkContract(c.t, exchange{req: probe, status: resp.StatusCode, header: resp.Header, answer: answer, outside: true})
+	}
+	return resp, nil
+}
+
+// checkAnswerOnly holds an answer to the document without looking at its request.
+func checkAnswerOnly(t testing.TB, req *http.Request, status int, header http.Header, answer []byte) {
+	t.Helper()
+	router, err := contractRouter()
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		return
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: requestOptions}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header, Options: responseOptions}
+	out.SetBodyBytes(answer)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		t.Errorf("%s %s → %d: the answer is not the documented one: %v\n%.300s", req.Method, req.URL.RequestURI(), status, err, answer)
+	}
+}
+
+// The document is valid OpenAPI by kin-openapi's loader and validator, and it is a contract a
+// client can rely on: every operation has an operationId and declares its security.
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	doc, err := contractDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Info.License == nil || doc.Info.License.Name == "" {
+		t.Error("info.license is missing")
+	}
+	if len(doc.Servers) == 0 {
+		t.Error("no servers")
+	}
+	ops := 0
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ops++
+			if op.OperationID == "" {
+				t.Errorf("%s %s has no operationId", method, path)
+			}
+			if op.Security == nil {
+				t.Errorf("%s %s declares no security (security: [] when it needs none)", method, path)
+			}
+		}
+	}
+	if ops < 20 {
+		t.Fatalf("only %d operations", ops)
+	}
+}
+
+// The document's enums are the server's own lists: a status or step added to the store is
+// added to the document, or this fails.
+func TestOpenAPIEnumsAreTheServersLists(t *testing.T) {
+	doc, err := contractDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := func(name string) []string {
+		var out []string
+		for _, v := range doc.Components.Schemas[name].Value.Enum {
+			out = append(out, fmt.Sprint(v))
+		}
+		sort.Strings(out)
+		return out
+	}
+	var statuses, batchStatuses, steps []string
+	for _, s := range store.AllStatuses {
+		statuses = append(statuses, string(s))
+	}
+	for _, s := range []store.BatchStatus{store.BatchRunning, store.BatchBlocked, store.BatchSucceeded, store.BatchFailed} {
+		if !s.Known() {
+			t.Fatalf("%s is not a batch status", s)
+		}
+		batchStatuses = append(batchStatuses, string(s))
+	}
+	for code := store.Step(0); code < 100_000; code++ {
+		if code.Known() {
+			steps = append(steps, fmt.Sprint(int(code)))
+		}
+	}
+	for _, c := range []struct {
+		schema string
+		want   []string
+	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}} {
+		sort.Strings(c.want)
+		if got := enum(c.schema); !slices.Equal(got, c.want) {
+			t.Errorf("%s: the document lists %v, the server %v", c.schema, got, c.want)
+		}
+	}
+}
