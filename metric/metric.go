@@ -29,13 +29,14 @@ type Sink interface {
 	Observe(series string, v float64)
 }
 
-// SetSink writes to a VictoriaMetrics set (counters and histograms).
+// SetSink writes to a VictoriaMetrics set: counters, and histograms with Prometheus le buckets
+// (the family's, from the registry).
 func SetSink(set *metrics.Set) Sink { return setSink{set} }
 
 type setSink struct{ set *metrics.Set }
 
 func (s setSink) Inc(series string)                { s.set.GetOrCreateCounter(series).Inc() }
-func (s setSink) Observe(series string, v float64) { s.set.GetOrCreateHistogram(series).Update(v) }
+func (s setSink) Observe(series string, v float64) { Histogram(s.set, series).Update(v) }
 
 // Recorder is safe for concurrent use. A nil *Recorder records nothing.
 type Recorder struct {
