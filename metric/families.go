@@ -23,7 +23,7 @@ type Family struct {
 // set spans what its latencies really are.
 var (
 	// httpBuckets: API answers, from a cached read to the request timeout.
-	httpBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	httpBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 	// callBuckets: one call to GitLab, the approval system or the permission service, up to the
 	// longest outbound deadline; also one engine action or cron run (a call or a few statements).
 	callBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
