@@ -3,7 +3,8 @@
 // at 128 characters, a sample with an empty or invalid dimension is skipped, and the number of
 // label sets per metric is capped. Callers pass only values they already parsed; nothing here
 // reads a request. The HTTP layer uses it for API and business-activity metrics, the workflow
-// for business outcomes (sent after commit, only on a real flip).
+// for business outcomes (sent after commit, only on a real flip). Every family is declared once in
+// the registry (families.go), which gives /metrics its help text, types and histogram buckets.
 package metric
 
 import (
