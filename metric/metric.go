@@ -159,7 +159,7 @@ func (r *Recorder) checkedSeries(name string, labels []string) (string, bool) {
 	var arr [512]byte
 	buf := append(arr[:0], name...)
 	for i := 0; i < len(labels); i += 2 {
-		if !validName(labels[i], false) {
+		if !validName(labels[i], false) || reservedLabel(labels[i]) {
 			r.skipped.Add(1)
 			return "", false
 		}
@@ -223,6 +223,13 @@ func appendNormalized(buf []byte, v string) []byte {
 		buf = buf[:len(buf)-1]
 	}
 	return buf
+}
+
+// reservedLabel: label names the exposition owns — a histogram's le, a summary's quantile, and
+// Prometheus' own __ prefix. A caller's "le" would be written twice in every bucket line and
+// break the whole /metrics text.
+func reservedLabel(s string) bool {
+	return s == "le" || s == "quantile" || strings.HasPrefix(s, "__")
 }
 
 // validName: a metric name [a-zA-Z_:][a-zA-Z0-9_:]*, or a label name without ':'.
