@@ -54,6 +54,7 @@ func TestMetricsAfterAJourneyPassPrometheusLint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
+	t.Logf("/metrics: %d families, %d lines, %d promlint problems", len(families), strings.Count(text, "\n"), len(problems))
 	for name, mf := range families {
 		f, ok := metric.Lookup(name)
 		if !ok || strings.ToLower(mf.GetType().String()) != f.Type || mf.GetHelp() != f.Help {
