@@ -3,7 +3,8 @@
 // at 128 characters, a sample with an empty or invalid dimension is skipped, and the number of
 // label sets per metric is capped. Callers pass only values they already parsed; nothing here
 // reads a request. The HTTP layer uses it for API and business-activity metrics, the workflow
-// for business outcomes (sent after commit, only on a real flip).
+// for business outcomes (sent after commit, only on a real flip). Every family is declared once in
+// the registry (families.go), which gives /metrics its help text, types and histogram buckets.
 package metric
 
 import (
@@ -29,13 +30,14 @@ type Sink interface {
 	Observe(series string, v float64)
 }
 
-// SetSink writes to a VictoriaMetrics set (counters and histograms).
+// SetSink writes to a VictoriaMetrics set: counters, and histograms with Prometheus le buckets
+// (the family's, from the registry).
 func SetSink(set *metrics.Set) Sink { return setSink{set} }
 
 type setSink struct{ set *metrics.Set }
 
 func (s setSink) Inc(series string)                { s.set.GetOrCreateCounter(series).Inc() }
-func (s setSink) Observe(series string, v float64) { s.set.GetOrCreateHistogram(series).Update(v) }
+func (s setSink) Observe(series string, v float64) { Histogram(s.set, series).Update(v) }
 
 // Recorder is safe for concurrent use. A nil *Recorder records nothing.
 type Recorder struct {
@@ -157,7 +159,7 @@ func (r *Recorder) checkedSeries(name string, labels []string) (string, bool) {
 	var arr [512]byte
 	buf := append(arr[:0], name...)
 	for i := 0; i < len(labels); i += 2 {
-		if !validName(labels[i], false) {
+		if !validName(labels[i], false) || reservedLabel(labels[i]) {
 			r.skipped.Add(1)
 			return "", false
 		}
@@ -221,6 +223,13 @@ func appendNormalized(buf []byte, v string) []byte {
 		buf = buf[:len(buf)-1]
 	}
 	return buf
+}
+
+// reservedLabel: label names the exposition owns — a histogram's le, a summary's quantile, and
+// Prometheus' own __ prefix. A caller's "le" would be written twice in every bucket line and
+// break the whole /metrics text.
+func reservedLabel(s string) bool {
+	return s == "le" || s == "quantile" || strings.HasPrefix(s, "__")
 }
 
 // validName: a metric name [a-zA-Z_:][a-zA-Z0-9_:]*, or a label name without ':'.

@@ -53,7 +53,11 @@ func TestInvalidOrEmptyDimensionSkipsTheSample(t *testing.T) {
 	r.Inc("bindery_x_total", "bad-label", "v")
 	r.Inc("bindery_x_total", "odd")
 	r.Inc("bad name", "user", "a")
-	if len(sink.series) != 0 || r.Skipped() != 5 {
+	// Names the exposition owns: "le" would be written twice in every bucket line.
+	r.Observe("bindery_x_seconds", 1, "le", "0.5")
+	r.Observe("bindery_x_seconds", 1, "quantile", "0.5")
+	r.Inc("bindery_x_total", "__name__", "y")
+	if len(sink.series) != 0 || r.Skipped() != 8 {
 		t.Fatalf("recorded %v, skipped %d", sink.series, r.Skipped())
 	}
 }
@@ -80,8 +84,13 @@ func TestAPanickingBackendNeverReachesTheCaller(t *testing.T) {
 	if r.Panics() != 6 || strings.Count(logs.String(), "metric failed") != 1 {
 		t.Fatalf("panics %d, logs:\n%s", r.Panics(), logs.String())
 	}
-	// The real backend panics on a name it rejects; that too is contained.
-	New(SetSink(metrics.NewSet()), logging.Discard()).Observe("bindery_h", 1, "le", "x")
+	// The real backend panics on a name registered as another type; that too is contained.
+	backend := New(SetSink(metrics.NewSet()), logging.Discard())
+	backend.Inc("bindery_z_total")
+	backend.Observe("bindery_z_total", 1)
+	if backend.Panics() != 1 {
+		t.Fatalf("real backend: %d panics recovered, want 1", backend.Panics())
+	}
 	var nilRecorder *Recorder
 	nilRecorder.Inc("bindery_x_total")
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/sony/gobreaker/v2"
+
+	"bindery/metric"
 )
 
 // Limits bound one call. They come from the configuration snapshot in force at the call, so a
@@ -149,7 +151,7 @@ func (g *Guard) BreakerState(target string, l Limits) string {
 func (g *Guard) record(endpoint string, status int, err error, took time.Duration) {
 	class := statusClass(status, err)
 	g.set.GetOrCreateCounter(fmt.Sprintf(`bindery_outbound_requests_total{system=%q,endpoint=%q,status=%q}`, g.system, endpoint, class)).Inc()
-	g.set.GetOrCreateHistogram(fmt.Sprintf(`bindery_outbound_request_duration_seconds{system=%q,endpoint=%q}`, g.system, endpoint)).Update(took.Seconds())
+	metric.Histogram(g.set, fmt.Sprintf(`bindery_outbound_request_duration_seconds{system=%q,endpoint=%q}`, g.system, endpoint)).Update(took.Seconds())
 }
 
 func statusClass(status int, err error) string {

@@ -159,7 +159,6 @@ func (s *Server) MetricsHandler() http.Handler {
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	s.deps.Metrics.WritePrometheus(w)
-	metrics.WriteProcessMetrics(w)
+	metric.Write(w, s.deps.Metrics)
 	return 0, nil, nil
 }
