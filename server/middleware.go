@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -85,15 +86,40 @@ func withRecover(log *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// withAccessLog logs one line per request at debug level (info for 5xx go through writeError).
-func withAccessLog(log *slog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			start := time.Now()
-			rec := &statusRecorder{ResponseWriter: w}
-			next.ServeHTTP(rec, r)
-			log.DebugContext(r.Context(), "http", "method", r.Method, "path", r.URL.Path,
-				"status", rec.status, "bytes", rec.bytes, "duration", time.Since(start))
-		})
+// unmatchedRoute is the access log's route of a request no route of the table took: the SPA's
+// pages and assets, and the 404s and 405s.
+const unmatchedRoute = "/{path...}"
+
+type accessKey struct{}
+
+// accessNote is where the router tells the access log which route a request took.
+type accessNote struct{ route string }
+
+// noteRoute records the route pattern r took, for its access line.
+func noteRoute(r *http.Request, pattern string) {
+	if n, ok := r.Context().Value(accessKey{}).(*accessNote); ok {
+		n.route = pattern
 	}
+}
+
+// withAccessLog logs one info line per request when log.access is on (read at each request):
+// method, route, status, bytes and duration; the request id comes with the context. The route
+// is the table's pattern, not the path: a route's lines read alike whatever ids they carry, and
+// a stranger's path (a probe, a typo) is not copied into the log.
+func (s *Server) withAccessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		note := &accessNote{route: unmatchedRoute}
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), accessKey{}, note)))
+		if !s.deps.Config.Current().LogAccess() {
+			return
+		}
+		status := rec.status
+		if status == 0 { // the handler wrote nothing: net/http answers 200
+			status = http.StatusOK
+		}
+		s.deps.Log.InfoContext(r.Context(), "http request", "method", r.Method, "route", note.route,
+			"status", status, "bytes", rec.bytes, "duration", time.Since(start))
+	})
 }

@@ -91,9 +91,11 @@ func New(d Deps) *Server {
 		s.fail(w, r, apperr.New(apperr.MethodNotAllowed, "Method not allowed on this path."))
 	}))
 	s.router = s.newRouter(s.table)
+	// Outermost first: the request id, then the access log (outside the recovery, so a panic's
+	// 500 gets its line too), then the recovery.
 	var h http.Handler = http.HandlerFunc(s.route)
-	h = withAccessLog(d.Log)(h)
 	h = withRecover(d.Log)(h)
+	h = s.withAccessLog(h)
 	s.handler = withRequestID(h)
 	return s
 }
@@ -104,6 +106,7 @@ func New(d Deps) *Server {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	for prefix, m := range s.deps.Mounts {
 		if strings.HasPrefix(r.URL.Path, prefix) {
+			noteRoute(r, prefix+"{path...}")
 			m.ServeHTTP(w, r)
 			return
 		}
