@@ -96,7 +96,7 @@ func New(d Deps) *Server {
 	var h http.Handler = http.HandlerFunc(s.route)
 	h = withRecover(d.Log)(h)
 	h = s.withAccessLog(h)
-	s.handler = withRequestID(h)
+	s.handler = withSecurityHeaders(withRequestID(h))
 	return s
 }
 
@@ -141,7 +141,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) (int, any, error
 // MetricsHandler serves /metrics alone, for the listener of server.metricsAddr: to whoever
 // reaches that listener, or only to the bearer of server.metricsToken when one is set.
 func (s *Server) MetricsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return withSecurityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch tok := s.deps.Config.Current().MetricsToken(); {
 		case r.URL.Path != "/metrics":
@@ -156,7 +156,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			return
 		}
 		_, _, _ = s.metrics(w, r)
-	})
+	}))
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) (int, any, error) {
