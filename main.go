@@ -24,7 +24,7 @@ Usage:
   bindery serve   -config FILE [-addr ADDR]                                  production (MySQL, real GitLab)
   bindery sim     -addr ADDR [-bindery URL] [-config FILE]                   the simulators alone
   bindery migrate -config FILE [-dsn DSN]                                    apply database migrations
-  bindery smoke   -url URL                                                   check a deployment's SPA serving rules
+  bindery smoke   -url URL                                                   check a deployment's SPA serving rules and headers
   bindery version
 
 Run "bindery <command> -h" for a command's flags.

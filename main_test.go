@@ -106,7 +106,7 @@ func TestSmokeCommandPassesAgainstDemoAndExitsNonZeroOnAMismatch(t *testing.T) {
 	if code := run(context.Background(), []string{"smoke", "-url", url}, &out, &out); code != 0 {
 		t.Fatalf("smoke against demo: exit %d\n%s", code, out.String())
 	}
-	if !strings.Contains(out.String(), "all 5 checks passed") {
+	if !strings.Contains(out.String(), "all 7 checks passed") || !strings.Contains(out.String(), "ok    page protections") || !strings.Contains(out.String(), "ok    API protections") {
 		t.Fatalf("smoke output:\n%s", out.String())
 	}
 

@@ -93,6 +93,7 @@ type misconfigCase struct {
 // probes read a dynamic key's effective value through its public getter.
 var probes = map[string]func(*Snapshot) any{
 	"log.level":              func(s *Snapshot) any { return s.LogLevel() },
+	"log.access":             func(s *Snapshot) any { return s.LogAccess() },
 	"server.trustedProxies":  func(s *Snapshot) any { return fmt.Sprint(s.TrustedProxies()) },
 	"ratelimit.window":       func(s *Snapshot) any { return s.RateWindow() },
 	"ratelimit.apply":        func(s *Snapshot) any { return s.RateLimit("ratelimit.apply", 10) },
@@ -118,6 +119,10 @@ var misconfigTable = map[string][]misconfigCase{
 	"log.level": {
 		{"missing", nil, slog.LevelInfo}, {"blank", nil, slog.LevelInfo}, {"garbage", str("loud"), slog.LevelInfo},
 		{"negative/zero", str("-4"), slog.LevelInfo}, {"valid", str("DEBUG"), slog.LevelDebug},
+	},
+	"log.access": { // on unless clearly switched off
+		{"missing", nil, true}, {"blank", nil, true}, {"garbage", str("quiet"), true},
+		{"negative/zero", str("0"), false}, {"valid", str("false"), false},
 	},
 	"server.trustedProxies": {
 		{"missing", nil, "[]"}, {"blank", nil, "[]"}, {"garbage", str("[nonsense, 10.0.0.1]"), "[10.0.0.1/32]"},

@@ -195,6 +195,16 @@ var coreKeys = []Key{
 			return s.logLevel.String(), note, nil
 		},
 	},
+	{
+		Name: "log.access", Type: "bool", Default: "true",
+		Doc:       "One info line per HTTP request (method, route, status, duration, request id). Changes take effect without restart.",
+		Misconfig: "blank or invalid → true: the lines are on unless switched off with a clear false.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			var note string
+			s.logAccess, note = boolOr(v, true, true)
+			return strconv.FormatBool(s.logAccess), note, nil
+		},
+	},
 	workerKey("workers.size", 8, func(s *Snapshot) *int { return &s.workerCount },
 		"Workers of the background lane on each instance: pipeline checks, merges, settlements, batches — each one bounded action (one GitLab call or one look), never a wait: work waiting on CI is a row with a due time, not a busy worker."),
 	workerKey("workers.first", 4, func(s *Snapshot) *int { return &s.firstWorkers },

@@ -39,6 +39,7 @@ type Snapshot struct {
 
 	// dynamic
 	logLevel         slog.Level
+	logAccess        bool
 	trustedProxies   []netip.Prefix
 	rateWindow       time.Duration
 	rateLimits       map[string]int // config key → limit, 0 = unlimited; absent = declared default
@@ -129,6 +130,10 @@ func (s *Snapshot) IdlePoll() time.Duration { return s.idlePoll }
 
 // LogLevel is log.level: debug, info, warn or error. Default info; anything else → info.
 func (s *Snapshot) LogLevel() slog.Level { return s.logLevel }
+
+// LogAccess is log.access: one info line per HTTP request. Default true; blank or invalid →
+// true (an access log is switched off only on purpose).
+func (s *Snapshot) LogAccess() bool { return s.logAccess }
 
 // TrustedProxies is server.trustedProxies, the addresses (IP or CIDR) whose X-Forwarded-For
 // and identity headers are believed. Default: none. An invalid entry is skipped (trusting

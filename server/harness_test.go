@@ -88,6 +88,7 @@ type options struct {
 	noWorkflow bool        // the workflow is not wired
 	sink       metric.Sink // nil → the process metric set
 	db         *store.DB   // nil → a fresh SQLite database
+	jsonLogs   bool        // log lines as JSON (else text)
 }
 
 // harness is a server on fakes and a real store.
@@ -119,7 +120,11 @@ func setup(t testing.TB, o options) *harness {
 	}
 	level := new(slog.LevelVar)
 	level.Set(slog.LevelDebug)
-	log := logging.New(h.logs, "text", level)
+	format := "text"
+	if o.jsonLogs {
+		format = "json"
+	}
+	log := logging.New(h.logs, format, level)
 	sink := o.sink
 	if sink == nil {
 		sink = metric.SetSink(h.set)

@@ -94,6 +94,7 @@ func (s *Server) newRouter(table []route) *httprouter.Router {
 	router.MethodNotAllowed = s.wrongMethod
 	type candidate struct {
 		guards []guard
+		path   string
 		h      http.Handler
 	}
 	type registered struct{ method, pattern string }
@@ -105,7 +106,7 @@ func (s *Server) newRouter(table []route) *httprouter.Router {
 		if _, ok := shared[k]; !ok {
 			order = append(order, k)
 		}
-		shared[k] = append(shared[k], candidate{guards, s.chain(rt)})
+		shared[k] = append(shared[k], candidate{guards, rt.path, s.chain(rt)})
 	}
 	for _, k := range order {
 		candidates := shared[k]
@@ -116,6 +117,7 @@ func (s *Server) newRouter(table []route) *httprouter.Router {
 					for _, p := range ps {
 						r.SetPathValue(p.Key, p.Value)
 					}
+					noteRoute(r, c.path)
 					c.h.ServeHTTP(w, r)
 					return
 				}

@@ -91,10 +91,12 @@ func New(d Deps) *Server {
 		s.fail(w, r, apperr.New(apperr.MethodNotAllowed, "Method not allowed on this path."))
 	}))
 	s.router = s.newRouter(s.table)
+	// Outermost first: the request id, then the access log (outside the recovery, so a panic's
+	// 500 gets its line too), then the recovery.
 	var h http.Handler = http.HandlerFunc(s.route)
-	h = withAccessLog(d.Log)(h)
 	h = withRecover(d.Log)(h)
-	s.handler = withRequestID(h)
+	h = s.withAccessLog(h)
+	s.handler = withSecurityHeaders(withRequestID(h))
 	return s
 }
 
@@ -104,6 +106,7 @@ func New(d Deps) *Server {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	for prefix, m := range s.deps.Mounts {
 		if strings.HasPrefix(r.URL.Path, prefix) {
+			noteRoute(r, prefix+"{path...}")
 			m.ServeHTTP(w, r)
 			return
 		}
@@ -138,7 +141,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) (int, any, error
 // MetricsHandler serves /metrics alone, for the listener of server.metricsAddr: to whoever
 // reaches that listener, or only to the bearer of server.metricsToken when one is set.
 func (s *Server) MetricsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return withSecurityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch tok := s.deps.Config.Current().MetricsToken(); {
 		case r.URL.Path != "/metrics":
@@ -153,7 +156,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			return
 		}
 		_, _, _ = s.metrics(w, r)
-	})
+	}))
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) (int, any, error) {

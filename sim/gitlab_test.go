@@ -3,6 +3,8 @@ package sim_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -511,6 +513,14 @@ func TestWebURLsOpenAPage(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(body), "simulated GitLab") {
 			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
+		}
+		// Its own content policy allows its one inline stylesheet by hash, and nothing else.
+		_, style, _ := strings.Cut(string(body), "<style>")
+		style, _, _ = strings.Cut(style, "</style>")
+		sum := sha256.Sum256([]byte(style))
+		policy := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(policy, "default-src 'none'") || !strings.Contains(policy, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'") || strings.Contains(policy, "unsafe") {
+			t.Fatalf("GET %s: policy %q does not allow exactly its stylesheet", u, policy)
 		}
 	}
 	if resp, _ := http.Get(e.url + "/sim/gitlab/grp/sub.proj/-/merge_requests/99"); resp.StatusCode != 404 {

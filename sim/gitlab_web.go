@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"html/template"
 	"net/http"
 	"sort"
@@ -11,12 +13,23 @@ import (
 // The simulated GitLab's web pages: the web_url of an MR or a pipeline (the links bindery shows
 // its users) opens a small read-only page instead of a 404.
 
-var webPage = template.Must(template.New("mr").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}} · simulated GitLab</title>
-<style>body{font:14px system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}
+const webStyle = `body{font:14px system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}
 code,pre{background:#f4f4f4;padding:.1em .3em}pre{padding:.6em;overflow:auto}
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.3em .6em;text-align:left}
-.s{font-weight:bold}</style></head><body>
+.s{font-weight:bold}`
+
+// webPolicy is the pages' own content policy, as strict as bindery's (the server's would refuse
+// the inline stylesheet): nothing runs, the one stylesheet is allowed by its hash, the form
+// posts here only.
+var webPolicy = func() string {
+	sum := sha256.Sum256([]byte(webStyle))
+	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
+		"'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+}()
+
+var webPage = template.Must(template.New("mr").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>{{.Title}} · simulated GitLab</title>
+<style>` + webStyle + `</style></head><body>
 <p><small>simulated GitLab · {{.Project}}</small></p>
 <h1>{{.Title}}</h1>
 <table>{{range .Rows}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
@@ -69,6 +82,7 @@ func (g *GitLab) serveWeb(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", webPolicy)
 	_ = webPage.Execute(w, v)
 }
 

@@ -1,7 +1,9 @@
 // Package smoke verifies, from outside, that a running bindery serves its SPA by the release
 // rules of SPEC §8: index.html never cached; hashed assets cached for a year; a missing asset
 // and an unknown API path are 404 JSON (never a 500, never the page); a client-side route
-// navigated to directly gets the SPA page; the answers for missing things are no-store.
+// navigated to directly gets the SPA page; the answers for missing things are no-store. The page
+// and an API route carry the browser protections: a content policy that runs no inline script
+// and allows no framing, no content-type sniffing, a referrer policy that keeps paths home.
 // `bindery smoke -url URL` runs it against any deployment, so a release is checked where it runs.
 package smoke
 
@@ -20,7 +22,7 @@ import (
 
 // Result is the outcome of one check.
 type Result struct {
-	Name   string // index, hashed asset, missing asset, navigation fallback, unknown API path
+	Name   string // index, page protections, hashed asset, missing asset, navigation fallback, unknown API path, API protections
 	Target string // the URL requested
 	Got    string // status and the headers that matter
 	Err    error  // nil: the check passed
@@ -53,6 +55,7 @@ func Run(ctx context.Context, base string, client *http.Client) ([]Result, error
 		index.Err = firstErr(wantStatus(index, 200), wantNoStore(index), wantType(index, "text/html"))
 	}
 	results = append(results, index.Result)
+	results = append(results, protections("page protections", index))
 
 	assetDir := root.ResolveReference(&url.URL{Path: "assets/"})
 	asset := Result{Name: "hashed asset"}
@@ -94,7 +97,73 @@ func Run(ctx context.Context, base string, client *http.Client) ([]Result, error
 		api.Err = firstErr(wantStatus(api, 404), wantNoStore(api), wantErrorJSON(api, apiBody))
 	}
 	results = append(results, api.Result)
+
+	spec, _ := c.get("API protections", root.ResolveReference(&url.URL{Path: "api/openapi.json"}).String(), "application/json")
+	results = append(results, protections("API protections", spec))
 	return results, nil
+}
+
+// protections checks the browser protections of an answer, whatever its status: every answer
+// carries them.
+func protections(name string, r response) Result {
+	out := Result{Name: name, Target: r.Target}
+	if r.header == nil {
+		out.Err = fmt.Errorf("not checked: no answer (%v)", r.Err)
+		return out
+	}
+	out.Got = fmt.Sprintf("→ %d, Content-Security-Policy %q, X-Content-Type-Options %q, Referrer-Policy %q", r.status,
+		r.header.Get("Content-Security-Policy"), r.header.Get("X-Content-Type-Options"), r.header.Get("Referrer-Policy"))
+	out.Err = firstErr(wantPolicy(r.header.Get("Content-Security-Policy")), wantNoSniff(r), wantReferrerPolicy(r))
+	return out
+}
+
+// wantPolicy checks a content policy: scripts from named sources only (script-src, else
+// default-src, holds no 'unsafe-*', wildcard or scheme source) and no framing.
+func wantPolicy(policy string) error {
+	if policy == "" {
+		return fmt.Errorf("no Content-Security-Policy")
+	}
+	dirs := map[string][]string{}
+	for _, d := range strings.Split(policy, ";") {
+		if f := strings.Fields(strings.ToLower(d)); len(f) > 0 {
+			if _, dup := dirs[f[0]]; !dup { // a browser obeys the first of a repeated directive
+				dirs[f[0]] = f[1:]
+			}
+		}
+	}
+	scripts, ok := dirs["script-src"]
+	if !ok {
+		scripts, ok = dirs["default-src"]
+	}
+	if !ok {
+		return fmt.Errorf("the policy does not restrict scripts (no script-src or default-src)")
+	}
+	for _, src := range scripts {
+		if strings.HasPrefix(src, "'unsafe-") || strings.Contains(src, "*") || strings.HasSuffix(src, ":") {
+			return fmt.Errorf("the policy allows scripts from %s", src)
+		}
+	}
+	if fa := dirs["frame-ancestors"]; len(fa) != 1 || fa[0] != "'none'" {
+		return fmt.Errorf("frame-ancestors %q, want 'none'", strings.Join(fa, " "))
+	}
+	return nil
+}
+
+func wantNoSniff(r response) error {
+	if v := r.header.Get("X-Content-Type-Options"); !strings.EqualFold(strings.TrimSpace(v), "nosniff") {
+		return fmt.Errorf("X-Content-Type-Options %q, want nosniff", v)
+	}
+	return nil
+}
+
+// wantReferrerPolicy accepts the policies that never send a path to another site.
+func wantReferrerPolicy(r response) error {
+	v := strings.ToLower(strings.TrimSpace(r.header.Get("Referrer-Policy")))
+	switch v {
+	case "no-referrer", "same-origin", "strict-origin", "strict-origin-when-cross-origin":
+		return nil
+	}
+	return fmt.Errorf("Referrer-Policy %q, want no-referrer, same-origin or strict-origin(-when-cross-origin)", v)
 }
 
 // Failed counts the failed results.

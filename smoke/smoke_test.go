@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,10 +43,10 @@ func TestSmokePassesAgainstTheRunningDemo(t *testing.T) {
 	}
 	var out bytes.Buffer
 	smoke.Report(&out, results)
-	if smoke.Failed(results) != 0 || len(results) != 5 {
+	if smoke.Failed(results) != 0 || len(results) != 7 {
 		t.Fatalf("smoke against the demo:\n%s", out.String())
 	}
-	if !strings.Contains(out.String(), "/assets/app-") {
+	if !regexp.MustCompile(`ok +hashed asset +\S+/assets/[a-z]+-[A-Z0-9]{8}\.(js|css) `).MatchString(out.String()) {
 		t.Fatalf("the hashed asset was not found from the index:\n%s", out.String())
 	}
 }
@@ -61,10 +62,31 @@ type wrongServer struct {
 	apiStatus                   int
 	apiType                     string
 	indexBody                   string
+	// the browser protections: "" → a good value, "none" → left out
+	pageCSP, apiCSP, nosniff, referrer string
+}
+
+const goodPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; frame-ancestors 'none'"
+
+func setOr(h http.Header, key, v, def string) {
+	switch v {
+	case "none":
+	case "":
+		h.Set(key, def)
+	default:
+		h.Set(key, v)
+	}
 }
 
 func (w wrongServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h := rw.Header()
+	setOr(h, "X-Content-Type-Options", w.nosniff, "nosniff")
+	setOr(h, "Referrer-Policy", w.referrer, "no-referrer")
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		setOr(h, "Content-Security-Policy", w.apiCSP, goodPolicy)
+	} else {
+		setOr(h, "Content-Security-Policy", w.pageCSP, goodPolicy)
+	}
 	index := w.indexBody
 	if index == "" {
 		index = `<!doctype html><script type="module" src="/assets/app-ABCDEFGH.js"></script>`
@@ -90,6 +112,9 @@ func (w wrongServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", or(w.assetCache, "public, max-age=31536000, immutable"))
 		h.Set("Content-Type", "text/javascript")
 		rw.Write([]byte("console.log(1)"))
+	case p == "/api/openapi.json":
+		h.Set("Content-Type", "application/json")
+		rw.Write([]byte(`{"openapi":"3.0.3"}`))
 	case strings.HasPrefix(p, "/api/"):
 		status := w.apiStatus
 		if status == 0 {
@@ -144,6 +169,13 @@ func TestSmokeFailsTheCheckOfEveryBrokenRule(t *testing.T) {
 		{"client route gets another page", "navigation fallback", wrongServer{navBody: "<!doctype html><p>not found"}},
 		{"unknown API path gets the page", "unknown API path", wrongServer{apiStatus: 200, apiType: "html"}},
 		{"unknown API path is a 500", "unknown API path", wrongServer{apiStatus: 500}},
+		{"page without a content policy", "page protections", wrongServer{pageCSP: "none"}},
+		{"page runs inline scripts", "page protections", wrongServer{pageCSP: "default-src 'self' 'unsafe-inline'; frame-ancestors 'none'"}},
+		{"page scripts from anywhere", "page protections", wrongServer{pageCSP: "script-src https:; frame-ancestors 'none'"}},
+		{"page may be framed", "page protections", wrongServer{pageCSP: "default-src 'self'"}},
+		{"page policy restricts no script", "page protections", wrongServer{pageCSP: "img-src 'self'; frame-ancestors 'none'"}},
+		{"API without a content policy", "API protections", wrongServer{apiCSP: "none"}},
+		{"API may be framed by anyone", "API protections", wrongServer{apiCSP: "default-src 'none'; frame-ancestors *"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := httptest.NewServer(tc.srv)

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -58,6 +60,7 @@ type browser struct {
 
 	mu         sync.Mutex
 	exceptions []string
+	violations []string // content-policy violations the pages reported
 }
 
 func newBrowser(t *testing.T, width, height int) *browser {
@@ -100,11 +103,33 @@ func newBrowser(t *testing.T, width, height int) *browser {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A content-policy violation fails the test: the browser only reports it, and what it
+	// refused (a script, a style) otherwise shows, if at all, as a page silently missing a part.
+	if err := chromedp.Do(ctx,
+		chromedp.ExposeFunc("binderyPolicyViolation", func(_ context.Context, v string) (chromedp.Void, error) {
+			b.mu.Lock()
+			b.violations = append(b.violations, v)
+			b.mu.Unlock()
+			return chromedp.Void{}, nil
+		}),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+				Source: `addEventListener('securitypolicyviolation', (e) => window.binderyPolicyViolation(
+					e.effectiveDirective + ' refused ' + (e.blockedURI || '(inline)') + ' at ' + e.sourceFile + ':' + e.lineNumber + ' ' + (e.sample || '')))`,
+			})
+			return err
+		}),
+	); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, e := range b.exceptions {
 			t.Errorf("uncaught exception in the page: %s", e)
+		}
+		for _, v := range b.violations {
+			t.Errorf("content policy violation: %s", v)
 		}
 	})
 	return b

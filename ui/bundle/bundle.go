@@ -6,6 +6,8 @@ package bundle
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,8 +23,10 @@ import (
 // Files maps a path relative to dist (slash-separated) to its content.
 type Files map[string][]byte
 
-// Build bundles uiDir/src (entry main.js, pages loaded on demand as split chunks) and renders
-// uiDir/src/index.html with the recovery script inlined and the hashed entry names filled in.
+// Build bundles uiDir/src (entry main.js, pages loaded on demand as split chunks), minifies the
+// recovery script into a hashed asset of its own (a classic script: it must run before the
+// module loads, and the content policy allows no inline script), and renders
+// uiDir/src/index.html with the hashed names filled in.
 func Build(uiDir string) (Files, error) {
 	abs, err := filepath.Abs(uiDir)
 	if err != nil {
@@ -74,13 +78,17 @@ func Build(uiDir string) (Files, error) {
 	if err := messages("recovery.js", min.Errors); err != nil {
 		return nil, err
 	}
+	// esbuild names its outputs the same way: a content hash, so the name never changes meaning.
+	sum := sha256.Sum256(min.Code)
+	recoveryName := "assets/recovery-" + base32.StdEncoding.EncodeToString(sum[:])[:8] + ".js"
+	out[recoveryName] = min.Code
 	page, err := os.ReadFile(filepath.Join(abs, "src", "index.html"))
 	if err != nil {
 		return nil, err
 	}
 	html := string(page)
 	for placeholder, value := range map[string]string{
-		"{{recovery}}": strings.TrimSpace(string(min.Code)),
+		"{{recovery}}": "/" + recoveryName,
 		"{{css}}":      "/" + css,
 		"{{js}}":       "/" + js,
 	} {

@@ -4,7 +4,9 @@
 
 /**
  * h('button', {class: 'primary', onclick: fn, disabled: true}, 'Save') → <button …>Save</button>
- * Attributes: on* take functions; true/false toggle boolean attributes; null/undefined skip.
+ * Attributes: on* take functions; style takes an object of CSS properties ({width: '5%'}, set
+ * one by one: the content policy refuses style attributes); true/false toggle boolean
+ * attributes; null/undefined skip.
  * Children: strings, numbers, nodes, arrays of those; null/false/undefined skip.
  */
 export function h(tag, attrs, ...children) {
@@ -13,6 +15,8 @@ export function h(tag, attrs, ...children) {
     if (v === null || v === undefined || v === false) continue;
     if (k.startsWith('on') && typeof v === 'function') {
       el.addEventListener(k.slice(2), v);
+    } else if (k === 'style' && typeof v === 'object') {
+      for (const [prop, val] of Object.entries(v)) el.style.setProperty(prop, String(val));
     } else if (v === true) {
       el.setAttribute(k, '');
     } else {

@@ -1,4 +1,5 @@
-// Release recovery (SPEC §8), inlined into index.html so it runs before any asset loads.
+// Release recovery (SPEC §8): index.html loads it first, as a classic script of its own (the
+// content policy allows no inline script), so it listens before any other asset loads.
 //
 // After a release, an open page may ask for a hashed asset that the new deployment no longer
 // has (a page chunk it had not loaded yet), or a cached index may name an old bundle. When one
@@ -26,19 +27,28 @@
     return u.href;
   }
 
+  // css sets declarations one property at a time: the content policy refuses style
+  // attributes, and browsers differ on whether setting the whole text counts as one.
+  function css(el, text) {
+    text.split(';').forEach(function (d) {
+      var i = d.indexOf(':');
+      if (i > 0) el.style.setProperty(d.slice(0, i).trim(), d.slice(i + 1).trim());
+    });
+  }
+
   function showButton() {
     if (document.getElementById('recovery')) return;
     var box = document.createElement('div');
     box.id = 'recovery';
     box.setAttribute('role', 'alert');
-    box.style.cssText = 'position:fixed;inset:auto 0 0 0;z-index:1000;padding:1rem;background:#7a1f1f;color:#fff;' +
-      'font:16px/1.4 system-ui,sans-serif;display:flex;gap:1rem;align-items:center;flex-wrap:wrap;justify-content:center';
+    css(box, 'position:fixed;inset:auto 0 0 0;z-index:1000;padding:1rem;background:#7a1f1f;color:#fff;' +
+      'font:16px/1.4 system-ui,sans-serif;display:flex;gap:1rem;align-items:center;flex-wrap:wrap;justify-content:center');
     var text = document.createElement('span');
     text.textContent = 'Part of bindery failed to load, probably because a new version was just released.';
     var button = document.createElement('button');
     button.type = 'button';
     button.textContent = 'Refresh page';
-    button.style.cssText = 'font:inherit;padding:.5rem 1rem;border:0;border-radius:4px;background:#fff;color:#7a1f1f;cursor:pointer';
+    css(button, 'font:inherit;padding:.5rem 1rem;border:0;border-radius:4px;background:#fff;color:#7a1f1f;cursor:pointer');
     button.onclick = function () { location.replace(bustedURL()); };
     box.appendChild(text);
     box.appendChild(button);

@@ -241,8 +241,8 @@ function stageTable(views) {
     h('ul', {class: 'bars', id: 'stage-latency'}, rows.map((r) => h('li', {},
       h('span', {class: 'bar-label'}, stageName(r.stage)),
       h('span', {class: 'bar-track', 'aria-hidden': 'true'},
-        h('span', {class: 'bar', style: `width:${Math.max(2, (100 * r.median) / top)}%`}),
-        h('span', {class: 'bar-max', style: `left:${Math.min(99, (100 * r.max) / top)}%`})),
+        h('span', {class: 'bar', style: {width: `${Math.max(2, (100 * r.median) / top)}%`}}),
+        h('span', {class: 'bar-max', style: {left: `${Math.min(99, (100 * r.max) / top)}%`}})),
       h('span', {class: 'bar-value'}, `${duration(r.median)} median · ${duration(r.max)} slowest · ${r.n}`)))));
 }
 

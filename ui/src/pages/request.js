@@ -121,7 +121,7 @@ export function stages(list) {
   const max = Math.max(1, ...list.map((s) => s.durationNs || 0));
   return h('ul', {class: 'bars', id: 'stages'}, list.map((s) => h('li', {},
     h('span', {class: 'bar-label'}, stageName(s.stage)),
-    h('span', {class: 'bar-track', 'aria-hidden': 'true'}, h('span', {class: `bar${s.done ? '' : ' running'}`, style: `width:${Math.max(2, (100 * (s.durationNs || 0)) / max)}%`})),
+    h('span', {class: 'bar-track', 'aria-hidden': 'true'}, h('span', {class: `bar${s.done ? '' : ' running'}`, style: {width: `${Math.max(2, (100 * (s.durationNs || 0)) / max)}%`}})),
     h('span', {class: 'bar-value'}, duration(s.durationNs || 0), s.done ? '' : ' so far'))));
 }
 
