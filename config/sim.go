@@ -76,6 +76,7 @@ type SimDeploy struct {
 	Delay            time.Duration // from a merge to the deploy callback
 	DropRate         float64       // share of deploy callbacks never sent (reconciliation closes the gap)
 	WithOperationIDs bool          // the callback names the operationIds found in the merged files
+	ExactRate        float64       // without WithOperationIDs: the share of callbacks that name them all the same
 }
 
 type simSettings struct {
@@ -180,8 +181,10 @@ func init() {
 			func(s *Snapshot) *time.Duration { return &d(s).Delay }),
 		simRate("sim.deploy.dropRate", "Share of deploy callbacks never sent, so that reconciliation has work.",
 			func(s *Snapshot) *float64 { return &d(s).DropRate }),
-		simBool("sim.deploy.withOperationIds", true, "The deploy callback lists the operationIds found in the merged files (exact match); false sends only project and mrIid (the watermark inference).",
+		simBool("sim.deploy.withOperationIds", true, "The deploy callback lists the operationIds found in the merged files (exact match); false sends only project, mrIid and the deployed commit (reconciliation infers the rest by merge order), except for the share sim.deploy.exactRate.",
 			func(s *Snapshot) *bool { return &d(s).WithOperationIDs }),
+		simRate("sim.deploy.exactRate", "With sim.deploy.withOperationIds false: the share of deploy callbacks that list the operationIds all the same, so exact and inferred validation mix.",
+			func(s *Snapshot) *float64 { return &d(s).ExactRate }),
 	)
 }
 

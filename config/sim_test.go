@@ -96,6 +96,7 @@ func init() {
 		"sim.approval.reorder":           {func(s *Snapshot) any { return ap(s).Reorder }, boolRows(false)},
 		"sim.deploy.delay":               {func(s *Snapshot) any { return s.SimDeploy().Delay }, durationRows(3*time.Second, 10*time.Second)},
 		"sim.deploy.dropRate":            {func(s *Snapshot) any { return s.SimDeploy().DropRate }, rateRows()},
+		"sim.deploy.exactRate":           {func(s *Snapshot) any { return s.SimDeploy().ExactRate }, rateRows()},
 		"sim.deploy.withOperationIds":    {func(s *Snapshot) any { return s.SimDeploy().WithOperationIDs }, boolRows(true)},
 	}
 	for k, r := range rows {

@@ -36,7 +36,9 @@ func TestEachRequestLeavesOneAccessLineNamingItsRoute(t *testing.T) {
 		if id == "op-panics" {
 			panic("boom")
 		}
-		return workflow.RequestView{OperationID: id, Subject: "alice@example.com", Status: store.StatusValidated}, nil
+		h.wf.mu.Lock()
+		defer h.wf.mu.Unlock()
+		return h.wf.requests[id], nil
 	}
 	for _, c := range []struct {
 		name   string

@@ -222,7 +222,11 @@ func (f *fakeWorkflow) ApprovalCallback(ctx context.Context, cb workflow.Approva
 }
 
 func (f *fakeWorkflow) DeployCallback(ctx context.Context, cb workflow.DeployCallback) (workflow.CallbackResult, error) {
-	f.record("DeployCallback(%s,%d,%v)", cb.Project, cb.MRIID, cb.OperationIDs)
+	if cb.SHA != "" {
+		f.record("DeployCallback(%s,%d@%s,%v)", cb.Project, cb.MRIID, cb.SHA, cb.OperationIDs)
+	} else {
+		f.record("DeployCallback(%s,%d,%v)", cb.Project, cb.MRIID, cb.OperationIDs)
+	}
 	if f.DeployCallbackFn != nil {
 		return f.DeployCallbackFn(ctx, cb)
 	}

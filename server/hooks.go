@@ -37,7 +37,7 @@ func (s *Server) approvalHook(w http.ResponseWriter, r *http.Request) (int, any,
 	return http.StatusOK, res, err
 }
 
-// deployHook is POST /hooks/deploy: {project, mrIid, operationIds?}.
+// deployHook is POST /hooks/deploy: {project, mrIid and/or sha, operationIds?}.
 func (s *Server) deployHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var cb workflow.DeployCallback
 	if err := bindJSON(r, &cb, false); err != nil {
@@ -49,8 +49,10 @@ func (s *Server) deployHook(w http.ResponseWriter, r *http.Request) (int, any, e
 		return 0, nil, apperr.Invalid("project", "is required (the GitLab project path)")
 	case utf8.RuneCountInString(cb.Project) > 255:
 		return 0, nil, apperr.Invalid("project", "must be at most 255 characters")
-	case cb.MRIID <= 0:
-		return 0, nil, apperr.Invalid("mrIid", "must be a positive MR number")
+	case cb.MRIID < 0 || (cb.MRIID == 0 && cb.SHA == ""):
+		return 0, nil, apperr.Invalid("mrIid", "must be a positive MR number (or give the deployed commit as sha)")
+	case cb.SHA != "" && !commitSHA(cb.SHA):
+		return 0, nil, apperr.Invalid("sha", "must be a full commit SHA (40 or 64 hexadecimal digits)")
 	case len(cb.OperationIDs) > 1000:
 		return 0, nil, apperr.Invalid("operationIds", "must list at most 1000 ids")
 	}
@@ -121,4 +123,18 @@ func (s *Server) gitlabHook(w http.ResponseWriter, r *http.Request) (int, any, e
 	}
 	res, err := s.deps.Workflow.GitLabEvent(r.Context(), ev)
 	return http.StatusOK, res, err
+}
+
+// commitSHA: a full SHA-1 or SHA-256 object name, as GitLab writes it (a short one could name
+// several commits).
+func commitSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }

@@ -14,8 +14,9 @@ import (
 
 // The simulated deploy pipeline: sim.deploy.delay after each merge in the simulated GitLab it
 // calls POST <bindery>/hooks/deploy with "Authorization: Bearer <hooks.deployToken>" and
-// {"project","mrIid","operationIds"}; a share of the callbacks (sim.deploy.dropRate) is never
-// sent, so that reconciliation has work to do.
+// {"project","mrIid","sha","operationIds"} — sha the merge commit it deployed, operationIds when
+// sim.deploy.withOperationIds (or, without it, for the share sim.deploy.exactRate); a share of
+// the callbacks (sim.deploy.dropRate) is never sent, so that reconciliation has work to do.
 
 // DeployFaults are the deploy simulator's knobs; the struct the sim.deploy.* keys fill.
 type DeployFaults = config.SimDeploy
@@ -33,6 +34,7 @@ const (
 type DeployRecord struct {
 	Project      string    `json:"project"`
 	MRIID        int64     `json:"mrIid"`
+	SHA          string    `json:"sha"`
 	OperationIDs []string  `json:"operationIds"`
 	Status       string    `json:"status"`
 	Answer       int       `json:"answer"` // bindery's HTTP status; 0: none
@@ -98,8 +100,8 @@ func (d *Deploy) merged(info MergeInfo) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := d.faults()
-	rec := &DeployRecord{Project: info.Project, MRIID: info.IID, Status: DeployPending, At: time.Now()}
-	if f.WithOperationIDs {
+	rec := &DeployRecord{Project: info.Project, MRIID: info.IID, SHA: info.SHA, Status: DeployPending, At: time.Now()}
+	if f.WithOperationIDs || chance(f.ExactRate) {
 		rec.OperationIDs = info.OperationIDs
 	}
 	d.records = append(d.records, rec)
@@ -131,7 +133,7 @@ func (d *Deploy) deliver(rec *DeployRecord, drop bool) {
 	case d.opts.BinderyURL == "":
 		status = DeployNoTarget
 	default:
-		body, _ := json.Marshal(workflow.DeployCallback{Project: rec.Project, MRIID: rec.MRIID, OperationIDs: rec.OperationIDs})
+		body, _ := json.Marshal(workflow.DeployCallback{Project: rec.Project, MRIID: rec.MRIID, SHA: rec.SHA, OperationIDs: rec.OperationIDs})
 		for attempt := 0; attempt < 3; attempt++ {
 			if answer = d.post(body); answer >= 200 && answer < 300 {
 				break

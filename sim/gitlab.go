@@ -70,6 +70,7 @@ type GitLab struct {
 type MergeInfo struct {
 	Project string
 	IID     int64
+	SHA     string // the merge commit: what a deploy of this merge ships
 	// OperationIDs are the operationId values of the YAML files the merge added, changed or
 	// deleted (bindery's rendered binding files carry one each), sorted.
 	OperationIDs []string

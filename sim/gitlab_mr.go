@@ -539,7 +539,7 @@ func (g *GitLab) doMerge(mr *mergeRequest, userID int64, removeSource bool, now 
 	}
 	g.mrHook(mr, "merge", userID, "", now)
 	g.headMoved(p, mr.target, userID, now)
-	info := MergeInfo{Project: p.path, IID: mr.iid, OperationIDs: operationIDs(tgtBefore.files, c.files)}
+	info := MergeInfo{Project: p.path, IID: mr.iid, SHA: c.id, OperationIDs: operationIDs(tgtBefore.files, c.files)}
 	for _, fn := range g.onMerge {
 		fn(info)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"bindery/apperr"
@@ -31,9 +32,12 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb DeployCallback) (Callb
 	if !w.catalogProject(cb.Project) {
 		return CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
 	}
-	d, err := w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, OperationIDs: cb.OperationIDs})
-	if errors.Is(err, store.ErrUnknownMR) {
+	d, err := w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
+	switch {
+	case errors.Is(err, store.ErrUnknownMR):
 		return CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("bindery opened no merge request !%d in %s", cb.MRIID, cb.Project))
+	case errors.Is(err, store.ErrUnknownCommit):
+		return CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("no merge bindery recorded in %s landed commit %s", cb.Project, cb.SHA))
 	}
 	if err != nil {
 		return CallbackResult{}, err
@@ -68,8 +72,8 @@ func (w *Workflow) refuseDeploy(ctx context.Context, cb DeployCallback, why stri
 	w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "unverified")
 	w.log.WarnContext(ctx, "deploy callback refused: "+why, "project", cb.Project, "mr", cb.MRIID, "operations", len(cb.OperationIDs))
 	if _, err := w.db.RecordAudit(ctx, store.AuditEvent{
-		Key: fmt.Sprintf("hook.deploy.refused:%s!%d", cb.Project, cb.MRIID), Actor: "deploy pipeline", Action: "hook.deploy.refused",
-		RequestID: logging.RequestID(ctx), Params: map[string]any{"project": cb.Project, "mrIid": cb.MRIID, "operationIds": cb.OperationIDs, "why": why},
+		Key: fmt.Sprintf("hook.deploy.refused:%s!%d@%s", cb.Project, cb.MRIID, cb.SHA), Actor: "deploy pipeline", Action: "hook.deploy.refused",
+		RequestID: logging.RequestID(ctx), Params: map[string]any{"project": cb.Project, "mrIid": cb.MRIID, "sha": cb.SHA, "operationIds": cb.OperationIDs, "why": why},
 	}); err != nil {
 		w.log.WarnContext(ctx, "refused deploy callback not audited", "err", err)
 	}

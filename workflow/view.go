@@ -191,7 +191,8 @@ type CallbackResult struct {
 // DeployCallback is the verified body of POST /hooks/deploy.
 type DeployCallback struct {
 	Project      string   `json:"project"`
-	MRIID        int64    `json:"mrIid"`
+	MRIID        int64    `json:"mrIid,omitempty"`
+	SHA          string   `json:"sha,omitempty"`          // the deployed commit (optional with mrIid)
 	OperationIDs []string `json:"operationIds,omitempty"` // present → exact match, no inference
 }
 
