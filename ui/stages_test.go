@@ -91,4 +91,17 @@ func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
 	if strings.Contains(text, "without effect") {
 		t.Errorf("a revoked binding is called finished without effect:\n%s", text)
 	}
+
+	// On a phone every stage view fits the width (long notes and addresses wrap).
+	phone := newBrowser(t, 390, 844)
+	phone.do("size the viewport", chromedp.EmulateViewport(390, 844))
+	for _, op := range []string{inCI, failedOp, revoking, revoked} {
+		stageView(t, phone, s.URL, op)
+		if !evalJS[bool](phone, `document.documentElement.scrollWidth <= innerWidth`) {
+			t.Errorf("request %s at 390px scrolls sideways: %dpx wide", op, evalJS[int](phone, `document.documentElement.scrollWidth`))
+		}
+		if op == failedOp {
+			phone.screenshot("request-failed-phone.png")
+		}
+	}
 }
