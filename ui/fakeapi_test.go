@@ -131,9 +131,27 @@ func (f *fakeAPI) me(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {
+	name, id := identity(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	items := []map[string]any{}
 	for _, t := range f.cfg.Targets() {
-		items = append(items, map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": t.TTL})
+		// As the server: a restricted target only for the ops user here; the caller's newest
+		// request of the target, when in effect or on its way.
+		item := map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": t.TTL, "mayApply": len(t.RuleCodes) == 0 || name == "ops"}
+		for i := len(f.order) - 1; i >= 0; i-- {
+			v := f.reqs[f.order[i]].view
+			if v.Subject != id || v.TargetKey != t.Key {
+				continue
+			}
+			if v.Status == store.StatusValidated {
+				item["yours"] = map[string]any{"state": "IN_EFFECT", "operationId": v.OperationID, "status": v.Status}
+			} else if !v.Status.Reappliable() {
+				item["yours"] = map[string]any{"state": "IN_FLIGHT", "operationId": v.OperationID, "status": v.Status}
+			}
+			break
+		}
+		items = append(items, item)
 	}
 	reply(w, 200, map[string]any{"items": items})
 }

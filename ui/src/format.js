@@ -107,6 +107,7 @@ export function ordinal(n) {
 /** ttl shows a target's expiry (nanoseconds, or a Go duration string). */
 export function ttl(value) {
   if (!value) return 'does not expire';
-  if (typeof value === 'number') return `expires ${duration(value)} after it takes effect`;
-  return `expires ${value} after it takes effect`;
+  // The file's expiresAt is the request's time plus the target's ttl.
+  if (typeof value === 'number') return `expires ${duration(value)} after you apply`;
+  return `expires ${value} after you apply`;
 }
