@@ -72,6 +72,9 @@ type run struct {
 	members []member // what the batch holds, rendered (loaded by steps that need them)
 	spec    change.Spec
 	phase   failure // the declared failure of the step running now
+	// failed is the pipeline this step saw fail (0: none): recorded with the step's outcome, so
+	// the request page links the run that failed rather than an earlier one.
+	failed int64
 }
 
 type member struct {
@@ -159,6 +162,9 @@ func (s *Service) retryBatch(er *engine.Run, err error) (time.Duration, bool) {
 // next records the step's outcome with the batch's own write (step.Batch is filled in).
 func (r *run) next(ctx context.Context, n store.TaskNext, step store.BatchStep) error {
 	step.Batch = r.batch
+	if step.Change.PipelineID == 0 {
+		step.Change.PipelineID = r.failed
+	}
 	if n.Memo == nil {
 		n.Memo = r.memo.encode()
 	}
@@ -383,6 +389,7 @@ func (r *run) pipeline(ctx context.Context) error {
 		r.memo.Tested = look.MR.SHA
 		return r.next(ctx, store.TaskNext{Step: stepApprove}, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: note}, Moves: pipelinePassed(pipeline, note)})
 	case look.Outcome == change.Failed:
+		r.failed = pipeline
 		return r.deterministic(ctx, failedPipeline.with(link+" failed"))
 	}
 	next, timedOut := r.r.Poll(r.stages(), "waiting for "+link)

@@ -249,7 +249,11 @@ func rows() []row {
 
 		// ---- catalog, preview, me ----
 		{name: "the catalog lists targets with their rule codes and ttl", call: get("/api/targets", "alice"), status: 200,
-			want: []string{`{"key":"public-a","title":"Public A","project":"infra/access-config","ruleCodes":[],"ttl":"720h"}`, `"ruleCodes":["b-owners"]`}},
+			want: []string{`{"key":"public-a","title":"Public A","project":"infra/access-config","ruleCodes":[],"ttl":"720h","mayApply":true}`, `"ruleCodes":["b-owners"],"ttl":"","mayApply":false}`}},
+		{name: "the catalog says which target the caller has in effect, with the request", prep: validated, call: get("/api/targets", "alice"), status: 200,
+			want: []string{`"key":"public-a"`, `"mayApply":true,"yours":{"state":"IN_EFFECT","operationId":"op-v","status":"VALIDATED"}`}},
+		{name: "the catalog says which target the caller has in flight; others' requests are not theirs", prep: bobs, call: get("/api/targets", "bob"), status: 200,
+			want: []string{`"yours":{"state":"IN_FLIGHT","operationId":"op-bob","status":"MERGING"}`}},
 		{name: "preview renders the caller's file", call: get("/api/preview?target=public-a", "alice"), status: 200,
 			want: []string{`"path":"bindings/public-a/alice@example.com.yaml"`}},
 		{name: "a failing preview is 200 and empty",

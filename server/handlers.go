@@ -218,26 +218,82 @@ func (s *Server) listQuery(r *http.Request) (string, int, Workflow, error) {
 	return cursor, limit, s.deps.Workflow, err
 }
 
-// targetView is one catalog entry as GET /api/targets shows it.
+// targetView is one catalog entry as GET /api/targets shows it, for the caller: whether they
+// may apply, and their request of it when one is in effect or on its way (the form says so
+// before anything is typed).
 type targetView struct {
-	Key       string   `json:"key"`
-	Title     string   `json:"title"`
-	Project   string   `json:"project"`
-	RuleCodes []string `json:"ruleCodes"`
-	TTL       string   `json:"ttl"` // e.g. "720h"; "" = never expires
+	Key       string       `json:"key"`
+	Title     string       `json:"title"`
+	Project   string       `json:"project"`
+	RuleCodes []string     `json:"ruleCodes"`
+	TTL       string       `json:"ttl"` // e.g. "720h"; "" = never expires
+	MayApply  bool         `json:"mayApply"`
+	Yours     *targetYours `json:"yours,omitempty"`
 }
 
-// targets is GET /api/targets: the catalog in force.
+// targetYours is the caller's current request of a target: IN_EFFECT (VALIDATED) or IN_FLIGHT
+// (anything else that is not finished: a new application would be refused as APPLY_IN_PROGRESS).
+type targetYours struct {
+	State       string              `json:"state"`
+	OperationID string              `json:"operationId"`
+	Status      store.BindingStatus `json:"status"`
+}
+
+// maxOwnPages bounds how many pages of the caller's requests the catalog reads (newest first).
+const maxOwnPages = 5
+
+// targets is GET /api/targets: the catalog in force, as it stands for the caller.
 func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	caller := infoOf(r).caller
+	snap := s.deps.Config.Current()
+	yours, err := s.ownRequests(r.Context(), caller.ID)
+	if err != nil {
+		return 0, nil, err
+	}
 	items := []targetView{}
-	for _, t := range s.deps.Config.Current().Targets() {
+	for _, t := range snap.Targets() {
 		codes := t.RuleCodes
 		if codes == nil {
 			codes = []string{}
 		}
-		items = append(items, targetView{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: shortDuration(t.TTL)})
+		may := len(codes) == 0 || s.permit(r.Context(), caller.ID, append(append([]string{}, codes...), snap.OpsRule())...)
+		items = append(items, targetView{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: shortDuration(t.TTL), MayApply: may, Yours: yours[t.Key]})
 	}
 	return http.StatusOK, map[string]any{"items": items}, nil
+}
+
+// ownRequests is the caller's current request per target: the newest request of a target is
+// the one its binding row follows (a new application reuses the row), so older ones are history.
+func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*targetYours, error) {
+	out := map[string]*targetYours{}
+	wf := s.deps.Workflow
+	if wf == nil {
+		return out, nil
+	}
+	seen := map[string]bool{}
+	cursor := ""
+	for range maxOwnPages {
+		page, err := wf.MyRequests(ctx, subject, cursor, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.Items {
+			if seen[it.TargetKey] {
+				continue
+			}
+			seen[it.TargetKey] = true
+			switch {
+			case it.Status == store.StatusValidated:
+				out[it.TargetKey] = &targetYours{State: "IN_EFFECT", OperationID: it.OperationID, Status: it.Status}
+			case !it.Status.Reappliable():
+				out[it.TargetKey] = &targetYours{State: "IN_FLIGHT", OperationID: it.OperationID, Status: it.Status}
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	return out, nil
 }
 
 // shortDuration writes 720h0m0s as 720h and 1h30m0s as 1h30m.

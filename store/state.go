@@ -156,7 +156,9 @@ const (
 // names, nextAction, the stage durations, the "why is it waiting" words and the ops retry plan
 // are all derived from it.
 type StepInfo struct {
-	Name  string // stable name, e.g. HANDLE_PIPELINE_PENDING (stored codes are shown by name)
+	Name string // stable name, e.g. HANDLE_PIPELINE_PENDING (stored codes are shown by name)
+	// Label is the step in plain words, as the request page's timeline shows it.
+	Label string
 	Stage string // the stage the time spent at this step counts for ("": an instant or an end)
 	// Deterministic: a failure that waiting or retrying the same MR will not fix — a property
 	// of the change, not of the moment ("contact support").
@@ -175,40 +177,40 @@ type StepInfo struct {
 }
 
 var steps = map[Step]StepInfo{
-	StepCreateStarted:         {Name: "CREATE_STARTED", Stage: StageCI, Waiting: "the bot to open {mr} and its pipeline to pass"},
-	StepCreateSucceeded:       {Name: "CREATE_SUCCEEDED"},
-	StepCreateFailed:          {Name: "CREATE_FAILED"},
-	StepCreatePipelineFailed:  {Name: "CREATE_PIPELINE_FAILED", Deterministic: true},
-	StepCreateHandoffRejected: {Name: "CREATE_HANDOFF_REJECTED"},
-	StepApprovalSending:       {Name: "APPROVAL_SENDING", Stage: StageApproval, Waiting: "bindery to send the request to the approval system"},
-	StepApprovalSent:          {Name: "APPROVAL_SENT", Stage: StageApproval, Waiting: "the approvers in the approval system"},
-	StepApprovalSendFailed:    {Name: "APPROVAL_SEND_FAILED"},
-	StepApprovalRejected:      {Name: "APPROVAL_REJECTED"},
-	StepQueued:                {Name: "QUEUED", Stage: StageBatch, Waiting: "the next batch round"},
-	StepBatched:               {Name: "BATCHED", Stage: StageCI, Waiting: "the bot to open the batch's merge request"},
-	StepCreateInvalid:         {Name: "CREATE_INVALID", Deterministic: true},
+	StepCreateStarted:         {Name: "CREATE_STARTED", Label: "Merge request opened, pipeline running", Stage: StageCI, Waiting: "the bot to open {mr} and its pipeline to pass"},
+	StepCreateSucceeded:       {Name: "CREATE_SUCCEEDED", Label: "Pipeline passed"},
+	StepCreateFailed:          {Name: "CREATE_FAILED", Label: "Could not prepare the merge request"},
+	StepCreatePipelineFailed:  {Name: "CREATE_PIPELINE_FAILED", Label: "Pipeline failed", Deterministic: true},
+	StepCreateHandoffRejected: {Name: "CREATE_HANDOFF_REJECTED", Label: "bindery was too busy to open the merge request"},
+	StepApprovalSending:       {Name: "APPROVAL_SENDING", Label: "Sending to the approval system", Stage: StageApproval, Waiting: "bindery to send the request to the approval system"},
+	StepApprovalSent:          {Name: "APPROVAL_SENT", Label: "Sent for approval", Stage: StageApproval, Waiting: "the approvers in the approval system"},
+	StepApprovalSendFailed:    {Name: "APPROVAL_SEND_FAILED", Label: "Could not reach the approval system"},
+	StepApprovalRejected:      {Name: "APPROVAL_REJECTED", Label: "Rejected by the approvers"},
+	StepQueued:                {Name: "QUEUED", Label: "Approved, waiting for a batch", Stage: StageBatch, Waiting: "the next batch round"},
+	StepBatched:               {Name: "BATCHED", Label: "Taken into a batch", Stage: StageCI, Waiting: "the bot to open the batch's merge request"},
+	StepCreateInvalid:         {Name: "CREATE_INVALID", Label: "The change failed validation", Deterministic: true},
 
-	StepHandleStarted:         {Name: "HANDLE_STARTED", Stage: StageMerge, Waiting: "the reviewer bots to approve and merge {mr}"},
-	StepHandleApproved:        {Name: "HANDLE_APPROVED", Stage: StageMerge, Waiting: "the bot to merge {mr}"},
-	StepHandleMerged:          {Name: "HANDLE_MERGED", Stage: StageDeploy, Waiting: "the deploy pipeline to report that {mr} is deployed"},
-	StepHandleFailed:          {Name: "HANDLE_FAILED"},
-	StepHandleRebaseConflict:  {Name: "HANDLE_REBASE_CONFLICT", Deterministic: true},
-	StepHandleMergeFailed:     {Name: "HANDLE_MERGE_FAILED"},
-	StepHandlePipelineFailed:  {Name: "HANDLE_PIPELINE_FAILED", Deterministic: true},
-	StepHandleApproveFailed:   {Name: "HANDLE_APPROVE_FAILED"},
-	StepHandleMRClosed:        {Name: "HANDLE_MR_CLOSED", Deterministic: true},
-	StepHandleHandoffRejected: {Name: "HANDLE_HANDOFF_REJECTED"},
+	StepHandleStarted:         {Name: "HANDLE_STARTED", Label: "Waiting for the reviewer bots", Stage: StageMerge, Waiting: "the reviewer bots to approve and merge {mr}"},
+	StepHandleApproved:        {Name: "HANDLE_APPROVED", Label: "Approved by the reviewer bots, merging", Stage: StageMerge, Waiting: "the bot to merge {mr}"},
+	StepHandleMerged:          {Name: "HANDLE_MERGED", Label: "Merged, waiting for the deploy", Stage: StageDeploy, Waiting: "the deploy pipeline to report that {mr} is deployed"},
+	StepHandleFailed:          {Name: "HANDLE_FAILED", Label: "Merge failed"},
+	StepHandleRebaseConflict:  {Name: "HANDLE_REBASE_CONFLICT", Label: "Rebase conflict", Deterministic: true},
+	StepHandleMergeFailed:     {Name: "HANDLE_MERGE_FAILED", Label: "GitLab refused the merge"},
+	StepHandlePipelineFailed:  {Name: "HANDLE_PIPELINE_FAILED", Label: "Pipeline failed after the rebase", Deterministic: true},
+	StepHandleApproveFailed:   {Name: "HANDLE_APPROVE_FAILED", Label: "Could not approve the merge request"},
+	StepHandleMRClosed:        {Name: "HANDLE_MR_CLOSED", Label: "Merge request closed outside bindery", Deterministic: true},
+	StepHandleHandoffRejected: {Name: "HANDLE_HANDOFF_REJECTED", Label: "bindery was too busy to start the merge"},
 
-	StepCloseStarted:   {Name: "CLOSE_STARTED", Stage: StageClose, Waiting: "the removal of the binding's file to merge ({mr})"},
-	StepCloseSucceeded: {Name: "CLOSE_SUCCEEDED"},
-	StepCloseFailed:    {Name: "CLOSE_FAILED"},
+	StepCloseStarted:   {Name: "CLOSE_STARTED", Label: "Revoking: the file is being removed", Stage: StageClose, Waiting: "the removal of the binding's file to merge ({mr})"},
+	StepCloseSucceeded: {Name: "CLOSE_SUCCEEDED", Label: "Revoked: the file is removed"},
+	StepCloseFailed:    {Name: "CLOSE_FAILED", Label: "Removing the file failed"},
 
-	StepCalledBack: {Name: "CALLED_BACK"},
+	StepCalledBack: {Name: "CALLED_BACK", Label: "Deployed: in effect"},
 
-	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_pipeline"},
-	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true, Resume: "create_pipeline"},
-	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_rebase"},
-	StepHandleMRBlocked: {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Resume: "merge", Person: true,
+	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Label: "The pipeline gave no answer in time", Stage: StageMerge, Pending: true, Resume: "merge_pipeline"},
+	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Label: "The pipeline gave no answer in time", Stage: StageCI, Pending: true, Resume: "create_pipeline"},
+	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Label: "The rebase gave no answer in time", Stage: StageMerge, Pending: true, Resume: "merge_rebase"},
+	StepHandleMRBlocked: {Name: "HANDLE_MR_BLOCKED", Label: "Merge blocked: a person must act in GitLab", Stage: StageMerge, Pending: true, Resume: "merge", Person: true,
 		Waiting: "someone to act on {mr} in GitLab: {note}. bindery goes on by itself once that is done"},
 }
 

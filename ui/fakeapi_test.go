@@ -131,9 +131,27 @@ func (f *fakeAPI) me(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {
+	name, id := identity(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	items := []map[string]any{}
 	for _, t := range f.cfg.Targets() {
-		items = append(items, map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": t.TTL})
+		// As the server: a restricted target only for the ops user here; the caller's newest
+		// request of the target, when in effect or on its way.
+		item := map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": t.TTL, "mayApply": len(t.RuleCodes) == 0 || name == "ops"}
+		for i := len(f.order) - 1; i >= 0; i-- {
+			v := f.reqs[f.order[i]].view
+			if v.Subject != id || v.TargetKey != t.Key {
+				continue
+			}
+			if v.Status == store.StatusValidated {
+				item["yours"] = map[string]any{"state": "IN_EFFECT", "operationId": v.OperationID, "status": v.Status}
+			} else if !v.Status.Reappliable() {
+				item["yours"] = map[string]any{"state": "IN_FLIGHT", "operationId": v.OperationID, "status": v.Status}
+			}
+			break
+		}
+		items = append(items, item)
 	}
 	reply(w, 200, map[string]any{"items": items})
 }
@@ -209,10 +227,15 @@ func (f *fakeAPI) add(opID, subject string, t config.Target, reason string, at t
 // move appends a timeline entry and sets status, step and next action as the workflow would.
 func (fr *fakeRequest) move(status store.BindingStatus, step store.Step, at time.Time) {
 	v := &fr.view
-	v.Timeline = append(v.Timeline, workflow.TimelineEntry{Step: workflow.StepView{Code: int(step), Name: step.String()}, Status: status, At: at})
-	v.Status, v.Step = status, workflow.StepView{Code: int(step), Name: step.String()}
+	v.Timeline = append(v.Timeline, workflow.TimelineEntry{Step: workflow.StepOf(step), Status: status, At: at})
+	v.Status, v.Step = status, workflow.StepOf(step)
+	last := "approval"
+	if n := len(v.Stages); n > 0 {
+		last = v.Stages[n-1].Stage
+	}
+	v.Stage = workflow.CurrentStage(status, step, last)
 	v.NextAction = store.NextActionFor(status, step)
-	v.NextActionText = store.NextActionText(v.NextAction)
+	v.NextActionText = workflow.ActionText(status, v.NextAction)
 	v.UpdatedAt = at
 }
 
@@ -531,4 +554,47 @@ func (f *fakeAPI) seen() (applies, retries []string, requests int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.applies...), append([]string(nil), f.retries...), len(f.reqs)
+}
+
+// seedFailedInCI adds a request whose batch was bisected and whose own pipeline then failed for
+// good (CREATE_FAILED / CREATE_PIPELINE_FAILED / CONTACT_SUPPORT): a finished failure.
+func (f *fakeAPI) seedFailedInCI(opID, subject, targetKey string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(2*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(2*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepBatched, at.Add(3*time.Minute))
+	fr.enter("ci", at.Add(3*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(3*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(9*time.Minute))
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "returned to the waiting set: batch 41 is bisected (pipeline 8829 (https://gitlab.example.com/" + t.Project + "/-/pipelines/8829) failed)"
+	b := f.addBatch(fr, "FAILED", 63, 8831, at.Add(10*time.Minute), at.Add(16*time.Minute))
+	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(10*time.Minute))
+	fr.move(store.StatusCreateFailed, store.StepCreatePipelineFailed, at.Add(16*time.Minute))
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "pipeline 8831 (" + b.Pipeline.URL + ") failed"
+	fr.enter("", at.Add(16*time.Minute))
+	fr.view.Waiting = &workflow.Waiting{Stage: "ci", WaitingFor: "the maintainers: this failure will not go away by waiting", Since: at.Add(16 * time.Minute)}
+}
+
+// seedRevoked adds a request that was in effect and whose binding is being removed (closing)
+// or was removed (!closing: CLOSED).
+func (f *fakeAPI) seedRevoked(opID, subject, targetKey string, at time.Time, closing bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("deploy", at.Add(5*time.Minute))
+	fr.move(store.StatusMerged, store.StepHandleMerged, at.Add(5*time.Minute))
+	fr.enter("", at.Add(6*time.Minute))
+	fr.move(store.StatusValidated, store.StepCalledBack, at.Add(6*time.Minute))
+	fr.enter("close", at.Add(20*time.Minute))
+	fr.move(store.StatusValidated, store.StepCloseStarted, at.Add(20*time.Minute))
+	fr.view.Waiting = &workflow.Waiting{Stage: "close", WaitingFor: "the next batch round of " + t.Project + " to remove the file (0 ahead in the queue)", Since: at.Add(20 * time.Minute), Position: 1}
+	if !closing {
+		fr.enter("", at.Add(25*time.Minute))
+		fr.move(store.StatusClosed, store.StepCloseSucceeded, at.Add(25*time.Minute))
+		fr.view.Waiting = nil
+	}
 }

@@ -54,7 +54,7 @@ func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *
 		t.Fatalf("page loads %v, want only the first", loads)
 	}
 	text := evalJS[string](b, `document.querySelector('main').innerText`)
-	for _, want := range []string{"Done: the binding is in effect.", "Merge request !", "Pipeline #", "Called back", "Handle merged", "Timeline", "Time per stage"} {
+	for _, want := range []string{"Done: the binding is in effect.", "Merge request !", "Pipeline #", "Deployed: in effect", "Merged, waiting for the deploy", "Timeline", "Time per stage"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("request page lacks %q:\n%s", want, text)
 		}
@@ -238,10 +238,7 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 	retry := `#stuck [data-retry="5f0c3a52-7d1e-4a8b-9c2d-111111111111"]`
 	b.waitFor("the stuck request with its retry button", `document.querySelector('`+retry+`')`, 10*time.Second)
 	row := evalJS[string](b, `document.querySelector('#stuck tr[data-operation-id]').innerText`)
-	for _, want := range []string{"payments-db-readonly", "bob@example.com", "HANDLE_PIPELINE_PENDING" /* step shown in words */, "Operators will retry"} {
-		if want == "HANDLE_PIPELINE_PENDING" {
-			want = "Handle pipeline pending"
-		}
+	for _, want := range []string{"payments-db-readonly", "bob@example.com", "The pipeline gave no answer in time" /* the step in words */, "Operators will retry"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("stuck row lacks %q: %s", want, row)
 		}

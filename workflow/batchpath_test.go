@@ -111,7 +111,17 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 			v := h.view(op)
 			if op == bad {
 				wantState(t, v, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+				// The stage view shows the failure where it happened, linking the run that failed.
+				if v.Stage != "ci" || v.Pipeline == nil {
+					t.Fatalf("failed member at stage %q, pipeline %+v; want ci with the failed pipeline", v.Stage, v.Pipeline)
+				}
+				if pl, err := h.gl.GetPipeline(bg, v.Project, v.Pipeline.ID); err != nil || pl.Outcome() != gitlab.Failed {
+					t.Errorf("the failed member links pipeline %d (%s, %v), not the one that failed", v.Pipeline.ID, pl.Status, err)
+				}
 				continue
+			}
+			if v.Stage != workflow.StageEffect {
+				t.Errorf("member %d at stage %q, want in effect", i+1, v.Stage)
 			}
 			if v.Status != store.StatusValidated {
 				t.Errorf("member %d: %s/%s", i+1, v.Status, v.Step.Name)

@@ -35,8 +35,15 @@ type ApplyResult struct {
 
 // StepView names a step for people and machines.
 type StepView struct {
-	Code int    `json:"code"`
-	Name string `json:"name"`
+	Code  int    `json:"code"`
+	Name  string `json:"name"`
+	Label string `json:"label,omitempty"` // plain words, from the step table
+}
+
+// StepOf is the view of a step.
+func StepOf(s store.Step) StepView {
+	i := s.Info()
+	return StepView{Code: int(s), Name: i.Name, Label: i.Label}
 }
 
 // Link is an external link (MR, pipeline) with its number.
@@ -80,26 +87,29 @@ type StageDuration struct {
 
 // RequestView is GET /api/requests/:operationId.
 type RequestView struct {
-	OperationID    string              `json:"operationId"`
-	Subject        string              `json:"subject"`
-	TargetKey      string              `json:"targetKey"`
-	TargetTitle    string              `json:"targetTitle"`
-	Project        string              `json:"project"`
-	Reason         string              `json:"reason"`
-	Flow           string              `json:"flow"` // "approval-first" or "legacy"
-	Status         store.BindingStatus `json:"status"`
-	Step           StepView            `json:"step"`
-	NextAction     store.NextAction    `json:"nextAction"`
-	NextActionText string              `json:"nextActionText"`
-	MR             *Link               `json:"mr,omitempty"`
-	Pipeline       *Link               `json:"pipeline,omitempty"`
-	BatchID        int64               `json:"batchId,omitempty"`
-	Waiting        *Waiting            `json:"waiting,omitempty"`
-	Stages         []StageDuration     `json:"stages"`
-	Timeline       []TimelineEntry     `json:"timeline"`
-	CreatedAt      time.Time           `json:"createdAt"`
-	UpdatedAt      time.Time           `json:"updatedAt"`
-	ExpiresAt      *time.Time          `json:"expiresAt,omitempty"`
+	OperationID string              `json:"operationId"`
+	Subject     string              `json:"subject"`
+	TargetKey   string              `json:"targetKey"`
+	TargetTitle string              `json:"targetTitle"`
+	Project     string              `json:"project"`
+	Reason      string              `json:"reason"`
+	Flow        string              `json:"flow"` // "approval-first" or "legacy"
+	Status      store.BindingStatus `json:"status"`
+	Step        StepView            `json:"step"`
+	// Stage is where the request is on its way, for the stage view (CurrentStage): a stage of
+	// the step table's, or effect (in effect) or revoked (removed again).
+	Stage          string           `json:"stage"`
+	NextAction     store.NextAction `json:"nextAction"`
+	NextActionText string           `json:"nextActionText"`
+	MR             *Link            `json:"mr,omitempty"`
+	Pipeline       *Link            `json:"pipeline,omitempty"`
+	BatchID        int64            `json:"batchId,omitempty"`
+	Waiting        *Waiting         `json:"waiting,omitempty"`
+	Stages         []StageDuration  `json:"stages"`
+	Timeline       []TimelineEntry  `json:"timeline"`
+	CreatedAt      time.Time        `json:"createdAt"`
+	UpdatedAt      time.Time        `json:"updatedAt"`
+	ExpiresAt      *time.Time       `json:"expiresAt,omitempty"`
 }
 
 // RequestSummary is one row of GET /api/my/requests and of the ops stuck list.

@@ -27,6 +27,38 @@ const (
 	stageClose    = store.StageClose
 )
 
+// Stages of the stage view beyond the step table's: the binding in effect, and removed again
+// (revoked or expired).
+const (
+	StageEffect  = "effect"
+	StageRevoked = "revoked"
+)
+
+// CurrentStage is the stage of the stage view a request is at: the binding's status says the
+// phases (approval, in effect, revoking, revoked), the step says which part of the way to a
+// merge; a failure is at the stage it stopped in (last: the newest stage of its history).
+func CurrentStage(status store.BindingStatus, step store.Step, last string) string {
+	switch {
+	case status == store.StatusClosed:
+		return StageRevoked
+	case status == store.StatusValidated && step >= store.StepCloseStarted && step < store.StepCalledBack:
+		return stageClose
+	case status == store.StatusValidated:
+		return StageEffect
+	case status.Failed():
+		return last
+	case status == store.StatusRejected, status.AwaitingApproval():
+		return stageApproval
+	case stageOf(step) != "":
+		return stageOf(step)
+	case status == store.StatusMRCreating:
+		return stageCI
+	case status == store.StatusMerged:
+		return stageDeploy
+	}
+	return stageMerge // MR_CREATED (its pipeline passed), MERGING
+}
+
 // stageOf is the stage a step belongs to ("" for an instant or a final step).
 func stageOf(s store.Step) string { return s.Info().Stage }
 
@@ -125,6 +157,15 @@ func nextAction(status store.BindingStatus, step store.Step, updated, cutoff tim
 const deployOverdueText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: " +
 	"check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
 
+// ActionText is the next action in plain words; a CLOSED binding was in effect, so it is not
+// "finished without effect" as a rejected one is.
+func ActionText(status store.BindingStatus, a store.NextAction) string {
+	if status == store.StatusClosed {
+		return "The binding was in effect and has been removed (revoked or expired). You can apply again."
+	}
+	return store.NextActionText(a)
+}
+
 func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestView {
 	op := d.Operation
 	status := op.Status
@@ -137,13 +178,16 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 	v := RequestView{
 		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, TargetTitle: op.TargetKey,
 		Project: op.Project, Reason: op.Reason, Flow: op.Flow, Status: status,
-		Step:       StepView{Code: int(op.Step), Name: op.Step.String()},
+		Step: StepOf(op.Step), Stage: CurrentStage(status, op.Step, lastStage(d.Steps)),
 		NextAction: action, NextActionText: store.NextActionText(action),
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
 		Timeline: make([]TimelineEntry, len(d.Steps)),
 	}
 	if overdue {
 		v.NextActionText = deployOverdueText
+	}
+	if status == store.StatusClosed {
+		v.NextActionText = ActionText(status, action)
 	}
 	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
 		v.TargetTitle = t.Title
@@ -157,7 +201,7 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 		if i+1 < len(d.Steps) {
 			end = d.Steps[i+1].At
 		}
-		v.Timeline[i] = TimelineEntry{Step: StepView{Code: int(s.Step), Name: s.Step.String()}, Status: s.Status, At: s.At, Duration: end.Sub(s.At), Note: s.Note}
+		v.Timeline[i] = TimelineEntry{Step: StepOf(s.Step), Status: s.Status, At: s.At, Duration: end.Sub(s.At), Note: s.Note}
 	}
 	v.Stages = stagesOf(d.Steps, now, live)
 	if v.Stages == nil {
@@ -316,7 +360,7 @@ func (w *Workflow) pipelineLink(project string, id int64) *Link {
 func (w *Workflow) summary(o store.Operation, cutoff time.Time) RequestSummary {
 	return RequestSummary{
 		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Status: o.Status,
-		Step: StepView{Code: int(o.Step), Name: o.Step.String()}, NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
+		Step: StepOf(o.Step), NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
 		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt,
 	}
 }

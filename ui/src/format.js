@@ -1,11 +1,11 @@
 // How bindery's codes and numbers read to people. The codes stay visible next to the words
 // (operators search logs for them); the words come first.
-import {h} from './dom.js';
+import {h, externalLink} from './dom.js';
 
 const statusWords = {
   APPROVAL_SENDING: 'Sending to approval',
   APPROVAL_SENT: 'Waiting for approval',
-  MR_CREATING: 'Approved, waiting for a batch',
+  MR_CREATING: 'Approved, in the merge queue',
   MR_CREATED: 'Merge request open',
   MERGING: 'Merging',
   MERGED: 'Merged, waiting for deploy',
@@ -45,16 +45,26 @@ export function batchBadge(status) {
   return h('span', {class: `badge tone-${batchTone[status] || 'busy'}`, 'data-batch-status': status}, status);
 }
 
-/** stepName turns HANDLE_PIPELINE_PENDING into "Handle pipeline pending". */
+/** stepName is a step in plain words: the server's step table gives them (step.label). */
 export function stepName(step) {
+  if (step && step.label) return step.label;
   if (!step || !step.name) return step && step.code ? `Step ${step.code}` : '—';
   const s = step.name.toLowerCase().replace(/_/g, ' ');
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-const stageWords = {approval: 'Approval', batch: 'Waiting for a batch', ci: 'CI pipeline', merge: 'Merge', deploy: 'Deploy'};
+const stageWords = {
+  approval: 'Approval', batch: 'Waiting for a batch', ci: 'CI pipeline', merge: 'Merge', deploy: 'Deploy',
+  effect: 'In effect', close: 'Revoking', revoked: 'Revoked',
+};
 export function stageName(stage) {
   return stageWords[stage] || (stage ? stage.charAt(0).toUpperCase() + stage.slice(1) : '—');
+}
+
+/** linkify shows a server note with its web addresses (pipelines, MRs) as links. */
+export function linkify(text) {
+  if (!text) return [];
+  return text.split(/(https?:\/\/[^\s)]+)/).map((part, i) => (i % 2 ? externalLink(part, part) : part));
 }
 
 /** duration formats nanoseconds (the API's durationNs) or milliseconds (ms=true) compactly. */
@@ -97,6 +107,7 @@ export function ordinal(n) {
 /** ttl shows a target's expiry (nanoseconds, or a Go duration string). */
 export function ttl(value) {
   if (!value) return 'does not expire';
-  if (typeof value === 'number') return `expires ${duration(value)} after it takes effect`;
-  return `expires ${value} after it takes effect`;
+  // The file's expiresAt is the request's time plus the target's ttl.
+  if (typeof value === 'number') return `expires ${duration(value)} after you apply`;
+  return `expires ${value} after you apply`;
 }

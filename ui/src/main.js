@@ -52,7 +52,7 @@ function renderWho() {
   const select = h('select', {id: 'user-switcher', 'data-focus': 'user'},
     users.map((u) => h('option', {value: u, selected: u === me.displayName}, u)));
   select.addEventListener('change', () => switchUser(select.value));
-  swap(who, h('label', {for: 'user-switcher'}, h('span', {class: 'demo-tag'}, 'demo'), ' Signed in as '), select);
+  swap(who, h('label', {for: 'user-switcher'}, h('span', {class: 'demo-tag'}, 'demo'), h('span', {class: 'who-words'}, ' Signed in as ')), select);
 }
 
 // demoUsersOf reads the demo users from the server's 401 in demo mode ("Pick a demo user: alice,

@@ -41,6 +41,9 @@ export function mount(root, ctx) {
     const reason = h('textarea', {id: 'reason', name: 'reason', rows: '3', maxlength: '1000', required: true,
       'aria-describedby': 'reason-hint reason-error', 'data-focus': 'reason'});
     const reasonError = h('p', {id: 'reason-error', class: 'field-error'});
+    const counter = h('p', {id: 'reason-count', class: 'hint', 'aria-live': 'polite'}, '0 / 1000 characters');
+    let previewData = null; // the last preview: its reason placeholder shows what is typed
+
     const targetError = h('p', {id: 'target-error', class: 'field-error'});
     const filter = h('input', {type: 'search', id: 'target-filter', placeholder: 'Filter targets', 'aria-label': 'Filter targets'});
     const list = h('div', {class: 'targets'}); // a fieldset with its legend already groups the radios
@@ -55,7 +58,7 @@ export function mount(root, ctx) {
       h('div', {class: 'field'},
         h('label', {for: 'reason'}, 'Why do you need it?'),
         h('p', {id: 'reason-hint', class: 'hint'}, 'The approvers read this; it is also written into the change.'),
-        reason, reasonError),
+        reason, counter, reasonError),
       h('section', {'aria-labelledby': 'preview-title'}, h('h2', {id: 'preview-title'}, 'Preview of the change'), preview),
       h('div', {class: 'actions'}, submit));
     const el = h('form', {id: 'apply-form', novalidate: true, 'data-operation-id': operationId},
@@ -67,16 +70,23 @@ export function mount(root, ctx) {
       const shown = targets.filter((t) => !q || `${t.key} ${t.title} ${t.project}`.toLowerCase().includes(q));
       swap(list, shown.length ? shown.map((t) => {
         const id = `target-${t.key}`;
-        const radio = h('input', {type: 'radio', name: 'target', id, value: t.key, checked: t.key === selected, 'data-focus': id});
+        // What the server says of this target for the caller, before anything is typed.
+        const blocked = t.mayApply === false || !!t.yours;
+        const radio = h('input', {type: 'radio', name: 'target', id, value: t.key, checked: t.key === selected && !blocked, disabled: blocked, 'data-focus': id});
         radio.addEventListener('change', () => select(t.key));
-        return h('label', {class: 'target', for: id},
+        const yours = t.yours ? h('span', {class: 'small block', 'data-yours': t.yours.state},
+          t.yours.state === 'IN_EFFECT' ? 'You already have this in effect. ' : 'You already have a request for this on its way. ',
+          h('a', {href: `/requests/${encodeURIComponent(t.yours.operationId)}`}, t.yours.state === 'IN_EFFECT' ? 'View it' : 'Follow it')) : null;
+        return h('label', {class: `target${blocked ? ' blocked' : ''}`, for: id, 'data-may-apply': String(t.mayApply !== false)},
           radio,
           h('span', {class: 'target-body'},
             h('strong', {}, t.title || t.key), ' ', h('code', {}, t.key),
             h('span', {class: 'muted small block'},
               t.project, ' · ',
               t.ruleCodes && t.ruleCodes.length ? `needs permission: ${t.ruleCodes.join(' or ')}` : 'anyone may apply',
-              ' · ', ttl(t.ttl))));
+              ' · ', ttl(t.ttl)),
+            t.mayApply === false ? h('span', {class: 'small block field-error', 'data-denied': ''}, 'You do not have the permission this target needs.') : null,
+            yours));
       }) : h('p', {class: 'muted'}, 'No target matches the filter.'));
     }
 
@@ -96,8 +106,17 @@ export function mount(root, ctx) {
         swap(preview, h('p', {class: 'muted'}, 'No preview is available right now. You can still apply.'));
         return;
       }
-      swap(preview, h('p', {class: 'small'}, 'File ', h('code', {class: 'path'}, data.path || '—')),
-        h('pre', {class: 'file', tabindex: '0', 'aria-label': 'File content'}, data.content || ''));
+      previewData = data;
+      showPreview();
+    }
+
+    // showPreview draws the last preview with the typed reason in place of its placeholder.
+    function showPreview() {
+      if (!previewData) return;
+      const typed = reason.value.trim();
+      const content = (previewData.content || '').replace('(your reason)', typed ? JSON.stringify(typed).slice(1, -1) : '(your reason)');
+      swap(preview, h('p', {class: 'small'}, 'File ', h('code', {class: 'path'}, previewData.path || '—')),
+        h('pre', {class: 'file', tabindex: '0', 'aria-label': 'File content'}, content));
     }
 
     function lock(locked) {
@@ -132,7 +151,9 @@ export function mount(root, ctx) {
       const definite = err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429;
       let message = describeError(err);
       if (err.code === 'INVALID_ARGUMENT' && err.field === 'reason') {
-        reasonError.textContent = err.message;
+        // Said once, next to the field; the summary points to it.
+        reasonError.textContent = err.message.replace(/^reason:\s*/, '');
+        message = 'The reason needs a change: see below the field.';
         reason.setAttribute('aria-invalid', 'true');
       } else if (err.code === 'INVALID_ARGUMENT' && err.field === 'targetKey') {
         targetError.textContent = err.message;
@@ -141,9 +162,9 @@ export function mount(root, ctx) {
       if (err.code === 'APPLY_CLOSED') message = err.message || 'Applications are closed right now.';
       if (err.code === 'IDEMPOTENCY_KEY_REUSED') message = 'This form was already sent with different content. It has been reset: submit again.';
       if (err.status === 0 || err.status >= 500) message += ' Submitting again is safe: it is the same form.';
-      swap(outcome, h('div', {class: 'notice tone-bad', role: 'alert', id: 'apply-error'},
+      swap(outcome, h('div', {class: 'notice tone-bad', role: 'alert', id: 'apply-error', tabindex: '-1'},
         h('p', {}, message),
-        err.code === 'APPLY_IN_PROGRESS' ? h('p', {}, h('a', {href: '/requests'}, 'My requests')) : null,
+        err.code === 'APPLY_IN_PROGRESS' ? h('p', {}, activeLink()) : null,
         err.requestId ? h('p', {class: 'muted small'}, 'Request id: ', h('code', {}, err.requestId)) : null));
       if (definite) {
         operationId = newOperationId();
@@ -152,6 +173,20 @@ export function mount(root, ctx) {
       }
       lock(false);
       submit.textContent = 'Submit request';
+      // Focus goes to the error summary, not to <body>: a keyboard or screen reader user hears it.
+      outcome.querySelector('#apply-error').focus();
+    }
+
+    // activeLink leads to the caller's active request of the selected target: the catalog,
+    // read again now, names it (else the list).
+    function activeLink() {
+      const key = selected;
+      const slot = h('span', {}, h('a', {href: '/requests'}, 'My requests'));
+      get('/api/targets').then((page) => {
+        const t = ((page && page.items) || []).find((x) => x.key === key);
+        if (t && t.yours) swap(slot, h('a', {href: `/requests/${encodeURIComponent(t.yours.operationId)}`, id: 'active-request'}, 'Open your active request'));
+      }).catch(() => {});
+      return slot;
     }
 
     el.addEventListener('submit', async (e) => {
@@ -186,6 +221,10 @@ export function mount(root, ctx) {
       }
     });
     filter.addEventListener('input', renderTargets);
+    reason.addEventListener('input', () => {
+      counter.textContent = `${[...reason.value].length} / 1000 characters`;
+      showPreview();
+    });
 
     renderTargets();
     swap(region, el);

@@ -3,7 +3,7 @@
 import {h, swap, loading, errorBox, externalLink, describeError, busyReading, announce} from '../dom.js';
 import {get, post, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
-import {statusBadge, nextActionBadge, toneOfAction, stepName, stageName, duration, since, time, ordinal} from '../format.js';
+import {statusBadge, stepName, stageName, linkify, duration, since, time, ordinal} from '../format.js';
 
 export function mount(root, ctx) {
   const id = ctx.params[0];
@@ -22,10 +22,11 @@ export function mount(root, ctx) {
       h('p', {class: 'muted'}, h('code', {}, v.targetKey), ' · ', v.project, ' · requested by ', v.subject),
       notice,
       statusCard(v),
-      v.waiting ? waitingCard(v) : null,
+      stageTrack(v),
+      failed(v) ? failureCard(v) : v.waiting ? waitingCard(v) : null,
       h('div', {class: 'columns'},
-        h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], v.nextAction === 'NONE' || v.nextAction === 'REAPPLY')),
-        h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || []), details(v))),
+        h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v))),
+        h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || [], moving(v)), details(v))),
       revokeSection(v));
   }
 
@@ -66,18 +67,96 @@ export function mount(root, ctx) {
   return () => p.stop();
 }
 
+// moving: bindery itself is taking the request further (nothing stopped, nothing finished).
+function moving(v) {
+  return v.nextAction === 'WAIT';
+}
+
+// failed: the request stopped at a failure (CREATE_FAILED, HANDLE_FAILED) or one that waiting
+// will not fix; it is shown as finished there, not as waiting.
+function failed(v) {
+  return v.nextAction === 'CONTACT_SUPPORT' || v.status === 'CREATE_FAILED' || v.status === 'HANDLE_FAILED';
+}
+
+// The stage view's way, in order: the approval-first flow batches after the approval; the legacy
+// flow opens its own MR (CI) before it. A removal continues after "In effect".
+function stagesOfFlow(v) {
+  const way = v.flow === 'legacy' ? ['ci', 'approval', 'merge', 'deploy', 'effect'] : ['approval', 'batch', 'ci', 'merge', 'deploy', 'effect'];
+  if (v.stage === 'close' || v.stage === 'revoked' || (v.stages || []).some((s) => s.stage === 'close')) way.push('close', 'revoked');
+  return way;
+}
+
+// stageBadge says where the request is, derived from its stage and what happens next.
+function stageBadge(v) {
+  const at = stageName(v.stage);
+  let words = at;
+  let tone = 'busy';
+  if (v.status === 'REJECTED') [words, tone] = ['Rejected at approval', 'off'];
+  else if (v.nextAction === 'CONTACT_SUPPORT') [words, tone] = [`Failed at ${at}`, 'bad'];
+  else if (failed(v)) [words, tone] = [`Stopped at ${at}: operators will retry`, 'warn'];
+  else if (v.nextAction === 'WAIT_MANUAL') [words, tone] = [`${at}: waiting for an operator`, 'warn'];
+  else if (v.stage === 'effect') tone = 'ok';
+  else if (v.stage === 'revoked') tone = 'off';
+  else words = `${at}: in progress`;
+  return h('span', {class: `badge tone-${tone}`, 'data-stage-badge': v.stage}, words);
+}
+
 function statusCard(v) {
-  const tone = toneOfAction(v.nextAction);
+  const badge = stageBadge(v);
+  const tone = badge.className.replace(/.*tone-/, '');
   return h('section', {class: `card status tone-${tone}`, 'aria-labelledby': 'status-title', id: 'status-card'},
     h('h2', {id: 'status-title', class: 'sr-only'}, 'Status'),
-    h('div', {class: 'status-line'}, statusBadge(v.status), nextActionBadge(v.nextAction)),
+    h('div', {class: 'status-line'}, badge, statusBadge(v.status)),
     h('p', {class: 'next-text', id: 'next-action-text'}, v.nextActionText || ''),
-    h('p', {class: 'small'}, 'Current step: ', h('strong', {}, stepName(v.step)), v.step && v.step.code ? h('span', {class: 'muted'}, ` (${v.step.code})`) : null),
+    h('p', {class: 'small'}, 'Current step: ', h('strong', {}, stepName(v.step)), v.step && v.step.name ? h('span', {class: 'muted'}, ` (${v.step.name})`) : null),
     h('p', {class: 'links'},
       v.mr ? externalLink(v.mr.url, `Merge request !${v.mr.id}`) : h('span', {class: 'muted'}, 'No merge request yet'),
       v.pipeline ? externalLink(v.pipeline.url, `Pipeline #${v.pipeline.id}`) : null,
       v.batchId ? h('span', {}, `Batch #${v.batchId}`) : null),
     v.nextAction === 'REAPPLY' ? h('p', {}, h('a', {href: `/?target=${encodeURIComponent(v.targetKey)}`, class: 'button'}, 'Apply again')) : null);
+}
+
+// stageTrack is the merge-queue view: every stage of the way, done ones ticked, the current one
+// highlighted with its live duration (and the pipeline during CI), a failure marked where it
+// stopped.
+function stageTrack(v) {
+  const way = stagesOfFlow(v);
+  const here = way.indexOf(v.stage);
+  const spent = Object.fromEntries((v.stages || []).map((s) => [s.stage, s]));
+  const finished = v.stage === 'effect' || v.stage === 'revoked';
+  return h('ol', {class: 'stage-track', id: 'stage-track', 'aria-label': 'Stages'}, way.map((stage, i) => {
+    let state = i < here ? 'done' : i === here ? 'current' : 'todo';
+    if (i === here && failed(v)) state = 'failed';
+    if (i === here && v.status === 'REJECTED') state = 'failed';
+    if (i === here && finished) state = 'done current';
+    const s = spent[stage];
+    let when = null;
+    if (s && (i < here || state === 'current' || state === 'failed')) {
+      when = state === 'current' && moving(v) ? `${duration(s.durationNs || 0)} so far` : duration(s.durationNs || 0);
+    }
+    return h('li', {class: state, 'data-stage': stage, 'aria-current': i === here ? 'step' : null},
+      h('span', {class: 'stage-name'}, stageName(stage)),
+      when ? h('span', {class: 'stage-time small muted'}, when) : null,
+      stage === 'ci' && v.pipeline && i <= here ? externalLink(v.pipeline.url, `#${v.pipeline.id}`) : null);
+  }));
+}
+
+// failureCard says what failed, where, with the links to look at and the notes bindery left
+// (the failing pipeline, a bisection), instead of a "why is it waiting" for a finished failure.
+function failureCard(v) {
+  const entries = v.timeline || [];
+  const last = entries[entries.length - 1];
+  const bisection = entries.filter((e) => e.note && /bisect/i.test(e.note));
+  return h('section', {class: 'card failure', 'aria-labelledby': 'failure-title', id: 'failure'},
+    h('h2', {id: 'failure-title'}, v.nextAction === 'CONTACT_SUPPORT' ? 'What failed' : 'Where it stopped'),
+    h('dl', {class: 'pairs'},
+      h('dt', {}, 'Stage'), h('dd', {}, stageName(v.stage)),
+      h('dt', {}, 'Step'), h('dd', {}, stepName(v.step)),
+      last && last.note ? [h('dt', {}, 'What bindery saw'), h('dd', {}, linkify(last.note))] : null,
+      v.pipeline ? [h('dt', {}, 'Pipeline'), h('dd', {}, externalLink(v.pipeline.url, `Pipeline #${v.pipeline.id}`))] : null,
+      v.mr ? [h('dt', {}, 'Merge request'), h('dd', {}, externalLink(v.mr.url, `Merge request !${v.mr.id}`))] : null,
+      bisection.length ? [h('dt', {}, 'Bisection'), h('dd', {}, bisection.map((e) => h('p', {class: 'small'}, linkify(e.note))))] : null,
+      h('dt', {}, 'Since'), h('dd', {}, last ? time(last.at) : '—')));
 }
 
 function waitingCard(v) {
@@ -112,17 +191,17 @@ function timeline(entries, settled) {
     h('li', {class: i === entries.length - 1 ? 'current' : null},
       h('div', {class: 'tl-head'}, h('strong', {}, stepName(e.step)), ' ', statusBadge(e.status)),
       h('div', {class: 'muted small'}, time(e.at), i < entries.length - 1 ? ` · took ${duration(e.durationNs)}` : settled ? '' : ` · ${duration(e.durationNs)} so far`),
-      e.note ? h('p', {class: 'small'}, e.note) : null)));
+      e.note ? h('p', {class: 'small note'}, linkify(e.note)) : null)));
 }
 
 /** stages draws per-stage latency as bars relative to the longest stage. */
-export function stages(list) {
+export function stages(list, live = true) {
   if (!list.length) return h('p', {class: 'muted'}, 'No stage has started yet.');
   const max = Math.max(1, ...list.map((s) => s.durationNs || 0));
   return h('ul', {class: 'bars', id: 'stages'}, list.map((s) => h('li', {},
     h('span', {class: 'bar-label'}, stageName(s.stage)),
-    h('span', {class: 'bar-track', 'aria-hidden': 'true'}, h('span', {class: `bar${s.done ? '' : ' running'}`, style: {width: `${Math.max(2, (100 * (s.durationNs || 0)) / max)}%`}})),
-    h('span', {class: 'bar-value'}, duration(s.durationNs || 0), s.done ? '' : ' so far'))));
+    h('span', {class: 'bar-track', 'aria-hidden': 'true'}, h('span', {class: `bar${!s.done && live ? ' running' : ''}`, style: {width: `${Math.max(2, (100 * (s.durationNs || 0)) / max)}%`}})),
+    h('span', {class: 'bar-value'}, duration(s.durationNs || 0), !s.done && live ? ' so far' : ''))));
 }
 
 function details(v) {

@@ -60,7 +60,7 @@ export function mount(root, ctx) {
 
 /** requestTable lists request summaries; rows link to the request page. Used by ops too. */
 export function requestTable(items, {showSubject, actions}) {
-  return h('table', {class: 'list'},
+  return h('div', {class: 'table-scroll'}, h('table', {class: 'list'},
     h('thead', {}, h('tr', {},
       h('th', {scope: 'col'}, 'Target'),
       showSubject ? h('th', {scope: 'col'}, 'Subject') : null,
@@ -78,5 +78,5 @@ export function requestTable(items, {showSubject, actions}) {
       h('td', {'data-label': 'Next'}, nextActionBadge(r.nextAction)),
       h('td', {'data-label': 'Updated'}, time(r.updatedAt), h('span', {class: 'muted small block'}, `${since(r.updatedAt)} ago`)),
       h('td', {'data-label': 'MR'}, r.mr ? externalLink(r.mr.url, `!${r.mr.id}`) : h('span', {class: 'muted'}, '—')),
-      actions ? h('td', {class: 'row-actions'}, actions(r)) : null))));
+      actions ? h('td', {class: 'row-actions'}, actions(r)) : null)))));
 }

@@ -1,0 +1,55 @@
+package ui_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The apply form knows the user before anything is typed: a target they may not apply for, one
+// in effect and one on its way are said (with links to the requests) and cannot be picked; the
+// preview shows the typed reason, a counter the limit; a 409 links to the active request and
+// the focus moves to the error summary.
+func TestTheApplyFormKnowsTheUser(t *testing.T) {
+	api := newFakeAPI()
+	const inFlight = "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb1"
+	api.seedInCI(inFlight, "alice@example.com", "grafana-editor", time.Now().Add(-10*time.Minute))
+	s := startSite(t, api)
+	b := newBrowser(t, 1280, 900) // an empty profile: the fake signs the caller in as alice
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	b.waitFor("the catalog", `document.querySelector('#apply-form .target')`, 20*time.Second)
+
+	if !evalJS[bool](b, `document.querySelector('#target-payments-db-admin').disabled && !!document.querySelector('[data-may-apply=false] [data-denied]')`) {
+		t.Errorf("a target alice may not apply for can be picked:\n%s", b.pageText())
+	}
+	if !evalJS[bool](b, `document.querySelector('#target-grafana-editor').disabled && !!document.querySelector('[data-yours=IN_FLIGHT] a[href="/requests/`+inFlight+`"]')`) {
+		t.Errorf("the request on its way is not said with a link:\n%s", b.pageText())
+	}
+
+	b.click("#target-payments-db-readonly")
+	b.waitFor("the preview", `document.querySelector('.preview pre.file')`, 10*time.Second)
+	b.do("type a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "quarterly revenue report"))
+	if got := evalJS[string](b, `document.querySelector('.preview pre.file').textContent`); !strings.Contains(got, "reason: quarterly revenue report") {
+		t.Errorf("the preview does not show the typed reason:\n%s", got)
+	}
+	if got := evalJS[string](b, `document.querySelector('#reason-count').textContent`); got != "24 / 1000 characters" {
+		t.Errorf("counter %q", got)
+	}
+	if !strings.Contains(evalJS[string](b, `document.querySelector('#apply-form').innerText`), "after you apply") {
+		t.Error("the expiry is not worded as the file's expiresAt (request time + ttl)")
+	}
+
+	// Another tab applied for the same target meanwhile: submitting is refused (409), and the
+	// answer leads to that request, with the focus on the error summary.
+	if !evalJS[bool](b, `(() => { const x = new XMLHttpRequest(); x.open('POST', '/api/apply', false); x.setRequestHeader('Content-Type', 'application/json');
+		x.send(JSON.stringify({operationId: 'other-tab-1', targetKey: 'payments-db-readonly', reason: 'x'})); return x.status === 202; })()`) {
+		t.Fatal("the other tab's application was not accepted")
+	}
+	b.click("#submit")
+	b.waitFor("the link to the active request", `document.querySelector('#apply-error #active-request[href="/requests/other-tab-1"]')`, 10*time.Second)
+	if !evalJS[bool](b, `document.activeElement === document.querySelector('#apply-error')`) {
+		t.Errorf("focus is on %s, not the error summary", evalJS[string](b, `document.activeElement.tagName + '#' + document.activeElement.id`))
+	}
+}
