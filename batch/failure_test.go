@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -447,6 +448,30 @@ func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
 			t.Fatalf("the resumed batch was not run again: %d approve calls, was %d", n, approves)
 		}
 		e.failedOnApprove(t, b, ids)
+	})
+}
+
+// GitLab answers a rebase with 409 (one is under way already, or it could not enqueue it yet):
+// the merge waits for the rebase like for its own and asks again, and the batch lands.
+func TestABusyRebaseIsWaitedForNotAFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{pipelineTime: time.Second})
+		svc := e.service(t, "i1")
+		ids := e.admitMany(t, "busy", "t1", 2)
+		o := e.round(t, svc, projectA)
+		waitFor(t, "the MR to be recorded", func() bool {
+			b, _ := db.Batch(bg, o.BatchID)
+			return b.MRIID != 0
+		})
+		// Someone else's commit on the target while the pipeline runs: the merge must rebase.
+		if _, err := e.gl.PushToBranch(projectA, "main", "elsewhere.txt", "theirs\n"); err != nil {
+			t.Fatal(err)
+		}
+		e.gl.Inject("rebase", sim.FaultStatus(http.StatusConflict, "Failed to enqueue the rebase operation, possibly due to a long-lived transaction. Try again later."), 1)
+		e.landedOnOneMR(t, o.BatchID, ids)
+		if n := e.gl.Calls("rebase"); n != 2 {
+			t.Fatalf("%d rebase calls, want 2 (the busy one, then the rebase)", n)
+		}
 	})
 }
 

@@ -224,7 +224,10 @@ func (r *Runner) merge(ctx context.Context, spec Spec, res MergeResult) (MergeRe
 }
 
 func (r *Runner) rebase(ctx context.Context, spec Spec, res MergeResult) (MergeResult, error) {
-	if err := r.GitLab.Rebase(ctx, spec.Project, res.MR.IID); err != nil {
+	// 409: a rebase of this MR is under way already (one asked for by an attempt whose answer
+	// was lost, or by a person), or GitLab could not enqueue it yet: look at it like at our own
+	// (no rebase running and still behind → asked again).
+	if err := r.GitLab.Rebase(ctx, spec.Project, res.MR.IID); err != nil && !errors.Is(err, gitlab.ErrRebaseBusy) {
 		return res, fmt.Errorf("rebase MR !%d: %w", res.MR.IID, err)
 	}
 	res.State.Phase, res.Event = MergeRebasing, EventRebasing

@@ -266,6 +266,7 @@ var (
 	ErrChecklistMismatch  = &outbound.Error{Reason: ReasonChecklist}
 	ErrNotConfigured      = &outbound.Error{Kind: outbound.KindNotConfigured}
 	ErrNoMRPipelines      = &outbound.Error{Reason: ReasonNoMRPipelines}
+	ErrRebaseBusy         = &outbound.Error{Reason: ReasonRebaseBusy}
 )
 
 // Reasons an *outbound.Error of this package may carry.
