@@ -114,8 +114,9 @@ func (db *DB) PartitionsWaiting(ctx context.Context) ([]string, error) {
 
 // PartitionDue reports whether partition's waiting set should be batched now: a batch closes
 // by size or by age (SPEC §12.5), so it is due when at least max requests wait or the oldest has
-// waited longer than maxWait, by the database clock. maxWait ≤ 0: whatever waits is due. Two
-// reads on the claim index, each bounded (at most max rows counted, one row probed).
+// waited longer than maxWait, by the database clock, or a suspect group (bisection) waits.
+// maxWait ≤ 0: whatever waits is due. Up to three bounded reads on the claim and suspect
+// indexes (at most max rows counted, one row probed for each of the other two).
 func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWait time.Duration) (bool, error) {
 	if maxWait <= 0 {
 		return true, nil
@@ -129,7 +130,17 @@ func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWa
 	if n >= max {
 		return true, nil
 	}
+	// The half of a bisected batch is due at once: its batch closed already, and the culprit's
+	// search should not wait for batch.maxWait. One probe on the suspects' index.
 	var probe int64
+	err = translate(db.ro.QueryRowContext(ctx, "SELECT id FROM "+db.hinted("merge_batch_request", "idx_merge_batch_request_suspect")+
+		" WHERE partition_key = ? AND batch_id IS NULL AND suspect_round IS NOT NULL LIMIT 1", partition).Scan(&probe))
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, ErrNotFound):
+		return false, fmt.Errorf("partition %s due: %w", partition, err)
+	}
 	err = translate(db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
 		db.nowPlus()+" LIMIT 1", partition, -micros(maxWait)).Scan(&probe))
 	switch {
