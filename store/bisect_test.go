@@ -95,6 +95,14 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 		}
 		settled(t, db, b)
 
+		// A request's place in line is its place in the claims' order.
+		for i, id := range slices.Concat(round2, round1, []string{"new-1", "new-2", "new-3"}) {
+			w, err := db.Waiting(bg, id)
+			if err != nil || w.Position() != i+1 {
+				t.Errorf("%s: place %d (%v), want %d", id, w.Position(), err, i+1)
+			}
+		}
+
 		// Depth first: round 2's group (where a single culprit must be, the half kept with it
 		// having passed), then round 1's, each alone, each continuing the count; then the rest.
 		for _, want := range []struct {
