@@ -404,7 +404,8 @@ func (r *run) pipeline(ctx context.Context) error {
 }
 
 // deterministic handles a failure that is a property of the member set (SPEC §11.17): a batch
-// of several members is bisected, a single member fails with it.
+// of several members is bisected, a single member fails with it — named the culprit when a
+// bisection led to it.
 func (r *run) deterministic(ctx context.Context, f failure) error {
 	if len(r.members) == 0 {
 		if moved, err := r.load(ctx); moved || err != nil {
@@ -414,27 +415,48 @@ func (r *run) deterministic(ctx context.Context, f failure) error {
 	if len(r.members) > 1 {
 		return r.bisect(ctx, f.note)
 	}
-	return r.decide(ctx, f)
+	if r.batch.Bisections == 0 {
+		return r.decide(ctx, f)
+	}
+	culprit := r.members[0].op.OperationID
+	b := r.batch
+	found := fmt.Sprintf("batch %d isolated the culprit %s after %d %s", b.ID, culprit, b.Bisections, plural(b.Bisections, "bisection"))
+	if b.BisectOf != 0 {
+		found += fmt.Sprintf(" (bisection of batch %d)", b.BisectOf)
+	}
+	r.s.log.Info("culprit isolated", "batch", b.ID, "culprit", culprit, "bisections", b.Bisections, "bisection_of", b.BisectionRoot())
+	return r.decideAs(ctx, f.with(found+": "+f.note), culprit)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // bisect keeps the first half in this batch (the branch is regenerated with only their files,
-// same MR, new pipeline: the open step, next) and returns the second half to the waiting set,
-// keeping their place in line so the next round takes them first. The stale branch digest makes
-// the open step regenerate, after a crash too.
+// same MR, new pipeline: the open step, next) and returns the second half to the waiting set as
+// one suspect group: the claim takes it alone, before anything else of the partition, so the
+// culprit — if it is there — fails no newcomer, and a culprit is isolated in ⌈log₂ n⌉
+// bisections. The stale branch digest makes the open step regenerate, after a crash too.
 func (r *run) bisect(ctx context.Context, why string) error {
 	keep := (len(r.members) + 1) / 2
 	back := operationIDs(r.members[keep:])
-	note := fmt.Sprintf("%s: bisecting, %d stay in batch %d and %d return to the waiting set", why, keep, r.batch.ID, len(back))
+	b := r.batch
+	round := b.Bisections + 1
+	note := fmt.Sprintf("%s: bisection %d of batch %d's members: %d stay in batch %d, %d return to the waiting set to be retried on their own before any newcomer",
+		why, round, b.BisectionRoot(), keep, b.ID, len(back))
 	stale := ""
 	r.memo = memo{}
 	if err := r.next(ctx, store.TaskNext{Step: stepOpen}, store.BatchStep{
-		Change: store.BatchChange{Note: note, BranchDigest: &stale}, Requeue: back,
-		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected (%s)", r.batch.ID, why)),
+		Change: store.BatchChange{Note: note, BranchDigest: &stale}, Requeue: back, Bisect: true,
+		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected (%s); retried with its half only, before any newcomer", b.ID, why)),
 	}); err != nil {
 		return err
 	}
-	r.s.rec.Inc("bindery_batch_bisections_total", "project", r.batch.Project)
-	r.s.log.Info("batch bisected", "batch", r.batch.ID, "kept", keep, "returned", len(back), "why", why)
+	r.s.rec.Inc("bindery_batch_bisections_total", "project", b.Project)
+	r.s.log.Info("batch bisected", "batch", b.ID, "round", round, "bisection_of", b.BisectionRoot(), "kept", keep, "returned", len(back), "why", why)
 	return nil
 }
 
@@ -637,8 +659,17 @@ func (r *run) expireBlocked(ctx context.Context) error {
 // step carries it out — closes the MR, then fails the members with this cause — on whichever
 // instance runs it, after a crash too.
 func (r *run) decide(ctx context.Context, f failure) error {
+	return r.decideAs(ctx, f, "")
+}
+
+// decideAs is decide, naming the culprit a bisection isolated ("": none).
+func (r *run) decideAs(ctx context.Context, f failure, culprit string) error {
 	enc := f.encode()
-	return r.next(ctx, store.TaskNext{Step: stepSettle}, store.BatchStep{Change: store.BatchChange{Failing: &enc, Note: "failed: " + f.note + "; settling"}})
+	c := store.BatchChange{Failing: &enc, Note: "failed: " + f.note + "; settling"}
+	if culprit != "" {
+		c.Culprit = &culprit
+	}
+	return r.next(ctx, store.TaskNext{Step: stepSettle}, store.BatchStep{Change: c})
 }
 
 // settle carries out the decided failure: if the MR is still open, close it, then read it again

@@ -102,7 +102,7 @@ func (s *Service) Resume(ctx context.Context, batchID int64) error {
 	}
 	none := ""
 	err = s.outside(ctx, b, stepOpen, memo{Restart: true},
-		store.BatchChange{Status: store.BatchRunning, Note: note, Failing: &none, LastError: &none}, moves)
+		store.BatchChange{Status: store.BatchRunning, Note: note, Failing: &none, LastError: &none, Culprit: &none}, moves)
 	if err != nil {
 		return fmt.Errorf("resume batch %d: %w", batchID, err)
 	}

@@ -31,19 +31,35 @@ type Batch struct {
 	// attempt failed. A settlement clears both.
 	Failing   string
 	LastError string
+	// Bisection (SPEC §11.17): BisectOf is the batch whose failure started the bisection this
+	// batch's members come from (0: none, or this batch started it), Bisections how many
+	// bisections of it ran up to and in this batch, Culprit the member this batch failed alone
+	// with at the end of one ("": none).
+	BisectOf   int64
+	Bisections int
+	Culprit    string
 }
 
-const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error"
+// BisectionRoot is the batch whose failure started the bisection this batch takes part in
+// (the batch itself when it was not claimed from a suspect group).
+func (b Batch) BisectionRoot() int64 {
+	if b.BisectOf != 0 {
+		return b.BisectOf
+	}
+	return b.ID
+}
+
+const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit"
 
 func scanBatch(s scanner) (Batch, error) {
 	var b Batch
-	var mr, pipeline nullInt64
+	var mr, pipeline, of nullInt64
 	var created, updated, settled dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
-		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError); err != nil {
+		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit); err != nil {
 		return Batch{}, translate(err)
 	}
-	b.MRIID, b.PipelineID = int64(mr), int64(pipeline)
+	b.MRIID, b.PipelineID, b.BisectOf = int64(mr), int64(pipeline), int64(of)
 	b.CreatedAt, b.UpdatedAt, b.SettledAt = created.T, updated.T, settled.ptr()
 	return b, nil
 }
@@ -120,12 +136,14 @@ var errSlotOccupied = errors.New("slot occupied")
 //
 // The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
 // the round without touching the slot); the batch insert, whose unique active_slot is the mutual
-// exclusion (duplicate → SLOT_OCCUPIED); a plain read of up to Max waiting rows created before
-// the database's now, in (created_at, id) order; nothing read → roll back, releasing the slot;
+// exclusion (duplicate → SLOT_OCCUPIED); a plain read of one suspect group (the half of a
+// bisected batch, see readSuspects) — found, the batch takes only its rows and records the
+// bisection it continues; else a plain read of up to Max waiting rows created before the
+// database's now, in (created_at, id) order; nothing read → roll back, releasing the slot;
 // the guarded update by primary key, which must change exactly the rows read; the member history
 // as multi-row inserts; with in.Members, the members' transition (transitionMany's statements).
-// Statements per round: 3 + 2 per 500 members (+ 4 per 500 with in.Members), whatever the
-// waiting set.
+// Statements per round: 4 + 2 per 500 members (+ 4 per 500 with in.Members, + 1 continuing a
+// bisection), whatever the waiting set.
 func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	if in.Max <= 0 || in.Partition == "" {
 		return BatchClaim{}, fmt.Errorf("claim %q: max %d: want a partition and a positive maximum", in.Partition, in.Max)
@@ -183,36 +201,43 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	}
 	db.hook("claim.slot")
 
-	// A plain read, never FOR UPDATE (I3): a locking range read would take next-key locks on
+	// Plain reads, never FOR UPDATE (I3): a locking range read would take next-key locks on
 	// the waiting range, exactly the gap new requests insert into, and block every enqueue until
 	// this transaction ends. Without the lock, other claimers are kept out by the slot, and any
 	// unexpected writer is caught by the guarded update below.
-	q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < " +
-		db.now() + " ORDER BY created_at, id LIMIT ?"
-	if db.lockingClaimRead {
-		q += db.forUpdate()
-	}
-	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
+	members, group, err := tx.readSuspects(ctx, in, batchID)
 	if err != nil {
-		return BatchClaim{}, fmt.Errorf("read waiting: %w", translate(err))
+		return BatchClaim{}, err
 	}
-	var members []Member
-	for rows.Next() {
-		m := Member{BatchID: batchID}
-		var queued dbTime
-		if err := rows.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued); err != nil {
-			rows.Close()
-			return BatchClaim{}, translate(err)
+	if len(members) == 0 {
+		q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < " +
+			db.now() + " ORDER BY created_at, id LIMIT ?"
+		if db.lockingClaimRead {
+			q += db.forUpdate()
 		}
-		m.QueuedAt = queued.T
-		members = append(members, m)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return BatchClaim{}, translate(err)
+		rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
+		members, err = collect(rows, err, func(s scanner) (Member, error) {
+			m := Member{BatchID: batchID}
+			var queued dbTime
+			err := s.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued)
+			m.QueuedAt = queued.T
+			return m, err
+		})
+		if err != nil {
+			return BatchClaim{}, fmt.Errorf("read waiting: %w", err)
+		}
 	}
 	if len(members) == 0 {
 		return BatchClaim{}, errNothingToClaim
+	}
+	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: BatchRunning, Version: 1}
+	if group.of != 0 {
+		// The batch goes on with the bisection its members come from: it counts its rounds on.
+		if _, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET bisect_of = ?, bisections = ? WHERE id = ?",
+			group.of, group.round, batchID); err != nil {
+			return BatchClaim{}, fmt.Errorf("record the bisection of batch %d: %w", batchID, translate(err))
+		}
+		batch.BisectOf, batch.Bisections = group.of, group.round
 	}
 	db.hook("claim.read")
 
@@ -262,11 +287,53 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		}
 	}
 	db.hook("claim.written")
-	return BatchClaim{
-		Outcome: RoundClaimed,
-		Batch:   Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: BatchRunning, Version: 1},
-		Members: members,
-	}, nil
+	return BatchClaim{Outcome: RoundClaimed, Batch: batch, Members: members}, nil
+}
+
+// suspectGroup names the rows one bisection returned to the waiting set: the batch whose
+// failure started the bisection and which bisection of it returned them.
+type suspectGroup struct {
+	of    int64
+	round int
+}
+
+// readSuspects reads one suspect group of the partition (up to in.Max of its rows), none when no
+// suspect waits. A group is taken alone — only its members, never a newcomer beside them — so a
+// culprit among them fails nothing but its own half. The latest round's group comes first: a
+// group returned earlier was followed by a bisection of the half kept with it, which fails only
+// when the culprit is there, so the group returned last is where the search goes on (depth
+// first); the earlier groups, then most likely innocent, are taken after it. One plain read on
+// idx_merge_batch_request_suspect, which holds only the suspects.
+func (tx *Tx) readSuspects(ctx context.Context, in ClaimInput, batchID int64) ([]Member, suspectGroup, error) {
+	db := tx.db
+	q := "SELECT id, operation_id, action, created_at, suspect_of, suspect_round FROM " + db.hinted("merge_batch_request", "idx_merge_batch_request_suspect") +
+		" WHERE partition_key = ? AND batch_id IS NULL AND suspect_round IS NOT NULL ORDER BY suspect_round DESC, suspect_of, created_at, id LIMIT ?"
+	if db.lockingClaimRead {
+		q += db.forUpdate()
+	}
+	type row struct {
+		m Member
+		g suspectGroup
+	}
+	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
+	read, err := collect(rows, err, func(s scanner) (row, error) {
+		r := row{m: Member{BatchID: batchID}}
+		var queued dbTime
+		var of nullInt64
+		err := s.Scan(&r.m.RequestID, &r.m.OperationID, &r.m.Action, &queued, &of, &r.g.round)
+		r.m.QueuedAt, r.g.of = queued.T, int64(of)
+		return r, err
+	})
+	if err != nil || len(read) == 0 {
+		return nil, suspectGroup{}, err
+	}
+	var out []Member
+	for _, r := range read {
+		if r.g == read[0].g {
+			out = append(out, r.m)
+		}
+	}
+	return out, read[0].g, nil
 }
 
 // Members returns the requests batch id claimed, from the append-only history, in claim order:
@@ -358,6 +425,9 @@ type BatchChange struct {
 	// (write-ahead); LastError why the last settlement attempt failed ("" clears them: an operator
 	// resumed the batch instead).
 	Failing, LastError *string
+	// Culprit, when set, names the member a single-member batch of a bisection fails alone with
+	// ("" clears it: an operator resumed the batch instead).
+	Culprit *string
 }
 
 // UpdateBatch writes c to the batch cur, guarded on cur.Version (0 rows → ErrPreempted) and on the
@@ -367,8 +437,9 @@ func (db *DB) UpdateBatch(ctx context.Context, cur Batch, c BatchChange) (Batch,
 	return b, err
 }
 
-// batchUpdate builds the guarded write of c to the batch cur (UpdateBatch, AdvanceBatch).
-func (db *DB) batchUpdate(cur Batch, c BatchChange) (string, []any, error) {
+// batchUpdate builds the guarded write of c to the batch cur (UpdateBatch, AdvanceBatch);
+// bisect counts one more bisection.
+func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any, error) {
 	to := c.Status
 	if to == "" {
 		to = cur.Status
@@ -390,6 +461,12 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange) (string, []any, error) {
 	}
 	if c.LastError != nil {
 		a.set("last_error = ?", clipNote(*c.LastError))
+	}
+	if c.Culprit != nil {
+		a.set("culprit = ?", *c.Culprit)
+	}
+	if bisect {
+		a.set("bisections = bisections + 1")
 	}
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }

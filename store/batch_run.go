@@ -64,9 +64,13 @@ func setOf(xs []string) map[string]bool {
 type BatchStep struct {
 	Batch  Batch // as read: its version is the guard
 	Change BatchChange
-	// Requeue returns these members to the waiting set (bisection): their rows lose the batch
-	// and keep their created_at, so the next round claims them first.
+	// Requeue returns these members to the waiting set: their rows lose the batch and keep their
+	// created_at (and a suspect group they came from), so they keep their place in line.
 	Requeue []string
+	// Bisect makes the Requeue rows the half a bisection returns (SPEC §11.17): the batch counts
+	// one more bisection and the rows become one suspect group, which the claim takes alone
+	// before any other waiting row of the partition (Claim).
+	Bisect bool
 	// Drop removes these members from the waiting set: they failed on their own (their file
 	// could not be rendered) and the batch goes on without them.
 	Drop  []string
@@ -96,7 +100,10 @@ func (db *DB) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 // task, when a step of the engine writes it).
 func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation, error) {
 	db := tx.db
-	q, args, err := db.batchUpdate(s.Batch, s.Change)
+	if s.Bisect && len(s.Requeue) == 0 {
+		return Batch{}, nil, fmt.Errorf("bisect batch %d: no member returned", s.Batch.ID)
+	}
+	q, args, err := db.batchUpdate(s.Batch, s.Change, s.Bisect)
 	if err != nil {
 		return Batch{}, nil, err
 	}
@@ -114,7 +121,14 @@ func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 		if err != nil {
 			return Batch{}, nil, err
 		}
-		if err := tx.detach(ctx, id, held, s.Requeue, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = NULL"); err != nil {
+		requeue, args := "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = NULL", []any(nil)
+		if s.Bisect {
+			// The group: the bisection's first batch and this round of it (the batch as read
+			// counted the rounds before this one; the guarded write above made this one count).
+			requeue += ", suspect_of = ?, suspect_round = ?"
+			args = []any{s.Batch.BisectionRoot(), s.Batch.Bisections + 1}
+		}
+		if err := tx.detach(ctx, id, held, s.Requeue, requeue, args...); err != nil {
 			return Batch{}, nil, fmt.Errorf("requeue members of batch %d: %w", id, err)
 		}
 		if err := tx.detach(ctx, id, held, s.Drop, db.deleteFrom("merge_batch_request", "PRIMARY")); err != nil {
@@ -130,7 +144,8 @@ func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 
 // detach runs stmt (an UPDATE … SET or a DELETE FROM of merge_batch_request) on the rows of the
 // given members of the batch, by primary key, a chunk per statement; every one must be held.
-func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operationIDs []string, stmt string) error {
+// args are stmt's own (its SET list's).
+func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operationIDs []string, stmt string, args ...any) error {
 	row := make(map[string]int64, len(held))
 	for _, m := range held {
 		row[m.OperationID] = m.RequestID
@@ -144,7 +159,8 @@ func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operatio
 		rows = append(rows, id)
 	}
 	for _, chunk := range chunks(rows, maxInList) {
-		res, err := tx.tx.ExecContext(ctx, stmt+" WHERE batch_id = ? AND id IN "+inList(len(chunk)), append([]any{batchID}, anys(chunk)...)...)
+		all := append(append(append([]any{}, args...), batchID), anys(chunk)...)
+		res, err := tx.tx.ExecContext(ctx, stmt+" WHERE batch_id = ? AND id IN "+inList(len(chunk)), all...)
 		if err := requireN(res, err, len(chunk), "%d rows", len(chunk)); err != nil {
 			return err
 		}

@@ -352,7 +352,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	_, err = db.PartitionDue(bg, "team/a", 50, time.Minute)
 	must("partition due", err)
 	last := c.Members[len(c.Members)-1].OperationID
-	b, _, err = db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Note: "bisect"}, Requeue: []string{last},
+	b, _, err = db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Note: "bisect"}, Requeue: []string{last}, Bisect: true,
 		Moves: []store.MemberMove{{OperationIDs: []string{last}, Change: store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMRCreating, Step: store.StepQueued}}}})
 	must("advance batch", err)
 	_, err = db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -77,15 +78,26 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	var w WaitingPlace
 	var id int64
 	var since dbTime
-	err := db.ro.QueryRowContext(ctx, "SELECT id, partition_key, action, created_at FROM merge_batch_request "+
-		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since)
+	var of, round sql.NullInt64
+	err := db.ro.QueryRowContext(ctx, "SELECT id, partition_key, action, created_at, suspect_of, suspect_round FROM merge_batch_request "+
+		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since, &of, &round)
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
 	}
 	w.Since = since.T
-	// Counted on the claim index, in the claim's order (created_at, id).
-	err = db.ro.QueryRowContext(ctx, "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL "+
-		"AND (created_at < ? OR (created_at = ? AND id < ?))", w.Partition, db.timeArg(w.Since), db.timeArg(w.Since), id).Scan(&w.Ahead)
+	// Counted in the claim's order: the suspect groups of a bisection first (latest round
+	// first, see readSuspects), then (created_at, id).
+	at := db.timeArg(w.Since)
+	q := "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL " +
+		"AND (suspect_round IS NOT NULL OR created_at < ? OR (created_at = ? AND id < ?))"
+	args := []any{w.Partition, at, at, id}
+	if round.Valid {
+		q = "SELECT COUNT(*) FROM " + db.hinted("merge_batch_request", "idx_merge_batch_request_suspect") + " WHERE partition_key = ? AND batch_id IS NULL " +
+			"AND suspect_round IS NOT NULL AND (suspect_round > ? OR (suspect_round = ? AND (suspect_of < ? OR (suspect_of = ? " +
+			"AND (created_at < ? OR (created_at = ? AND id < ?))))))"
+		args = []any{w.Partition, round.Int64, round.Int64, of.Int64, of.Int64, at, at, id}
+	}
+	err = db.ro.QueryRowContext(ctx, q, args...).Scan(&w.Ahead)
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
 	}
@@ -114,8 +126,9 @@ func (db *DB) PartitionsWaiting(ctx context.Context) ([]string, error) {
 
 // PartitionDue reports whether partition's waiting set should be batched now: a batch closes
 // by size or by age (SPEC §12.5), so it is due when at least max requests wait or the oldest has
-// waited longer than maxWait, by the database clock. maxWait ≤ 0: whatever waits is due. Two
-// reads on the claim index, each bounded (at most max rows counted, one row probed).
+// waited longer than maxWait, by the database clock, or a suspect group (bisection) waits.
+// maxWait ≤ 0: whatever waits is due. Up to three bounded reads on the claim and suspect
+// indexes (at most max rows counted, one row probed for each of the other two).
 func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWait time.Duration) (bool, error) {
 	if maxWait <= 0 {
 		return true, nil
@@ -129,7 +142,17 @@ func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWa
 	if n >= max {
 		return true, nil
 	}
+	// The half of a bisected batch is due at once: its batch closed already, and the culprit's
+	// search should not wait for batch.maxWait. One probe on the suspects' index.
 	var probe int64
+	err = translate(db.ro.QueryRowContext(ctx, "SELECT id FROM "+db.hinted("merge_batch_request", "idx_merge_batch_request_suspect")+
+		" WHERE partition_key = ? AND batch_id IS NULL AND suspect_round IS NOT NULL LIMIT 1", partition).Scan(&probe))
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, ErrNotFound):
+		return false, fmt.Errorf("partition %s due: %w", partition, err)
+	}
 	err = translate(db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
 		db.nowPlus()+" LIMIT 1", partition, -micros(maxWait)).Scan(&probe))
 	switch {

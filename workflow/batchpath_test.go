@@ -133,6 +133,30 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 				t.Errorf("t%d file on main: %v", i, ok)
 			}
 		}
+		// The ops view names the culprit, on the batch that isolated it and in its timeline.
+		var batches workflow.Page[workflow.BatchView]
+		h.api("GET", "/api/ops/batches", "ops", "", &batches)
+		var found *workflow.BatchView
+		for i, b := range batches.Items {
+			if b.Bisection != nil && b.Bisection.Culprit != "" {
+				if found != nil {
+					t.Fatalf("two batches name a culprit: %+v, %+v", *found, b)
+				}
+				found = &batches.Items[i]
+			}
+		}
+		first := batches.Items[len(batches.Items)-1]
+		if found == nil || found.Bisection.Culprit != bad || found.Bisection.Rounds != 3 || found.Bisection.Of != first.ID || found.Status != "FAILED" {
+			t.Fatalf("no batch names the culprit %s after 3 bisections of batch %d: %+v", bad, first.ID, batches.Items)
+		}
+		named := fmt.Sprintf("batch %d isolated the culprit %s after 3 bisections", found.ID, bad)
+		if !strings.Contains(found.Note, named) {
+			t.Errorf("batch note %q does not say %q", found.Note, named)
+		}
+		tl := h.view(bad).Timeline
+		if note := tl[len(tl)-1].Note; !strings.Contains(note, named) {
+			t.Errorf("the culprit's last timeline note %q does not say %q", note, named)
+		}
 	})
 }
 

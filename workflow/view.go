@@ -143,10 +143,20 @@ type BatchView struct {
 	// Failing is the failure decided for an active batch whose settlement has not gone through
 	// yet (GitLab or the database failed while settling); LastError says why. The sweep retries
 	// the settlement; an operator may settle or resume the batch.
-	Failing   string    `json:"failing,omitempty"`
-	LastError string    `json:"lastError,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Failing   string `json:"failing,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	// Bisection is set for a batch that took part in isolating a failing change: one that was
+	// bisected, or was claimed from the half a bisection returned.
+	Bisection *BisectionView `json:"bisection,omitempty"`
+	CreatedAt time.Time      `json:"createdAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
+}
+
+// BisectionView is a batch's part in a bisection (SPEC §11.17).
+type BisectionView struct {
+	Of      int64  `json:"of"`                // the batch whose failure started the bisection (this one, when it did)
+	Rounds  int    `json:"rounds"`            // bisections run up to and in this batch
+	Culprit string `json:"culprit,omitempty"` // the member this batch isolated and failed alone
 }
 
 // RoundResult is the answer of a batch round (cron or POST /api/ops/batches/run).

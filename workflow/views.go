@@ -427,11 +427,15 @@ func (w *Workflow) Batches(ctx context.Context, cursor string, limit int, status
 }
 
 func (w *Workflow) batchView(b store.Batch, members []store.Operation, cutoff time.Time) BatchView {
-	return BatchView{
+	v := BatchView{
 		ID: b.ID, Partition: b.Partition, Status: string(b.Status), MR: w.mrLink(b.Project, b.MRIID),
 		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(members, cutoff), Note: b.Note,
 		Failing: batch.PendingFailure(b), LastError: b.LastError, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
 	}
+	if b.Bisections > 0 {
+		v.Bisection = &BisectionView{Of: b.BisectionRoot(), Rounds: b.Bisections, Culprit: b.Culprit}
+	}
+	return v
 }
 
 // batchRow is one batch without its members (NOT_FOUND when there is none).

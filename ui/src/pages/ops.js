@@ -153,6 +153,10 @@ export function mount(root, ctx) {
         h('span', {class: 'muted small'}, 'started ', time(b.createdAt), `, ${b.status === 'RUNNING' || b.status === 'BLOCKED' ? 'running for ' + since(b.createdAt) : 'last change ' + since(b.updatedAt) + ' ago'}`),
         settle),
       b.note ? h('p', {class: 'small'}, b.note) : null,
+      // Its part in isolating a failing change: the culprit it failed alone, or the round it ran.
+      b.bisection ? h('p', {class: 'small', 'data-bisection': b.id}, b.bisection.culprit
+        ? `Isolated the culprit ${b.bisection.culprit} after ${b.bisection.rounds} bisection${b.bisection.rounds === 1 ? '' : 's'}${b.bisection.of === b.id ? '' : ` (bisection of batch #${b.bisection.of})`}.`
+        : `Bisection of batch #${b.bisection.of}, round ${b.bisection.rounds}.`) : null,
       // A decided failure: being settled, or its settlement did not go through (bindery tries again).
       b.failing ? h('div', {class: `notice ${b.lastError ? 'tone-bad' : 'tone-warn'} small`, role: 'status', 'data-failing': b.id},
         b.lastError
