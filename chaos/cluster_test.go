@@ -146,6 +146,8 @@ cron:
   deploy:
     delay: 2s
     dropRate: 0.2
+    withOperationIds: false
+    exactRate: 0.5
 `, approvalDropRate)
 	} else {
 		b.WriteString(`  approval:

@@ -114,9 +114,11 @@ func (o *operator) lateTraffic(ctx context.Context, t *testing.T) {
 
 func (o *operator) act(ctx context.Context, t *testing.T) {
 	o.lateTraffic(ctx, t)
-	// Batches stopped at BLOCKED (a pipeline that never ends) hold their partition until
-	// batch.blockedTimeout; an operator settles them (the MR is closed, its members go back).
-	ids, err := column[int64](o.db, `SELECT id FROM merge_batch WHERE status = 'BLOCKED'`)
+	// Batches stopped at BLOCKED (a pipeline that never answered, nor did its replacement)
+	// hold their partition until batch.blockedTimeout. Their members are in the stuck list: the
+	// retry below resumes the batch (a new pipeline on the same commit). One still BLOCKED a
+	// minute later, the operator settles (the MR is closed, its members fail and are retried).
+	ids, err := column[int64](o.db, `SELECT id FROM merge_batch WHERE status = 'BLOCKED' AND updated_at < TIMESTAMPADD(MINUTE, -1, CURRENT_TIMESTAMP(6))`)
 	if err != nil {
 		t.Logf("operator: blocked batches: %v", err)
 	} else {
