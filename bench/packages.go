@@ -151,7 +151,7 @@ func scaleSection(ctx context.Context, e *env) (string, []goal, error) {
 	fmt.Fprintf(&body, "`BINDERY_BENCH_ROWS=%s go test ./store -bench '%s' -benchtime 1x -count %d` (`store/bench_test.go`, "+
 		"BenchmarkScale): one round over N rows of one partition — the claim of every waiting row, the hand-off (members read "+
 		"with their applications in one query, then moved MR_CREATING → MR_CREATED with the MR), the settlement (batch "+
-		"SUCCEEDED, members MERGED) and the reconciliation of those rows below their project's watermark (MERGED → "+
+		"SUCCEEDED, members MERGED) and the reconciliation of those rows, merged before their project's deployed merge (MERGED → "+
 		"VALIDATED). Statements are counted by the driver wrapper (`store.Options.OnStatement`). The baseline of each "+
 		"row is the same phase at %s rows in the same run: statements grow by one chunk per 500 rows, never per row.\n\n",
 		strings.Join(list, ","), pattern, e.runs, count(float64(sizes[0])))

@@ -13,8 +13,7 @@ import (
 
 // The simulators' state survives a restart when Options.StateFile is set (the demo keeps it in
 // its data directory). It matters beyond comfort: MR numbers must keep growing per project, or
-// bindery's deploy watermark (the highest called-back MR number of a project) would validate
-// new MRs that happen to reuse old numbers. Pending approval decisions are kept too, and a
+// a deploy callback of an old MR would name a new one that reused its number. Pending approval decisions are kept too, and a
 // decision whose callback never got through is sent again after the restart.
 //
 // Saved: projects (commits as changes against their first parent), MRs, pipelines, counters,

@@ -56,7 +56,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 	if content, ok := e2.sims.GitLab.File("grp/sub.proj", "main", "bindings/a.yaml"); !ok || content != "operationId: op-a\n" {
 		t.Fatalf("merged file after restart: %q %v", content, ok)
 	}
-	// MR numbers keep growing: the deploy watermark depends on it.
+	// MR numbers keep growing: deploy callbacks name MRs by number.
 	e2.call(t, "POST", proj+"/repository/branches", "bot-token", map[string]any{"branch": "third", "ref": "main"})
 	e2.call(t, "POST", proj+"/repository/commits", "bot-token", map[string]any{"branch": "third", "commit_message": "m",
 		"actions": []map[string]any{{"action": "create", "file_path": "c.yaml", "content": "x"}}})

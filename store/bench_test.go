@@ -148,8 +148,8 @@ func BenchmarkEnqueueDuringOpenClaim(b *testing.B) {
 	}
 }
 
-// BenchmarkReconcile100k: reconciliation over 100,000 MERGED rows, all below their project's
-// watermark (the rows are put back to MERGED outside the timer).
+// BenchmarkReconcile100k: reconciliation over 100,000 MERGED rows, all merged before their
+// project's deployed merge (the rows are put back to MERGED outside the timer).
 func BenchmarkReconcile100k(b *testing.B) {
 	const rows = 100_000
 	benchDBs(b, func(b *testing.B, db *store.DB, st *statements) {
@@ -159,6 +159,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 		}
 		for p := 0; p < 4; p++ { // four projects, 25,000 rows each
 			seedRequests(b, db, fmt.Sprintf("team/%d", p), ids[p*rows/4:(p+1)*rows/4], store.StatusMerged, store.StepHandleMerged, int64(10+p))
+			seedMerge(b, db, fmt.Sprintf("team/%d", p), 100, "main", mergedAtBase.Add(100*time.Minute))
 			if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES (?, ?)", fmt.Sprintf("team/%d", p), 100); err != nil {
 				b.Fatal(err)
 			}
@@ -202,7 +203,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 // comma-separated, overrides the sizes): one claim of every waiting row of a partition; the
 // hand-off (the members read with their applications in one query, then moved MR_CREATING →
 // MR_CREATED with the MR); the settlement (batch SUCCEEDED, members MERGED); the reconciliation
-// of those merged rows below their project's watermark. Each phase reports its time (ms) and
+// of those merged rows, merged before their project's deployed merge. Each phase reports its time (ms) and
 // its statements; seeding happens between the phases' measurements. Run it with -benchtime 1x:
 // every iteration seeds its own partition.
 func BenchmarkScale(b *testing.B) {
@@ -247,6 +248,10 @@ func BenchmarkScale(b *testing.B) {
 							b.Fatalf("settle: %d of %d flipped, %v", len(s.Flipped), n, err)
 						}
 					})
+					// MR n landed (the settlement above recorded no merge: seeded here), then MR
+					// n+1, whose deploy was called back.
+					seedMerge(b, db, partition, int64(n), "main", mergedAtBase)
+					seedMerge(b, db, partition, int64(n+1), "main", mergedAtBase.Add(time.Minute))
 					if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES (?, ?)", partition, n+1); err != nil {
 						b.Fatal(err)
 					}

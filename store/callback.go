@@ -56,7 +56,7 @@ type Deployed struct {
 }
 
 // ErrUnknownMR: a deploy callback names an MR bindery never opened in that project. Nothing is
-// recorded (it moves no watermark) and nothing is validated.
+// recorded (reconciliation infers nothing from it) and nothing is validated.
 var ErrUnknownMR = errors.New("bindery opened no such merge request in this project")
 
 // ErrUnknownCommit: a deploy callback names only a commit, and no merge bindery recorded in that

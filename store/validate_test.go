@@ -52,9 +52,10 @@ func recordDeploy(t testing.TB, db *store.DB, d store.Deploy) store.Deployed {
 	return out
 }
 
-// Reconciliation validates, per project, the MERGED rows whose MR is at or below the highest MR
-// called back in that project — compared as integers — inside the age window only.
-func TestReconciliationValidatesUpToEachProjectsWatermark(t *testing.T) {
+// Reconciliation validates, per project, the MERGED rows whose MR landed at or before the latest
+// merge called back in that project (seedRequests lands MR n at minute n), inside the age window
+// only.
+func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"a5"}, store.StatusMerged, store.StepHandleMerged, 5)
 		seedRequests(t, db, "team/a", []string{"a9"}, store.StatusMerged, store.StepHandleMerged, 9)

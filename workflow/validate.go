@@ -26,7 +26,7 @@ const (
 
 // DeployCallback handles an authenticated deploy-pipeline callback, believed only for what
 // bindery knows: the project must be in the catalog and the MR one bindery opened there (else 422
-// CALLBACK_REFUSED, recorded for operators in the audit log, no effect — it moves no watermark);
+// CALLBACK_REFUSED, recorded for operators in the audit log, no effect — nothing is inferred from it);
 // listed operationIds that are not requests of that MR are refused and reported in the answer.
 func (w *Workflow) DeployCallback(ctx context.Context, cb DeployCallback) (CallbackResult, error) {
 	if !w.catalogProject(cb.Project) {
@@ -80,12 +80,13 @@ func (w *Workflow) refuseDeploy(ctx context.Context, cb DeployCallback, why stri
 	return apperr.New(apperr.CallbackRefused, "Deploy callback refused: %s. Nothing was recorded.", why)
 }
 
-// Reconcile validates MERGED requests whose deploy callback was lost (SPEC §4): inside the
-// window (now − reconcile.maxAge, now − reconcile.minAge), MR number at or below the highest one
-// called back for its project. Safe on every instance at once: each flip happens once.
+// Reconcile validates MERGED requests whose deploy callback was lost: inside the window
+// (now − reconcile.maxAge, now − reconcile.minAge), those whose MR landed at or before a merge a
+// deploy callback proves deployed, on the same branch (docs/architecture.md, "Reconciliation").
+// Safe on every instance at once: each flip happens once.
 //
 // First, deploy callbacks that arrived before their MR's requests were recorded MERGED are
-// replayed (exact, no minAge needed: the callback is there); then the watermark inference.
+// replayed (exact, no minAge needed: the callback is there); then the inference by merge order.
 func (w *Workflow) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	minAge, maxAge := w.cfg.Current().ReconcileWindow()
 	early, err := w.db.EarlyDeploys(ctx, maxAge)
