@@ -320,6 +320,57 @@ func (c *checker) mergeRequests() {
 		}
 	}
 	c.landedOnce(deploys)
+	c.validatedAfterItsDeploy(deploys)
+}
+
+// validatedAfterItsDeploy: no request is VALIDATED before a deploy that includes its merge — a
+// deploy of its own MR or of one merged after it in the same project (the simulator logs one
+// deploy per merge, in merge order), that had run (been called back or dropped) by then. MR
+// numbers are not merge order, so only the log's order counts.
+func (c *checker) validatedAfterItsDeploy(deploys []deployRecord) {
+	c.t.Helper()
+	type place struct {
+		index int
+		at    time.Time // when the deploy ran (zero: not yet)
+	}
+	byProject := map[string][]place{}
+	where := map[string]int{} // project!iid → index in its project's log
+	for i := len(deploys) - 1; i >= 0; i-- { // the simulator lists the newest first
+		d := deploys[i]
+		p := place{index: len(byProject[d.Project])}
+		if d.Status != "PENDING" {
+			p.at = d.At
+		}
+		byProject[d.Project] = append(byProject[d.Project], p)
+		where[fmt.Sprintf("%s!%d", d.Project, d.MRIID)] = p.index
+	}
+	type validated struct {
+		id, project string
+		iid         int64
+		at          time.Time
+	}
+	vs := all(c, func(r *sql.Rows, v *validated) error { return r.Scan(&v.id, &v.project, &v.iid, &v.at) },
+		`SELECT o.operation_id, o.project, o.mr_iid, MIN(s.at) FROM operation_step s JOIN operation o ON o.operation_id = s.operation_id
+		 WHERE s.step = 10301 AND s.status = 'VALIDATED' AND o.mr_iid IS NOT NULL GROUP BY o.operation_id, o.project, o.mr_iid`)
+	bad := 0
+	for _, v := range vs {
+		i, ok := where[fmt.Sprintf("%s!%d", v.project, v.iid)]
+		covered := false
+		for _, p := range byProject[v.project] {
+			// The simulator stamps a deploy when its callback was answered: the validation
+			// it caused is a moment earlier.
+			if ok && p.index >= i && !p.at.IsZero() && !p.at.After(v.at.Add(5*time.Second)) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			if bad++; bad <= 20 {
+				c.t.Errorf("request %s (MR %s!%d) was validated at %s before any deploy that includes its merge; timeline:\n%s", v.id, v.project, v.iid, v.at.Format(time.RFC3339Nano), c.timeline(v.id))
+			}
+		}
+	}
+	c.t.Logf("validated after a deploy including its merge: %d requests checked, %d not", len(vs), bad)
 }
 
 // landedOnce: each request's change landed once per action. The simulator lists, for every
@@ -376,10 +427,11 @@ func (c *checker) landedOnce(deploys []deployRecord) {
 }
 
 type deployRecord struct {
-	Project      string   `json:"project"`
-	MRIID        int64    `json:"mrIid"`
-	OperationIDs []string `json:"operationIds"`
-	Status       string   `json:"status"`
+	Project      string    `json:"project"`
+	MRIID        int64     `json:"mrIid"`
+	OperationIDs []string  `json:"operationIds"`
+	Status       string    `json:"status"`
+	At           time.Time `json:"at"`
 }
 
 func (c *checker) deploys() []deployRecord {

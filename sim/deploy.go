@@ -35,7 +35,8 @@ type DeployRecord struct {
 	Project      string    `json:"project"`
 	MRIID        int64     `json:"mrIid"`
 	SHA          string    `json:"sha"`
-	OperationIDs []string  `json:"operationIds"`
+	OperationIDs []string  `json:"operationIds"` // what the merge carried (the files' operationIds)
+	Exact        bool      `json:"exact"`        // the callback names them
 	Status       string    `json:"status"`
 	Answer       int       `json:"answer"` // bindery's HTTP status; 0: none
 	At           time.Time `json:"at"`
@@ -100,10 +101,8 @@ func (d *Deploy) merged(info MergeInfo) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := d.faults()
-	rec := &DeployRecord{Project: info.Project, MRIID: info.IID, SHA: info.SHA, Status: DeployPending, At: time.Now()}
-	if f.WithOperationIDs || chance(f.ExactRate) {
-		rec.OperationIDs = info.OperationIDs
-	}
+	rec := &DeployRecord{Project: info.Project, MRIID: info.IID, SHA: info.SHA, OperationIDs: info.OperationIDs,
+		Exact: f.WithOperationIDs || chance(f.ExactRate), Status: DeployPending, At: time.Now()}
 	d.records = append(d.records, rec)
 	drop := chance(f.DropRate)
 	if drop {
@@ -133,7 +132,11 @@ func (d *Deploy) deliver(rec *DeployRecord, drop bool) {
 	case d.opts.BinderyURL == "":
 		status = DeployNoTarget
 	default:
-		body, _ := json.Marshal(workflow.DeployCallback{Project: rec.Project, MRIID: rec.MRIID, SHA: rec.SHA, OperationIDs: rec.OperationIDs})
+		cb := workflow.DeployCallback{Project: rec.Project, MRIID: rec.MRIID, SHA: rec.SHA}
+		if rec.Exact {
+			cb.OperationIDs = rec.OperationIDs
+		}
+		body, _ := json.Marshal(cb)
 		for attempt := 0; attempt < 3; attempt++ {
 			if answer = d.post(body); answer >= 200 && answer < 300 {
 				break

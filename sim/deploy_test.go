@@ -86,17 +86,31 @@ func TestDeployKnobs(t *testing.T) {
 			t.Fatalf("a dropped deploy was sent: %+v", got)
 		}
 	})
-	t.Run("without operationIds only project and mrIid are sent", func(t *testing.T) {
+	t.Run("without operationIds the project, mrIid and the deployed merge commit are sent", func(t *testing.T) {
 		e := newEnv(t, "", nil)
 		e.sims.Deploy.SetFaults(sim.DeployFaults{})
 		e.mergeMR(t)
 		got := e.deployCallbacks(t, 1)
-		if len(got) != 1 || got[0].OperationIDs != nil || got[0].MRIID != 1 {
+		if len(got) != 1 || got[0].OperationIDs != nil || got[0].MRIID != 1 || len(got[0].SHA) != 40 {
 			t.Fatalf("callbacks %+v", got)
 		}
 		_, bodies := e.hook.requests()
 		if strings.Contains(string(bodies[len(bodies)-1]), "operationIds") {
 			t.Fatalf("body %s", bodies[len(bodies)-1])
+		}
+		// The record keeps what the merge carried, and the commit is the MR's merge commit.
+		rec := e.sims.Deploy.Records()[0]
+		mr := e.call(t, "GET", proj+"/merge_requests/1", "bot-token", nil).json(t)
+		if rec.Exact || strings.Join(rec.OperationIDs, ",") != "op-a" || rec.SHA != mr["merge_commit_sha"] {
+			t.Fatalf("record %+v, MR merge commit %v", rec, mr["merge_commit_sha"])
+		}
+	})
+	t.Run("exactRate names the ids on a share of the callbacks", func(t *testing.T) {
+		e := newEnv(t, "", nil)
+		e.sims.Deploy.SetFaults(sim.DeployFaults{ExactRate: 1})
+		e.mergeMR(t)
+		if got := e.deployCallbacks(t, 1); len(got) != 1 || strings.Join(got[0].OperationIDs, ",") != "op-a" {
+			t.Fatalf("callbacks %+v", got)
 		}
 	})
 	t.Run("the delay holds the callback back", func(t *testing.T) {
