@@ -311,8 +311,14 @@ func (k *killer) cutConfig(ctx context.Context, after time.Duration, full string
 		if !ok {
 			continue
 		}
+		// An instance killed meanwhile (kills do not wait for this window; its restart does)
+		// was not live through it: it neither refused nor took the cut file.
+		v, err := metricSum(in.url(), "bindery_config_reload_errors_total")
+		if err != nil {
+			continue
+		}
 		live++
-		if v, err := metricSum(in.url(), "bindery_config_reload_errors_total"); err == nil && v > b {
+		if v > b {
 			refused++
 		}
 	}
