@@ -9,7 +9,7 @@ import (
 
 // MergeRecord is one MR that landed on its target branch, as GitLab said when bindery saw it
 // merged: the place in the project's merge order that a deploy of it, or of a later merge,
-// proves deployed (docs/states.md, "Validation").
+// proves deployed (docs/architecture.md, "Reconciliation").
 type MergeRecord struct {
 	Project  string
 	MRIID    int64
