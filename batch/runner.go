@@ -73,8 +73,10 @@ type run struct {
 	spec    change.Spec
 	phase   failure // the declared failure of the step running now
 	// failed is the pipeline this step saw fail (0: none): recorded with the step's outcome, so
-	// the request page links the run that failed rather than an earlier one.
-	failed int64
+	// the request page links the run that failed rather than an earlier one; failedURL is its
+	// web address, as GitLab gave it.
+	failed    int64
+	failedURL string
 }
 
 type member struct {
@@ -390,6 +392,9 @@ func (r *run) pipeline(ctx context.Context) error {
 		return r.next(ctx, store.TaskNext{Step: stepApprove}, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: note}, Moves: pipelinePassed(pipeline, note)})
 	case look.Outcome == change.Failed:
 		r.failed = pipeline
+		if look.Pipeline != nil {
+			r.failedURL = look.Pipeline.WebURL
+		}
 		return r.deterministic(ctx, failedPipeline.with(link+" failed"))
 	}
 	next, timedOut := r.r.Poll(r.stages(), "waiting for "+link)
@@ -413,7 +418,7 @@ func (r *run) deterministic(ctx context.Context, f failure) error {
 		}
 	}
 	if len(r.members) > 1 {
-		return r.bisect(ctx, f.note)
+		return r.bisect(ctx, f)
 	}
 	if r.batch.Bisections == 0 {
 		return r.decide(ctx, f)
@@ -428,6 +433,14 @@ func (r *run) deterministic(ctx context.Context, f failure) error {
 	return r.decideAs(ctx, f.with(found+": "+f.note), culprit)
 }
 
+// failedLink is the web address of the pipeline this step saw fail, for the members' words.
+func (r *run) failedLink(kind string, id int64) string {
+	if kind == "pipeline" && id == r.failed {
+		return r.failedURL
+	}
+	return ""
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return word
@@ -440,7 +453,8 @@ func plural(n int, word string) string {
 // one suspect group: the claim takes it alone, before anything else of the partition, so the
 // culprit — if it is there — fails no newcomer, and a culprit is isolated in ⌈log₂ n⌉
 // bisections. The stale branch digest makes the open step regenerate, after a crash too.
-func (r *run) bisect(ctx context.Context, why string) error {
+func (r *run) bisect(ctx context.Context, f failure) error {
+	why := f.note
 	keep := (len(r.members) + 1) / 2
 	back := operationIDs(r.members[keep:])
 	b := r.batch
@@ -451,7 +465,9 @@ func (r *run) bisect(ctx context.Context, why string) error {
 	r.memo = memo{}
 	if err := r.next(ctx, store.TaskNext{Step: stepOpen}, store.BatchStep{
 		Change: store.BatchChange{Note: note, BranchDigest: &stale}, Requeue: back, Bisect: true,
-		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected (%s); retried with its half only, before any newcomer", b.ID, why)),
+		// The members read why in the words of the failure's step (the cause stays in the
+		// batch's note, for operators).
+		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, store.Told(f.create, why, r.failedLink))),
 	}); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 
 	"bindery/gitlab"
 )
@@ -282,8 +283,15 @@ func BlockerReason(status string, iid int64) string {
 	case "commits_status":
 		return "a commit of " + mr + " is not allowed by the project's push rules"
 	}
+	if !statusWord.MatchString(status) {
+		// The reason is shown to requesters: GitLab's own text goes no further than a status word.
+		status = "blocked"
+	}
 	return fmt.Sprintf("GitLab reports %s as %q: someone must clear that on the MR", mr, status)
 }
+
+// statusWord is what a GitLab merge status looks like (detailed_merge_status: lower-case words).
+var statusWord = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
 
 // rebaseLook is one look at a rebase GitLab runs: still running → wait; failed → regenerate;
 // done → wait for the new head's pipeline.

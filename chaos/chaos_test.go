@@ -179,6 +179,7 @@ func TestChaos(t *testing.T) {
 	c.mergeRequests()
 	c.repository()
 	c.validatedCounter(insts, k.ledger)
+	c.requesterViews(ctx, l.c, simURL+"/sim/gitlab")
 	if len(sampler.seen) > 0 {
 		t.Errorf("an active batch held its slot without members in %d of %d samples: %v", len(sampler.seen), sampler.samples, sampler.seen)
 	}

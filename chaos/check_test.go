@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"bindery/leakcheck"
 )
 
 // checker re-checks the run over the whole history, in SQL and against the simulators.
@@ -598,4 +601,53 @@ func (c *checker) repository() {
 		}
 	}
 	c.files = len(rels)
+}
+
+// requesterViews: whatever the run's faults did, no requester reads internals of a failure.
+// Every request is read by its owner — the request view, and the owner's list page by page —
+// and every string in them is scanned (leakcheck); the links to the GitLab merge requests and
+// pipelines are no leak.
+func (c *checker) requesterViews(ctx context.Context, cl *client, gitlabWeb string) {
+	c.t.Helper()
+	type owned struct{ subject, op string }
+	rows := all(c, func(r *sql.Rows, o *owned) error { return r.Scan(&o.subject, &o.op) },
+		`SELECT subject_id, operation_id FROM operation ORDER BY subject_id, operation_id`)
+	scan := leakcheck.New(nil, gitlabWeb)
+	var leaks []string
+	read := func(what, who, path string) []byte {
+		status, data := cl.call(ctx, "GET", path, who, "")
+		if status != http.StatusOK {
+			c.t.Errorf("%s as %s: %d %s", path, who, status, data)
+			return nil
+		}
+		for _, l := range scan.JSON(data) {
+			leaks = append(leaks, what+" "+l)
+		}
+		return data
+	}
+	subjects := map[string]bool{}
+	for _, o := range rows {
+		subjects[o.subject] = true
+		read("request "+o.op, o.subject, "/api/requests/"+url.PathEscape(o.op))
+	}
+	for subject := range subjects {
+		for cursor := ""; ; {
+			data := read("the list of "+subject, subject, "/api/my/requests?limit=100&cursor="+url.QueryEscape(cursor))
+			var page struct {
+				NextCursor string `json:"nextCursor"`
+			}
+			if data == nil || json.Unmarshal(data, &page) != nil || page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+	}
+	for i, l := range leaks {
+		if i == 20 {
+			c.t.Errorf("… and %d more", len(leaks)-i)
+			break
+		}
+		c.t.Errorf("a requester reads internals: %s", l)
+	}
+	c.t.Logf("requester views: %d requests of %d owners scanned for internals, %d leaks", len(rows), len(subjects), len(leaks))
 }

@@ -150,8 +150,13 @@ func (s *Server) ownedRequest(r *http.Request) (workflow.RequestView, error) {
 	if err != nil {
 		return workflow.RequestView{}, err
 	}
-	if caller := infoOf(r).caller; v.Subject != caller.ID && !s.isOperator(r.Context(), caller.ID) {
-		return workflow.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
+	// The owner reads the requester's view; an operator (asked only for someone else's request,
+	// so that a requester's page costs no permission check) also reads the recorded causes.
+	if caller := infoOf(r).caller; v.Subject != caller.ID {
+		if !s.isOperator(r.Context(), caller.ID) {
+			return workflow.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
+		}
+		v = v.ForOperator()
 	}
 	if v.NextActionText == "" {
 		v.NextActionText = store.NextActionText(v.NextAction)

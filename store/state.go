@@ -174,36 +174,41 @@ type StepInfo struct {
 	// Person: the request waits for a person to act outside bindery (Waiting says who and
 	// what), not for an operator's retry; it goes on by itself once that is done.
 	Person bool
+	// Told is what a requester reads of a failure at this step: a fixed sentence. The step's
+	// note is then the cause as bindery recorded it (an error's classified text: the system,
+	// the endpoint, the HTTP status, "database error"), for operators and the log only (Told).
+	// "": the step's notes are bindery's own words with safe details, shown as written.
+	Told string
 }
 
 var steps = map[Step]StepInfo{
 	StepCreateStarted:         {Name: "CREATE_STARTED", Label: "Merge request opened, pipeline running", Stage: StageCI, Waiting: "the bot to open {mr} and its pipeline to pass"},
 	StepCreateSucceeded:       {Name: "CREATE_SUCCEEDED", Label: "Pipeline passed"},
-	StepCreateFailed:          {Name: "CREATE_FAILED", Label: "Could not prepare the merge request"},
-	StepCreatePipelineFailed:  {Name: "CREATE_PIPELINE_FAILED", Label: "Pipeline failed", Deterministic: true},
-	StepCreateHandoffRejected: {Name: "CREATE_HANDOFF_REJECTED", Label: "bindery was too busy to open the merge request"},
+	StepCreateFailed:          {Name: "CREATE_FAILED", Label: "Could not prepare the merge request", Told: "bindery could not prepare the merge request"},
+	StepCreatePipelineFailed:  {Name: "CREATE_PIPELINE_FAILED", Label: "Pipeline failed", Deterministic: true, Told: "The pipeline of the merge request failed"},
+	StepCreateHandoffRejected: {Name: "CREATE_HANDOFF_REJECTED", Label: "bindery was too busy to open the merge request", Told: "bindery was too busy to open the merge request"},
 	StepApprovalSending:       {Name: "APPROVAL_SENDING", Label: "Sending to the approval system", Stage: StageApproval, Waiting: "bindery to send the request to the approval system"},
 	StepApprovalSent:          {Name: "APPROVAL_SENT", Label: "Sent for approval", Stage: StageApproval, Waiting: "the approvers in the approval system"},
-	StepApprovalSendFailed:    {Name: "APPROVAL_SEND_FAILED", Label: "Could not reach the approval system"},
+	StepApprovalSendFailed:    {Name: "APPROVAL_SEND_FAILED", Label: "Could not reach the approval system", Told: "bindery could not send the request to the approval system"},
 	StepApprovalRejected:      {Name: "APPROVAL_REJECTED", Label: "Rejected by the approvers"},
 	StepQueued:                {Name: "QUEUED", Label: "Approved, waiting for a batch", Stage: StageBatch, Waiting: "the next batch round"},
 	StepBatched:               {Name: "BATCHED", Label: "Taken into a batch", Stage: StageCI, Waiting: "the bot to open the batch's merge request"},
-	StepCreateInvalid:         {Name: "CREATE_INVALID", Label: "The change failed validation", Deterministic: true},
+	StepCreateInvalid:         {Name: "CREATE_INVALID", Label: "The change failed validation", Deterministic: true, Told: "The file change rendered for this request is not valid"},
 
 	StepHandleStarted:         {Name: "HANDLE_STARTED", Label: "Waiting for the reviewer bots", Stage: StageMerge, Waiting: "the reviewer bots to approve and merge {mr}"},
 	StepHandleApproved:        {Name: "HANDLE_APPROVED", Label: "Approved by the reviewer bots, merging", Stage: StageMerge, Waiting: "the bot to merge {mr}"},
 	StepHandleMerged:          {Name: "HANDLE_MERGED", Label: "Merged, waiting for the deploy", Stage: StageDeploy, Waiting: "the deploy pipeline to report that {mr} is deployed"},
-	StepHandleFailed:          {Name: "HANDLE_FAILED", Label: "Merge failed"},
-	StepHandleRebaseConflict:  {Name: "HANDLE_REBASE_CONFLICT", Label: "Rebase conflict", Deterministic: true},
-	StepHandleMergeFailed:     {Name: "HANDLE_MERGE_FAILED", Label: "GitLab refused the merge"},
-	StepHandlePipelineFailed:  {Name: "HANDLE_PIPELINE_FAILED", Label: "Pipeline failed after the rebase", Deterministic: true},
-	StepHandleApproveFailed:   {Name: "HANDLE_APPROVE_FAILED", Label: "Could not approve the merge request"},
-	StepHandleMRClosed:        {Name: "HANDLE_MR_CLOSED", Label: "Merge request closed outside bindery", Deterministic: true},
-	StepHandleHandoffRejected: {Name: "HANDLE_HANDOFF_REJECTED", Label: "bindery was too busy to start the merge"},
+	StepHandleFailed:          {Name: "HANDLE_FAILED", Label: "Merge failed", Told: "The merge failed"},
+	StepHandleRebaseConflict:  {Name: "HANDLE_REBASE_CONFLICT", Label: "Rebase conflict", Deterministic: true, Told: "The change conflicts with the target branch, even after bindery regenerated the branch"},
+	StepHandleMergeFailed:     {Name: "HANDLE_MERGE_FAILED", Label: "GitLab refused the merge", Told: "GitLab did not merge the merge request"},
+	StepHandlePipelineFailed:  {Name: "HANDLE_PIPELINE_FAILED", Label: "Pipeline failed after the rebase", Deterministic: true, Told: "The pipeline failed after the branch was rebased"},
+	StepHandleApproveFailed:   {Name: "HANDLE_APPROVE_FAILED", Label: "Could not approve the merge request", Told: "bindery's reviewer accounts could not approve the merge request"},
+	StepHandleMRClosed:        {Name: "HANDLE_MR_CLOSED", Label: "Merge request closed outside bindery", Deterministic: true, Told: "The merge request was closed outside bindery"},
+	StepHandleHandoffRejected: {Name: "HANDLE_HANDOFF_REJECTED", Label: "bindery was too busy to start the merge", Told: "bindery was too busy to start the merge"},
 
 	StepCloseStarted:   {Name: "CLOSE_STARTED", Label: "Revoking: the file is being removed", Stage: StageClose, Waiting: "the removal of the binding's file to merge ({mr})"},
 	StepCloseSucceeded: {Name: "CLOSE_SUCCEEDED", Label: "Revoked: the file is removed"},
-	StepCloseFailed:    {Name: "CLOSE_FAILED", Label: "Removing the file failed"},
+	StepCloseFailed:    {Name: "CLOSE_FAILED", Label: "Removing the file failed", Told: "Removing the file failed"},
 
 	StepCalledBack: {Name: "CALLED_BACK", Label: "Deployed: in effect"},
 

@@ -569,11 +569,13 @@ func (f *fakeAPI) seedFailedInCI(opID, subject, targetKey string, at time.Time) 
 	fr.enter("ci", at.Add(3*time.Minute))
 	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(3*time.Minute))
 	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(9*time.Minute))
-	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "returned to the waiting set: batch 41 is bisected (pipeline 8829 (https://gitlab.example.com/" + t.Project + "/-/pipelines/8829) failed)"
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "returned to the waiting set: batch 41 is bisected; retried with its half only, before any newcomer. " +
+		"The pipeline of the merge request failed (pipeline 8829: https://gitlab.example.com/" + t.Project + "/-/pipelines/8829)."
 	b := f.addBatch(fr, "FAILED", 63, 8831, at.Add(10*time.Minute), at.Add(16*time.Minute))
 	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(10*time.Minute))
 	fr.move(store.StatusCreateFailed, store.StepCreatePipelineFailed, at.Add(16*time.Minute))
-	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "pipeline 8831 (" + b.Pipeline.URL + ") failed"
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = store.Told(store.StepCreatePipelineFailed, "pipeline 8831 ("+b.Pipeline.URL+") failed",
+		func(string, int64) string { return b.Pipeline.URL })
 	fr.enter("", at.Add(16*time.Minute))
 	fr.view.Waiting = &workflow.Waiting{Stage: "ci", WaitingFor: "the maintainers: this failure will not go away by waiting", Since: at.Add(16 * time.Minute)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	}
 	// Then the decision is waited for; now and then the ticket is read, in case its callback
 	// never gets through. A ticket sent again (an operator's retry) is read at once.
-	note, poll := "Ticket "+id, w.cfg.Current().ApprovalPollAfter()
+	note, poll := "Ticket "+ticketWords(id), w.cfg.Current().ApprovalPollAfter()
 	if r.req.Binding.Status == store.StatusApprovalSent {
 		note, poll = note+" sent again.", 0
 	}
@@ -85,7 +86,7 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 		// Sent again from APPROVAL_SENT (the ticket step re-opens it, idempotent by operationId,
 		// and reads it at once).
 		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent,
-			Note: "The approval system no longer knows ticket " + r.memo.Ticket + "; sending it again."})
+			Note: "The approval system no longer knows ticket " + ticketWords(r.memo.Ticket) + "; sending it again."})
 	case err != nil:
 		return later("the approval system did not answer about the ticket: "+engine.Public(err), err)
 	case t.OperationID != "" && t.OperationID != op.OperationID:
@@ -283,3 +284,15 @@ func retryPreempted(ctx context.Context, fn func() error) error {
 	}
 	return err
 }
+
+// ticketWords is a ticket id as the request's timeline shows it: the approval system chooses
+// the id, and the requester reads the timeline, so an id that does not look like one is not
+// repeated there (operators find the ticket by the request id).
+func ticketWords(id string) string {
+	if ticketID.MatchString(id) {
+		return id
+	}
+	return "(an id bindery does not show)"
+}
+
+var ticketID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)

@@ -154,8 +154,15 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 			t.Errorf("batch note %q does not say %q", found.Note, named)
 		}
 		tl := h.view(bad).Timeline
-		if note := tl[len(tl)-1].Note; !strings.Contains(note, named) {
-			t.Errorf("the culprit's last timeline note %q does not say %q", note, named)
+		if cause := tl[len(tl)-1].Cause; !strings.Contains(cause, named) {
+			t.Errorf("the culprit's last timeline cause %q does not say %q", cause, named)
+		}
+		// Its owner reads it too, in the words of the failed step.
+		var mine workflow.RequestView
+		h.api("GET", "/api/requests/"+bad, "alice", "", &mine)
+		told := fmt.Sprintf("batch %d isolated this request as the change that fails, after 3 bisections", found.ID)
+		if note := mine.Timeline[len(mine.Timeline)-1].Note; !strings.Contains(note, told) || !strings.Contains(note, "/-/pipelines/") {
+			t.Errorf("the culprit's owner reads %q, want %q and the pipeline's link", note, told)
 		}
 	})
 }

@@ -83,8 +83,9 @@ func TestApprovalSystemDownThenRetried(t *testing.T) {
 		op := h.apply("alice", "db-read")
 		v := h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
 		wantState(t, v, store.StatusCreateFailed, store.StepApprovalSendFailed, store.NextWaitManual)
-		if note := v.Timeline[len(v.Timeline)-1].Note; !strings.Contains(note, "HTTP 500") || strings.Contains(note, "127.0.0.1") {
-			t.Fatalf("failure note %q: want the classified cause, no host", note)
+		if last := v.Timeline[len(v.Timeline)-1]; !strings.Contains(last.Cause, "HTTP 500") || strings.Contains(last.Cause, "127.0.0.1") ||
+			last.Note != store.StepApprovalSendFailed.Info().Told+"." {
+			t.Fatalf("failure note %q, cause %q: want the step's sentence, and for operators the classified cause, no host", last.Note, last.Cause)
 		}
 		if code := h.retry(op); code != 202 {
 			t.Fatalf("retry: %d", code)

@@ -92,7 +92,7 @@ func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 		r.memo.Flaky++
 		return r.r.Next(ctx, store.TaskNext{Wait: store.WaitStart, Memo: r.memo.encode(), Note: "the pipeline failed; a new run on the same commit"}, nil)
 	case look.Outcome == change.Failed:
-		return failed(store.StatusCreateFailed, store.StepCreatePipelineFailed, errors.New("The merge request's pipeline failed."))
+		return failed(store.StatusCreateFailed, store.StepCreatePipelineFailed, words("The merge request's pipeline failed."))
 	case look.Outcome == change.Passed:
 		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusMRCreated, Step: store.StepCreateSucceeded, PipelineID: pipelineID(look.PipelineResult)})
 	}
@@ -225,9 +225,9 @@ func (w *Workflow) mergeWait(ctx context.Context, r *reqRun, phase change.MergeP
 		return r.r.Next(ctx, next, nil)
 	case phase == change.MergeBlocked && res.Blocked != "":
 		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed,
-			fmt.Errorf("Nobody did this within batch.blockedTimeout: %s.", res.Blocked))
+			words(fmt.Sprintf("Nobody did this within batch.blockedTimeout: %s.", res.Blocked)))
 	case phase == change.MergeBlocked:
-		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, errors.New("The merge request stayed blocked for longer than batch.blockedTimeout."))
+		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, words("The merge request stayed blocked for longer than batch.blockedTimeout."))
 	case phase == change.MergeChecking:
 		return r.blocked(ctx, fmt.Sprintf("GitLab kept computing whether MR !%d can be merged for longer than poll.timeout", r.req.Operation.MRIID))
 	case phase == change.MergeRebasing:

@@ -237,9 +237,16 @@ func noteFor(err error) string {
 	case errors.Is(err, change.ErrInvalidChange):
 		return "The rendered file change is invalid: " + err.Error()
 	}
-	var f *failure
-	if errors.As(err, &f) && f.err != nil && errors.Unwrap(f.err) == nil {
-		return f.err.Error()
+	var own words
+	if errors.As(err, &own) {
+		return string(own)
 	}
 	return "Unexpected error; the details are in the server log."
 }
+
+// words is a failure a step words itself, with nothing of another error's text in it: its note
+// records it as written. Any other error's text — a library's, a driver's, a panic's, however
+// plain it looks — goes to the log only.
+type words string
+
+func (w words) Error() string { return string(w) }

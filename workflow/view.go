@@ -58,7 +58,12 @@ type TimelineEntry struct {
 	Status   store.BindingStatus `json:"status"`
 	At       time.Time           `json:"at"`
 	Duration time.Duration       `json:"durationNs"` // until the next entry (or now, for the last)
-	Note     string              `json:"note,omitempty"`
+	// Note is what the requester may read of the step (store.Told): bindery's own words, or a
+	// failure's fixed sentence with its safe details.
+	Note string `json:"note,omitempty"`
+	// Cause is the note as bindery recorded it, when it says more than Note (a failure's
+	// classified cause): operators only (RequestView.ForOperator).
+	Cause string `json:"cause,omitempty"`
 }
 
 // Waiting answers "why is my request waiting" in plain words (SPEC §12.2).
@@ -110,6 +115,23 @@ type RequestView struct {
 	CreatedAt      time.Time        `json:"createdAt"`
 	UpdatedAt      time.Time        `json:"updatedAt"`
 	ExpiresAt      *time.Time       `json:"expiresAt,omitempty"`
+
+	causes []string // the timeline's notes as recorded, for ForOperator
+}
+
+// ForOperator is the view an operator reads: each timeline entry also carries the cause bindery
+// recorded where it says more than what the requester reads. The view without it is the
+// requester's: nothing but ForOperator puts a recorded cause into an answer.
+func (v RequestView) ForOperator() RequestView {
+	tl := make([]TimelineEntry, len(v.Timeline))
+	for i, e := range v.Timeline {
+		if i < len(v.causes) && v.causes[i] != e.Note {
+			e.Cause = v.causes[i]
+		}
+		tl[i] = e
+	}
+	v.Timeline = tl
+	return v
 }
 
 // RequestSummary is one row of GET /api/my/requests and of the ops stuck list.

@@ -181,7 +181,7 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 		Step: StepOf(op.Step), Stage: CurrentStage(status, op.Step, lastStage(d.Steps)),
 		NextAction: action, NextActionText: store.NextActionText(action),
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
-		Timeline: make([]TimelineEntry, len(d.Steps)),
+		Timeline: make([]TimelineEntry, len(d.Steps)), causes: make([]string, len(d.Steps)),
 	}
 	if overdue {
 		v.NextActionText = deployOverdueText
@@ -201,7 +201,8 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 		if i+1 < len(d.Steps) {
 			end = d.Steps[i+1].At
 		}
-		v.Timeline[i] = TimelineEntry{Step: StepOf(s.Step), Status: s.Status, At: s.At, Duration: end.Sub(s.At), Note: s.Note}
+		v.Timeline[i] = TimelineEntry{Step: StepOf(s.Step), Status: s.Status, At: s.At, Duration: end.Sub(s.At), Note: store.Told(s.Step, s.Note, w.links(op.Project))}
+		v.causes[i] = s.Note
 	}
 	v.Stages = stagesOf(d.Steps, now, live)
 	if v.Stages == nil {
@@ -250,7 +251,7 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 		mr = fmt.Sprintf("merge request !%d", v.MR.ID)
 	}
 	words := func(s string) string {
-		return strings.NewReplacer("{mr}", mr, "{note}", strings.TrimSuffix(last.Note, ".")).Replace(s)
+		return strings.NewReplacer("{mr}", mr, "{note}", strings.TrimSuffix(store.Told(last.Step, last.Note, nil), ".")).Replace(s)
 	}
 	switch {
 	case overdue:
@@ -272,7 +273,7 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 		if b := d.Waiting.BlockedBy; b != nil {
 			// Nothing of the partition is batched until that one is resolved: say so, and why.
 			wt.BatchID = b.ID
-			wt.WaitingFor = fmt.Sprintf("the next batch round of %s, behind blocked batch %d: %s (%d ahead in the queue)", d.Waiting.Partition, b.ID, b.Note, d.Waiting.Ahead)
+			wt.WaitingFor = fmt.Sprintf("the next batch round of %s, behind blocked batch %d: %s (%d ahead in the queue)", d.Waiting.Partition, b.ID, blockedWords(*b), d.Waiting.Ahead)
 		}
 	case taskWaiting[taskStep(d)] != "":
 		wt.WaitingFor = words(taskWaiting[taskStep(d)])
@@ -312,6 +313,16 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 	return wt
 }
 
+// blockedWords say why a BLOCKED batch holds its partition, for the requests waiting behind it:
+// its note says what an operator or a person must do while nothing failed; once its failure is
+// decided, the note carries the failure's cause (for operators) and the words are fixed.
+func blockedWords(b store.Batch) string {
+	if b.Failing != "" || b.LastError != "" {
+		return "it failed and is being settled"
+	}
+	return b.Note
+}
+
 // taskStep is the step of the request's driving task ("" : none).
 func taskStep(d store.RequestDetail) string {
 	if d.Task == nil {
@@ -347,6 +358,24 @@ func (w *Workflow) mrLink(project string, iid int64) *Link {
 		return nil
 	}
 	return &Link{ID: iid, URL: fmt.Sprintf("%s/%s/-/merge_requests/%d", w.gitlabWeb(), project, iid)}
+}
+
+// links gives the web addresses of project's merge requests ("mr") and pipelines ("pipeline"),
+// for the details a requester reads of a failure (store.Told).
+func (w *Workflow) links(project string) func(kind string, id int64) string {
+	return func(kind string, id int64) string {
+		var l *Link
+		switch kind {
+		case "mr":
+			l = w.mrLink(project, id)
+		case "pipeline":
+			l = w.pipelineLink(project, id)
+		}
+		if l == nil {
+			return ""
+		}
+		return l.URL
+	}
 }
 
 func (w *Workflow) pipelineLink(project string, id int64) *Link {

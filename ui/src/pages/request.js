@@ -153,6 +153,7 @@ function failureCard(v) {
       h('dt', {}, 'Stage'), h('dd', {}, stageName(v.stage)),
       h('dt', {}, 'Step'), h('dd', {}, stepName(v.step)),
       last && last.note ? [h('dt', {}, 'What bindery saw'), h('dd', {}, linkify(last.note))] : null,
+      last && last.cause ? [h('dt', {}, 'Cause (operators)'), h('dd', {class: 'small'}, last.cause)] : null,
       v.pipeline ? [h('dt', {}, 'Pipeline'), h('dd', {}, externalLink(v.pipeline.url, `Pipeline #${v.pipeline.id}`))] : null,
       v.mr ? [h('dt', {}, 'Merge request'), h('dd', {}, externalLink(v.mr.url, `Merge request !${v.mr.id}`))] : null,
       bisection.length ? [h('dt', {}, 'Bisection'), h('dd', {}, bisection.map((e) => h('p', {class: 'small'}, linkify(e.note))))] : null,
@@ -191,7 +192,8 @@ function timeline(entries, settled) {
     h('li', {class: i === entries.length - 1 ? 'current' : null},
       h('div', {class: 'tl-head'}, h('strong', {}, stepName(e.step)), ' ', statusBadge(e.status)),
       h('div', {class: 'muted small'}, time(e.at), i < entries.length - 1 ? ` · took ${duration(e.durationNs)}` : settled ? '' : ` · ${duration(e.durationNs)} so far`),
-      e.note ? h('p', {class: 'small note'}, linkify(e.note)) : null)));
+      e.note ? h('p', {class: 'small note'}, linkify(e.note)) : null,
+      e.cause ? h('p', {class: 'small muted cause'}, 'Cause (operators): ', e.cause) : null)));
 }
 
 /** stages draws per-stage latency as bars relative to the longest stage. */
