@@ -65,7 +65,7 @@ type Snapshot struct {
 type KeyReport struct {
 	Key       string `json:"key"`
 	Effective string `json:"effective"` // secrets are redacted
-	Status    string `json:"status"`    // "set", "default" (missing) or "fallback" (invalid → default)
+	Status    string `json:"status"`    // "set", "default" (missing), "fallback" (invalid → default) or "flag" (a flag overrides it)
 	Note      string `json:"note,omitempty"`
 	Static    bool   `json:"static"`
 }
@@ -75,6 +75,9 @@ const (
 	StatusSet      = "set"
 	StatusDefault  = "default"
 	StatusFallback = "fallback"
+	// StatusFlag: a command-line flag overrides the key (server.addr by -addr); the process
+	// reports it, the loader never does.
+	StatusFlag = "flag"
 )
 
 // ---- static keys: read once at start; a change logs "restart needed" ----
