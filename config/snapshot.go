@@ -28,6 +28,7 @@ type Snapshot struct {
 
 	// static
 	serverAddr, serverPublicURL string
+	serverLoginURL              string
 	metricsAddr, metricsToken   string
 	dbRequestTimeout            time.Duration
 	shutdownTimeout             time.Duration
@@ -79,6 +80,11 @@ const (
 	// reports it, the loader never does.
 	StatusFlag = "flag"
 )
+
+// LoginURL is server.loginURL, where a person signs in: the 401 answer and the page without an
+// identity link to it. Default "" (no link: the page says to sign in through the login in front
+// of bindery); a value that is not an absolute http(s) URL is ignored ("") and reported.
+func (s *Snapshot) LoginURL() string { return s.serverLoginURL }
 
 // ---- static keys: read once at start; a change logs "restart needed" ----
 
