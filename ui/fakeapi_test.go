@@ -32,8 +32,9 @@ type fakeAPI struct {
 	anonymousIs401 bool
 	nextID         int64
 
-	applies []string // operationId of every POST /api/apply, in order
-	retries []string // "operationId by identity" of every retry
+	applies []string          // operationId of every POST /api/apply, in order
+	bodies  map[string]string // the body each operationId was first applied with
+	retries []string          // "operationId by identity" of every retry
 	audit   []map[string]any
 	// rounds is the answer of a batch round (nil: nothing waited in the catalog's project).
 	rounds []workflow.PartitionRound
@@ -187,6 +188,16 @@ func (f *fakeAPI) apply(w http.ResponseWriter, r *http.Request) {
 		fail(w, 400, "INVALID_ARGUMENT", "operationId: required")
 		return
 	}
+	// As server/idempotency.go: the same id with another body is 422, whatever became of it.
+	body := in.TargetKey + "\x00" + in.Reason
+	if first, ok := f.bodies[in.OperationID]; ok && first != body {
+		fail(w, 422, "IDEMPOTENCY_KEY_REUSED", "This operationId was already used for a different request; generate a new one.")
+		return
+	}
+	if f.bodies == nil {
+		f.bodies = map[string]string{}
+	}
+	f.bodies[in.OperationID] = body
 	if fr, ok := f.reqs[in.OperationID]; ok {
 		v := fr.view
 		reply(w, 202, workflow.ApplyResult{Code: workflow.CodeDuplicateSubmit, OperationID: v.OperationID, Status: v.Status, NextAction: v.NextAction})
