@@ -83,6 +83,7 @@ func TestRetryingADeterministicFailureAsksFirstAndSaysItOpensANewMR(t *testing.T
 
 	b.click(retry)
 	b.waitFor("the confirmation", `document.querySelector('#retry-confirm').open`, 10*time.Second)
+	b.screenshot("ops-retry-confirm-laptop.png")
 	text := evalJS[string](b, `document.querySelector('#retry-confirm').innerText`)
 	for _, want := range []string{"Pipeline failed", "a failure of the change itself", "opens a new merge request", "fails the same way"} {
 		if !strings.Contains(text, want) {
