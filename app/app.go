@@ -191,6 +191,8 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 		Share:       a.share,
 		Recorder:    metric.New(metric.SetSink(a.metrics), a.log),
 		Mounts:      mounts,
+		ListenAddr:  a.listener.Addr().String(),
+		AddrFlag:    opts.Addr != "",
 	})
 	if maddr := snap.MetricsAddr(); maddr != "" {
 		if a.metricsLn, err = net.Listen("tcp", maddr); err != nil {

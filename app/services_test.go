@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"bindery/app"
+	"bindery/config"
 	"bindery/logging/logtest"
 	"bindery/schema"
 	"bindery/store"
@@ -210,4 +211,29 @@ func readRequest(t *testing.T, dsn, op string) string {
 		t.Fatal(err)
 	}
 	return status
+}
+
+// The ops console's effective configuration names the address the process listens on: the
+// -addr flag (here 127.0.0.1:0, the port the system picked) wins over server.addr, and the
+// row says so.
+func TestTheConfigViewShowsTheAddressTheProcessListensOn(t *testing.T) {
+	_, configPath, dsn := demoDir(t)
+	d := startDemo(t, configPath, dsn)
+	var view struct {
+		Keys []config.KeyReport `json:"keys"`
+	}
+	if code := d.api(t, "GET", "/api/ops/config", "ops", "", &view); code != 200 {
+		t.Fatalf("ops config: %d", code)
+	}
+	listening := strings.TrimPrefix(d.URL(), "http://")
+	for _, k := range view.Keys {
+		if k.Key != "server.addr" {
+			continue
+		}
+		if k.Effective != listening || k.Status != config.StatusFlag || !strings.Contains(k.Note, "-addr") || !strings.Contains(k.Note, "127.0.0.1:8080") {
+			t.Fatalf("server.addr row %+v, want %s set by the -addr flag over the file's 127.0.0.1:8080", k, listening)
+		}
+		return
+	}
+	t.Fatal("no server.addr row")
 }

@@ -47,6 +47,8 @@ type Error struct {
 	Cause   error
 	// RetryAfter, when set, is sent as Retry-After: the answer says "try again", and when.
 	RetryAfter time.Duration
+	// LoginURL, for UNAUTHENTICATED, is where a person signs in: the answer names it.
+	LoginURL string
 }
 
 func (e *Error) Error() string {

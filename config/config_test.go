@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,7 @@ var probes = map[string]func(*Snapshot) any{
 	"approval.checklistMode": func(s *Snapshot) any { return s.ChecklistMode() },
 	"idempotency.ttl":        func(s *Snapshot) any { return s.IdempotencyTTL() },
 	"targets":                func(s *Snapshot) any { return len(s.Targets()) },
+	"server.loginURL":        func(s *Snapshot) any { return s.LoginURL() },
 }
 
 // context prepended to some keys' rows so the probe observes the key (e.g. the window only
@@ -116,6 +118,11 @@ var rowContext = map[string]map[string]*string{
 }
 
 var misconfigTable = map[string][]misconfigCase{
+	"server.loginURL": { // a link that cannot work is no link
+		{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str("login.example.com/sso"), ""},
+		{"negative/zero", str("0"), ""}, {"valid", str("https://login.example.com/sso?app=bindery"), "https://login.example.com/sso?app=bindery"},
+		{"another scheme", str("javascript:alert(1)"), ""}, {"no host", str("https:///sso"), ""},
+	},
 	"log.level": {
 		{"missing", nil, slog.LevelInfo}, {"blank", nil, slog.LevelInfo}, {"garbage", str("loud"), slog.LevelInfo},
 		{"negative/zero", str("-4"), slog.LevelInfo}, {"valid", str("DEBUG"), slog.LevelDebug},
@@ -531,5 +538,19 @@ func TestWatchIgnoresBusyNeighbours(t *testing.T) {
 	<-done
 	if n := ts.reads.Load(); n != 1 {
 		t.Fatalf("the config was read %d times for one edit among 20 neighbour writes", n)
+	}
+}
+
+// A sign-in link that cannot work is dropped and reported (the loader warns on a fallback),
+// never offered to a person.
+func TestALoginURLThatIsNotAnAbsoluteHTTPURLIsIgnoredAndReported(t *testing.T) {
+	for _, bad := range []string{"login.example.com", "/sso", "ftp://login.example.com/", "javascript:alert(1)"} {
+		s := MustParse("server:\n  loginURL: " + strconv.Quote(bad) + "\n")
+		if r := reportFor(t, s, "server.loginURL"); s.LoginURL() != "" || r.Status != StatusFallback || r.Note == "" {
+			t.Errorf("%q: LoginURL %q, report %+v", bad, s.LoginURL(), r)
+		}
+	}
+	if s := MustParse("server:\n  loginURL: https://login.example.com/\n"); reportFor(t, s, "server.loginURL").Status != StatusSet {
+		t.Errorf("a valid URL: %+v", reportFor(t, s, "server.loginURL"))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +84,20 @@ var coreKeys = []Key{
 			}
 			s.serverPublicURL = strings.TrimRight(u, "/")
 			return s.serverPublicURL, "", nil
+		},
+	},
+	{
+		Name: "server.loginURL", Type: "URL", Default: "(none)",
+		Doc:       "Where a person signs in (serve mode): the page a caller without an identity sees links to it, and the 401 answer names it (loginUrl).",
+		Misconfig: "missing/blank → the page says to sign in through the login in front of bindery, with no link; a value that is not an absolute http(s) URL is ignored (no link) and reported.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			u, note := stringOr(v, "")
+			s.serverLoginURL = ""
+			if p, err := url.Parse(u); u != "" && (err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "") {
+				return "", fmt.Sprintf("%q is not an absolute http(s) URL: no sign-in link", u), nil
+			}
+			s.serverLoginURL = u
+			return u, note, nil
 		},
 	},
 	{

@@ -28,6 +28,7 @@ type Snapshot struct {
 
 	// static
 	serverAddr, serverPublicURL string
+	serverLoginURL              string
 	metricsAddr, metricsToken   string
 	dbRequestTimeout            time.Duration
 	shutdownTimeout             time.Duration
@@ -65,7 +66,7 @@ type Snapshot struct {
 type KeyReport struct {
 	Key       string `json:"key"`
 	Effective string `json:"effective"` // secrets are redacted
-	Status    string `json:"status"`    // "set", "default" (missing) or "fallback" (invalid → default)
+	Status    string `json:"status"`    // "set", "default" (missing), "fallback" (invalid → default) or "flag" (a flag overrides it)
 	Note      string `json:"note,omitempty"`
 	Static    bool   `json:"static"`
 }
@@ -75,7 +76,15 @@ const (
 	StatusSet      = "set"
 	StatusDefault  = "default"
 	StatusFallback = "fallback"
+	// StatusFlag: a command-line flag overrides the key (server.addr by -addr); the process
+	// reports it, the loader never does.
+	StatusFlag = "flag"
 )
+
+// LoginURL is server.loginURL, where a person signs in: the 401 answer and the page without an
+// identity link to it. Default "" (no link: the page says to sign in through the login in front
+// of bindery); a value that is not an absolute http(s) URL is ignored ("") and reported.
+func (s *Snapshot) LoginURL() string { return s.serverLoginURL }
 
 // ---- static keys: read once at start; a change logs "restart needed" ----
 

@@ -396,6 +396,12 @@ func rows() []row {
 		{name: "the login header from anyone else is not believed", opts: options{serve: true},
 			call: call{method: "GET", path: "/api/me", header: map[string]string{"X-Forwarded-User": "carol@corp.example"}}, status: 401, want: []string{"Sign-in required."}},
 		{name: "the demo header outside demo mode is not believed", opts: options{serve: true}, call: get("/api/me", "ops"), status: 401},
+		{name: "a caller without an identity is told where to sign in when server.loginURL is set", opts: options{serve: true, config: map[string]string{"server.loginURL": "https://login.corp.example/sso"}},
+			call: get("/api/me", ""), status: 401, want: []string{`"loginUrl":"https://login.corp.example/sso"`, "sign in at https://login.corp.example/sso"}},
+		{name: "a login URL that is not an absolute http(s) URL is no link", opts: options{serve: true, config: map[string]string{"server.loginURL": "login.corp.example"}},
+			call: get("/api/me", ""), status: 401, want: []string{"Sign-in required."}, notWant: []string{"loginUrl", "login.corp.example"}},
+		{name: "a webhook refused is never sent to a login page", opts: options{serve: true, config: map[string]string{"server.loginURL": "https://login.corp.example/sso"}},
+			call: call{method: "POST", path: "/hooks/gitlab", body: `{"object_kind":"push"}`, header: map[string]string{"X-Gitlab-Token": "wrong"}}, status: 401, notWant: []string{"loginUrl"}},
 		{name: "an employee id nobody maps is 401", opts: options{serve: true},
 			call: call{method: "GET", path: "/api/me", peer: "10.1.2.3:5000", header: map[string]string{"X-Forwarded-User": "99999"}}, status: 401},
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"bindery/store"
+	"bindery/workflow"
 )
 
 // The OpenAPI document is a contract the API tests hold the server to: every request a test
@@ -253,7 +254,7 @@ func TestOpenAPIEnumsAreTheServersLists(t *testing.T) {
 	for _, c := range []struct {
 		schema string
 		want   []string
-	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}} {
+	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}, {"RoundOutcome", slices.Clone(workflow.RoundOutcomes)}} {
 		sort.Strings(c.want)
 		if got := enum(c.schema); !slices.Equal(got, c.want) {
 			t.Errorf("%s: the document lists %v, the server %v", c.schema, got, c.want)

@@ -40,6 +40,7 @@ type ErrorBody struct {
 	Message   string      `json:"message"`
 	Field     string      `json:"field,omitempty"`
 	RequestID string      `json:"requestId"`
+	LoginURL  string      `json:"loginUrl,omitempty"` // UNAUTHENTICATED: where to sign in (server.loginURL)
 }
 
 // writeError is the only way a handler or interceptor answers with an error. The client gets
@@ -54,7 +55,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	if e := apperr.As(err); e != nil {
 		if s, ok := statusOf[e.Code]; ok && e.Code != apperr.Internal {
-			body.Code, body.Message, body.Field, status = e.Code, e.Message, e.Field, s
+			body.Code, body.Message, body.Field, body.LoginURL, status = e.Code, e.Message, e.Field, e.LoginURL, s
 		}
 		switch {
 		case e.RetryAfter > 0:

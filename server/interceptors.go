@@ -149,12 +149,18 @@ func (s *Server) authenticate(r *http.Request) error {
 	if c.Authenticated() {
 		return nil
 	}
-	msg := "Sign-in required."
-	if s.deps.Demo {
+	msg, login := "Sign-in required.", ""
+	switch {
+	case s.deps.Demo:
 		// The SPA's first page reads the names from this sentence: keep its shape.
 		msg = "Pick a demo user: " + strings.Join(identity.DemoUserNames(), ", ") + "."
+	case s.deps.Config.Current().LoginURL() != "":
+		login = s.deps.Config.Current().LoginURL()
+		msg = "Sign-in required: sign in at " + login + ", then reload."
 	}
-	return apperr.Wrap(fmt.Errorf("no identity (%s): %w", c.From, c.Err), apperr.Unauthenticated, "%s", msg)
+	e := apperr.Wrap(fmt.Errorf("no identity (%s): %w", c.From, c.Err), apperr.Unauthenticated, "%s", msg)
+	e.LoginURL = login
+	return e
 }
 
 // hookRefused is the one answer to a webhook whose sender is not authenticated.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,7 +171,7 @@ type configView struct {
 func (s *Server) opsConfig(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	snap := s.deps.Config.Current()
 	v := configView{
-		Generation: snap.Generation, LoadedAt: snap.LoadedAt, Keys: snap.Report, Unknown: snap.Unknown,
+		Generation: snap.Generation, LoadedAt: snap.LoadedAt, Keys: s.inForce(snap.Report), Unknown: snap.Unknown,
 		LastError: s.deps.Config.LastError(), PendingRestart: config.PendingRestart(s.started, snap),
 	}
 	if v.Unknown == nil {
@@ -180,6 +181,30 @@ func (s *Server) opsConfig(w http.ResponseWriter, r *http.Request) (int, any, er
 		v.PendingRestart = []string{}
 	}
 	return http.StatusOK, v, nil
+}
+
+// inForce is the key report with server.addr as the process listens: the -addr flag overrides
+// the key, and a port 0 is the one the system picked. The report is a copy; the snapshot's
+// own stays as loaded.
+func (s *Server) inForce(report []config.KeyReport) []config.KeyReport {
+	if s.deps.ListenAddr == "" {
+		return report
+	}
+	out := slices.Clone(report)
+	for i, k := range out {
+		if k.Key != "server.addr" {
+			continue
+		}
+		switch {
+		case s.deps.AddrFlag:
+			out[i].Status = config.StatusFlag
+			out[i].Note = "set by the -addr flag, which overrides server.addr (" + k.Effective + ")"
+		case k.Effective != s.deps.ListenAddr:
+			out[i].Note = "bound as " + s.deps.ListenAddr + " (server.addr says " + k.Effective + ")"
+		}
+		out[i].Effective = s.deps.ListenAddr
+	}
+	return out
 }
 
 // opsAudit is GET /api/ops/audit?cursor=&limit=, newest first.

@@ -29,6 +29,11 @@ type Deps struct {
 	Version string
 	// Mounts are extra handlers under a path prefix (the simulators in demo mode: "/sim/").
 	Mounts map[string]http.Handler
+	// ListenAddr is the address the process listens on (the bound listener's), which the ops
+	// config view reports for server.addr; AddrFlag says the -addr flag chose it over the key.
+	// "": the view shows the key as loaded.
+	ListenAddr string
+	AddrFlag   bool
 
 	// Demo trusts the demo identity header and cookie (SPEC §6.4). Never set in serve mode.
 	Demo bool

@@ -32,9 +32,14 @@ type fakeAPI struct {
 	anonymousIs401 bool
 	nextID         int64
 
-	applies []string // operationId of every POST /api/apply, in order
-	retries []string // "operationId by identity" of every retry
+	applies []string          // operationId of every POST /api/apply, in order
+	bodies  map[string]string // the body each operationId was first applied with
+	retries []string          // "operationId by identity" of every retry
 	audit   []map[string]any
+	// rounds is the answer of a batch round (nil: nothing waited in the catalog's project).
+	rounds []workflow.PartitionRound
+	// listenAddr is the address the fake says the process listens on, set by the -addr flag.
+	listenAddr string
 }
 
 type fakeRequest struct {
@@ -183,6 +188,16 @@ func (f *fakeAPI) apply(w http.ResponseWriter, r *http.Request) {
 		fail(w, 400, "INVALID_ARGUMENT", "operationId: required")
 		return
 	}
+	// As server/idempotency.go: the same id with another body is 422, whatever became of it.
+	body := in.TargetKey + "\x00" + in.Reason
+	if first, ok := f.bodies[in.OperationID]; ok && first != body {
+		fail(w, 422, "IDEMPOTENCY_KEY_REUSED", "This operationId was already used for a different request; generate a new one.")
+		return
+	}
+	if f.bodies == nil {
+		f.bodies = map[string]string{}
+	}
+	f.bodies[in.OperationID] = body
 	if fr, ok := f.reqs[in.OperationID]; ok {
 		v := fr.view
 		reply(w, 202, workflow.ApplyResult{Code: workflow.CodeDuplicateSubmit, OperationID: v.OperationID, Status: v.Status, NextAction: v.NextAction})
@@ -312,7 +327,7 @@ func (fr *fakeRequest) snapshot(now time.Time) workflow.RequestView {
 
 func (fr *fakeRequest) summary() workflow.RequestSummary {
 	v := fr.view
-	return workflow.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Status: v.Status, Step: v.Step,
+	return workflow.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step,
 		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt}
 }
 
@@ -415,7 +430,9 @@ func (f *fakeAPI) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.retries = append(f.retries, fr.view.OperationID+" by "+who)
-	f.audit = append(f.audit, map[string]any{"at": time.Now(), "actor": who, "action": "request.retry", "params": map[string]string{"operationId": fr.view.OperationID}, "requestId": "fake"})
+	// As server/ops.go records it: the client's parameters, the path's and the reserved operator.
+	f.audit = append(f.audit, map[string]any{"at": time.Now(), "actor": who, "action": "ops.requests.retry",
+		"params": map[string]any{"operationId": "form-" + strconv.Itoa(len(f.audit)), "request": fr.view.OperationID, "__authenticatedOperator": who}, "requestId": "fake"})
 	if fr.view.Status == store.StatusMerged { // an overdue deploy: the retry confirms it
 		fr.move(store.StatusValidated, store.StepCalledBack, time.Now())
 		fr.view.Timeline[len(fr.view.Timeline)-1].Note = "Deploy confirmed by " + who + "."
@@ -450,6 +467,10 @@ func (f *fakeAPI) listBatches(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) round(w http.ResponseWriter, r *http.Request) {
+	if f.rounds != nil {
+		reply(w, 200, workflow.RoundResult{Partitions: f.rounds})
+		return
+	}
 	reply(w, 200, workflow.RoundResult{Partitions: []workflow.PartitionRound{{Partition: "infra/access-config", Outcome: "NOTHING_WAITING"}}})
 }
 
@@ -469,7 +490,13 @@ func (f *fakeAPI) reconcile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) config(w http.ResponseWriter, r *http.Request) {
-	reply(w, 200, map[string]any{"generation": 3, "loadedAt": time.Now().Add(-42 * time.Minute), "keys": f.cfg.Report, "unknown": []string{"ratelimit.aply"},
+	keys := append([]config.KeyReport(nil), f.cfg.Report...)
+	for i, k := range keys {
+		if k.Key == "server.addr" && f.listenAddr != "" { // as server/ops.go reports the -addr flag
+			keys[i].Effective, keys[i].Status, keys[i].Note = f.listenAddr, config.StatusFlag, "set by the -addr flag, which overrides server.addr ("+k.Effective+")"
+		}
+	}
+	reply(w, 200, map[string]any{"generation": 3, "loadedAt": time.Now().Add(-42 * time.Minute), "keys": keys, "unknown": []string{"ratelimit.aply"},
 		"lastError": map[string]any{"at": time.Now().Add(-5 * time.Minute), "message": "config.yaml line 12: apply.window: want \"Mon-Fri 10:00-18:00\""}, "pendingRestart": []string{}})
 }
 

@@ -53,3 +53,64 @@ func TestTheApplyFormKnowsTheUser(t *testing.T) {
 		t.Errorf("focus is on %s, not the error summary", evalJS[string](b, `document.activeElement.tagName + '#' + document.activeElement.id`))
 	}
 }
+
+// After a lost answer the requester edits the form and submits again: the server refuses the
+// form's id with other content (422). The page says the first submission arrived (with a link
+// to it), keeps the edited text, and sends it as a new request — a new operationId — when asked.
+// For the same target, that new request is refused while the first is active (409), and the
+// edited text still stays.
+func TestAnEditAfterALostAnswerIsKeptAndSentAsANewRequest(t *testing.T) {
+	for _, c := range []struct {
+		name, target string
+		accepted     bool
+	}{{"for another target", "payments-db-readonly", true}, {"for the same target", "grafana-editor", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startSite(t, newFakeAPI())
+			b := newBrowser(t, 1280, 900)
+			dropFirstApplyAnswer(b)
+			b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+			op := applyFor(b, "grafana-editor", "dashboards")
+			b.waitFor("the lost-answer error", `document.querySelector('#apply-error')`, 10*time.Second)
+
+			if c.target != "grafana-editor" {
+				b.click("#target-" + c.target)
+			}
+			b.do("edit the reason", chromedp.SendKeys(chromedp.CSS("#reason"), " for the incident review"))
+			b.click("#submit")
+			b.waitFor("the offer to send the edit as a new request", `document.querySelector('#apply-error #submit-as-new') && document.querySelector('#apply-error #arrived-request')`, 10*time.Second)
+			notice := evalJS[string](b, `document.querySelector('#apply-error').innerText`)
+			if !strings.Contains(notice, "already reached bindery") || strings.Contains(notice, "reset") {
+				t.Errorf("422 notice: %s", notice)
+			}
+			if href := evalJS[string](b, `document.querySelector('#arrived-request').getAttribute('href')`); href != "/requests/"+op {
+				t.Errorf("the arrived request links %s, want /requests/%s", href, op)
+			}
+			if got := evalJS[string](b, `document.querySelector('#reason').value`); got != "dashboards for the incident review" {
+				t.Fatalf("the edit was lost: reason %q", got)
+			}
+			fresh := evalJS[string](b, `document.querySelector('#apply-form').dataset.operationId`)
+			if fresh == op {
+				t.Fatal("the form kept the refused operationId")
+			}
+
+			b.click("#submit-as-new")
+			if c.accepted {
+				b.waitFor("the new request accepted", `document.querySelector('#apply-accepted')`, 10*time.Second)
+				s.api.mu.Lock()
+				v := s.api.reqs[fresh].view
+				s.api.mu.Unlock()
+				if v.TargetKey != c.target || v.Reason != "dashboards for the incident review" {
+					t.Fatalf("new request %s for %s with %q", fresh, v.TargetKey, v.Reason)
+				}
+			} else {
+				b.waitFor("the 409 with a link to the active request", `document.querySelector('#apply-error #active-request[href="/requests/`+op+`"]')`, 10*time.Second)
+				if got := evalJS[string](b, `document.querySelector('#reason').value`); got != "dashboards for the incident review" {
+					t.Fatalf("the edit was lost after the 409: reason %q", got)
+				}
+			}
+			if got, _, _ := s.api.seen(); len(got) != 3 || got[0] != op || got[1] != op || got[2] != fresh {
+				t.Fatalf("applications %v, want %s twice then %s", got, op, fresh)
+			}
+		})
+	}
+}

@@ -322,7 +322,7 @@ func (w *Workflow) RunRound(ctx context.Context) (RoundResult, error) {
 	for i, o := range outs {
 		p := PartitionRound{Partition: o.Partition, Outcome: string(o.Result), BatchID: o.BatchID, Claimed: o.Claimed}
 		if o.Err != nil {
-			p.Outcome = "ERROR"
+			p.Outcome = RoundError
 			w.log.ErrorContext(ctx, "batch round failed for a partition", "partition", o.Partition, "err", o.Err)
 		}
 		res.Partitions[i] = p

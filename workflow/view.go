@@ -139,6 +139,7 @@ type RequestSummary struct {
 	OperationID string              `json:"operationId"`
 	Subject     string              `json:"subject"`
 	TargetKey   string              `json:"targetKey"`
+	Flow        string              `json:"flow,omitempty"` // an operator's retry of a failure: a new MR (approval-first) or its own again (legacy)
 	Status      store.BindingStatus `json:"status"`
 	Step        StepView            `json:"step"`
 	NextAction  store.NextAction    `json:"nextAction"`
@@ -189,10 +190,16 @@ type RoundResult struct {
 // PartitionRound is what one partition's round did.
 type PartitionRound struct {
 	Partition string `json:"partition"`
-	Outcome   string `json:"outcome"` // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, NOT_DUE, ERROR
+	Outcome   string `json:"outcome"` // one of RoundOutcomes
 	BatchID   int64  `json:"batchId,omitempty"`
 	Claimed   int    `json:"claimed,omitempty"`
 }
+
+// RoundError is the outcome of a partition whose round failed (the log has the cause).
+const RoundError = "ERROR"
+
+// RoundOutcomes lists every outcome a partition's round answers; the page has words for each.
+var RoundOutcomes = []string{string(store.RoundClaimed), string(store.RoundSlotOccupied), string(store.RoundNothingWaiting), string(store.RoundNotDue), RoundError}
 
 // ReconcileResult is the answer of a reconciliation run.
 type ReconcileResult struct {

@@ -388,7 +388,7 @@ func (w *Workflow) pipelineLink(project string, id int64) *Link {
 // summary is one row of a list (cutoff: deployCutoff of the list).
 func (w *Workflow) summary(o store.Operation, cutoff time.Time) RequestSummary {
 	return RequestSummary{
-		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Status: o.Status,
+		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Flow: o.Flow, Status: o.Status,
 		Step: StepOf(o.Step), NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
 		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt,
 	}

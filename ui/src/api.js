@@ -8,6 +8,7 @@ export class ApiError extends Error {
     this.code = (body && body.code) || (status === 0 ? 'NETWORK' : `HTTP_${status}`);
     this.field = body && body.field;
     this.requestId = body && body.requestId;
+    this.loginUrl = (body && body.loginUrl) || null; // UNAUTHENTICATED: where to sign in, when configured
     this.retryAfter = retryAfter || null;
   }
 }

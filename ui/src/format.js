@@ -111,3 +111,59 @@ export function ttl(value) {
   if (typeof value === 'number') return `expires ${duration(value)} after you apply`;
   return `expires ${value} after you apply`;
 }
+
+// What one project's batch round did: the server's RoundOutcome codes (server/openapi.json,
+// workflow.RoundOutcomes), each in words. A test holds this table to the server's list.
+const roundWords = {
+  CLAIMED: (p) => `started batch #${p.batchId} with ${p.claimed || 0} request${p.claimed === 1 ? '' : 's'}`,
+  SLOT_OCCUPIED: () => 'a batch of this project is still running; the waiting requests go into the next one',
+  NOTHING_WAITING: () => 'nothing was waiting',
+  NOT_DUE: () => 'requests are waiting, but not enough to fill a batch and none long enough (batch.maxRequests, batch.maxWait)',
+  ERROR: () => 'the round failed here (the log has the cause); the next round tries again',
+};
+
+/** roundOutcome is one project's round result in words: "infra/access-config: nothing was waiting". */
+export function roundOutcome(p) {
+  const words = roundWords[p.outcome];
+  return `${p.partition}: ${words ? words(p) : `outcome ${p.outcome}`}`;
+}
+
+// Where a key's effective value comes from (the config view's status).
+const keySourceWords = {
+  set: 'set in the file', default: 'default', fallback: 'invalid, the default applies', flag: 'command-line flag',
+};
+export function keySource(status) {
+  return keySourceWords[status] || status;
+}
+
+// The actions of the audit log, in words (server/ops.go, the revoke handler, workflow/validate.go).
+const auditActionWords = {
+  'ops.batches.run': 'Ran a batch round', 'ops.batches.settle': 'Settled a batch', 'ops.requests.retry': 'Retried a request',
+  'ops.reconcile': 'Ran reconciliation', revoke: 'Revoked a request', 'hook.deploy.refused': 'Refused a deploy callback',
+};
+export function auditAction(action) {
+  return h('span', {}, auditActionWords[action] || action, auditActionWords[action] ? [' ', h('code', {class: 'muted small'}, action)] : null);
+}
+
+/**
+ * paramList shows an audit entry's parameters as a list: nested values by their path
+ * ("a.b"), and without the reserved keys (__authenticatedOperator and every other "__" key:
+ * the server writes them, the Who column already says it).
+ */
+export function paramList(params) {
+  let p = params;
+  if (typeof p === 'string') {
+    try { p = JSON.parse(p); } catch (e) { return h('code', {}, p); }
+  }
+  const rows = [];
+  const walk = (prefix, v) => {
+    if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length) {
+      for (const [k, x] of Object.entries(v)) if (!k.startsWith('__')) walk(prefix ? `${prefix}.${k}` : k, x);
+    } else if (prefix) {
+      rows.push([prefix, Array.isArray(v) ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(', ') : typeof v === 'object' ? JSON.stringify(v) : String(v)]);
+    }
+  };
+  walk('', p);
+  if (!rows.length) return h('span', {class: 'muted'}, 'none');
+  return h('dl', {class: 'pairs params'}, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}

@@ -133,13 +133,30 @@ async function render(focus) {
 document.addEventListener('click', (e) => {
   const a = e.target.closest && e.target.closest('a[href]');
   if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
-  if (a.target || a.hasAttribute('download')) return;
+  if (a.target || a.hasAttribute('download') || a.hasAttribute('data-reload')) return; // data-reload: a page outside the app
   const url = new URL(a.href, location.href);
   if (url.origin !== location.origin || url.hash && url.pathname === location.pathname) return;
   e.preventDefault();
   navigate(url.pathname + url.search);
 });
 addEventListener('popstate', () => render(true));
+
+// signIn is the page of a caller without an identity outside demo mode: bindery takes the
+// identity from the login in front of it. With server.loginURL the server's answer names where
+// to sign in, and the page links it (only an http(s) address: the link is the server's, but a
+// javascript: URL must never become one).
+function signIn(err) {
+  const login = err.loginUrl && /^https?:\/\//i.test(err.loginUrl) ? err.loginUrl : null;
+  return h('section', {id: 'sign-in'},
+    h('h1', {}, 'Please sign in'),
+    login
+      ? [h('p', {}, 'bindery needs to know who you are, and that comes from your organisation\'s sign-in.'),
+        h('p', {class: 'actions'}, h('a', {href: login, class: 'button primary', id: 'sign-in-link', 'data-reload': true}, 'Sign in'),
+          h('button', {type: 'button', onclick: boot, 'data-focus': 'retry'}, 'I have signed in: reload'))]
+      : [h('p', {}, 'bindery takes who you are from the sign-in in front of it, and no identity reached it. Open bindery through your organisation\'s sign-in (the operators know its address), then reload this page.'),
+        h('p', {class: 'actions'}, h('button', {type: 'button', onclick: boot, 'data-focus': 'retry'}, 'Reload'))],
+    err.requestId ? h('p', {class: 'muted small'}, 'Request id: ', h('code', {}, err.requestId)) : null);
+}
 
 async function boot() {
   // Drop the cache-busting parameter of an automatic reload (recovery.js) from the address.
@@ -166,7 +183,11 @@ async function boot() {
         })));
       return;
     }
-    const heading = err.code === 'UNAUTHENTICATED' ? 'Please sign in' : err.code === 'NETWORK' ? 'bindery is not reachable' : 'bindery could not start';
+    if (err.code === 'UNAUTHENTICATED') {
+      swap(main, signIn(err));
+      return;
+    }
+    const heading = err.code === 'NETWORK' ? 'bindery is not reachable' : 'bindery could not start';
     swap(main, h('h1', {}, heading), errorBox(err, boot));
     return;
   }

@@ -160,11 +160,17 @@ export function mount(root, ctx) {
       }
       if (err.code === 'APPLY_IN_PROGRESS') message = 'You already have an active request for this target. Follow it in “My requests”.';
       if (err.code === 'APPLY_CLOSED') message = err.message || 'Applications are closed right now.';
-      if (err.code === 'IDEMPOTENCY_KEY_REUSED') message = 'This form was already sent with different content. It has been reset: submit again.';
+      // The same form id with other content: an earlier submission of this form arrived (its
+      // answer was lost) before the edit. The edit is kept and goes out as a new request, under
+      // the new id given below, only when the requester says so.
+      const reused = err.code === 'IDEMPOTENCY_KEY_REUSED' ? operationId : null;
+      if (reused) message = 'This form had already reached bindery before your edit: its answer was lost on the way. Your edited text was not sent; it is kept here.';
       if (err.status === 0 || err.status >= 500) message += ' Submitting again is safe: it is the same form.';
       swap(outcome, h('div', {class: 'notice tone-bad', role: 'alert', id: 'apply-error', tabindex: '-1'},
         h('p', {}, message),
         err.code === 'APPLY_IN_PROGRESS' ? h('p', {}, activeLink()) : null,
+        reused ? [h('p', {}, arrivedLink(reused)),
+          h('div', {class: 'actions'}, h('button', {type: 'button', class: 'primary', id: 'submit-as-new', onclick: () => el.requestSubmit()}, 'Submit the edited text as a new request'))] : null,
         err.requestId ? h('p', {class: 'muted small'}, 'Request id: ', h('code', {}, err.requestId)) : null));
       if (definite) {
         operationId = newOperationId();
@@ -175,6 +181,16 @@ export function mount(root, ctx) {
       submit.textContent = 'Submit request';
       // Focus goes to the error summary, not to <body>: a keyboard or screen reader user hears it.
       outcome.querySelector('#apply-error').focus();
+    }
+
+    // arrivedLink leads to the request an earlier submission of this form made, when there is
+    // one (the earlier submission may also have been refused).
+    function arrivedLink(id) {
+      const slot = h('span', {});
+      get(`/api/requests/${encodeURIComponent(id)}`).then((v) => {
+        if (v && v.operationId) swap(slot, 'The earlier submission is ', h('a', {href: `/requests/${encodeURIComponent(v.operationId)}`, id: 'arrived-request'}, `your request for ${v.targetKey}`), '.');
+      }).catch(() => {});
+      return slot;
     }
 
     // activeLink leads to the caller's active request of the selected target: the catalog,

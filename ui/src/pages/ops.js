@@ -5,7 +5,7 @@
 import {h, swap, loading, empty, errorBox, externalLink, describeError, busyReading} from '../dom.js';
 import {get, post, qs, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
-import {batchBadge, statusBadge, stageName, duration, since, time} from '../format.js';
+import {batchBadge, statusBadge, stageName, stepName, duration, since, time, roundOutcome, keySource, auditAction, paramList} from '../format.js';
 import {requestTable} from './requests.js';
 
 const STATUSES = ['APPROVAL_SENDING', 'APPROVAL_SENT', 'MR_CREATING', 'MR_CREATED', 'MERGING', 'MERGED', 'VALIDATED', 'CREATE_FAILED', 'HANDLE_FAILED', 'REJECTED', 'CLOSED'];
@@ -20,9 +20,11 @@ export function mount(root, ctx) {
   const notices = h('div', {class: 'notices', 'aria-live': 'polite'});
   root.append(h('h1', {}, 'Ops console'), notices);
 
+  // A notice says when it was told: a few of them stay, and "done" means little without a time.
   function tell(tone, ...text) {
     const close = h('button', {type: 'button', class: 'link', 'aria-label': 'Dismiss'}, '×');
-    const n = h('div', {class: `notice tone-${tone}`, role: tone === 'bad' ? 'alert' : 'status'}, h('p', {}, ...text), close);
+    const n = h('div', {class: `notice tone-${tone}`, role: tone === 'bad' ? 'alert' : 'status'},
+      h('p', {}, h('span', {class: 'notice-time muted small'}, time(new Date().toISOString()), ' '), ...text), close);
     close.addEventListener('click', () => n.remove());
     notices.prepend(n);
     while (notices.children.length > 3) notices.lastChild.remove();
@@ -37,7 +39,7 @@ export function mount(root, ctx) {
     h('div', {class: 'actions'}, roundBtn, reconcileBtn));
   roundBtn.addEventListener('click', () => act(roundBtn, 'Running…', () => post('/api/ops/batches/run', {operationId: newOperationId()}), (r) => {
     const parts = (r && r.partitions) || [];
-    tell('ok', 'Batch round done: ', parts.length ? parts.map((p) => `${p.partition} ${p.outcome}${p.batchId ? ` (batch #${p.batchId}, ${p.claimed || 0} claimed)` : ''}`).join('; ') : 'no project had work.');
+    tell(parts.some((p) => p.outcome === 'ERROR') ? 'warn' : 'ok', 'Batch round done: ', parts.length ? parts.map(roundOutcome).join('; ') + '.' : 'no project had work.');
     batchesPoll.now();
     stuckPoll.now();
   }));
@@ -96,16 +98,40 @@ export function mount(root, ctx) {
   stops.push(stuckPoll.stop);
 
   // A merged request is listed when its deploy callback is overdue; its retry confirms the deploy
-  // (validates it), so the button says that rather than "Retry".
+  // (validates it), so the button says that rather than "Retry". A deterministic failure
+  // (CONTACT_SUPPORT: the step table marks the failure as the change's own) is retried only
+  // after the operator read what it does: a new merge request that likely fails the same way.
   function retryButton(r) {
     const deploy = r.status === 'MERGED';
+    const deterministic = r.nextAction === 'CONTACT_SUPPORT';
     const b = h('button', {type: 'button', 'data-focus': `retry-${r.operationId}`, 'data-retry': r.operationId},
-      deploy ? 'Confirm deploy' : 'Retry', h('span', {class: 'sr-only'}, ` ${r.targetKey} for ${r.subject}`));
-    b.addEventListener('click', () => act(b, deploy ? 'Confirming…' : 'Retrying…', () => post(`/api/ops/requests/${encodeURIComponent(r.operationId)}/retry`, {operationId: newOperationId()}), () => {
-      tell('ok', deploy ? 'Deploy confirmed for ' : 'Retry started for ', h('a', {href: `/requests/${encodeURIComponent(r.operationId)}`}, `${r.targetKey} (${r.subject})`), '.');
+      deploy ? 'Confirm deploy' : deterministic ? 'Retry…' : 'Retry', h('span', {class: 'sr-only'}, ` ${r.targetKey} for ${r.subject}`));
+    const go = () => act(b, deploy ? 'Confirming…' : 'Retrying…', () => post(`/api/ops/requests/${encodeURIComponent(r.operationId)}/retry`, {operationId: newOperationId()}), () => {
+      tell('ok', deploy ? 'Deploy confirmed for ' : 'Retry started for ', h('a', {href: `/requests/${encodeURIComponent(r.operationId)}`}, `${r.targetKey} (${r.subject})`),
+        deterministic ? `: ${retryEffect(r)}` : '', '.');
       stuckPoll.now();
-    }));
+    });
+    b.addEventListener('click', () => (deterministic ? confirmRetry(r, go) : go()));
     return b;
+  }
+
+  // The confirmation is a modal dialog of the page, outside the regions the live refresh
+  // redraws, so a refresh never takes it away mid-decision.
+  const dialog = h('dialog', {id: 'retry-confirm', 'aria-labelledby': 'retry-confirm-title'});
+  root.append(dialog);
+  function confirmRetry(r, go) {
+    const newMR = r.flow !== 'legacy';
+    const yes = h('button', {type: 'button', class: 'primary', id: 'retry-confirm-yes'}, newMR ? 'Retry: open a new merge request' : 'Retry the merge request');
+    const no = h('button', {type: 'button', id: 'retry-confirm-no'}, 'Cancel');
+    yes.addEventListener('click', () => { dialog.close(); go(); });
+    no.addEventListener('click', () => dialog.close());
+    swap(dialog,
+      h('h2', {id: 'retry-confirm-title'}, `Retry ${r.targetKey} for ${r.subject}?`),
+      h('p', {}, `It stopped at “${stepName(r.step)}”: a failure of the change itself, not of the moment. Retrying alone does not fix it.`),
+      h('p', {}, `A retry ${retryEffect(r)}, which fails the same way unless the change or its pipeline was fixed meanwhile.`),
+      h('div', {class: 'actions'}, yes, no));
+    dialog.showModal();
+    no.focus(); // the safe choice is the default one
   }
 
   // ---- batches ----
@@ -206,8 +232,8 @@ export function mount(root, ctx) {
       h('tbody', {}, items.map((a) => h('tr', {},
         h('td', {'data-label': 'When'}, time(a.at)),
         h('td', {'data-label': 'Who'}, a.actor),
-        h('td', {'data-label': 'Action'}, h('code', {}, a.action)),
-        h('td', {'data-label': 'Parameters', class: 'params'}, h('code', {}, typeof a.params === 'string' ? a.params : JSON.stringify(a.params))))))) : empty(h('p', {}, 'No operator actions recorded yet.')));
+        h('td', {'data-label': 'Action'}, auditAction(a.action)),
+        h('td', {'data-label': 'Parameters', class: 'params'}, paramList(a.params)))))) : empty(h('p', {}, 'No operator actions recorded yet.')));
   }, (err) => {
     audit.live.failed();
     swap(audit.body, errorBox(err, () => auditPoll.now()));
@@ -215,6 +241,12 @@ export function mount(root, ctx) {
   stops.push(auditPoll.stop);
 
   return () => stops.forEach((s) => s());
+}
+
+/** retryEffect is what an operator's retry of a failure does, by the request's flow. */
+function retryEffect(r) {
+  if (r.flow === 'legacy') return `runs ${r.mr ? `merge request !${r.mr.id}` : 'its merge request'} again`;
+  return 'puts it back in line: the next batch round opens a new merge request for it';
 }
 
 function section(root, id, title, isLive) {
@@ -269,8 +301,10 @@ function configView(c, remembered) {
   if (c.pendingRestart && c.pendingRestart.length) {
     problems.push(h('div', {class: 'notice tone-warn'}, h('p', {}, 'Changed static keys take effect after a restart: ', c.pendingRestart.map((k, i) => [i ? ', ' : '', h('code', {}, k)]), '.')));
   }
+  const addr = keys.find((k) => k.key === 'server.addr');
   return h('div', {},
     h('p', {class: 'muted'}, `Generation ${c.generation}, loaded `, time(c.loadedAt), '. Secrets are redacted.'),
+    addr ? h('p', {id: 'config-listen'}, 'Listening on ', h('code', {}, addr.effective), addr.note ? ` (${addr.note})` : '', '.') : null,
     problems.length ? problems : h('p', {class: 'notice tone-ok'}, 'The configuration loaded cleanly: no errors, no fallbacks, no unknown keys.'),
     remembered('config-keys', false,
       h('summary', {}, `All ${keys.length} keys`),
@@ -279,6 +313,6 @@ function configView(c, remembered) {
         h('tbody', {}, keys.map((k) => h('tr', {class: k.status === 'fallback' ? 'row-warn' : null},
           h('td', {'data-label': 'Key'}, h('code', {}, k.key)),
           h('td', {'data-label': 'Value'}, h('code', {}, k.effective)),
-          h('td', {'data-label': 'Source'}, k.status, k.note ? h('span', {class: 'muted small block'}, k.note) : null),
+          h('td', {'data-label': 'Source', 'data-source': k.status}, keySource(k.status), k.note ? h('span', {class: 'muted small block'}, k.note) : null),
           h('td', {'data-label': ''}, k.static ? h('span', {class: 'badge tone-off'}, 'static') : null)))))));
 }
