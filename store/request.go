@@ -58,6 +58,9 @@ type Application struct {
 	// Kind and Ref are the operation's): the step is data from the first commit on, so a crash
 	// right after the answer leaves work that any instance runs.
 	Task *TaskSpec
+	// Answer, when set, is the request's idempotency record with its answer, written first in
+	// the application's transaction: one commit holds the whole application.
+	Answer *Answer
 }
 
 // ErrApplyInProgress refuses an application for a relation whose row is in a state that is not
@@ -75,7 +78,8 @@ func (e *ErrApplyInProgress) Error() string {
 // relation's binding row or — when the row exists in a REAPPLIABLE status — resets it in place
 // with the new operationId, guarded on the exact status and version read; the first step goes to
 // the history. Answers:
-//   - ErrDuplicate: the operationId is already taken (the idempotency layer replays it);
+//   - ErrKeyTaken: a.Answer's idempotency key is held (the idempotency layer replays it);
+//   - ErrDuplicate: the operationId is already taken (a resend whose idempotency record is gone);
 //   - *ErrApplyInProgress: the relation's row is active or waiting for recovery — overwriting it
 //     would orphan the recovery of its operation;
 //   - ErrPreempted: a concurrent application (or any write) changed the relation between the
@@ -96,6 +100,13 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 		return Request{}, &ErrIllegalTransition{From: "", To: a.Status}
 	}
 	db := tx.db
+	// The idempotency key before anything else: a concurrent duplicate waits on it, holding
+	// nothing, until this transaction ends, then reads its answer.
+	if a.Answer != nil {
+		if err := tx.RecordAnswer(ctx, *a.Answer); err != nil {
+			return Request{}, err
+		}
+	}
 	// The operation first: every cross-table write locks operation before binding.
 	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step)
