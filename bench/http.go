@@ -118,7 +118,7 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 		return title, nil, workflowErr
 	}
 
-	var health, apply, status endpointRuns
+	var health, apply, status, rawApplyRuns, rawStatusRuns endpointRuns
 	var peak []float64
 	probe := loadProbe{pids: map[string]int{"bindery serve": st.serve.Pid(), "bindery sim": st.sim.Pid()}, pprof: st.pprof}
 	if kind == "mysql" {
@@ -158,7 +158,14 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 			}
 			apply.rejected = append(apply.rejected, share)
 			spec.Mode = "status"
-			return measureLoad(ctx, spec, profile("status", run), &status)
+			if err := measureLoad(ctx, spec, profile("status", run), &status); err != nil {
+				return err
+			}
+			// The physical baselines, in the same run, on the same server, at the same concurrency.
+			if err := measureRaw(ctx, db, rawApply, e.conc, warmup, e.duration, &rawApplyRuns); err != nil {
+				return err
+			}
+			return measureRaw(ctx, db, rawStatus, e.conc, warmup, e.duration, &rawStatusRuns)
 		}()
 		peak = append(peak, stopSampling())
 		if err != nil {
@@ -188,11 +195,23 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 	}
 	row("`POST /api/apply`", apply)
 	row("`GET /api/requests/{id}`", status)
+	raw := [][]string{{"bindery", "raw operation it stands on", ">raw throughput", ">raw p99", ">throughput ÷ raw", ">p99 ÷ raw"}}
+	for _, r := range []struct {
+		what     string
+		op       rawOp
+		own, raw endpointRuns
+	}{{"`POST /api/apply`", rawApply, apply, rawApplyRuns}, {"`GET /api/requests/{id}`", rawStatus, status, rawStatusRuns}} {
+		raw = append(raw, []string{r.what, r.op.name, distOf(r.raw.rps).show(perSecond), distOf(r.raw.p99).show(millis),
+			ratios(r.own.rps, r.raw.rps).show(times), ratios(r.own.p99, r.raw.p99).show(times)})
+	}
+	rawText := fmt.Sprintf("\nPhysical baselines (`bench/raw.go`), in the same run on the same database server, %d connections in a "+
+		"closed loop in the bench process through the pools bindery opens: a transaction of two inserts with unique keys "+
+		"(apply), a point read of three rows by a unique index (status).\n\n", e.conc) + table(raw)
 	rejected := fmt.Sprintf("\nOf the accepted applications, %s ended their first step failed (`CREATE_FAILED`: the approval "+
 		"ticket could not be opened); the others reached APPROVAL_SENT. A busy first-steps lane delays a ticket in the database; "+
 		"it never refuses one.\n", distOf(apply.rejected).show(percent))
 	names, all := []string{"`GET /healthz`", "`POST /api/apply`", "`GET /api/requests/{id}`"}, []*endpointRuns{&health, &apply, &status}
-	text := title + table(rows) + rejected + "\n" + cpuTable(db, names, all) + dbTable(db, names, all)
+	text := title + table(rows) + rawText + rejected + "\n" + cpuTable(db, names, all) + dbTable(db, names, all)
 	for _, r := range []struct {
 		what string
 		runs endpointRuns
@@ -201,6 +220,13 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 			text += fmt.Sprintf("\nFirst refusal of %s: `%s`\n", r.what, r.runs.firstError)
 		}
 	}
+	applyRatio, applyP99 := ratios(apply.rps, rawApplyRuns.rps).med, ratios(apply.p99, rawApplyRuns.p99).med
+	statusRatio := ratios(status.rps, rawStatusRuns.rps).med
+	goals = append(goals,
+		goal{"apply ÷ raw two-insert transaction on " + db.name(), "≥ 0.4× throughput, p99 ≤ 3× raw p99",
+			fmt.Sprintf("%s, p99 %s", times(applyRatio), times(applyP99)), check(applyRatio >= 0.4 && applyP99 <= 3)},
+		goal{"status ÷ raw point read of three rows on " + db.name(), "≥ 0.5× throughput",
+			times(statusRatio), check(statusRatio >= 0.5)})
 	if kind == "mysql" {
 		rps, p99 := distOf(apply.rps).med, distOf(apply.p99).med
 		goals = append(goals, goal{"apply throughput on MariaDB", "≥ 1,000/s, p99 ≤ 50 ms",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -434,6 +435,43 @@ func TestConcurrentDuplicateApplicationsProceedOnce(t *testing.T) {
 		}
 		if h.wf.count("Apply") != 1 || count["202 ACCEPTED op-race"] != 1 || count["202 DUPLICATE_SUBMIT op-race"] != n-1 {
 			t.Fatalf("Apply ran %d times; answers %v", h.wf.count("Apply"), count)
+		}
+	})
+}
+
+// The HTTP layer adds no commit of its own to an application: the whole POST /api/apply is
+// the workflow's one transaction (here the fake's, which writes the idempotency record it is
+// given, as the workflow does) — no claim before it, no stored answer after it. A repeat is a
+// read of that record and no write at all. Counted by the driver wrapper, on both databases.
+func TestAnApplicationOverHTTPIsOneCommit(t *testing.T) {
+	var mu sync.Mutex
+	var seq []string
+	storetest.EachWith(t, func(*testing.T) store.Options {
+		return store.Options{MaxOpenConns: 20, MaxIdleConns: 20, OnStatement: func(st store.Statement) {
+			mu.Lock()
+			seq = append(seq, st.Query)
+			mu.Unlock()
+		}}
+	}, func(t *testing.T, db *store.DB) {
+		h := setup(t, options{db: db})
+		during := func(c call) []string {
+			mu.Lock()
+			seq = nil
+			mu.Unlock()
+			if rec := h.do(c); rec.Code != 202 {
+				t.Fatalf("apply: %d %s", rec.Code, rec.Body.String())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return seq
+		}
+		first := during(post("/api/apply", "alice", applyJSON("op-1", "public-a")))
+		if len(first) < 3 || first[0] != "BEGIN" || first[len(first)-1] != "COMMIT" || slices.Contains(first[1:len(first)-1], "COMMIT") {
+			t.Fatalf("an application ran %q, want one transaction and nothing outside it", first)
+		}
+		repeat := during(post("/api/apply", "alice", applyJSON("op-1", "public-a")))
+		if slices.Contains(repeat, "COMMIT") || !slices.ContainsFunc(repeat, func(q string) bool { return strings.Contains(q, "FROM idempotency_record") }) {
+			t.Fatalf("a repeat ran %q, want its key refused, the record read and nothing committed", repeat)
 		}
 	})
 }

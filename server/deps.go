@@ -65,6 +65,8 @@ type Store interface {
 	CompleteIdempotency(ctx context.Context, scope, key string, status int, answer []byte) error
 	ReleaseIdempotency(ctx context.Context, scope, key string) error
 	IdempotencyRecord(ctx context.Context, scope, key string) (store.IdempotencyRecord, error)
+	// AnswerOf reads the record holding a key an application found taken (store.ErrKeyTaken).
+	AnswerOf(ctx context.Context, scope, key, hash string) (store.Claim, error)
 	RecordAudit(ctx context.Context, ev store.AuditEvent) (bool, error)
 	ListAudit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error)
 }

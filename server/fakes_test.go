@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,6 +38,7 @@ type fakeWorkflow struct {
 	mu       sync.Mutex
 	calls    []string                        // every call, in order, with its arguments
 	requests map[string]workflow.RequestView // the default in-memory requests by operationId
+	db       *store.DB                       // where Apply writes its idempotency record
 }
 
 var _ Workflow = (*fakeWorkflow)(nil)
@@ -89,7 +91,35 @@ func (f *fakeWorkflow) put(v workflow.RequestView) {
 	f.requests[v.OperationID] = v
 }
 
+// Apply writes the idempotency record it is given in a transaction of its own, like the
+// workflow's application, and counts as a call only once it holds the key (a duplicate that
+// finds the key taken never proceeds).
 func (f *fakeWorkflow) Apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
+	var res workflow.ApplyResult
+	err := f.inTx(ctx, func(tx *store.Tx) error {
+		if in.Idempotency != nil && f.ApplyFn == nil {
+			rec := *in.Idempotency
+			rec.Body, _ = json.Marshal(workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: store.StatusApprovalSending, NextAction: store.NextWait})
+			if err := tx.RecordAnswer(ctx, rec); err != nil {
+				return err
+			}
+		}
+		var err error
+		res, err = f.apply(ctx, in)
+		return err
+	})
+	return res, err
+}
+
+// inTx runs fn in a transaction of the harness's database (without one: directly).
+func (f *fakeWorkflow) inTx(ctx context.Context, fn func(tx *store.Tx) error) error {
+	if f.db == nil {
+		return fn(nil)
+	}
+	return f.db.InTx(ctx, fn)
+}
+
+func (f *fakeWorkflow) apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
 	f.record("Apply(%s,%s,%s,%q)", in.OperationID, in.Subject, in.TargetKey, in.Reason)
 	if f.ApplyFn != nil {
 		return f.ApplyFn(ctx, in)

@@ -90,15 +90,17 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	if wf == nil {
 		return 0, nil, errNoWorkflow
 	}
-	return s.idempotent(w, r, "apply", b.OperationID, b, func() (int, any, error) {
-		res, err := wf.Apply(r.Context(), workflow.ApplyInput{OperationID: b.OperationID, TargetKey: b.TargetKey, Reason: b.Reason, Subject: caller.ID})
+	// One commit per application: its idempotency record and answer go into its transaction.
+	return s.answeredOnce(r, "apply", b.OperationID, b, http.StatusAccepted, func(rec store.Answer) (any, error) {
+		res, err := wf.Apply(r.Context(), workflow.ApplyInput{OperationID: b.OperationID, TargetKey: b.TargetKey, Reason: b.Reason, Subject: caller.ID,
+			Idempotency: &rec})
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
 		if res.Code == "" {
 			res.Code = workflow.CodeAccepted
 		}
-		return http.StatusAccepted, res, nil
+		return res, nil
 	}, s.replayApply)
 }
 

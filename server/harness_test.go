@@ -118,6 +118,7 @@ func setup(t testing.TB, o options) *harness {
 	if h.db == nil {
 		h.db = storetest.SQLite(t)
 	}
+	h.wf.db = h.db
 	level := new(slog.LevelVar)
 	level.Set(slog.LevelDebug)
 	format := "text"

@@ -14,10 +14,12 @@ import (
 	"bindery/store"
 )
 
-// Idempotency of write requests (SPEC §6.5): the client's operationId is claimed in the store;
-// one request proceeds, a repeat with the same payload replays the original answer, a repeat
-// with another payload is 422, and a duplicate arriving while the first is still running waits
-// briefly for its answer.
+// Idempotency of write requests (SPEC §6.5): one request proceeds, a repeat with the same
+// payload replays the original answer, a repeat with another payload is 422, and a duplicate
+// arriving while the first is still running waits briefly for its answer. Two ways: an
+// application knows its answer before it commits, so its record is written complete in its own
+// transaction (answeredOnce: one commit); other writes claim the key first and store the answer
+// after (idempotent: claim, work, answer).
 const (
 	// idemLease is how long a request holds its key before a retry may take it over (the
 	// holder crashed). A write's synchronous part takes well under a second.
@@ -100,6 +102,50 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 		s.deps.Log.WarnContext(ctx, "idempotency answer not stored; a repeat will run again after the lease", "scope", scope, "key", key, "err", merr)
 	}
 	return status, body, nil
+}
+
+// answeredOnce runs do at most once for (scope, key) and the caller's payload, in one commit,
+// for a write whose answer (status and body) is known before it commits — an application. do
+// gets the idempotency record to write in its own transaction (store.Answer; the workflow fills
+// in the body). A request that fails writes nothing, so a retry runs it again. Duplicates skip
+// the claim-then-complete round trips of idempotent: their write finds the key taken — after the
+// winner's commit, the database makes it wait — and they answer from the winner's record.
+func (s *Server) answeredOnce(r *http.Request, scope, key string, payload any, status int,
+	do func(store.Answer) (any, error), replay replayFunc) (int, any, error) {
+	ctx := r.Context()
+	rec := store.Answer{Scope: scope, Key: key, PayloadHash: payloadHash(scope, infoOf(r).caller.ID, payload),
+		TTL: s.deps.Config.Current().IdempotencyTTL(), Status: status}
+	for deadline := time.Now().Add(pendingWait); ; {
+		body, err := do(rec)
+		switch {
+		case err == nil:
+			return status, body, nil
+		case !errors.Is(err, store.ErrKeyTaken):
+			return 0, nil, err
+		}
+		claim, err := s.deps.DB.AnswerOf(ctx, scope, key, rec.PayloadHash)
+		if err != nil {
+			return 0, nil, apperr.Wrap(err, apperr.Unavailable, "The request could not be recorded; please retry.")
+		}
+		switch claim.Outcome {
+		case store.ClaimReplay:
+			return replay(ctx, claim.Record)
+		case store.ClaimMismatch:
+			return 0, nil, apperr.New(apperr.IdempotencyKeyReused, "This operationId was already used for a different request; generate a new one.")
+		}
+		// No answer yet: the winner rolled back or its record was gone (run again now), or an
+		// older build's claim still holds the key (wait for its answer).
+		if !time.Now().Before(deadline) {
+			return 0, nil, apperr.Busy(nil, "A request with this operationId is still being processed; retry shortly.")
+		}
+		if claim.Outcome == store.ClaimPending {
+			select {
+			case <-ctx.Done():
+				return 0, nil, apperr.Wrap(ctx.Err(), apperr.Unavailable, "The request was cancelled.")
+			case <-time.After(pendingPoll):
+			}
+		}
+	}
 }
 
 // payloadHash identifies "the same request": the scope, the caller and the payload. The

@@ -202,11 +202,15 @@ func count(t testing.TB, db *store.DB, query string, args ...any) int {
 }
 
 // statements counts what the driver runs, by statement kind (first word) and in total.
+// Transaction boundaries are counted apart, in txs (BEGIN, COMMIT, ROLLBACK), and kept in
+// order with the statements in seq.
 type statements struct {
 	mu     sync.Mutex
 	on     atomic.Bool
 	all    []store.Statement
 	counts map[string]int
+	txs    map[string]int
+	seq    []string
 }
 
 func (s *statements) observe(st store.Statement) {
@@ -215,6 +219,12 @@ func (s *statements) observe(st store.Statement) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.seq = append(s.seq, st.Query)
+	switch st.Query {
+	case "BEGIN", "COMMIT", "ROLLBACK":
+		s.txs[st.Query]++
+		return
+	}
 	s.all = append(s.all, st)
 	verb, _, _ := strings.Cut(strings.TrimSpace(st.Query), " ")
 	s.counts[strings.ToUpper(verb)]++
@@ -224,7 +234,7 @@ func (s *statements) observe(st store.Statement) {
 func (s *statements) during(t testing.TB, fn func()) (total int, byVerb map[string]int, all []store.Statement) {
 	t.Helper()
 	s.mu.Lock()
-	s.all, s.counts = nil, map[string]int{}
+	s.all, s.counts, s.txs, s.seq = nil, map[string]int{}, map[string]int{}, nil
 	s.mu.Unlock()
 	s.on.Store(true)
 	fn()
@@ -235,6 +245,14 @@ func (s *statements) during(t testing.TB, fn func()) (total int, byVerb map[stri
 		total += n
 	}
 	return total, s.counts, s.all
+}
+
+// boundaries returns the transaction boundaries of the last during, and every query in the
+// order the driver received them.
+func (s *statements) boundaries() (map[string]int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txs, s.seq
 }
 
 // eachCounting is storetest.Each with a statement observer on the database.

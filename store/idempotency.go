@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -181,4 +182,61 @@ func (db *DB) deleteExpiredIdempotencySQL() string {
 		return "DELETE FROM idempotency_record WHERE expires_at <= " + db.now() + " ORDER BY expires_at LIMIT ?"
 	}
 	return "DELETE FROM idempotency_record WHERE rowid IN (SELECT rowid FROM idempotency_record WHERE expires_at <= " + db.now() + " ORDER BY expires_at LIMIT ?)"
+}
+
+// Answer is an idempotency record written complete, in the transaction of the write it answers
+// (an application): the answer is known before that transaction commits, so one commit records
+// the work and its answer. A crash leaves both or neither, and nothing is ever "in progress":
+// a concurrent duplicate's insert of the same key waits for that commit (MySQL holds the key's
+// lock; SQLite has one writer), fails with ErrKeyTaken and reads the answer with AnswerOf.
+type Answer struct {
+	Scope, Key  string
+	PayloadHash string
+	TTL         time.Duration
+	Status      int    // the HTTP status of the answer, never 0
+	Body        []byte // the answer's body
+}
+
+// ErrKeyTaken: an Answer's (scope, key) is held by another record — read it with AnswerOf.
+// Deliberately not ErrDuplicate, which an application answers for a taken operationId.
+var ErrKeyTaken = errors.New("idempotency key taken")
+
+// RecordAnswer inserts a, complete, in the transaction (ErrKeyTaken when the key is held).
+func (tx *Tx) RecordAnswer(ctx context.Context, a Answer) error {
+	db := tx.db
+	_, err := tx.tx.ExecContext(ctx, "INSERT INTO idempotency_record (scope, idem_key, payload_hash, status, answer, lease_until, expires_at) VALUES (?, ?, ?, ?, ?, "+
+		db.now()+", "+db.nowPlus()+")", a.Scope, a.Key, a.PayloadHash, a.Status, a.Body, micros(a.TTL))
+	switch err = translate(err); {
+	case errors.Is(err, ErrDuplicate):
+		return fmt.Errorf("idempotency %s %s: %w", a.Scope, a.Key, ErrKeyTaken)
+	case err != nil:
+		return fmt.Errorf("idempotency %s %s: %w", a.Scope, a.Key, err)
+	}
+	return nil
+}
+
+// AnswerOf reads the record that holds (scope, key) after an Answer's insert found it taken:
+// Replay or Mismatch; Pending while an older build's claim (status 0) still holds it under its
+// lease; RetryLater when there is no record to answer from — the winner rolled back, or the
+// record had expired or its claim's lease had run out, which AnswerOf deletes — so the caller
+// runs its write again.
+func (db *DB) AnswerOf(ctx context.Context, scope, key, hash string) (Claim, error) {
+	rec, expired, leaseOver, err := db.idempotencyRecord(ctx, scope, key)
+	gone := ""
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Claim{Outcome: ClaimRetryLater}, nil
+	case err != nil:
+		return Claim{}, err
+	case expired:
+		gone = "expires_at <= " + db.now()
+	case rec.Status == 0 && leaseOver:
+		gone = "status = 0 AND lease_until <= " + db.now()
+	default:
+		return classify(rec, hash), nil
+	}
+	if _, err := db.rw.ExecContext(ctx, "DELETE FROM idempotency_record WHERE scope = ? AND idem_key = ? AND "+gone, scope, key); err != nil {
+		return Claim{}, translate(err)
+	}
+	return Claim{Outcome: ClaimRetryLater}, nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -222,4 +223,105 @@ func TestPurgeUsesTheExpiryIndexOnMySQL(t *testing.T) {
 		}
 	}
 	t.Fatal("no EXPLAIN row")
+}
+
+// answered is an application that records its idempotency answer in its own transaction.
+func answered(opID, subject, target, hash string) store.Application {
+	a := application(opID, subject, target)
+	a.Task = &store.TaskSpec{Kind: store.TaskRequest, Lane: "first", Step: "ticket"}
+	a.Answer = &store.Answer{Scope: "apply", Key: opID, PayloadHash: hash, TTL: day, Status: 202, Body: []byte(`{"operationId":"` + opID + `"}`)}
+	return a
+}
+
+// One commit per application (issue: three commits on the request path before): the
+// idempotency record with its answer, the operation, the binding, the first step and its task
+// are written in one transaction — one BEGIN, one COMMIT, no write outside it, and no read of
+// what it wrote. Counted by the driver wrapper on both databases.
+func TestAnApplicationIsOneCommitWithItsAnswer(t *testing.T) {
+	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		_, verbs, all := st.during(t, func() { mustApply(t, db, answered("op-1", "alice", "t", "h1")) })
+		txs, seq := st.boundaries()
+		if txs["BEGIN"] != 1 || txs["COMMIT"] != 1 || txs["ROLLBACK"] != 0 {
+			t.Fatalf("transaction boundaries %v, want one BEGIN and one COMMIT: %q", txs, seq)
+		}
+		if seq[0] != "BEGIN" || seq[len(seq)-1] != "COMMIT" {
+			t.Fatalf("a statement ran outside the application's transaction: %q", seq)
+		}
+		// The idempotency record, operation, binding, step history and task; the one read is
+		// the relation's existing row.
+		if verbs["INSERT"] != 5 || verbs["SELECT"] != 1 || len(all) != 6 {
+			t.Fatalf("statements %v: %q", verbs, seq)
+		}
+		if !strings.Contains(all[0].Query, "idempotency_record") {
+			t.Fatalf("first statement %q, want the idempotency record (a duplicate waits on its key holding nothing)", all[0].Query)
+		}
+		rec, err := db.IdempotencyRecord(bg, "apply", "op-1")
+		if err != nil || rec.Status != 202 || string(rec.Answer) != `{"operationId":"op-1"}` || rec.PayloadHash != "h1" {
+			t.Fatalf("record %+v, %v", rec, err)
+		}
+	})
+}
+
+// A second application under a taken key writes nothing and is told so (ErrKeyTaken, not the
+// ErrDuplicate of a taken operationId); the record then answers it: the same payload replays,
+// another is a mismatch. An application refused after its record was written (the relation is
+// active) leaves neither the record nor anything else: its transaction is all or nothing.
+func TestATakenKeyAnswersFromTheRecordAndARefusalLeavesNothing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, answered("op-1", "alice", "t", "h1"))
+		_, err := db.Apply(bg, answered("op-1", "bob", "u", "h1"))
+		if !errors.Is(err, store.ErrKeyTaken) || errors.Is(err, store.ErrDuplicate) {
+			t.Fatalf("same key again: %v, want ErrKeyTaken", err)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM binding WHERE subject_id = 'bob'"); n != 0 {
+			t.Fatalf("the duplicate wrote %d bindings", n)
+		}
+		if c, err := db.AnswerOf(bg, "apply", "op-1", "h1"); err != nil || c.Outcome != store.ClaimReplay || string(c.Record.Answer) != `{"operationId":"op-1"}` {
+			t.Fatalf("answer of the same payload: %+v, %v", c, err)
+		}
+		if c, err := db.AnswerOf(bg, "apply", "op-1", "h2"); err != nil || c.Outcome != store.ClaimMismatch {
+			t.Fatalf("answer of another payload: %+v, %v", c, err)
+		}
+		if c, err := db.AnswerOf(bg, "apply", "op-none", "h1"); err != nil || c.Outcome != store.ClaimRetryLater {
+			t.Fatalf("answer of a key nobody holds: %+v, %v", c, err)
+		}
+
+		_, err = db.Apply(bg, answered("op-2", "alice", "t", "h3"))
+		var busy *store.ErrApplyInProgress
+		if !errors.As(err, &busy) {
+			t.Fatalf("application over an active relation: %v", err)
+		}
+		for _, q := range []string{"SELECT COUNT(*) FROM idempotency_record WHERE idem_key = 'op-2'", "SELECT COUNT(*) FROM operation WHERE operation_id = 'op-2'",
+			"SELECT COUNT(*) FROM operation_step WHERE operation_id = 'op-2'", "SELECT COUNT(*) FROM task WHERE ref = 'op-2'"} {
+			if n := count(t, db, q); n != 0 {
+				t.Errorf("%s = %d after the refusal, want 0", q, n)
+			}
+		}
+	})
+}
+
+// An expired record, or an older build's claim whose lease ran out, does not hold its key: the
+// answer read deletes it and says "run again", and the application then takes the key.
+func TestAnExpiredRecordOrAStaleClaimGivesItsKeyUp(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		if _, err := db.ClaimIdempotency(bg, "apply", "op-stale", "h1", day, -time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ClaimIdempotency(bg, "apply", "op-old", "h1", -time.Second, lease); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.CompleteIdempotency(bg, "apply", "op-old", 202, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		for i, key := range []string{"op-stale", "op-old"} {
+			a := answered(key, "alice", fmt.Sprintf("t%d", i), "h1")
+			if _, err := db.Apply(bg, a); !errors.Is(err, store.ErrKeyTaken) {
+				t.Fatalf("%s: %v, want ErrKeyTaken", key, err)
+			}
+			if c, err := db.AnswerOf(bg, "apply", key, "h1"); err != nil || c.Outcome != store.ClaimRetryLater {
+				t.Fatalf("%s: %+v, %v, want retry later", key, c, err)
+			}
+			mustApply(t, db, a)
+		}
+	})
 }

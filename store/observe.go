@@ -16,7 +16,8 @@ type Statement struct {
 // observedConnector wraps a driver.Connector so that every statement a connection runs is reported
 // to fn before it runs. Tests count statements with it (claim, hand-off, settlement and
 // reconciliation must not issue a statement per row) and EXPLAIN what was captured. Transaction
-// boundaries (BEGIN, COMMIT, ROLLBACK) are not statements here.
+// boundaries are reported too, as the queries "BEGIN", "COMMIT" and "ROLLBACK" without arguments
+// (a test pins one commit per application), whatever the driver sends for them.
 type observedConnector struct {
 	driver.Connector
 	fn func(Statement)
@@ -61,10 +62,34 @@ func (c *observedConn) report(query string, args []driver.NamedValue) {
 }
 
 func (c *observedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.fn(Statement{Query: "BEGIN"})
+	var tx driver.Tx
+	var err error
 	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
-		return b.BeginTx(ctx, opts)
+		tx, err = b.BeginTx(ctx, opts)
+	} else {
+		tx, err = c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
 	}
-	return c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
+	if err != nil {
+		return nil, err
+	}
+	return observedTx{Tx: tx, fn: c.fn}, nil
+}
+
+// observedTx reports the end of a transaction.
+type observedTx struct {
+	driver.Tx
+	fn func(Statement)
+}
+
+func (t observedTx) Commit() error {
+	t.fn(Statement{Query: "COMMIT"})
+	return t.Tx.Commit()
+}
+
+func (t observedTx) Rollback() error {
+	t.fn(Statement{Query: "ROLLBACK"})
+	return t.Tx.Rollback()
 }
 
 func (c *observedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -58,6 +57,9 @@ type Application struct {
 	// Kind and Ref are the operation's): the step is data from the first commit on, so a crash
 	// right after the answer leaves work that any instance runs.
 	Task *TaskSpec
+	// Answer, when set, is the request's idempotency record with its answer, written first in
+	// the application's transaction: one commit holds the whole application.
+	Answer *Answer
 }
 
 // ErrApplyInProgress refuses an application for a relation whose row is in a state that is not
@@ -75,7 +77,8 @@ func (e *ErrApplyInProgress) Error() string {
 // relation's binding row or — when the row exists in a REAPPLIABLE status — resets it in place
 // with the new operationId, guarded on the exact status and version read; the first step goes to
 // the history. Answers:
-//   - ErrDuplicate: the operationId is already taken (the idempotency layer replays it);
+//   - ErrKeyTaken: a.Answer's idempotency key is held (the idempotency layer replays it);
+//   - ErrDuplicate: the operationId is already taken (a resend whose idempotency record is gone);
 //   - *ErrApplyInProgress: the relation's row is active or waiting for recovery — overwriting it
 //     would orphan the recovery of its operation;
 //   - ErrPreempted: a concurrent application (or any write) changed the relation between the
@@ -96,6 +99,13 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 		return Request{}, &ErrIllegalTransition{From: "", To: a.Status}
 	}
 	db := tx.db
+	// The idempotency key before anything else: a concurrent duplicate waits on it, holding
+	// nothing, until this transaction ends, then reads its answer.
+	if a.Answer != nil {
+		if err := tx.RecordAnswer(ctx, *a.Answer); err != nil {
+			return Request{}, err
+		}
+	}
 	// The operation first: every cross-table write locks operation before binding.
 	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step)
@@ -247,68 +257,130 @@ type RequestDetail struct {
 	// the tasks of its lane due before it while it waits for a free worker.
 	Task  *Task
 	Ahead int
+	// Now is the database clock at the read.
+	Now time.Time
 }
 
-// RequestDetail reads the request view of operationID (ErrNotFound when unknown): a handful of
-// indexed reads, independent of how many requests exist.
+// RequestDetail reads the request view of operationID (ErrNotFound when unknown) in two
+// indexed reads, independent of how many requests exist: the request with everything about
+// where it stands (statusRead), then its steps.
 func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDetail, error) {
-	r, err := db.Request(ctx, operationID)
+	d, err := db.statusRead(ctx, operationID)
 	if err != nil {
 		return RequestDetail{}, err
 	}
-	d := RequestDetail{Operation: r.Operation}
-	if r.Current() {
-		b := r.Binding
-		d.Binding = &b
-	}
 	if d.Steps, err = db.Steps(ctx, operationID); err != nil {
-		return RequestDetail{}, err
-	}
-	// The latest claim, not operation.batch_id: a request re-admitted after a failed batch is
-	// claimed by a new batch before its hand-off records it on the operation.
-	var batchID int64
-	err = db.ro.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_member WHERE operation_id = ? ORDER BY id DESC LIMIT 1",
-		operationID).Scan(&batchID)
-	if err = translate(err); err != nil && !errors.Is(err, ErrNotFound) {
-		return RequestDetail{}, err
-	}
-	if batchID != 0 {
-		b, err := db.Batch(ctx, batchID)
-		if err != nil {
-			return RequestDetail{}, err
-		}
-		d.Batch = &b
-	}
-	w, err := db.Waiting(ctx, operationID)
-	switch {
-	case err == nil:
-		d.Waiting = &w
-	case !errors.Is(err, ErrNotFound):
-		return RequestDetail{}, err
-	}
-	if err := db.drivingTask(ctx, &d); err != nil {
 		return RequestDetail{}, err
 	}
 	return d, nil
 }
 
-// drivingTask fills d.Task (and d.Ahead): the request's own task, else its active batch's.
-func (db *DB) drivingTask(ctx context.Context, d *RequestDetail) error {
-	t, err := db.Task(ctx, TaskRequest, d.Operation.OperationID)
-	if errors.Is(err, ErrNotFound) && d.Batch != nil && d.Batch.Status.Active() {
-		t, err = db.Task(ctx, TaskBatch, strconv.FormatInt(d.Batch.ID, 10))
+// statusRead is one row of point lookups, each on a unique or leading-column index: the
+// operation, its binding, the batch of its latest claim (not operation.batch_id: a request
+// re-admitted after a failed batch is claimed by a new batch before its hand-off records it on
+// the operation), its place in the waiting set with the count ahead of it (in the claim's
+// order, see Waiting) and the partition's BLOCKED batch, its own task and its batch's with the
+// tasks queued before each, and the database clock. LEFT JOINs: what is absent reads as NULL.
+func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail, error) {
+	now, text := db.now(), "CHAR"
+	if db.dialect == SQLite {
+		text = "TEXT"
 	}
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil
-	case err != nil:
-		return err
+	// Named indexes: with the ORs of the claim's order the optimizers otherwise merge indexes.
+	suspect := db.hinted("merge_batch_request x", "idx_merge_batch_request_suspect")
+	claim := db.hinted("merge_batch_request x", "idx_merge_batch_request_claim")
+	ahead := "CASE WHEN w.id IS NULL THEN 0 WHEN w.suspect_round IS NULL THEN " +
+		"(SELECT COUNT(*) FROM " + claim + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
+		"AND (x.suspect_round IS NOT NULL OR x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))) ELSE " +
+		"(SELECT COUNT(*) FROM " + suspect + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
+		"AND x.suspect_round IS NOT NULL AND (x.suspect_round > w.suspect_round OR (x.suspect_round = w.suspect_round AND (x.suspect_of < w.suspect_of " +
+		"OR (x.suspect_of = w.suspect_of AND (x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))))))) END"
+	queued := func(t string) string { // QueuedAhead, for a task that is due
+		return "CASE WHEN " + t + ".id IS NOT NULL AND " + t + ".due_at <= " + now + " THEN (SELECT COUNT(*) FROM task q WHERE q.lane = " + t + ".lane AND q.due_at < " +
+			t + ".due_at AND q.due_at <= " + now + ") ELSE 0 END"
 	}
-	d.Task = &t
-	if t.Queued() {
-		if d.Ahead, err = db.QueuedAhead(ctx, t.Lane, t.DueAt); err != nil {
-			return err
+	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) + ", " + prefixed("mb.", batchColumns) +
+		", w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, " + ahead + ", " + prefixed("bb.", batchColumns) +
+		", " + db.taskColumnsOf("t.") + ", " + queued("t") + ", " + db.taskColumnsOf("bt.") + ", " + queued("bt") + ", " + now +
+		" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
+		" LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
+		" LEFT JOIN merge_batch_request w ON w.id = (SELECT r.id FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL ORDER BY r.id DESC LIMIT 1)" +
+		" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
+		" LEFT JOIN task t ON t.kind = ? AND t.ref = o.operation_id" +
+		" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
+		" WHERE o.operation_id = ?"
+	const nOp, nBinding, nBatch, nWaiting, nTask = 15, 9, 17, 6, 20
+	raw := make([]any, nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1)
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	if err := db.ro.QueryRowContext(ctx, q, BatchBlocked, TaskRequest, TaskBatch, operationID).Scan(ptrs...); err != nil {
+		return RequestDetail{}, fmt.Errorf("request %s: %w", operationID, translate(err))
+	}
+	// next hands out the row's columns part by part; present says whether a joined row was found.
+	next := func(n int) values {
+		part := values(raw[:n])
+		raw = raw[n:]
+		return part
+	}
+	present := func(v values) bool { return v[0] != nil }
+	var d RequestDetail
+	var err error
+	if d.Operation, err = scanOperation(next(nOp)); err != nil {
+		return RequestDetail{}, err
+	}
+	if v := next(nBinding); present(v) {
+		b, err := scanBinding(v)
+		if err != nil {
+			return RequestDetail{}, err
+		}
+		d.Binding = &b
+	}
+	if v := next(nBatch); present(v) {
+		b, err := scanBatch(v)
+		if err != nil {
+			return RequestDetail{}, err
+		}
+		d.Batch = &b
+	}
+	if v := next(nWaiting + 1); present(v) {
+		var w WaitingPlace
+		var id int64
+		var since dbTime
+		var of, round nullInt64
+		if err := v.Scan(&id, &w.Partition, &w.Action, &since, &of, &round, &w.Ahead); err != nil {
+			return RequestDetail{}, err
+		}
+		w.Since = since.T
+		d.Waiting = &w
+	}
+	if v := next(nBatch); present(v) && d.Waiting != nil {
+		b, err := scanBatch(v)
+		if err != nil {
+			return RequestDetail{}, err
+		}
+		d.Waiting.BlockedBy = &b
+	}
+	// The work that drives the request: its own task, else its active batch's.
+	for _, batchTask := range []bool{false, true} {
+		v, n := next(nTask), next(1)
+		if !present(v) || d.Task != nil || (batchTask && (d.Batch == nil || !d.Batch.Status.Active())) {
+			continue
+		}
+		t, err := scanTask(v)
+		if err != nil {
+			return RequestDetail{}, err
+		}
+		d.Task = &t
+		if err := n.Scan(&d.Ahead); err != nil {
+			return RequestDetail{}, err
 		}
 	}
-	return nil
+	var clock dbTime
+	if err := next(1).Scan(&clock); err != nil {
+		return RequestDetail{}, err
+	}
+	d.Now = clock.T
+	return d, nil
 }

@@ -60,9 +60,12 @@ func (t Task) Queued() bool { return t.Overdue >= 0 }
 // that must not interrupt a running step (an operator's retry) is refused with it.
 var ErrTaskBusy = errors.New("the task is running right now")
 
-func (db *DB) taskColumns() string {
-	return "id, kind, ref, lane, step, due_at, epoch, owner, wakes, checks, wait_since, failures, memo, note, slot, created_at, updated_at, " +
-		db.elapsed("wait_since") + ", " + db.elapsed("created_at") + ", " + db.elapsed("due_at")
+func (db *DB) taskColumns() string { return db.taskColumnsOf("") }
+
+// taskColumnsOf is taskColumns of the table aliased a ("t."), for a join.
+func (db *DB) taskColumnsOf(a string) string {
+	return prefixed(a, "id, kind, ref, lane, step, due_at, epoch, owner, wakes, checks, wait_since, failures, memo, note, slot, created_at, updated_at") + ", " +
+		db.elapsed(a+"wait_since") + ", " + db.elapsed(a+"created_at") + ", " + db.elapsed(a+"due_at")
 }
 
 func scanTask(s scanner) (Task, error) {

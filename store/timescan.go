@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -81,5 +82,57 @@ func (n *nullString) Scan(v any) error {
 		return err
 	}
 	*n = nullString(x.String)
+	return nil
+}
+
+// values replays the columns of a row already read (into *any) to a scan function of one of the
+// tables it joined: each value is converted as database/sql would, and NULL — a LEFT JOIN that
+// found nothing, or a nullable column — leaves the zero value.
+type values []any
+
+func (v values) Scan(dest ...any) error {
+	if len(dest) != len(v) {
+		return fmt.Errorf("scan: %d values into %d destinations", len(v), len(dest))
+	}
+	for i, d := range dest {
+		if err := assign(d, v[i]); err != nil {
+			return fmt.Errorf("scan column %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// assign stores src, a driver value, in the pointer dest.
+func assign(dest, src any) error {
+	if s, ok := dest.(sql.Scanner); ok {
+		return s.Scan(src)
+	}
+	out := reflect.ValueOf(dest).Elem()
+	if src == nil {
+		out.SetZero()
+		return nil
+	}
+	switch out.Kind() {
+	case reflect.String:
+		var x sql.NullString
+		if err := x.Scan(src); err != nil {
+			return err
+		}
+		out.SetString(x.String)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		var x sql.NullInt64
+		if err := x.Scan(src); err != nil {
+			return err
+		}
+		out.SetInt(x.Int64)
+	case reflect.Bool:
+		var x sql.NullBool
+		if err := x.Scan(src); err != nil {
+			return err
+		}
+		out.SetBool(x.Bool)
+	default:
+		return fmt.Errorf("unsupported destination %T", dest)
+	}
 	return nil
 }

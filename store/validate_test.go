@@ -432,3 +432,65 @@ func TestTheWriteProbeWritesItsRow(t *testing.T) {
 		}
 	})
 }
+
+// A status read is two queries, whatever the request's state: the request with its binding,
+// batch, place in the waiting set and driving task in one, its steps in the other — no
+// transaction. What it reads agrees with the single-purpose readers (Waiting, Batch, Task,
+// QueuedAhead). Counted by the driver wrapper, on both databases.
+func TestAStatusReadIsTwoQueries(t *testing.T) {
+	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		ids := queued(t, db, "team/a", 5)
+		claimable(t, db)
+		in := claimInput("team/a", 2)
+		in.Task = &store.TaskSpec{Kind: store.TaskBatch, Lane: "background", Step: "create"}
+		c, err := db.Claim(bg, in)
+		if err != nil || len(c.Members) != 2 {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+		first := answered("op-own", "alice", "t", "h")
+		first.Task.In = -time.Second // due before the second one, whatever the clock's precision
+		mustApply(t, db, first)
+		mustApply(t, db, answered("op-own2", "bob", "t", "h"))
+		for _, id := range []string{ids[3], ids[0], "op-own2", "op-own"} {
+			var d store.RequestDetail
+			total, verbs, _ := st.during(t, func() {
+				var err error
+				if d, err = db.RequestDetail(bg, id); err != nil {
+					t.Fatalf("%s: %v", id, err)
+				}
+			})
+			if txs, _ := st.boundaries(); total != 2 || verbs["SELECT"] != 2 || len(txs) != 0 {
+				t.Fatalf("status read of %s: %d statements %v, transactions %v, want two reads", id, total, verbs, txs)
+			}
+			// The seeded requests have no history; the applications have their first step.
+			if d.Now.IsZero() || (strings.HasPrefix(id, "op-") && len(d.Steps) != 1) || d.Binding == nil || d.Binding.OperationID != id {
+				t.Fatalf("%s: now %v, %d steps, binding %+v", id, d.Now, len(d.Steps), d.Binding)
+			}
+			w, err := db.Waiting(bg, id)
+			if (err == nil) != (d.Waiting != nil) || (d.Waiting != nil && (d.Waiting.Ahead != w.Ahead || d.Waiting.Partition != w.Partition || !d.Waiting.Since.Equal(w.Since))) {
+				t.Fatalf("%s: waiting %+v, the waiting reader says %+v %v", id, d.Waiting, w, err)
+			}
+			want := store.TaskRef{Kind: store.TaskRequest, Ref: id}
+			if d.Batch != nil {
+				if b, err := db.Batch(bg, d.Batch.ID); err != nil || b.Status != d.Batch.Status || b.Version != d.Batch.Version {
+					t.Fatalf("%s: batch %+v, the batch reader says %+v %v", id, d.Batch, b, err)
+				}
+				want = store.TaskRef{Kind: store.TaskBatch, Ref: fmt.Sprint(d.Batch.ID)}
+			}
+			task, err := db.Task(bg, want.Kind, want.Ref)
+			if err != nil || d.Task == nil || d.Task.ID != task.ID || d.Task.Lane != task.Lane || !d.Task.DueAt.Equal(task.DueAt) {
+				if !(errors.Is(err, store.ErrNotFound) && d.Task == nil) {
+					t.Fatalf("%s: task %+v, the task reader says %+v %v", id, d.Task, task, err)
+				}
+			}
+			if d.Task != nil && d.Task.Queued() {
+				if n, err := db.QueuedAhead(bg, d.Task.Lane, d.Task.DueAt); err != nil || n != d.Ahead {
+					t.Fatalf("%s: %d tasks ahead, the reader says %d %v", id, d.Ahead, n, err)
+				}
+			}
+		}
+		if d, err := db.RequestDetail(bg, "op-own2"); err != nil || d.Task == nil || !d.Task.Queued() || d.Ahead != 1 {
+			t.Fatalf("the second application's task: %+v ahead %d, %v; want queued behind the first", d.Task, d.Ahead, err)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -38,7 +39,17 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 		first = requestTask("", stepTicket, 0, reqMemo{})
 		a.Flow, a.Status, a.Step = FlowApprovalFirst, store.StatusApprovalSending, store.StepApprovalSending
 	}
-	req, err := w.db.Apply(ctx, a)
+	// The answer is known before the commit: the first state is what this transaction writes.
+	res := ApplyResult{Code: CodeAccepted, OperationID: a.OperationID, Status: a.Status, NextAction: store.NextActionFor(a.Status, a.Step)}
+	if in.Idempotency != nil {
+		rec := *in.Idempotency
+		body, err := json.Marshal(res)
+		if err != nil {
+			return ApplyResult{}, err
+		}
+		rec.Body, a.Answer = body, &rec
+	}
+	_, err := w.db.Apply(ctx, a)
 	var busy *store.ErrApplyInProgress
 	switch {
 	case errors.As(err, &busy):
@@ -51,8 +62,7 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 		return ApplyResult{}, err
 	}
 	w.engine.Nudge(first.Lane)
-	st := req.Binding.Status
-	return ApplyResult{Code: CodeAccepted, OperationID: req.Operation.OperationID, Status: st, NextAction: store.NextActionFor(st, req.Operation.Step)}, nil
+	return res, nil
 }
 
 // resent answers an application whose operationId is taken. When the request holding it is this

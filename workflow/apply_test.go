@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"bindery/config"
@@ -85,6 +86,51 @@ func TestAResendAfterTheWindowClosedGetsItsOwnAnswer(t *testing.T) {
 		}
 		if code := h.api("POST", "/api/apply", "bob", body(op), &e); code != 403 || e.Code != "APPLY_CLOSED" {
 			t.Fatalf("someone else's id: %d %+v", code, e)
+		}
+	})
+}
+
+// Concurrent duplicates of one application through the real server, workflow and store, on
+// both databases: exactly one application is written and every answer is 202 for the same
+// operationId — one ACCEPTED, the others DUPLICATE_SUBMIT from the winner's record, which its
+// own transaction wrote (a duplicate's insert of the key waits for that commit).
+func TestConcurrentDuplicatesGetTheWinnersAnswer(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		const n = 8
+		body := `{"operationId":"op-dup","targetKey":"db-read","reason":"for the test"}`
+		answers := make(chan string, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				var res workflow.ApplyResult
+				code := h.api("POST", "/api/apply", "alice", body, &res)
+				answers <- fmt.Sprintf("%d %s %s", code, res.Code, res.OperationID)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		got := map[string]int{}
+		for a := range answers {
+			got[a]++
+		}
+		if got["202 ACCEPTED op-dup"] != 1 || got["202 DUPLICATE_SUBMIT op-dup"] != n-1 {
+			t.Fatalf("answers %v, want one ACCEPTED and %d DUPLICATE_SUBMIT", got, n-1)
+		}
+		var ops, recs int
+		if err := db.Raw().QueryRow("SELECT COUNT(*) FROM operation WHERE operation_id = 'op-dup'").Scan(&ops); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Raw().QueryRow("SELECT COUNT(*) FROM idempotency_record WHERE idem_key = 'op-dup' AND status = 202").Scan(&recs); err != nil {
+			t.Fatal(err)
+		}
+		if ops != 1 || recs != 1 {
+			t.Fatalf("%d operations and %d answered records, want one of each", ops, recs)
 		}
 	})
 }

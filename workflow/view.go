@@ -17,6 +17,10 @@ type ApplyInput struct {
 	TargetKey   string `json:"targetKey"`
 	Reason      string `json:"reason"`
 	Subject     string `json:"-"`
+	// Idempotency, when set, is the request's idempotency record (its Body is filled here with
+	// the ApplyResult as JSON): it is written in the application's own transaction, so the
+	// application and its answer are one commit.
+	Idempotency *store.Answer `json:"-"`
 }
 
 // Answer codes of a 202 on POST /api/apply.

@@ -100,7 +100,11 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (RequestView
 	if err != nil {
 		return RequestView{}, notFound(err)
 	}
-	cutoff := w.deployCutoff(ctx, d.Operation)
+	// The database clock came with the read: no query of its own.
+	var cutoff time.Time
+	if d.Operation.Status == store.StatusMerged {
+		cutoff = d.Now.Add(-w.cfg.Current().DeployOverdue())
+	}
 	v := w.view(d, time.Now(), cutoff)
 	if deployOverdue(v.Status, d.Operation.UpdatedAt, cutoff) && v.Waiting != nil {
 		v.Waiting.WaitingFor += "; " + w.lastDeployWords(ctx, d.Operation.Project)

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"bindery/store"
+)
+
+// The physical baselines: the raw database operation each bindery figure stands on, measured
+// in the same run, on the same database server, at the same concurrency, through the pools
+// bindery itself opens (store.Open: on SQLite one write connection with BEGIN IMMEDIATE, WAL,
+// synchronous NORMAL). Bindery ÷ raw says how far it is from what the database can do.
+//
+//   - apply: a transaction of two inserts with unique keys (the least an application writes
+//     atomically: a key that refuses a duplicate, and the row it guards);
+//   - status: a point read of three indexed rows (a request, its binding, its latest step).
+
+// rawOps are the raw operations by name, each run by conc goroutines in a closed loop.
+type rawOp struct {
+	name  string
+	setup []string
+	run   func(ctx context.Context, rw, ro *sql.DB, n int64) error
+}
+
+var rawApply = rawOp{
+	name: "two-insert transaction",
+	setup: []string{"CREATE TABLE raw_a (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, UNIQUE (k))",
+		"CREATE TABLE raw_b (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"},
+	run: func(ctx context.Context, rw, _ *sql.DB, n int64) error {
+		tx, err := rw.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		k := fmt.Sprintf("raw-%d-%d", time.Now().UnixNano(), n)
+		if _, err := tx.ExecContext(ctx, "INSERT INTO raw_a (id, k) VALUES (?, ?)", n, k); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO raw_b (id, k, v) VALUES (?, ?, ?)", n, k, "reason for the request"); err != nil {
+			return err
+		}
+		return tx.Commit()
+	},
+}
+
+var rawStatus = rawOp{
+	name:  "point read of three indexed rows",
+	setup: []string{"CREATE TABLE raw_p (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"},
+	run: func(ctx context.Context, _, ro *sql.DB, n int64) error {
+		base := (n % 1000) * 3
+		rows, err := ro.QueryContext(ctx, "SELECT id, k, v FROM raw_p WHERE k IN (?, ?, ?)",
+			fmt.Sprint("p-", base), fmt.Sprint("p-", base+1), fmt.Sprint("p-", base+2))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		got := 0
+		for rows.Next() {
+			var id int64
+			var k, v string
+			if err := rows.Scan(&id, &k, &v); err != nil {
+				return err
+			}
+			got++
+		}
+		if got != 3 {
+			return fmt.Errorf("point read: %d rows, want 3", got)
+		}
+		return rows.Err()
+	},
+}
+
+// rawDB opens the baseline's own database beside bindery's: the same MariaDB server (own
+// tables in bindery's database), or a SQLite file in the same directory.
+func rawDB(ctx context.Context, db database, conc int) (rw, ro *sql.DB, closeFn func(), err error) {
+	dsn := db.dsn
+	if db.kind == "sqlite" {
+		dsn = "sqlite:" + filepath.Join(filepath.Dir(strings.TrimPrefix(db.dsn, "sqlite:")), "raw.db")
+	}
+	s, err := store.Open(ctx, dsn, store.Options{MaxOpenConns: conc, MaxIdleConns: conc})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rw, ro = s.Raw(), s.Raw()
+	closeFn = func() { s.Close() }
+	if db.kind == "sqlite" {
+		// Reads go through a pool of their own, as bindery's do (store's read pool).
+		path := strings.TrimPrefix(dsn, "sqlite:")
+		r, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+		if err != nil {
+			s.Close()
+			return nil, nil, nil, err
+		}
+		r.SetMaxOpenConns(max(2, min(conc, 8)))
+		ro, closeFn = r, func() { r.Close(); s.Close() }
+	}
+	return rw, ro, closeFn, nil
+}
+
+// measureRaw runs op at conc for warmup then duration and adds its throughput and latencies.
+func measureRaw(ctx context.Context, db database, op rawOp, conc int, warmup, duration time.Duration, into *endpointRuns) error {
+	rw, ro, closeDB, err := rawDB(ctx, db, conc)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	for _, q := range op.setup {
+		q = strings.Replace(q, "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
+		if _, err := rw.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("raw %s: %w", op.name, err)
+		}
+	}
+	if op.name == rawStatus.name {
+		var n int
+		if err := rw.QueryRowContext(ctx, "SELECT COUNT(*) FROM raw_p").Scan(&n); err != nil {
+			return err
+		}
+		for i := n; i < 3000; i += 500 {
+			var vals []string
+			var args []any
+			for j := i; j < min(i+500, 3000); j++ {
+				vals = append(vals, "(?, ?, ?)")
+				args = append(args, j, fmt.Sprint("p-", j), "a stored value of a realistic width for a row")
+			}
+			if _, err := rw.ExecContext(ctx, "INSERT INTO raw_p (id, k, v) VALUES "+strings.Join(vals, ", "), args...); err != nil {
+				return err
+			}
+		}
+	}
+	var seq atomic.Int64
+	seq.Store(time.Now().UnixNano() % 1e12 * 1000)
+	var mu sync.Mutex
+	var lat []float64
+	var failures int
+	var first error
+	start := time.Now()
+	measureFrom, end := start.Add(warmup), start.Add(warmup+duration)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if t0.After(end) {
+					return
+				}
+				err := op.run(ctx, rw, ro, seq.Add(1))
+				if t0.Before(measureFrom) {
+					continue
+				}
+				mu.Lock()
+				if err != nil {
+					failures++
+					if first == nil {
+						first = err
+					}
+				} else {
+					lat = append(lat, float64(time.Since(t0))/1e6)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(lat) == 0 {
+		return fmt.Errorf("raw %s on %s: nothing succeeded: %v", op.name, db.name(), first)
+	}
+	sort.Float64s(lat)
+	into.rps = append(into.rps, float64(len(lat))/duration.Seconds())
+	into.p50 = append(into.p50, lat[len(lat)/2])
+	into.p99 = append(into.p99, lat[min(len(lat)-1, len(lat)*99/100)])
+	into.errors += failures
+	if first != nil && into.firstError == "" {
+		into.firstError = first.Error()
+	}
+	return nil
+}
