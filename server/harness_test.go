@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -105,7 +106,7 @@ type harness struct {
 	// offContract: a test's fakes answer what the real parts never do (a NOT_FOUND from a
 	// workflow call that has none), so the answers are not held to the OpenAPI document.
 	offContract bool
-	lastAllowed bool // whether the document allowed the last request do sent
+	lastAllowed atomic.Bool // whether the document allowed the last request do sent (tests send concurrently)
 }
 
 func setup(t testing.TB, o options) *harness {
@@ -192,7 +193,7 @@ func (h *harness) doAs(t testing.TB, c call) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	h.srv.Handler().ServeHTTP(rec, req)
 	if !h.offContract {
-		h.lastAllowed = checkContract(t, exchange{req: probe, body: []byte(c.body), status: rec.Code, header: rec.Header(), answer: rec.Body.Bytes(), outside: c.outside})
+		h.lastAllowed.Store(checkContract(t, exchange{req: probe, body: []byte(c.body), status: rec.Code, header: rec.Header(), answer: rec.Body.Bytes(), outside: c.outside}))
 	}
 	return rec
 }
