@@ -50,7 +50,8 @@ type webView struct {
 	Files          [][2]string
 }
 
-// serveWeb serves /sim/gitlab/<project>/-/merge_requests/<iid> and …/-/pipelines/<id>.
+// serveWeb serves /sim/gitlab/<project>/-/merge_requests/<iid>, …/-/pipelines/<id> and
+// …/-/jobs/<id>.
 func (g *GitLab) serveWeb(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/sim/gitlab/")
 	projectPath, page, ok := strings.Cut(rest, "/-/")
@@ -75,6 +76,8 @@ func (g *GitLab) serveWeb(w http.ResponseWriter, r *http.Request) {
 		v = g.mrPage(p, id)
 	case "pipelines":
 		v = g.pipelinePage(p, id)
+	case "jobs":
+		v = g.jobPage(p, id)
 	}
 	if v == nil {
 		http.NotFound(w, r)
@@ -150,6 +153,28 @@ func (g *GitLab) pipelinePage(p *project, id int64) *webView {
 				{"sha", pl.sha},
 				{"ref", pl.ref},
 				{"created", pl.createdAt.UTC().Format("2006-01-02 15:04:05 UTC")},
+			}}
+		}
+	}
+	return nil
+}
+
+func (g *GitLab) jobPage(p *project, id int64) *webView {
+	for _, pl := range p.pipelines {
+		for i, j := range pl.jobs {
+			if j.ID != id {
+				continue
+			}
+			status := pipeFailed // a retried run
+			if i == len(pl.jobs)-1 {
+				status = pl.status(g.clock.Now())
+			}
+			return &webView{Project: p.path, Title: "Job #" + itoa64(j.ID) + " test", Rows: [][2]string{
+				{"status", status},
+				{"stage", "test"},
+				{"pipeline", "#" + itoa64(pl.id)},
+				{"sha", pl.sha},
+				{"started", j.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC")},
 			}}
 		}
 	}
