@@ -28,9 +28,9 @@ var webPolicy = func() string {
 }()
 
 var webPage = template.Must(template.New("mr").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}} · simulated GitLab</title>
+<html><head><meta charset="utf-8"><title>{{.Title}} · {{.Site}}</title>
 <style>` + webStyle + `</style></head><body>
-<p><small>simulated GitLab · {{.Project}}</small></p>
+<p><small>{{.Site}} · {{.Project}}</small></p>
 <h1>{{.Title}}</h1>
 <table>{{range .Rows}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
 {{if .Blocker}}<form method="post" action="/sim/gitlab/blockers/clear"><p>Held at <code id="blocker">{{.Blocker}}</code> until someone clears it.
@@ -42,6 +42,7 @@ var webPage = template.Must(template.New("mr").Parse(`<!doctype html>
 </body></html>`))
 
 type webView struct {
+	Site           string // "" : simulated GitLab
 	Project, Title string
 	IID            int64
 	Blocker        string // what holds the MR, with a button that clears it
@@ -82,6 +83,14 @@ func (g *GitLab) serveWeb(w http.ResponseWriter, r *http.Request) {
 	if v == nil {
 		http.NotFound(w, r)
 		return
+	}
+	writePage(w, v)
+}
+
+// writePage answers a simulator's web page under the pages' content policy.
+func writePage(w http.ResponseWriter, v *webView) {
+	if v.Site == "" {
+		v.Site = "simulated GitLab"
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -169,6 +169,8 @@ type Change struct {
 	// MRIID and PipelineID record the MR and its pipeline on the operation.
 	MRIID      int64
 	PipelineID int64
+	// TicketID records the approval ticket the request was sent with ("" keeps it).
+	TicketID string
 	// ExpiresIn sets binding.expires_at to this long after now (database clock); 0 keeps it.
 	ExpiresIn time.Duration
 }
@@ -201,6 +203,9 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	var a assignments
 	a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
 	a.refs(c.MRIID, c.PipelineID)
+	if c.TicketID != "" {
+		a.set("ticket_id = ?", clipText(c.TicketID, 64))
+	}
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ?", append(a.args, op.ID, op.Version)...)
 	if err := requireOne(res, err, "transition operation %s", op.OperationID); err != nil {
 		return Request{}, err
@@ -228,6 +233,9 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if c.PipelineID != 0 {
 		op.PipelineID = c.PipelineID
 	}
+	if c.TicketID != "" {
+		op.TicketID = c.TicketID
+	}
 	b.Status, b.Version = c.To, b.Version+1
 	return Request{Operation: op, Binding: b}, nil
 }
@@ -247,6 +255,18 @@ type RequestDetail struct {
 	// the tasks of its lane due before it while it waits for a free worker.
 	Task  *Task
 	Ahead int
+	// FailedJob is the failed job recorded for the pipeline the request page shows (Pipeline),
+	// nil when none was.
+	FailedJob *FailedJob
+}
+
+// Pipeline is the pipeline the request page shows: the newest batch's once it has an MR (a
+// re-admitted or closing request's older MR is history), else the request's own.
+func (d RequestDetail) Pipeline() int64 {
+	if d.Batch != nil && d.Batch.MRIID != 0 {
+		return d.Batch.PipelineID
+	}
+	return d.Operation.PipelineID
 }
 
 // RequestDetail reads the request view of operationID (ErrNotFound when unknown): a handful of
@@ -288,6 +308,15 @@ func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDet
 	}
 	if err := db.drivingTask(ctx, &d); err != nil {
 		return RequestDetail{}, err
+	}
+	if p := d.Pipeline(); p != 0 {
+		j, err := db.FailedJobOf(ctx, d.Operation.Project, p)
+		switch {
+		case err == nil:
+			d.FailedJob = &j
+		case !errors.Is(err, ErrNotFound):
+			return RequestDetail{}, err
+		}
 	}
 	return d, nil
 }
