@@ -28,9 +28,10 @@ var _ server.Workflow = (*workflow.Workflow)(nil)
 // start rather than accept requests it cannot carry out.
 func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions, error) {
 	snap := a.cfg.Current()
-	var gitlabURL, approvalURL string
+	var gitlabURL, approvalURL, ticketURL string
 	if a.opts.Mode == ModeDemo {
 		gitlabURL, approvalURL = a.URL()+"/sim/gitlab", a.URL()+"/sim/approval"
+		ticketURL = a.URL() + "/sim/approvals/{id}" // the simulated approval system's ticket page
 	}
 	log := a.log
 	gl, err := gitlab.New(a.cfg, gitlab.Options{Metrics: a.metrics, Log: log.With("component", "gitlab"), DefaultBaseURL: gitlabURL})
@@ -54,6 +55,7 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 	wf, err := workflow.New(workflow.Options{
 		DB: a.db, Config: a.cfg, Batches: batches, Tickets: tickets, Change: runner, Engine: eng,
 		Log: log.With("component", "workflow"), Recorder: rec, BaseURL: a.URL(), GitLabURL: gitlabURL,
+		TicketURL: ticketURL,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("workflow: %w", err)

@@ -215,3 +215,21 @@ func (r *Runner) RestartStuckPipeline(ctx context.Context, project string, iid i
 	r.Log.InfoContext(ctx, "resume: a new pipeline in place of one that gave no answer", "project", project, "mr", iid)
 	return true, r.restartPipeline(ctx, project, mr)
 }
+
+// FailedJob is the first failed job of a pipeline that failed for good, for the request page's
+// link. Best effort: GitLab not answering, or a pipeline without a failed job (canceled,
+// skipped), gives none; the failure is logged and changes nothing of the outcome.
+func (r *Runner) FailedJob(ctx context.Context, project string, pipeline int64) (gitlab.Job, bool) {
+	if pipeline == 0 {
+		return gitlab.Job{}, false
+	}
+	jobs, err := r.GitLab.FailedJobs(ctx, project, pipeline)
+	if err != nil {
+		r.Log.WarnContext(ctx, "could not read the failed pipeline's jobs; the request page names none", "project", project, "pipeline", pipeline, "error", err)
+		return gitlab.Job{}, false
+	}
+	if len(jobs) == 0 {
+		return gitlab.Job{}, false
+	}
+	return jobs[0], true
+}

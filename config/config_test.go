@@ -108,6 +108,7 @@ var probes = map[string]func(*Snapshot) any{
 	"idempotency.ttl":        func(s *Snapshot) any { return s.IdempotencyTTL() },
 	"targets":                func(s *Snapshot) any { return len(s.Targets()) },
 	"server.loginURL":        func(s *Snapshot) any { return s.LoginURL() },
+	"approval.ticketURL":     func(s *Snapshot) any { return s.TicketURL() },
 }
 
 // context prepended to some keys' rows so the probe observes the key (e.g. the window only
@@ -118,6 +119,11 @@ var rowContext = map[string]map[string]*string{
 }
 
 var misconfigTable = map[string][]misconfigCase{
+	"approval.ticketURL": { // a link that cannot work, or names no ticket, is no link
+		{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str("approvals.example/{id}"), ""},
+		{"negative/zero", str("0"), ""}, {"valid", str("https://approvals.example/tickets/{id}"), "https://approvals.example/tickets/{id}"},
+		{"no {id}", str("https://approvals.example/tickets"), ""}, {"another scheme", str("javascript:alert('{id}')"), ""},
+	},
 	"server.loginURL": { // a link that cannot work is no link
 		{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str("login.example.com/sso"), ""},
 		{"negative/zero", str("0"), ""}, {"valid", str("https://login.example.com/sso?app=bindery"), "https://login.example.com/sso?app=bindery"},

@@ -332,6 +332,21 @@ var coreKeys = []Key{
 		},
 	},
 	{
+		Name: "approval.ticketURL", Type: "URL template", Default: "(none; the demo: its simulator's ticket page)",
+		Doc:       "The web address of an approval ticket, {id} standing for the ticket's id: the request page links the ticket it was sent with.",
+		Misconfig: "missing/blank → the ticket id is shown without a link; a value that is not an absolute http(s) URL with {id} is ignored (no link) and reported.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			u, note := stringOr(v, "")
+			s.approvalTicketURL = ""
+			p, err := url.Parse(strings.ReplaceAll(u, "{id}", "T-1"))
+			if u != "" && (err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || !strings.Contains(u, "{id}")) {
+				return "", fmt.Sprintf("%q is not an absolute http(s) URL with {id}: no ticket link", u), nil
+			}
+			s.approvalTicketURL = u
+			return u, note, nil
+		},
+	},
+	{
 		Name: "approval.checklistMode", Type: "bool", Default: "false",
 		Doc:       "Approve MRs through the raw-HTTP call that carries the project's required checklist (true) or through the client library (false). Read at each call.",
 		Misconfig: "blank or invalid → false, as a switch fails off.",

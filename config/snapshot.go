@@ -29,6 +29,7 @@ type Snapshot struct {
 	// static
 	serverAddr, serverPublicURL string
 	serverLoginURL              string
+	approvalTicketURL           string
 	metricsAddr, metricsToken   string
 	dbRequestTimeout            time.Duration
 	shutdownTimeout             time.Duration
@@ -85,6 +86,11 @@ const (
 // identity link to it. Default "" (no link: the page says to sign in through the login in front
 // of bindery); a value that is not an absolute http(s) URL is ignored ("") and reported.
 func (s *Snapshot) LoginURL() string { return s.serverLoginURL }
+
+// TicketURL is approval.ticketURL, the web address of an approval ticket with {id} for its id.
+// Default "" (the request page shows the id without a link; the demo links its simulator's
+// page); a value that is not an absolute http(s) URL with {id} is ignored ("") and reported.
+func (s *Snapshot) TicketURL() string { return s.approvalTicketURL }
 
 // ---- static keys: read once at start; a change logs "restart needed" ----
 

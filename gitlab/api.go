@@ -53,6 +53,9 @@ type API interface {
 	RetryPipeline(ctx context.Context, project string, id int64) (Pipeline, error)
 	// GetPipeline reads one pipeline.
 	GetPipeline(ctx context.Context, project string, id int64) (Pipeline, error)
+	// FailedJobs lists a pipeline's failed jobs (retried runs left out), oldest first, at most
+	// a page of 100: what the request page links when the pipeline failed for good.
+	FailedJobs(ctx context.Context, project string, pipeline int64) ([]Job, error)
 	// GetCommit reads a commit (its parents tell a merged-results pipeline's head).
 	GetCommit(ctx context.Context, project, sha string) (Commit, error)
 	// Approvals reads who approved an MR.
@@ -201,6 +204,15 @@ type Pipeline struct {
 	WebURL    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Job is one CI job of a pipeline.
+type Job struct {
+	ID     int64
+	Name   string
+	Stage  string
+	Status string
+	WebURL string
 }
 
 // Outcome is what a pipeline status means to a poller.

@@ -1,10 +1,12 @@
 package gitlab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -304,6 +306,25 @@ func (c *Client) GetPipeline(ctx context.Context, project string, id int64) (Pip
 	return c.pipelineCall(ctx, "get_pipeline", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Pipeline, *gl.Response, error) {
 		return l.Pipelines.GetPipeline(project, id, o)
 	})
+}
+
+func (c *Client) FailedJobs(ctx context.Context, project string, pipeline int64) ([]Job, error) {
+	var out []Job
+	opt := &gl.ListJobsOptions{Scope: &[]gl.BuildStateValue{gl.Failed}, ListOptions: gl.ListOptions{PerPage: 100}}
+	err := c.call(ctx, botAccount(c.cfg.Current()), "pipeline_jobs", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		list, resp, err := l.Jobs.ListPipelineJobs(project, pipeline, opt, o)
+		out = out[:0]
+		for _, j := range list {
+			out = append(out, Job{ID: j.ID, Name: j.Name, Stage: j.Stage, Status: j.Status, WebURL: j.WebURL})
+		}
+		return resp, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// GitLab's order is not part of its contract: the first job that failed comes first.
+	slices.SortFunc(out, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // pipelineCall runs a call answering one pipeline as the bot and converts its answer.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -151,8 +152,24 @@ func TestEverySeamCallWorksAgainstTheSimulator(t *testing.T) {
 	if pl, err := b.client.GetPipeline(ctx, project, pls[0].ID); err != nil || pl.Status != "success" {
 		t.Fatalf("GetPipeline = %+v, %v", pl, err)
 	}
-	if pl, err := b.client.CreateMergeRequestPipeline(ctx, project, mr.IID); err != nil || pl.ID == pls[0].ID {
-		t.Fatalf("CreateMergeRequestPipeline = %+v, %v", pl, err)
+	if jobs, err := b.client.FailedJobs(ctx, project, pls[0].ID); err != nil || len(jobs) != 0 {
+		t.Fatalf("FailedJobs of a passed pipeline = %+v, %v", jobs, err)
+	}
+	b.sim.FailNextPipelines(1)
+	failed, err := b.client.CreateMergeRequestPipeline(ctx, project, mr.IID)
+	if err != nil || failed.ID == pls[0].ID {
+		t.Fatalf("CreateMergeRequestPipeline = %+v, %v", failed, err)
+	}
+	jobs, err := b.client.FailedJobs(ctx, project, failed.ID)
+	if err != nil || len(jobs) != 1 || jobs[0].Name != "test" || jobs[0].Status != "failed" ||
+		jobs[0].WebURL != fmt.Sprintf("%s/sim/gitlab/%s/-/jobs/%d", b.url, project, jobs[0].ID) {
+		t.Fatalf("FailedJobs of a failed pipeline = %+v, %v", jobs, err)
+	}
+	if _, err := b.client.FailedJobs(ctx, project, 999); !errors.Is(err, gitlab.ErrNotFound) {
+		t.Fatalf("FailedJobs of an unknown pipeline: %v", err)
+	}
+	if pl, err := b.client.CreateMergeRequestPipeline(ctx, project, mr.IID); err != nil || pl.Outcome() != gitlab.Passed {
+		t.Fatalf("CreateMergeRequestPipeline after the failed one = %+v, %v", pl, err)
 	}
 	if items, err := b.client.ChecklistItems(ctx, project); err != nil || len(items) != 0 {
 		t.Fatalf("ChecklistItems = %+v, %v", items, err)

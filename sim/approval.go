@@ -323,7 +323,8 @@ func (a *Approval) stop() {
 // ---- HTTP ----
 
 // ServeHTTP serves POST /sim/approval/tickets, GET /sim/approval/tickets/:id (the protocol),
-// GET /sim/approvals and POST /sim/approvals/:id/decide (the inbox).
+// GET /sim/approvals and POST /sim/approvals/:id/decide (the inbox), and GET /sim/approvals/:id,
+// a ticket's page (what approval.ticketURL links in demo mode).
 func (a *Approval) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	var endpoint string
@@ -336,6 +337,9 @@ func (a *Approval) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		endpoint, handle = "get_ticket", func(w http.ResponseWriter) { a.getTicket(w, id) }
 	case p == "/sim/approvals" && r.Method == http.MethodGet:
 		endpoint, handle = "list", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, map[string][]Ticket{"items": a.Tickets()}) }
+	case strings.HasPrefix(p, "/sim/approvals/") && !strings.HasSuffix(p, "/decide") && r.Method == http.MethodGet:
+		id := strings.TrimPrefix(p, "/sim/approvals/")
+		endpoint, handle = "ticket_page", func(w http.ResponseWriter) { a.ticketPage(w, id) }
 	case strings.HasPrefix(p, "/sim/approvals/") && strings.HasSuffix(p, "/decide") && r.Method == http.MethodPost:
 		id := strings.TrimSuffix(strings.TrimPrefix(p, "/sim/approvals/"), "/decide")
 		endpoint, handle = "decide", func(w http.ResponseWriter) { a.decide(w, r, id) }
@@ -419,4 +423,29 @@ func (a *Approval) decide(w http.ResponseWriter, r *http.Request, id string) {
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"message": err.Error()})
 	}
+}
+
+// ticketPage is a ticket's read-only web page, in the simulated GitLab's style and under its
+// strict content policy.
+func (a *Approval) ticketPage(w http.ResponseWriter, id string) {
+	a.mu.Lock()
+	var v *webView
+	for _, t := range a.tickets {
+		if t.ID == id {
+			v = &webView{Site: "simulated approval system", Project: t.TargetKey, Title: "Ticket " + t.ID, Rows: [][2]string{
+				{"status", t.Status},
+				{"request", t.OperationID},
+				{"subject", t.Subject},
+				{"target", t.TargetKey},
+				{"reason", t.Reason},
+				{"opened", t.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC")},
+			}}
+		}
+	}
+	a.mu.Unlock()
+	if v == nil {
+		http.Error(w, "no such ticket", http.StatusNotFound)
+		return
+	}
+	writePage(w, v)
 }

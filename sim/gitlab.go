@@ -56,6 +56,7 @@ type GitLab struct {
 	nextProjectID  int64
 	nextMRID       int64
 	nextPipelineID int64
+	nextJobID      int64
 	nextUserID     int64
 	seq            int64 // commit id salt
 	failNext       int   // the next pipelines that fail whatever the knobs say (FailNextPipelines)

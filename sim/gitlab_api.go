@@ -48,6 +48,7 @@ var gitlabRoutes = []gitlabRoute{
 	{"PUT", "rebase", path("projects/:id/merge_requests/:iid/rebase"), (*call).rebase},
 	{"GET", "get_pipeline", path("projects/:id/pipelines/:pipeline_id"), (*call).getPipeline},
 	{"POST", "retry_pipeline", path("projects/:id/pipelines/:pipeline_id/retry"), (*call).retryPipeline},
+	{"GET", "pipeline_jobs", path("projects/:id/pipelines/:pipeline_id/jobs"), (*call).listPipelineJobs},
 	{"POST", "create_pipeline", path("projects/:id/pipeline"), (*call).createPipeline},
 	// Not a GitLab endpoint today: the upstream approve-API change (SPEC §4) adds a required
 	// checklist to approve, read from here. See gitlab/approve.go.
@@ -578,6 +579,38 @@ func (c *call) getPipeline() {
 	if pl := c.pipeline(); pl != nil {
 		writeJSON(c.w, http.StatusOK, c.pipelineJSON(pl))
 	}
+}
+
+// jobScopes are the statuses GitLab accepts in scope / scope[] of a job list.
+var jobScopes = []string{"created", "pending", "running", "failed", "success", "canceled", "skipped",
+	"waiting_for_resource", "manual", "scheduled", "preparing", "canceling"}
+
+// listPipelineJobs is GET /projects/:id/pipelines/:pipeline_id/jobs: the pipeline's jobs, newest
+// first, filtered by scope (one status or scope[] several; an unknown one is Grape's 400),
+// retried runs only with include_retried, one page at a time.
+func (c *call) listPipelineJobs() {
+	q := c.r.URL.Query()
+	scope := append(q["scope[]"], q["scope"]...)
+	for _, s := range scope {
+		if !slices.Contains(jobScopes, s) {
+			writeJSON(c.w, http.StatusBadRequest, map[string]string{"error": "scope does not have a valid value"})
+			return
+		}
+	}
+	pl := c.pipeline()
+	if pl == nil {
+		return
+	}
+	list := []jobJSON{}
+	for i := len(pl.jobs) - 1; i >= 0; i-- {
+		if i < len(pl.jobs)-1 && !c.in.flag("include_retried") {
+			break
+		}
+		if j := c.jobJSON(pl, i); len(scope) == 0 || slices.Contains(scope, j.Status) {
+			list = append(list, j)
+		}
+	}
+	writeJSON(c.w, http.StatusOK, paginate(c, list))
 }
 
 // retryPipeline is POST /projects/:id/pipelines/:pipeline_id/retry: a failed pipeline runs its

@@ -402,3 +402,59 @@ func (c *call) eeApprovalsJSON(mr *mergeRequest) approvalsJSON {
 	}
 	return out
 }
+
+// jobJSON is GitLab's Entities::Ci::Job, the fields a client reads of a job in a list.
+type jobJSON struct {
+	ID             int64            `json:"id"`
+	Status         string           `json:"status"`
+	Stage          string           `json:"stage"`
+	Name           string           `json:"name"`
+	Ref            string           `json:"ref"`
+	Tag            bool             `json:"tag"`
+	Coverage       *float64         `json:"coverage"`
+	AllowFailure   bool             `json:"allow_failure"`
+	CreatedAt      time.Time        `json:"created_at"`
+	StartedAt      *time.Time       `json:"started_at"`
+	FinishedAt     *time.Time       `json:"finished_at"`
+	ErasedAt       *time.Time       `json:"erased_at"`
+	Duration       *float64         `json:"duration"`
+	QueuedDuration *float64         `json:"queued_duration"`
+	User           *userJSON        `json:"user"`
+	Pipeline       pipelineInfoJSON `json:"pipeline"`
+	FailureReason  string           `json:"failure_reason,omitempty"` // only on a failed job
+	WebURL         string           `json:"web_url"`
+	Artifacts      []struct{}       `json:"artifacts"`
+	TagList        []string         `json:"tag_list"`
+	Archived       bool             `json:"archived"`
+}
+
+// jobJSON is run i of the pipeline's job: the last run's status is the pipeline's (it is its
+// only job), a retried run failed and finished when the next one started.
+func (c *call) jobJSON(pl *pipeline, i int) jobJSON {
+	j := pl.jobs[i]
+	status := pipeFailed
+	var started, finished *time.Time
+	if i == len(pl.jobs)-1 {
+		status = pl.status(c.now)
+		if status != pipeCreated && status != pipePending {
+			t := pl.createdAt.Add(pl.dur / 4)
+			started = &t
+		}
+		finished = pl.finishedAt(c.now)
+	} else {
+		started, finished = &j.CreatedAt, &pl.jobs[i+1].CreatedAt
+	}
+	out := jobJSON{
+		ID: j.ID, Status: status, Stage: "test", Name: "test", Ref: pl.ref, CreatedAt: j.CreatedAt,
+		StartedAt: started, FinishedAt: finished, User: c.userRef(pl.userID), Pipeline: c.pipelineInfo(pl),
+		WebURL: c.projectURL() + "/-/jobs/" + itoa64(j.ID), Artifacts: []struct{}{}, TagList: []string{},
+	}
+	if started != nil && finished != nil {
+		d := finished.Sub(*started).Seconds()
+		out.Duration = &d
+	}
+	if status == pipeFailed {
+		out.FailureReason = "script_failure"
+	}
+	return out
+}

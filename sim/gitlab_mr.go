@@ -79,6 +79,15 @@ type pipeline struct {
 	dur       time.Duration
 	outcome   string // success, failed, or stuck (stays running)
 	reported  string // the last status a webhook went out for
+	// jobs are the runs of its one job, "test", oldest first: the last is the current run, the
+	// others were retried (a retry runs the failed job again under a new id, as GitLab does).
+	jobs []simJob
+}
+
+// simJob is one run of a pipeline's job.
+type simJob struct {
+	ID        int64     `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // pipeline statuses bindery sees from the simulator.
@@ -343,6 +352,8 @@ func (g *GitLab) runPipeline(pl *pipeline, target string, now time.Time) { // ho
 	f := g.faults()
 	pl.createdAt, pl.updatedAt, pl.reported = now, now, ""
 	pl.dur, pl.outcome = scaled(g.cfg, f.PipelineDuration), pipeSuccess
+	g.nextJobID++
+	pl.jobs = append(pl.jobs, simJob{ID: g.nextJobID, CreatedAt: now})
 	switch {
 	case g.failNext > 0:
 		g.failNext--

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -607,4 +608,65 @@ func TestPipelinesFailOnABadChangeOrWhenToldToFailOnce(t *testing.T) {
 	e.sims.GitLab.FailNextPipelines(1)
 	rerun("failed", "pipeline told to fail")
 	rerun("success", "the retry after a flaky failure")
+}
+
+// A pipeline's job list answers like GitLab's: scope filters by status (scope[] several, an
+// unknown status is a 400), retried runs only with include_retried, offset pagination, and each
+// job's web_url opens a page.
+func TestPipelineJobsAreListedByScopeLikeGitLab(t *testing.T) {
+	e := newEnv(t, "", nil)
+	e.prepare(t) // pipeline 1 passes
+	e.sims.GitLab.FailNextPipelines(2)
+	if a := e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil); a.status != 200 {
+		t.Fatalf("new pipeline: %d %s", a.status, a.body)
+	}
+	jobs := func(query string) (answer, []map[string]any) {
+		t.Helper()
+		a := e.call(t, "GET", proj+"/pipelines/2/jobs"+query, "bot-token", nil)
+		var list []map[string]any
+		if a.status == 200 {
+			if err := json.Unmarshal([]byte(a.body), &list); err != nil {
+				t.Fatalf("%s: %v", a.body, err)
+			}
+		}
+		return a, list
+	}
+	a, failed := jobs("?scope[]=failed")
+	if a.status != 200 || len(failed) != 1 || a.header.Get("X-Total") != "1" {
+		t.Fatalf("failed jobs: %d %s", a.status, a.body)
+	}
+	j := failed[0]
+	pl, _ := j["pipeline"].(map[string]any)
+	url, _ := j["web_url"].(string)
+	if j["name"] != "test" || j["stage"] != "test" || j["status"] != "failed" || j["failure_reason"] != "script_failure" ||
+		pl["id"] != float64(2) || !strings.HasSuffix(url, "/grp/sub.proj/-/jobs/"+strconv.Itoa(int(j["id"].(float64)))) {
+		t.Fatalf("failed job: %s", a.body)
+	}
+	if _, list := jobs("?scope[]=success&scope[]=running"); len(list) != 0 {
+		t.Fatalf("success or running jobs of a failed pipeline: %v", list)
+	}
+	if a, _ := jobs("?scope=bogus"); a.status != 400 || !strings.Contains(a.body, "scope does not have a valid value") {
+		t.Fatalf("unknown scope: %d %s", a.status, a.body)
+	}
+	if a := e.call(t, "GET", proj+"/pipelines/99/jobs", "bot-token", nil); a.status != 404 {
+		t.Fatalf("jobs of an unknown pipeline: %d %s", a.status, a.body)
+	}
+	if page := send(t, mustRequest(t, "GET", url)); page.status != 200 || !strings.Contains(page.body, "Job #") {
+		t.Fatalf("job page %s: %d %s", url, page.status, page.body)
+	}
+
+	// A retry runs the failed job again under a new id; the first run is a retried one.
+	if a := e.call(t, "POST", proj+"/pipelines/2/retry", "bot-token", nil); a.status != 201 {
+		t.Fatalf("retry: %d %s", a.status, a.body)
+	}
+	if _, list := jobs(""); len(list) != 1 || list[0]["id"] == j["id"] {
+		t.Fatalf("jobs after a retry: %v", list)
+	}
+	a, all := jobs("?include_retried=true&scope[]=failed&per_page=1")
+	if a.header.Get("X-Total") != "2" || a.header.Get("X-Next-Page") != "2" || len(all) != 1 {
+		t.Fatalf("failed runs with the retried one, page 1: %v %s", a.header, a.body)
+	}
+	if _, second := jobs("?include_retried=true&scope[]=failed&per_page=1&page=2"); len(second) != 1 || second[0]["id"] != j["id"] {
+		t.Fatalf("page 2 is the first run: %v", second)
+	}
 }

@@ -28,9 +28,9 @@ var webPolicy = func() string {
 }()
 
 var webPage = template.Must(template.New("mr").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}} · simulated GitLab</title>
+<html><head><meta charset="utf-8"><title>{{.Title}} · {{.Site}}</title>
 <style>` + webStyle + `</style></head><body>
-<p><small>simulated GitLab · {{.Project}}</small></p>
+<p><small>{{.Site}} · {{.Project}}</small></p>
 <h1>{{.Title}}</h1>
 <table>{{range .Rows}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
 {{if .Blocker}}<form method="post" action="/sim/gitlab/blockers/clear"><p>Held at <code id="blocker">{{.Blocker}}</code> until someone clears it.
@@ -42,6 +42,7 @@ var webPage = template.Must(template.New("mr").Parse(`<!doctype html>
 </body></html>`))
 
 type webView struct {
+	Site           string // "" : simulated GitLab
 	Project, Title string
 	IID            int64
 	Blocker        string // what holds the MR, with a button that clears it
@@ -50,7 +51,8 @@ type webView struct {
 	Files          [][2]string
 }
 
-// serveWeb serves /sim/gitlab/<project>/-/merge_requests/<iid> and …/-/pipelines/<id>.
+// serveWeb serves /sim/gitlab/<project>/-/merge_requests/<iid>, …/-/pipelines/<id> and
+// …/-/jobs/<id>.
 func (g *GitLab) serveWeb(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/sim/gitlab/")
 	projectPath, page, ok := strings.Cut(rest, "/-/")
@@ -75,10 +77,20 @@ func (g *GitLab) serveWeb(w http.ResponseWriter, r *http.Request) {
 		v = g.mrPage(p, id)
 	case "pipelines":
 		v = g.pipelinePage(p, id)
+	case "jobs":
+		v = g.jobPage(p, id)
 	}
 	if v == nil {
 		http.NotFound(w, r)
 		return
+	}
+	writePage(w, v)
+}
+
+// writePage answers a simulator's web page under the pages' content policy.
+func writePage(w http.ResponseWriter, v *webView) {
+	if v.Site == "" {
+		v.Site = "simulated GitLab"
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -150,6 +162,28 @@ func (g *GitLab) pipelinePage(p *project, id int64) *webView {
 				{"sha", pl.sha},
 				{"ref", pl.ref},
 				{"created", pl.createdAt.UTC().Format("2006-01-02 15:04:05 UTC")},
+			}}
+		}
+	}
+	return nil
+}
+
+func (g *GitLab) jobPage(p *project, id int64) *webView {
+	for _, pl := range p.pipelines {
+		for i, j := range pl.jobs {
+			if j.ID != id {
+				continue
+			}
+			status := pipeFailed // a retried run
+			if i == len(pl.jobs)-1 {
+				status = pl.status(g.clock.Now())
+			}
+			return &webView{Project: p.path, Title: "Job #" + itoa64(j.ID) + " test", Rows: [][2]string{
+				{"status", status},
+				{"stage", "test"},
+				{"pipeline", "#" + itoa64(pl.id)},
+				{"sha", pl.sha},
+				{"started", j.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC")},
 			}}
 		}
 	}

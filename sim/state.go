@@ -32,6 +32,7 @@ type savedGitLab struct {
 	NextProjectID  int64          `json:"nextProjectId"`
 	NextMRID       int64          `json:"nextMrId"`
 	NextPipelineID int64          `json:"nextPipelineId"`
+	NextJobID      int64          `json:"nextJobId,omitempty"`
 	Seq            int64          `json:"seq"`
 	Projects       []savedProject `json:"projects"`
 }
@@ -114,6 +115,7 @@ type savedPipeline struct {
 	Reported  string        `json:"reported"`
 	Head      string        `json:"head,omitempty"`   // "": sha (saved before merged-results pipelines)
 	Source    string        `json:"source,omitempty"` // "": merge_request_event
+	Jobs      []simJob      `json:"jobs,omitempty"`   // none: saved before pipelines had jobs
 }
 
 type savedApproval struct {
@@ -134,7 +136,7 @@ type savedTicket struct {
 // ---- GitLab ----
 
 func (g *GitLab) save() savedGitLab { // holds g.mu
-	out := savedGitLab{NextProjectID: g.nextProjectID, NextMRID: g.nextMRID, NextPipelineID: g.nextPipelineID, Seq: g.seq}
+	out := savedGitLab{NextProjectID: g.nextProjectID, NextMRID: g.nextMRID, NextPipelineID: g.nextPipelineID, NextJobID: g.nextJobID, Seq: g.seq}
 	for id := int64(1); id <= g.nextProjectID; id++ {
 		p := g.projectsByID[id]
 		if p == nil {
@@ -190,7 +192,7 @@ func (g *GitLab) save() savedGitLab { // holds g.mu
 		for _, pl := range p.pipelines {
 			sp.Pipelines = append(sp.Pipelines, savedPipeline{ID: pl.id, IID: pl.iid, SHA: pl.sha, Ref: pl.ref, MRIID: pl.mrIID,
 				UserID: pl.userID, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt, Dur: pl.dur, Outcome: pl.outcome, Reported: pl.reported,
-				Head: pl.head, Source: pl.source})
+				Head: pl.head, Source: pl.source, Jobs: pl.jobs})
 		}
 		out.Projects = append(out.Projects, sp)
 	}
@@ -198,7 +200,7 @@ func (g *GitLab) save() savedGitLab { // holds g.mu
 }
 
 func (g *GitLab) restore(s savedGitLab) { // holds g.mu
-	g.nextProjectID, g.nextMRID, g.nextPipelineID, g.seq = s.NextProjectID, s.NextMRID, s.NextPipelineID, s.Seq
+	g.nextProjectID, g.nextMRID, g.nextPipelineID, g.nextJobID, g.seq = s.NextProjectID, s.NextMRID, s.NextPipelineID, s.NextJobID, s.Seq
 	for _, sp := range s.Projects {
 		p := &project{id: sp.ID, path: sp.Path, defaultBranch: sp.DefaultBranch, branches: sp.Branches, commits: map[string]*commit{}, nextPipeIID: sp.NextPipeIID}
 		if p.branches == nil {
@@ -247,7 +249,11 @@ func (g *GitLab) restore(s savedGitLab) { // holds g.mu
 		for _, sp := range sp.Pipelines {
 			pl := &pipeline{project: p, id: sp.ID, iid: sp.IID, sha: sp.SHA, ref: sp.Ref, mrIID: sp.MRIID, userID: sp.UserID,
 				createdAt: sp.CreatedAt, updatedAt: sp.UpdatedAt, dur: sp.Dur, outcome: sp.Outcome, reported: sp.Reported,
-				head: sp.Head, source: sp.Source}
+				head: sp.Head, source: sp.Source, jobs: sp.Jobs}
+			if len(pl.jobs) == 0 { // saved before pipelines had jobs
+				g.nextJobID++
+				pl.jobs = []simJob{{ID: g.nextJobID, CreatedAt: pl.createdAt}}
+			}
 			if pl.head == "" {
 				pl.head = pl.sha
 			}

@@ -28,10 +28,11 @@ type Operation struct {
 	BatchID    int64 // 0: not batched (legacy flow, or still waiting)
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	TicketID   string // the approval ticket it was sent with ("": none yet)
 }
 
 const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +
-	"mr_iid, pipeline_id, batch_id, created_at, updated_at"
+	"mr_iid, pipeline_id, batch_id, created_at, updated_at, ticket_id"
 
 // scanOperation scans operationColumns, after the lead columns of a join when given.
 func scanOperation(s scanner, lead ...any) (Operation, error) {
@@ -39,7 +40,7 @@ func scanOperation(s scanner, lead ...any) (Operation, error) {
 	var mr, pipeline, batch nullInt64
 	var created, updated dbTime
 	if err := s.Scan(append(lead, &o.ID, &o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step,
-		&o.Version, &mr, &pipeline, &batch, &created, &updated)...); err != nil {
+		&o.Version, &mr, &pipeline, &batch, &created, &updated, &o.TicketID)...); err != nil {
 		return Operation{}, translate(err)
 	}
 	o.MRIID, o.PipelineID, o.BatchID = int64(mr), int64(pipeline), int64(batch)

@@ -179,6 +179,8 @@ type Change struct {
 	// MRIID and PipelineID record the MR and its pipeline on the operation.
 	MRIID      int64
 	PipelineID int64
+	// TicketID records the approval ticket the request was sent with ("" keeps it).
+	TicketID string
 	// ExpiresIn sets binding.expires_at to this long after now (database clock); 0 keeps it.
 	ExpiresIn time.Duration
 }
@@ -211,6 +213,9 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	var a assignments
 	a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
 	a.refs(c.MRIID, c.PipelineID)
+	if c.TicketID != "" {
+		a.set("ticket_id = ?", clipText(c.TicketID, 64))
+	}
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ?", append(a.args, op.ID, op.Version)...)
 	if err := requireOne(res, err, "transition operation %s", op.OperationID); err != nil {
 		return Request{}, err
@@ -238,6 +243,9 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if c.PipelineID != 0 {
 		op.PipelineID = c.PipelineID
 	}
+	if c.TicketID != "" {
+		op.TicketID = c.TicketID
+	}
 	b.Status, b.Version = c.To, b.Version+1
 	return Request{Operation: op, Binding: b}, nil
 }
@@ -259,6 +267,18 @@ type RequestDetail struct {
 	Ahead int
 	// Now is the database clock at the read.
 	Now time.Time
+	// FailedJob is the failed job recorded for the pipeline the request page shows (Pipeline),
+	// nil when none was.
+	FailedJob *FailedJob
+}
+
+// Pipeline is the pipeline the request page shows: the newest batch's once it has an MR (a
+// re-admitted or closing request's older MR is history), else the request's own.
+func (d RequestDetail) Pipeline() int64 {
+	if d.Batch != nil && d.Batch.MRIID != 0 {
+		return d.Batch.PipelineID
+	}
+	return d.Operation.PipelineID
 }
 
 // RequestDetail reads the request view of operationID (ErrNotFound when unknown) in two
@@ -280,7 +300,8 @@ func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDet
 // re-admitted after a failed batch is claimed by a new batch before its hand-off records it on
 // the operation), its place in the waiting set with the count ahead of it (in the claim's
 // order, see Waiting) and the partition's BLOCKED batch, its own task and its batch's with the
-// tasks queued before each, and the database clock. LEFT JOINs: what is absent reads as NULL.
+// tasks queued before each, the database clock, and the failed job of the pipeline the page
+// shows. LEFT JOINs: what is absent reads as NULL.
 func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail, error) {
 	now, text := db.now(), "CHAR"
 	if db.dialect == SQLite {
@@ -302,15 +323,18 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) + ", " + prefixed("mb.", batchColumns) +
 		", w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, " + ahead + ", " + prefixed("bb.", batchColumns) +
 		", " + db.taskColumnsOf("t.") + ", " + queued("t") + ", " + db.taskColumnsOf("bt.") + ", " + queued("bt") + ", " + now +
+		", fj.job_id, fj.name, fj.web_url" +
 		" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
 		" LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
 		" LEFT JOIN merge_batch_request w ON w.id = (SELECT r.id FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL ORDER BY r.id DESC LIMIT 1)" +
 		" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
 		" LEFT JOIN task t ON t.kind = ? AND t.ref = o.operation_id" +
 		" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
+		// The failed job of the pipeline the page shows (RequestDetail.Pipeline).
+		" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = CASE WHEN mb.mr_iid IS NOT NULL AND mb.mr_iid <> 0 THEN mb.pipeline_id ELSE o.pipeline_id END" +
 		" WHERE o.operation_id = ?"
-	const nOp, nBinding, nBatch, nWaiting, nTask = 15, 9, 17, 6, 20
-	raw := make([]any, nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1)
+	const nOp, nBinding, nBatch, nWaiting, nTask, nJob = 16, 9, 17, 6, 20, 3
+	raw := make([]any, nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1+nJob)
 	ptrs := make([]any, len(raw))
 	for i := range raw {
 		ptrs[i] = &raw[i]
@@ -382,5 +406,12 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 		return RequestDetail{}, err
 	}
 	d.Now = clock.T
+	if v := next(nJob); present(v) {
+		j := FailedJob{Project: d.Operation.Project, PipelineID: d.Pipeline()}
+		if err := v.Scan(&j.JobID, &j.Name, &j.WebURL); err != nil {
+			return RequestDetail{}, err
+		}
+		d.FailedJob = &j
+	}
 	return d, nil
 }

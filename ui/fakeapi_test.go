@@ -234,6 +234,8 @@ func (f *fakeAPI) add(opID, subject string, t config.Target, reason string, at t
 	fr.move(store.StatusApprovalSending, store.StepApprovalSending, at)
 	fr.move(store.StatusApprovalSent, store.StepApprovalSent, at)
 	fr.view.Waiting = &workflow.Waiting{Stage: "approval", WaitingFor: "the approvers in the approval system", Since: at}
+	ticket := fmt.Sprintf("T-%06d", len(f.order)+1) // as approval.ticketURL links it
+	fr.view.Ticket = &workflow.TicketLink{ID: ticket, URL: "https://approvals.example.com/tickets/" + ticket}
 	f.reqs[opID] = fr
 	f.order = append(f.order, opID)
 	return fr
@@ -604,6 +606,7 @@ func (f *fakeAPI) seedFailedInCI(opID, subject, targetKey string, at time.Time) 
 	fr.view.Timeline[len(fr.view.Timeline)-1].Note = store.Told(store.StepCreatePipelineFailed, "pipeline 8831 ("+b.Pipeline.URL+") failed",
 		func(string, int64) string { return b.Pipeline.URL })
 	fr.enter("", at.Add(16*time.Minute))
+	fr.view.FailedJob = &workflow.JobLink{ID: 77031, Name: "test", URL: "https://gitlab.example.com/" + t.Project + "/-/jobs/77031"}
 	fr.view.Waiting = &workflow.Waiting{Stage: "ci", WaitingFor: "the maintainers: this failure will not go away by waiting", Since: at.Add(16 * time.Minute)}
 }
 

@@ -60,6 +60,12 @@ func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
 	if !evalJS[bool](b, `!!document.querySelector('#failure a.external[href$="/-/pipelines/8831"]')`) {
 		t.Errorf("the failure card does not link the pipeline that failed:\n%s", text)
 	}
+	if !evalJS[bool](b, `!!document.querySelector('#failed-job a.external[href$="/-/jobs/77031"]')`) {
+		t.Errorf("the failure card does not link the job that failed:\n%s", text)
+	}
+	if !evalJS[bool](b, `[...document.querySelectorAll('#status-card a.external')].some(a => /^https:\/\/approvals\.example\.com\/tickets\/T-\d+$/.test(a.href) && /Approval ticket T-\d+/.test(a.innerText))`) {
+		t.Errorf("the approval ticket is not a link:\n%s", text)
+	}
 	if !strings.Contains(evalJS[string](b, `document.querySelector('#failure').innerText`), "bisected") {
 		t.Errorf("the failure card does not say what the bisection did:\n%s", text)
 	}

@@ -57,7 +57,11 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 		note, poll = note+" sent again.", 0
 	}
 	r.memo = reqMemo{Ticket: id}
-	return r.then(ctx, stepTicketPoll, poll, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note})
+	shown := id // the request page shows and links only an id that looks like one (ticketWords)
+	if !ticketID.MatchString(id) {
+		shown = ""
+	}
+	return r.then(ctx, stepTicketPoll, poll, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note, TicketID: shown})
 }
 
 // pollTicket asks the approval system what became of the ticket of a request still waiting for

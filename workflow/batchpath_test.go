@@ -118,10 +118,28 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 				if pl, err := h.gl.GetPipeline(bg, v.Project, v.Pipeline.ID); err != nil || pl.Outcome() != gitlab.Failed {
 					t.Errorf("the failed member links pipeline %d (%s, %v), not the one that failed", v.Pipeline.ID, pl.Status, err)
 				}
+				// It names the job that failed in that pipeline, with GitLab's link to it.
+				jobs, err := h.gl.FailedJobs(bg, v.Project, v.Pipeline.ID)
+				if err != nil || len(jobs) != 1 || v.FailedJob == nil || v.FailedJob.ID != jobs[0].ID || v.FailedJob.Name != "test" ||
+					v.FailedJob.URL != jobs[0].WebURL || !strings.Contains(v.FailedJob.URL, "/-/jobs/") {
+					t.Fatalf("failed job %+v; the pipeline's failed jobs %+v (%v)", v.FailedJob, jobs, err)
+				}
+				if page := h.get(v.FailedJob.URL); page.status != 200 {
+					t.Errorf("the failed job's link %s answers %d", v.FailedJob.URL, page.status)
+				}
 				continue
 			}
 			if v.Stage != workflow.StageEffect {
 				t.Errorf("member %d at stage %q, want in effect", i+1, v.Stage)
+			}
+			if v.FailedJob != nil {
+				t.Errorf("member %d, in effect, names a failed job %+v", i+1, v.FailedJob)
+			}
+			// Its approval ticket is a link to the ticket's page.
+			if v.Ticket == nil || v.Ticket.ID == "" || v.Ticket.URL != h.url+"/sim/approvals/"+v.Ticket.ID {
+				t.Errorf("member %d: ticket %+v, want a link to its page", i+1, v.Ticket)
+			} else if page := h.get(v.Ticket.URL); page.status != 200 || !strings.Contains(page.body, v.Ticket.ID) {
+				t.Errorf("the ticket's link %s answers %d", v.Ticket.URL, page.status)
 			}
 			if v.Status != store.StatusValidated {
 				t.Errorf("member %d: %s/%s", i+1, v.Status, v.Step.Name)

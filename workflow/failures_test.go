@@ -195,6 +195,29 @@ func TestLegacyPipelineFailedIsDeterministic(t *testing.T) {
 		if v.MR == nil || v.Waiting.WaitingFor == "" {
 			t.Fatalf("view: %+v", v)
 		}
+		// The request page links the pipeline that failed and the job that failed in it.
+		jobs, err := h.gl.FailedJobs(bg, v.Project, v.Pipeline.ID)
+		if err != nil || len(jobs) != 1 || v.FailedJob == nil || v.FailedJob.URL != jobs[0].WebURL || v.FailedJob.Name != "test" {
+			t.Fatalf("pipeline %+v, failed job %+v; the pipeline's failed jobs %+v (%v)", v.Pipeline, v.FailedJob, jobs, err)
+		}
+	})
+}
+
+// The failed job is looked up best effort: GitLab failing to list the jobs changes nothing of
+// the failure, the page just names no job.
+func TestAFailedJobGitLabDoesNotListLeavesTheFailureAsItIs(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{})
+		f := h.sims.GitLab.Faults()
+		f.PipelineFailRate = 1
+		h.sims.GitLab.SetFaults(f)
+		h.sims.GitLab.Inject("pipeline_jobs", sim.FaultError, 1000)
+		op := h.apply("alice", "db-read")
+		v := h.waitState(op, store.StatusCreateFailed, store.StepCreatePipelineFailed)
+		wantState(t, v, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+		if v.Pipeline == nil || v.FailedJob != nil {
+			t.Fatalf("pipeline %+v, failed job %+v: want the pipeline and no job", v.Pipeline, v.FailedJob)
+		}
 	})
 }
 

@@ -172,6 +172,7 @@ func (h *harness) start(o options) {
 	wf, err := workflow.New(workflow.Options{
 		DB: h.db, Config: h.cfg, Batches: h.batches, Tickets: tickets, Change: runner,
 		Engine: eng, Log: log.With("instance", o.instance), Recorder: rec, BaseURL: h.url, GitLabURL: h.url + "/sim/gitlab",
+		TicketURL: h.url + "/sim/approvals/{id}",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -592,4 +593,21 @@ func doneStages(t testing.TB, v workflow.RequestView) string {
 		stages = append(stages, s.Stage)
 	}
 	return strings.Join(stages, " ")
+}
+
+type page struct {
+	status int
+	body   string
+}
+
+// get fetches a web page a view links (the simulators' pages), as a browser would.
+func (h *harness) get(url string) page {
+	h.t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return page{resp.StatusCode, string(body)}
 }

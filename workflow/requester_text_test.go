@@ -42,7 +42,7 @@ func (g hostileGitLab) Approve(ctx context.Context, project string, iid int64, s
 // request view and the owner's list — and returns every string in them that holds internals.
 func (h *harness) requesterLeaks(owners map[string][]string) []string {
 	h.t.Helper()
-	scan := leakcheck.New([]string{hostile, "exploded"}, h.url+"/sim/gitlab")
+	scan := leakcheck.New([]string{hostile, "exploded"}, h.url+"/sim/gitlab", h.url+"/sim/approvals")
 	var leaks []string
 	for user, ops := range owners {
 		for _, op := range ops {

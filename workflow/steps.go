@@ -168,12 +168,12 @@ func (w *Workflow) failRequest(ctx context.Context, er *engine.Run, err error) e
 	if !ok || r.def.failTo == "" {
 		return er.Finish(ctx, nil) // nothing to fail: the request could not be read, or a cleanup
 	}
-	to, step := r.def.failTo, r.def.failStep
+	to, step, pipeline := r.def.failTo, r.def.failStep, int64(0)
 	var f *failure
 	if errors.As(err, &f) {
-		to, step = f.to, f.step
+		to, step, pipeline = f.to, f.step, f.pipeline
 	}
-	return r.finish(ctx, store.Change{To: to, Step: step, Note: noteFor(err)})
+	return r.finish(ctx, store.Change{To: to, Step: step, Note: noteFor(err), PipelineID: pipeline})
 }
 
 // move writes a transition of the request with the task's next state, in one fenced transaction.
@@ -209,9 +209,10 @@ func (r *reqRun) transition(ctx context.Context, tx *store.Tx, c store.Change) e
 // failure is a failure a step recognised: the engine has this state written instead of the
 // declared one (pipeline failed, rebase conflict, MR closed outside bindery, …).
 type failure struct {
-	to   store.BindingStatus
-	step store.Step
-	err  error
+	to       store.BindingStatus
+	step     store.Step
+	err      error
+	pipeline int64 // the pipeline that failed, recorded with the failure (0: none)
 }
 
 func (f *failure) Error() string { return fmt.Sprintf("%s: %v", f.step, f.err) }

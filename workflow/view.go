@@ -56,6 +56,21 @@ type Link struct {
 	URL string `json:"url"`
 }
 
+// JobLink is a CI job with its name; URL is GitLab's web address of it ("" : GitLab gave none
+// bindery keeps).
+type JobLink struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url,omitempty"`
+}
+
+// TicketLink is the approval ticket a request was sent with; URL is empty when no address can
+// be built (approval.ticketURL not set).
+type TicketLink struct {
+	ID  string `json:"id"`
+	URL string `json:"url,omitempty"`
+}
+
 // TimelineEntry is one step the request went through.
 type TimelineEntry struct {
 	Step     StepView            `json:"step"`
@@ -112,13 +127,17 @@ type RequestView struct {
 	NextActionText string           `json:"nextActionText"`
 	MR             *Link            `json:"mr,omitempty"`
 	Pipeline       *Link            `json:"pipeline,omitempty"`
-	BatchID        int64            `json:"batchId,omitempty"`
-	Waiting        *Waiting         `json:"waiting,omitempty"`
-	Stages         []StageDuration  `json:"stages"`
-	Timeline       []TimelineEntry  `json:"timeline"`
-	CreatedAt      time.Time        `json:"createdAt"`
-	UpdatedAt      time.Time        `json:"updatedAt"`
-	ExpiresAt      *time.Time       `json:"expiresAt,omitempty"`
+	// FailedJob is the pipeline's failed job once the request failed with it (nil: none known).
+	FailedJob *JobLink `json:"failedJob,omitempty"`
+	// Ticket is the approval ticket the request was sent with (nil: none yet).
+	Ticket    *TicketLink     `json:"ticket,omitempty"`
+	BatchID   int64           `json:"batchId,omitempty"`
+	Waiting   *Waiting        `json:"waiting,omitempty"`
+	Stages    []StageDuration `json:"stages"`
+	Timeline  []TimelineEntry `json:"timeline"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	ExpiresAt *time.Time      `json:"expiresAt,omitempty"`
 
 	causes []string // the timeline's notes as recorded, for ForOperator
 }

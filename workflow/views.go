@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -212,16 +213,21 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 	if v.Stages == nil {
 		v.Stages = []StageDuration{}
 	}
-	mr, pipeline := op.MRIID, op.PipelineID
+	mr := op.MRIID
 	if d.Batch != nil {
 		// The newest batch carries the request now (a re-admitted or closing request's older
 		// MR is history): its MR and pipeline are the ones to look at.
 		v.BatchID = d.Batch.ID
 		if d.Batch.MRIID != 0 {
-			mr, pipeline = d.Batch.MRIID, d.Batch.PipelineID
+			mr = d.Batch.MRIID
 		}
 	}
-	v.MR, v.Pipeline = w.mrLink(op.Project, mr), w.pipelineLink(op.Project, pipeline)
+	v.MR, v.Pipeline = w.mrLink(op.Project, mr), w.pipelineLink(op.Project, d.Pipeline())
+	if j := d.FailedJob; j != nil && status.Failed() {
+		// Only a finished failure names the job: a pipeline an operator runs again keeps its id.
+		v.FailedJob = &JobLink{ID: j.JobID, Name: j.Name, URL: j.WebURL}
+	}
+	v.Ticket = w.ticketLink(op.TicketID)
 	v.Waiting = waitingFor(d, status, action, overdue, v)
 	if op.Step.Info().Person && v.Waiting != nil {
 		v.NextActionText = "Your request waits for " + v.Waiting.WaitingFor
@@ -380,6 +386,24 @@ func (w *Workflow) links(project string) func(kind string, id int64) string {
 		}
 		return l.URL
 	}
+}
+
+// ticketLink is the approval ticket id with its web address when approval.ticketURL (or the
+// demo's default) gives one; nil without a ticket. The id goes into the address escaped: the
+// approval system chose it.
+func (w *Workflow) ticketLink(id string) *TicketLink {
+	if id == "" {
+		return nil
+	}
+	tmpl := w.cfg.Current().TicketURL()
+	if tmpl == "" && w.cfg.Current().ApprovalSystemURL() == "" {
+		tmpl = w.ticket // the demo's simulator is the approval system in use
+	}
+	l := &TicketLink{ID: id}
+	if tmpl != "" {
+		l.URL = strings.ReplaceAll(tmpl, "{id}", url.PathEscape(id))
+	}
+	return l
 }
 
 func (w *Workflow) pipelineLink(project string, id int64) *Link {

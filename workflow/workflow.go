@@ -61,6 +61,9 @@ type Options struct {
 	// GitLabURL is GitLab's web base for MR and pipeline links while gitlab.baseURL is blank
 	// (the demo's simulator, <BaseURL>/sim/gitlab).
 	GitLabURL string
+	// TicketURL is the approval ticket's web address ({id}: its id) while approval.ticketURL
+	// is blank (the demo's simulated approval system, <BaseURL>/sim/approvals/{id}).
+	TicketURL string
 }
 
 // Workflow is the request lifecycle. It implements the HTTP layer's server.Workflow.
@@ -75,6 +78,7 @@ type Workflow struct {
 	rec     *metric.Recorder
 	baseURL string
 	gitlab  string
+	ticket  string
 }
 
 // New builds the workflow.
@@ -89,6 +93,7 @@ func New(o Options) (*Workflow, error) {
 		db: o.DB, cfg: o.Config, batches: o.Batches, tickets: o.Tickets, change: o.Change, engine: o.Engine,
 		log: o.Log, rec: o.Recorder,
 		baseURL: strings.TrimRight(o.BaseURL, "/"), gitlab: strings.TrimRight(o.GitLabURL, "/"),
+		ticket: o.TicketURL,
 	}
 	o.Engine.Register(w.requestKind())
 	return w, nil

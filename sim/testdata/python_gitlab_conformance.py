@@ -123,6 +123,12 @@ else:
 pl = project.pipelines.get(hp["id"])
 check(pl.status in ("success", "failed", "running", "pending", "created"), f"pipeline status {pl.status}")
 check(status_of(bot, "post", f"{base}/pipelines/{pl.id}/retry") == 201, "pipeline retry answers 201")
+jobs = pl.jobs.list(get_all=True)
+check(len(jobs) == 1 and jobs[0].name == "test" and jobs[0].status == pl.status and
+      jobs[0].web_url.endswith(f"/-/jobs/{jobs[0].id}") and jobs[0].pipeline["id"] == pl.id, f"pipeline jobs {jobs}")
+other = "success" if pl.status == "failed" else "failed"
+check(pl.jobs.list(scope=[other], get_all=True) == [], f"jobs in scope {other}")
+check(status_of(bot, "get", f"{base}/pipelines/{pl.id}/jobs", query_data={"scope": "bogus"}) == 400, "an unknown job scope is a 400")
 
 # Approvals: each reviewer account approves once; a second approve is refused.
 for var in ("REVIEWER1_TOKEN", "REVIEWER2_TOKEN"):

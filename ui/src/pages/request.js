@@ -112,8 +112,17 @@ function statusCard(v) {
     h('p', {class: 'links'},
       v.mr ? externalLink(v.mr.url, `Merge request !${v.mr.id}`) : h('span', {class: 'muted'}, 'No merge request yet'),
       v.pipeline ? externalLink(v.pipeline.url, `Pipeline #${v.pipeline.id}`) : null,
-      v.batchId ? h('span', {}, `Batch #${v.batchId}`) : null),
+      v.batchId ? h('span', {}, `Batch #${v.batchId}`) : null,
+      ticket(v)),
     v.nextAction === 'REAPPLY' ? h('p', {}, h('a', {href: `/?target=${encodeURIComponent(v.targetKey)}`, class: 'button'}, 'Apply again')) : null);
+}
+
+// ticket is the approval ticket the request was sent with: a link when bindery can build one
+// (approval.ticketURL), else its id.
+function ticket(v) {
+  if (!v.ticket) return null;
+  const words = `Approval ticket ${v.ticket.id}`;
+  return v.ticket.url ? externalLink(v.ticket.url, words) : h('span', {id: 'ticket'}, words);
 }
 
 // stageTrack is the merge-queue view: every stage of the way, done ones ticked, the current one
@@ -155,6 +164,9 @@ function failureCard(v) {
       last && last.note ? [h('dt', {}, 'What bindery saw'), h('dd', {}, linkify(last.note))] : null,
       last && last.cause ? [h('dt', {}, 'Cause (operators)'), h('dd', {class: 'small'}, last.cause)] : null,
       v.pipeline ? [h('dt', {}, 'Pipeline'), h('dd', {}, externalLink(v.pipeline.url, `Pipeline #${v.pipeline.id}`))] : null,
+      v.failedJob ? [h('dt', {}, 'Failed job'), h('dd', {id: 'failed-job'}, v.failedJob.url
+        ? externalLink(v.failedJob.url, `Job ${v.failedJob.name} #${v.failedJob.id}`)
+        : `Job ${v.failedJob.name} #${v.failedJob.id}`)] : null,
       v.mr ? [h('dt', {}, 'Merge request'), h('dd', {}, externalLink(v.mr.url, `Merge request !${v.mr.id}`))] : null,
       bisection.length ? [h('dt', {}, 'Bisection'), h('dd', {}, bisection.map((e) => h('p', {class: 'small'}, linkify(e.note))))] : null,
       h('dt', {}, 'Since'), h('dd', {}, last ? time(last.at) : '—')));
