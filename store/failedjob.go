@@ -32,4 +32,3 @@ func (db *DB) RecordFailedJob(ctx context.Context, j FailedJob) error {
 	}
 	return err
 }
-
