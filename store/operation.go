@@ -28,6 +28,10 @@ type Operation struct {
 	BatchID    int64 // 0: not batched (legacy flow, or still waiting)
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Stages is the time spent in each stage entered, up to the change, on the operations a
+	// bulk transition returns (TransitionMany, MarkValidated, a deploy's or reconciliation's
+	// flips, a batch's members); nil on every other read.
+	Stages []StageTime
 }
 
 const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +

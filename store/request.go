@@ -209,6 +209,7 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	}
 	db := tx.db
 	var a assignments
+	a.set(db.addStageTime())
 	a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
 	a.refs(c.MRIID, c.PipelineID)
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ?", append(a.args, op.ID, op.Version)...)
