@@ -163,7 +163,7 @@ func realisticRun(ctx context.Context, e *env, kind, db string) (string, error) 
 		if w == 0 {
 			return "—"
 		}
-		return fmt.Sprintf("%s (%s of simulated time)", nanos(float64(w)), nanos(float64(w)*r.timeScale))
+		return fmt.Sprintf("%s (%.3g h of simulated time)", nanos(float64(w)), (time.Duration(float64(w) * r.timeScale)).Hours())
 	}
 	rows := [][]string{{"", ">batched (approval-first)", ">one MR per request (legacy)", ">batched ÷ legacy"},
 		{"wall time, first apply → all VALIDATED", scaled(b.wall), scaled(l.wall), ratio(float64(b.wall), float64(l.wall))},
