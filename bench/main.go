@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.n, "n", 1000, "end-to-end: approved requests per flow")
 	fs.IntVar(&o.realN, "real-n", 5000, "end-to-end with realistic CI: requests per flow")
 	fs.IntVar(&o.realProjects, "real-projects", 50, "end-to-end with realistic CI: projects (one target each)")
-	fs.Float64Var(&o.realScale, "real-scale", 100, "end-to-end with realistic CI: sim.timeScale (10-minute pipelines take 10m ÷ this)")
+	fs.Float64Var(&o.realScale, "real-scale", 300, "end-to-end with realistic CI: sim.timeScale (10-minute pipelines take 10m ÷ this)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "HTTP load: measured time per endpoint and run (after a warm-up)")
 	fs.IntVar(&o.conc, "conc", 16, "HTTP load: concurrent connections of the load generator")
 	fs.Float64Var(&o.maxLoad, "maxload", 1.0, "wait until the 1-minute load average is below this before measuring (0: do not wait)")
