@@ -45,7 +45,7 @@ func e2eSection(ctx context.Context, e *env) (string, []goal, error) {
 			if len(results[i].wall) < run {
 				continue // failed in an earlier run
 			}
-			r, err := e2eRun(ctx, e, kind, f.approvalFirst, run)
+			r, err := e2eRun(ctx, e, kind, f.approvalFirst, run, e.n, nil)
 			if errors.Is(err, errNoWorkflow) {
 				return fmt.Sprintf("Not measured: %s. The section drives the product through its HTTP API only (apply; the "+
 						"approval simulator approves every ticket; `GET /api/requests/{id}` until VALIDATED), so it runs as soon as "+
@@ -124,18 +124,79 @@ func e2eSection(ctx context.Context, e *env) (string, []goal, error) {
 		"Once a second the bench plays the operator: failed requests of the stuck list (`GET /api/ops/requests`) are retried "+
 		"through `POST /api/ops/requests/{id}/retry`, at most 20 times each; their calls count.\n\n",
 		count(n), db)
-	return body + table(rows) + "\n" + table(perEp), goals, errors.Join(failures...)
+	real, err := realisticRun(ctx, e, kind, db)
+	if err != nil {
+		failures = append(failures, err)
+	}
+	return body + table(rows) + "\n" + table(perEp) + real, goals, errors.Join(failures...)
+}
+
+// realisticRun is the end-to-end run with CI of a realistic length: -real-n requests over
+// -real-projects projects (one target each), pipelines of 10 minutes scaled by -real-scale,
+// once per flow (one run: it is the longest measurement of the bench).
+func realisticRun(ctx context.Context, e *env, kind, db string) (string, error) {
+	r := &realisticCI{projects: e.realProjects, pipeline: 10 * time.Minute, timeScale: e.realScale}
+	n := e.realN
+	var res [2]e2eResult
+	var failures []error
+	for i, approvalFirst := range []bool{true, false} {
+		fmt.Fprintf(e.log, "   realistic CI, approval-first %t: %d requests, %d projects, time scale %g\n", approvalFirst, n, r.projects, r.timeScale)
+		got, err := e2eRun(ctx, e, kind, approvalFirst, 0, n, r)
+		if err != nil {
+			failures = append(failures, fmt.Errorf("realistic CI, approval-first %t: %w", approvalFirst, err))
+			continue
+		}
+		res[i] = got
+		// The figures in the log too: a run stopped during the other flow keeps this one's.
+		fmt.Fprintf(e.log, "   %s: %d MRs, %d pipelines, %d GitLab calls, workers running %.3g mean %.3g peak of %.3g, %d retries\n",
+			got.wall.Round(time.Second), got.usage.MergeRequests, got.usage.Pipelines, got.usage.TotalCalls(), got.busyMean, got.busyPeak, got.workers, got.retries)
+	}
+	per := func(x float64) string { return count(x / float64(n)) }
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return ""
+		}
+		return times(a / b)
+	}
+	b, l := res[0], res[1]
+	scaled := func(w time.Duration) string {
+		if w == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%s (%.3g h of simulated time)", nanos(float64(w)), (time.Duration(float64(w) * r.timeScale)).Hours())
+	}
+	rows := [][]string{{"", ">batched (approval-first)", ">one MR per request (legacy)", ">batched ÷ legacy"},
+		{"wall time, first apply → all VALIDATED", scaled(b.wall), scaled(l.wall), ratio(float64(b.wall), float64(l.wall))},
+		{"merge requests per request", per(float64(b.usage.MergeRequests)), per(float64(l.usage.MergeRequests)), ratio(float64(b.usage.MergeRequests), float64(l.usage.MergeRequests))},
+		{"pipelines per request", per(float64(b.usage.Pipelines)), per(float64(l.usage.Pipelines)), ratio(float64(b.usage.Pipelines), float64(l.usage.Pipelines))},
+		{"**GitLab calls per request**", per(float64(b.usage.TotalCalls())), per(float64(l.usage.TotalCalls())), ratio(float64(b.usage.TotalCalls()), float64(l.usage.TotalCalls()))},
+		{"engine workers running an action, mean (peak) of once-a-second samples", fmt.Sprintf("%s (%s) of %s", count(b.busyMean), count(b.busyPeak), count(b.workers)),
+			fmt.Sprintf("%s (%s) of %s", count(l.busyMean), count(l.busyPeak), count(l.workers)), ratio(b.busyMean, l.busyMean)},
+		{"operator retries per request", per(float64(b.retries)), per(float64(l.retries)), ""},
+	}
+	text := fmt.Sprintf("\n**With CI of a realistic length.** %s requests over %d projects (one target each, so up to %d "+
+		"batches in CI at once), pipelines of 10 minutes and the simulators' other durations (rebase 3 s, deploy 3 s) divided "+
+		"by `sim.timeScale` %g (a pipeline takes %s of wall time), one run per flow; otherwise as above (%s, auto-approve, "+
+		"`batch.maxRequests` 50, batch rounds every second), with bindery polling GitLab every 250 ms (`poll.short`) and "+
+		"the default workers (`workers.size` 8, `workers.first` 4). Workers in use are read from serve's `/metrics` "+
+		"(`bindery_engine_running`, all lanes).\n\n", count(float64(n)), r.projects, r.projects, r.timeScale,
+		nanos(float64(r.pipeline)/r.timeScale), db)
+	return text + table(rows), errors.Join(failures...)
 }
 
 type e2eResult struct {
 	wall    time.Duration
 	usage   sim.Usage
 	retries int // operator retries of failed requests
+	// Engine workers running an action (bindery_engine_running, all lanes), sampled once a
+	// second from /metrics: the mean and the peak over the run, and the workers configured.
+	busyMean, busyPeak, workers float64
 }
 
 // e2eRun is one flow: a fresh database, simulators and server; N applications; wait for all.
-func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run int) (e2eResult, error) {
-	dir := filepath.Join(e.work, fmt.Sprintf("e2e-%t-%d", approvalFirst, run))
+// With realistic, the catalog and the simulated CI are realistic's (see realisticCI).
+func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run, n int, realistic *realisticCI) (e2eResult, error) {
+	dir := filepath.Join(e.work, fmt.Sprintf("e2e-%t-%d-%t", approvalFirst, run, realistic != nil))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return e2eResult{}, err
 	}
@@ -152,7 +213,12 @@ func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run in
 	if err != nil {
 		return e2eResult{}, err
 	}
-	c := stackConfig{addr: addr, simURL: "http://" + ln.Addr().String(), db: db, approvalFirst: approvalFirst, autoApprove: true, fast: true}
+	c := stackConfig{addr: addr, simURL: "http://" + ln.Addr().String(), db: db, approvalFirst: approvalFirst, autoApprove: true,
+		fast: realistic == nil, realistic: realistic}
+	targets := targetKeys()
+	if realistic != nil {
+		targets = realistic.targets()
+	}
 	snap, err := config.Parse([]byte(configYAML(c)))
 	if err != nil {
 		ln.Close()
@@ -183,22 +249,75 @@ func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run in
 	defer st.stop()
 
 	start := time.Now()
-	ids, err := applyAll(ctx, st.url, e.n, fmt.Sprintf("e2e%d-%t", run, approvalFirst))
+	wctx, stopWatch := context.WithCancel(ctx)
+	busy := watchWorkers(wctx, st.url)
+	ids, err := applyAll(ctx, st.url, n, fmt.Sprintf("e2e%d-%t", run, approvalFirst), targets)
 	if err != nil {
+		stopWatch()
+		<-busy
 		return e2eResult{}, err
 	}
 	retries, err := waitValidated(ctx, st, ids)
+	wall := time.Since(start)
+	stopWatch()
+	w := <-busy
 	if err != nil {
 		return e2eResult{}, err
 	}
-	return e2eResult{wall: time.Since(start), usage: sims.GitLab.Usage(), retries: retries}, nil
+	return e2eResult{wall: wall, usage: sims.GitLab.Usage(), retries: retries, busyMean: w.mean, busyPeak: w.peak, workers: w.workers}, nil
+}
+
+type workerUse struct{ mean, peak, workers float64 }
+
+// watchWorkers samples serve's /metrics once a second (loopback may read it) until ctx ends:
+// the engine workers running an action, summed over the lanes, and the workers configured.
+func watchWorkers(ctx context.Context, url string) <-chan workerUse {
+	out := make(chan workerUse, 1)
+	go func() {
+		client := &http.Client{Timeout: 5 * time.Second}
+		var sum, n float64
+		var use workerUse
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				if n > 0 {
+					use.mean = sum / n
+				}
+				out <- use
+				return
+			case <-tick.C:
+			}
+			req, _ := http.NewRequestWithContext(ctx, "GET", url+"/metrics", nil)
+			status, body, err := send(client, req)
+			if err != nil || status != http.StatusOK {
+				continue
+			}
+			running, workers := 0.0, 0.0
+			for _, line := range strings.Split(string(body), "\n") {
+				var v float64
+				if name, rest, ok := strings.Cut(line, " "); ok {
+					fmt.Sscan(rest, &v)
+					switch {
+					case strings.HasPrefix(name, "bindery_engine_running{"):
+						running += v
+					case strings.HasPrefix(name, "bindery_engine_workers{"):
+						workers += v
+					}
+				}
+			}
+			sum, n = sum+running, n+1
+			use.peak, use.workers = max(use.peak, running), max(use.workers, workers)
+		}
+	}()
+	return out
 }
 
 // applyAll sends n applications, 8 at a time, and returns them (operationId, owner).
-func applyAll(ctx context.Context, url string, n int, prefix string) ([]owned, error) {
+func applyAll(ctx context.Context, url string, n int, prefix string, targets []string) ([]owned, error) {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	out := make([]owned, n)
-	targets := targetKeys()
 	errs := make(chan error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup

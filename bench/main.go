@@ -59,19 +59,22 @@ var sections = []struct {
 
 // options are the command line.
 type options struct {
-	quick    bool
-	runs     int
-	out      string
-	only     map[string]bool
-	mysql    string // go-sql-driver DSN without a database; "" → MariaDB sections are skipped
-	n        int    // end-to-end requests per flow
-	duration time.Duration
-	conc     int
-	maxLoad  float64
-	waitLoad time.Duration
-	keep     bool
-	binary   string
-	profile  string // directory for CPU profiles of serve under each HTTP load; "" → none
+	quick bool
+	runs  int
+	out   string
+	only  map[string]bool
+	mysql string // go-sql-driver DSN without a database; "" → MariaDB sections are skipped
+	n     int    // end-to-end requests per flow
+	// The end-to-end run with realistic CI: requests, projects, sim.timeScale.
+	realN, realProjects int
+	realScale           float64
+	duration            time.Duration
+	conc                int
+	maxLoad             float64
+	waitLoad            time.Duration
+	keep                bool
+	binary              string
+	profile             string // directory for CPU profiles of serve under each HTTP load; "" → none
 }
 
 // env is what every section gets: the options, the module root, a scratch directory, and the
@@ -127,6 +130,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs.StringVar(&o.mysql, "mysql", defMySQL, "MariaDB/MySQL server (go-sql-driver DSN, no database; one is created and dropped per measurement); empty: SQLite only")
 	fs.IntVar(&o.n, "n", 1000, "end-to-end: approved requests per flow")
+	fs.IntVar(&o.realN, "real-n", 5000, "end-to-end with realistic CI: requests per flow")
+	fs.IntVar(&o.realProjects, "real-projects", 50, "end-to-end with realistic CI: projects (one target each)")
+	fs.Float64Var(&o.realScale, "real-scale", 300, "end-to-end with realistic CI: sim.timeScale (10-minute pipelines take 10m ÷ this)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "HTTP load: measured time per endpoint and run (after a warm-up)")
 	fs.IntVar(&o.conc, "conc", 16, "HTTP load: concurrent connections of the load generator")
 	fs.Float64Var(&o.maxLoad, "maxload", 1.0, "wait until the 1-minute load average is below this before measuring (0: do not wait)")
@@ -156,11 +162,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			o.runs = 1
 		}
 		setIfDefault(fs, "n", func() { o.n = 20 })
+		setIfDefault(fs, "real-n", func() { o.realN = 100 })
+		setIfDefault(fs, "real-projects", func() { o.realProjects = 5 })
+		setIfDefault(fs, "real-scale", func() { o.realScale = 600 })
 		setIfDefault(fs, "duration", func() { o.duration = time.Second })
 		setIfDefault(fs, "maxload", func() { o.maxLoad = 0 })
 	}
-	if o.runs < 1 || o.n < 1 || o.duration <= 0 || o.conc < 1 {
-		fmt.Fprintln(stderr, "-runs, -n, -duration and -conc must be positive")
+	if o.runs < 1 || o.n < 1 || o.duration <= 0 || o.conc < 1 || o.realN < 1 || o.realProjects < 1 || o.realScale <= 0 {
+		fmt.Fprintln(stderr, "-runs, -n, -duration, -conc and -real-* must be positive")
 		return 2
 	}
 	if o.profile != "" {

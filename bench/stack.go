@@ -153,6 +153,25 @@ type stackConfig struct {
 	autoApprove   bool
 	// fast: zero simulated latency and fast polling, for the end-to-end runs.
 	fast bool
+	// realistic (instead of fast): one target in each of realistic.projects projects, pipelines
+	// of realistic.pipeline divided by realistic.timeScale (sim.timeScale).
+	realistic *realisticCI
+}
+
+// realisticCI is the end-to-end run with CI of a realistic length, scaled down in time.
+type realisticCI struct {
+	projects  int
+	pipeline  time.Duration // before scaling
+	timeScale float64
+}
+
+// targets are the catalog's target keys: one per project, bench-pNN in bench/pNN.
+func (r *realisticCI) targets() []string {
+	out := make([]string, r.projects)
+	for i := range out {
+		out[i] = fmt.Sprintf("bench-p%02d", i)
+	}
+	return out
 }
 
 // benchTargets are the catalog of the generated configuration: unrestricted targets (no
@@ -235,6 +254,34 @@ cron:
   reconcile: "@every 5s"
   sweep: "@every 5s"
 `)
+	}
+	if r := c.realistic; r != nil {
+		// Every simulated duration is divided by timeScale (the pipeline, rebases, the deploy
+		// pipeline's 3s); bindery's own polling is not, so it polls at a pace that suits the
+		// scaled pipeline (a few looks per pipeline), and waits long enough for a queue of them.
+		fmt.Fprintf(&b, `  timeScale: %g
+  gitlab:
+    pipelineDuration: %s
+  deploy:
+    dropRate: 0
+poll:
+  short: 250ms
+  shortCount: 100000
+  long: 1s
+  timeout: 2h
+reconcile:
+  minAge: 2s
+cron:
+  rounds: "@every 1s"
+  reconcile: "@every 5s"
+  sweep: "@every 5s"
+targets:
+`, r.timeScale, r.pipeline)
+		for _, key := range r.targets() {
+			fmt.Fprintf(&b, "  - key: %s\n    title: %s\n    project: bench/%s\n    branch: main\n    path: bindings/%s/{subject}.yaml\n    ruleCodes: []\n",
+				key, key, strings.TrimPrefix(key, "bench-"), key)
+		}
+		return b.String()
 	}
 	b.WriteString("targets:\n")
 	for _, t := range benchTargets {

@@ -180,6 +180,13 @@ func BenchmarkReconcile100k(b *testing.B) {
 				if strings.HasPrefix(s.Query, "SELECT") && !strings.Contains(s.Query, "WHERE operation_id IN") {
 					reads++
 				}
+				// The stage times come with the flip's locking read (Operation.Stages).
+				if strings.Contains(s.Query, "operation_step") && !strings.HasPrefix(s.Query, "INSERT") {
+					b.Fatalf("reconciliation reads the step history: %s", s.Query)
+				}
+			}
+			if len(r.Validated[rows-1].Stages) == 0 {
+				b.Fatalf("a validated row without its stage times: %+v", r.Validated[rows-1])
 			}
 			b.StopTimer()
 			for _, q := range []string{"UPDATE operation SET status = 'MERGED', step = ?", "UPDATE binding SET status = 'MERGED'"} {
@@ -230,6 +237,7 @@ func BenchmarkScale(b *testing.B) {
 							b.Fatalf("claim: %d of %d members, %v", len(c.Members), n, err)
 						}
 					})
+					spent["rawclaim"] += rawClaim(b, db, n)
 					measure("handoff", func() {
 						reqs, err := db.BatchRequests(bg, c.Batch.ID)
 						if err != nil || len(reqs) != n {
@@ -267,9 +275,76 @@ func BenchmarkScale(b *testing.B) {
 					b.ReportMetric(float64(spent[p])/float64(time.Millisecond)/float64(b.N), p+"-ms")
 					b.ReportMetric(float64(stmts[p])/float64(b.N), p+"-stmts")
 				}
+				b.ReportMetric(float64(spent["rawclaim"])/float64(time.Millisecond)/float64(b.N), "rawclaim-ms")
 			})
 		}
 	})
+}
+
+// rawClaim is the physical baseline of a claim of n rows, on the same database and pool: in one
+// transaction, per 500 rows, the guarded update that takes waiting rows by primary key and the
+// multi-row insert of their member records — what a claim writes, without bindery's slot, its
+// read of the waiting set and its checks. It returns the time of that transaction (the n
+// waiting rows are seeded before, untimed).
+func rawClaim(b *testing.B, db *store.DB, n int) time.Duration {
+	b.Helper()
+	raw := db.Raw()
+	for _, q := range []string{
+		"CREATE TABLE IF NOT EXISTS raw_wait (id BIGINT NOT NULL PRIMARY KEY, partition_key VARCHAR(128) NOT NULL, batch_id BIGINT NULL)",
+		// The waiting set is found by partition, as merge_batch_request's is: the update keeps
+		// that index current.
+		"CREATE INDEX IF NOT EXISTS raw_wait_partition ON raw_wait (partition_key, batch_id)",
+		"CREATE TABLE IF NOT EXISTS raw_member (batch_id BIGINT NOT NULL, request_id BIGINT NOT NULL, operation_id VARCHAR(64) NOT NULL, PRIMARY KEY (batch_id, request_id))",
+	} {
+		if _, err := raw.ExecContext(bg, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch := benchSeq.Add(1)
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = batch*1_000_000 + int64(i)
+	}
+	for start := 0; start < n; start += 500 {
+		chunk := ids[start:min(start+500, n)]
+		args := make([]any, 0, 2*len(chunk))
+		for _, id := range chunk {
+			args = append(args, id, "raw")
+		}
+		if _, err := raw.ExecContext(bg, "INSERT INTO raw_wait (id, partition_key) VALUES "+strings.TrimSuffix(strings.Repeat("(?, ?), ", len(chunk)), ", "), args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	tx, err := raw.BeginTx(bg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback()
+	for from := 0; from < n; from += 500 {
+		chunk := ids[from:min(from+500, n)]
+		args := []any{batch}
+		member := make([]any, 0, 3*len(chunk))
+		for _, id := range chunk {
+			args = append(args, id)
+			member = append(member, batch, id, fmt.Sprintf("op-%d", id))
+		}
+		res, err := tx.ExecContext(bg, "UPDATE raw_wait SET batch_id = ? WHERE batch_id IS NULL AND id IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")+")", args...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got, err := res.RowsAffected(); err != nil || got != int64(len(chunk)) {
+			b.Fatalf("raw claim: %d of %d rows, %v", got, len(chunk), err)
+		}
+		if _, err := tx.ExecContext(bg, "INSERT INTO raw_member (batch_id, request_id, operation_id) VALUES "+
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(chunk)), ", "), member...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
 }
 
 // benchRows are BenchmarkScale's sizes: BINDERY_BENCH_ROWS, else 10, 1,000 and 100,000.

@@ -35,7 +35,8 @@ func (c MemberChange) check() error {
 // lock order: operation first), the operation update, the binding update (which must change
 // exactly the rows flipped, else ErrPreempted), and a multi-row insert into the step history.
 // batchID > 0 records the batch on the operations. project != "" restricts the flip to that
-// project's operations. It returns the operations flipped, as they are after the change.
+// project's operations. It returns the operations flipped, as they are after the change, with
+// the time they spent in each stage up to it (Operation.Stages).
 func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c MemberChange, batchID int64, project string) ([]Operation, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -47,9 +48,11 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 	ids = slices.Compact(ids)
 	var flipped []Operation
 	for _, chunk := range chunks(ids, maxInList) {
-		rows, err := tx.tx.QueryContext(ctx, "SELECT "+operationColumns+" FROM "+db.hinted("operation", "uk_operation_operation")+" WHERE operation_id IN "+inList(len(chunk))+db.forUpdate(),
-			anys(chunk)...)
-		ops, err := collect(rows, err, scanOp)
+		// The stage times come with the locking read: a validation's stage metrics need no
+		// read of the step history.
+		rows, err := tx.tx.QueryContext(ctx, "SELECT "+db.now()+", "+stageTimeColumns()+", "+operationColumns+" FROM "+db.hinted("operation", "uk_operation_operation")+
+			" WHERE operation_id IN "+inList(len(chunk))+db.forUpdate(), anys(chunk)...)
+		ops, err := collect(rows, err, scanMoving)
 		if err != nil {
 			return nil, err
 		}
@@ -66,6 +69,7 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		}
 
 		var a assignments
+		a.set(db.addStageTime())
 		a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
 		a.refs(c.MRIID, c.PipelineID)
 		if batchID != 0 {

@@ -29,6 +29,10 @@ type Operation struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	TicketID   string // the approval ticket it was sent with ("": none yet)
+	// Stages is the time spent in each stage entered, up to the change, on the operations a
+	// bulk transition returns (TransitionMany, MarkValidated, a deploy's or reconciliation's
+	// flips, a batch's members); nil on every other read.
+	Stages []StageTime
 }
 
 const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +

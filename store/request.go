@@ -211,6 +211,7 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	}
 	db := tx.db
 	var a assignments
+	a.set(db.addStageTime())
 	a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
 	a.refs(c.MRIID, c.PipelineID)
 	if c.TicketID != "" {

@@ -65,21 +65,3 @@ func scanStep(s scanner) (StepRecord, error) {
 	r.At = at.T
 	return r, err
 }
-
-// StepsOf returns the step histories of many operations, oldest first per operation, with one
-// query per 500 operations (the stage durations of a whole batch, never a read per member).
-func (db *DB) StepsOf(ctx context.Context, operationIDs []string) (map[string][]StepRecord, error) {
-	out := make(map[string][]StepRecord, len(operationIDs))
-	for _, chunk := range chunks(operationIDs, maxInList) {
-		rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id IN "+
-			inList(len(chunk))+" ORDER BY operation_id, id", anys(chunk)...)
-		recs, err := collect(rows, err, scanStep)
-		if err != nil {
-			return nil, fmt.Errorf("step histories: %w", err)
-		}
-		for _, r := range recs {
-			out[r.OperationID] = append(out[r.OperationID], r)
-		}
-	}
-	return out, nil
-}

@@ -118,21 +118,6 @@ func TestTheStuckListCanKeepOnlyWhatNeedsAnOperator(t *testing.T) {
 	})
 }
 
-func TestStepHistoriesOfManyRequestsInOneRead(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		mustApply(t, db, application("h1", "alice", "t1"))
-		mustApply(t, db, application("h2", "bob", "t1"))
-		mustMove(t, db, "h2", store.StatusApprovalSent)
-		got, err := db.StepsOf(bg, []string{"h1", "h2", "unknown"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got["h1"]) != 1 || len(got["h2"]) != 2 || got["h2"][1].Step != store.StepApprovalSent || len(got["unknown"]) != 0 {
-			t.Fatalf("histories: %+v", got)
-		}
-	})
-}
-
 func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("early", "alice", "t1"))

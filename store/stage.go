@@ -1,0 +1,102 @@
+package store
+
+import (
+	"database/sql"
+	"slices"
+	"strings"
+	"time"
+)
+
+// StageTime is the time a request spent in one stage, summed over every entry into it.
+type StageTime struct {
+	Stage string
+	Spent time.Duration
+}
+
+// stageColumns are the operation columns that sum the time spent in each stage
+// (schema 0057_stage_times), in the order of the way.
+var stageColumns = []struct{ stage, column string }{
+	{StageApproval, "approval_us"}, {StageBatch, "batch_us"}, {StageCI, "ci_us"}, {StageMerge, "merge_us"}, {StageDeploy, "deploy_us"},
+}
+
+// stageSteps lists, per stage of stageColumns, the steps whose time counts for it (the step
+// table's Stage), sorted so that the statement text never changes.
+var stageSteps = func() map[string][]Step {
+	out := map[string][]Step{}
+	for s, info := range steps {
+		out[info.Stage] = append(out[info.Stage], s)
+	}
+	for _, list := range out {
+		slices.Sort(list)
+	}
+	return out
+}()
+
+// stageTimeColumns is the select list of stageColumns.
+func stageTimeColumns() string {
+	names := make([]string, len(stageColumns))
+	for i, c := range stageColumns {
+		names[i] = c.column
+	}
+	return strings.Join(names, ", ")
+}
+
+// addStageTime is the assignment list that adds the time since the operation's last step
+// (updated_at) to the column of the stage its current step counts for. It goes first in an
+// UPDATE that moves the step: MySQL evaluates a single-table UPDATE's assignments left to right,
+// each seeing the values assigned before it, so after "step = ?" or "updated_at = …" it would
+// read the new ones (SQLite reads the old row throughout).
+func (db *DB) addStageTime() string {
+	elapsed := "CAST(ROUND((julianday('now') - julianday(updated_at)) * 86400000000.0) AS INTEGER)"
+	if db.dialect == MySQL {
+		elapsed = "TIMESTAMPDIFF(MICROSECOND, updated_at, CURRENT_TIMESTAMP(6))"
+	}
+	var b strings.Builder
+	for i, c := range stageColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		codes := make([]string, len(stageSteps[c.stage]))
+		for j, s := range stageSteps[c.stage] {
+			codes[j] = itoa(s)
+		}
+		b.WriteString(c.column + " = CASE WHEN step IN (" + strings.Join(codes, ", ") + ") THEN COALESCE(" + c.column + ", 0) + " + elapsed +
+			" ELSE " + c.column + " END")
+	}
+	return b.String()
+}
+
+// stageTimes is what an operation read with stageTimeColumns and the clock spent in each stage
+// it entered, counting its current step's stage up to now: what addStageTime writes when the
+// operation leaves that step.
+func stageTimes(spent []sql.NullInt64, step Step, since, now time.Time) []StageTime {
+	var out []StageTime
+	for i, c := range stageColumns {
+		d, entered := time.Duration(spent[i].Int64)*time.Microsecond, spent[i].Valid
+		if step.Info().Stage == c.stage {
+			d += max(now.Sub(since), 0)
+			entered = true
+		}
+		if entered {
+			out = append(out, StageTime{Stage: c.stage, Spent: d})
+		}
+	}
+	return out
+}
+
+// scanMoving scans a row of a transition's locking read (the clock, stageTimeColumns, then
+// operationColumns): the operation with its Stages up to the clock.
+func scanMoving(s scanner) (Operation, error) {
+	var now dbTime
+	spent := make([]sql.NullInt64, len(stageColumns))
+	lead := []any{&now}
+	for i := range spent {
+		lead = append(lead, &spent[i])
+	}
+	o, err := scanOperation(s, lead...)
+	if err != nil {
+		return Operation{}, err
+	}
+	o.Stages = stageTimes(spent, o.Step, o.UpdatedAt, now.T)
+	return o, nil
+}

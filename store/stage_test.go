@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// A request's time per stage is summed on its row as it moves, and a bulk transition returns
+// it: every step of a stage counts for it (approval: sending, then sent), a stage entered again
+// adds up (the batch wait: queued, batched, queued again), and the current step's stage counts
+// up to the flip.
+func TestABulkTransitionReturnsTheTimeSpentInEachStage(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, application("s1", "alice", "t1"))
+		// Each hop: the request spent `spent` at its current step before moving on.
+		for _, hop := range []struct {
+			spent time.Duration
+			to    store.BindingStatus
+			step  store.Step
+		}{
+			{time.Hour, store.StatusApprovalSent, store.StepApprovalSent},       // approval 1h
+			{2 * time.Hour, store.StatusMRCreating, store.StepQueued},           // approval 3h
+			{10 * time.Minute, store.StatusMRCreating, store.StepBatched},       // batch 10m
+			{20 * time.Minute, store.StatusMRCreating, store.StepQueued},        // ci 20m
+			{5 * time.Minute, store.StatusMRCreating, store.StepBatched},        // batch 15m
+			{7 * time.Minute, store.StatusMRCreated, store.StepCreateSucceeded}, // ci 27m
+			{time.Minute, store.StatusMerging, store.StepHandleStarted},         // nothing: an instant
+			{4 * time.Minute, store.StatusMerged, store.StepHandleMerged},       // merge 4m
+		} {
+			backdate(t, db, "s1", hop.spent)
+			cur, err := db.Request(bg, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Transition(bg, cur, store.Change{To: hop.to, Step: hop.step}); err != nil {
+				t.Fatalf("→ %s/%s: %v", hop.to, hop.step, err)
+			}
+		}
+		backdate(t, db, "s1", 30*time.Minute) // deploy 30m, counted by the flip itself
+		flipped, err := db.MarkValidated(bg, "s1")
+		if err != nil || len(flipped) != 1 {
+			t.Fatalf("validate: %+v %v", flipped, err)
+		}
+		want := []store.StageTime{{Stage: "approval", Spent: 3 * time.Hour}, {Stage: "batch", Spent: 15 * time.Minute},
+			{Stage: "ci", Spent: 27 * time.Minute}, {Stage: "merge", Spent: 4 * time.Minute}, {Stage: "deploy", Spent: 30 * time.Minute}}
+		got := flipped[0].Stages
+		if len(got) != len(want) {
+			t.Fatalf("stages %+v, want %+v", got, want)
+		}
+		for i, w := range want {
+			// Each hop's statements read the clock a little after the backdating; SQLite's
+			// julianday arithmetic is exact to some microseconds.
+			if got[i].Stage != w.Stage || got[i].Spent < w.Spent-time.Millisecond || got[i].Spent > w.Spent+2*time.Second {
+				t.Errorf("stage %d: %+v, want %+v", i, got[i], w)
+			}
+		}
+	})
+}
+
+// backdate puts the operation's last step `ago` before the database clock, as if it had waited
+// there that long.
+func backdate(t *testing.T, db *store.DB, opID string, ago time.Duration) {
+	t.Helper()
+	now, err := db.Now(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Raw().ExecContext(bg, "UPDATE operation SET updated_at = ? WHERE operation_id = ?",
+		now.Add(-ago).UTC().Format("2006-01-02 15:04:05.000000"), opID); err != nil {
+		t.Fatal(err)
+	}
+}
