@@ -108,7 +108,8 @@ func MySQLConfig(dsn string) (*mysql.Config, error) {
 	if cfg.Collation == "" {
 		cfg.Collation = "utf8mb4_bin"
 	}
-	// One round trip per statement instead of prepare+execute+close; values are escaped by the
+	// One round trip per statement instead of prepare+execute+close for what runs unprepared
+	// (the plain reads and writes run prepared, see stmtcache.go); values are escaped by the
 	// driver for the utf8mb4 connection, which is safe.
 	cfg.InterpolateParams = true
 	if cfg.Timeout == 0 {
@@ -126,7 +127,7 @@ func openMySQL(dsn string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database.dsn: %w", err)
 	}
-	pool := sql.OpenDB(observe(conn, opts))
+	pool := sql.OpenDB(observe(cachingConnector{conn}, opts))
 	pool.SetMaxOpenConns(opts.MaxOpenConns)
 	pool.SetMaxIdleConns(opts.MaxIdleConns)
 	pool.SetConnMaxLifetime(30 * time.Minute)
@@ -168,11 +169,11 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	rw := sql.OpenDB(observe(rwConn, opts))
+	rw := sql.OpenDB(observe(cachingConnector{rwConn}, opts))
 	rw.SetMaxOpenConns(1)
 	rw.SetMaxIdleConns(1)
 	rw.SetConnMaxLifetime(0)
-	ro := sql.OpenDB(observe(roConn, opts))
+	ro := sql.OpenDB(observe(cachingConnector{roConn}, opts))
 	ro.SetMaxOpenConns(max(2, min(opts.MaxOpenConns, 8)))
 	ro.SetMaxIdleConns(max(2, min(opts.MaxIdleConns, 8)))
 	return &DB{dialect: SQLite, rw: rw, ro: ro}, nil
