@@ -337,7 +337,7 @@ func (c *checker) validatedAfterItsDeploy(deploys []deployRecord) {
 		at    time.Time // when the deploy ran (zero: not yet)
 	}
 	byProject := map[string][]place{}
-	where := map[string]int{} // project!iid → index in its project's log
+	where := map[string]int{}                // project!iid → index in its project's log
 	for i := len(deploys) - 1; i >= 0; i-- { // the simulator lists the newest first
 		d := deploys[i]
 		p := place{index: len(byProject[d.Project])}
