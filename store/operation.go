@@ -187,3 +187,13 @@ func requireOne(res interface{ RowsAffected() (int64, error) }, err error, forma
 	}
 	return nil
 }
+
+// KeepTicket records the approval ticket operationID was sent with, once (a ticket recorded
+// already stays). It is a fact learnt from the approval system, not a state: no version moves,
+// so it is written even when the decision's callback moved the request on before the send's own
+// step could record it (a quick approval system).
+func (db *DB) KeepTicket(ctx context.Context, operationID, ticketID string) error {
+	_, err := db.rw.ExecContext(ctx, "UPDATE operation SET ticket_id = ? WHERE operation_id = ? AND ticket_id = ''",
+		clipText(ticketID, 64), operationID)
+	return translate(err)
+}

@@ -61,6 +61,13 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	if !ticketID.MatchString(id) {
 		shown = ""
 	}
+	if shown != "" {
+		// Kept at once: the decision's callback may move the request on before this step's
+		// outcome is written (a quick approval system), and the page should still link it.
+		if err := w.db.KeepTicket(ctx, op.OperationID, shown); err != nil {
+			w.log.WarnContext(ctx, "approval ticket not recorded on the request", "operation", op.OperationID, "ticket", shown, "err", err)
+		}
+	}
 	return r.then(ctx, stepTicketPoll, poll, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note, TicketID: shown})
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"bindery/engine"
 	"bindery/gitlab"
@@ -42,6 +43,9 @@ func (h *harness) approved(user string, targets ...string) []string {
 		h.waitState(op, store.StatusMRCreating, store.StepQueued)
 		ops = append(ops, op)
 	}
+	// A round claims the rows admitted before the database clock's current tick (SQLite keeps
+	// milliseconds): without this pause a round right after may find nothing to claim yet.
+	time.Sleep(2 * time.Millisecond)
 	return ops
 }
 
