@@ -37,8 +37,11 @@ func (c *Client) Approve(ctx context.Context, project string, iid int64, sha str
 	if len(reviewers) == 0 {
 		return outbound.NewError(system, "approve", outbound.KindNotConfigured, errors.New("gitlab.reviewerTokens is empty"))
 	}
+	// One wait budget for the whole call: the reviewers' loops share it, so a worker never
+	// sleeps longer than it in here, whatever the number of reviewers.
+	budget := cmp.Or(c.opts.ApproveWaitBudget, DefaultApproveWaitBudget)
 	for _, r := range reviewers {
-		if err := c.approveAs(ctx, r, project, iid, sha); err != nil {
+		if err := c.approveAs(ctx, r, project, iid, sha, &budget); err != nil {
 			return fmt.Errorf("approve %s!%d as %s: %w", project, iid, r.name, err)
 		}
 	}
@@ -48,20 +51,20 @@ func (c *Client) Approve(ctx context.Context, project string, iid int64, sha str
 // approveAs is the per-reviewer loop: before each attempt read the approvers (an earlier
 // attempt may have landed while its answer was lost), approve, back off exponentially on
 // failure, up to approval.maxRetries retries; after the last failure read once more. The waits
-// inside the call stop at the wait budget (ApproveWaitBudget): the retries left are then the
-// step's, which is due again by its own backoff — the answer is a temporary error.
-func (c *Client) approveAs(ctx context.Context, acct account, project string, iid int64, sha string) error {
+// inside the call stop when the call's wait budget (what is left of ApproveWaitBudget) is spent:
+// the retries left are then the step's, which is due again by its own backoff — the answer is a
+// temporary error.
+func (c *Client) approveAs(ctx context.Context, acct account, project string, iid int64, sha string, budget *time.Duration) error {
 	snap := c.cfg.Current()
 	retries := max(0, snap.ApprovalMaxRetries()) // the getter already maps negative to 0; stay safe
 	backoff := snap.ApprovalBackoff()
-	budget := cmp.Or(c.opts.ApproveWaitBudget, DefaultApproveWaitBudget)
 	var last error
 	var waited time.Duration
 	deferred := false
 	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 {
 			wait := backoff << (attempt - 1)
-			if wait <= 0 || waited+wait > budget {
+			if wait <= 0 || wait > *budget {
 				deferred = true
 				break
 			}
@@ -69,6 +72,7 @@ func (c *Client) approveAs(ctx context.Context, acct account, project string, ii
 				break
 			}
 			waited += wait
+			*budget -= wait
 		}
 		if c.hasApproved(ctx, acct, project, iid) {
 			return nil

@@ -250,3 +250,31 @@ func TestApproveWaitsInsideTheCallOnlyWithinItsBudget(t *testing.T) {
 		t.Fatalf("the step's next run: %v", err)
 	}
 }
+
+// The wait budget is the whole call's, not each reviewer's: the first reviewer's wait leaves
+// the second too little for its own, so the call answers a temporary failure instead of
+// sleeping once per reviewer; the step's next run approves.
+func TestTheApproveWaitBudgetIsSharedByTheReviewers(t *testing.T) {
+	b := setup(t, strings.Replace(baseConfig, "  backoff: 1ms\n", "  backoff: 20ms\n", 1))
+	c, err := gitlab.New(b.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: b.url + "/sim/gitlab", ApproveWaitBudget: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := b.openMR(t, "shared-budget")
+	// First reviewer: fails, waits 20ms, approves. Second: fails, and 10ms are left of 30.
+	b.sim.Inject("approve", sim.FaultError, 1)
+	b.sim.Inject("approve", sim.Fault{}, 1)
+	b.sim.Inject("approve", sim.FaultError, 1)
+	before := b.sim.Calls("approve")
+	err = c.Approve(ctx, project, mr.IID, mr.SHA)
+	var oe *outbound.Error
+	if !errors.As(err, &oe) || !oe.Temporary() {
+		t.Fatalf("the second reviewer past the call's budget: %v, want a temporary failure", err)
+	}
+	if got := b.sim.Calls("approve") - before; got != 3 {
+		t.Fatalf("%d approve attempts, want 3", got)
+	}
+	if err := c.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
+		t.Fatalf("the step's next run: %v", err)
+	}
+}

@@ -33,14 +33,14 @@ type Options struct {
 	DefaultBaseURL string
 	// HTTPClient overrides the dedicated client (nil: outbound.NewHTTPClient()).
 	HTTPClient *http.Client
-	// ApproveWaitBudget bounds the backoff waits inside one Approve call, per reviewer (0:
-	// DefaultApproveWaitBudget). Retries beyond it are the calling step's: see approveAs.
+	// ApproveWaitBudget bounds the backoff waits inside one Approve call, all reviewers together
+	// (0: DefaultApproveWaitBudget). Retries beyond it are the calling step's: see approveAs.
 	ApproveWaitBudget time.Duration
 }
 
 // DefaultApproveWaitBudget: a step may back off a few seconds in the call, never for long — a
 // worker does not sleep where the step's task could be due again instead (waiting is data).
-const DefaultApproveWaitBudget = 10 * time.Second
+const DefaultApproveWaitBudget = 5 * time.Second
 
 // Client implements API. The base URL, the tokens and every limit are read from the
 // configuration at each call, so a token rotation or a new timeout applies without a restart.
