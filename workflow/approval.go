@@ -61,14 +61,15 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	if !ticketID.MatchString(id) {
 		shown = ""
 	}
-	if shown != "" {
-		// Kept at once: the decision's callback may move the request on before this step's
-		// outcome is written (a quick approval system), and the page should still link it.
-		if err := w.db.KeepTicket(ctx, op.OperationID, shown); err != nil {
-			w.log.WarnContext(ctx, "approval ticket not recorded on the request", "operation", op.OperationID, "ticket", shown, "err", err)
+	err = r.then(ctx, stepTicketPoll, poll, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note, TicketID: shown})
+	if err != nil && shown != "" {
+		// The decision's callback may have moved the request on before this outcome could be
+		// written (a quick approval system): the ticket is still a fact the page should link.
+		if kerr := w.db.KeepTicket(ctx, op.OperationID, shown); kerr != nil {
+			w.log.WarnContext(ctx, "approval ticket not recorded on the request", "operation", op.OperationID, "ticket", shown, "err", kerr)
 		}
 	}
-	return r.then(ctx, stepTicketPoll, poll, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note, TicketID: shown})
+	return err
 }
 
 // pollTicket asks the approval system what became of the ticket of a request still waiting for

@@ -160,6 +160,10 @@ func TestACallbackBeforeTheTicketIsRecordedSentStillWorks(t *testing.T) {
 				t.Fatalf("timeline has %s/%s after an early callback", e.Status, e.Step.Name)
 			}
 		}
+		// The ticket the step opened is kept on the request all the same: the page links it.
+		if tickets := h.sims.Approval.Tickets(); v.Ticket == nil || v.Ticket.ID != tickets[0].ID {
+			t.Fatalf("ticket %+v, want the one opened (%s)", v.Ticket, tickets[0].ID)
+		}
 	})
 }
 
