@@ -49,7 +49,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return 0, nil, apperr.Busy(ctx.Err(), "A request with this operationId is still being processed; retry shortly.")
+				return 0, nil, stillProcessing(ctx.Err())
 			}
 			return 0, nil, apperr.Wrap(ctx.Err(), apperr.Unavailable, "The request was cancelled.")
 		case <-time.After(pendingPoll):
@@ -60,12 +60,10 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope, key s
 		return 0, nil, apperr.Wrap(err, apperr.Unavailable, "The request could not be recorded; please retry.")
 	}
 	switch claim.Outcome {
-	case store.ClaimReplay:
-		return replay(ctx, claim.Record)
-	case store.ClaimMismatch:
-		return 0, nil, apperr.New(apperr.IdempotencyKeyReused, "This operationId was already used for a different request; generate a new one.")
+	case store.ClaimReplay, store.ClaimMismatch:
+		return answered(ctx, claim, replay)
 	case store.ClaimPending, store.ClaimRetryLater:
-		return 0, nil, apperr.Busy(nil, "A request with this operationId is still being processed; retry shortly.")
+		return 0, nil, stillProcessing(nil)
 	}
 	// The request's own context may be gone by now (the client left, the deadline passed just
 	// after the business write); recording its outcome must not be — with a deadline of its
@@ -127,16 +125,13 @@ func (s *Server) answeredOnce(r *http.Request, scope, key string, payload any, s
 		if err != nil {
 			return 0, nil, apperr.Wrap(err, apperr.Unavailable, "The request could not be recorded; please retry.")
 		}
-		switch claim.Outcome {
-		case store.ClaimReplay:
-			return replay(ctx, claim.Record)
-		case store.ClaimMismatch:
-			return 0, nil, apperr.New(apperr.IdempotencyKeyReused, "This operationId was already used for a different request; generate a new one.")
+		if claim.Outcome == store.ClaimReplay || claim.Outcome == store.ClaimMismatch {
+			return answered(ctx, claim, replay)
 		}
 		// No answer yet: the winner rolled back or its record was gone (run again now), or an
 		// older build's claim still holds the key (wait for its answer).
 		if !time.Now().Before(deadline) {
-			return 0, nil, apperr.Busy(nil, "A request with this operationId is still being processed; retry shortly.")
+			return 0, nil, stillProcessing(nil)
 		}
 		if claim.Outcome == store.ClaimPending {
 			select {
@@ -146,6 +141,20 @@ func (s *Server) answeredOnce(r *http.Request, scope, key string, payload any, s
 			}
 		}
 	}
+}
+
+// answered is the answer of a key already used: the first request's answer again (replay), or
+// 422 when it was used for a different payload.
+func answered(ctx context.Context, claim store.Claim, replay replayFunc) (int, any, error) {
+	if claim.Outcome == store.ClaimMismatch {
+		return 0, nil, apperr.New(apperr.IdempotencyKeyReused, "This operationId was already used for a different request; generate a new one.")
+	}
+	return replay(ctx, claim.Record)
+}
+
+// stillProcessing: the key's first request has not answered yet (409 with Retry-After).
+func stillProcessing(cause error) error {
+	return apperr.Busy(cause, "A request with this operationId is still being processed; retry shortly.")
 }
 
 // payloadHash identifies "the same request": the scope, the caller and the payload. The
