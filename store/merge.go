@@ -26,6 +26,7 @@ func (tx *Tx) RecordMerge(ctx context.Context, m MergeRecord) error {
 	if m.Project == "" || m.MRIID <= 0 {
 		return fmt.Errorf("record merge: project %q, MR %d", m.Project, m.MRIID)
 	}
+	// A replay reads first so that it takes no sequence number (the counter row stays unlocked).
 	var seen int
 	err := tx.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM mr_merge WHERE project = ? AND mr_iid = ?", m.Project, m.MRIID).Scan(&seen)
 	if err != nil || seen > 0 {
@@ -56,19 +57,6 @@ func (tx *Tx) RecordMerge(ctx context.Context, m MergeRecord) error {
 		return fmt.Errorf("record merge %s!%d: %w", m.Project, m.MRIID, err)
 	}
 	return nil
-}
-
-// MergeOf returns the merge record of project!iid, ErrNotFound when bindery recorded none.
-func (db *DB) MergeOf(ctx context.Context, project string, iid int64) (MergeRecord, error) {
-	m := MergeRecord{Project: project, MRIID: iid}
-	var at dbTime
-	err := db.ro.QueryRowContext(ctx, "SELECT seq, branch, sha, merged_at FROM mr_merge WHERE project = ? AND mr_iid = ?", project, iid).
-		Scan(&m.Seq, &m.Branch, &m.SHA, &at)
-	if err != nil {
-		return MergeRecord{}, fmt.Errorf("merge of %s!%d: %w", project, iid, translate(err))
-	}
-	m.MergedAt = at.T
-	return m, nil
 }
 
 // before reports whether a landed at or before b on the same branch of the same project: by
