@@ -247,13 +247,8 @@ poll:
   shortCount: 100000
   long: 100ms
   timeout: 10m
-reconcile:
-  minAge: 2s
-cron:
-  rounds: "@every 1s"
-  reconcile: "@every 5s"
-  sweep: "@every 5s"
 `)
+		b.WriteString(quickCrons)
 	}
 	if r := c.realistic; r != nil {
 		// Every simulated duration is divided by timeScale (the pipeline, rebases, the deploy
@@ -269,14 +264,8 @@ poll:
   shortCount: 100000
   long: 1s
   timeout: 2h
-reconcile:
-  minAge: 2s
-cron:
-  rounds: "@every 1s"
-  reconcile: "@every 5s"
-  sweep: "@every 5s"
-targets:
 `, r.timeScale, r.pipeline)
+		b.WriteString(quickCrons + "targets:\n")
 		for _, key := range r.targets() {
 			fmt.Fprintf(&b, "  - key: %s\n    title: %s\n    project: bench/%s\n    branch: main\n    path: bindings/%s/{subject}.yaml\n    ruleCodes: []\n",
 				key, key, strings.TrimPrefix(key, "bench-"), key)
@@ -290,6 +279,16 @@ targets:
 	}
 	return b.String()
 }
+
+// quickCrons: the end-to-end runs reconcile soon after a merge and run their rounds and sweeps
+// often, so that what they measure is bindery's work, not the crons' spacing.
+const quickCrons = `reconcile:
+  minAge: 2s
+cron:
+  rounds: "@every 1s"
+  reconcile: "@every 5s"
+  sweep: "@every 5s"
+`
 
 // rss reads the process's resident set (VmRSS) and its peak (VmHWM) from /proc, in bytes.
 func rssOf(p *proc.Process) (cur, peak float64, err error) {
