@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -75,14 +76,16 @@ func (e *ErrApplyInProgress) Error() string {
 
 // Apply records a new application (I5): it inserts the operation, then either inserts the
 // relation's binding row or — when the row exists in a REAPPLIABLE status — resets it in place
-// with the new operationId, guarded on the exact status and version read; the first step goes to
-// the history. Answers:
+// with the new operationId (reapply); the first step goes to the history. Concurrent
+// applications for one relation queue on its row: one wins, the others then find it active.
+// Answers:
 //   - ErrKeyTaken: a.Answer's idempotency key is held (the idempotency layer replays it);
 //   - ErrDuplicate: the operationId is already taken (a resend whose idempotency record is gone);
 //   - *ErrApplyInProgress: the relation's row is active or waiting for recovery — overwriting it
 //     would orphan the recovery of its operation;
-//   - ErrPreempted: a concurrent application (or any write) changed the relation between the
-//     read and the write; nothing was written. The caller may answer 409 like the above.
+//   - ErrPreempted: the relation's row changed between its read and the guarded update (the
+//     row is locked by then, so only a write outside the rules could); nothing was written. The
+//     caller may answer 409 like the above.
 func (db *DB) Apply(ctx context.Context, a Application) (Request, error) {
 	var r Request
 	err := db.InTx(ctx, func(tx *Tx) error {
@@ -116,44 +119,24 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 	if err != nil {
 		return Request{}, translate(err)
 	}
-	existing, err := bindingFor(ctx, tx.tx, a.SubjectID, a.TargetKey)
-	db.hook("apply.read")
-	var b Binding
-	switch {
-	case errors.Is(err, ErrNotFound):
-		res, err := tx.tx.ExecContext(ctx, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, ?, ?, ?)",
-			a.SubjectID, a.TargetKey, a.Status, a.OperationID)
-		if err != nil {
-			err = translate(err)
-			if errors.Is(err, ErrDuplicate) {
-				// A concurrent first application took the relation after our read.
-				return Request{}, fmt.Errorf("apply %s: relation %s/%s: %w", a.OperationID, a.SubjectID, a.TargetKey, ErrPreempted)
-			}
-			return Request{}, fmt.Errorf("apply %s: %w", a.OperationID, err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
+	// The relation's row is inserted unless it exists — one statement for a first application,
+	// none read before it. An existing row is locked by the statement (MySQL: ON DUPLICATE KEY
+	// takes its exclusive lock; SQLite: the one write connection), so concurrent applications
+	// for one relation go one at a time: each later one reads the row as the one before left it.
+	b := Binding{SubjectID: a.SubjectID, TargetKey: a.TargetKey, Status: a.Status, OperationID: a.OperationID, Version: 1}
+	res, err = tx.tx.ExecContext(ctx, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, ?, ?, ?)"+db.unlessRelationExists(),
+		a.SubjectID, a.TargetKey, a.Status, a.OperationID)
+	if err != nil {
+		return Request{}, fmt.Errorf("apply %s: %w", a.OperationID, translate(err))
+	}
+	if inserted, err := res.RowsAffected(); err != nil {
+		return Request{}, translate(err)
+	} else if inserted == 1 {
+		if b.ID, err = res.LastInsertId(); err != nil {
 			return Request{}, translate(err)
 		}
-		b = Binding{ID: id, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Status: a.Status, OperationID: a.OperationID, Version: 1}
-	case err != nil:
+	} else if b, err = tx.reapply(ctx, a); err != nil {
 		return Request{}, err
-	case !existing.Status.Reappliable():
-		return Request{}, &ErrApplyInProgress{Binding: existing}
-	default:
-		if !CanTransition(existing.Status, a.Status) {
-			return Request{}, &ErrIllegalTransition{From: existing.Status, To: a.Status}
-		}
-		// Guarded on the exact status read and on the version: with two REAPPLIABLE statuses, a
-		// row that changed between them must not pass as "still re-appliable".
-		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "PRIMARY")+" SET status = ?, operation_id = ?, expires_at = NULL, version = version + 1, "+
-			"updated_at = "+db.now()+" WHERE id = ? AND status = ? AND version = ?",
-			a.Status, a.OperationID, existing.ID, existing.Status, existing.Version)
-		if err := requireOne(res, err, "re-apply %s over %s", a.OperationID, existing.OperationID); err != nil {
-			return Request{}, err
-		}
-		b = existing
-		b.Status, b.OperationID, b.Version, b.ExpiresAt = a.Status, a.OperationID, existing.Version+1, nil
 	}
 	if err := insertSteps(ctx, tx.tx, []string{a.OperationID}, a.Step, a.Status, ""); err != nil {
 		return Request{}, err
@@ -168,6 +151,43 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 	op := Operation{ID: opID, OperationID: a.OperationID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Project: a.Project,
 		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1}
 	return Request{Operation: op, Binding: b}, nil
+}
+
+// reapply moves the relation's existing row, locked by the caller's insert, to a's operation:
+// only from a REAPPLIABLE status (else *ErrApplyInProgress), guarded on the exact status and
+// version read — with two REAPPLIABLE statuses, a row that changed between them must not pass
+// as "still re-appliable".
+func (tx *Tx) reapply(ctx context.Context, a Application) (Binding, error) {
+	db := tx.db
+	existing, err := bindingFor(ctx, tx.tx, a.SubjectID, a.TargetKey)
+	if err != nil {
+		return Binding{}, err
+	}
+	db.hook("apply.read")
+	if !existing.Status.Reappliable() {
+		return Binding{}, &ErrApplyInProgress{Binding: existing}
+	}
+	if !CanTransition(existing.Status, a.Status) {
+		return Binding{}, &ErrIllegalTransition{From: existing.Status, To: a.Status}
+	}
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "PRIMARY")+" SET status = ?, operation_id = ?, expires_at = NULL, version = version + 1, "+
+		"updated_at = "+db.now()+" WHERE id = ? AND status = ? AND version = ?",
+		a.Status, a.OperationID, existing.ID, existing.Status, existing.Version)
+	if err := requireOne(res, err, "re-apply %s over %s", a.OperationID, existing.OperationID); err != nil {
+		return Binding{}, err
+	}
+	b := existing
+	b.Status, b.OperationID, b.Version, b.ExpiresAt = a.Status, a.OperationID, existing.Version+1, nil
+	return b, nil
+}
+
+// unlessRelationExists ends the binding insert so that an existing row for the relation is left
+// as it is (0 rows affected) and locked, instead of failing the statement.
+func (db *DB) unlessRelationExists() string {
+	if db.dialect == MySQL {
+		return " ON DUPLICATE KEY UPDATE id = id"
+	}
+	return " ON CONFLICT (subject_id, target_key) DO NOTHING"
 }
 
 // Change is one transition of a request: the binding status and step it moves to, and what it
@@ -264,8 +284,10 @@ type RequestDetail struct {
 	// Task is the work that drives the request now: its own task, else its active batch's
 	// (nil: none — waiting for people, the waiting set, an operator, or finished). Ahead counts
 	// the tasks of its lane due before it while it waits for a free worker.
-	Task  *Task
-	Ahead int
+	// Ahead stops at QueueCounted; AheadMore says that more are queued than that.
+	Task      *Task
+	Ahead     int
+	AheadMore bool
 	// Now is the database clock at the read.
 	Now time.Time
 	// FailedJob is the failed job recorded for the pipeline the request page shows (Pipeline),
@@ -372,6 +394,9 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 		if err := n.Scan(&d.Ahead); err != nil {
 			return RequestDetail{}, err
 		}
+		if d.Ahead > QueueCounted {
+			d.Ahead, d.AheadMore = QueueCounted, true
+		}
 	}
 	var clock dbTime
 	if err := next(1).Scan(&clock); err != nil {
@@ -387,6 +412,11 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 	}
 	return d, nil
 }
+
+// QueueCounted is how far a status read counts the tasks queued ahead of a request's: the read
+// costs the same whether a lane has 10 or 10,000 tasks due (an apply burst leaves thousands of
+// first steps due at once, and every waiting requester's page reads its place).
+const QueueCounted = 100
 
 // statusQueries is statusRead's text per dialect, written once: it is 3 KB, built of a dozen
 // parts, and the status read runs on every request page.
@@ -407,9 +437,14 @@ func (db *DB) statusReadQuery() string {
 		"(SELECT COUNT(*) FROM " + suspect + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
 		"AND x.suspect_round IS NOT NULL AND (x.suspect_round > w.suspect_round OR (x.suspect_round = w.suspect_round AND (x.suspect_of < w.suspect_of " +
 		"OR (x.suspect_of = w.suspect_of AND (x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))))))) END"
-	queued := func(t string) string { // QueuedAhead, for a task that is due
-		return "CASE WHEN " + t + ".id IS NOT NULL AND " + t + ".due_at <= " + now + " THEN (SELECT COUNT(*) FROM task q WHERE q.lane = " + t + ".lane AND q.due_at < " +
-			t + ".due_at AND q.due_at <= " + now + ") ELSE 0 END"
+	// The tasks queued ahead of a due task, counted up to QueueCounted: a probe for the entry
+	// QueueCounted+1 places ahead (a backward walk of the lane's index, at most that far) says
+	// whether to count at all. Ahead of a due task everything is due, so it is a plain range.
+	queued := func(t string) string {
+		ahead := " FROM task q WHERE q.lane = " + t + ".lane AND q.due_at < " + t + ".due_at"
+		return "CASE WHEN " + t + ".id IS NULL OR " + t + ".due_at > " + now + " THEN 0" +
+			" WHEN (SELECT q.id" + ahead + " ORDER BY q.due_at DESC LIMIT 1 OFFSET " + strconv.Itoa(QueueCounted) + ") IS NOT NULL THEN " + strconv.Itoa(QueueCounted+1) +
+			" ELSE (SELECT COUNT(*)" + ahead + ") END"
 	}
 	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) + ", " + prefixed("mb.", batchColumns) +
 		", w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, " + ahead + ", " + prefixed("bb.", batchColumns) +
@@ -417,7 +452,9 @@ func (db *DB) statusReadQuery() string {
 		", fj.job_id, fj.name, fj.web_url" +
 		" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
 		" LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
-		" LEFT JOIN merge_batch_request w ON w.id = (SELECT r.id FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL ORDER BY r.id DESC LIMIT 1)" +
+		// MAX, not ORDER BY id DESC LIMIT 1: the latter tempts MariaDB into walking the primary key
+		// backwards through the whole waiting set, looking for this operation's row.
+		" LEFT JOIN merge_batch_request w ON w.id = (SELECT MAX(r.id) FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL)" +
 		" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
 		" LEFT JOIN task t ON t.kind = ? AND t.ref = o.operation_id" +
 		" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +

@@ -494,3 +494,45 @@ func TestAStatusReadIsTwoQueries(t *testing.T) {
 		}
 	})
 }
+
+// The tasks queued ahead of a request's are counted up to store.QueueCounted and no further: an
+// apply burst leaves thousands of first steps due, and each requester's page must cost the same
+// read. Below the bound the count is exact; at it, exact too; past it, "more than".
+func TestAStatusReadCountsTheQueueOnlySoFar(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		own := answered("op-own", "alice", "t", "h")
+		mustApply(t, db, own)
+		queue := func(n int) {
+			t.Helper()
+			if _, err := db.Raw().ExecContext(bg, "DELETE FROM task WHERE kind = ?", store.TaskBatch); err != nil {
+				t.Fatal(err)
+			}
+			err := db.InTx(bg, func(tx *store.Tx) error {
+				for i := range n {
+					// Due before the request's own task (due now), oldest first.
+					spec := store.TaskSpec{Kind: store.TaskBatch, Ref: fmt.Sprint(i + 1), Lane: own.Task.Lane, Step: "open", In: -time.Duration(3*n-i) * time.Second}
+					if err := tx.InsertTask(bg, spec); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			queued, ahead int
+			more          bool
+		}{{3, 3, false}, {store.QueueCounted, store.QueueCounted, false}, {store.QueueCounted + 1, store.QueueCounted, true}, {2000, store.QueueCounted, true}} {
+			queue(c.queued)
+			d, err := db.RequestDetail(bg, "op-own")
+			if err != nil || d.Task == nil || !d.Task.Queued() {
+				t.Fatalf("%d queued: task %+v, %v", c.queued, d.Task, err)
+			}
+			if d.Ahead != c.ahead || d.AheadMore != c.more {
+				t.Errorf("%d tasks queued ahead: the status read says %d (more: %t), want %d (more: %t)", c.queued, d.Ahead, d.AheadMore, c.ahead, c.more)
+			}
+		}
+	})
+}

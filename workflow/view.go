@@ -96,10 +96,12 @@ type Waiting struct {
 	// The work that drives the request, when bindery itself is to act: its next step is due but
 	// waits for a free worker behind QueuedBehind tasks of its lane ("first" steps, "background"
 	// checks), runs right now, or is due at NextCheckAt (the next look at a pipeline or rebase).
-	Lane         string     `json:"lane,omitempty"`
-	QueuedBehind int        `json:"queuedBehind,omitempty"`
-	Running      bool       `json:"running,omitempty"`
-	NextCheckAt  *time.Time `json:"nextCheckAt,omitempty"`
+	Lane         string `json:"lane,omitempty"`
+	QueuedBehind int    `json:"queuedBehind,omitempty"`
+	// QueuedBehindMore: more tasks than QueuedBehind are ahead (a status read counts only so far).
+	QueuedBehindMore bool       `json:"queuedBehindMore,omitempty"`
+	Running          bool       `json:"running,omitempty"`
+	NextCheckAt      *time.Time `json:"nextCheckAt,omitempty"`
 }
 
 // StageDuration is how long one stage took (approval wait, batch wait, CI, merge, deploy).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -311,8 +312,12 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 		wt.Lane = t.Lane
 		switch {
 		case t.Queued():
-			wt.QueuedBehind = d.Ahead
-			wt.WaitingFor = fmt.Sprintf("a free worker (queued behind %d %s), then %s", d.Ahead, laneWords(t.Lane, d.Ahead), wt.WaitingFor)
+			wt.QueuedBehind, wt.QueuedBehindMore = d.Ahead, d.AheadMore
+			behind := strconv.Itoa(d.Ahead)
+			if d.AheadMore {
+				behind = "more than " + behind
+			}
+			wt.WaitingFor = fmt.Sprintf("a free worker (queued behind %s %s), then %s", behind, laneWords(t.Lane, d.Ahead), wt.WaitingFor)
 		case t.Claimed():
 			wt.Running = true
 		default:

@@ -193,7 +193,7 @@ function waitingCard(v) {
 function bindery(w) {
   if (w.running) return h('span', {class: 'work running'}, 'working on it now');
   if (w.nextCheckAt) return h('span', {class: 'work'}, 'looks again at ', time(w.nextCheckAt));
-  if (w.lane) return h('span', {class: 'work queued'}, w.queuedBehind ? `next in line after ${w.queuedBehind} other task${w.queuedBehind === 1 ? '' : 's'}` : 'next in line for a free worker');
+  if (w.lane) return h('span', {class: 'work queued'}, w.queuedBehind ? `next in line after ${w.queuedBehindMore ? 'more than ' : ''}${w.queuedBehind} other task${w.queuedBehind === 1 && !w.queuedBehindMore ? '' : 's'}` : 'next in line for a free worker');
   return null;
 }
 
