@@ -195,18 +195,27 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 	}
 	row("`POST /api/apply`", apply)
 	row("`GET /api/requests/{id}`", status)
-	raw := [][]string{{"bindery", "raw operation it stands on", ">raw throughput", ">raw p99", ">throughput ÷ raw", ">p99 ÷ raw"}}
+	raw := [][]string{{"bindery", "raw operation it stands on", ">raw throughput", ">raw p99", ">throughput ÷ raw", ">p99 ÷ raw",
+		">raw CPU per operation", ">ceiling of any HTTP endpoint on it", ">ceiling ÷ raw"}}
+	reachable := map[string]float64{}
 	for _, r := range []struct {
 		what     string
 		op       rawOp
 		own, raw endpointRuns
 	}{{"`POST /api/apply`", rawApply, apply, rawApplyRuns}, {"`GET /api/requests/{id}`", rawStatus, status, rawStatusRuns}} {
+		ceiling := ceilingOver(health, r.raw)
+		reachable[r.op.name] = ratios(ceiling, r.raw.rps).med
 		raw = append(raw, []string{r.what, r.op.name, distOf(r.raw.rps).show(perSecond), distOf(r.raw.p99).show(millis),
-			ratios(r.own.rps, r.raw.rps).show(times), ratios(r.own.p99, r.raw.p99).show(times)})
+			ratios(r.own.rps, r.raw.rps).show(times), ratios(r.own.p99, r.raw.p99).show(times),
+			distOf(sumCPU(r.raw)).show(func(s float64) string { return nanos(s * 1e9) }), distOf(ceiling).show(perSecond),
+			ratios(ceiling, r.raw.rps).show(times)})
 	}
 	rawText := fmt.Sprintf("\nPhysical baselines (`bench/raw.go`), in the same run on the same database server, %d connections in a "+
 		"closed loop in the bench process through the pools bindery opens: a transaction of two inserts with unique keys "+
-		"(apply), a point read of three rows by a unique index (status).\n\n", e.conc) + table(raw)
+		"(apply), a point read of three rows by a unique index (status). The raw loop has the cores to itself; bindery "+
+		"shares them with the load generator. The ceiling is what an endpoint doing nothing but the raw operation "+
+		"behind HTTP could reach here: cores ÷ (CPU of a `/healthz` request in every process + CPU of the raw "+
+		"operation in the bench process and the database server), both measured in this run.\n\n", e.conc) + table(raw)
 	rejected := fmt.Sprintf("\nOf the accepted applications, %s ended their first step failed (`CREATE_FAILED`: the approval "+
 		"ticket could not be opened); the others reached APPROVAL_SENT. A busy first-steps lane delays a ticket in the database; "+
 		"it never refuses one.\n", distOf(apply.rejected).show(percent))
@@ -224,9 +233,9 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 	statusRatio := ratios(status.rps, rawStatusRuns.rps).med
 	goals = append(goals,
 		goal{"apply ÷ raw two-insert transaction on " + db.name(), "≥ 0.4× throughput, p99 ≤ 3× raw p99",
-			fmt.Sprintf("%s, p99 %s", times(applyRatio), times(applyP99)), check(applyRatio >= 0.4 && applyP99 <= 3)},
+			fmt.Sprintf("%s, p99 %s (HTTP ceiling %s)", times(applyRatio), times(applyP99), times(reachable[rawApply.name])), check(applyRatio >= 0.4 && applyP99 <= 3)},
 		goal{"status ÷ raw point read of three rows on " + db.name(), "≥ 0.5× throughput",
-			times(statusRatio), check(statusRatio >= 0.5)})
+			fmt.Sprintf("%s (HTTP ceiling %s)", times(statusRatio), times(reachable[rawStatus.name])), check(statusRatio >= 0.5)})
 	if kind == "mysql" {
 		rps, p99 := distOf(apply.rps).med, distOf(apply.p99).med
 		goals = append(goals, goal{"apply throughput on MariaDB", "≥ 1,000/s, p99 ≤ 50 ms",
@@ -460,4 +469,18 @@ func firstStepsFailed(ctx context.Context, base, idsFile, prefix string) (float6
 		}
 	}
 	return float64(failed) / float64(len(ids)), nil
+}
+
+// sumCPU is, per run, the CPU of every process charged with r.
+func sumCPU(r endpointRuns) []float64 {
+	var out []float64
+	for _, v := range r.cpu {
+		for j, x := range v {
+			if j >= len(out) {
+				out = append(out, 0)
+			}
+			out[j] += x
+		}
+	}
+	return out
 }

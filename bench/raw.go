@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -105,7 +107,8 @@ func rawDB(ctx context.Context, db database, conc int) (rw, ro *sql.DB, closeFn 
 	return rw, ro, closeFn, nil
 }
 
-// measureRaw runs op at conc for warmup then duration and adds its throughput and latencies.
+// measureRaw runs op at conc for warmup then duration and adds its throughput and latencies, and
+// the CPU the bench process and the database server spent per operation (rawCPU).
 func measureRaw(ctx context.Context, db database, op rawOp, conc int, warmup, duration time.Duration, into *endpointRuns) error {
 	rw, ro, closeDB, err := rawDB(ctx, db, conc)
 	if err != nil {
@@ -135,7 +138,15 @@ func measureRaw(ctx context.Context, db database, op rawOp, conc int, warmup, du
 			}
 		}
 	}
-	var seq atomic.Int64
+	pids := map[string]int{"bench process": os.Getpid()}
+	if db.kind == "mysql" {
+		pids["database server"] = findProcess("mariadbd", "mysqld")
+	}
+	cpuBefore := map[string]float64{}
+	for name, pid := range pids {
+		cpuBefore[name], _ = cpuSeconds(pid)
+	}
+	var seq, ran atomic.Int64
 	seq.Store(time.Now().UnixNano() % 1e12 * 1000)
 	var mu sync.Mutex
 	var lat []float64
@@ -154,6 +165,7 @@ func measureRaw(ctx context.Context, db database, op rawOp, conc int, warmup, du
 					return
 				}
 				err := op.run(ctx, rw, ro, seq.Add(1))
+				ran.Add(1)
 				if t0.Before(measureFrom) {
 					continue
 				}
@@ -171,6 +183,11 @@ func measureRaw(ctx context.Context, db database, op rawOp, conc int, warmup, du
 		}()
 	}
 	wg.Wait()
+	for name, pid := range pids {
+		if after, err := cpuSeconds(pid); err == nil && pid > 0 && ran.Load() > 0 {
+			into.addCPU(name, (after-cpuBefore[name])/float64(ran.Load()))
+		}
+	}
 	if len(lat) == 0 {
 		return fmt.Errorf("raw %s on %s: nothing succeeded: %v", op.name, db.name(), first)
 	}
@@ -183,4 +200,21 @@ func measureRaw(ctx context.Context, db database, op rawOp, conc int, warmup, du
 		into.firstError = first.Error()
 	}
 	return nil
+}
+
+// ceilingOver is, per run, the most requests per second an HTTP endpoint standing on raw could
+// reach on this machine's cores: each of its requests costs at least what /healthz costs every
+// process (parsing, the answer, the load generator) plus what the raw operation costs the bench
+// process and the database server. Divided by raw's throughput it is the highest bindery ÷ raw
+// any implementation could show here, since the load generator, the server and the database
+// share the cores the raw loop had to itself.
+func ceilingOver(health, raw endpointRuns) []float64 {
+	h, r := sumCPU(health), sumCPU(raw)
+	var out []float64
+	for j := range min(len(h), len(r)) {
+		if h[j]+r[j] > 0 {
+			out = append(out, float64(runtime.NumCPU())/(h[j]+r[j]))
+		}
+	}
+	return out
 }

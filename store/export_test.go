@@ -8,7 +8,7 @@ package store
 var IdempotencyWinner = (*DB).idempotencyWinner
 
 // SetPause installs fn, called at named points inside transactions ("claim.slot", "claim.read",
-// "claim.written", "settle.batch", "apply.read").
+// "claim.written", "settle.batch", "apply.read": a re-application has read the row it locked).
 func SetPause(db *DB, fn func(point string)) { db.pause = fn }
 
 // SetLockingClaimRead makes Claim read its waiting rows FOR UPDATE.

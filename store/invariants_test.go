@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"bindery/store"
 	"bindery/store/storetest"
@@ -391,24 +392,28 @@ func TestConcurrentAdmissionsOfOneRequestQueueItOnce(t *testing.T) {
 	})
 }
 
-// I5: concurrent re-applications of a REJECTED relation → exactly one wins; a non-reappliable
-// row is refused; the replaced operationId no longer finds the row.
+// I5: concurrent re-applications of a REJECTED relation → exactly one wins; the others queue
+// on the relation's row and then find it active (refused); the replaced operationId no longer
+// finds the row.
 func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("old", "alice", "t"))
 		mustMove(t, db, "old", store.StatusRejected)
 
 		const n = 12
+		var done atomic.Int32
 		if db.Dialect() == store.MySQL {
-			// Every application reads the REJECTED row before any writes: the losers are then
-			// preempted by the guarded update, not merely refused by a later read. (SQLite runs
-			// write transactions one at a time; its losers read the winner's row and are refused.)
-			var arrived sync.WaitGroup
-			arrived.Add(n)
+			// The first to read the row holds it a while: every other application must be waiting
+			// on the row's lock by then, none past it (SQLite's single writer queues them anyway).
+			var first sync.Once
 			store.SetPause(db, func(point string) {
 				if point == "apply.read" {
-					arrived.Done()
-					arrived.Wait()
+					first.Do(func() {
+						time.Sleep(300 * time.Millisecond)
+						if d := done.Load(); d != 0 {
+							t.Errorf("%d applications finished while the first held the relation's row", d)
+						}
+					})
 				}
 			})
 			defer store.SetPause(db, nil)
@@ -419,6 +424,7 @@ func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer done.Add(1)
 				_, err := db.Apply(bg, application(fmt.Sprintf("new-%d", i), "alice", "t"))
 				var inProgress *store.ErrApplyInProgress
 				switch {
@@ -434,11 +440,8 @@ func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if winners.Load() != 1 {
-			t.Fatalf("%d winners (preempted %d, refused %d), want exactly 1", winners.Load(), preempted.Load(), refused.Load())
-		}
-		if db.Dialect() == store.MySQL && preempted.Load() != n-1 {
-			t.Fatalf("%d preempted, want %d", preempted.Load(), n-1)
+		if winners.Load() != 1 || refused.Load() != n-1 {
+			t.Fatalf("%d winners, %d refused (preempted %d), want 1 and %d", winners.Load(), refused.Load(), preempted.Load(), n-1)
 		}
 		if c := count(t, db, "SELECT COUNT(*) FROM binding WHERE subject_id = 'alice' AND target_key = 't'"); c != 1 {
 			t.Fatalf("%d rows for the relation", c)
