@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,5 +207,48 @@ func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
 	}
 	if _, err := os.Stat(file); err != nil {
 		t.Fatalf("the database is not where the DSN says: %v", err)
+	}
+}
+
+// SQLite's commits do not checkpoint (their automatic checkpoint would copy the WAL into the
+// database file while every other writer waits); the background checkpoint does, so the file
+// takes the writes and the WAL stops growing without anyone asking.
+func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(bg, "sqlite:"+filepath.Join(dir, "b.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Migrate(bg, schema.FS); err != nil {
+		t.Fatal(err)
+	}
+	var auto int
+	if err := db.Raw().QueryRowContext(bg, "PRAGMA wal_autocheckpoint").Scan(&auto); err != nil || auto != 0 {
+		t.Fatalf("the writer's automatic checkpoint: %d pages %v, want 0 (off)", auto, err)
+	}
+	size := func(name string) int64 {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	before := size("b.db")
+	apply := func(from, to int) {
+		for i := from; i < to; i++ {
+			mustApply(t, db, answered(fmt.Sprint("op-", i), fmt.Sprint("u", i), "t", strings.Repeat("h", 500)))
+		}
+	}
+	apply(0, 200)
+	waitFor(t, "the database file to take the applications", func() bool { return size("b.db") > before+(256<<10) })
+	time.Sleep(3 * time.Millisecond)
+	high := size("b.db-wal")
+	for round := 1; round < 8; round++ {
+		apply(round*200, round*200+200)
+		time.Sleep(300 * time.Millisecond)
+	}
+	if wal := size("b.db-wal"); wal > 2*high {
+		t.Fatalf("the WAL grew from %d bytes after 200 applications to %d after 1,600: it is never started over", high, wal)
 	}
 }
