@@ -252,3 +252,33 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 		t.Fatalf("the WAL grew from %d bytes after 200 applications to %d after 1,600: it is never started over", high, wal)
 	}
 }
+
+// The indexes SQLite keeps partial (rows with NULL left out, sqlite/0080) still serve the
+// lookups that compare their column: the planner must see that the comparison implies NOT NULL.
+func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
+	db := storetest.SQLite(t)
+	for query, index := range map[string]string{
+		"SELECT id FROM task WHERE slot = 'x'":                                                                        "uk_task_slot",
+		"SELECT id FROM task WHERE waits_for = 'x' ORDER BY id LIMIT 1":                                               "idx_task_waits",
+		"SELECT operation_id FROM operation WHERE project = 'p' AND mr_iid = 3":                                       "idx_operation_mr",
+		"SELECT id FROM binding WHERE status = 'VALIDATED' AND expires_at < '2026-01-01' ORDER BY expires_at LIMIT 5": "idx_binding_status_expires",
+	} {
+		rows, err := db.Raw().QueryContext(bg, "EXPLAIN QUERY PLAN "+query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if !strings.Contains(strings.Join(plan, "; "), "INDEX "+index) {
+			t.Errorf("%s: plan %q, want it through %s", query, plan, index)
+		}
+	}
+}
