@@ -262,6 +262,8 @@ func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
 		"SELECT id FROM task WHERE waits_for = 'x' ORDER BY id LIMIT 1":                                               "idx_task_waits",
 		"SELECT operation_id FROM operation WHERE project = 'p' AND mr_iid = 3":                                       "idx_operation_mr",
 		"SELECT id FROM binding WHERE status = 'VALIDATED' AND expires_at < '2026-01-01' ORDER BY expires_at LIMIT 5": "idx_binding_status_expires",
+		"SELECT id FROM merge_batch_request WHERE partition_key = 'p' AND batch_id IS NULL AND created_at < '2027-01-01' ORDER BY created_at, id LIMIT 5": "idx_merge_batch_request_claim",
+		"SELECT id FROM merge_batch_request INDEXED BY idx_merge_batch_request_suspect WHERE partition_key = 'p' AND batch_id IS NULL AND suspect_round IS NOT NULL ORDER BY suspect_round DESC LIMIT 5": "idx_merge_batch_request_suspect",
 	} {
 		rows, err := db.Raw().QueryContext(bg, "EXPLAIN QUERY PLAN "+query)
 		if err != nil {
@@ -280,5 +282,47 @@ func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
 		if !strings.Contains(strings.Join(plan, "; "), "INDEX "+index) {
 			t.Errorf("%s: plan %q, want it through %s", query, plan, index)
 		}
+	}
+}
+
+// Every statement of a claim that names rows by primary key goes by the rowid on SQLite: its
+// planner otherwise took "batch_id IS NULL AND id IN (…)" through the batch_id index and walked
+// the whole waiting set once per chunk of 500 rows.
+func TestSQLiteClaimsRowsByTheirRowid(t *testing.T) {
+	st := &statements{counts: map[string]int{}}
+	db := storetest.Open(t, storetest.SQLiteDSN(t), store.Options{OnStatement: st.observe})
+	queued(t, db, "team/a", 20)
+	claimable(t, db)
+	_, _, all := st.during(t, func() {
+		if c, err := db.Claim(bg, claimInput("team/a", 20)); err != nil || len(c.Members) != 20 {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+	})
+	byKey := 0
+	for _, s := range all {
+		if !strings.Contains(s.Query, " id IN ") && !strings.Contains(s.Query, " id = ?") {
+			continue
+		}
+		byKey++
+		rows, err := db.Raw().QueryContext(bg, "EXPLAIN QUERY PLAN "+s.Query, s.Args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if p := strings.Join(plan, "; "); !strings.Contains(p, "INTEGER PRIMARY KEY") {
+			t.Errorf("%.90s…: plan %q, want the rowid", s.Query, p)
+		}
+	}
+	if byKey == 0 {
+		t.Fatal("the claim named no row by its key")
 	}
 }
