@@ -20,7 +20,9 @@ func pythonWithGitLab(t *testing.T) string {
 		candidates = append(candidates, p)
 	}
 	for _, p := range candidates {
-		if p != "" && exec.Command(p, "-c", "import gitlab").Run() == nil {
+		// The client class, not just the name: a directory called gitlab on the path imports as
+		// an empty namespace package.
+		if p != "" && exec.Command(p, "-c", "import gitlab; gitlab.Gitlab").Run() == nil {
 			return p
 		}
 	}
