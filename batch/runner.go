@@ -395,7 +395,7 @@ func (r *run) pipeline(ctx context.Context) error {
 		if look.Pipeline != nil {
 			r.failedURL = look.Pipeline.WebURL
 		}
-		r.recordFailedJob(ctx, pipeline)
+		r.s.change.KeepFailedJob(ctx, r.s.db, r.batch.Project, pipeline)
 		return r.deterministic(ctx, failedPipeline.with(link+" failed"))
 	}
 	next, timedOut := r.r.Poll(r.stages(), "waiting for "+link)
@@ -432,20 +432,6 @@ func (r *run) deterministic(ctx context.Context, f failure) error {
 	}
 	r.s.log.Info("culprit isolated", "batch", b.ID, "culprit", culprit, "bisections", b.Bisections, "bisection_of", b.BisectionRoot())
 	return r.decideAs(ctx, f.with(found+": "+f.note), culprit)
-}
-
-// recordFailedJob looks up the failed job of the batch's pipeline that failed for good and keeps
-// it for the members' request pages (the legacy flow does the same in workflow/legacy.go).
-// Best effort: nothing found or nothing written is logged, and the failure goes on as decided.
-func (r *run) recordFailedJob(ctx context.Context, pipeline int64) {
-	project := r.batch.Project
-	j, ok := r.s.change.FailedJob(ctx, project, pipeline)
-	if !ok {
-		return
-	}
-	if err := r.s.db.RecordFailedJob(ctx, store.FailedJob{Project: project, PipelineID: pipeline, JobID: j.ID, Name: j.Name, WebURL: j.WebURL}); err != nil {
-		r.s.log.WarnContext(ctx, "could not keep the failed job; the request page names none", "project", project, "pipeline", pipeline, "error", err)
-	}
 }
 
 // failedLink is the web address of the pipeline this step saw fail, for the members' words.

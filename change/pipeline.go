@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"bindery/gitlab"
+	"bindery/store"
 )
 
 // Outcome of one look at a pipeline.
@@ -216,20 +217,24 @@ func (r *Runner) RestartStuckPipeline(ctx context.Context, project string, iid i
 	return true, r.restartPipeline(ctx, project, mr)
 }
 
-// FailedJob is the first failed job of a pipeline that failed for good, for the request page's
-// link. Best effort: GitLab not answering, or a pipeline without a failed job (canceled,
-// skipped), gives none; the failure is logged and changes nothing of the outcome.
-func (r *Runner) FailedJob(ctx context.Context, project string, pipeline int64) (gitlab.Job, bool) {
+// KeepFailedJob looks up the first failed job of a pipeline that failed for good and keeps it
+// in db for the request pages of the requests it carried (the batch flow's members, a legacy
+// request). Best effort: GitLab not answering, a pipeline without a failed job (canceled,
+// skipped) or a write that fails is logged, and the failure goes on as decided.
+func (r *Runner) KeepFailedJob(ctx context.Context, db *store.DB, project string, pipeline int64) {
 	if pipeline == 0 {
-		return gitlab.Job{}, false
+		return
 	}
 	jobs, err := r.GitLab.FailedJobs(ctx, project, pipeline)
 	if err != nil {
 		r.Log.WarnContext(ctx, "could not read the failed pipeline's jobs; the request page names none", "project", project, "pipeline", pipeline, "error", err)
-		return gitlab.Job{}, false
+		return
 	}
 	if len(jobs) == 0 {
-		return gitlab.Job{}, false
+		return
 	}
-	return jobs[0], true
+	j := jobs[0]
+	if err := db.RecordFailedJob(ctx, store.FailedJob{Project: project, PipelineID: pipeline, JobID: j.ID, Name: j.Name, WebURL: j.WebURL}); err != nil {
+		r.Log.WarnContext(ctx, "could not keep the failed job; the request page names none", "project", project, "pipeline", pipeline, "error", err)
+	}
 }

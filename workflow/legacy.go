@@ -93,7 +93,7 @@ func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 		return r.r.Next(ctx, store.TaskNext{Wait: store.WaitStart, Memo: r.memo.encode(), Note: "the pipeline failed; a new run on the same commit"}, nil)
 	case look.Outcome == change.Failed:
 		pipeline := pipelineID(look.PipelineResult)
-		w.recordFailedJob(ctx, op.Project, pipeline)
+		w.change.KeepFailedJob(ctx, w.db, op.Project, pipeline)
 		return &failure{to: store.StatusCreateFailed, step: store.StepCreatePipelineFailed, err: words("The merge request's pipeline failed."), pipeline: pipeline}
 	case look.Outcome == change.Passed:
 		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusMRCreated, Step: store.StepCreateSucceeded, PipelineID: pipelineID(look.PipelineResult)})
@@ -295,17 +295,4 @@ func pipelineID(res change.PipelineResult) int64 {
 		return res.Pipeline.ID
 	}
 	return 0
-}
-
-// recordFailedJob looks up the failed job of the legacy MR's pipeline that failed for good and
-// keeps it for the request page (the batch flow does the same in batch/runner.go). Best
-// effort: nothing found or nothing written is logged, and the failure goes on as decided.
-func (w *Workflow) recordFailedJob(ctx context.Context, project string, pipeline int64) {
-	j, ok := w.change.FailedJob(ctx, project, pipeline)
-	if !ok {
-		return
-	}
-	if err := w.db.RecordFailedJob(ctx, store.FailedJob{Project: project, PipelineID: pipeline, JobID: j.ID, Name: j.Name, WebURL: j.WebURL}); err != nil {
-		w.log.WarnContext(ctx, "could not keep the failed job; the request page names none", "project", project, "pipeline", pipeline, "error", err)
-	}
 }
