@@ -93,7 +93,7 @@ var coreKeys = []Key{
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			u, note := stringOr(v, "")
 			s.serverLoginURL = ""
-			if p, err := url.Parse(u); u != "" && (err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "") {
+			if u != "" && !absoluteHTTP(u) {
 				return "", fmt.Sprintf("%q is not an absolute http(s) URL: no sign-in link", u), nil
 			}
 			s.serverLoginURL = u
@@ -338,8 +338,7 @@ var coreKeys = []Key{
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			u, note := stringOr(v, "")
 			s.approvalTicketURL = ""
-			p, err := url.Parse(strings.ReplaceAll(u, "{id}", "T-1"))
-			if u != "" && (err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || !strings.Contains(u, "{id}")) {
+			if u != "" && (!strings.Contains(u, "{id}") || !absoluteHTTP(strings.ReplaceAll(u, "{id}", "T-1"))) {
 				return "", fmt.Sprintf("%q is not an absolute http(s) URL with {id}: no ticket link", u), nil
 			}
 			s.approvalTicketURL = u
@@ -422,4 +421,11 @@ func rateLimitKey(name string, def int, doc string) Key {
 			return itoa(n), note, nil
 		},
 	}
+}
+
+// absoluteHTTP reports whether u is an absolute http(s) URL with a host: what a link on a page
+// must be.
+func absoluteHTTP(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
 }
