@@ -45,12 +45,14 @@ func stageTimeColumns() string {
 // (updated_at) to the column of the stage its current step counts for. It goes first in an
 // UPDATE that moves the step: MySQL evaluates a single-table UPDATE's assignments left to right,
 // each seeing the values assigned before it, so after "step = ?" or "updated_at = …" it would
-// read the new ones (SQLite reads the old row throughout).
-func (db *DB) addStageTime() string {
-	elapsed := "CAST(ROUND((julianday('now') - julianday(updated_at)) * 86400000000.0) AS INTEGER)"
-	if db.dialect == MySQL {
-		elapsed = "TIMESTAMPDIFF(MICROSECOND, updated_at, CURRENT_TIMESTAMP(6))"
-	}
+// read the new ones (SQLite reads the old row throughout). Every transition writes it, so the
+// text is built once per dialect.
+func (db *DB) addStageTime() string { return stageTimeAssignments[db.dialect] }
+
+var stageTimeAssignments = map[Dialect]string{MySQL: (&DB{dialect: MySQL}).stageTimeAssignment(), SQLite: (&DB{dialect: SQLite}).stageTimeAssignment()}
+
+func (db *DB) stageTimeAssignment() string {
+	elapsed := db.elapsed("updated_at")
 	var b strings.Builder
 	for i, c := range stageColumns {
 		if i > 0 {
