@@ -265,21 +265,7 @@ func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
 		"SELECT id FROM merge_batch_request WHERE partition_key = 'p' AND batch_id IS NULL AND created_at < '2027-01-01' ORDER BY created_at, id LIMIT 5":                                                "idx_merge_batch_request_claim",
 		"SELECT id FROM merge_batch_request INDEXED BY idx_merge_batch_request_suspect WHERE partition_key = 'p' AND batch_id IS NULL AND suspect_round IS NOT NULL ORDER BY suspect_round DESC LIMIT 5": "idx_merge_batch_request_suspect",
 	} {
-		rows, err := db.Raw().QueryContext(bg, "EXPLAIN QUERY PLAN "+query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if !strings.Contains(strings.Join(plan, "; "), "INDEX "+index) {
+		if plan := sqlitePlan(t, db, query); !strings.Contains(plan, "INDEX "+index) {
 			t.Errorf("%s: plan %q, want it through %s", query, plan, index)
 		}
 	}
@@ -304,25 +290,31 @@ func TestSQLiteClaimsRowsByTheirRowid(t *testing.T) {
 			continue
 		}
 		byKey++
-		rows, err := db.Raw().QueryContext(bg, "EXPLAIN QUERY PLAN "+s.Query, s.Args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if p := strings.Join(plan, "; "); !strings.Contains(p, "INTEGER PRIMARY KEY") {
+		if p := sqlitePlan(t, db, s.Query, s.Args...); !strings.Contains(p, "INTEGER PRIMARY KEY") {
 			t.Errorf("%.90s…: plan %q, want the rowid", s.Query, p)
 		}
 	}
 	if byKey == 0 {
 		t.Fatal("the claim named no row by its key")
 	}
+}
+
+// sqlitePlan is SQLite's EXPLAIN QUERY PLAN of query, its lines joined with "; ".
+func sqlitePlan(t *testing.T, db *store.DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.Raw().QueryContext(bg, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "; ")
 }
