@@ -230,15 +230,11 @@ func TestApproveAtAMovedHeadIsNotRetried(t *testing.T) {
 // many approval.maxRetries never keep a worker asleep; the retries left are the step's, so the
 // answer is a temporary failure the step backs off from — and the next call approves.
 func TestApproveWaitsInsideTheCallOnlyWithinItsBudget(t *testing.T) {
-	b := setup(t, strings.Replace(baseConfig, "  backoff: 1ms\n", "  backoff: 20ms\n", 1))
-	c, err := gitlab.New(b.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: b.url + "/sim/gitlab", ApproveWaitBudget: 30 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, c := budgeted(t)
 	mr := b.openMR(t, "budget")
 	b.sim.Inject("approve", sim.FaultError, 2)
 	before := b.sim.Calls("approve")
-	err = c.Approve(ctx, project, mr.IID, mr.SHA)
+	err := c.Approve(ctx, project, mr.IID, mr.SHA)
 	var oe *outbound.Error
 	if !errors.As(err, &oe) || !oe.Temporary() {
 		t.Fatalf("approve past its wait budget: %v, want a temporary failure", err)
@@ -255,18 +251,14 @@ func TestApproveWaitsInsideTheCallOnlyWithinItsBudget(t *testing.T) {
 // the second too little for its own, so the call answers a temporary failure instead of
 // sleeping once per reviewer; the step's next run approves.
 func TestTheApproveWaitBudgetIsSharedByTheReviewers(t *testing.T) {
-	b := setup(t, strings.Replace(baseConfig, "  backoff: 1ms\n", "  backoff: 20ms\n", 1))
-	c, err := gitlab.New(b.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: b.url + "/sim/gitlab", ApproveWaitBudget: 30 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, c := budgeted(t)
 	mr := b.openMR(t, "shared-budget")
 	// First reviewer: fails, waits 20ms, approves. Second: fails, and 10ms are left of 30.
 	b.sim.Inject("approve", sim.FaultError, 1)
 	b.sim.Inject("approve", sim.Fault{}, 1)
 	b.sim.Inject("approve", sim.FaultError, 1)
 	before := b.sim.Calls("approve")
-	err = c.Approve(ctx, project, mr.IID, mr.SHA)
+	err := c.Approve(ctx, project, mr.IID, mr.SHA)
 	var oe *outbound.Error
 	if !errors.As(err, &oe) || !oe.Temporary() {
 		t.Fatalf("the second reviewer past the call's budget: %v, want a temporary failure", err)
@@ -277,4 +269,16 @@ func TestTheApproveWaitBudgetIsSharedByTheReviewers(t *testing.T) {
 	if err := c.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
 		t.Fatalf("the step's next run: %v", err)
 	}
+}
+
+// budgeted is a client whose approve retries back off 20ms, 40ms, … within a wait budget of 30ms
+// per call.
+func budgeted(t *testing.T) (*bundle, *gitlab.Client) {
+	t.Helper()
+	b := setup(t, strings.Replace(baseConfig, "  backoff: 1ms\n", "  backoff: 20ms\n", 1))
+	c, err := gitlab.New(b.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: b.url + "/sim/gitlab", ApproveWaitBudget: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, c
 }
