@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -317,4 +318,49 @@ func sqlitePlan(t *testing.T, db *store.DB, query string, args ...any) string {
 		plan = append(plan, detail)
 	}
 	return strings.Join(plan, "; ")
+}
+
+// A reader that keeps a snapshot open (a long export) holds back the background checkpoint's
+// restart of the WAL; the restart must give up soon rather than hold the writer out while it
+// waits for that reader.
+func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(bg, "sqlite:"+filepath.Join(dir, "b.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Migrate(bg, schema.FS); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, db, answered("op-first", "u-first", "t", "h"))
+	reader, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	snapshot, err := reader.BeginTx(bg, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := snapshot.QueryRow("SELECT COUNT(*) FROM operation").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	released := time.AfterFunc(3*time.Second, func() { snapshot.Rollback() })
+	defer released.Stop()
+	// Applications past the restart threshold, over several checkpoint ticks, while the
+	// snapshot is open.
+	var slowest time.Duration
+	for i, until := 0, time.Now().Add(2500*time.Millisecond); time.Now().Before(until); i++ {
+		start := time.Now()
+		mustApply(t, db, answered(fmt.Sprint("op-", i), fmt.Sprint("u", i), "t", strings.Repeat("h", 500)))
+		slowest = max(slowest, time.Since(start))
+		if i > 400 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if slowest >= 2*time.Second {
+		t.Fatalf("an application waited %v behind the checkpoint, which waited for the reader", slowest)
+	}
 }
