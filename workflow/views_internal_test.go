@@ -1,0 +1,36 @@
+package workflow
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"bindery/engine"
+	"bindery/store"
+)
+
+// A request whose first step waits for a free worker says how many are ahead of it, and past the
+// status read's count (store.QueueCounted) that more are: the words and the fields agree.
+func TestAQueuedRequestSaysHowManyAreAheadOrThatMoreAre(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		ahead int
+		more  bool
+		words string
+	}{
+		{3, false, "queued behind 3 requests"},
+		{1, false, "queued behind 1 request)"},
+		{store.QueueCounted, true, "queued behind more than 100 requests"},
+	} {
+		d := store.RequestDetail{
+			Operation: store.Operation{OperationID: "op-1", Status: store.StatusApprovalSending, Step: store.StepApprovalSending, UpdatedAt: at},
+			Steps:     []store.StepRecord{{OperationID: "op-1", Step: store.StepApprovalSending, Status: store.StatusApprovalSending, At: at}},
+			Task:      &store.Task{Lane: engine.LaneFirst, DueAt: at},
+			Ahead:     c.ahead, AheadMore: c.more,
+		}
+		w := waitingFor(d, store.StatusApprovalSending, store.NextWait, false, RequestView{})
+		if w == nil || w.QueuedBehind != c.ahead || w.QueuedBehindMore != c.more || !strings.Contains(w.WaitingFor, c.words) {
+			t.Errorf("%d ahead (more: %t): %+v, want %q in the words", c.ahead, c.more, w, c.words)
+		}
+	}
+}
