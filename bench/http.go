@@ -362,14 +362,10 @@ func cpuTable(db database, names []string, runs []*endpointRuns) string {
 	rows := [][]string{head}
 	for i, r := range runs {
 		row := []string{names[i]}
-		total := make([]float64, len(r.rps))
 		for _, p := range procs {
-			v := r.cpu[p]
-			row = append(row, distOf(v).show(func(s float64) string { return nanos(s * 1e9) }))
-			for j := range min(len(v), len(total)) {
-				total[j] += v[j]
-			}
+			row = append(row, distOf(r.cpu[p]).show(func(s float64) string { return nanos(s * 1e9) }))
 		}
+		total := sumCPU(*r)
 		ceiling := make([]float64, len(total))
 		for j, t := range total {
 			if t > 0 {
