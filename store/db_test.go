@@ -215,15 +215,7 @@ func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
 // database file while every other writer waits); the background checkpoint does, so the file
 // takes the writes and the WAL stops growing without anyone asking.
 func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
-	dir := t.TempDir()
-	db, err := store.Open(bg, "sqlite:"+filepath.Join(dir, "b.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Migrate(bg, schema.FS); err != nil {
-		t.Fatal(err)
-	}
+	db, dir := sqliteFile(t)
 	var auto int
 	if err := db.Raw().QueryRowContext(bg, "PRAGMA wal_autocheckpoint").Scan(&auto); err != nil || auto != 0 {
 		t.Fatalf("the writer's automatic checkpoint: %d pages %v, want 0 (off)", auto, err)
@@ -324,15 +316,7 @@ func sqlitePlan(t *testing.T, db *store.DB, query string, args ...any) string {
 // restart of the WAL; the restart must give up soon rather than hold the writer out while it
 // waits for that reader.
 func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
-	dir := t.TempDir()
-	db, err := store.Open(bg, "sqlite:"+filepath.Join(dir, "b.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Migrate(bg, schema.FS); err != nil {
-		t.Fatal(err)
-	}
+	db, dir := sqliteFile(t)
 	mustApply(t, db, answered("op-first", "u-first", "t", "h"))
 	reader, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "b.db"))
 	if err != nil {
@@ -363,4 +347,19 @@ func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
 	if slowest >= 2*time.Second {
 		t.Fatalf("an application waited %v behind the checkpoint, which waited for the reader", slowest)
 	}
+}
+
+// sqliteFile is a migrated SQLite database in its own directory, b.db there (its WAL beside it).
+func sqliteFile(t *testing.T) (*store.DB, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(bg, "sqlite:"+filepath.Join(dir, "b.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(bg, schema.FS); err != nil {
+		t.Fatal(err)
+	}
+	return db, dir
 }
