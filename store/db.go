@@ -51,6 +51,8 @@ type DB struct {
 	skipClaimPrecheck bool
 	// stopCheckpoints ends SQLite's background WAL checkpoints (nil on MySQL).
 	stopCheckpoints func()
+	// applies gathers concurrent applications into shared transactions (Submit).
+	applies *applyQueue
 }
 
 // Options are the static pool settings (database.maxOpenConns, database.maxIdleConns) and an
@@ -135,7 +137,7 @@ func openMySQL(dsn string, opts Options) (*DB, error) {
 	pool.SetMaxOpenConns(opts.MaxOpenConns)
 	pool.SetMaxIdleConns(opts.MaxIdleConns)
 	pool.SetConnMaxLifetime(30 * time.Minute)
-	return &DB{dialect: MySQL, rw: pool, ro: pool}, nil
+	return &DB{dialect: MySQL, rw: pool, ro: pool, applies: &applyQueue{max: groupWritersMySQL}}, nil
 }
 
 // sqlitePath extracts the file path from the accepted SQLite DSN forms.
@@ -188,7 +190,7 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	}
 	cp := sql.OpenDB(cpConn)
 	cp.SetMaxOpenConns(1)
-	return &DB{dialect: SQLite, rw: rw, ro: ro, stopCheckpoints: checkpoints(cp, checkpointEvery)}, nil
+	return &DB{dialect: SQLite, rw: rw, ro: ro, stopCheckpoints: checkpoints(cp, checkpointEvery), applies: &applyQueue{max: groupWritersSQLite}}, nil
 }
 
 // sqliteURI is the connection URI of the database file at path with the pragmas bindery relies

@@ -8,7 +8,8 @@ package store
 var IdempotencyWinner = (*DB).idempotencyWinner
 
 // SetPause installs fn, called at named points inside transactions ("claim.slot", "claim.read",
-// "claim.written", "settle.batch", "apply.read": a re-application has read the row it locked).
+// "claim.written", "settle.batch", "apply.read": a re-application has read the row it locked,
+// "submit.write": a writer of application groups is about to take its group).
 func SetPause(db *DB, fn func(point string)) { db.pause = fn }
 
 // SetLockingClaimRead makes Claim read its waiting rows FOR UPDATE.
@@ -19,3 +20,13 @@ func SetSkipClaimPrecheck(db *DB, on bool) { db.skipClaimPrecheck = on }
 
 // MaxInList is the chunk size of IN lists and multi-row inserts.
 const MaxInList = maxInList
+
+// GroupWriters is how many application groups db writes at once.
+func GroupWriters(db *DB) int { return db.applies.max }
+
+// WaitingSubmissions is how many applications wait for a group.
+func WaitingSubmissions(db *DB) int {
+	db.applies.mu.Lock()
+	defer db.applies.mu.Unlock()
+	return len(db.applies.waiting)
+}

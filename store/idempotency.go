@@ -203,14 +203,28 @@ var ErrKeyTaken = errors.New("idempotency key taken")
 
 // RecordAnswer inserts a, complete, in the transaction (ErrKeyTaken when the key is held).
 func (tx *Tx) RecordAnswer(ctx context.Context, a Answer) error {
+	return tx.insertAnswers(ctx, []Answer{a})
+}
+
+// insertAnswers is RecordAnswer for several answers in one statement: ErrKeyTaken when any
+// key is held, and then none is written.
+func (tx *Tx) insertAnswers(ctx context.Context, answers []Answer) error {
 	db := tx.db
-	_, err := tx.tx.ExecContext(ctx, "INSERT INTO idempotency_record (scope, idem_key, payload_hash, status, answer, lease_until, expires_at) VALUES (?, ?, ?, ?, ?, "+
-		db.now()+", "+db.nowPlus()+")", a.Scope, a.Key, a.PayloadHash, a.Status, a.Body, micros(a.TTL))
+	args := make([]any, 0, 6*len(answers))
+	for _, a := range answers {
+		args = append(args, a.Scope, a.Key, a.PayloadHash, a.Status, a.Body, micros(a.TTL))
+	}
+	_, err := tx.tx.ExecContext(ctx, "INSERT INTO idempotency_record (scope, idem_key, payload_hash, status, answer, lease_until, expires_at) VALUES "+
+		rowsOf("(?, ?, ?, ?, ?, "+db.now()+", "+db.nowPlus()+")", len(answers)), args...)
+	what := answers[0].Scope + " " + answers[0].Key
+	if len(answers) > 1 {
+		what = fmt.Sprintf("of %d answers from %s", len(answers), what)
+	}
 	switch err = translate(err); {
 	case errors.Is(err, ErrDuplicate):
-		return fmt.Errorf("idempotency %s %s: %w", a.Scope, a.Key, ErrKeyTaken)
+		return fmt.Errorf("idempotency %s: %w", what, ErrKeyTaken)
 	case err != nil:
-		return fmt.Errorf("idempotency %s %s: %w", a.Scope, a.Key, err)
+		return fmt.Errorf("idempotency %s: %w", what, err)
 	}
 	return nil
 }

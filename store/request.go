@@ -101,56 +101,124 @@ func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
 	if !CanTransition("", a.Status) {
 		return Request{}, &ErrIllegalTransition{From: "", To: a.Status}
 	}
-	db := tx.db
-	// The idempotency key before anything else: a concurrent duplicate waits on it, holding
-	// nothing, until this transaction ends, then reads its answer.
-	if a.Answer != nil {
-		if err := tx.RecordAnswer(ctx, *a.Answer); err != nil {
+	one := []Application{a}
+	w, err := tx.insertApplications(ctx, one)
+	if err != nil {
+		return Request{}, err
+	}
+	b := Binding{ID: w.bindingID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Status: a.Status, OperationID: a.OperationID, Version: 1}
+	if w.bindings == 0 {
+		if b, err = tx.reapply(ctx, a); err != nil {
 			return Request{}, err
 		}
 	}
-	// The operation first: every cross-table write locks operation before binding.
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step)
-	if err != nil {
-		return Request{}, fmt.Errorf("apply %s: %w", a.OperationID, translate(err))
-	}
-	opID, err := res.LastInsertId()
-	if err != nil {
-		return Request{}, translate(err)
-	}
-	// The relation's row is inserted unless it exists — one statement for a first application,
-	// none read before it. An existing row is locked by the statement (MySQL: ON DUPLICATE KEY
-	// takes its exclusive lock; SQLite: the one write connection), so concurrent applications
-	// for one relation go one at a time: each later one reads the row as the one before left it.
-	b := Binding{SubjectID: a.SubjectID, TargetKey: a.TargetKey, Status: a.Status, OperationID: a.OperationID, Version: 1}
-	res, err = tx.tx.ExecContext(ctx, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, ?, ?, ?)"+db.unlessRelationExists(),
-		a.SubjectID, a.TargetKey, a.Status, a.OperationID)
-	if err != nil {
-		return Request{}, fmt.Errorf("apply %s: %w", a.OperationID, translate(err))
-	}
-	if inserted, err := res.RowsAffected(); err != nil {
-		return Request{}, translate(err)
-	} else if inserted == 1 {
-		if b.ID, err = res.LastInsertId(); err != nil {
-			return Request{}, translate(err)
-		}
-	} else if b, err = tx.reapply(ctx, a); err != nil {
+	if err := tx.insertFirstSteps(ctx, one); err != nil {
 		return Request{}, err
 	}
-	if err := insertSteps(ctx, tx.tx, []string{a.OperationID}, a.Step, a.Status, ""); err != nil {
-		return Request{}, err
-	}
-	if a.Task != nil {
-		t := *a.Task
-		t.Ref = a.OperationID
-		if err := tx.InsertTask(ctx, t); err != nil {
-			return Request{}, err
-		}
-	}
-	op := Operation{ID: opID, OperationID: a.OperationID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Project: a.Project,
+	op := Operation{ID: w.operationID, OperationID: a.OperationID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Project: a.Project,
 		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1}
 	return Request{Operation: op, Binding: b}, nil
+}
+
+// written is what insertApplications wrote: how many binding rows it inserted (the others'
+// relations had one already) and, for a single application, its operation's and its new
+// binding's ids.
+type written struct {
+	bindings               int64
+	operationID, bindingID int64
+}
+
+// insertApplications writes the rows apps start with, one multi-row statement per table, in the
+// order every cross-table write takes: the idempotency records of those that carry an answer
+// (first: a concurrent duplicate waits on its key holding nothing, until this transaction ends),
+// the operations, then each relation's binding row unless the relation has one. An existing row
+// is left as it is and locked by the statement (MySQL: ON DUPLICATE KEY takes its exclusive
+// lock; SQLite: the one write connection), so concurrent applications for one relation go one
+// at a time: each later one reads the row as the one before left it.
+func (tx *Tx) insertApplications(ctx context.Context, apps []Application) (written, error) {
+	db := tx.db
+	var w written
+	what := apps[0].OperationID
+	if len(apps) > 1 {
+		what = fmt.Sprintf("%d applications from %s", len(apps), what)
+	}
+	var answers []Answer
+	for _, a := range apps {
+		if a.Answer != nil {
+			answers = append(answers, *a.Answer)
+		}
+	}
+	if len(answers) > 0 {
+		if err := tx.insertAnswers(ctx, answers); err != nil {
+			return w, err
+		}
+	}
+	args := make([]any, 0, 8*len(apps))
+	for _, a := range apps {
+		args = append(args, a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step)
+	}
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step) VALUES "+
+		rowsOf("(?, ?, ?, ?, ?, ?, ?, ?)", len(apps)), args...)
+	if err != nil {
+		return w, fmt.Errorf("apply %s: %w", what, translate(err))
+	}
+	if len(apps) == 1 {
+		if w.operationID, err = res.LastInsertId(); err != nil {
+			return w, translate(err)
+		}
+	}
+	args = args[:0]
+	for _, a := range apps {
+		args = append(args, a.SubjectID, a.TargetKey, a.Status, a.OperationID)
+	}
+	res, err = tx.tx.ExecContext(ctx, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES "+
+		rowsOf("(?, ?, ?, ?)", len(apps))+db.unlessRelationExists(), args...)
+	if err != nil {
+		return w, fmt.Errorf("apply %s: %w", what, translate(err))
+	}
+	if w.bindings, err = res.RowsAffected(); err != nil {
+		return w, translate(err)
+	}
+	if len(apps) == 1 && w.bindings == 1 {
+		if w.bindingID, err = res.LastInsertId(); err != nil {
+			return w, translate(err)
+		}
+	}
+	return w, nil
+}
+
+// insertFirstSteps appends each application's first step to the history and inserts the tasks
+// of those that carry one (their Ref is the operationId): one statement per table for the
+// usual case of one flow.
+func (tx *Tx) insertFirstSteps(ctx context.Context, apps []Application) error {
+	type first struct {
+		step   Step
+		status BindingStatus
+	}
+	var order []first
+	ids := map[first][]string{}
+	var tasks []TaskSpec
+	for _, a := range apps {
+		f := first{a.Step, a.Status}
+		if _, ok := ids[f]; !ok {
+			order = append(order, f)
+		}
+		ids[f] = append(ids[f], a.OperationID)
+		if a.Task != nil {
+			t := *a.Task
+			t.Ref = a.OperationID
+			tasks = append(tasks, t)
+		}
+	}
+	for _, f := range order {
+		if err := insertSteps(ctx, tx.tx, ids[f], f.step, f.status, ""); err != nil {
+			return err
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	return tx.insertTasks(ctx, tasks)
 }
 
 // reapply moves the relation's existing row, locked by the caller's insert, to a's operation:

@@ -97,15 +97,27 @@ type TaskSpec struct {
 // InsertTask creates a task for work that has none yet (a new application, a new batch):
 // one statement. A task already there for (Kind, Ref) is ErrDuplicate.
 func (tx *Tx) InsertTask(ctx context.Context, s TaskSpec) error {
+	return tx.insertTasks(ctx, []TaskSpec{s})
+}
+
+// insertTasks is InsertTask for several tasks in one statement.
+func (tx *Tx) insertTasks(ctx context.Context, specs []TaskSpec) error {
 	db := tx.db
-	since := "NULL"
-	if s.Wait {
-		since = db.now()
+	var values strings.Builder
+	args := make([]any, 0, 7*len(specs))
+	for i, s := range specs {
+		since := "NULL"
+		if s.Wait {
+			since = db.now()
+		}
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		values.WriteString("(?, ?, ?, ?, " + db.nowPlus() + ", " + since + ", ?, ?)")
+		args = append(args, s.Kind, s.Ref, s.Lane, s.Step, micros(s.In), clipText(s.Memo, maxMemo), clipNote(s.Note))
 	}
-	_, err := tx.tx.ExecContext(ctx, "INSERT INTO task (kind, ref, lane, step, due_at, wait_since, memo, note) VALUES (?, ?, ?, ?, "+
-		db.nowPlus()+", "+since+", ?, ?)", s.Kind, s.Ref, s.Lane, s.Step, micros(s.In), clipText(s.Memo, maxMemo), clipNote(s.Note))
-	if err != nil {
-		return fmt.Errorf("insert task %s %s: %w", s.Kind, s.Ref, translate(err))
+	if _, err := tx.tx.ExecContext(ctx, "INSERT INTO task (kind, ref, lane, step, due_at, wait_since, memo, note) VALUES "+values.String(), args...); err != nil {
+		return fmt.Errorf("insert task %s %s: %w", specs[0].Kind, specs[0].Ref, translate(err))
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 		}
 		rec.Body, a.Answer = body, &rec
 	}
-	_, err := w.db.Apply(ctx, a)
+	err := w.db.Submit(ctx, a)
 	var busy *store.ErrApplyInProgress
 	switch {
 	case errors.As(err, &busy):
