@@ -173,3 +173,30 @@ func join(xs []string) string {
 	}
 	return out
 }
+
+// Every step of a request begins by reading it: the operation and the binding it drives are one
+// statement, and an operation a re-application replaced reads as no longer current.
+func TestARequestIsReadInOneStatement(t *testing.T) {
+	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		mustApply(t, db, application("old", "alice", "t"))
+		mustMove(t, db, "old", store.StatusRejected)
+		mustApply(t, db, application("new", "alice", "t"))
+		for _, c := range []struct {
+			id      string
+			current bool
+		}{{"new", true}, {"old", false}} {
+			var r store.Request
+			var err error
+			n, _, all := st.during(t, func() { r, err = db.Request(bg, c.id) })
+			if err != nil || n != 1 {
+				t.Fatalf("%s: %d statements %q, %v", c.id, n, all, err)
+			}
+			if r.Operation.OperationID != c.id || r.Current() != c.current || (c.current && (r.Binding.Status != store.StatusApprovalSending || r.Binding.Version != 3)) {
+				t.Fatalf("%s: %+v", c.id, r)
+			}
+		}
+		if _, err := db.Request(bg, "nobody"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("an unknown operation: %v", err)
+		}
+	})
+}

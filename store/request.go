@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"time"
@@ -31,16 +31,39 @@ func (tx *Tx) Request(ctx context.Context, operationID string) (Request, error) 
 	return readRequest(ctx, tx.tx, operationID)
 }
 
+// readRequest reads the operation and its binding in one query: every step of a request begins
+// with it.
 func readRequest(ctx context.Context, q queryer, operationID string) (Request, error) {
-	op, err := operationByID(ctx, q, operationID)
+	const nOp, nBinding = 16, 9
+	row, err := rowValues(q.QueryRowContext(ctx, requestQuery, operationID), nOp+nBinding)
+	if err != nil {
+		return Request{}, fmt.Errorf("operation %s: %w", operationID, translate(err))
+	}
+	op, err := scanOperation(row[:nOp])
 	if err != nil {
 		return Request{}, err
 	}
-	b, err := bindingByOperation(ctx, q, operationID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Request{}, err
+	r := Request{Operation: op}
+	if b := row[nOp:]; b[0] != nil {
+		if r.Binding, err = scanBinding(b); err != nil {
+			return Request{}, err
+		}
 	}
-	return Request{Operation: op, Binding: b}, nil
+	return r, nil
+}
+
+var requestQuery = "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) +
+	" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id WHERE o.operation_id = ?"
+
+// rowValues scans a row of n columns into driver values, for a row whose parts are scanned
+// separately (a LEFT JOIN's part is absent when its first column is nil).
+func rowValues(row *sql.Row, n int) (values, error) {
+	raw := make(values, n)
+	ptrs := make([]any, n)
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	return raw, row.Scan(ptrs...)
 }
 
 // Application is a new application: the first state of the selected flow (APPROVAL_SENDING
@@ -396,12 +419,8 @@ func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDet
 func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail, error) {
 	q := statusQueries[db.dialect]
 	const nOp, nBinding, nBatch, nWaiting, nTask, nJob = 16, 9, 17, 6, 20, 3
-	raw := make([]any, nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1+nJob)
-	ptrs := make([]any, len(raw))
-	for i := range raw {
-		ptrs[i] = &raw[i]
-	}
-	if err := db.ro.QueryRowContext(ctx, q, BatchBlocked, TaskRequest, TaskBatch, operationID).Scan(ptrs...); err != nil {
+	raw, err := rowValues(db.ro.QueryRowContext(ctx, q, BatchBlocked, TaskRequest, TaskBatch, operationID), nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1+nJob)
+	if err != nil {
 		return RequestDetail{}, fmt.Errorf("request %s: %w", operationID, translate(err))
 	}
 	// next hands out the row's columns part by part; present says whether a joined row was found.
@@ -412,7 +431,6 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 	}
 	present := func(v values) bool { return v[0] != nil }
 	var d RequestDetail
-	var err error
 	if d.Operation, err = scanOperation(next(nOp)); err != nil {
 		return RequestDetail{}, err
 	}
