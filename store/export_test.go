@@ -30,3 +30,6 @@ func WaitingSubmissions(db *DB) int {
 	defer db.applies.mu.Unlock()
 	return len(db.applies.waiting)
 }
+
+// ClipNote is how a note is cut before it is stored.
+var ClipNote = clipNote

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -395,16 +398,19 @@ func (d RequestDetail) Pipeline() int64 {
 	return d.Operation.PipelineID
 }
 
-// RequestDetail reads the request view of operationID (ErrNotFound when unknown) in two
-// indexed reads, independent of how many requests exist: the request with everything about
-// where it stands (statusRead), then its steps.
+// RequestDetail reads the request view of operationID (ErrNotFound when unknown) in one indexed
+// read, independent of how many requests exist: the request with everything about where it
+// stands and its steps (statusRead). Steps the database could not aggregate whole (a history
+// longer than MySQL's group_concat_max_len) are read with a second query.
 func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDetail, error) {
-	d, err := db.statusRead(ctx, operationID)
+	d, whole, err := db.statusRead(ctx, operationID)
 	if err != nil {
 		return RequestDetail{}, err
 	}
-	if d.Steps, err = db.Steps(ctx, operationID); err != nil {
-		return RequestDetail{}, err
+	if !whole {
+		if d.Steps, err = db.Steps(ctx, operationID); err != nil {
+			return RequestDetail{}, err
+		}
 	}
 	return d, nil
 }
@@ -415,13 +421,14 @@ func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDet
 // the operation), its place in the waiting set with the count ahead of it (in the claim's
 // order, see Waiting) and the partition's BLOCKED batch, its own task and its batch's with the
 // tasks queued before each, the database clock, and the failed job of the pipeline the page
-// shows. LEFT JOINs: what is absent reads as NULL.
-func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail, error) {
+// shows, and the request's steps as one JSON array. LEFT JOINs: what is absent reads as NULL.
+// whole is false when the steps could not be read from the array (see RequestDetail).
+func (db *DB) statusRead(ctx context.Context, operationID string) (d RequestDetail, whole bool, err error) {
 	q := statusQueries[db.dialect]
-	const nOp, nBinding, nBatch, nWaiting, nTask, nJob = 16, 9, 17, 6, 20, 3
-	raw, err := rowValues(db.ro.QueryRowContext(ctx, q, BatchBlocked, TaskRequest, TaskBatch, operationID), nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1+nJob)
+	const nOp, nBinding, nBatch, nWaiting, nTask, nJob, nSteps = 16, 9, 17, 6, 20, 3, 1
+	raw, err := rowValues(db.ro.QueryRowContext(ctx, q, BatchBlocked, TaskRequest, TaskBatch, operationID), nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1+nJob+nSteps)
 	if err != nil {
-		return RequestDetail{}, fmt.Errorf("request %s: %w", operationID, translate(err))
+		return RequestDetail{}, false, fmt.Errorf("request %s: %w", operationID, translate(err))
 	}
 	// next hands out the row's columns part by part; present says whether a joined row was found.
 	next := func(n int) values {
@@ -430,21 +437,20 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 		return part
 	}
 	present := func(v values) bool { return v[0] != nil }
-	var d RequestDetail
 	if d.Operation, err = scanOperation(next(nOp)); err != nil {
-		return RequestDetail{}, err
+		return RequestDetail{}, false, err
 	}
 	if v := next(nBinding); present(v) {
 		b, err := scanBinding(v)
 		if err != nil {
-			return RequestDetail{}, err
+			return RequestDetail{}, false, err
 		}
 		d.Binding = &b
 	}
 	if v := next(nBatch); present(v) {
 		b, err := scanBatch(v)
 		if err != nil {
-			return RequestDetail{}, err
+			return RequestDetail{}, false, err
 		}
 		d.Batch = &b
 	}
@@ -454,7 +460,7 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 		var since dbTime
 		var of, round nullInt64
 		if err := v.Scan(&id, &w.Partition, &w.Action, &since, &of, &round, &w.Ahead); err != nil {
-			return RequestDetail{}, err
+			return RequestDetail{}, false, err
 		}
 		w.Since = since.T
 		d.Waiting = &w
@@ -462,7 +468,7 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 	if v := next(nBatch); present(v) && d.Waiting != nil {
 		b, err := scanBatch(v)
 		if err != nil {
-			return RequestDetail{}, err
+			return RequestDetail{}, false, err
 		}
 		d.Waiting.BlockedBy = &b
 	}
@@ -474,11 +480,11 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 		}
 		t, err := scanTask(v)
 		if err != nil {
-			return RequestDetail{}, err
+			return RequestDetail{}, false, err
 		}
 		d.Task = &t
 		if err := n.Scan(&d.Ahead); err != nil {
-			return RequestDetail{}, err
+			return RequestDetail{}, false, err
 		}
 		if d.Ahead > QueueCounted {
 			d.Ahead, d.AheadMore = QueueCounted, true
@@ -486,17 +492,65 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (RequestDetail
 	}
 	var clock dbTime
 	if err := next(1).Scan(&clock); err != nil {
-		return RequestDetail{}, err
+		return RequestDetail{}, false, err
 	}
 	d.Now = clock.T
 	if v := next(nJob); present(v) {
 		j := FailedJob{Project: d.Operation.Project, PipelineID: d.Pipeline()}
 		if err := v.Scan(&j.JobID, &j.Name, &j.WebURL); err != nil {
-			return RequestDetail{}, err
+			return RequestDetail{}, false, err
 		}
 		d.FailedJob = &j
 	}
-	return d, nil
+	d.Steps, whole = stepsOf(operationID, next(nSteps)[0])
+	return d, whole, nil
+}
+
+// stepsOf decodes the status read's steps column: a JSON array of [id, step, status, note, at],
+// sorted here by id (MySQL does not order what JSON_ARRAYAGG gathers). NULL or "[]" is no step;
+// false: the array is not whole (cut at MySQL's group_concat_max_len) or not readable.
+func stepsOf(operationID string, v any) ([]StepRecord, bool) {
+	var text []byte
+	switch x := v.(type) {
+	case nil:
+		return nil, true
+	case []byte:
+		text = x
+	case string:
+		text = []byte(x)
+	default:
+		return nil, false
+	}
+	var rows [][]any
+	if err := json.Unmarshal(text, &rows); err != nil {
+		return nil, false
+	}
+	steps := make([]StepRecord, len(rows))
+	for i, r := range rows {
+		if len(r) != 5 {
+			return nil, false
+		}
+		id, idOK := r[0].(float64)
+		step, stepOK := r[1].(float64)
+		status, statusOK := r[2].(string)
+		note, _ := r[3].(string)
+		at, atOK := r[4].(string)
+		var t dbTime
+		if !idOK || !stepOK || !statusOK || !atOK || t.parse(at) != nil {
+			return nil, false
+		}
+		steps[i] = StepRecord{ID: int64(id), OperationID: operationID, Step: Step(step), Status: BindingStatus(status), Note: note, At: t.T}
+	}
+	slices.SortFunc(steps, func(a, b StepRecord) int { return cmp.Compare(a.ID, b.ID) })
+	return steps, true
+}
+
+// jsonArrayAgg gathers expr of every row into one JSON array (NULL for no row on MySQL).
+func (db *DB) jsonArrayAgg(expr string) string {
+	if db.dialect == MySQL {
+		return "JSON_ARRAYAGG(" + expr + ")"
+	}
+	return "json_group_array(" + expr + ")"
 }
 
 // QueueCounted is how far a status read counts the tasks queued ahead of a request's: the read
@@ -536,6 +590,8 @@ func (db *DB) statusReadQuery() string {
 		", w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, " + ahead + ", " + prefixed("bb.", batchColumns) +
 		", " + db.taskColumnsOf("t.") + ", " + queued("t") + ", " + db.taskColumnsOf("bt.") + ", " + queued("bt") + ", " + now +
 		", fj.job_id, fj.name, fj.web_url" +
+		// The steps, one JSON array: the page's timeline without a second round trip.
+		", (SELECT " + db.jsonArrayAgg("JSON_ARRAY(s.id, s.step, s.status, s.note, s.at)") + " FROM operation_step s WHERE s.operation_id = o.operation_id)" +
 		" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
 		" LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
 		// MAX, not ORDER BY id DESC LIMIT 1: the latter tempts MariaDB into walking the primary key
