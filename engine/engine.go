@@ -531,7 +531,7 @@ func (r *Run) Await(ctx context.Context, slot string, safety time.Duration, note
 // Unavailable (the step is tried again); a fence that no longer holds stays store.ErrPreempted;
 // a transition the tables refuse (a bug) stays what it is, so the step's failure is written.
 func (r *Run) commit(ctx context.Context, fence, write func(tx *store.Tx) error) error {
-	err := r.e.db.InTx(ctx, func(tx *store.Tx) error {
+	err := r.e.db.InSharedTx(ctx, func(tx *store.Tx) error {
 		if err := fence(tx); err != nil {
 			return err
 		}

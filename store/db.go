@@ -52,7 +52,9 @@ type DB struct {
 	// stopCheckpoints ends SQLite's background WAL checkpoints (nil on MySQL).
 	stopCheckpoints func()
 	// applies gathers concurrent applications into shared transactions (Submit).
-	applies *applyQueue
+	applies *groups[*submission]
+	// shared gathers concurrent InSharedTx callers into shared transactions (SQLite only).
+	shared *groups[*sharedCall]
 }
 
 // Options are the static pool settings (database.maxOpenConns, database.maxIdleConns) and an
@@ -89,6 +91,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	db.applies.hook = func() { db.hook("submit.write") }
+	if db.shared != nil {
+		db.shared.hook = func() { db.hook("shared.write") }
 	}
 	if err := db.pingRetrying(ctx); err != nil {
 		db.Close()
@@ -137,7 +143,7 @@ func openMySQL(dsn string, opts Options) (*DB, error) {
 	pool.SetMaxOpenConns(opts.MaxOpenConns)
 	pool.SetMaxIdleConns(opts.MaxIdleConns)
 	pool.SetConnMaxLifetime(30 * time.Minute)
-	return &DB{dialect: MySQL, rw: pool, ro: pool, applies: &applyQueue{max: groupWritersMySQL}}, nil
+	return &DB{dialect: MySQL, rw: pool, ro: pool, applies: newApplyGroups(groupWritersMySQL)}, nil
 }
 
 // sqlitePath extracts the file path from the accepted SQLite DSN forms.
@@ -190,7 +196,8 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	}
 	cp := sql.OpenDB(cpConn)
 	cp.SetMaxOpenConns(1)
-	return &DB{dialect: SQLite, rw: rw, ro: ro, stopCheckpoints: checkpoints(cp, checkpointEvery), applies: &applyQueue{max: groupWritersSQLite}}, nil
+	return &DB{dialect: SQLite, rw: rw, ro: ro, stopCheckpoints: checkpoints(cp, checkpointEvery), applies: newApplyGroups(groupWritersSQLite),
+		shared: &groups[*sharedCall]{max: 1, take: func(n int) int { return min(n, maxShared) }}}, nil
 }
 
 // sqliteURI is the connection URI of the database file at path with the pragmas bindery relies

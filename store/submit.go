@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/bits"
-	"sync"
 	"time"
 )
 
@@ -16,6 +15,8 @@ import (
 // that arrive while another group is being written wait for it, and then go together: one
 // transaction, one multi-row statement per table, one commit. Alone, an application goes at once
 // (a group of one is Apply itself), so waiting only happens when the database is busy anyway.
+//
+// At most groupWriters groups are written at once, with a power of two of members each.
 //
 // A group is all or nothing, like each application in it. When anything in it fails — a
 // relation that has a row already (a re-application, or one to refuse), a taken idempotency key
@@ -33,25 +34,20 @@ const (
 	groupWritersMySQL  = 2
 )
 
-// applyQueue gathers the applications waiting for a group. A submission that finds a free
-// writer slot writes its group at once; the others wait, and each finished group hands its
-// slot to the first of them, which writes the next group — its own and those behind it.
-type applyQueue struct {
-	mu      sync.Mutex
-	waiting []*submission
-	writers int // groups being written now, at most max
-	max     int
-}
-
 // submission is one application waiting for its group's outcome.
 type submission struct {
-	ctx  context.Context
-	a    Application
-	turn chan struct{} // closed when the submission is to write the next group
-	done chan struct{} // closed when its outcome is known
-	err  error
+	ctx context.Context
+	a   Application
+	err error
 	// alone: its group was rolled back; the submission runs Apply on its own.
 	alone bool
+}
+
+// newApplyGroups returns the groups of applications of a database with writers writers. A group
+// has a power of two of members, at most maxGroup, so that its statements' texts are few and
+// stay prepared.
+func newApplyGroups(writers int) *groups[*submission] {
+	return &groups[*submission]{max: writers, take: func(n int) int { return min(maxGroup, 1<<(bits.Len(uint(n))-1)) }}
 }
 
 // Submit records application a as Apply does — the same checks, the same answers
@@ -66,65 +62,13 @@ func (db *DB) Submit(ctx context.Context, a Application) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q := db.applies
-	s := &submission{ctx: ctx, a: a, turn: make(chan struct{}), done: make(chan struct{})}
-	q.mu.Lock()
-	lead := q.writers < q.max
-	if lead {
-		q.writers++
-	} else {
-		q.waiting = append(q.waiting, s)
-	}
-	q.mu.Unlock()
-	if !lead {
-		// No giving up here when ctx ends: the submission may already be in a group being
-		// written, and its caller must learn whether it was. A group's writer leaves out
-		// members whose context ended before it began.
-		select {
-		case <-s.done:
-		case <-s.turn:
-			lead = true
-		}
-	}
-	if lead {
-		db.writeNextGroup(s)
-	}
-	<-s.done
+	s := &submission{ctx: ctx, a: a}
+	db.applies.join(s, db.writeGroup)
 	if s.alone {
 		_, err := db.Apply(ctx, a)
 		return err
 	}
 	return s.err
-}
-
-// writeNextGroup writes the group led by s — s and as many waiting submissions as make a power
-// of two (so that the statements' texts are few and stay prepared), at most maxGroup — then
-// hands the writer slot to the first submission still waiting, or frees it.
-func (db *DB) writeNextGroup(s *submission) {
-	q := db.applies
-	db.hook("submit.write")
-	q.mu.Lock()
-	n := groupSize(1 + len(q.waiting))
-	group := append([]*submission{s}, q.waiting[:n-1]...)
-	q.waiting = append(q.waiting[:0:0], q.waiting[n-1:]...)
-	q.mu.Unlock()
-
-	db.writeGroup(group)
-
-	q.mu.Lock()
-	if len(q.waiting) > 0 {
-		next := q.waiting[0]
-		q.waiting = q.waiting[1:]
-		close(next.turn)
-	} else {
-		q.writers--
-	}
-	q.mu.Unlock()
-}
-
-// groupSize is the largest power of two not above n, at most maxGroup.
-func groupSize(n int) int {
-	return min(maxGroup, 1<<(bits.Len(uint(n))-1))
 }
 
 // writeGroup writes the group's applications in one transaction and tells each member its
@@ -135,7 +79,6 @@ func (db *DB) writeGroup(group []*submission) {
 	for _, s := range group {
 		if err := s.ctx.Err(); err != nil {
 			s.err = err
-			close(s.done)
 			continue
 		}
 		live = append(live, s)
@@ -146,19 +89,21 @@ func (db *DB) writeGroup(group []*submission) {
 	case 1:
 		s := live[0]
 		_, s.err = db.Apply(s.ctx, s.a)
-		close(s.done)
 		return
 	}
 	apps := make([]Application, len(live))
 	for i, s := range live {
 		apps[i] = s.a
 	}
-	ctx, cancel := groupContext(live)
+	ctxs := make([]context.Context, len(live))
+	for i, s := range live {
+		ctxs[i] = s.ctx
+	}
+	ctx, cancel := groupContext(ctxs)
 	err := db.InTx(ctx, func(tx *Tx) error { return tx.applyGroup(ctx, apps) })
 	cancel()
 	for _, s := range live {
 		s.alone = err != nil
-		close(s.done)
 	}
 }
 
@@ -183,11 +128,11 @@ func (tx *Tx) applyGroup(ctx context.Context, apps []Application) error {
 // groupContext is the context a group is written in: the first member's values, none of the
 // members' cancellations (one caller leaving must not fail the others), and the latest of
 // their deadlines — none when one of them has none.
-func groupContext(members []*submission) (context.Context, context.CancelFunc) {
-	ctx := context.WithoutCancel(members[0].ctx)
+func groupContext(members []context.Context) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(members[0])
 	var latest time.Time
-	for _, s := range members {
-		d, ok := s.ctx.Deadline()
+	for _, m := range members {
+		d, ok := m.Deadline()
 		if !ok {
 			return context.WithCancel(ctx)
 		}

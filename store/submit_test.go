@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"bindery/store"
@@ -18,14 +19,18 @@ func heldWriters(t *testing.T, db *store.DB) (release func()) {
 	gate := make(chan struct{})
 	store.SetPause(db, func(point string) {
 		if point == "submit.write" {
+			heldSubmitters.Add(1)
 			<-gate
 		}
 	})
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(func() { release(); store.SetPause(db, nil) })
+	t.Cleanup(func() { release(); store.SetPause(db, nil); heldSubmitters.Store(0) })
 	return release
 }
+
+// heldSubmitters counts the writers of application groups held by heldWriters.
+var heldSubmitters atomic.Int32
 
 // submitAll submits apps, each from its own goroutine, once the writers are held and the
 // earlier ones are waiting (so that they wait in the order given), and returns a function that
@@ -47,8 +52,10 @@ func submitAll(t *testing.T, db *store.DB, ctxs []context.Context, apps []store.
 		}()
 		// The first submissions take the free writer slots (and wait at the gate); the rest
 		// queue, one after another.
-		want := max(0, i+1-writers)
-		waitFor(t, fmt.Sprintf("%d waiting submissions", want), func() bool { return store.WaitingSubmissions(db) == want })
+		want, writing := max(0, i+1-writers), min(i+1, writers)
+		waitFor(t, fmt.Sprintf("%d writing, %d waiting", writing, want), func() bool {
+			return int(heldSubmitters.Load()) == writing && store.WaitingSubmissions(db) == want
+		})
 	}
 	return func() []error { wg.Wait(); return errs }
 }

@@ -210,9 +210,20 @@ func (db *DB) QueuedAhead(ctx context.Context, lane string, due time.Time) (int,
 // time is its expiry, so work whose holder dies falls due again by itself. Lost (another claim
 // or a reschedule came first, or it is not due) → ErrPreempted. It returns t as claimed.
 func (db *DB) ClaimTask(ctx context.Context, t Task, owner string, ttl time.Duration) (Task, error) {
-	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET epoch = epoch + 1, owner = ?, due_at = "+db.nowPlus()+", updated_at = "+db.now()+
-		" WHERE id = ? AND epoch = ? AND due_at <= "+db.now(), owner, micros(ttl), t.ID, t.Epoch)
-	if err := requireOne(res, err, "claim task %s %s", t.Kind, t.Ref); err != nil {
+	claim := func(e execer) error {
+		res, err := e.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET epoch = epoch + 1, owner = ?, due_at = "+db.nowPlus()+", updated_at = "+db.now()+
+			" WHERE id = ? AND epoch = ? AND due_at <= "+db.now(), owner, micros(ttl), t.ID, t.Epoch)
+		return requireOne(res, err, "claim task %s %s", t.Kind, t.Ref)
+	}
+	// On SQLite the claim joins the steps' outcomes queued for the writer (InSharedTx): under
+	// load a worker's claim and other workers' outcomes go in one commit.
+	var err error
+	if db.shared != nil {
+		err = db.InSharedTx(ctx, func(tx *Tx) error { return claim(tx.tx) })
+	} else {
+		err = claim(db.rw)
+	}
+	if err != nil {
 		return Task{}, err
 	}
 	t.Epoch++

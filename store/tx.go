@@ -196,3 +196,8 @@ func (a *assignments) refs(mrIID, pipelineID int64) {
 		a.set("pipeline_id = ?", pipelineID)
 	}
 }
+
+// execer is what writes need from *sql.DB and *sql.Tx alike.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}

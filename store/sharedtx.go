@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Shared transactions on SQLite (docs/architecture.md, "SQLite's write path").
+//
+// SQLite has one writer, and what a commit costs it is the pages it writes to the WAL — two
+// system calls each — more than the statements before it. The engine's workers each end a step
+// with a short transaction (the fenced task write and the request's or the batch's writes), and
+// under load those commits queue for the writer one after another, each writing the same hot
+// pages again (the task table's and the status indexes' newest leaves). InSharedTx lets the
+// callers that queue together share one transaction: each runs inside a savepoint of its own,
+// so one that fails is rolled back alone, and one commit writes the group's pages once.
+//
+// MySQL gains nothing from it — InnoDB already shares the log flush of concurrent commits — and
+// a savepoint would cost it two round trips; there InSharedTx is InTx.
+
+// maxShared bounds the callers of one shared transaction.
+const maxShared = 32
+
+// sharedCall is one caller of InSharedTx waiting for its outcome.
+type sharedCall struct {
+	ctx      context.Context
+	fn       func(tx *Tx) error
+	err      error
+	panicked any
+}
+
+// errSharedLost: the shared transaction was rolled back as a whole after the caller's function
+// had run in it (SQLite rolls a transaction back by itself when a write in it is interrupted or
+// the disk fails), so nothing of it was written. The caller sees it as a failed commit.
+var errSharedLost = fmt.Errorf("the shared transaction was rolled back: %w", ErrRetry)
+
+// InSharedTx runs fn in a write transaction, like InTx: committed when fn returns nil, rolled
+// back when it returns an error or panics (the panic goes on in the caller). On SQLite the
+// transaction may be shared with concurrent callers (above); fn must then not assume that the
+// writes it sees are committed — they are, for every caller, only when InSharedTx returns nil.
+func (db *DB) InSharedTx(ctx context.Context, fn func(tx *Tx) error) error {
+	if db.shared == nil {
+		return db.InTx(ctx, fn)
+	}
+	c := &sharedCall{ctx: ctx, fn: fn}
+	db.shared.join(c, db.writeShared)
+	if c.panicked != nil {
+		panic(c.panicked)
+	}
+	return c.err
+}
+
+// writeShared runs the calls in one transaction, each in a savepoint, and commits once. Calls
+// whose context ended before they ran are left out; a group of one is InTx itself.
+func (db *DB) writeShared(calls []*sharedCall) {
+	live := calls[:0:0]
+	for _, c := range calls {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 1 {
+		c := live[0]
+		c.err, c.panicked = guarded(func() error { return db.InTx(c.ctx, c.fn) })
+		return
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctxs := make([]context.Context, len(live))
+	for i, c := range live {
+		ctxs[i] = c.ctx
+	}
+	ctx, cancel := groupContext(ctxs)
+	defer cancel()
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		for _, c := range live {
+			c.err = translate(err)
+		}
+		return
+	}
+	shared := &Tx{db: db, tx: tx}
+	var written []*sharedCall
+	// lost ends the transaction that SQLite rolled back by itself: what ran in it is gone, and
+	// the calls not run yet run alone.
+	lost := func(rest []*sharedCall) {
+		_ = tx.Rollback()
+		for _, c := range written {
+			c.err = errSharedLost
+		}
+		for _, c := range rest {
+			c.err, c.panicked = guarded(func() error { return db.InTx(c.ctx, c.fn) })
+		}
+	}
+	for i, c := range live {
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT shared"); err != nil {
+			lost(live[i:])
+			return
+		}
+		err, p := guarded(func() error { return c.fn(shared) })
+		ends := []string{"RELEASE shared"}
+		if err != nil || p != nil {
+			c.err, c.panicked = translate(err), p
+			ends = []string{"ROLLBACK TO shared", "RELEASE shared"}
+		}
+		var rerr error
+		for _, end := range ends {
+			if rerr == nil {
+				_, rerr = tx.ExecContext(ctx, end)
+			}
+		}
+		if rerr != nil {
+			if err == nil && p == nil {
+				written = append(written, c)
+			}
+			lost(live[i+1:])
+			return
+		}
+		if err == nil && p == nil {
+			written = append(written, c)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		for _, c := range written {
+			c.err = translate(err)
+		}
+	}
+}
+
+// guarded runs fn and catches its panic.
+func guarded(fn func() error) (err error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	return fn(), nil
+}
