@@ -51,6 +51,20 @@ func (b Batch) BisectionRoot() int64 {
 
 const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit"
 
+// batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
+const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error"
+
+// scanBatchBrief scans batchBriefColumns; the other fields stay zero.
+func scanBatchBrief(s scanner) (Batch, error) {
+	var b Batch
+	var mr, pipeline nullInt64
+	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note, &b.Failing, &b.LastError); err != nil {
+		return Batch{}, translate(err)
+	}
+	b.MRIID, b.PipelineID = int64(mr), int64(pipeline)
+	return b, nil
+}
+
 func scanBatch(s scanner) (Batch, error) {
 	var b Batch
 	var mr, pipeline, of nullInt64

@@ -365,7 +365,9 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	return Request{Operation: op, Binding: b}, nil
 }
 
-// RequestDetail is everything the request view (GET /api/requests/:operationId) shows.
+// RequestDetail is everything the request view (GET /api/requests/:operationId) shows. Its
+// batches and task are read brief, with only the fields the view needs (scanBatchBrief,
+// scanTaskBrief): every column of the status read costs on every request page.
 type RequestDetail struct {
 	Operation Operation
 	// Binding is the relation's row while this operation drives it; nil once replaced.
@@ -425,7 +427,7 @@ func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDet
 // whole is false when the steps could not be read from the array (see RequestDetail).
 func (db *DB) statusRead(ctx context.Context, operationID string) (d RequestDetail, whole bool, err error) {
 	q := statusQueries[db.dialect]
-	const nOp, nBinding, nBatch, nWaiting, nTask, nJob, nSteps = 16, 9, 17, 6, 20, 3, 1
+	const nOp, nBinding, nBatch, nWaiting, nTask, nJob, nSteps = 16, 9, 10, 6, 9, 3, 1
 	raw, err := rowValues(db.ro.QueryRowContext(ctx, q, BatchBlocked, TaskRequest, TaskBatch, operationID), nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1+nJob+nSteps)
 	if err != nil {
 		return RequestDetail{}, false, fmt.Errorf("request %s: %w", operationID, translate(err))
@@ -448,7 +450,7 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (d RequestDeta
 		d.Binding = &b
 	}
 	if v := next(nBatch); present(v) {
-		b, err := scanBatch(v)
+		b, err := scanBatchBrief(v)
 		if err != nil {
 			return RequestDetail{}, false, err
 		}
@@ -466,7 +468,7 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (d RequestDeta
 		d.Waiting = &w
 	}
 	if v := next(nBatch); present(v) && d.Waiting != nil {
-		b, err := scanBatch(v)
+		b, err := scanBatchBrief(v)
 		if err != nil {
 			return RequestDetail{}, false, err
 		}
@@ -478,7 +480,7 @@ func (db *DB) statusRead(ctx context.Context, operationID string) (d RequestDeta
 		if !present(v) || d.Task != nil || (batchTask && (d.Batch == nil || !d.Batch.Status.Active())) {
 			continue
 		}
-		t, err := scanTask(v)
+		t, err := scanTaskBrief(v)
 		if err != nil {
 			return RequestDetail{}, false, err
 		}
@@ -586,9 +588,9 @@ func (db *DB) statusReadQuery() string {
 			" WHEN (SELECT q.id" + ahead + " ORDER BY q.due_at DESC LIMIT 1 OFFSET " + strconv.Itoa(QueueCounted) + ") IS NOT NULL THEN " + strconv.Itoa(QueueCounted+1) +
 			" ELSE (SELECT COUNT(*)" + ahead + ") END"
 	}
-	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) + ", " + prefixed("mb.", batchColumns) +
-		", w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, " + ahead + ", " + prefixed("bb.", batchColumns) +
-		", " + db.taskColumnsOf("t.") + ", " + queued("t") + ", " + db.taskColumnsOf("bt.") + ", " + queued("bt") + ", " + now +
+	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) + ", " + prefixed("mb.", batchBriefColumns) +
+		", w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, " + ahead + ", " + prefixed("bb.", batchBriefColumns) +
+		", " + db.taskBriefColumnsOf("t.") + ", " + queued("t") + ", " + db.taskBriefColumnsOf("bt.") + ", " + queued("bt") + ", " + now +
 		", fj.job_id, fj.name, fj.web_url" +
 		// The steps, one JSON array: the page's timeline without a second round trip.
 		", (SELECT " + db.jsonArrayAgg("JSON_ARRAY(s.id, s.step, s.status, s.note, s.at)") + " FROM operation_step s WHERE s.operation_id = o.operation_id)" +

@@ -68,6 +68,25 @@ func (db *DB) taskColumnsOf(a string) string {
 		db.elapsed(a+"wait_since") + ", " + db.elapsed(a+"created_at") + ", " + db.elapsed(a+"due_at")
 }
 
+// taskBriefColumnsOf are the columns of a task the request view needs (scanTaskBrief), of the
+// table aliased a.
+func (db *DB) taskBriefColumnsOf(a string) string {
+	return prefixed(a, "id, kind, ref, lane, step, due_at, epoch, owner") + ", " + db.elapsed(a+"due_at")
+}
+
+// scanTaskBrief scans taskBriefColumnsOf; the other fields stay zero.
+func scanTaskBrief(s scanner) (Task, error) {
+	var t Task
+	var due dbTime
+	var owner nullString
+	var overdue nullInt64
+	if err := s.Scan(&t.ID, &t.Kind, &t.Ref, &t.Lane, &t.Step, &due, &t.Epoch, &owner, &overdue); err != nil {
+		return Task{}, translate(err)
+	}
+	t.DueAt, t.Owner, t.Overdue = due.T, string(owner), time.Duration(overdue)*time.Microsecond
+	return t, nil
+}
+
 func scanTask(s scanner) (Task, error) {
 	var t Task
 	var due, since, created, updated dbTime
