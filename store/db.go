@@ -197,7 +197,8 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	cp := sql.OpenDB(cpConn)
 	cp.SetMaxOpenConns(1)
 	return &DB{dialect: SQLite, rw: rw, ro: ro, stopCheckpoints: checkpoints(cp, checkpointEvery), applies: newApplyGroups(groupWritersSQLite),
-		shared: &groups[*sharedCall]{max: 1, take: func(n int) int { return min(n, maxShared) }}}, nil
+		shared: &groups[*sharedCall]{max: 1, take: func(n int) int { return min(n, maxShared) },
+			left: func(c *sharedCall, err error) { c.err = err }}}, nil
 }
 
 // sqliteURI is the connection URI of the database file at path with the pragmas bindery relies

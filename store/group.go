@@ -1,6 +1,10 @@
 package store
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // groups gathers concurrent callers into groups that are written together (group commit). A
 // caller that finds a free writer slot writes its group at once; the others wait, and each
@@ -16,21 +20,27 @@ type groups[T any] struct {
 	take func(n int) int
 	// hook, when set, is called by a writer before it takes its group (tests).
 	hook func()
+	// left is told of a member whose context ended before its group was written: nothing is
+	// written for it (its caller is gone or out of time).
+	left func(item T, err error)
 }
 
 type member[T any] struct {
+	ctx  context.Context
 	item T
 	turn chan struct{} // closed when this member is to write the next group
 	done chan struct{} // closed when its group has been written
 }
 
 // join returns once a group holding item has been written by write, which gets the group's
-// items (item among them) and records each one's outcome in it.
+// items (item among them), records each one's outcome in it, and runs in ctx: the member's own
+// context when it is alone, else groupContext of the members'. Members whose context ended
+// before their group began are left out of it (g.left).
 //
 // No giving up while waiting: the item may already be in a group being written, and its caller
-// must learn whether it was. write decides what to do with items whose callers have gone.
-func (g *groups[T]) join(item T, write func([]T)) {
-	m := &member[T]{item: item, turn: make(chan struct{}), done: make(chan struct{})}
+// must learn whether it was.
+func (g *groups[T]) join(ctx context.Context, item T, write func(ctx context.Context, items []T)) {
+	m := &member[T]{ctx: ctx, item: item, turn: make(chan struct{}), done: make(chan struct{})}
 	g.mu.Lock()
 	lead := g.writers < g.max
 	if lead {
@@ -55,11 +65,24 @@ func (g *groups[T]) join(item T, write func([]T)) {
 	g.waiting = append(g.waiting[:0:0], g.waiting[n-1:]...)
 	g.mu.Unlock()
 
-	items := make([]T, len(group))
-	for i, gm := range group {
-		items[i] = gm.item
+	var items []T
+	var ctxs []context.Context
+	for _, gm := range group {
+		if err := gm.ctx.Err(); err != nil {
+			g.left(gm.item, err)
+			continue
+		}
+		items, ctxs = append(items, gm.item), append(ctxs, gm.ctx)
 	}
-	write(items)
+	switch len(items) {
+	case 0:
+	case 1:
+		write(ctxs[0], items)
+	default:
+		gctx, cancel := groupContext(ctxs)
+		write(gctx, items)
+		cancel()
+	}
 	for _, gm := range group {
 		close(gm.done)
 	}
@@ -80,4 +103,22 @@ func (g *groups[T]) size() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.waiting)
+}
+
+// groupContext is the context a group is written in: the first member's values, none of the
+// members' cancellations (one caller leaving must not fail the others), and the latest of
+// their deadlines — none when one of them has none.
+func groupContext(members []context.Context) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(members[0])
+	var latest time.Time
+	for _, m := range members {
+		d, ok := m.Deadline()
+		if !ok {
+			return context.WithCancel(ctx)
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(ctx, latest)
 }

@@ -23,7 +23,7 @@ const maxShared = 32
 
 // sharedCall is one caller of InSharedTx waiting for its outcome.
 type sharedCall struct {
-	ctx      context.Context
+	ctx      context.Context // the caller's: its statements run in it
 	fn       func(tx *Tx) error
 	err      error
 	panicked any
@@ -43,38 +43,21 @@ func (db *DB) InSharedTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return db.InTx(ctx, fn)
 	}
 	c := &sharedCall{ctx: ctx, fn: fn}
-	db.shared.join(c, db.writeShared)
+	db.shared.join(ctx, c, db.writeShared)
 	if c.panicked != nil {
 		panic(c.panicked)
 	}
 	return c.err
 }
 
-// writeShared runs the calls in one transaction, each in a savepoint, and commits once. Calls
-// whose context ended before they ran are left out; a group of one is InTx itself.
-func (db *DB) writeShared(calls []*sharedCall) {
-	live := calls[:0:0]
-	for _, c := range calls {
-		if err := c.ctx.Err(); err != nil {
-			c.err = err
-			continue
-		}
-		live = append(live, c)
-	}
+// writeShared runs the calls in one transaction in ctx, each in a savepoint, and commits once. A
+// group of one is InTx itself.
+func (db *DB) writeShared(ctx context.Context, live []*sharedCall) {
 	if len(live) == 1 {
 		c := live[0]
-		c.err, c.panicked = guarded(func() error { return db.InTx(c.ctx, c.fn) })
+		c.err, c.panicked = guarded(func() error { return db.InTx(ctx, c.fn) })
 		return
 	}
-	if len(live) == 0 {
-		return
-	}
-	ctxs := make([]context.Context, len(live))
-	for i, c := range live {
-		ctxs[i] = c.ctx
-	}
-	ctx, cancel := groupContext(ctxs)
-	defer cancel()
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
 		for _, c := range live {

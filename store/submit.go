@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/bits"
-	"time"
 )
 
 // Group commit of applications (docs/architecture.md, "An application is one commit").
@@ -47,7 +46,8 @@ type submission struct {
 // has a power of two of members, at most maxGroup, so that its statements' texts are few and
 // stay prepared.
 func newApplyGroups(writers int) *groups[*submission] {
-	return &groups[*submission]{max: writers, take: func(n int) int { return min(maxGroup, 1<<(bits.Len(uint(n))-1)) }}
+	return &groups[*submission]{max: writers, take: func(n int) int { return min(maxGroup, 1<<(bits.Len(uint(n))-1)) },
+		left: func(s *submission, err error) { s.err = err }}
 }
 
 // Submit records application a as Apply does — the same checks, the same answers
@@ -63,7 +63,7 @@ func (db *DB) Submit(ctx context.Context, a Application) error {
 		return err
 	}
 	s := &submission{ctx: ctx, a: a}
-	db.applies.join(s, db.writeGroup)
+	db.applies.join(ctx, s, db.writeGroup)
 	if s.alone {
 		_, err := db.Apply(ctx, a)
 		return err
@@ -71,38 +71,20 @@ func (db *DB) Submit(ctx context.Context, a Application) error {
 	return s.err
 }
 
-// writeGroup writes the group's applications in one transaction and tells each member its
-// outcome. Members whose context ended before it began are left out (their callers are gone or
-// out of time: nothing is written for them). A group of one is Apply with the member's context.
-func (db *DB) writeGroup(group []*submission) {
-	live := group[:0:0]
-	for _, s := range group {
-		if err := s.ctx.Err(); err != nil {
-			s.err = err
-			continue
-		}
-		live = append(live, s)
-	}
-	switch len(live) {
-	case 0:
-		return
-	case 1:
-		s := live[0]
-		_, s.err = db.Apply(s.ctx, s.a)
+// writeGroup writes the group's applications in one transaction in ctx and tells each member
+// its outcome. A group of one is Apply.
+func (db *DB) writeGroup(ctx context.Context, group []*submission) {
+	if len(group) == 1 {
+		s := group[0]
+		_, s.err = db.Apply(ctx, s.a)
 		return
 	}
-	apps := make([]Application, len(live))
-	for i, s := range live {
+	apps := make([]Application, len(group))
+	for i, s := range group {
 		apps[i] = s.a
 	}
-	ctxs := make([]context.Context, len(live))
-	for i, s := range live {
-		ctxs[i] = s.ctx
-	}
-	ctx, cancel := groupContext(ctxs)
 	err := db.InTx(ctx, func(tx *Tx) error { return tx.applyGroup(ctx, apps) })
-	cancel()
-	for _, s := range live {
+	for _, s := range group {
 		s.alone = err != nil
 	}
 }
@@ -121,24 +103,5 @@ func (tx *Tx) applyGroup(ctx context.Context, apps []Application) error {
 	if w.bindings != int64(len(apps)) {
 		return errRelationHasRow
 	}
-	tx.db.hook("apply.group")
 	return tx.insertFirstSteps(ctx, apps)
-}
-
-// groupContext is the context a group is written in: the first member's values, none of the
-// members' cancellations (one caller leaving must not fail the others), and the latest of
-// their deadlines — none when one of them has none.
-func groupContext(members []context.Context) (context.Context, context.CancelFunc) {
-	ctx := context.WithoutCancel(members[0])
-	var latest time.Time
-	for _, m := range members {
-		d, ok := m.Deadline()
-		if !ok {
-			return context.WithCancel(ctx)
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	return context.WithDeadline(ctx, latest)
 }
