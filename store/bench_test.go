@@ -73,6 +73,61 @@ func BenchmarkClaim(b *testing.B) {
 	})
 }
 
+// BenchmarkApplyConcurrent: applications written by 16 goroutines at once, as the HTTP
+// handlers do — each in a transaction of its own (Apply) and as the product writes them, sharing
+// the commits of those that arrive together (Submit) — beside the raw operation an application
+// stands on, a transaction of two inserts with unique keys, at the same concurrency on the same
+// database. ns/op is per application; raw ÷ submit is the application's writes ÷ raw.
+func BenchmarkApplyConcurrent(b *testing.B) {
+	benchDBs(b, func(b *testing.B, db *store.DB, _ *statements) {
+		if _, err := db.Raw().Exec("CREATE TABLE raw_a (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, UNIQUE (k))"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.Raw().Exec("CREATE TABLE raw_b (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"); err != nil {
+			b.Fatal(err)
+		}
+		var seq atomic.Int64 // keys unique across the sub-benchmarks and their rounds
+		app := func(n int64) store.Application {
+			id := fmt.Sprintf("bench-%d", n)
+			return answered(id, id+"@bench.example", "t", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+		}
+		for _, c := range []struct {
+			name string
+			op   func(n int64) error
+		}{
+			{"raw", func(n int64) error {
+				tx, err := db.Raw().Begin()
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				k := fmt.Sprintf("raw-%d", n)
+				if _, err := tx.Exec("INSERT INTO raw_a (id, k) VALUES (?, ?)", n, k); err != nil {
+					return err
+				}
+				if _, err := tx.Exec("INSERT INTO raw_b (id, k, v) VALUES (?, ?, ?)", n, k, "reason for the request"); err != nil {
+					return err
+				}
+				return tx.Commit()
+			}},
+			{"apply", func(n int64) error { _, err := db.Apply(bg, app(n)); return err }},
+			{"submit", func(n int64) error { return db.Submit(bg, app(n)) }},
+		} {
+			b.Run(c.name, func(b *testing.B) {
+				b.SetParallelism(8) // 16 goroutines on two cores, as section 2's 16 connections
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := c.op(seq.Add(1)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	})
+}
+
 // BenchmarkEnqueueDuringOpenClaim (MySQL): 50 concurrent enqueues into a partition while a claim
 // of its 1,000 waiting rows is open — read, claimed and recorded, held 100 ms before commit —
 // with the product's plain read and with a FOR UPDATE read, against the same enqueues with no
