@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -65,6 +66,7 @@ func (g *groups[T]) join(ctx context.Context, item T, write func(ctx context.Con
 	g.waiting = append(g.waiting[:0:0], g.waiting[n-1:]...)
 	g.mu.Unlock()
 
+	defer g.handOn(group)
 	var items []T
 	var ctxs []context.Context
 	for _, gm := range group {
@@ -74,20 +76,35 @@ func (g *groups[T]) join(ctx context.Context, item T, write func(ctx context.Con
 		}
 		items, ctxs = append(items, gm.item), append(ctxs, gm.ctx)
 	}
+	defer func() {
+		// A write that panics (a bug) must not leave its group waiting, nor tell it it was
+		// written: each member is told it failed, and the panic goes on in the writer's caller.
+		if p := recover(); p != nil {
+			for _, it := range items {
+				g.left(it, fmt.Errorf("store: the group's write panicked: %v", p))
+			}
+			panic(p)
+		}
+	}()
 	switch len(items) {
 	case 0:
 	case 1:
 		write(ctxs[0], items)
 	default:
 		gctx, cancel := groupContext(ctxs)
+		defer cancel()
 		write(gctx, items)
-		cancel()
 	}
+}
+
+// handOn tells the group's members that their outcome is known, then hands the writer slot to
+// the first caller still waiting, or frees it.
+func (g *groups[T]) handOn(group []*member[T]) {
 	for _, gm := range group {
 		close(gm.done)
 	}
-
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if len(g.waiting) > 0 {
 		next := g.waiting[0]
 		g.waiting = g.waiting[1:]
@@ -95,7 +112,6 @@ func (g *groups[T]) join(ctx context.Context, item T, write func(ctx context.Con
 	} else {
 		g.writers--
 	}
-	g.mu.Unlock()
 }
 
 // size is how many callers wait for a group now.
