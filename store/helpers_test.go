@@ -277,3 +277,41 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// writerGate holds the writers of groups (application groups, shared transactions) at a pause
+// point until released, counting them, so that a test can line callers up behind them and know
+// the groups they form.
+type writerGate struct {
+	held    atomic.Int32
+	release func()
+}
+
+// heldWriters holds every writer that reaches point (store.SetPause) until g.release.
+func heldWriters(t *testing.T, db *store.DB, point string) *writerGate {
+	t.Helper()
+	g := &writerGate{}
+	gate := make(chan struct{})
+	store.SetPause(db, func(p string) {
+		if p == point {
+			g.held.Add(1)
+			<-gate
+		}
+	})
+	var once sync.Once
+	g.release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() { g.release(); store.SetPause(db, nil) })
+	return g
+}
+
+// lineUp starts n callers one after another (start(i)): the first writers ones take the free
+// writer slots and are held, each later one is seen waiting before the next starts.
+func (g *writerGate) lineUp(t *testing.T, n, writers int, waiting func() int, start func(i int)) {
+	t.Helper()
+	for i := range n {
+		start(i)
+		want, writing := max(0, i+1-writers), min(i+1, writers)
+		waitFor(t, fmt.Sprintf("%d writing, %d waiting", writing, want), func() bool {
+			return int(g.held.Load()) == writing && waiting() == want
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,35 +13,30 @@ import (
 )
 
 // sharedCallers runs fns through InSharedTx, each from its own goroutine, lined up behind a
-// held writer on SQLite (on MySQL they simply run), and returns their errors and panics.
+// held writer on SQLite (on MySQL they simply run, one after another), and returns their errors
+// and panics.
 func sharedCallers(t *testing.T, db *store.DB, fns []func(tx *store.Tx) error) ([]error, []any) {
 	t.Helper()
-	gate := make(chan struct{})
-	var held atomic.Int32
-	store.SetPause(db, func(point string) {
-		if point == "shared.write" {
-			held.Add(1)
-			<-gate
-		}
-	})
-	defer store.SetPause(db, nil)
 	errs, panics := make([]error, len(fns)), make([]any, len(fns))
 	var wg sync.WaitGroup
-	for i, fn := range fns {
+	call := func(i int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { panics[i] = recover() }()
-			errs[i] = db.InSharedTx(bg, fn)
+			errs[i] = db.InSharedTx(bg, fns[i])
 		}()
-		if db.Dialect() == store.SQLite {
-			// The first caller holds the writer; the others queue behind it in order.
-			waitFor(t, fmt.Sprintf("%d callers waiting", i), func() bool { return held.Load() == 1 && store.WaitingShared(db) == i })
-		} else {
+	}
+	if db.Dialect() != store.SQLite {
+		for i := range fns {
+			call(i)
 			wg.Wait() // one transaction each: in the order given
 		}
+		return errs, panics
 	}
-	close(gate)
+	g := heldWriters(t, db, "shared.write")
+	g.lineUp(t, len(fns), 1, func() int { return store.WaitingShared(db) }, call)
+	g.release()
 	wg.Wait()
 	return errs, panics
 }

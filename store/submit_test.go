@@ -6,41 +6,18 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"bindery/store"
 )
 
-// heldWriters makes every writer of application groups wait at "submit.write" until release is
-// called, so that a test can line submissions up behind them and know the groups they form.
-func heldWriters(t *testing.T, db *store.DB) (release func()) {
-	t.Helper()
-	gate := make(chan struct{})
-	store.SetPause(db, func(point string) {
-		if point == "submit.write" {
-			heldSubmitters.Add(1)
-			<-gate
-		}
-	})
-	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(func() { release(); store.SetPause(db, nil); heldSubmitters.Store(0) })
-	return release
-}
-
-// heldSubmitters counts the writers of application groups held by heldWriters.
-var heldSubmitters atomic.Int32
-
-// submitAll submits apps, each from its own goroutine, once the writers are held and the
-// earlier ones are waiting (so that they wait in the order given), and returns a function that
-// waits for their answers.
-func submitAll(t *testing.T, db *store.DB, ctxs []context.Context, apps []store.Application) (wait func() []error) {
+// submitAll submits apps, each from its own goroutine, lined up behind the held writers (so
+// that they wait in the order given), and returns a function that waits for their answers.
+func submitAll(t *testing.T, db *store.DB, g *writerGate, ctxs []context.Context, apps []store.Application) (wait func() []error) {
 	t.Helper()
 	errs := make([]error, len(apps))
 	var wg sync.WaitGroup
-	writers := store.GroupWriters(db)
-	for i, a := range apps {
+	g.lineUp(t, len(apps), store.GroupWriters(db), func() int { return store.WaitingSubmissions(db) }, func(i int) {
 		ctx := bg
 		if ctxs != nil && ctxs[i] != nil {
 			ctx = ctxs[i]
@@ -48,15 +25,9 @@ func submitAll(t *testing.T, db *store.DB, ctxs []context.Context, apps []store.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = db.Submit(ctx, a)
+			errs[i] = db.Submit(ctx, apps[i])
 		}()
-		// The first submissions take the free writer slots (and wait at the gate); the rest
-		// queue, one after another.
-		want, writing := max(0, i+1-writers), min(i+1, writers)
-		waitFor(t, fmt.Sprintf("%d writing, %d waiting", writing, want), func() bool {
-			return int(heldSubmitters.Load()) == writing && store.WaitingSubmissions(db) == want
-		})
-	}
+	})
 	return func() []error { wg.Wait(); return errs }
 }
 
@@ -65,7 +36,7 @@ func submitAll(t *testing.T, db *store.DB, ctxs []context.Context, apps []store.
 // written whole: its idempotency answer, operation, binding, first step and task.
 func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
-		release := heldWriters(t, db)
+		g := heldWriters(t, db, "submit.write")
 		const n = 16
 		apps := make([]store.Application, n)
 		for i := range apps {
@@ -73,8 +44,8 @@ func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
 		}
 		var errs []error
 		_, verbs, all := st.during(t, func() {
-			wait := submitAll(t, db, nil, apps)
-			release()
+			wait := submitAll(t, db, g, nil, apps)
+			g.release()
 			errs = wait()
 		})
 		for i, err := range errs {
@@ -112,7 +83,7 @@ func TestAGroupWithAConflictGivesEachApplicationItsOwnAnswer(t *testing.T) {
 		mustApply(t, db, application("rejected", "erin", "t"))
 		mustMove(t, db, "rejected", store.StatusRejected)
 
-		release := heldWriters(t, db)
+		g := heldWriters(t, db, "submit.write")
 		dupKey := answered("taken-key-again", "frank", "t", "h-frank")
 		dupKey.Answer.Key = "taken-key"
 		apps := []store.Application{
@@ -127,8 +98,8 @@ func TestAGroupWithAConflictGivesEachApplicationItsOwnAnswer(t *testing.T) {
 		}
 		var errs []error
 		st.during(t, func() {
-			wait := submitAll(t, db, nil, apps)
-			release()
+			wait := submitAll(t, db, g, nil, apps)
+			g.release()
 			errs = wait()
 		})
 		txs, seq := st.boundaries()
@@ -179,7 +150,7 @@ func TestAGroupWithAConflictGivesEachApplicationItsOwnAnswer(t *testing.T) {
 // out of it: nothing is written for it, it is told why, and the rest of the group is written.
 func TestAnApplicationWhoseCallerLeftBeforeItsGroupIsLeftOut(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
-		release := heldWriters(t, db)
+		g := heldWriters(t, db, "submit.write")
 		gone, cancel := context.WithCancel(bg)
 		apps := make([]store.Application, 8)
 		ctxs := make([]context.Context, len(apps))
@@ -188,9 +159,9 @@ func TestAnApplicationWhoseCallerLeftBeforeItsGroupIsLeftOut(t *testing.T) {
 		}
 		left := len(apps) - 1 // the last one queues behind every writer
 		ctxs[left] = gone
-		wait := submitAll(t, db, ctxs, apps)
+		wait := submitAll(t, db, g, ctxs, apps)
 		cancel()
-		release()
+		g.release()
 		errs := wait()
 		for i, err := range errs {
 			switch {
