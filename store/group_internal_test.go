@@ -75,3 +75,31 @@ func TestAGroupWriteThatPanicsFailsItsMembersAndHandsTheSlotOn(t *testing.T) {
 		t.Fatalf("the next caller: written %t, %v", after.got, after.err)
 	}
 }
+
+// A group is written in a context that no member's leaving cancels (the others must not fail
+// with it), carries the first member's values, and ends at the latest of the members' deadlines
+// — or never, when one member has none.
+func TestAGroupsContextOutlivesItsMembersButNotTheirDeadlines(t *testing.T) {
+	type key struct{}
+	now := time.Now()
+	first, cancelFirst := context.WithDeadline(context.WithValue(context.Background(), key{}, "first"), now.Add(time.Second))
+	second, cancelSecond := context.WithDeadline(context.Background(), now.Add(time.Hour))
+	defer cancelSecond()
+	ctx, cancel := groupContext([]context.Context{first, second})
+	defer cancel()
+	cancelFirst()
+	if ctx.Err() != nil {
+		t.Fatalf("a member's leaving ended the group: %v", ctx.Err())
+	}
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(now.Add(time.Hour)) {
+		t.Fatalf("deadline %v %t, want the latest member's", d, ok)
+	}
+	if ctx.Value(key{}) != "first" {
+		t.Fatal("the first member's values are lost")
+	}
+	open, cancelOpen := groupContext([]context.Context{second, context.Background()})
+	defer cancelOpen()
+	if _, ok := open.Deadline(); ok {
+		t.Fatal("a group with a member without deadline has one")
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -84,26 +85,15 @@ func (db *DB) writeShared(ctx context.Context, live []*sharedCall) {
 			return
 		}
 		err, p := guarded(func() error { return c.fn(shared) })
-		ends := []string{"RELEASE shared"}
-		if err != nil || p != nil {
+		ok := err == nil && p == nil
+		if ok {
+			written = append(written, c)
+		} else {
 			c.err, c.panicked = translate(err), p
-			ends = []string{"ROLLBACK TO shared", "RELEASE shared"}
 		}
-		var rerr error
-		for _, end := range ends {
-			if rerr == nil {
-				_, rerr = tx.ExecContext(ctx, end)
-			}
-		}
-		if rerr != nil {
-			if err == nil && p == nil {
-				written = append(written, c)
-			}
+		if err := endSavepoint(ctx, tx, ok); err != nil {
 			lost(live[i+1:])
 			return
-		}
-		if err == nil && p == nil {
-			written = append(written, c)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -111,6 +101,18 @@ func (db *DB) writeShared(ctx context.Context, live []*sharedCall) {
 			c.err = translate(err)
 		}
 	}
+}
+
+// endSavepoint keeps the savepoint's writes (ok) or rolls them back, and ends it. An error: the
+// transaction is gone (SQLite rolled it back by itself).
+func endSavepoint(ctx context.Context, tx *sql.Tx, ok bool) error {
+	if !ok {
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO shared"); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, "RELEASE shared")
+	return err
 }
 
 // guarded runs fn and catches its panic.
