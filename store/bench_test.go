@@ -418,3 +418,90 @@ func benchRows(b *testing.B) []int {
 	}
 	return out
 }
+
+// BenchmarkStatusRead: status reads (RequestDetail) by 16 goroutines, of requests awaiting
+// approval (the page a requester watches longest), waiting for a batch, and in a batch — beside
+// the raw operation a status read stands on, a point read of three rows by a unique index, at the
+// same concurrency on the same database (go run ./bench's baseline). ns/op is per read.
+func BenchmarkStatusRead(b *testing.B) {
+	benchDBs(b, func(b *testing.B, db *store.DB, _ *statements) {
+		const n = 600
+		if _, err := db.Raw().Exec("CREATE TABLE raw_p (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"); err != nil {
+			b.Fatal(err)
+		}
+		var vals []string
+		for i := range 3 * n {
+			vals = append(vals, fmt.Sprintf("(%d, 'p-%d', 'reason for the request')", i, i))
+		}
+		if _, err := db.Raw().Exec("INSERT INTO raw_p (id, k, v) VALUES " + strings.Join(vals, ", ")); err != nil {
+			b.Fatal(err)
+		}
+		awaiting := make([]string, n)
+		for i := range awaiting {
+			awaiting[i] = fmt.Sprintf("await-%d", i)
+			a := answered(awaiting[i], awaiting[i]+"@bench.example", "t", "h")
+			a.Task = nil // its ticket is sent: no step of its own is left to run
+			mustApply(b, db, a)
+		}
+		waiting := queued(b, db, "bench/waiting", n)
+		var batched []string // one active batch per partition: six partitions of 100
+		for k := range n / 100 {
+			partition := fmt.Sprintf("bench/batched/%d", k)
+			batched = append(batched, queued(b, db, partition, 100)...)
+			in := claimInput(partition, 100)
+			in.Task = &store.TaskSpec{Kind: store.TaskBatch, Lane: "background", Step: "create"}
+			if c, err := db.Claim(bg, in); err != nil || len(c.Members) != 100 {
+				b.Fatalf("claim: %d members, %v", len(c.Members), err)
+			}
+		}
+		ro := store.ReadPool(db)
+		status := func(ids []string) func(i int64) error {
+			return func(i int64) error {
+				_, err := db.RequestDetail(bg, ids[i%int64(len(ids))])
+				return err
+			}
+		}
+		for _, c := range []struct {
+			name string
+			op   func(i int64) error
+		}{
+			{"raw", func(i int64) error {
+				base := (i % n) * 3
+				rows, err := ro.QueryContext(bg, "SELECT id, k, v FROM raw_p WHERE k IN (?, ?, ?)", fmt.Sprint("p-", base), fmt.Sprint("p-", base+1), fmt.Sprint("p-", base+2))
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				got := 0
+				for rows.Next() {
+					var id int64
+					var k, v string
+					if err := rows.Scan(&id, &k, &v); err != nil {
+						return err
+					}
+					got++
+				}
+				if got != 3 {
+					return fmt.Errorf("raw read: %d rows", got)
+				}
+				return rows.Err()
+			}},
+			{"awaiting", status(awaiting)},
+			{"waiting", status(waiting)},
+			{"batched", status(batched)},
+		} {
+			b.Run(c.name, func(b *testing.B) {
+				var seq atomic.Int64
+				b.SetParallelism(8) // 16 goroutines on two cores, as section 2's 16 connections
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := c.op(seq.Add(1)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	})
+}

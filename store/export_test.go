@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"database/sql"
+)
 
 // Hooks into unexported paths for the external test package: the transaction pause points, the
 // locking claim read that the product never uses (it exists to show, in a test and a benchmark,
@@ -54,3 +57,6 @@ func TxExecContext(ctx context.Context, tx *Tx, query string, args ...any) error
 	_, err := tx.tx.ExecContext(ctx, query, args...)
 	return translate(err)
 }
+
+// ReadPool is the pool reads go through (SQLite: its own connections beside the one writer).
+func ReadPool(db *DB) *sql.DB { return db.ro }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -400,117 +401,268 @@ func (d RequestDetail) Pipeline() int64 {
 	return d.Operation.PipelineID
 }
 
-// RequestDetail reads the request view of operationID (ErrNotFound when unknown) in one indexed
-// read, independent of how many requests exist: the request with everything about where it
-// stands and its steps (statusRead). Steps the database could not aggregate whole (a history
-// longer than MySQL's group_concat_max_len) are read with a second query.
+// RequestDetail reads the request view of operationID (ErrNotFound when unknown) in at most two
+// indexed reads, independent of how many requests exist (docs/architecture.md, "The status
+// read"). The first (statusRequest) is the operation, its binding, its own task, the database
+// clock, whether it was ever admitted to a waiting set, the failed job of its own pipeline, and
+// on SQLite its steps. The second (statusMore) reads only what the first says is there to read:
+// its place in batching once it was admitted, the count of tasks queued ahead of its own task
+// when that task is queued, and on MySQL its steps. A request awaiting approval, the page a
+// requester watches longest, is one read on SQLite.
+//
+// MariaDB plans every table and subquery of a statement again at each execution, and the parts
+// read only sometimes cost most of that planning; hence the split (BenchmarkStatusRead). The
+// two reads are not one snapshot: what changed between them shows as it stood at the first,
+// except that the second's steps may already hold the change.
 func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDetail, error) {
-	d, whole, err := db.statusRead(ctx, operationID)
+	d, more, err := db.statusRequest(ctx, operationID)
+	if err == nil && more != (statusParts{}) {
+		err = db.statusMore(ctx, &d, more)
+	}
 	if err != nil {
 		return RequestDetail{}, err
-	}
-	if !whole {
-		if d.Steps, err = db.Steps(ctx, operationID); err != nil {
-			return RequestDetail{}, err
-		}
 	}
 	return d, nil
 }
 
-// statusRead is one row of point lookups, each on a unique or leading-column index: the
-// operation, its binding, the batch of its latest claim (not operation.batch_id: a request
-// re-admitted after a failed batch is claimed by a new batch before its hand-off records it on
-// the operation), its place in the waiting set with the count ahead of it (in the claim's
-// order, see Waiting) and the partition's BLOCKED batch, its own task and its batch's with the
-// tasks queued before each, the database clock, and the failed job of the pipeline the page
-// shows, and the request's steps as one JSON array. LEFT JOINs: what is absent reads as NULL.
-// whole is false when the steps could not be read from the array (see RequestDetail).
-func (db *DB) statusRead(ctx context.Context, operationID string) (d RequestDetail, whole bool, err error) {
-	q := statusQueries[db.dialect]
-	const nOp, nBinding, nBatch, nWaiting, nTask, nJob, nSteps = 16, 9, 10, 6, 9, 3, 1
-	raw, err := rowValues(db.ro.QueryRowContext(ctx, q, BatchBlocked, TaskRequest, TaskBatch, operationID), nOp+nBinding+2*nBatch+nWaiting+1+2*(nTask+1)+1+nJob+nSteps)
+// foldsSteps says whether the first read gathers the steps into its one row as a JSON array.
+// SQLite does so cheaply. MariaDB does not: an aggregate of rows wider than 512 characters (a
+// step's note alone may be 512) goes through a temporary table with a BLOB column, which costs
+// three times the steps' own indexed query (BenchmarkStatusRead).
+func (db *DB) foldsSteps() bool { return db.dialect == SQLite }
+
+// statusParts is what the second read of a status read holds.
+type statusParts struct {
+	position bool // the request was admitted: its batch, waiting place, batch task, their job
+	ahead    bool // its own task is queued: the tasks queued ahead of it
+	steps    bool // its steps, one row each
+}
+
+// index numbers the combinations, for the table of texts.
+func (p statusParts) index() int {
+	i := 0
+	for b, on := range []bool{p.position, p.ahead, p.steps} {
+		if on {
+			i |= 1 << b
+		}
+	}
+	return i
+}
+
+// Column counts of the status read's parts, in the order they are selected.
+const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 16, 9, 10, 6, 9, 3, 5
+
+// columnsOf hands out a row's columns part by part.
+type columnsOf values
+
+func (c *columnsOf) next(n int) values {
+	part := values((*c)[:n])
+	*c = (*c)[n:]
+	return part
+}
+
+// present says whether a LEFT JOIN found its row (its first column is never NULL).
+func present(v values) bool { return v[0] != nil }
+
+// statusRequest is the first read (RequestDetail): one row of point lookups on unique indexes.
+// more is what the second read is to bring.
+func (db *DB) statusRequest(ctx context.Context, operationID string) (d RequestDetail, more statusParts, err error) {
+	n := nOperation + nBinding + nTaskBrief + 1 + 1 + nFailedJob
+	if db.foldsSteps() {
+		n++
+	}
+	raw, err := rowValues(db.ro.QueryRowContext(ctx, statusRequestQueries[db.dialect], TaskRequest, operationID), n)
 	if err != nil {
-		return RequestDetail{}, false, fmt.Errorf("request %s: %w", operationID, translate(err))
+		return RequestDetail{}, more, fmt.Errorf("request %s: %w", operationID, translate(err))
 	}
-	// next hands out the row's columns part by part; present says whether a joined row was found.
-	next := func(n int) values {
-		part := values(raw[:n])
-		raw = raw[n:]
-		return part
+	row := columnsOf(raw)
+	if d.Operation, err = scanOperation(row.next(nOperation)); err != nil {
+		return RequestDetail{}, more, err
 	}
-	present := func(v values) bool { return v[0] != nil }
-	if d.Operation, err = scanOperation(next(nOp)); err != nil {
-		return RequestDetail{}, false, err
-	}
-	if v := next(nBinding); present(v) {
+	if v := row.next(nBinding); present(v) {
 		b, err := scanBinding(v)
 		if err != nil {
-			return RequestDetail{}, false, err
+			return RequestDetail{}, more, err
 		}
 		d.Binding = &b
 	}
-	if v := next(nBatch); present(v) {
+	if err := d.driveBy(row.next(nTaskBrief)); err != nil {
+		return RequestDetail{}, more, err
+	}
+	var clock dbTime
+	if err := row.next(2).Scan(&clock, &more.position); err != nil {
+		return RequestDetail{}, more, err
+	}
+	d.Now = clock.T
+	if err := d.failedJob(row.next(nFailedJob)); err != nil {
+		return RequestDetail{}, more, err
+	}
+	more.ahead = d.Task != nil && d.Task.Queued()
+	more.steps = true
+	if db.foldsSteps() {
+		var whole bool
+		d.Steps, whole = stepsOf(operationID, row.next(1)[0])
+		more.steps = !whole
+	}
+	return d, more, nil
+}
+
+// statusMore is the second read (RequestDetail) of parts: one row of point lookups on unique or
+// leading-column indexes, or with the steps one row per step, the step's columns last (the
+// others repeat; a history is tens of steps).
+func (db *DB) statusMore(ctx context.Context, d *RequestDetail, parts statusParts) error {
+	o := d.Operation
+	var args []any
+	n := 0
+	if parts.position {
+		args = append(args, BatchBlocked, TaskBatch)
+		n += 2*nBatchBrief + nWaitingPlace + 1 + nTaskBrief + 1 + nFailedJob
+	}
+	if parts.ahead {
+		args = append(args, d.Task.ID)
+		n++
+	}
+	if parts.steps {
+		d.Steps = nil
+		n += nStep
+	}
+	rows, err := db.ro.QueryContext(ctx, statusMoreQueries[db.dialect][parts.index()], append(args, o.OperationID)...)
+	if err != nil {
+		return fmt.Errorf("request %s: %w", o.OperationID, translate(err))
+	}
+	defer rows.Close()
+	first := true
+	for rows.Next() {
+		raw := make(values, n)
+		ptrs := make([]any, n)
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return translate(err)
+		}
+		row := columnsOf(raw)
+		if !first {
+			row = row[n-nStep:]
+		}
+		if first && parts.position {
+			if err := d.position(&row); err != nil {
+				return err
+			}
+		}
+		if first && parts.ahead {
+			if err := d.queuedAhead(row.next(1)); err != nil {
+				return err
+			}
+		}
+		first = false
+		if step := row; parts.steps && present(values(step)) {
+			r, err := scanStep(append(values{step[0], o.OperationID}, step[1:]...))
+			if err != nil {
+				return err
+			}
+			d.Steps = append(d.Steps, r)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return translate(err)
+	}
+	if first {
+		// The operation is gone between the two reads: nothing deletes one, so the database is
+		// not what bindery wrote.
+		return fmt.Errorf("request %s: %w", o.OperationID, ErrNotFound)
+	}
+	return nil
+}
+
+// position scans statusMore's columns of the request's place in batching.
+func (d *RequestDetail) position(row *columnsOf) error {
+	if v := row.next(nBatchBrief); present(v) {
 		b, err := scanBatchBrief(v)
 		if err != nil {
-			return RequestDetail{}, false, err
+			return err
 		}
 		d.Batch = &b
 	}
-	if v := next(nWaiting + 1); present(v) {
+	if v := row.next(nWaitingPlace + 1); present(v) {
 		var w WaitingPlace
 		var id int64
 		var since dbTime
 		var of, round nullInt64
 		if err := v.Scan(&id, &w.Partition, &w.Action, &since, &of, &round, &w.Ahead); err != nil {
-			return RequestDetail{}, false, err
+			return err
 		}
 		w.Since = since.T
 		d.Waiting = &w
 	}
-	if v := next(nBatch); present(v) && d.Waiting != nil {
+	if v := row.next(nBatchBrief); present(v) && d.Waiting != nil {
 		b, err := scanBatchBrief(v)
 		if err != nil {
-			return RequestDetail{}, false, err
+			return err
 		}
 		d.Waiting.BlockedBy = &b
 	}
 	// The work that drives the request: its own task, else its active batch's.
-	for _, batchTask := range []bool{false, true} {
-		v, n := next(nTask), next(1)
-		if !present(v) || d.Task != nil || (batchTask && (d.Batch == nil || !d.Batch.Status.Active())) {
-			continue
+	task, ahead := row.next(nTaskBrief), row.next(1)
+	if d.Task == nil && d.Batch != nil && d.Batch.Status.Active() {
+		if err := d.driveBy(task); err != nil {
+			return err
 		}
-		t, err := scanTaskBrief(v)
-		if err != nil {
-			return RequestDetail{}, false, err
-		}
-		d.Task = &t
-		if err := n.Scan(&d.Ahead); err != nil {
-			return RequestDetail{}, false, err
-		}
-		if d.Ahead > QueueCounted {
-			d.Ahead, d.AheadMore = QueueCounted, true
+		if err := d.queuedAhead(ahead); err != nil {
+			return err
 		}
 	}
-	var clock dbTime
-	if err := next(1).Scan(&clock); err != nil {
-		return RequestDetail{}, false, err
+	job := row.next(nFailedJob)
+	if d.Batch != nil && d.Batch.MRIID != 0 {
+		d.FailedJob = nil // the batch's pipeline is the page's, not the request's own
+		return d.failedJob(job)
 	}
-	d.Now = clock.T
-	if v := next(nJob); present(v) {
-		j := FailedJob{Project: d.Operation.Project, PipelineID: d.Pipeline()}
-		if err := v.Scan(&j.JobID, &j.Name, &j.WebURL); err != nil {
-			return RequestDetail{}, false, err
-		}
-		d.FailedJob = &j
+	return nil
+}
+
+// driveBy records task (brief columns) as the work that drives the request; an absent task
+// leaves d as it is.
+func (d *RequestDetail) driveBy(task values) error {
+	if !present(task) {
+		return nil
 	}
-	d.Steps, whole = stepsOf(operationID, next(nSteps)[0])
-	return d, whole, nil
+	t, err := scanTaskBrief(task)
+	if err != nil {
+		return err
+	}
+	d.Task = &t
+	return nil
+}
+
+// queuedAhead records the count of tasks queued ahead of the driving task, cut at QueueCounted.
+func (d *RequestDetail) queuedAhead(v values) error {
+	d.Ahead, d.AheadMore = 0, false
+	if err := v.Scan(&d.Ahead); err != nil {
+		return err
+	}
+	if d.Ahead > QueueCounted {
+		d.Ahead, d.AheadMore = QueueCounted, true
+	}
+	return nil
+}
+
+// failedJob records the failed job of the pipeline the page shows (RequestDetail.Pipeline), when
+// one was recorded.
+func (d *RequestDetail) failedJob(v values) error {
+	if !present(v) {
+		return nil
+	}
+	j := FailedJob{Project: d.Operation.Project, PipelineID: d.Pipeline()}
+	if err := v.Scan(&j.JobID, &j.Name, &j.WebURL); err != nil {
+		return err
+	}
+	d.FailedJob = &j
+	return nil
 }
 
 // stepsOf decodes the status read's steps column: a JSON array of [id, step, status, note, at],
-// sorted here by id (MySQL does not order what JSON_ARRAYAGG gathers). NULL or "[]" is no step;
-// false: the array is not whole (cut at MySQL's group_concat_max_len) or not readable.
+// sorted here by id (an aggregate's order is not promised). NULL or "[]" is no step; false: the
+// array is not readable.
 func stepsOf(operationID string, v any) ([]StepRecord, bool) {
 	var text []byte
 	switch x := v.(type) {
@@ -547,63 +699,107 @@ func stepsOf(operationID string, v any) ([]StepRecord, bool) {
 	return steps, true
 }
 
-// jsonArrayAgg gathers expr of every row into one JSON array (NULL for no row on MySQL).
-func (db *DB) jsonArrayAgg(expr string) string {
-	if db.dialect == MySQL {
-		return "JSON_ARRAYAGG(" + expr + ")"
-	}
-	return "json_group_array(" + expr + ")"
-}
-
 // QueueCounted is how far a status read counts the tasks queued ahead of a request's: the read
 // costs the same whether a lane has 10 or 10,000 tasks due (an apply burst leaves thousands of
 // first steps due at once, and every waiting requester's page reads its place).
 const QueueCounted = 100
 
-// statusQueries is statusRead's text per dialect, written once: it is 3 KB, built of a dozen
-// parts, and the status read runs on every request page.
-var statusQueries = map[Dialect]string{MySQL: (&DB{dialect: MySQL}).statusReadQuery(), SQLite: (&DB{dialect: SQLite}).statusReadQuery()}
+// The status read's texts per dialect, written once: they are built of a dozen parts, and the
+// status read runs on every request page. statusMoreQueries is indexed by statusParts.index.
+var (
+	statusRequestQueries = map[Dialect]string{MySQL: (&DB{dialect: MySQL}).statusRequestQuery(), SQLite: (&DB{dialect: SQLite}).statusRequestQuery()}
+	statusMoreQueries    = map[Dialect][8]string{MySQL: (&DB{dialect: MySQL}).statusMoreTexts(), SQLite: (&DB{dialect: SQLite}).statusMoreTexts()}
+)
 
-// statusReadQuery builds statusRead's query for db's dialect.
-func (db *DB) statusReadQuery() string {
-	now, text := db.now(), "CHAR"
-	if db.dialect == SQLite {
-		text = "TEXT"
-	}
-	// Named indexes: with the ORs of the claim's order the optimizers otherwise merge indexes.
-	suspect := db.hinted("merge_batch_request x", "idx_merge_batch_request_suspect")
-	claim := db.hinted("merge_batch_request x", "idx_merge_batch_request_claim")
-	ahead := "CASE WHEN w.id IS NULL THEN 0 WHEN w.suspect_round IS NULL THEN " +
-		"(SELECT COUNT(*) FROM " + claim + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
-		"AND (x.suspect_round IS NOT NULL OR x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))) ELSE " +
-		"(SELECT COUNT(*) FROM " + suspect + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
-		"AND x.suspect_round IS NOT NULL AND (x.suspect_round > w.suspect_round OR (x.suspect_round = w.suspect_round AND (x.suspect_of < w.suspect_of " +
-		"OR (x.suspect_of = w.suspect_of AND (x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))))))) END"
-	// The tasks queued ahead of a due task, counted up to QueueCounted: a probe for the entry
-	// QueueCounted+1 places ahead (a backward walk of the lane's index, at most that far) says
-	// whether to count at all. Ahead of a due task everything is due, so it is a plain range.
-	queued := func(t string) string {
-		ahead := " FROM task q WHERE q.lane = " + t + ".lane AND q.due_at < " + t + ".due_at"
-		return "CASE WHEN " + t + ".id IS NULL OR " + t + ".due_at > " + now + " THEN 0" +
-			" WHEN (SELECT q.id" + ahead + " ORDER BY q.due_at DESC LIMIT 1 OFFSET " + strconv.Itoa(QueueCounted) + ") IS NOT NULL THEN " + strconv.Itoa(QueueCounted+1) +
-			" ELSE (SELECT COUNT(*)" + ahead + ") END"
-	}
-	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) + ", " + prefixed("mb.", batchBriefColumns) +
-		", w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, " + ahead + ", " + prefixed("bb.", batchBriefColumns) +
-		", " + db.taskBriefColumnsOf("t.") + ", " + queued("t") + ", " + db.taskBriefColumnsOf("bt.") + ", " + queued("bt") + ", " + now +
-		", fj.job_id, fj.name, fj.web_url" +
+// queuedAhead counts the tasks queued ahead of task t (an alias), up to QueueCounted: a probe for
+// the entry QueueCounted+1 places ahead (a backward walk of the lane's index, at most that far)
+// says whether to count at all. Ahead of a due task everything is due, so it is a plain range.
+func (db *DB) queuedAhead(t string) string {
+	ahead := " FROM task q WHERE q.lane = " + t + ".lane AND q.due_at < " + t + ".due_at"
+	return "CASE WHEN " + t + ".id IS NULL OR " + t + ".due_at > " + db.now() + " THEN 0" +
+		" WHEN (SELECT q.id" + ahead + " ORDER BY q.due_at DESC LIMIT 1 OFFSET " + strconv.Itoa(QueueCounted) + ") IS NOT NULL THEN " + strconv.Itoa(QueueCounted+1) +
+		" ELSE (SELECT COUNT(*)" + ahead + ") END"
+}
+
+// statusRequestQuery builds statusRequest's query. Admitted: a request's row in the waiting set
+// lives from its admission until its batch settles, and a claim writes the batch's member rows
+// in the same transaction that takes it, so "has either" is "was ever admitted".
+func (db *DB) statusRequestQuery() string {
+	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) +
+		", " + db.taskBriefColumnsOf("t.") + ", " + db.now() +
+		", EXISTS (SELECT 1 FROM merge_batch_request r WHERE r.operation_id = o.operation_id)" +
+		" OR EXISTS (SELECT 1 FROM merge_batch_member m WHERE m.operation_id = o.operation_id)" +
+		", fj.job_id, fj.name, fj.web_url"
+	if db.foldsSteps() {
 		// The steps, one JSON array: the page's timeline without a second round trip.
-		", (SELECT " + db.jsonArrayAgg("JSON_ARRAY(s.id, s.step, s.status, s.note, s.at)") + " FROM operation_step s WHERE s.operation_id = o.operation_id)" +
-		" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
-		" LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
-		// MAX, not ORDER BY id DESC LIMIT 1: the latter tempts MariaDB into walking the primary key
-		// backwards through the whole waiting set, looking for this operation's row.
-		" LEFT JOIN merge_batch_request w ON w.id = (SELECT MAX(r.id) FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL)" +
-		" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
+		q += ", (SELECT json_group_array(json_array(s.id, s.step, s.status, s.note, s.at)) FROM operation_step s WHERE s.operation_id = o.operation_id)"
+	}
+	return q + " FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
 		" LEFT JOIN task t ON t.kind = ? AND t.ref = o.operation_id" +
-		" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
-		// The failed job of the pipeline the page shows (RequestDetail.Pipeline).
-		" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = CASE WHEN mb.mr_iid IS NOT NULL AND mb.mr_iid <> 0 THEN mb.pipeline_id ELSE o.pipeline_id END" +
+		// The failed job of the request's own pipeline (legacy); statusMore reads its batch's.
+		" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = o.pipeline_id" +
 		" WHERE o.operation_id = ?"
-	return q
+}
+
+// statusMoreTexts builds statusMore's query for every combination of parts.
+func (db *DB) statusMoreTexts() (texts [8]string) {
+	for _, position := range []bool{false, true} {
+		for _, ahead := range []bool{false, true} {
+			for _, steps := range []bool{false, true} {
+				p := statusParts{position: position, ahead: ahead, steps: steps}
+				texts[p.index()] = db.statusMoreQuery(p)
+			}
+		}
+	}
+	return texts
+}
+
+// statusMoreQuery builds statusMore's query of parts. The position: the batch of the request's
+// latest claim (not operation.batch_id: a request re-admitted after a failed batch is claimed by
+// a new batch before its hand-off records it on the operation), its place in the waiting set
+// with the count ahead of it (in the claim's order, see Waiting) and the partition's BLOCKED
+// batch, the batch's task with the tasks queued before it, and the failed job of the batch's
+// pipeline. The request's own task is named by its id (read by the first).
+func (db *DB) statusMoreQuery(p statusParts) string {
+	var cols []string
+	from := " FROM operation o"
+	if p.position {
+		text := "CHAR"
+		if db.dialect == SQLite {
+			text = "TEXT"
+		}
+		// Named indexes: with the ORs of the claim's order the optimizers otherwise merge indexes.
+		suspect := db.hinted("merge_batch_request x", "idx_merge_batch_request_suspect")
+		claim := db.hinted("merge_batch_request x", "idx_merge_batch_request_claim")
+		ahead := "CASE WHEN w.id IS NULL THEN 0 WHEN w.suspect_round IS NULL THEN " +
+			"(SELECT COUNT(*) FROM " + claim + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
+			"AND (x.suspect_round IS NOT NULL OR x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))) ELSE " +
+			"(SELECT COUNT(*) FROM " + suspect + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
+			"AND x.suspect_round IS NOT NULL AND (x.suspect_round > w.suspect_round OR (x.suspect_round = w.suspect_round AND (x.suspect_of < w.suspect_of " +
+			"OR (x.suspect_of = w.suspect_of AND (x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))))))) END"
+		cols = append(cols, prefixed("mb.", batchBriefColumns),
+			"w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, "+ahead, prefixed("bb.", batchBriefColumns),
+			db.taskBriefColumnsOf("bt."), db.queuedAhead("bt"), "fj.job_id, fj.name, fj.web_url")
+		from += " LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
+			// MAX, not ORDER BY id DESC LIMIT 1: the latter tempts MariaDB into walking the primary
+			// key backwards through the whole waiting set, looking for this operation's row.
+			" LEFT JOIN merge_batch_request w ON w.id = (SELECT MAX(r.id) FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL)" +
+			" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
+			" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
+			" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = mb.pipeline_id"
+	}
+	if p.ahead {
+		cols = append(cols, db.queuedAhead("t"))
+		from += " LEFT JOIN task t ON t.id = ?"
+	}
+	where := " WHERE o.operation_id = ?"
+	if p.steps {
+		cols = append(cols, "s.id, s.step, s.status, s.note, s.at")
+		from += " LEFT JOIN operation_step s ON s.operation_id = o.operation_id"
+		where += " ORDER BY s.id"
+	}
+	if len(cols) == 0 {
+		return ""
+	}
+	return "SELECT " + strings.Join(cols, ", ") + from + where
 }
