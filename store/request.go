@@ -1,12 +1,9 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -405,15 +402,14 @@ func (d RequestDetail) Pipeline() int64 {
 // indexed reads, independent of how many requests exist (docs/architecture.md, "The status
 // read"). The first (statusRequest) is the operation, its binding, its own task, the database
 // clock, whether it was ever admitted to a waiting set, the failed job of its own pipeline, and
-// on SQLite its steps. The second (statusMore) reads only what the first says is there to read:
-// its place in batching once it was admitted, the count of tasks queued ahead of its own task
-// when that task is queued, and on MySQL its steps. A request awaiting approval, the page a
-// requester watches longest, is one read on SQLite.
+// its steps: a row per step. The second (statusMore) reads only what the first says is there to
+// read: its place in batching once it was admitted, and the count of tasks queued ahead of its
+// own task when that task is queued. A request awaiting approval, the page a requester watches
+// longest, is one read.
 //
 // MariaDB plans every table and subquery of a statement again at each execution, and the parts
 // read only sometimes cost most of that planning; hence the split (BenchmarkStatusRead). The
-// two reads are not one snapshot: what changed between them shows as it stood at the first,
-// except that the second's steps may already hold the change.
+// two reads are not one snapshot: what changed between them shows as it stood at the first.
 func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDetail, error) {
 	d, more, err := db.statusRequest(ctx, operationID)
 	if err == nil && more != (statusParts{}) {
@@ -425,26 +421,20 @@ func (db *DB) RequestDetail(ctx context.Context, operationID string) (RequestDet
 	return d, nil
 }
 
-// foldsSteps says whether the first read gathers the steps into its one row as a JSON array.
-// SQLite does so cheaply. MariaDB does not: an aggregate of rows wider than 512 characters (a
-// step's note alone may be 512) goes through a temporary table with a BLOB column, which costs
-// three times the steps' own indexed query (BenchmarkStatusRead).
-func (db *DB) foldsSteps() bool { return db.dialect == SQLite }
-
 // statusParts is what the second read of a status read holds.
 type statusParts struct {
 	position bool // the request was admitted: its batch, waiting place, batch task, their job
 	ahead    bool // its own task is queued: the tasks queued ahead of it
-	steps    bool // its steps, one row each
 }
 
 // index numbers the combinations, for the table of texts.
 func (p statusParts) index() int {
 	i := 0
-	for b, on := range []bool{p.position, p.ahead, p.steps} {
-		if on {
-			i |= 1 << b
-		}
+	if p.position {
+		i |= 1
+	}
+	if p.ahead {
+		i |= 2
 	}
 	return i
 }
@@ -464,54 +454,87 @@ func (c *columnsOf) next(n int) values {
 // present says whether a LEFT JOIN found its row (its first column is never NULL).
 func present(v values) bool { return v[0] != nil }
 
-// statusRequest is the first read (RequestDetail): one row of point lookups on unique indexes.
-// more is what the second read is to bring.
+// statusRequest is the first read (RequestDetail): point lookups on unique indexes, one row per
+// step (the other columns repeat, a history is tens of steps; a request without steps is one
+// row). more is what the second read is to bring.
 func (db *DB) statusRequest(ctx context.Context, operationID string) (d RequestDetail, more statusParts, err error) {
-	n := nOperation + nBinding + nTaskBrief + 1 + 1 + nFailedJob
-	if db.foldsSteps() {
-		n++
-	}
-	raw, err := rowValues(db.ro.QueryRowContext(ctx, statusRequestQueries[db.dialect], TaskRequest, operationID), n)
+	rows, err := db.ro.QueryContext(ctx, statusRequestQueries[db.dialect], TaskRequest, operationID)
 	if err != nil {
 		return RequestDetail{}, more, fmt.Errorf("request %s: %w", operationID, translate(err))
 	}
-	row := columnsOf(raw)
-	if d.Operation, err = scanOperation(row.next(nOperation)); err != nil {
-		return RequestDetail{}, more, err
+	defer rows.Close()
+	const nRequest = nOperation + nBinding + nTaskBrief + 1 + 1 + nFailedJob
+	raw := make(values, nRequest+nStep)
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
 	}
-	if v := row.next(nBinding); present(v) {
-		b, err := scanBinding(v)
-		if err != nil {
-			return RequestDetail{}, more, err
+	first := true
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return RequestDetail{}, more, translate(err)
 		}
-		d.Binding = &b
+		row := columnsOf(raw)
+		if first {
+			if more, err = d.request(&row); err != nil {
+				return RequestDetail{}, more, err
+			}
+			first = false
+			// The request's columns repeat on every further row: skip them without copying.
+			var skip sql.RawBytes
+			for i := range nRequest {
+				ptrs[i] = &skip
+			}
+		} else {
+			row = row[nRequest:]
+		}
+		if step := values(row); present(step) {
+			r, err := scanStep(append(values{step[0], operationID}, step[1:]...))
+			if err != nil {
+				return RequestDetail{}, more, err
+			}
+			d.Steps = append(d.Steps, r)
+		}
 	}
-	if err := d.driveBy(row.next(nTaskBrief)); err != nil {
-		return RequestDetail{}, more, err
+	if err := rows.Err(); err != nil {
+		return RequestDetail{}, more, fmt.Errorf("request %s: %w", operationID, translate(err))
 	}
-	var clock dbTime
-	if err := row.next(2).Scan(&clock, &more.position); err != nil {
-		return RequestDetail{}, more, err
-	}
-	d.Now = clock.T
-	if err := d.failedJob(row.next(nFailedJob)); err != nil {
-		return RequestDetail{}, more, err
-	}
-	more.ahead = d.Task != nil && d.Task.Queued()
-	more.steps = true
-	if db.foldsSteps() {
-		var whole bool
-		d.Steps, whole = stepsOf(operationID, row.next(1)[0])
-		more.steps = !whole
+	if first {
+		return RequestDetail{}, more, fmt.Errorf("request %s: %w", operationID, ErrNotFound)
 	}
 	return d, more, nil
 }
 
+// request scans statusRequest's columns up to the steps'.
+func (d *RequestDetail) request(row *columnsOf) (more statusParts, err error) {
+	if d.Operation, err = scanOperation(row.next(nOperation)); err != nil {
+		return more, err
+	}
+	if v := row.next(nBinding); present(v) {
+		b, err := scanBinding(v)
+		if err != nil {
+			return more, err
+		}
+		d.Binding = &b
+	}
+	if err := d.driveBy(row.next(nTaskBrief)); err != nil {
+		return more, err
+	}
+	var clock dbTime
+	if err := row.next(2).Scan(&clock, &more.position); err != nil {
+		return more, err
+	}
+	d.Now = clock.T
+	if err := d.failedJob(row.next(nFailedJob)); err != nil {
+		return more, err
+	}
+	more.ahead = d.Task != nil && d.Task.Queued()
+	return more, nil
+}
+
 // statusMore is the second read (RequestDetail) of parts: one row of point lookups on unique or
-// leading-column indexes, or with the steps one row per step, the step's columns last (the
-// others repeat; a history is tens of steps).
+// leading-column indexes.
 func (db *DB) statusMore(ctx context.Context, d *RequestDetail, parts statusParts) error {
-	o := d.Operation
 	var args []any
 	n := 0
 	if parts.position {
@@ -522,55 +545,20 @@ func (db *DB) statusMore(ctx context.Context, d *RequestDetail, parts statusPart
 		args = append(args, d.Task.ID)
 		n++
 	}
-	if parts.steps {
-		d.Steps = nil
-		n += nStep
-	}
-	rows, err := db.ro.QueryContext(ctx, statusMoreQueries[db.dialect][parts.index()], append(args, o.OperationID)...)
+	id := d.Operation.OperationID
+	raw, err := rowValues(db.ro.QueryRowContext(ctx, statusMoreQueries[db.dialect][parts.index()], append(args, id)...), n)
 	if err != nil {
-		return fmt.Errorf("request %s: %w", o.OperationID, translate(err))
+		// ErrNotFound too: nothing deletes an operation, so the database is not what bindery wrote.
+		return fmt.Errorf("request %s: %w", id, translate(err))
 	}
-	defer rows.Close()
-	first := true
-	for rows.Next() {
-		raw := make(values, n)
-		ptrs := make([]any, n)
-		for i := range raw {
-			ptrs[i] = &raw[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return translate(err)
-		}
-		row := columnsOf(raw)
-		if !first {
-			row = row[n-nStep:]
-		}
-		if first && parts.position {
-			if err := d.position(&row); err != nil {
-				return err
-			}
-		}
-		if first && parts.ahead {
-			if err := d.queuedAhead(row.next(1)); err != nil {
-				return err
-			}
-		}
-		first = false
-		if step := row; parts.steps && present(values(step)) {
-			r, err := scanStep(append(values{step[0], o.OperationID}, step[1:]...))
-			if err != nil {
-				return err
-			}
-			d.Steps = append(d.Steps, r)
+	row := columnsOf(raw)
+	if parts.position {
+		if err := d.position(&row); err != nil {
+			return err
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return translate(err)
-	}
-	if first {
-		// The operation is gone between the two reads: nothing deletes one, so the database is
-		// not what bindery wrote.
-		return fmt.Errorf("request %s: %w", o.OperationID, ErrNotFound)
+	if parts.ahead {
+		return d.queuedAhead(row.next(1))
 	}
 	return nil
 }
@@ -660,45 +648,6 @@ func (d *RequestDetail) failedJob(v values) error {
 	return nil
 }
 
-// stepsOf decodes the status read's steps column: a JSON array of [id, step, status, note, at],
-// sorted here by id (an aggregate's order is not promised). NULL or "[]" is no step; false: the
-// array is not readable.
-func stepsOf(operationID string, v any) ([]StepRecord, bool) {
-	var text []byte
-	switch x := v.(type) {
-	case nil:
-		return nil, true
-	case []byte:
-		text = x
-	case string:
-		text = []byte(x)
-	default:
-		return nil, false
-	}
-	var rows [][]any
-	if err := json.Unmarshal(text, &rows); err != nil {
-		return nil, false
-	}
-	steps := make([]StepRecord, len(rows))
-	for i, r := range rows {
-		if len(r) != 5 {
-			return nil, false
-		}
-		id, idOK := r[0].(float64)
-		step, stepOK := r[1].(float64)
-		status, statusOK := r[2].(string)
-		note, _ := r[3].(string)
-		at, atOK := r[4].(string)
-		var t dbTime
-		if !idOK || !stepOK || !statusOK || !atOK || t.parse(at) != nil {
-			return nil, false
-		}
-		steps[i] = StepRecord{ID: int64(id), OperationID: operationID, Step: Step(step), Status: BindingStatus(status), Note: note, At: t.T}
-	}
-	slices.SortFunc(steps, func(a, b StepRecord) int { return cmp.Compare(a.ID, b.ID) })
-	return steps, true
-}
-
 // QueueCounted is how far a status read counts the tasks queued ahead of a request's: the read
 // costs the same whether a lane has 10 or 10,000 tasks due (an apply burst leaves thousands of
 // first steps due at once, and every waiting requester's page reads its place).
@@ -708,7 +657,7 @@ const QueueCounted = 100
 // status read runs on every request page. statusMoreQueries is indexed by statusParts.index.
 var (
 	statusRequestQueries = map[Dialect]string{MySQL: (&DB{dialect: MySQL}).statusRequestQuery(), SQLite: (&DB{dialect: SQLite}).statusRequestQuery()}
-	statusMoreQueries    = map[Dialect][8]string{MySQL: (&DB{dialect: MySQL}).statusMoreTexts(), SQLite: (&DB{dialect: SQLite}).statusMoreTexts()}
+	statusMoreQueries    = map[Dialect][4]string{MySQL: (&DB{dialect: MySQL}).statusMoreTexts(), SQLite: (&DB{dialect: SQLite}).statusMoreTexts()}
 )
 
 // queuedAhead counts the tasks queued ahead of task t (an alias), up to QueueCounted: a probe for
@@ -722,33 +671,31 @@ func (db *DB) queuedAhead(t string) string {
 }
 
 // statusRequestQuery builds statusRequest's query. Admitted: a request's row in the waiting set
-// lives from its admission until its batch settles, and a claim writes the batch's member rows
-// in the same transaction that takes it, so "has either" is "was ever admitted".
+// lives from its admission until a failed batch removes it, and a claim writes the batch's
+// member rows in the same transaction that takes it, so "has either" is "was ever admitted".
+// The steps are rows, not one aggregated value: MariaDB gathers rows wider than 512 characters
+// (a step's note may be 512) through a temporary table with a BLOB column, which cost three
+// times reading them as rows.
 func (db *DB) statusRequestQuery() string {
-	q := "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) +
+	return "SELECT " + prefixed("o.", operationColumns) + ", " + prefixed("b.", bindingColumns) +
 		", " + db.taskBriefColumnsOf("t.") + ", " + db.now() +
 		", EXISTS (SELECT 1 FROM merge_batch_request r WHERE r.operation_id = o.operation_id)" +
 		" OR EXISTS (SELECT 1 FROM merge_batch_member m WHERE m.operation_id = o.operation_id)" +
-		", fj.job_id, fj.name, fj.web_url"
-	if db.foldsSteps() {
-		// The steps, one JSON array: the page's timeline without a second round trip.
-		q += ", (SELECT json_group_array(json_array(s.id, s.step, s.status, s.note, s.at)) FROM operation_step s WHERE s.operation_id = o.operation_id)"
-	}
-	return q + " FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
+		", fj.job_id, fj.name, fj.web_url, s.id, s.step, s.status, s.note, s.at" +
+		" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id" +
 		" LEFT JOIN task t ON t.kind = ? AND t.ref = o.operation_id" +
 		// The failed job of the request's own pipeline (legacy); statusMore reads its batch's.
 		" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = o.pipeline_id" +
-		" WHERE o.operation_id = ?"
+		" LEFT JOIN operation_step s ON s.operation_id = o.operation_id" +
+		" WHERE o.operation_id = ? ORDER BY s.id"
 }
 
 // statusMoreTexts builds statusMore's query for every combination of parts.
-func (db *DB) statusMoreTexts() (texts [8]string) {
+func (db *DB) statusMoreTexts() (texts [4]string) {
 	for _, position := range []bool{false, true} {
 		for _, ahead := range []bool{false, true} {
-			for _, steps := range []bool{false, true} {
-				p := statusParts{position: position, ahead: ahead, steps: steps}
-				texts[p.index()] = db.statusMoreQuery(p)
-			}
+			p := statusParts{position: position, ahead: ahead}
+			texts[p.index()] = db.statusMoreQuery(p)
 		}
 	}
 	return texts
@@ -792,14 +739,8 @@ func (db *DB) statusMoreQuery(p statusParts) string {
 		cols = append(cols, db.queuedAhead("t"))
 		from += " LEFT JOIN task t ON t.id = ?"
 	}
-	where := " WHERE o.operation_id = ?"
-	if p.steps {
-		cols = append(cols, "s.id, s.step, s.status, s.note, s.at")
-		from += " LEFT JOIN operation_step s ON s.operation_id = o.operation_id"
-		where += " ORDER BY s.id"
-	}
 	if len(cols) == 0 {
 		return ""
 	}
-	return "SELECT " + strings.Join(cols, ", ") + from + where
+	return "SELECT " + strings.Join(cols, ", ") + from + " WHERE o.operation_id = ?"
 }

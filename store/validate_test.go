@@ -435,9 +435,9 @@ func TestTheWriteProbeWritesItsRow(t *testing.T) {
 }
 
 // A status read is at most two queries, whatever the request's state, and no transaction: the
-// request with its binding, own task and (SQLite) steps in one; in the other only what the first
-// says is there: its batch and place in the waiting set once it was admitted, the tasks queued
-// ahead of its own, and (MySQL) its steps. What it reads agrees with the single-purpose readers
+// request with its binding, own task and steps in one; in the other only what the first says is
+// there: its batch and place in the waiting set once it was admitted, the tasks queued ahead of
+// its own. What it reads agrees with the single-purpose readers
 // (Steps, Waiting, Batch, Task, QueuedAhead). Counted by the driver wrapper, on both databases.
 func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
@@ -464,9 +464,9 @@ func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 					t.Fatalf("%s: %v", id, err)
 				}
 			})
-			// SQLite reads a request never admitted and without a queued task in one query.
+			// A request never admitted and without a queued task is one query.
 			queries := 2
-			if id == "op-own3" && db.Dialect() == store.SQLite {
+			if id == "op-own3" {
 				queries = 1
 			}
 			if txs, _ := st.boundaries(); total != queries || verbs["SELECT"] != queries || len(txs) != 0 {
@@ -520,8 +520,7 @@ func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 }
 
 // The status read's steps are the history as the steps reader has it — ordered, with every
-// character of a note, at the database's precision — whichever of its reads brings them (SQLite's
-// first, as a JSON array; MySQL's second, alone or beside an admitted request's place), and a
+// character of a note, at the database's precision — whether the read is one query or two, and a
 // history of thousands of long steps is read whole.
 func TestAStatusReadHasTheWholeHistory(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
@@ -555,12 +554,8 @@ func TestAStatusReadHasTheWholeHistory(t *testing.T) {
 			}
 			return d.Steps
 		}
-		// Never admitted: SQLite reads it in one query, MySQL reads the steps alone.
-		first := 1
-		if db.Dialect() == store.MySQL {
-			first = 2
-		}
-		if got := read(first); len(got) != 5 || got[1].Note != store.ClipNote(notes[0]) || got[3].Note != store.ClipNote(notes[2]) || !got[0].At.Before(got[4].At) && !got[0].At.Equal(got[4].At) {
+		// Never admitted, no task: one query.
+		if got := read(1); len(got) != 5 || got[1].Note != store.ClipNote(notes[0]) || got[3].Note != store.ClipNote(notes[2]) || !got[0].At.Before(got[4].At) && !got[0].At.Equal(got[4].At) {
 			t.Fatalf("steps %+v", got)
 		}
 		// 2,500 more steps of 512 bytes each (1.3 MB of notes).
@@ -571,7 +566,7 @@ func TestAStatusReadHasTheWholeHistory(t *testing.T) {
 		if _, err := db.Raw().Exec("INSERT INTO operation_step (operation_id, step, status, note) VALUES " + strings.Join(rows, ", ")); err != nil {
 			t.Fatal(err)
 		}
-		// Admitted: its place is the second query on both databases, and MySQL's brings the steps.
+		// Admitted: its place in batching is a second query.
 		if _, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: store.ActionAdd, Partition: "infra/acl"}); err != nil {
 			t.Fatal(err)
 		}
