@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"bindery/store"
+	"bindery/store/storetest"
 )
 
 // The physical baselines: the raw database operation each bindery figure stands on, measured
@@ -27,56 +28,21 @@ import (
 
 // rawOps are the raw operations by name, each run by conc goroutines in a closed loop.
 type rawOp struct {
-	name  string
-	setup []string
-	run   func(ctx context.Context, rw, ro *sql.DB, n int64) error
+	name string
+	run  func(ctx context.Context, rw, ro *sql.DB, n int64) error
 }
 
 var rawApply = rawOp{
 	name: "two-insert transaction",
-	setup: []string{"CREATE TABLE raw_a (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, UNIQUE (k))",
-		"CREATE TABLE raw_b (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"},
 	run: func(ctx context.Context, rw, _ *sql.DB, n int64) error {
-		tx, err := rw.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		k := fmt.Sprintf("raw-%d-%d", time.Now().UnixNano(), n)
-		if _, err := tx.ExecContext(ctx, "INSERT INTO raw_a (id, k) VALUES (?, ?)", n, k); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO raw_b (id, k, v) VALUES (?, ?, ?)", n, k, "reason for the request"); err != nil {
-			return err
-		}
-		return tx.Commit()
+		return storetest.RawTwoInserts(ctx, rw, n, fmt.Sprintf("raw-%d-%d", time.Now().UnixNano(), n))
 	},
 }
 
 var rawStatus = rawOp{
-	name:  "point read of three indexed rows",
-	setup: []string{"CREATE TABLE raw_p (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"},
+	name: "point read of three indexed rows",
 	run: func(ctx context.Context, _, ro *sql.DB, n int64) error {
-		base := (n % 1000) * 3
-		rows, err := ro.QueryContext(ctx, "SELECT id, k, v FROM raw_p WHERE k IN (?, ?, ?)",
-			fmt.Sprint("p-", base), fmt.Sprint("p-", base+1), fmt.Sprint("p-", base+2))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		got := 0
-		for rows.Next() {
-			var id int64
-			var k, v string
-			if err := rows.Scan(&id, &k, &v); err != nil {
-				return err
-			}
-			got++
-		}
-		if got != 3 {
-			return fmt.Errorf("point read: %d rows, want 3", got)
-		}
-		return rows.Err()
+		return storetest.RawPointRead(ctx, ro, n)
 	},
 }
 
@@ -115,27 +81,15 @@ func measureRaw(ctx context.Context, db database, op rawOp, conc int, warmup, du
 		return err
 	}
 	defer closeDB()
-	for _, q := range op.setup {
+	for _, q := range storetest.RawTables {
 		q = strings.Replace(q, "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
 		if _, err := rw.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("raw %s: %w", op.name, err)
 		}
 	}
 	if op.name == rawStatus.name {
-		var n int
-		if err := rw.QueryRowContext(ctx, "SELECT COUNT(*) FROM raw_p").Scan(&n); err != nil {
+		if err := storetest.SeedRawPoints(ctx, rw); err != nil {
 			return err
-		}
-		for i := n; i < 3000; i += 500 {
-			var vals []string
-			var args []any
-			for j := i; j < min(i+500, 3000); j++ {
-				vals = append(vals, "(?, ?, ?)")
-				args = append(args, j, fmt.Sprint("p-", j), "a stored value of a realistic width for a row")
-			}
-			if _, err := rw.ExecContext(ctx, "INSERT INTO raw_p (id, k, v) VALUES "+strings.Join(vals, ", "), args...); err != nil {
-				return err
-			}
 		}
 	}
 	pids := map[string]int{"bench process": os.Getpid()}

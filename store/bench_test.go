@@ -80,11 +80,10 @@ func BenchmarkClaim(b *testing.B) {
 // database. ns/op is per application; raw ÷ submit is the application's writes ÷ raw.
 func BenchmarkApplyConcurrent(b *testing.B) {
 	benchDBs(b, func(b *testing.B, db *store.DB, _ *statements) {
-		if _, err := db.Raw().Exec("CREATE TABLE raw_a (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, UNIQUE (k))"); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := db.Raw().Exec("CREATE TABLE raw_b (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"); err != nil {
-			b.Fatal(err)
+		for _, q := range storetest.RawTables {
+			if _, err := db.Raw().Exec(q); err != nil {
+				b.Fatal(err)
+			}
 		}
 		var seq atomic.Int64 // keys unique across the sub-benchmarks and their rounds
 		app := func(n int64) store.Application {
@@ -95,35 +94,11 @@ func BenchmarkApplyConcurrent(b *testing.B) {
 			name string
 			op   func(n int64) error
 		}{
-			{"raw", func(n int64) error {
-				tx, err := db.Raw().Begin()
-				if err != nil {
-					return err
-				}
-				defer tx.Rollback()
-				k := fmt.Sprintf("raw-%d", n)
-				if _, err := tx.Exec("INSERT INTO raw_a (id, k) VALUES (?, ?)", n, k); err != nil {
-					return err
-				}
-				if _, err := tx.Exec("INSERT INTO raw_b (id, k, v) VALUES (?, ?, ?)", n, k, "reason for the request"); err != nil {
-					return err
-				}
-				return tx.Commit()
-			}},
+			{"raw", func(n int64) error { return storetest.RawTwoInserts(bg, db.Raw(), n, fmt.Sprintf("raw-%d", n)) }},
 			{"apply", func(n int64) error { _, err := db.Apply(bg, app(n)); return err }},
 			{"submit", func(n int64) error { return db.Submit(bg, app(n)) }},
 		} {
-			b.Run(c.name, func(b *testing.B) {
-				b.SetParallelism(8) // 16 goroutines on two cores, as section 2's 16 connections
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if err := c.op(seq.Add(1)); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			})
+			b.Run(c.name, func(b *testing.B) { parallel(b, &seq, c.op) })
 		}
 	})
 }
@@ -426,14 +401,10 @@ func benchRows(b *testing.B) []int {
 func BenchmarkStatusRead(b *testing.B) {
 	benchDBs(b, func(b *testing.B, db *store.DB, _ *statements) {
 		const n = 600
-		if _, err := db.Raw().Exec("CREATE TABLE raw_p (id BIGINT NOT NULL PRIMARY KEY, k VARCHAR(64) NOT NULL, v VARCHAR(255) NOT NULL, UNIQUE (k))"); err != nil {
+		if _, err := db.Raw().Exec(storetest.RawTables[2]); err != nil {
 			b.Fatal(err)
 		}
-		var vals []string
-		for i := range 3 * n {
-			vals = append(vals, fmt.Sprintf("(%d, 'p-%d', 'reason for the request')", i, i))
-		}
-		if _, err := db.Raw().Exec("INSERT INTO raw_p (id, k, v) VALUES " + strings.Join(vals, ", ")); err != nil {
+		if err := storetest.SeedRawPoints(bg, db.Raw()); err != nil {
 			b.Fatal(err)
 		}
 		awaiting := make([]string, n)
@@ -465,43 +436,26 @@ func BenchmarkStatusRead(b *testing.B) {
 			name string
 			op   func(i int64) error
 		}{
-			{"raw", func(i int64) error {
-				base := (i % n) * 3
-				rows, err := ro.QueryContext(bg, "SELECT id, k, v FROM raw_p WHERE k IN (?, ?, ?)", fmt.Sprint("p-", base), fmt.Sprint("p-", base+1), fmt.Sprint("p-", base+2))
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				got := 0
-				for rows.Next() {
-					var id int64
-					var k, v string
-					if err := rows.Scan(&id, &k, &v); err != nil {
-						return err
-					}
-					got++
-				}
-				if got != 3 {
-					return fmt.Errorf("raw read: %d rows", got)
-				}
-				return rows.Err()
-			}},
+			{"raw", func(i int64) error { return storetest.RawPointRead(bg, ro, i) }},
 			{"awaiting", status(awaiting)},
 			{"waiting", status(waiting)},
 			{"batched", status(batched)},
 		} {
-			b.Run(c.name, func(b *testing.B) {
-				var seq atomic.Int64
-				b.SetParallelism(8) // 16 goroutines on two cores, as section 2's 16 connections
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if err := c.op(seq.Add(1)); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			})
+			b.Run(c.name, func(b *testing.B) { parallel(b, new(atomic.Int64), c.op) })
+		}
+	})
+}
+
+// parallel runs op in 16 goroutines on two cores, as section 2's 16 connections, numbering the
+// operations with seq.
+func parallel(b *testing.B, seq *atomic.Int64, op func(n int64) error) {
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(seq.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
 		}
 	})
 }
