@@ -558,7 +558,7 @@ func (db *DB) statusMore(ctx context.Context, d *RequestDetail, parts statusPart
 		}
 	}
 	if parts.ahead {
-		return d.queuedAhead(row.next(1))
+		return d.setAhead(row.next(1))
 	}
 	return nil
 }
@@ -596,7 +596,7 @@ func (d *RequestDetail) position(row *columnsOf) error {
 		if err := d.driveBy(task); err != nil {
 			return err
 		}
-		if err := d.queuedAhead(ahead); err != nil {
+		if err := d.setAhead(ahead); err != nil {
 			return err
 		}
 	}
@@ -622,8 +622,8 @@ func (d *RequestDetail) driveBy(task values) error {
 	return nil
 }
 
-// queuedAhead records the count of tasks queued ahead of the driving task, cut at QueueCounted.
-func (d *RequestDetail) queuedAhead(v values) error {
+// setAhead records the count of tasks queued ahead of the driving task, cut at QueueCounted.
+func (d *RequestDetail) setAhead(v values) error {
 	d.Ahead, d.AheadMore = 0, false
 	if err := v.Scan(&d.Ahead); err != nil {
 		return err
