@@ -101,6 +101,9 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 // occurrence. Groups without a key are flattened first (the handlers inline them), and
 // attributes without a key are dropped (the handlers ignore them).
 func newestOnce(attrs []slog.Attr) []slog.Attr {
+	if distinctKeys(attrs) {
+		return attrs // every line of a request comes here: no copy, no map
+	}
 	flat := make([]slog.Attr, 0, len(attrs))
 	var flatten func([]slog.Attr)
 	flatten = func(as []slog.Attr) {
@@ -123,6 +126,25 @@ func newestOnce(attrs []slog.Attr) []slog.Attr {
 	}
 	slices.Reverse(out)
 	return out
+}
+
+// distinctKeys reports whether attrs are all keyed (nothing to flatten or drop), each key once.
+// A line has a dozen attributes at most, so pairs are compared rather than a map built.
+func distinctKeys(attrs []slog.Attr) bool {
+	if len(attrs) > 16 {
+		return false
+	}
+	for i, a := range attrs {
+		if a.Key == "" {
+			return false
+		}
+		for _, b := range attrs[:i] {
+			if a.Key == b.Key {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Discard is a logger that drops everything, for tests that do not read logs.
