@@ -399,8 +399,8 @@ func (d RequestDetail) Pipeline() int64 {
 }
 
 // RequestDetail reads the request view of operationID (ErrNotFound when unknown) in at most two
-// indexed reads, independent of how many requests exist (docs/architecture.md, "The status
-// read"). The first (statusRequest) is the operation, its binding, its own task, the database
+// indexed reads, independent of how many requests exist (docs/architecture.md, "A status read
+// is at most two queries"). The first (statusRequest) is the operation, its binding, its own task, the database
 // clock, whether it was ever admitted to a waiting set, the failed job of its own pipeline, and
 // its steps: a row per step. The second (statusMore) reads only what the first says is there to
 // read: its place in batching once it was admitted, and the count of tasks queued ahead of its
