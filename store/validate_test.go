@@ -617,3 +617,40 @@ func TestAStatusReadCountsTheQueueOnlySoFar(t *testing.T) {
 		}
 	})
 }
+
+// A status read whose second query fails is an error, never a view missing its second half: an
+// admitted request must not read as one that was never batched. The failure here is the batch
+// table gone (renamed away), which only the second query reads.
+func TestAStatusReadWhoseSecondQueryFailsIsAnError(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ids := queued(t, db, "team/a", 2)
+		c, err := db.Claim(bg, claimInput("team/a", 1))
+		if err != nil || len(c.Members) != 1 {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+		mustApply(t, db, application("op-own", "alice", "t"))
+		if d, err := db.RequestDetail(bg, ids[0]); err != nil || d.Batch == nil {
+			t.Fatalf("before: batch %+v, %v", d.Batch, err)
+		}
+		rename := func(from, to string) {
+			t.Helper()
+			if _, err := db.Raw().ExecContext(bg, "ALTER TABLE "+from+" RENAME TO "+to); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rename("merge_batch", "merge_batch_gone")
+		for _, id := range ids {
+			if d, err := db.RequestDetail(bg, id); err == nil {
+				t.Errorf("%s read without its batch table: %+v, want an error", id, d)
+			}
+		}
+		// A request never admitted needs no second query: it still reads.
+		if d, err := db.RequestDetail(bg, "op-own"); err != nil || d.Operation.OperationID != "op-own" {
+			t.Errorf("a request never admitted: %+v, %v", d.Operation, err)
+		}
+		rename("merge_batch_gone", "merge_batch")
+		if d, err := db.RequestDetail(bg, ids[0]); err != nil || d.Batch == nil || d.Batch.ID != c.Batch.ID {
+			t.Fatalf("after: batch %+v, %v", d.Batch, err)
+		}
+	})
+}
