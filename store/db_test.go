@@ -211,6 +211,17 @@ func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
 	}
 }
 
+// SQLite's writer keeps its statement journals in memory: a group of applications (multi-row
+// inserts) and a shared transaction (a savepoint per caller) journal every page they change,
+// and a journal spilled to a temporary file costs two system calls a page.
+func TestSQLiteWriterKeepsItsJournalsInMemory(t *testing.T) {
+	db, _ := sqliteFile(t)
+	var temp int
+	if err := db.Raw().QueryRowContext(bg, "PRAGMA temp_store").Scan(&temp); err != nil || temp != 2 {
+		t.Fatalf("the writer's temp_store: %d %v, want 2 (memory)", temp, err)
+	}
+}
+
 // SQLite's commits do not checkpoint (their automatic checkpoint would copy the WAL into the
 // database file while every other writer waits); the background checkpoint does, so the file
 // takes the writes and the WAL stops growing without anyone asking.
