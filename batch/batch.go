@@ -22,13 +22,14 @@ import (
 	"bindery/config"
 	"bindery/engine"
 	"bindery/metric"
+	"bindery/state"
 	"bindery/store"
 )
 
 // Outcome is what one partition's round did.
 type Outcome struct {
 	Partition string
-	Result    store.RoundOutcome // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, NOT_DUE
+	Result    state.RoundOutcome // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, NOT_DUE
 	BatchID   int64              // set when CLAIMED
 	Claimed   int                // members claimed
 	Err       error              // the round failed for this partition (others still ran)
@@ -85,7 +86,7 @@ func (s *Service) Wake(ctx context.Context, project string, mrIID int64) (int, e
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.db.WakeTasks(ctx, []store.TaskRef{{Kind: store.TaskBatch, Ref: ref(id)}})
+	n, err := s.db.WakeTasks(ctx, []store.TaskRef{{Kind: state.TaskBatch, Ref: ref(id)}})
 	if n > 0 {
 		s.engine.Nudge(engine.LaneBackground)
 	}
@@ -102,7 +103,7 @@ func (s *Service) short() time.Duration {
 
 // batchTask is a batch's task at step, due now.
 func batchTask(id int64, step string, m memo) store.TaskSpec {
-	return store.TaskSpec{Kind: store.TaskBatch, Ref: ref(id), Lane: engine.LaneBackground, Step: step, Memo: *m.encode()}
+	return store.TaskSpec{Kind: state.TaskBatch, Ref: ref(id), Lane: engine.LaneBackground, Step: step, Memo: *m.encode()}
 }
 
 // outside runs an operator's write to batch b (read by the caller) with its task put back to
@@ -133,9 +134,9 @@ func (s *Service) outside(ctx context.Context, b store.Batch, step string, m mem
 // expiry, the request time plus the ttl; the binding's own expiry is set when it is validated),
 // DELETE removes it (the close phase). An error wraps change.ErrInvalidChange: the same request
 // renders the same way every time.
-func RenderChange(t config.Target, op store.Operation, a store.Action) (change.FileAction, error) {
+func RenderChange(t config.Target, op store.Operation, a state.Action) (change.FileAction, error) {
 	switch a {
-	case store.ActionAdd:
+	case state.ActionAdd:
 		f := change.BindingFile{Subject: op.SubjectID, OperationID: op.OperationID, Reason: op.Reason, RequestedAt: op.CreatedAt}
 		if t.TTL > 0 {
 			e := op.CreatedAt.Add(t.TTL)
@@ -146,7 +147,7 @@ func RenderChange(t config.Target, op store.Operation, a store.Action) (change.F
 			return change.FileAction{}, err
 		}
 		return change.FileAction{Action: "create", Path: path, Content: string(content), OperationID: op.OperationID}, nil
-	case store.ActionDelete:
+	case state.ActionDelete:
 		path, err := change.RenderPath(t, op.SubjectID)
 		if err != nil {
 			return change.FileAction{}, err
@@ -161,7 +162,7 @@ func RenderChange(t config.Target, op store.Operation, a store.Action) (change.F
 // (DELETE), and on an error — which wraps change.ErrInvalidChange — fails the request with
 // CREATE_INVALID instead of admitting it. The admission carries the change as validated, so the
 // batch commits exactly that, even if the target leaves the catalog meanwhile (SPEC §4.1).
-func Admission(t config.Target, op store.Operation, a store.Action) (store.Admission, error) {
+func Admission(t config.Target, op store.Operation, a state.Action) (store.Admission, error) {
 	fa, err := RenderChange(t, op, a)
 	if err != nil {
 		return store.Admission{}, err

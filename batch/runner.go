@@ -15,8 +15,10 @@ import (
 	"bindery/change"
 	"bindery/config"
 	"bindery/engine"
+	"bindery/explain"
 	"bindery/gitlab"
 	"bindery/outbound"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -81,13 +83,13 @@ type run struct {
 
 type member struct {
 	op     store.Operation
-	action store.Action
+	action state.Action
 	file   change.FileAction
 }
 
 func (s *Service) kind() engine.Kind {
 	return engine.Kind{
-		Name:  store.TaskBatch,
+		Name:  state.TaskBatch,
 		Run:   s.runBatch,
 		Fail:  s.failBatch,
 		Retry: s.retryBatch,
@@ -234,7 +236,7 @@ func (r *run) load(ctx context.Context) (moved bool, err error) {
 func (r *run) changeOf(snap *config.Snapshot, q store.BatchRequest) (change.FileAction, string, error) {
 	if c := q.Change; c.Path != "" && c.Branch != "" {
 		fa := change.FileAction{Action: "delete", Path: c.Path, OperationID: q.Operation.OperationID}
-		if q.Action == store.ActionAdd {
+		if q.Action == state.ActionAdd {
 			fa.Action, fa.Content = "create", c.Content
 		}
 		return fa, c.Branch, nil
@@ -468,7 +470,7 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 		Change: store.BatchChange{Note: note, BranchDigest: &stale}, Requeue: back, Bisect: true,
 		// The members read why in the words of the failure's step (the cause stays in the
 		// batch's note, for operators).
-		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, store.Told(f.create, why, r.failedLink))),
+		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, explain.Told(f.create, why, r.failedLink))),
 	}); err != nil {
 		return err
 	}
@@ -492,7 +494,7 @@ func (r *run) approve(ctx context.Context) error {
 	}
 	note := fmt.Sprintf("MR !%d approved by the reviewer accounts", b.MRIID)
 	r.memo.Merge, r.memo.Regen, r.memo.Refused, r.memo.Approved = time.Now().UnixMilli(), false, 0, mr.SHA
-	return r.next(ctx, store.TaskNext{Step: string(change.MergeAttempt)}, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleApproved, note)})
+	return r.next(ctx, store.TaskNext{Step: string(change.MergeAttempt)}, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(state.StepHandleApproved, note)})
 }
 
 var eventNotes = map[change.Event]string{
@@ -536,7 +538,7 @@ func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 	case res.Unblocked:
 		note := fmt.Sprintf("MR !%d is no longer blocked; the merge goes on", b.MRIID)
 		return r.next(ctx, store.TaskNext{Step: string(res.State.Phase)}, store.BatchStep{
-			Change: store.BatchChange{Status: store.BatchRunning, Note: note}, Moves: resumed(note)})
+			Change: store.BatchChange{Status: state.BatchRunning, Note: note}, Moves: resumed(note)})
 	}
 	n := store.TaskNext{Step: string(res.State.Phase)}
 	if res.Pause {
@@ -551,7 +553,7 @@ func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
 	}
 	// Progress is worth a step (the request view shows it).
 	note := eventNotes[res.Event]
-	return r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(store.StepHandleStarted, note)})
+	return r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(state.StepHandleStarted, note)})
 }
 
 // mergeWait is a merge phase that found nothing decided yet: the same wait's next look, up to
@@ -623,7 +625,7 @@ var waitNotes = map[change.MergePhase]string{
 func (r *run) blockOnMR(ctx context.Context, reason string) error {
 	n := r.waitFor(string(change.MergeBlocked))
 	n.Note = "BLOCKED: " + reason
-	if err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Status: store.BatchBlocked, Note: reason},
+	if err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Status: state.BatchBlocked, Note: reason},
 		Moves: mrBlocked.with(reason)}); err != nil {
 		return err
 	}
@@ -652,7 +654,7 @@ func (r *run) mergePipelineFailed(ctx context.Context, res change.MergeResult) e
 // WAIT_MANUAL.
 func (r *run) block(ctx context.Context, at stopAt, note string) error {
 	if err := r.next(ctx, store.TaskNext{Step: stepBlocked, In: r.s.cfg.Current().BatchBlockedTimeout(), Note: "BLOCKED: " + note}, store.BatchStep{
-		Change: store.BatchChange{Status: store.BatchBlocked, Note: note},
+		Change: store.BatchChange{Status: state.BatchBlocked, Note: note},
 		Moves:  at.with(note),
 	}); err != nil {
 		return err
@@ -665,7 +667,7 @@ func (r *run) block(ctx context.Context, at stopAt, note string) error {
 // expireBlocked: nobody resolved the BLOCKED batch within batch.blockedTimeout; its failure is
 // decided and settled.
 func (r *run) expireBlocked(ctx context.Context) error {
-	if r.batch.Status != store.BatchBlocked {
+	if r.batch.Status != state.BatchBlocked {
 		// Resumed by an operator without a new task step (an older version): go on.
 		return r.r.Next(ctx, store.TaskNext{Step: stepOpen}, nil)
 	}
@@ -724,13 +726,13 @@ func (r *run) settle(ctx context.Context) error {
 		note := fmt.Sprintf("MR !%d turned out merged: the merge wins over the close", iid)
 		return r.settleMerged(ctx, note, mr)
 	}
-	return r.settleAs(ctx, store.BatchFailed, f.note, f.moves(nil))
+	return r.settleAs(ctx, state.BatchFailed, f.note, f.moves(nil))
 }
 
 // settleMerged settles the batch as merged by mr (as GitLab gave it after the merge), recording
 // where it landed in the project's merge order.
 func (r *run) settleMerged(ctx context.Context, note string, mr gitlab.MergeRequest) error {
-	return r.settleWith(ctx, store.Settlement{Status: store.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)})
+	return r.settleWith(ctx, store.Settlement{Status: state.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)})
 }
 
 // settleAbsent ends a batch whose only member deletes a file already gone: the change is in
@@ -739,12 +741,12 @@ func (r *run) settleAbsent(ctx context.Context) error {
 	if _, _, err := r.s.closeMR(ctx, r.batch); err != nil {
 		return err
 	}
-	return r.settleAs(ctx, store.BatchSucceeded, "the file is already absent", merged(0, "the file is already absent"))
+	return r.settleAs(ctx, state.BatchSucceeded, "the file is already absent", merged(0, "the file is already absent"))
 }
 
 // settleAs ends the batch: the task finished under its fence, then the guarded settlement in the
 // same transaction (a second settler fails at once); the outcome is emitted after the commit.
-func (r *run) settleAs(ctx context.Context, status store.BatchStatus, note string, moves []store.MemberMove) error {
+func (r *run) settleAs(ctx context.Context, status state.BatchStatus, note string, moves []store.MemberMove) error {
 	return r.settleWith(ctx, store.Settlement{Status: status, Note: note, Moves: moves})
 }
 

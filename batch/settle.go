@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"bindery/gitlab"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -96,13 +97,13 @@ func (s *Service) Resume(ctx context.Context, batchID int64) error {
 	}
 	var moves []store.MemberMove
 	note := "resumed"
-	if b.Status == store.BatchBlocked {
+	if b.Status == state.BatchBlocked {
 		note = "resumed by an operator"
 		moves = resumed(note)
 	}
 	none := ""
 	err = s.outside(ctx, b, stepOpen, memo{Restart: true},
-		store.BatchChange{Status: store.BatchRunning, Note: note, Failing: &none, LastError: &none, Culprit: &none}, moves)
+		store.BatchChange{Status: state.BatchRunning, Note: note, Failing: &none, LastError: &none, Culprit: &none}, moves)
 	if err != nil {
 		return fmt.Errorf("resume batch %d: %w", batchID, err)
 	}

@@ -37,6 +37,7 @@ import (
 
 	"bindery/metric"
 	"bindery/outbound"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -540,8 +541,8 @@ func (r *Run) commit(ctx context.Context, fence, write func(tx *store.Tx) error)
 		}
 		return nil
 	})
-	var illegal *store.ErrIllegalTransition
-	var illegalBatch *store.ErrIllegalBatchTransition
+	var illegal *state.ErrIllegalTransition
+	var illegalBatch *state.ErrIllegalBatchTransition
 	switch {
 	case err == nil:
 		r.done = true

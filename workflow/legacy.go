@@ -10,6 +10,7 @@ import (
 	"bindery/config"
 	"bindery/engine"
 	"bindery/gitlab"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -43,17 +44,17 @@ func (w *Workflow) legacySpec(op store.Operation) (change.Spec, config.Target, e
 // GitLab's 409). Then the pipeline wait starts (create_pipeline).
 func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 	switch st, step := r.req.Binding.Status, r.req.Operation.Step; {
-	case st == store.StatusMRCreating && step == store.StepCreateStarted:
-	case st == store.StatusMRCreating || st == store.StatusCreateFailed:
-		return r.move(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, store.TaskNext{})
-	case st == store.StatusMRCreated: // the MR passed CI before a crash: the ticket is next
+	case st == state.StatusMRCreating && step == state.StepCreateStarted:
+	case st == state.StatusMRCreating || st == state.StatusCreateFailed:
+		return r.move(ctx, store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, store.TaskNext{})
+	case st == state.StatusMRCreated: // the MR passed CI before a crash: the ticket is next
 		return r.r.Next(ctx, store.TaskNext{Step: stepTicket, Lane: laneOf(stepTicket)}, nil)
 	default:
 		return r.r.Finish(ctx, nil) // moved on
 	}
 	spec, _, err := w.legacySpec(r.req.Operation)
 	if err != nil {
-		return failed(store.StatusCreateFailed, store.StepCreateInvalid, err)
+		return failed(state.StatusCreateFailed, state.StepCreateInvalid, err)
 	}
 	mr, err := w.change.Open(ctx, spec, r.req.Operation.MRIID)
 	if err != nil {
@@ -63,7 +64,7 @@ func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 	if mr.IID == r.req.Operation.MRIID { // recorded by an earlier run: only the wait is next
 		return r.r.Next(ctx, store.TaskNext{Step: stepCreatePipeline, Lane: laneOf(stepCreatePipeline), Wait: store.WaitStart, Memo: r.memo.encode()}, nil)
 	}
-	return r.then(ctx, stepCreatePipeline, 0, store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted, MRIID: mr.IID,
+	return r.then(ctx, stepCreatePipeline, 0, store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted, MRIID: mr.IID,
 		Note: "Merge request !" + fmt.Sprint(mr.IID) + " opened."})
 }
 
@@ -73,7 +74,7 @@ func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 // (WAIT_MANUAL: an operator retries on the same MR, replacing a pipeline still running).
 func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
-	if r.req.Binding.Status != store.StatusMRCreating || op.MRIID == 0 {
+	if r.req.Binding.Status != state.StatusMRCreating || op.MRIID == 0 {
 		return r.r.Finish(ctx, nil)
 	}
 	if r.memo.Restart { // an operator's retry of a pipeline that gave no answer in time
@@ -85,7 +86,7 @@ func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 	look, err := w.change.LookAtPipeline(ctx, op.Project, op.MRIID, w.cfg.Current().BatchFlakyRetries()-r.memo.Flaky)
 	switch {
 	case errors.Is(err, change.ErrMRClosed):
-		return failed(store.StatusCreateFailed, store.StepHandleMRClosed, err)
+		return failed(state.StatusCreateFailed, state.StepHandleMRClosed, err)
 	case err != nil:
 		return err
 	case look.Retried:
@@ -94,13 +95,13 @@ func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 	case look.Outcome == change.Failed:
 		pipeline := pipelineID(look.PipelineResult)
 		w.change.KeepFailedJob(ctx, w.db, op.Project, pipeline)
-		return &failure{to: store.StatusCreateFailed, step: store.StepCreatePipelineFailed, err: words("The merge request's pipeline failed."), pipeline: pipeline}
+		return &failure{to: state.StatusCreateFailed, step: state.StepCreatePipelineFailed, err: words("The merge request's pipeline failed."), pipeline: pipeline}
 	case look.Outcome == change.Passed:
-		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusMRCreated, Step: store.StepCreateSucceeded, PipelineID: pipelineID(look.PipelineResult)})
+		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusMRCreated, Step: state.StepCreateSucceeded, PipelineID: pipelineID(look.PipelineResult)})
 	}
 	next, timedOut := r.r.Poll(w.stages(), "waiting for the merge request's pipeline")
 	if timedOut {
-		return r.finish(ctx, store.Change{To: store.StatusMRCreating, Step: store.StepCreatePipelinePending, PipelineID: pipelineID(look.PipelineResult),
+		return r.finish(ctx, store.Change{To: state.StatusMRCreating, Step: state.StepCreatePipelinePending, PipelineID: pipelineID(look.PipelineResult),
 			Note: "The pipeline gave no answer in time."})
 	}
 	next.Memo = r.memo.encode()
@@ -112,9 +113,9 @@ func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 // A failed step an operator retries (HANDLE_FAILED with its MR) is moved back to HANDLE_STARTED.
 func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 	switch st := r.req.Binding.Status; {
-	case st == store.StatusMerging:
-	case st == store.StatusHandleFailed && r.req.Operation.MRIID > 0:
-		return r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, store.TaskNext{})
+	case st == state.StatusMerging:
+	case st == state.StatusHandleFailed && r.req.Operation.MRIID > 0:
+		return r.move(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, store.TaskNext{})
 	default:
 		return r.r.Finish(ctx, nil)
 	}
@@ -122,16 +123,16 @@ func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 	mr, err := w.change.Approve(ctx, op.Project, op.MRIID)
 	switch {
 	case errors.Is(err, change.ErrMRClosed):
-		return failed(store.StatusHandleFailed, store.StepHandleMRClosed, err)
+		return failed(state.StatusHandleFailed, state.StepHandleMRClosed, err)
 	case err != nil && engine.Transient(err):
 		return err
 	case err != nil:
-		return failed(store.StatusHandleFailed, store.StepHandleApproveFailed, err)
+		return failed(state.StatusHandleFailed, state.StepHandleApproveFailed, err)
 	case mr.Merged():
 		return w.recordMerged(ctx, r, "Already merged.", mr)
 	}
 	r.memo = reqMemo{Approved: mr.SHA}
-	return r.then(ctx, string(change.MergeAttempt), 0, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved})
+	return r.then(ctx, string(change.MergeAttempt), 0, store.Change{To: state.StatusMerging, Step: state.StepHandleApproved})
 }
 
 // mergeSlot serialises the legacy merges of one project across every instance: each MR is merged
@@ -153,12 +154,12 @@ const slotSafety = time.Minute
 // cleared within batch.blockedTimeout → HANDLE_FAILED.
 func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
-	if r.req.Binding.Status != store.StatusMerging || op.MRIID == 0 {
+	if r.req.Binding.Status != state.StatusMerging || op.MRIID == 0 {
 		return r.r.Finish(ctx, nil)
 	}
 	spec, _, err := w.legacySpec(op)
 	if err != nil {
-		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, err)
+		return failed(state.StatusHandleFailed, state.StepHandleMergeFailed, err)
 	}
 	phase := change.MergePhase(r.r.Task.Step)
 	slot := mergeSlot(op.Project)
@@ -186,11 +187,11 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	case err == nil && res.Merged:
 		return w.recordMerged(ctx, r, "", res.MR)
 	case errors.Is(err, change.ErrConflict):
-		return failed(store.StatusHandleFailed, store.StepHandleRebaseConflict, err)
+		return failed(state.StatusHandleFailed, state.StepHandleRebaseConflict, err)
 	case errors.Is(err, change.ErrPipelineFailed):
-		return failed(store.StatusHandleFailed, store.StepHandlePipelineFailed, err)
+		return failed(state.StatusHandleFailed, state.StepHandlePipelineFailed, err)
 	case errors.Is(err, change.ErrMRClosed):
-		return failed(store.StatusHandleFailed, store.StepHandleMRClosed, err)
+		return failed(state.StatusHandleFailed, state.StepHandleMRClosed, err)
 	case err != nil:
 		return err
 	case res.Wait:
@@ -198,7 +199,7 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	case res.State.Phase == change.MergeBlocked:
 		return r.blocked(ctx, res.Blocked)
 	case res.Unblocked:
-		return r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleStarted, Note: "The merge request is no longer blocked."},
+		return r.move(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleStarted, Note: "The merge request is no longer blocked."},
 			store.TaskNext{Step: string(res.State.Phase)})
 	}
 	n := store.TaskNext{Step: string(res.State.Phase)}
@@ -226,23 +227,23 @@ func (w *Workflow) mergeWait(ctx context.Context, r *reqRun, phase change.MergeP
 		next.Memo = r.memo.encode()
 		return r.r.Next(ctx, next, nil)
 	case phase == change.MergeBlocked && res.Blocked != "":
-		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed,
+		return failed(state.StatusHandleFailed, state.StepHandleMergeFailed,
 			words(fmt.Sprintf("Nobody did this within batch.blockedTimeout: %s.", res.Blocked)))
 	case phase == change.MergeBlocked:
-		return failed(store.StatusHandleFailed, store.StepHandleMergeFailed, words("The merge request stayed blocked for longer than batch.blockedTimeout."))
+		return failed(state.StatusHandleFailed, state.StepHandleMergeFailed, words("The merge request stayed blocked for longer than batch.blockedTimeout."))
 	case phase == change.MergeChecking:
 		return r.blocked(ctx, fmt.Sprintf("GitLab kept computing whether MR !%d can be merged for longer than poll.timeout", r.req.Operation.MRIID))
 	case phase == change.MergeRebasing:
-		return r.finish(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleRebasePending, Note: "The rebase gave no answer in time."})
+		return r.finish(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleRebasePending, Note: "The rebase gave no answer in time."})
 	}
-	return r.finish(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandlePipelinePending, Note: "A pipeline or GitLab's mergeability check gave no answer in time."})
+	return r.finish(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandlePipelinePending, Note: "A pipeline or GitLab's mergeability check gave no answer in time."})
 }
 
 // blocked: something on the MR only a person can clear keeps GitLab from merging it. The request
 // shows the reason (WAIT_MANUAL) and its task keeps looking, without the project's merge slot.
 func (r *reqRun) blocked(ctx context.Context, reason string) error {
 	none := ""
-	return r.move(ctx, store.Change{To: store.StatusMerging, Step: store.StepHandleMRBlocked, Note: reason + "."},
+	return r.move(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleMRBlocked, Note: reason + "."},
 		store.TaskNext{Step: string(change.MergeBlocked), Wait: store.WaitStart, Slot: &none, Note: "blocked: " + reason})
 }
 
@@ -254,7 +255,7 @@ func (w *Workflow) recordMerged(ctx context.Context, r *reqRun, note string, mr 
 		if err := tx.RecordMerge(ctx, *land); err != nil {
 			return err
 		}
-		return r.transition(ctx, tx, store.Change{To: store.StatusMerged, Step: store.StepHandleMerged, Note: note})
+		return r.transition(ctx, tx, store.Change{To: state.StatusMerged, Step: state.StepHandleMerged, Note: note})
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"bindery/change"
 	"bindery/engine"
 	"bindery/outbound"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -38,8 +39,8 @@ const (
 )
 
 type stepDef struct {
-	failTo   store.BindingStatus
-	failStep store.Step
+	failTo   state.BindingStatus
+	failStep state.Step
 	// attempts bounds the runs of a step whose dependency does not answer (0: a polling step,
 	// which keeps looking until its wait times out); backoff is the wait before the second.
 	attempts int
@@ -62,15 +63,15 @@ var steps map[string]stepDef
 
 func init() { // in init: the step functions themselves read the table
 	steps = map[string]stepDef{
-		stepTicket:                   {store.StatusCreateFailed, store.StepApprovalSendFailed, ticketAttempts, ticketBackoff, (*Workflow).openTicket},
-		stepCreate:                   {store.StatusCreateFailed, store.StepCreateFailed, mrAttempts, 0, (*Workflow).createMR},
-		stepCreatePipeline:           {store.StatusCreateFailed, store.StepCreateFailed, 0, 0, (*Workflow).createPipeline},
-		stepApprove:                  {store.StatusHandleFailed, store.StepHandleApproveFailed, mrAttempts, 0, (*Workflow).approveMR},
-		string(change.MergeAttempt):  {store.StatusHandleFailed, store.StepHandleMergeFailed, mrAttempts, 0, (*Workflow).mergeMR},
-		string(change.MergeRebasing): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
-		string(change.MergePipeline): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
-		string(change.MergeChecking): {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
-		string(change.MergeBlocked):  {store.StatusHandleFailed, store.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		stepTicket:                   {state.StatusCreateFailed, state.StepApprovalSendFailed, ticketAttempts, ticketBackoff, (*Workflow).openTicket},
+		stepCreate:                   {state.StatusCreateFailed, state.StepCreateFailed, mrAttempts, 0, (*Workflow).createMR},
+		stepCreatePipeline:           {state.StatusCreateFailed, state.StepCreateFailed, 0, 0, (*Workflow).createPipeline},
+		stepApprove:                  {state.StatusHandleFailed, state.StepHandleApproveFailed, mrAttempts, 0, (*Workflow).approveMR},
+		string(change.MergeAttempt):  {state.StatusHandleFailed, state.StepHandleMergeFailed, mrAttempts, 0, (*Workflow).mergeMR},
+		string(change.MergeRebasing): {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		string(change.MergePipeline): {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		string(change.MergeChecking): {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
+		string(change.MergeBlocked):  {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
 		stepCloseMR:                  {"", 0, mrAttempts, 0, (*Workflow).closeRejectedMR},
 		stepTicketPoll:               {"", 0, 0, 0, (*Workflow).pollTicket},
 	}
@@ -118,12 +119,12 @@ type reqRun struct {
 
 // requestTask is the task of a request's step, due in `in`.
 func requestTask(operationID, step string, in time.Duration, m reqMemo) store.TaskSpec {
-	return store.TaskSpec{Kind: store.TaskRequest, Ref: operationID, Lane: laneOf(step), Step: step, In: in, Memo: *m.encode(), Wait: polls(step)}
+	return store.TaskSpec{Kind: state.TaskRequest, Ref: operationID, Lane: laneOf(step), Step: step, In: in, Memo: *m.encode(), Wait: polls(step)}
 }
 
 func (w *Workflow) requestKind() engine.Kind {
 	return engine.Kind{
-		Name: store.TaskRequest,
+		Name: state.TaskRequest,
 		Run:  w.runRequest,
 		Fail: w.failRequest,
 		Retry: func(er *engine.Run, err error) (time.Duration, bool) {
@@ -209,8 +210,8 @@ func (r *reqRun) transition(ctx context.Context, tx *store.Tx, c store.Change) e
 // failure is a failure a step recognised: the engine has this state written instead of the
 // declared one (pipeline failed, rebase conflict, MR closed outside bindery, …).
 type failure struct {
-	to       store.BindingStatus
-	step     store.Step
+	to       state.BindingStatus
+	step     state.Step
 	err      error
 	pipeline int64 // the pipeline that failed, recorded with the failure (0: none)
 }
@@ -218,7 +219,7 @@ type failure struct {
 func (f *failure) Error() string { return fmt.Sprintf("%s: %v", f.step, f.err) }
 func (f *failure) Unwrap() error { return f.err }
 
-func failed(to store.BindingStatus, step store.Step, err error) error {
+func failed(to state.BindingStatus, step state.Step, err error) error {
 	return &failure{to: to, step: step, err: err}
 }
 

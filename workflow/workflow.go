@@ -1,3 +1,6 @@
+// Package workflow runs the request lifecycle: apply, approval, batching, MR creation, merge,
+// validation, close, recovery. It fills the API's views (package api) from what the store
+// holds, in the words of package explain.
 package workflow
 
 import (
@@ -13,6 +16,7 @@ import (
 	"bindery/config"
 	"bindery/engine"
 	"bindery/metric"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -101,8 +105,8 @@ func New(o Options) (*Workflow, error) {
 
 // Flows, recorded on the operation at apply.
 const (
-	FlowApprovalFirst = store.FlowApprovalFirst
-	FlowLegacy        = store.FlowLegacy
+	FlowApprovalFirst = state.FlowApprovalFirst
+	FlowLegacy        = state.FlowLegacy
 )
 
 // notFound is the API's answer for an unknown request.

@@ -1,0 +1,266 @@
+// Package api holds the bodies of bindery's HTTP API as they go over the wire: the views of
+// requests and batches, the answers of the write routes, and the verified bodies of the callbacks
+// that external systems send. The server, the workflow that fills the views and the simulators
+// that send the callbacks all use these types; none of them needs another to speak the API.
+// The JSON names are the API's (server/openapi.json is the contract).
+package api
+
+import (
+	"time"
+
+	"bindery/approval"
+	"bindery/state"
+)
+
+// Answer codes of a 202 on POST /api/apply.
+const (
+	CodeAccepted        = "ACCEPTED"
+	CodeDuplicateSubmit = "DUPLICATE_SUBMIT"
+)
+
+// ApplyResult is the body of the 202 answer to an application (or its replay).
+type ApplyResult struct {
+	Code        string              `json:"code"` // ACCEPTED or DUPLICATE_SUBMIT
+	OperationID string              `json:"operationId"`
+	Status      state.BindingStatus `json:"status"`
+	NextAction  state.NextAction    `json:"nextAction"`
+}
+
+// StepView names a step for people and machines.
+type StepView struct {
+	Code  int    `json:"code"`
+	Name  string `json:"name"`
+	Label string `json:"label,omitempty"` // plain words, from the step table
+}
+
+// Link is an external link (MR, pipeline) with its number.
+type Link struct {
+	ID  int64  `json:"id"`
+	URL string `json:"url"`
+}
+
+// JobLink is a CI job with its name; URL is GitLab's web address of it ("" : GitLab gave none
+// bindery keeps).
+type JobLink struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url,omitempty"`
+}
+
+// TicketLink is the approval ticket a request was sent with; URL is empty when no address can
+// be built (approval.ticketURL not set).
+type TicketLink struct {
+	ID  string `json:"id"`
+	URL string `json:"url,omitempty"`
+}
+
+// TimelineEntry is one step the request went through.
+type TimelineEntry struct {
+	Step     StepView            `json:"step"`
+	Status   state.BindingStatus `json:"status"`
+	At       time.Time           `json:"at"`
+	Duration time.Duration       `json:"durationNs"` // until the next entry (or now, for the last)
+	// Note is what the requester may read of the step (explain.Told): bindery's own words, or a
+	// failure's fixed sentence with its safe details.
+	Note string `json:"note,omitempty"`
+	// Cause is the note as bindery recorded it, when it says more than Note (a failure's
+	// classified cause): operators only (RequestView.ForOperator).
+	Cause string `json:"cause,omitempty"`
+}
+
+// Waiting answers "why is my request waiting" in plain words (SPEC §12.2).
+type Waiting struct {
+	Stage      string    `json:"stage"`              // approval, batch, ci, merge, deploy, …
+	WaitingFor string    `json:"waitingFor"`         // plain words: "the approvers in the approval system"
+	Since      time.Time `json:"since"`              // when this wait began
+	BatchID    int64     `json:"batchId,omitempty"`  // the batch carrying the request
+	Position   int       `json:"position,omitempty"` // 1-based place in the partition's waiting set
+	Ahead      int       `json:"ahead,omitempty"`    // requests ahead of it in the waiting set
+	// The work that drives the request, when bindery itself is to act: its next step is due but
+	// waits for a free worker behind QueuedBehind tasks of its lane ("first" steps, "background"
+	// checks), runs right now, or is due at NextCheckAt (the next look at a pipeline or rebase).
+	Lane         string `json:"lane,omitempty"`
+	QueuedBehind int    `json:"queuedBehind,omitempty"`
+	// QueuedBehindMore: more tasks than QueuedBehind are ahead (a status read counts only so far).
+	QueuedBehindMore bool       `json:"queuedBehindMore,omitempty"`
+	Running          bool       `json:"running,omitempty"`
+	NextCheckAt      *time.Time `json:"nextCheckAt,omitempty"`
+}
+
+// StageDuration is how long one stage took (approval wait, batch wait, CI, merge, deploy).
+type StageDuration struct {
+	Stage    string        `json:"stage"`
+	Duration time.Duration `json:"durationNs"`
+	Done     bool          `json:"done"` // false: still running, duration so far
+}
+
+// RequestView is GET /api/requests/:operationId.
+type RequestView struct {
+	OperationID string              `json:"operationId"`
+	Subject     string              `json:"subject"`
+	TargetKey   string              `json:"targetKey"`
+	TargetTitle string              `json:"targetTitle"`
+	Project     string              `json:"project"`
+	Reason      string              `json:"reason"`
+	Flow        string              `json:"flow"` // "approval-first" or "legacy"
+	Status      state.BindingStatus `json:"status"`
+	Step        StepView            `json:"step"`
+	// Stage is where the request is on its way, for the stage view (CurrentStage): a stage of
+	// the step table's, or effect (in effect) or revoked (removed again).
+	Stage          string           `json:"stage"`
+	NextAction     state.NextAction `json:"nextAction"`
+	NextActionText string           `json:"nextActionText"`
+	MR             *Link            `json:"mr,omitempty"`
+	Pipeline       *Link            `json:"pipeline,omitempty"`
+	// FailedJob is the pipeline's failed job once the request failed with it (nil: none known).
+	FailedJob *JobLink `json:"failedJob,omitempty"`
+	// Ticket is the approval ticket the request was sent with (nil: none yet).
+	Ticket    *TicketLink     `json:"ticket,omitempty"`
+	BatchID   int64           `json:"batchId,omitempty"`
+	Waiting   *Waiting        `json:"waiting,omitempty"`
+	Stages    []StageDuration `json:"stages"`
+	Timeline  []TimelineEntry `json:"timeline"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	ExpiresAt *time.Time      `json:"expiresAt,omitempty"`
+
+	// Causes are the timeline's notes as recorded, for ForOperator only.
+	Causes []string `json:"-"`
+}
+
+// ForOperator is the view an operator reads: each timeline entry also carries the cause bindery
+// recorded where it says more than what the requester reads. The view without it is the
+// requester's: nothing but ForOperator puts a recorded cause into an answer.
+func (v RequestView) ForOperator() RequestView {
+	tl := make([]TimelineEntry, len(v.Timeline))
+	for i, e := range v.Timeline {
+		if i < len(v.Causes) && v.Causes[i] != e.Note {
+			e.Cause = v.Causes[i]
+		}
+		tl[i] = e
+	}
+	v.Timeline = tl
+	return v
+}
+
+// RequestSummary is one row of GET /api/my/requests and of the ops stuck list.
+type RequestSummary struct {
+	OperationID string              `json:"operationId"`
+	Subject     string              `json:"subject"`
+	TargetKey   string              `json:"targetKey"`
+	Flow        string              `json:"flow,omitempty"` // an operator's retry of a failure: a new MR (approval-first) or its own again (legacy)
+	Status      state.BindingStatus `json:"status"`
+	Step        StepView            `json:"step"`
+	NextAction  state.NextAction    `json:"nextAction"`
+	MR          *Link               `json:"mr,omitempty"`
+	UpdatedAt   time.Time           `json:"updatedAt"`
+	CreatedAt   time.Time           `json:"createdAt"`
+}
+
+// Page is a cursor-paginated list; NextCursor is empty on the last page.
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// BatchView is one batch in the ops console.
+type BatchView struct {
+	ID        int64            `json:"id"`
+	Partition string           `json:"partition"` // the GitLab project
+	Status    string           `json:"status"`    // RUNNING, BLOCKED, SUCCEEDED, FAILED
+	MR        *Link            `json:"mr,omitempty"`
+	Pipeline  *Link            `json:"pipeline,omitempty"`
+	Members   []RequestSummary `json:"members"`
+	Note      string           `json:"note,omitempty"`
+	// Failing is the failure decided for an active batch whose settlement has not gone through
+	// yet (GitLab or the database failed while settling); LastError says why. The sweep retries
+	// the settlement; an operator may settle or resume the batch.
+	Failing   string `json:"failing,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	// Bisection is set for a batch that took part in isolating a failing change: one that was
+	// bisected, or was claimed from the half a bisection returned.
+	Bisection *BisectionView `json:"bisection,omitempty"`
+	CreatedAt time.Time      `json:"createdAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
+}
+
+// BisectionView is a batch's part in a bisection (SPEC §11.17).
+type BisectionView struct {
+	Of      int64  `json:"of"`                // the batch whose failure started the bisection (this one, when it did)
+	Rounds  int    `json:"rounds"`            // bisections run up to and in this batch
+	Culprit string `json:"culprit,omitempty"` // the member this batch isolated and failed alone
+}
+
+// RoundResult is the answer of a batch round (cron or POST /api/ops/batches/run).
+type RoundResult struct {
+	Partitions []PartitionRound `json:"partitions"`
+}
+
+// PartitionRound is what one partition's round did.
+type PartitionRound struct {
+	Partition string `json:"partition"`
+	Outcome   string `json:"outcome"` // one of RoundOutcomes
+	BatchID   int64  `json:"batchId,omitempty"`
+	Claimed   int    `json:"claimed,omitempty"`
+}
+
+// RoundError is the outcome of a partition whose round failed (the log has the cause).
+const RoundError = "ERROR"
+
+// RoundOutcomes lists every outcome a partition's round answers; the page has words for each.
+var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), RoundError}
+
+// ReconcileResult is the answer of a reconciliation run.
+type ReconcileResult struct {
+	Scanned   int `json:"scanned"`
+	Validated int `json:"validated"`
+}
+
+// Approval callback results.
+const (
+	ApprovalApproved  = approval.StatusApproved
+	ApprovalRejected  = approval.StatusRejected
+	ApprovalWithdrawn = approval.StatusWithdrawn
+)
+
+// ApprovalCallback is the verified body of POST /hooks/approval.
+type ApprovalCallback struct {
+	CallbackID  string            `json:"requestId"` // the callback's own id, for deduplication
+	OperationID string            `json:"operationId"`
+	Result      string            `json:"result"`
+	Ext         map[string]string `json:"ext,omitempty"` // ext.mrId present → legacy flow
+}
+
+// Callback answer codes (always 2xx so the sender stops retrying).
+const (
+	CallbackAccepted     = "ACCEPTED"
+	CallbackDuplicate    = "DUPLICATE"
+	CallbackIgnoredStale = "IGNORED_STALE"
+)
+
+// CallbackResult is the body of the 2xx answer to a callback.
+type CallbackResult struct {
+	Code string `json:"code"`
+	// Refused (deploy callbacks): listed operationIds that are not requests of the MR named;
+	// they are not validated by it.
+	Refused []string `json:"refused,omitempty"`
+}
+
+// DeployCallback is the verified body of POST /hooks/deploy.
+type DeployCallback struct {
+	Project      string   `json:"project"`
+	MRIID        int64    `json:"mrIid,omitempty"`
+	SHA          string   `json:"sha,omitempty"`          // the deployed commit (optional with mrIid)
+	OperationIDs []string `json:"operationIds,omitempty"` // present → exact match, no inference
+}
+
+// CallbackIgnored answers an event bindery does not act on (e.g. a GitLab event of another
+// kind), still 2xx so that the sender does not retry or disable the hook.
+const CallbackIgnored = "IGNORED"
+
+// Preview is GET /api/preview: the file a request for the target would change. The zero value
+// (serialised as {}) is the answer on any failure: a preview never blocks applying.
+type Preview struct {
+	Path    string `json:"path,omitempty"`
+	Content string `json:"content,omitempty"`
+}
