@@ -106,18 +106,6 @@ type Member struct {
 	QueuedAt    time.Time
 }
 
-// RoundOutcome is what one claim round did; the strings are the API's PartitionRound outcomes.
-type RoundOutcome string
-
-const (
-	RoundClaimed        state.RoundOutcome = "CLAIMED"
-	RoundSlotOccupied   state.RoundOutcome = "SLOT_OCCUPIED"
-	RoundNothingWaiting state.RoundOutcome = "NOTHING_WAITING"
-	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
-	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
-	RoundNotDue state.RoundOutcome = "NOT_DUE"
-)
-
 // ClaimInput is one claim round for one partition.
 type ClaimInput struct {
 	Partition string
