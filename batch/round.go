@@ -46,7 +46,7 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 		return o
 	}
 	// The partition is the target's GitLab project (SPEC §5.5), so it also names the batch's project.
-	task := batchTask(0, stepOpen, memo{})
+	task := s.task(0, stepOpen, memo{})
 	c, err := s.db.Claim(ctx, store.ClaimInput{
 		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(), Members: &batchedStep, Task: &task,
 	})

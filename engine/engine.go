@@ -477,6 +477,7 @@ type Run struct {
 	// State is the kind's own data about this run (what its Fail needs to know: the rows the run
 	// read, whose versions guard the failure's write).
 	State any
+	job   any // the kind's typed job (Def.Kind), for its Fail and Retry
 	e     *Engine
 	kind  *Kind
 	done  bool

@@ -169,9 +169,6 @@ type StepInfo struct {
 	Deterministic bool
 	// Pending: the outcome is unknown and the same MR can be retried (an operator's retry).
 	Pending bool
-	// Resume is the request task step an operator's retry of a legacy request stopped here runs
-	// (a pending step restarts the pipeline or rebase that never answered); "": the status decides.
-	Resume string
 	// Person: the request waits for a person to act outside bindery, not for an operator's
 	// retry; it goes on by itself once that is done.
 	Person bool
@@ -202,10 +199,10 @@ var steps = map[Step]StepInfo{
 	StepCloseSucceeded:        {Name: "CLOSE_SUCCEEDED"},
 	StepCloseFailed:           {Name: "CLOSE_FAILED"},
 	StepCalledBack:            {Name: "CALLED_BACK"},
-	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_pipeline"},
-	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true, Resume: "create_pipeline"},
-	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_rebase"},
-	StepHandleMRBlocked:       {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Resume: "merge", Person: true},
+	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true},
+	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true},
+	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true},
+	StepHandleMRBlocked:       {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Person: true},
 }
 
 // Steps lists every defined step, in code order.

@@ -32,13 +32,13 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (api.ApplyResult, e
 	if _, err := change.RenderPath(t, in.Subject); err != nil {
 		return api.ApplyResult{}, apperr.Wrap(err, apperr.InvalidArgument, "Your identity cannot be used in this target's file path; please contact the maintainers.")
 	}
-	first := requestTask("", stepCreate, 0, reqMemo{})
+	first := w.requestTask("", stepCreate, 0, reqMemo{})
 	a := store.Application{
 		OperationID: in.OperationID, SubjectID: in.Subject, TargetKey: t.Key, Project: t.Project, Reason: in.Reason,
 		Flow: FlowLegacy, Status: state.StatusMRCreating, Step: state.StepCreateStarted, Task: &first,
 	}
 	if snap.ApprovalFirst() {
-		first = requestTask("", stepTicket, 0, reqMemo{})
+		first = w.requestTask("", stepTicket, 0, reqMemo{})
 		a.Flow, a.Status, a.Step = FlowApprovalFirst, state.StatusApprovalSending, state.StepApprovalSending
 	}
 	// The answer is known before the commit: the first state is what this transaction writes.

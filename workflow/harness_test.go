@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -514,6 +515,18 @@ type fakeBatches struct {
 }
 
 var _ workflow.Batches = (*fakeBatches)(nil)
+
+// Repair answers as package batch does: a RUNNING batch resumes at its open step, a BLOCKED one
+// gets its window again.
+func (f *fakeBatches) Repair(b store.Batch) store.TaskSpec {
+	t := store.TaskSpec{Kind: state.TaskBatch, Ref: strconv.FormatInt(b.ID, 10), Lane: engine.LaneBackground, Step: "open", Memo: "{}"}
+	if b.Status == state.BatchBlocked {
+		t.Step, t.In = "blocked", time.Hour
+	}
+	return t
+}
+
+func (f *fakeBatches) Waiting(string) string { return "" }
 
 func (f *fakeBatches) Round(ctx context.Context) ([]batch.Outcome, error) {
 	f.mu.Lock()

@@ -3,7 +3,6 @@ package workflow
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 
 	"bindery/api"
@@ -39,15 +38,12 @@ func (w *Workflow) Sweep(ctx context.Context) (int, error) {
 		if step == "" {
 			continue
 		}
-		if w.repair(ctx, requestTask(op.OperationID, step, 0, reqMemo{}), "operation", op.OperationID, string(op.Status)) {
+		if w.repair(ctx, w.requestTask(op.OperationID, step, 0, reqMemo{}), "operation", op.OperationID, string(op.Status)) {
 			n++
 		}
 	}
 	for _, b := range batches {
-		t := store.TaskSpec{Kind: state.TaskBatch, Ref: strconv.FormatInt(b.ID, 10), Lane: engine.LaneBackground, Step: "open"}
-		if b.Status == state.BatchBlocked {
-			t.Step, t.In = "blocked", w.cfg.Current().BatchBlockedTimeout()
-		}
+		t := w.batches.Repair(b)
 		if w.repair(ctx, t, "batch", t.Ref, string(b.Status)) {
 			n++
 		}
@@ -75,7 +71,7 @@ func (w *Workflow) repair(ctx context.Context, t store.TaskSpec, what, id, statu
 // currentStep is the task step that drives op in its current state ("" when none of its own:
 // waiting for a person, in the waiting set or a batch, stopped, finished). It is the Go side of
 // the store's in-flight predicate (store.Orphans); a test holds the two together.
-func currentStep(op store.Operation) string {
+func currentStep(op store.Operation) Step {
 	switch st := op.Status; {
 	case st == state.StatusApprovalSending:
 		return stepTicket
@@ -88,7 +84,7 @@ func currentStep(op store.Operation) string {
 	case st == state.StatusMRCreating && op.Step == state.StepCreateStarted:
 		return stepCreate
 	case st == state.StatusMerging && op.Step.Info().Person:
-		return string(change.MergeBlocked) // it looks at the MR until a person cleared it
+		return stepMergeBlocked // it looks at the MR until a person cleared it
 	case st == state.StatusMerging && !op.Step.Pending():
 		return stepApprove
 	}
@@ -135,7 +131,7 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.Re
 		return w.Request(ctx, operationID)
 	}
 	err = w.db.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.PutTask(ctx, requestTask(operationID, step, 0, m), true); err != nil {
+		if err := tx.PutTask(ctx, w.requestTask(operationID, step, 0, m), true); err != nil {
 			return err
 		}
 		_, err := tx.Transition(ctx, cur, move)
@@ -151,7 +147,9 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.Re
 	case err != nil:
 		return api.RequestView{}, err
 	}
-	w.engine.Nudge(laneOf(step))
+	if row, ok := w.row(step); ok {
+		w.engine.Nudge(row.Lane)
+	}
 	w.log.InfoContext(ctx, "retry: step due now", "operation", operationID, "step", step, "actor", actor)
 	return w.Request(ctx, operationID)
 }
@@ -224,11 +222,11 @@ func inBatchPhase(status state.BindingStatus, step state.Step) bool {
 }
 
 // retryPlan is what a retry writes and which task step it makes due ("": re-admission), with the
-// step's memo. The resume of a legacy step comes from the step table (store.StepInfo.Resume);
+// step's memo. The resume of a legacy step comes from the request kind's step table (resumes);
 // the rest is decided by the status.
-func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, string, reqMemo, error) {
+func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, Step, reqMemo, error) {
 	op, status := cur.Operation, cur.Binding.Status
-	conflict := func(what string) (store.Change, string, reqMemo, error) {
+	conflict := func(what string) (store.Change, Step, reqMemo, error) {
 		return store.Change{}, "", reqMemo{}, apperr.New(apperr.Conflict, "Nothing to retry: the request is %s.", what)
 	}
 	switch {
@@ -245,7 +243,7 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 		return conflict("merged and waiting for the deploy pipeline; reconciliation validates it")
 	}
 	if op.Flow == FlowLegacy {
-		if r, ok := legacyResume(status, op); ok {
+		if r, ok := w.legacyResume(status, op); ok {
 			return r.move, r.step, r.memo, nil
 		}
 		return conflict(string(status))
@@ -273,20 +271,21 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 // resume is a legacy retry: the transition and the task step it makes due.
 type resume struct {
 	move store.Change
-	step string
+	step Step
 	memo reqMemo
 }
 
 // legacyResume is how an operator's retry resumes a legacy request stopped in status at op.Step:
-// the phase it stopped in, from the step table (a pending step restarts a pipeline that never
-// answered), else from the status.
-func legacyResume(status state.BindingStatus, op store.Operation) (resume, bool) {
-	info := op.Step.Info()
+// the step of the request kind's table that resumes it (a pending step restarts a pipeline that
+// never answered), else from the status.
+func (w *Workflow) legacyResume(status state.BindingStatus, op store.Operation) (resume, bool) {
+	at := w.resumeAt(op.Step)
+	restart := reqMemo{Memo: change.Memo{Restart: true}}
 	switch {
-	case status == state.StatusMRCreating && info.Resume != "":
-		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, info.Resume, reqMemo{Restart: true}}, true
-	case status == state.StatusMerging && info.Resume != "":
-		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, info.Resume, reqMemo{Restart: true}}, true
+	case status == state.StatusMRCreating && at != "":
+		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, at, restart}, true
+	case status == state.StatusMerging && at != "":
+		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, at, restart}, true
 	case status == state.StatusMRCreating, status == state.StatusCreateFailed:
 		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, stepCreate, reqMemo{}}, true
 	case status == state.StatusMRCreated:
@@ -364,12 +363,11 @@ func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (api.Callbac
 // bindery/op-<operationId> — and the work behind that branch is due now.
 func (w *Workflow) branchPipelineEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
 	ref := strings.TrimPrefix(ev.Ref, "refs/heads/")
-	var task store.TaskRef
-	if id, ok := strings.CutPrefix(ref, "bindery/batch-"); ok && id != "" && strings.Trim(id, "0123456789") == "" {
-		task = store.TaskRef{Kind: state.TaskBatch, Ref: id}
-	} else if op, ok := strings.CutPrefix(ref, "bindery/op-"); ok && op != "" {
-		task = store.TaskRef{Kind: state.TaskRequest, Ref: op}
-	} else {
+	task, ok := batch.TaskOfBranch(ref)
+	if !ok {
+		task, ok = legacyTaskOfBranch(ref)
+	}
+	if !ok {
 		return api.CallbackResult{Code: api.CallbackIgnored}, nil
 	}
 	n, err := w.db.WakeTasks(ctx, []store.TaskRef{task})

@@ -232,28 +232,29 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 		v.FailedJob = &api.JobLink{ID: j.JobID, Name: j.Name, URL: j.WebURL}
 	}
 	v.Ticket = w.ticketLink(op.TicketID)
-	v.Waiting = waitingFor(d, status, action, overdue, v)
+	v.Waiting = w.waitingFor(d, status, action, overdue, v)
 	if op.Step.Info().Person && v.Waiting != nil {
 		v.NextActionText = "Your request waits for " + v.Waiting.WaitingFor
 	}
 	return v
 }
 
-// taskWaiting is what a request waits for while its driving task is at a step ("" : the step
-// table of the request's own step says it); {mr} is the merge request.
-var taskWaiting = map[string]string{
-	"pipeline":         "the pipeline of {mr} to pass",
-	stepCreatePipeline: "the pipeline of {mr} to pass",
-	"merge_rebase":     "GitLab to rebase {mr} onto the target branch",
-	"merge_pipeline":   "the pipeline of the new head of {mr} to pass",
-	"merge_checking":   "GitLab to work out whether {mr} can be merged",
-	"settle":           "bindery to settle the failed batch (closing {mr})",
-	stepCloseMR:        "bindery to close {mr}",
+// taskWaiting is what a request waits for while the task that drives it is at its step, from the
+// table of the task's kind ("" : the request's own step says it); {mr} is the merge request.
+func (w *Workflow) taskWaiting(t *store.Task) string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Kind == state.TaskBatch:
+		return w.batches.Waiting(t.Step)
+	}
+	row, _ := w.row(Step(t.Step))
+	return row.waiting
 }
 
 // waitingFor answers "why is my request waiting" in plain words, from the step table and the work
 // that drives the request; nil when it is not waiting. It never names a party not asked yet.
-func waitingFor(d store.RequestDetail, status state.BindingStatus, action state.NextAction, overdue bool, v api.RequestView) *api.Waiting {
+func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus, action state.NextAction, overdue bool, v api.RequestView) *api.Waiting {
 	if len(d.Steps) == 0 || action == state.NextNone || action == state.NextReapply {
 		return nil
 	}
@@ -289,8 +290,8 @@ func waitingFor(d store.RequestDetail, status state.BindingStatus, action state.
 			wt.BatchID = b.ID
 			wt.WaitingFor = fmt.Sprintf("the next batch round of %s, behind blocked batch %d: %s (%d ahead in the queue)", d.Waiting.Partition, b.ID, blockedWords(*b), d.Waiting.Ahead)
 		}
-	case taskWaiting[taskStep(d)] != "":
-		wt.WaitingFor = words(taskWaiting[taskStep(d)])
+	case w.taskWaiting(d.Task) != "":
+		wt.WaitingFor = words(w.taskWaiting(d.Task))
 	case explain.Waiting(op.Step) != "":
 		wt.WaitingFor = words(explain.Waiting(op.Step))
 	case status == state.StatusMRCreated:
@@ -339,14 +340,6 @@ func blockedWords(b store.Batch) string {
 		return "it failed and is being settled"
 	}
 	return b.Note
-}
-
-// taskStep is the step of the request's driving task ("" : none).
-func taskStep(d store.RequestDetail) string {
-	if d.Task == nil {
-		return ""
-	}
-	return d.Task.Step
 }
 
 // laneWords names n tasks of a lane for people.
