@@ -211,7 +211,7 @@ func reason(endpoint string, status int, msg string) string {
 		return ReasonBranchExists
 	case status == 400 && has("Branch name is invalid"):
 		return ReasonInvalidName
-	case status == 400 && has("invalid reference name"):
+	case status == 400 && (has("invalid reference name") || has("start_sha '") || has("Could not find ref")):
 		return ReasonInvalidRef
 	case status == 400 && has("A file with this name already exists"):
 		return ReasonFileExists
