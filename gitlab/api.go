@@ -3,7 +3,7 @@
 // library's own retries off: the workflow owns retries), a dedicated HTTP client, a deadline
 // per call (gitlab.timeout), a circuit breaker per base URL and metrics per endpoint and status
 // class. Approving lives in one component (approve.go): two implementations chosen per call by
-// approval.checklistMode and the per-reviewer retry loop of SPEC §4.
+// approval.checklistMode, and the per-reviewer retry loop described there.
 //
 // Every failure is an *outbound.Error carrying the HTTP status and a classified reason (the
 // sentinels below work with errors.Is); its text never contains the upstream body, and for an

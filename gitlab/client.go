@@ -203,7 +203,7 @@ func statusError(endpoint string, status int, upstream string) *outbound.Error {
 }
 
 // reason classifies an answer by endpoint, status and GitLab's message (see
-// ../shared/reference/gitlab-api.md for the texts).
+// docs/gitlab.md; the texts are those of GitLab's lib/api/ and app/services/).
 func reason(endpoint string, status int, msg string) string {
 	has := func(s string) bool { return strings.Contains(msg, s) }
 	switch {
