@@ -13,6 +13,19 @@ import (
 	"bindery/store"
 )
 
+// ApplyInput is a validated application: the subject is the caller's canonical identity, never
+// a client-supplied value.
+type ApplyInput struct {
+	OperationID string `json:"operationId"`
+	TargetKey   string `json:"targetKey"`
+	Reason      string `json:"reason"`
+	Subject     string `json:"-"`
+	// Idempotency, when set, is the request's idempotency record (its Body is filled here with
+	// the ApplyResult as JSON): it is written in the application's own transaction, so the
+	// application and its answer are one commit.
+	Idempotency *store.Answer `json:"-"`
+}
+
 // Apply does the synchronous part of an application (SPEC §4 "async entry"): the target exists,
 // the access mode allows it, the subject can be rendered into the target's path, the relation has
 // no active request; then it writes the first state of the flow workflow.approvalFirst selects —

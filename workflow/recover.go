@@ -379,3 +379,22 @@ func (w *Workflow) branchPipelineEvent(ctx context.Context, ev GitLabEvent) (api
 	}
 	return api.CallbackResult{Code: api.CallbackAccepted}, nil
 }
+
+// GitLab event kinds bindery reads from POST /hooks/gitlab.
+const (
+	GitLabMergeRequest = "merge_request"
+	GitLabPipeline     = "pipeline"
+)
+
+// GitLabEvent is the part of a verified GitLab webhook the workflow may use to shortcut polling.
+// It is a hint: the workflow still reads the remote state before acting.
+type GitLabEvent struct {
+	Kind       string // GitLabMergeRequest or GitLabPipeline
+	EventID    string // Idempotency-Key (stable across resends) or X-Gitlab-Event-UUID
+	Project    string // path_with_namespace
+	MRIID      int64  // the MR (0 when the pipeline is not an MR pipeline)
+	Ref        string // pipeline events: the branch or ref it ran for (a branch pipeline's MR is found by it)
+	PipelineID int64  // pipeline events
+	Status     string // pipeline status (success, failed, …) or MR state (opened, merged, closed)
+	Action     string // MR action (open, merge, close, approved, …)
+}

@@ -535,3 +535,16 @@ func (w *Workflow) Preview(ctx context.Context, targetKey, subject string) (api.
 	}
 	return api.Preview{Path: f.Path, Content: f.Content}, nil
 }
+
+// StepOf is the view of a step.
+func StepOf(s state.Step) api.StepView {
+	return api.StepView{Code: int(s), Name: s.String(), Label: explain.Label(s)}
+}
+
+// StuckFilter narrows GET /api/ops/requests (both optional) and pages it.
+type StuckFilter struct {
+	Status state.BindingStatus // "" → any
+	Step   state.Step          // 0 → any
+	Cursor string
+	Limit  int
+}
