@@ -116,6 +116,11 @@ func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 	if err := requireOne(res, err, "advance batch %d", id); err != nil {
 		return Batch{}, nil, err
 	}
+	if s.Change.ToEnd {
+		if err := tx.toEnd(ctx, s.Batch.Partition, id); err != nil {
+			return Batch{}, nil, err
+		}
+	}
 	var moved []Operation
 	if len(s.Requeue)+len(s.Drop)+len(s.Moves) > 0 {
 		held, err := holding(ctx, tx.tx, id)
