@@ -29,7 +29,7 @@ import (
 // record written to SQLite; the workflow accepts at once). It reports the time of each variant
 // (bare-ns/op, chain-ns/op) and their ratio. The limiter's clock advances a
 // second per request, so the key holds its steady-state window instead of growing with b.N.
-// `go run ./bench` reports the ratios (BENCHMARKS.md, section 1).
+// `go run ./cmd/bench` reports the ratios (BENCHMARKS.md, section 1).
 func BenchmarkChainOverhead(b *testing.B) {
 	h := setup(b, options{config: map[string]string{"ratelimit.apply": "1000"}})
 	var mu sync.Mutex

@@ -279,7 +279,7 @@ func renderHeader(e *env, m machine) string {
 
 // commandLine is how this run was invoked, as a user would type it.
 func commandLine(args []string) string {
-	out := []string{"go", "run", "./bench"}
+	out := []string{"go", "run", "./cmd/bench"}
 	for _, a := range args {
 		if strings.ContainsAny(a, " '\"") || a == "" {
 			a = "'" + a + "'"
