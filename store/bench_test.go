@@ -1,6 +1,6 @@
 package store_test
 
-// Store benchmarks (SPEC §9), reported in BENCHMARKS.md ("Store"):
+// Store benchmarks, reported in BENCHMARKS.md ("Store"):
 //
 //	BINDERY_REQUIRE_MYSQL=1 go test ./store -run '^$' -bench . -benchtime 5x
 //

@@ -1,5 +1,5 @@
 // Command bench measures bindery against its baselines, side by side, and rewrites
-// BENCHMARKS.md (SPEC §9). One command, about ten minutes on the project's 2-core machine:
+// BENCHMARKS.md. One command, about ten minutes on the project's 2-core machine:
 //
 //	go run ./cmd/bench                 # every section, 3 runs each, MariaDB at 127.0.0.1:3306
 //	go run ./cmd/bench -quick -out -   # a fast smoke of every section, report on stdout
@@ -41,7 +41,7 @@ func main() {
 	os.Exit(code)
 }
 
-// sections, in report order. Each measures one point of SPEC §9 (issue 9's list).
+// sections, in report order. Each measures one point of the Targets table (issue 9's list).
 var sections = []struct {
 	name  string
 	title string
@@ -101,7 +101,7 @@ func quickOr[T any](e *env, full, quick T) T {
 
 const usage = `Usage: go run ./cmd/bench [flags]
 
-Measures bindery against its baselines (SPEC §9) and rewrites BENCHMARKS.md below its
+Measures bindery against its baselines and rewrites BENCHMARKS.md below its
 hand-written intro. Sections: %s.
 
 Flags:
@@ -293,7 +293,7 @@ const marker = "<!-- Everything below this line is written by `go run ./cmd/benc
 // defaultIntro is used when the output file has no intro yet.
 const defaultIntro = `# Benchmarks
 
-Written by ` + "`go run ./cmd/bench`" + ` (SPEC §9). Every figure is a median with its minimum and maximum
+Written by ` + "`go run ./cmd/bench`" + `. Every figure is a median with its minimum and maximum
 over the runs, beside its baseline measured in the same run.
 `
 
