@@ -49,7 +49,8 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 		o.Result, o.Err = state.RoundPaused, err
 		return o
 	}
-	// The partition is the target's GitLab project (SPEC §5.5), so it also names the batch's project.
+	// The partition is the target's GitLab project (docs/invariants.md, 'Partitions'), so it also
+	// names the batch's project.
 	task := s.task(0, stepOpen, memo{})
 	c, err := s.db.Claim(ctx, store.ClaimInput{
 		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(), Train: snap.BatchTrain(), Members: &batchedStep, Task: &task,

@@ -80,7 +80,7 @@ func (r *Runner) open(ctx context.Context, s Spec, knownIID int64) (gitlab.Merge
 }
 
 // Regenerate rewrites the MR's branch from the current target head with the given actions: the
-// answer to a rebase conflict when the files are generated from requests (SPEC §12.4), and the
+// answer to a rebase conflict (docs/workflow.md, 'Regenerate instead of rebase'), and the
 // way a bisected batch drops half its members. GitLab starts a new pipeline for the new head.
 func (r *Runner) Regenerate(ctx context.Context, s Spec) error {
 	_, err := r.commit(ctx, s)

@@ -33,9 +33,9 @@ type Batch struct {
 	// attempt failed. A settlement clears both.
 	Failing   string
 	LastError string
-	// Bisection (SPEC §11.17): BisectOf is the batch whose failure started the bisection this
-	// batch's members come from (0: none, or this batch started it), Bisections how many
-	// bisections of it ran up to and in this batch, Culprit the member this batch failed alone
+	// Bisection (docs/workflow.md, 'Bisection'): BisectOf is the batch whose failure started the
+	// bisection this batch's members come from (0: none, or this batch started it), Bisections how
+	// many bisections of it ran up to and in this batch, Culprit the member this batch failed alone
 	// with at the end of one ("": none).
 	BisectOf   int64
 	Bisections int
@@ -157,9 +157,9 @@ var errNothingToClaim = errors.New("nothing to claim")
 // errSlotOccupied rolls back after the slot insert hit the unique key (or lost a deadlock on it).
 var errSlotOccupied = errors.New("slot occupied")
 
-// Claim runs one batch round for a partition (SPEC §5.1). Concurrent rounds — cron on every
-// instance, a manual trigger — are safe: at most one active batch per partition (I1), a request
-// in at most one batch (I2), and enqueues never wait for a claim (I3).
+// Claim runs one batch round for a partition (docs/invariants.md, 'The claim'). Concurrent rounds —
+// cron on every instance, a manual trigger — are safe: at most one active batch per partition (I1),
+// a request in at most one batch (I2), and enqueues never wait for a claim (I3).
 //
 // The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
 // the round without touching the slot); the batch insert, whose unique active_slot is the mutual
@@ -629,14 +629,15 @@ type Settled struct {
 	Removed int         // processing rows removed (FAILED)
 }
 
-// Settle ends a batch (SPEC §5.3, §4 settlement). Its first statement is the guarded batch write
-// — RUNNING/BLOCKED → terminal at the version read, which also frees the partition's slot — so
-// that a second settler (the lease sweep racing the running worker) fails at once with
-// ErrPreempted and the member resets never run twice. Then, for FAILED, the members' rows in the
-// waiting set are removed in the same transaction (they may be admitted again; the member
-// history keeps them); then the optional member transitions. Members are those the batch holds
-// (Holding), not its history: requests bisection returned are not this batch's to settle. The
-// batch's task is the settler's to finish, in the same transaction (Tx.Settle after FinishTask).
+// Settle ends a batch (docs/invariants.md, 'Settlement is write-ahead and guarded first'). Its
+// first statement is the guarded batch write — RUNNING/BLOCKED → terminal at the version read,
+// which also frees the partition's slot — so that a second settler (the lease sweep racing the
+// running worker) fails at once with ErrPreempted and the member resets never run twice. Then, for
+// FAILED, the members' rows in the waiting set are removed in the same transaction (they may be
+// admitted again; the member history keeps them); then the optional member transitions. Members are
+// those the batch holds (Holding), not its history: requests bisection returned are not this
+// batch's to settle. The batch's task is the settler's to finish, in the same transaction
+// (Tx.Settle after FinishTask).
 func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	var out Settled
 	err := db.InTx(ctx, func(tx *Tx) error {
