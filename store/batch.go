@@ -158,19 +158,22 @@ var errNothingToClaim = errors.New("nothing to claim")
 var errSlotOccupied = errors.New("slot occupied")
 
 // Claim runs one batch round for a partition (docs/invariants.md, 'The claim'). Concurrent rounds —
-// cron on every instance, a manual trigger — are safe: at most one active batch per partition (I1),
-// a request in at most one batch (I2), and enqueues never wait for a claim (I3).
+// cron on every instance, a manual trigger — are safe: at most in.Train active batches ("cars")
+// per partition, each behind the last one (I1, docs/invariants.md), a request in at most one batch
+// (I2), and enqueues never wait for a claim (I3).
 //
 // The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
-// the round without touching the slot); the batch insert, whose unique active_slot is the mutual
-// exclusion (duplicate → SLOT_OCCUPIED); a plain read of one suspect group (the half of a
-// bisected batch, see readSuspects) — found, the batch takes only its rows and records the
-// bisection it continues; else a plain read of up to Max waiting rows created before the
-// database's now, in (created_at, id) order; nothing read → roll back, releasing the slot;
-// the guarded update by primary key, which must change exactly the rows read; the member history
-// as multi-row inserts; with in.Members, the members' transition (transitionMany's statements).
-// Statements per round: 4 + 2 per 500 members (+ 4 per 500 with in.Members, + 1 continuing a
-// bisection), whatever the waiting set.
+// the round without touching the train); the end of the train read with a lock on it (claims of
+// one partition go one after another; lastCar) and the active cars' slots (a full train →
+// SLOT_OCCUPIED); the batch insert behind the last car, in a free slot, whose unique keys are the
+// mutual exclusion (duplicate → SLOT_OCCUPIED); plain reads of the requests an operator sent in
+// the next car, else of one suspect group (the half of a bisected batch, see readSuspects) —
+// found, the batch takes only its rows and records the bisection it continues — and of up to Max
+// waiting rows created before the database's now, in (created_at, id) order; nothing read → roll
+// back, releasing the place; the guarded update by primary key, which must change exactly the
+// rows read; the member history as multi-row inserts; with in.Members, the members' transition
+// (transitionMany's statements). Statements per round: 7 + 2 per 500 members (+ 4 per 500 with
+// in.Members, + 1 continuing a bisection), whatever the waiting set.
 func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	if in.Max <= 0 || in.Partition == "" {
 		return BatchClaim{}, fmt.Errorf("claim %q: max %d: want a partition and a positive maximum", in.Partition, in.Max)
@@ -351,12 +354,17 @@ type place struct {
 	slot int   // the lowest place in [0, k) no active car holds
 }
 
-// trainPlace reads, with plain reads, where a new car of in's partition would go: behind the
-// last car, in a free slot; errSlotOccupied when the train already has in.Train active cars. The
-// insert that follows is what decides: a claimer that read the same thing takes the same
-// sequence and slot, and one of the two finds the duplicate key.
+// trainPlace reads where a new car of in's partition would go: behind the last car (lastCar locks
+// the end of the train, so claims of one partition go one after another), in a free slot;
+// errSlotOccupied when the train already has in.Train active cars. The unique keys of the insert
+// that follows keep the shape whatever happens: two cars never share a place or a slot.
 func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
 	p := place{k: max(in.Train, 1)}
+	last, err := tx.lastCar(ctx, in.Partition)
+	if err != nil {
+		return place{}, err
+	}
+	p.seq = last + 1
 	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", in.Partition)
 	slots, err := collect(rows, err, func(s scanner) (int, error) {
 		var n int
@@ -373,10 +381,23 @@ func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
 	for slices.Contains(slots, p.slot) {
 		p.slot++
 	}
-	if err := tx.tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(train_seq), 0) + 1 FROM merge_batch WHERE partition_key = ?", in.Partition).Scan(&p.seq); err != nil {
-		return place{}, fmt.Errorf("the end of the train of %s: %w", in.Partition, translate(err))
-	}
 	return p, nil
+}
+
+// lastCar is the highest place taken in partition's train (0: none), read with a lock on it and
+// on the gap after it: a claim or a move to the end that runs at the same moment waits until this
+// transaction ends and then reads past what it wrote, so no car ever joins ahead of one placed
+// behind it. It locks that one index entry of merge_batch, never the waiting set (I3). (SQLite
+// has one writer: its transactions never overlap.)
+func (tx *Tx) lastCar(ctx context.Context, partition string) (int64, error) {
+	db := tx.db
+	var last nullInt64
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT train_seq FROM "+db.hinted("merge_batch", "uk_merge_batch_train_seq")+
+		" WHERE partition_key = ? AND train_seq IS NOT NULL ORDER BY train_seq DESC LIMIT 1"+db.forUpdate(), partition).Scan(&last))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return 0, fmt.Errorf("the end of the train of %s: %w", partition, err)
+	}
+	return int64(last), nil
 }
 
 // suspectGroup names the rows one bisection returned to the waiting set: the batch whose
@@ -535,15 +556,14 @@ func nullIfZero(n int64) any {
 	return n
 }
 
-// toEnd moves car id of partition behind the last car of its train. The highest sequence is a
-// plain read; a car claimed at the same moment takes the same place first and this write finds
-// the duplicate key: ErrRetry, the step runs again and moves it behind that car.
+// toEnd moves car id of partition behind the last car of its train (lastCar holds the end while
+// it does); a duplicate key is a claim that took the place first: ErrRetry, the step runs again.
 func (tx *Tx) toEnd(ctx context.Context, partition string, id int64) error {
-	var last int64
-	if err := tx.tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(train_seq), 0) FROM merge_batch WHERE partition_key = ?", partition).Scan(&last); err != nil {
-		return fmt.Errorf("the end of the train of %s: %w", partition, translate(err))
+	last, err := tx.lastCar(ctx, partition)
+	if err != nil {
+		return err
 	}
-	_, err := tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET train_seq = ? WHERE id = ?", last+1, id)
+	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET train_seq = ? WHERE id = ?", last+1, id)
 	if err = translate(err); errors.Is(err, ErrDuplicate) {
 		return fmt.Errorf("move batch %d to the end of its train: %w", id, ErrRetry)
 	}
