@@ -59,33 +59,67 @@ type job = engine.Job[memo, Step]
 
 // stepRow is one step of a batch: the engine's part (name, lane, how it waits and retries, its
 // action) and the batch's — the failure its members get when the step fails without deciding one
-// itself, and what its members wait for while the batch is at the step ({mr}: the MR).
+// itself, what its members wait for while the batch is at the step ({mr}: the MR), and what the
+// step does, in words (docs/states.md is generated from this table).
 type stepRow struct {
 	engine.Step[memo, Step]
 	fail    failure
 	waiting string
+	does    string
 }
 
 // steps is the one table of a batch's steps. A batch whose dependency does not answer tries
 // again with backoff (poll.short doubling up to poll.long) until it is older than
 // batch.blockedTimeout (then the step's failure); an operator's resume starts it over at
-// stepOpen; a RUNNING batch found without a task (the repair sweep) resumes at stepOpen, a
-// BLOCKED one at stepBlocked.
+// stepOpen; an active batch found without a task (the repair sweep) resumes at stepOpen, a
+// BLOCKED one at stepBlocked (Repair).
 func (s *Service) steps() []stepRow {
+	type es = engine.Step[memo, Step]
 	bg := engine.LaneBackground
 	return []stepRow{
-		{engine.Step[memo, Step]{Name: stepOpen, Lane: bg, Run: s.run((*run).open)}, failedCreate, "the bot to open the batch's merge request"},
-		{engine.Step[memo, Step]{Name: stepPipeline, Lane: bg, Polls: true, Run: s.run((*run).pipeline)}, failedCreate, "the pipeline of {mr} to pass"},
-		{engine.Step[memo, Step]{Name: stepApprove, Lane: bg, Run: s.run((*run).approve)}, failedApprove, "the reviewer bots to approve {mr}"},
-		{engine.Step[memo, Step]{Name: stepTurn, Lane: bg, Polls: true, Run: s.run((*run).turn)}, failedMerge, "the batches ahead of it in the merge train to merge"},
-		{engine.Step[memo, Step]{Name: stepMerge, Lane: bg, Run: s.run((*run).merge)}, failedMerge, "the bot to merge {mr}"},
-		{engine.Step[memo, Step]{Name: stepMergeRebase, Lane: bg, Polls: true, Run: s.run((*run).merge)}, failedMerge, "GitLab to rebase {mr} onto the target branch"},
-		{engine.Step[memo, Step]{Name: stepMergePipeline, Lane: bg, Polls: true, Run: s.run((*run).merge)}, failedMerge, "the pipeline of the new head of {mr} to pass"},
-		{engine.Step[memo, Step]{Name: stepMergeChecking, Lane: bg, Polls: true, Run: s.run((*run).merge)}, failedMerge, "GitLab to work out whether {mr} can be merged"},
-		{engine.Step[memo, Step]{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: s.run((*run).merge)}, failedMerge, ""},
-		{engine.Step[memo, Step]{Name: stepSettle, Lane: bg, Run: s.run((*run).settle)}, failedCreate, "bindery to settle the failed batch (closing {mr})"},
-		{engine.Step[memo, Step]{Name: stepBlocked, Lane: bg, Run: s.run((*run).expireBlocked)}, failedCreate, ""},
+		{Step: es{Name: stepOpen, Lane: bg, Run: s.run((*run).open)}, fail: failedCreate,
+			waiting: "the bot to open the batch's merge request",
+			does:    "render the members (failing or deferring those that cannot be in it), build the branch on the head of the car ahead in the merge train (the first car: on the target branch), one commit and the MR; rebuild when the member set or what is ahead changed"},
+		{Step: es{Name: stepPipeline, Lane: bg, Polls: true, Run: s.run((*run).pipeline)}, fail: failedCreate,
+			waiting: "the pipeline of {mr} to pass",
+			does:    "one look at the head's pipeline: pass → approve; fail → held while a car ahead is untested, else flaky retry, then bisection or the failure; no answer within `poll.timeout` → a new pipeline on the same commit once, then BLOCKED; what it was built on changed → rebuilt"},
+		{Step: es{Name: stepApprove, Lane: bg, Run: s.run((*run).approve)}, fail: failedApprove,
+			waiting: "the reviewer bots to approve {mr}", does: "both reviewer accounts approve the head"},
+		{Step: es{Name: stepTurn, Lane: bg, Polls: true, Run: s.run((*run).turn)}, fail: failedMerge,
+			waiting: "the batches ahead of it in the merge train to merge",
+			does:    "wait for the cars ahead to merge and the project's queue not to be paused; then the target must be what the branch was built on (else: rebase and test again first)"},
+		{Step: es{Name: stepMerge, Lane: bg, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "the bot to merge {mr}",
+			does:    "one merge action, decided from the MR's state in GitLab's order ([gitlab.md](gitlab.md)): locked → look again; computing → wait; conflict → regenerate (a conflict after that: bisected, never BLOCKED); behind → rebase; CI not passed or head not the tested one → wait for the head's pipeline; not approved → approve; merge at the tested SHA"},
+		{Step: es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "GitLab to rebase {mr} onto the target branch", does: "wait for GitLab's rebase (no answer within `poll.timeout` → BLOCKED)"},
+		{Step: es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "the pipeline of the new head of {mr} to pass", does: "wait for the pipeline of a head the merge moved (flaky retry, then bisection)"},
+		{Step: es{Name: stepMergeChecking, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "GitLab to work out whether {mr} can be merged", does: "wait while GitLab computes whether the MR can be merged"},
+		{Step: es{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			does: "BLOCKED with the MR open: something only a person can clear (members HANDLE_MR_BLOCKED with the reason); one look per poll, a webhook sooner; cleared → RUNNING; not within `batch.blockedTimeout` → the failure is decided"},
+		{Step: es{Name: stepSettle, Lane: bg, Run: s.run((*run).settle)}, fail: failedCreate,
+			waiting: "bindery to settle the failed batch (closing {mr})",
+			does:    "carry out the decided failure (`merge_batch.failing`): close the MR, read it again (merged wins), settle"},
+		{Step: es{Name: stepBlocked, Lane: bg, Run: s.run((*run).expireBlocked)}, fail: failedCreate,
+			does: "the BLOCKED window (`batch.blockedTimeout`) ended: the failure is decided, then settled"},
 	}
+}
+
+// StepDocs is the batch kind's step table for docs/states.md.
+func StepDocs() []engine.StepDoc {
+	var out []engine.StepDoc
+	for _, r := range (&Service{}).steps() {
+		d := engine.DocOf(r.Step)
+		d.Does, d.Waiting = r.does, r.waiting
+		d.Fails = fmt.Sprintf("%s / %s", r.fail.create, r.fail.handle)
+		if !r.Polls {
+			d.Retry = "backoff on an unavailable dependency, until the batch is older than `batch.blockedTimeout`"
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // def is the batch kind as the engine runs it.

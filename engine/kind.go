@@ -192,3 +192,26 @@ func (j *Job[M, S]) Poll(st Stages, note string) (store.TaskNext, bool) {
 	}
 	return n, timedOut
 }
+
+// StepDoc is what docs/states.md says of one step of a kind: the engine's columns (DocOf), the
+// kind's own (its declared failure, what it does, what the requester waits for at it, the stopped
+// steps an operator's retry resumes at it).
+type StepDoc struct {
+	Name, Lane, Retry    string
+	Fails, Does, Waiting string
+	Resumes              []string
+}
+
+// DocOf is the engine's columns of a step's documentation.
+func DocOf[M any, S ~string](s Step[M, S]) StepDoc {
+	d := StepDoc{Name: string(s.Name), Lane: s.Lane}
+	switch {
+	case s.Polls:
+		d.Retry = "polls (`poll.*`); an unavailable dependency: looked at again until the wait times out"
+	case s.Attempts > 0:
+		d.Retry = fmt.Sprintf("%d attempts on an unavailable dependency", s.Attempts)
+	default:
+		d.Retry = "backoff on an unavailable dependency"
+	}
+	return d
+}

@@ -79,6 +79,9 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	StatusHandleFailed:    {StatusMRCreating, StatusMerging, StatusMerged, StatusValidated, StatusClosed, StatusRejected},
 }
 
+// Allowed lists the statuses from may move to, in the table's order (documentation, tests).
+func Allowed(from BindingStatus) []BindingStatus { return slices.Clone(bindingTransitions[from]) }
+
 // CanTransition reports whether from → to is legal. Staying in the same status is legal.
 func CanTransition(from, to BindingStatus) bool {
 	if from == to && from != "" {

@@ -55,13 +55,15 @@ type reqJob = engine.Job[reqMemo, Step]
 // stepRow is one step of a request: the engine's part (lane, how it waits and retries, its
 // action), the failure the request gets when the step fails without deciding one itself, what
 // the request waits for while its task is at the step ({mr}: its merge request; "": the
-// request's own step says it), and the stopped steps an operator's retry resumes here.
+// request's own step says it), the stopped steps an operator's retry resumes here, and what the
+// step does, in words (docs/states.md is generated from this table).
 type stepRow struct {
 	engine.Step[reqMemo, Step]
 	failTo   state.BindingStatus // "": a cleanup or a poll, nothing to fail
 	failStep state.Step
 	waiting  string
 	resumes  []state.Step
+	does     string
 }
 
 // ticketAttempts and ticketBackoff: a 5xx or a lost answer from the approval system is often
@@ -81,27 +83,54 @@ func (w *Workflow) steps() []stepRow {
 	first, bg := engine.LaneFirst, engine.LaneBackground
 	type es = engine.Step[reqMemo, Step]
 	return []stepRow{
-		{es{Name: stepTicket, Lane: first, Attempts: ticketAttempts, Backoff: ticketBackoff, Run: w.run((*Workflow).openTicket)},
-			state.StatusCreateFailed, state.StepApprovalSendFailed, "", nil},
-		{es{Name: stepTicketPoll, Lane: bg, Polls: true, Run: w.run((*Workflow).pollTicket)}, "", 0, "", nil},
-		{es{Name: stepCreate, Lane: first, Attempts: mrAttempts, Run: w.run((*Workflow).createMR)},
-			state.StatusCreateFailed, state.StepCreateFailed, "", nil},
-		{es{Name: stepCreatePipeline, Lane: bg, Polls: true, Run: w.run((*Workflow).createPipeline)},
-			state.StatusCreateFailed, state.StepCreateFailed, "the pipeline of {mr} to pass", []state.Step{state.StepCreatePipelinePending}},
-		{es{Name: stepApprove, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).approveMR)},
-			state.StatusHandleFailed, state.StepHandleApproveFailed, "", nil},
-		{es{Name: stepMerge, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).mergeMR)},
-			state.StatusHandleFailed, state.StepHandleMergeFailed, "", []state.Step{state.StepHandleMRBlocked}},
-		{es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			state.StatusHandleFailed, state.StepHandleMergeFailed, "GitLab to rebase {mr} onto the target branch", []state.Step{state.StepHandleRebasePending}},
-		{es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			state.StatusHandleFailed, state.StepHandleMergeFailed, "the pipeline of the new head of {mr} to pass", []state.Step{state.StepHandlePipelinePending}},
-		{es{Name: stepMergeChecking, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			state.StatusHandleFailed, state.StepHandleMergeFailed, "GitLab to work out whether {mr} can be merged", nil},
-		{es{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			state.StatusHandleFailed, state.StepHandleMergeFailed, "", nil},
-		{es{Name: stepCloseMR, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).closeRejectedMR)}, "", 0, "bindery to close {mr}", nil},
+		{Step: es{Name: stepTicket, Lane: first, Attempts: ticketAttempts, Backoff: ticketBackoff, Run: w.run((*Workflow).openTicket)},
+			failTo: state.StatusCreateFailed, failStep: state.StepApprovalSendFailed,
+			does: "send the approval ticket (both flows; the legacy flow's with `ext.mrId`)"},
+		{Step: es{Name: stepTicketPoll, Lane: bg, Polls: true, Run: w.run((*Workflow).pollTicket)},
+			does: "APPROVAL_SENT: every `approval.pollAfter`, read the ticket; a decision found is applied as its callback would be; a ticket the approval system lost is sent again"},
+		{Step: es{Name: stepCreate, Lane: first, Attempts: mrAttempts, Run: w.run((*Workflow).createMR)},
+			failTo: state.StatusCreateFailed, failStep: state.StepCreateFailed, does: "legacy: branch, commit, MR"},
+		{Step: es{Name: stepCreatePipeline, Lane: bg, Polls: true, Run: w.run((*Workflow).createPipeline)},
+			failTo: state.StatusCreateFailed, failStep: state.StepCreateFailed, waiting: "the pipeline of {mr} to pass",
+			resumes: []state.Step{state.StepCreatePipelinePending},
+			does:    "legacy: one look at the MR's pipeline (flaky retries; no answer within `poll.timeout` → a new pipeline once, then CREATE_PIPELINE_PENDING)"},
+		{Step: es{Name: stepApprove, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).approveMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleApproveFailed, does: "legacy, approved: both reviewer accounts approve"},
+		{Step: es{Name: stepMerge, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, resumes: []state.Step{state.StepHandleMRBlocked},
+			does: "legacy: one merge action, holding the project's merge slot"},
+		{Step: es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "GitLab to rebase {mr} onto the target branch",
+			resumes: []state.Step{state.StepHandleRebasePending}, does: "legacy: wait for GitLab's rebase"},
+		{Step: es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "the pipeline of the new head of {mr} to pass",
+			resumes: []state.Step{state.StepHandlePipelinePending}, does: "legacy: wait for the pipeline of a head the merge moved"},
+		{Step: es{Name: stepMergeChecking, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "GitLab to work out whether {mr} can be merged",
+			does: "legacy: wait while GitLab computes whether the MR can be merged"},
+		{Step: es{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed,
+			does: "legacy: the MR waits for a person (HANDLE_MR_BLOCKED), one look per poll, without the merge slot; cleared → `merge`; not within `batch.blockedTimeout` → failed"},
+		{Step: es{Name: stepCloseMR, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).closeRejectedMR)},
+			waiting: "bindery to close {mr}", does: "legacy, rejected: close the request's MR (a cleanup: nothing to fail)"},
 	}
+}
+
+// StepDocs is the request kind's step table for docs/states.md.
+func StepDocs() []engine.StepDoc {
+	var out []engine.StepDoc
+	for _, r := range (&Workflow{}).steps() {
+		d := engine.DocOf(r.Step)
+		d.Does, d.Waiting = r.does, r.waiting
+		if r.failTo != "" {
+			d.Fails = fmt.Sprintf("%s / %s", r.failTo, r.failStep)
+		}
+		for _, s := range r.resumes {
+			d.Resumes = append(d.Resumes, s.String())
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // def is the request kind as the engine runs it.
