@@ -173,7 +173,9 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 // ends).
 func (e *env) service(t *testing.T, instance string) *batch.Service {
 	svc, eng := e.held(t, instance)
-	eng.Start()
+	if err := eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	return svc
 }
 

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"bindery/engine"
 	"bindery/outbound"
+	"bindery/service"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -33,7 +36,9 @@ func start(t *testing.T, db *store.DB, instance string, lanes map[string]int, ki
 	for _, k := range kinds {
 		e.Register(k)
 	}
-	e.Start()
+	if err := e.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.Kill)
 	return e
 }
@@ -157,7 +162,9 @@ func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing
 			}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return nil }}
 		a := engine.New(engine.Options{DB: db, Instance: "a", IdlePoll: 10 * time.Millisecond})
 		a.Register(dying)
-		a.Start()
+		if err := a.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 		put(t, db, "batch", "1", engine.LaneBackground, "pipeline")
 		a.NudgeAll()
 		dead := <-stuck
@@ -338,7 +345,9 @@ func TestAShutdownWritesNothingAndGivesTheClaimBack(t *testing.T) {
 			}}
 		e := engine.New(engine.Options{DB: db, Instance: "i", IdlePoll: 10 * time.Millisecond})
 		e.Register(kind)
-		e.Start()
+		if err := e.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 		put(t, db, "batch", "1", engine.LaneBackground, "pipeline")
 		e.NudgeAll()
 		<-entered
@@ -402,6 +411,47 @@ func TestWorkOfAnUnknownKindIsParked(t *testing.T) {
 		})
 		if task.Owner != "" || task.Overdue > -4*time.Minute {
 			t.Fatalf("the unknown kind's task: %+v", task)
+		}
+	})
+}
+
+// The engine keeps the start/stop contract of every background service: a stop before the start
+// leaves it stopped for good, a second stop is harmless, and once Stop returns no dispatcher or
+// action of it is left running.
+func TestTheEngineStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
+	db := storetest.SQLite(t)
+	t.Run("stopped before it starts", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		e := engine.New(engine.Options{DB: db, Instance: "i"})
+		if err := e.Stop(bg); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(bg); !errors.Is(err, service.ErrStopped) {
+			t.Fatalf("start after stop: %v", err)
+		}
+		if err := e.Stop(bg); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("started, working and stopped twice", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		var ran atomic.Int32
+		e := engine.New(engine.Options{DB: db, Instance: "i", IdlePoll: 5 * time.Millisecond})
+		e.Register(finish("batch", &ran))
+		if err := e.Start(bg); err != nil {
+			t.Fatal(err)
+		}
+		put(t, db, "batch", "leak-1", engine.LaneBackground, "pipeline")
+		e.NudgeAll()
+		waitFor(t, "the task to run", gone(db, "batch", "leak-1"))
+		if err := e.Stop(bg); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Stop(bg); err != nil {
+			t.Fatal(err)
+		}
+		if ran.Load() != 1 {
+			t.Fatalf("ran %d times", ran.Load())
 		}
 	})
 }

@@ -188,7 +188,9 @@ func (h *harness) start(o options) {
 	h.handler.Store(srv.Handler())
 	h.t.Cleanup(eng.Kill)
 	if !o.noDispatch {
-		eng.Start()
+		if err := eng.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
