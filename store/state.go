@@ -106,7 +106,7 @@ const (
 	StepCreateSucceeded       Step = 10002 // MR open and its pipeline passed
 	StepCreateFailed          Step = 10003
 	StepCreatePipelineFailed  Step = 10004
-	StepCreateHandoffRejected Step = 10005 // worker pool full at hand-off
+	StepCreateHandoffRejected Step = 10005 // older versions: their worker pool was full at hand-off
 	StepApprovalSending       Step = 10006
 	StepApprovalSent          Step = 10007
 	StepApprovalSendFailed    Step = 10008
@@ -125,7 +125,7 @@ const (
 	StepHandlePipelineFailed  Step = 10107
 	StepHandleApproveFailed   Step = 10108
 	StepHandleMRClosed        Step = 10109 // the MR was closed outside bindery
-	StepHandleHandoffRejected Step = 10110 // worker pool full when the approved merge was handed off
+	StepHandleHandoffRejected Step = 10110 // older versions: their worker pool was full at the merge's hand-off
 
 	// close phase: revoke or expiry
 	StepCloseStarted   Step = 10201
