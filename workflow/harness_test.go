@@ -308,7 +308,7 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()
 		_ = h.currentEngine().Stop(sctx)
-		h.sims.Stop()
+		h.sims.Stop(sctx)
 		ts.Close()
 	})
 	return h
