@@ -149,7 +149,9 @@ func (s *Sims) Start(ctx context.Context) error {
 		return err
 	}
 	s.bg.Go(s.GitLab.hooks.run)
-	s.bg.Go(func(ctx context.Context) { service.Every(ctx, 100*time.Millisecond, func(context.Context) { s.GitLab.Sync() }) })
+	s.bg.Go(func(ctx context.Context) {
+		service.Every(ctx, 100*time.Millisecond, func(context.Context) { s.GitLab.Sync() })
+	})
 	if s.opts.StateFile != "" {
 		s.bg.Go(func(ctx context.Context) { service.Every(ctx, 2*time.Second, func(context.Context) { s.save() }) })
 	}
