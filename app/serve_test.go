@@ -14,15 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/app"
 	"bindery/config"
 	"bindery/logging/logtest"
 	"bindery/schema"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/ui"
-	"bindery/workflow"
 )
 
 // serveConfig is a production configuration pointing at external systems (here the simulators
@@ -156,7 +157,7 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for _, op := range ops {
 		for {
-			var v workflow.RequestView
+			var v api.RequestView
 			serveAs(t, "GET", instances[1].URL()+"/api/requests/"+op, "ops@example.com", "", &v)
 			if v.Status == "VALIDATED" {
 				break
@@ -175,7 +176,7 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	// Each request validated once and claimed by one batch; at most one active batch per project.
 	var twice int
 	db.Raw().QueryRow("SELECT COUNT(*) FROM (SELECT operation_id FROM operation_step WHERE step = ? GROUP BY operation_id HAVING COUNT(*) > 1) x",
-		int(store.StepCalledBack)).Scan(&twice)
+		int(state.StepCalledBack)).Scan(&twice)
 	var rebatched int
 	db.Raw().QueryRow("SELECT COUNT(*) FROM (SELECT operation_id FROM merge_batch_member GROUP BY operation_id HAVING COUNT(*) > 1) x").Scan(&rebatched)
 	var active int

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/app"
 	"bindery/config"
 	"bindery/logging/logtest"
@@ -110,9 +111,9 @@ func (d *demo) approveInInbox(t *testing.T, op string) {
 	}
 }
 
-func (d *demo) request(t *testing.T, op string) workflow.RequestView {
+func (d *demo) request(t *testing.T, op string) api.RequestView {
 	t.Helper()
-	var v workflow.RequestView
+	var v api.RequestView
 	if code := d.api(t, "GET", "/api/requests/"+op, "alice", "", &v); code != 200 {
 		t.Fatalf("request %s: %d", op, code)
 	}
@@ -133,7 +134,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 func apply(t *testing.T, d *demo, user, target string) string {
 	t.Helper()
 	op := fmt.Sprintf("op-%s-%d", user, time.Now().UnixNano())
-	var res workflow.ApplyResult
+	var res api.ApplyResult
 	if code := d.api(t, "POST", "/api/apply", user, fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"demo"}`, op, target), &res); code != 202 || res.Code != "ACCEPTED" {
 		t.Fatalf("apply: %d %+v", code, res)
 	}
@@ -151,13 +152,13 @@ func TestTheDemoTakesARequestFromApplyToValidated(t *testing.T) {
 		d := startDemo(t, configPath, dsn)
 		op := apply(t, d, "alice", "payments-db-readonly")
 		d.approveInInbox(t, op)
-		var v workflow.RequestView
+		var v api.RequestView
 		waitUntil(t, 60*time.Second, "VALIDATED", func() bool { v = d.request(t, op); return v.Status == "VALIDATED" })
 		if v.BatchID == 0 || v.MR == nil || v.Flow != workflow.FlowApprovalFirst || v.NextAction != "NONE" {
 			t.Fatalf("view: %+v", v)
 		}
 		// The operator sees the batch; the cron's round is the one that made it.
-		var batches workflow.Page[workflow.BatchView]
+		var batches api.Page[api.BatchView]
 		if code := d.api(t, "GET", "/api/ops/batches", "ops", "", &batches); code != 200 || len(batches.Items) != 1 || batches.Items[0].Status != "SUCCEEDED" {
 			t.Fatalf("ops batches: %d %+v", code, batches)
 		}
@@ -191,7 +192,7 @@ func TestAStoppedDemoFinishesTheRequestAfterARestart(t *testing.T) {
 	}
 
 	second := startDemo(t, configPath, dsn)
-	var v workflow.RequestView
+	var v api.RequestView
 	waitUntil(t, 90*time.Second, "VALIDATED after the restart", func() bool { v = second.request(t, op); return v.Status == "VALIDATED" })
 	if !strings.Contains(second.logs.String(), `msg="batch settled"`) {
 		t.Fatalf("the second process did not finish the batch:\n%s", second.logs.String())

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/config"
 	"bindery/outbound"
 	"bindery/sim"
-	"bindery/workflow"
 )
 
 // The approval client against the simulated approval system over real HTTP, and the
@@ -36,7 +36,7 @@ hooks:
 // callbacks plays bindery's /hooks/approval: it verifies and records each callback.
 type callbacks struct {
 	mu      sync.Mutex
-	got     []workflow.ApprovalCallback
+	got     []api.ApprovalCallback
 	invalid int
 	fail    int // answer 500 to this many callbacks first
 }
@@ -55,7 +55,7 @@ func (c *callbacks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(500)
 		return
 	}
-	var cb workflow.ApprovalCallback
+	var cb api.ApprovalCallback
 	if err := json.Unmarshal(body, &cb); err != nil {
 		w.WriteHeader(400)
 		return
@@ -64,13 +64,13 @@ func (c *callbacks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"code":"ACCEPTED"}`))
 }
 
-func (c *callbacks) list() []workflow.ApprovalCallback {
+func (c *callbacks) list() []api.ApprovalCallback {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]workflow.ApprovalCallback(nil), c.got...)
+	return append([]api.ApprovalCallback(nil), c.got...)
 }
 
-func (c *callbacks) wait(t *testing.T, n int) []workflow.ApprovalCallback {
+func (c *callbacks) wait(t *testing.T, n int) []api.ApprovalCallback {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

@@ -22,13 +22,14 @@ import (
 	"bindery/config"
 	"bindery/engine"
 	"bindery/metric"
+	"bindery/state"
 	"bindery/store"
 )
 
 // Outcome is what one partition's round did.
 type Outcome struct {
 	Partition string
-	Result    store.RoundOutcome // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, NOT_DUE
+	Result    state.RoundOutcome // CLAIMED, SLOT_OCCUPIED, NOTHING_WAITING, NOT_DUE
 	BatchID   int64              // set when CLAIMED
 	Claimed   int                // members claimed
 	Err       error              // the round failed for this partition (others still ran)
@@ -49,10 +50,11 @@ type Options struct {
 type Service struct {
 	db     *store.DB
 	cfg    *config.Source
-	change *change.Runner
+	mr     *change.Lifecycle
 	engine *engine.Engine
 	log    *slog.Logger
 	rec    *metric.Recorder
+	rows   []stepRow // the step table (steps)
 }
 
 // Errors of the operator calls (the workflow maps them to API codes).
@@ -69,8 +71,10 @@ func New(o Options) *Service {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{db: o.DB, cfg: o.Config, change: o.Change, engine: o.Engine, log: o.Log.With("component", "batch"), rec: o.Recorder}
-	o.Engine.Register(s.kind())
+	s := &Service{db: o.DB, cfg: o.Config, mr: &change.Lifecycle{Runner: o.Change, Config: o.Config}, engine: o.Engine,
+		log: o.Log.With("component", "batch"), rec: o.Recorder}
+	s.rows = s.steps()
+	o.Engine.Register(s.def().Kind())
 	return s
 }
 
@@ -85,7 +89,7 @@ func (s *Service) Wake(ctx context.Context, project string, mrIID int64) (int, e
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.db.WakeTasks(ctx, []store.TaskRef{{Kind: store.TaskBatch, Ref: ref(id)}})
+	n, err := s.db.WakeTasks(ctx, []store.TaskRef{{Kind: state.TaskBatch, Ref: ref(id)}})
 	if n > 0 {
 		s.engine.Nudge(engine.LaneBackground)
 	}
@@ -100,17 +104,17 @@ func (s *Service) short() time.Duration {
 	return short
 }
 
-// batchTask is a batch's task at step, due now.
-func batchTask(id int64, step string, m memo) store.TaskSpec {
-	return store.TaskSpec{Kind: store.TaskBatch, Ref: ref(id), Lane: engine.LaneBackground, Step: step, Memo: *m.encode()}
+// task is a batch's task at step, due now.
+func (s *Service) task(id int64, step Step, m memo) store.TaskSpec {
+	return s.def().Spec(ref(id), step, 0, m)
 }
 
 // outside runs an operator's write to batch b (read by the caller) with its task put back to
 // step in the same transaction, unless a step of the batch runs right now (ErrBusy): the
 // reschedule bumps the task's epoch, so a run that started before fails its writes.
-func (s *Service) outside(ctx context.Context, b store.Batch, step string, m memo, c store.BatchChange, moves []store.MemberMove) error {
+func (s *Service) outside(ctx context.Context, b store.Batch, step Step, m memo, c store.BatchChange, moves []store.MemberMove) error {
 	err := s.db.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.PutTask(ctx, batchTask(b.ID, step, m), true); err != nil {
+		if err := tx.PutTask(ctx, s.task(b.ID, step, m), true); err != nil {
 			return err
 		}
 		_, _, err := tx.AdvanceBatch(ctx, store.BatchStep{Batch: b, Change: c, Moves: moves})
@@ -133,9 +137,9 @@ func (s *Service) outside(ctx context.Context, b store.Batch, step string, m mem
 // expiry, the request time plus the ttl; the binding's own expiry is set when it is validated),
 // DELETE removes it (the close phase). An error wraps change.ErrInvalidChange: the same request
 // renders the same way every time.
-func RenderChange(t config.Target, op store.Operation, a store.Action) (change.FileAction, error) {
+func RenderChange(t config.Target, op store.Operation, a state.Action) (change.FileAction, error) {
 	switch a {
-	case store.ActionAdd:
+	case state.ActionAdd:
 		f := change.BindingFile{Subject: op.SubjectID, OperationID: op.OperationID, Reason: op.Reason, RequestedAt: op.CreatedAt}
 		if t.TTL > 0 {
 			e := op.CreatedAt.Add(t.TTL)
@@ -146,7 +150,7 @@ func RenderChange(t config.Target, op store.Operation, a store.Action) (change.F
 			return change.FileAction{}, err
 		}
 		return change.FileAction{Action: "create", Path: path, Content: string(content), OperationID: op.OperationID}, nil
-	case store.ActionDelete:
+	case state.ActionDelete:
 		path, err := change.RenderPath(t, op.SubjectID)
 		if err != nil {
 			return change.FileAction{}, err
@@ -161,7 +165,7 @@ func RenderChange(t config.Target, op store.Operation, a store.Action) (change.F
 // (DELETE), and on an error — which wraps change.ErrInvalidChange — fails the request with
 // CREATE_INVALID instead of admitting it. The admission carries the change as validated, so the
 // batch commits exactly that, even if the target leaves the catalog meanwhile (SPEC §4.1).
-func Admission(t config.Target, op store.Operation, a store.Action) (store.Admission, error) {
+func Admission(t config.Target, op store.Operation, a state.Action) (store.Admission, error) {
 	fa, err := RenderChange(t, op, a)
 	if err != nil {
 		return store.Admission{}, err

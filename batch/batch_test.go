@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -45,7 +46,7 @@ func TestABatchOfRequestsLandsThroughOneMRWithCallsIndependentOfItsSize(t *testi
 			ids := e.admitMany(t, prefix, "t1", n)
 			before := e.calls()
 			o := e.round(t, svc, projectA)
-			if o.Err != nil || o.Result != store.RoundClaimed || o.Claimed != n {
+			if o.Err != nil || o.Result != state.RoundClaimed || o.Claimed != n {
 				t.Fatalf("round: %+v", o)
 			}
 			b := e.stopped(t, o.BatchID)
@@ -55,12 +56,12 @@ func TestABatchOfRequestsLandsThroughOneMRWithCallsIndependentOfItsSize(t *testi
 		one, _, callsOne := runOne("solo", 1)
 		b, ids, callsMany := runOne("many", 12)
 		for _, x := range []store.Batch{one, b} {
-			if x.Status != store.BatchSucceeded || x.MRIID == 0 || x.PipelineID == 0 {
+			if x.Status != state.BatchSucceeded || x.MRIID == 0 || x.PipelineID == 0 {
 				t.Fatalf("batch: %+v", x)
 			}
 		}
 		for i, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 			if r := e.request(t, id); r.Operation.MRIID != b.MRIID || r.Operation.BatchID != b.ID || r.Operation.PipelineID != b.PipelineID {
 				t.Errorf("%s: MR %d pipeline %d batch %d, want MR %d pipeline %d batch %d", id, r.Operation.MRIID, r.Operation.PipelineID,
 					r.Operation.BatchID, b.MRIID, b.PipelineID, b.ID)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -42,7 +43,7 @@ func TestTheCulpritIsIsolatedInThreeBisectionsAndNoNewcomerJoinsASuspect(t *test
 					if o.Err != nil {
 						t.Fatalf("round: %v", o.Err)
 					}
-					if o.Result != store.RoundClaimed {
+					if o.Result != state.RoundClaimed {
 						if e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL", projectA) == 0 {
 							break
 						}
@@ -56,7 +57,7 @@ func TestTheCulpritIsIsolatedInThreeBisectionsAndNoNewcomerJoinsASuspect(t *test
 							newcomers = append(newcomers, id)
 						}
 					}
-					if b := e.stopped(t, o.BatchID); b.Status == store.BatchBlocked {
+					if b := e.stopped(t, o.BatchID); b.Status == state.BatchBlocked {
 						t.Fatalf("batch %d blocked: %s", b.ID, b.Note)
 					}
 				}
@@ -87,16 +88,16 @@ func TestTheCulpritIsIsolatedInThreeBisectionsAndNoNewcomerJoinsASuspect(t *test
 
 				for i, id := range first {
 					if i == culprit {
-						e.expect(t, id, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+						e.expect(t, id, state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
 						continue
 					}
-					e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+					e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 					if !e.onMain(t, "t1", fmt.Sprintf("user-%d", i)) {
 						t.Errorf("%s: file not on main", id)
 					}
 				}
 				for _, id := range newcomers {
-					e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+					e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 				}
 				if n := e.sink.count(`bindery_batch_bisections_total{project="infra/access-config"}`); n != 3 {
 					t.Errorf("%d bisections, want ⌈log₂ 8⌉ = 3", n)
@@ -111,7 +112,7 @@ func TestTheCulpritIsIsolatedInThreeBisectionsAndNoNewcomerJoinsASuspect(t *test
 				if err != nil {
 					t.Fatal(err)
 				}
-				if last.Status != store.BatchFailed || last.Culprit != first[culprit] || last.Bisections != 3 || last.BisectionRoot() != batches[0] {
+				if last.Status != state.BatchFailed || last.Culprit != first[culprit] || last.Bisections != 3 || last.BisectionRoot() != batches[0] {
 					t.Fatalf("the culprit's batch: %+v, want FAILED naming %s after 3 bisections of batch %d", last, first[culprit], batches[0])
 				}
 				found := fmt.Sprintf("batch %d isolated the culprit %s after 3 bisections", last.ID, first[culprit])

@@ -6,6 +6,7 @@ import (
 	"bindery/batch"
 	"bindery/change"
 	"bindery/gitlab"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -15,11 +16,11 @@ import (
 func (e *env) closing(t *testing.T, opID string) {
 	t.Helper()
 	r := e.request(t, opID)
-	if _, err := e.db.Transition(bg, r, store.Change{To: store.StatusValidated, Step: store.StepCloseStarted}); err != nil {
+	if _, err := e.db.Transition(bg, r, store.Change{To: state.StatusValidated, Step: state.StepCloseStarted}); err != nil {
 		t.Fatalf("close %s: %v", opID, err)
 	}
 	tg, _ := e.src.Current().Target("t1")
-	a, err := batch.Admission(tg, r.Operation, store.ActionDelete)
+	a, err := batch.Admission(tg, r.Operation, state.ActionDelete)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,16 +50,16 @@ func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 		e.closing(t, "op-bob")
 		e.admit(t, "op-carol", "carol", "t1", "new")
 		batches := e.drain(t, svc, projectA)
-		if len(batches) != 1 || batches[0].Status != store.BatchSucceeded {
+		if len(batches) != 1 || batches[0].Status != state.BatchSucceeded {
 			t.Fatalf("batches: %+v", batches)
 		}
 		for _, id := range []string{"op-alice", "op-bob"} {
-			e.expect(t, id, store.StatusClosed, store.StepCloseSucceeded, store.NextReapply)
+			e.expect(t, id, state.StatusClosed, state.StepCloseSucceeded, state.NextReapply)
 			if e.onMain(t, "t1", subjects[id]) {
 				t.Errorf("%s: file still on main", id)
 			}
 		}
-		e.expect(t, "op-carol", store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		e.expect(t, "op-carol", state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		if !e.onMain(t, "t1", "carol") {
 			t.Error("carol's file not on main")
 		}
@@ -67,10 +68,10 @@ func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 		f.PipelineFailOn = []string{"t1/dave.yaml"}
 		e.gl.SetFaults(f)
 		e.closing(t, "op-dave")
-		if b := e.drain(t, svc, projectA); len(b) != 1 || b[0].Status != store.BatchFailed {
+		if b := e.drain(t, svc, projectA); len(b) != 1 || b[0].Status != state.BatchFailed {
 			t.Fatalf("failing delete: %+v", b)
 		}
-		e.expect(t, "op-dave", store.StatusHandleFailed, store.StepCloseFailed, store.NextWaitManual)
+		e.expect(t, "op-dave", state.StatusHandleFailed, state.StepCloseFailed, state.NextWaitManual)
 		if !e.onMain(t, "t1", "dave") {
 			t.Error("dave's file was removed by a failed batch")
 		}
@@ -83,9 +84,9 @@ func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.closing(t, "op-eve")
-		if b := e.drain(t, svc, projectA); len(b) != 1 || b[0].Status != store.BatchSucceeded || b[0].MRIID != 0 {
+		if b := e.drain(t, svc, projectA); len(b) != 1 || b[0].Status != state.BatchSucceeded || b[0].MRIID != 0 {
 			t.Fatalf("delete of a file already gone: %+v", b)
 		}
-		e.expect(t, "op-eve", store.StatusClosed, store.StepCloseSucceeded, store.NextReapply)
+		e.expect(t, "op-eve", state.StatusClosed, state.StepCloseSucceeded, state.NextReapply)
 	})
 }

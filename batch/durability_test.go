@@ -9,6 +9,7 @@ import (
 
 	"bindery/batch"
 	"bindery/engine"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -68,7 +69,7 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 							switch {
 							case o.Err != nil:
 								t.Errorf("round %s: %v", o.Partition, o.Err)
-							case o.Result == store.RoundClaimed:
+							case o.Result == state.RoundClaimed:
 								claimed.Add(1)
 							}
 						}
@@ -90,7 +91,7 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 		if n := e.count(t, "SELECT COUNT(*) FROM (SELECT request_id FROM merge_batch_member GROUP BY request_id HAVING COUNT(*) > 1) x"); n != 0 {
 			t.Fatalf("%d requests claimed twice", n)
 		}
-		if n := e.count(t, "SELECT COUNT(*) FROM operation WHERE batch_id IS NOT NULL AND step <> ?", store.StepBatched); n != 0 {
+		if n := e.count(t, "SELECT COUNT(*) FROM operation WHERE batch_id IS NOT NULL AND step <> ?", state.StepBatched); n != 0 {
 			t.Fatalf("%d claimed requests not BATCHED", n)
 		}
 		if n := e.count(t, "SELECT COUNT(*) FROM operation WHERE batch_id IS NOT NULL"); n != 10 {
@@ -113,7 +114,7 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 			e.drain(t, services[0], p)
 		}
 		for _, id := range append(a, g...) {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		}
 	})
 }
@@ -131,15 +132,15 @@ func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
 		ids := e.admitMany(t, "crash", "t1", 3)
 		o := e.round(t, a, projectA)
 		waitFor(t, "the batch to wait for the pipeline", func() bool {
-			task, err := db.Task(bg, store.TaskBatch, fmt.Sprint(o.BatchID))
+			task, err := db.Task(bg, state.TaskBatch, fmt.Sprint(o.BatchID))
 			return err == nil && task.Step == "pipeline" && task.Checks > 0
 		})
 		engA.Kill() // the process dies
-		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning {
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != state.BatchRunning {
 			t.Fatalf("after the crash: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMRCreating, store.StepCreateStarted, store.NextWait)
+			e.expect(t, id, state.StatusMRCreating, state.StepCreateStarted, state.NextWait)
 		}
 
 		e.clock.Advance(11 * time.Minute) // the pipeline finished while nobody watched
@@ -160,11 +161,11 @@ func TestABatchClaimedByAnInstanceThatDoesNotRunItIsRunElsewhere(t *testing.T) {
 		a, _ := e.held(t, "instance-a") // its engine never dispatches
 		ids := e.admitMany(t, "unrun", "t1", 3)
 		o := e.round(t, a, projectA)
-		if o.Result != store.RoundClaimed || o.Err != nil {
+		if o.Result != state.RoundClaimed || o.Err != nil {
 			t.Fatalf("round: %+v", o)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMRCreating, store.StepBatched, store.NextWait)
+			e.expect(t, id, state.StatusMRCreating, state.StepBatched, state.NextWait)
 			if r := e.request(t, id); r.Operation.BatchID != o.BatchID {
 				t.Fatalf("%s does not show its batch", id)
 			}
@@ -173,11 +174,11 @@ func TestABatchClaimedByAnInstanceThatDoesNotRunItIsRunElsewhere(t *testing.T) {
 			t.Fatalf("the claimed batch's task: %+v", task)
 		}
 		e.service(t, "instance-b")
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchSucceeded {
+		if b := e.stopped(t, o.BatchID); b.Status != state.BatchSucceeded {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		}
 	})
 }
@@ -194,16 +195,16 @@ func TestABatchBlockedTooLongIsSettled(t *testing.T) {
 			t.Fatalf("a blocked batch's task is not due at its window's end: %+v", task)
 		}
 		e.dueNow(t, b.ID) // the window passed
-		if got := e.settled(t, b.ID); got.Status != store.BatchFailed {
+		if got := e.settled(t, b.ID); got.Status != state.BatchFailed {
 			t.Fatalf("batch: %+v", got)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusCreateFailed, store.StepCreateFailed, store.NextWaitManual)
+			e.expect(t, id, state.StatusCreateFailed, state.StepCreateFailed, state.NextWaitManual)
 		}
 		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
 			t.Fatalf("MR %s", st)
 		}
-		if o := e.round(t, svc, projectA); o.Result == store.RoundSlotOccupied {
+		if o := e.round(t, svc, projectA); o.Result == state.RoundSlotOccupied {
 			t.Fatal("the settled batch still holds the slot")
 		}
 	})

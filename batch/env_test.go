@@ -24,6 +24,7 @@ import (
 	"bindery/logging/logtest"
 	"bindery/metric"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -206,7 +207,7 @@ func (e *env) steps(t *testing.T, opID string) []store.StepRecord {
 // task is the batch's task as the dispatcher sees it (failing the test when it has none).
 func (e *env) task(t *testing.T, id int64) store.Task {
 	t.Helper()
-	task, err := e.db.Task(bg, store.TaskBatch, fmt.Sprint(id))
+	task, err := e.db.Task(bg, state.TaskBatch, fmt.Sprint(id))
 	if err != nil {
 		t.Fatalf("task of batch %d: %v", id, err)
 	}
@@ -216,7 +217,7 @@ func (e *env) task(t *testing.T, id int64) store.Task {
 // dueNow makes batch id's task due now, as if its time (a wait, a BLOCKED window) had passed.
 func (e *env) dueNow(t *testing.T, id int64) {
 	t.Helper()
-	if _, err := e.db.Raw().ExecContext(bg, "UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", store.TaskBatch, fmt.Sprint(id)); err != nil {
+	if _, err := e.db.Raw().ExecContext(bg, "UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", state.TaskBatch, fmt.Sprint(id)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -229,18 +230,18 @@ func (e *env) admit(t *testing.T, opID, subject, target, reason string) {
 		t.Fatalf("no target %s", target)
 	}
 	r, err := e.db.Apply(bg, store.Application{OperationID: opID, SubjectID: subject, TargetKey: target, Project: tg.Project,
-		Flow: "approval-first", Reason: reason, Status: store.StatusApprovalSending, Step: store.StepApprovalSending})
+		Flow: "approval-first", Reason: reason, Status: state.StatusApprovalSending, Step: state.StepApprovalSending})
 	if err != nil {
 		t.Fatalf("apply %s: %v", opID, err)
 	}
-	if _, err := e.db.Transition(bg, r, store.Change{To: store.StatusMRCreating, Step: store.StepQueued}); err != nil {
+	if _, err := e.db.Transition(bg, r, store.Change{To: state.StatusMRCreating, Step: state.StepQueued}); err != nil {
 		t.Fatalf("approve %s: %v", opID, err)
 	}
 	op, err := e.db.Operation(bg, opID) // with its request time, as the file records it
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := batch.Admission(tg, op, store.ActionAdd)
+	a, err := batch.Admission(tg, op, state.ActionAdd)
 	if err != nil {
 		t.Fatalf("render %s: %v", opID, err)
 	}
@@ -295,13 +296,13 @@ func (e *env) round(t *testing.T, svc *batch.Service, partition string) batch.Ou
 			return o
 		}
 	}
-	return batch.Outcome{Partition: partition, Result: store.RoundNothingWaiting}
+	return batch.Outcome{Partition: partition, Result: state.RoundNothingWaiting}
 }
 
 // stopped waits until batch id is no longer RUNNING and returns it.
 func (e *env) stopped(t *testing.T, id int64) store.Batch {
 	t.Helper()
-	return e.batchWhen(t, id, "to stop running", func(b store.Batch) bool { return b.Status != store.BatchRunning })
+	return e.batchWhen(t, id, "to stop running", func(b store.Batch) bool { return b.Status != state.BatchRunning })
 }
 
 // settled waits until batch id is SUCCEEDED or FAILED and returns it.
@@ -332,14 +333,14 @@ func (e *env) drain(t *testing.T, svc *batch.Service, partition string) []store.
 		if o.Err != nil {
 			t.Fatalf("round: %v", o.Err)
 		}
-		if o.Result != store.RoundClaimed {
+		if o.Result != state.RoundClaimed {
 			if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL", partition); n == 0 {
 				return out
 			}
 			continue
 		}
 		b := e.stopped(t, o.BatchID)
-		if b.Status == store.BatchBlocked {
+		if b.Status == state.BatchBlocked {
 			t.Fatalf("batch %d blocked: %s", b.ID, b.Note)
 		}
 		out = append(out, b)
@@ -352,11 +353,11 @@ func (e *env) drain(t *testing.T, svc *batch.Service, partition string) []store.
 // the one MR the simulator saw created: a resumed batch goes on with its MR, never a new one.
 func (e *env) landedOnOneMR(t *testing.T, id int64, ids []string) {
 	t.Helper()
-	if b := e.stopped(t, id); b.Status != store.BatchSucceeded {
+	if b := e.stopped(t, id); b.Status != state.BatchSucceeded {
 		t.Fatalf("batch: %+v", b)
 	}
 	for _, op := range ids {
-		e.expect(t, op, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+		e.expect(t, op, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 	}
 	if n := e.gl.Calls("create_mr"); n != 1 {
 		t.Fatalf("%d MRs created, want 1", n)
@@ -373,10 +374,10 @@ func (e *env) request(t *testing.T, opID string) store.Request {
 }
 
 // expect checks a request's binding status, step and what the client is told to do.
-func (e *env) expect(t *testing.T, opID string, status store.BindingStatus, step store.Step, next store.NextAction) {
+func (e *env) expect(t *testing.T, opID string, status state.BindingStatus, step state.Step, next state.NextAction) {
 	t.Helper()
 	r := e.request(t, opID)
-	got := store.NextActionFor(r.Binding.Status, r.Operation.Step)
+	got := state.NextActionFor(r.Binding.Status, r.Operation.Step)
 	if r.Binding.Status != status || r.Operation.Step != step || got != next {
 		t.Errorf("%s: %s / %s / %s, want %s / %s / %s", opID, r.Binding.Status, r.Operation.Step, got, status, step, next)
 	}

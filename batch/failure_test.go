@@ -14,6 +14,7 @@ import (
 	"bindery/config"
 	"bindery/gitlab"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -42,13 +43,13 @@ func TestOneBadMemberAmongEightIsIsolatedByBisectionAndTheOtherSevenMerge(t *tes
 
 				for i, id := range ids {
 					if i == culprit {
-						e.expect(t, id, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+						e.expect(t, id, state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
 						if e.onMain(t, "t1", fmt.Sprintf("user-%d", i)) {
 							t.Errorf("the culprit's file landed")
 						}
 						continue
 					}
-					e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+					e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 					if !e.onMain(t, "t1", fmt.Sprintf("user-%d", i)) {
 						t.Errorf("%s: file not on main", id)
 					}
@@ -58,10 +59,10 @@ func TestOneBadMemberAmongEightIsIsolatedByBisectionAndTheOtherSevenMerge(t *tes
 					t.Fatal(err)
 				}
 				last, _ := db.Batch(bg, lastID)
-				if last.Status != store.BatchFailed {
+				if last.Status != state.BatchFailed {
 					t.Fatalf("the culprit's last batch: %+v", last)
 				}
-				if n := e.count(t, "SELECT COUNT(*) FROM operation WHERE batch_id = ? AND status = ?", lastID, store.StatusMerged); n != 0 {
+				if n := e.count(t, "SELECT COUNT(*) FROM operation WHERE batch_id = ? AND status = ?", lastID, state.StatusMerged); n != 0 {
 					t.Fatalf("%d members merged with the culprit's failed batch", n)
 				}
 				if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", ids[culprit]); n != 0 {
@@ -85,11 +86,11 @@ func TestAFlakyPipelineIsRetriedOnceThenPasses(t *testing.T) {
 		ids := e.admitMany(t, "flaky", "t1", 3)
 		e.gl.FailNextPipelines(1)
 		batches := e.drain(t, svc, projectA)
-		if len(batches) != 1 || batches[0].Status != store.BatchSucceeded {
+		if len(batches) != 1 || batches[0].Status != state.BatchSucceeded {
 			t.Fatalf("batches: %+v", batches)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		}
 		if n := e.gl.Calls("retry_pipeline"); n != 1 {
 			t.Fatalf("%d pipeline retries, want 1", n)
@@ -108,10 +109,10 @@ func TestWithoutFlakyRetriesASingleMembersFailedPipelineIsFinal(t *testing.T) {
 		e.admit(t, "op-1", "alice", "t1", "please")
 		e.gl.FailNextPipelines(1)
 		o := e.round(t, svc, projectA)
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchFailed {
+		if b := e.stopped(t, o.BatchID); b.Status != state.BatchFailed {
 			t.Fatalf("batch: %+v", b)
 		}
-		e.expect(t, "op-1", store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+		e.expect(t, "op-1", state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
 		if n := e.gl.Calls("create_mr_pipeline"); n != 0 {
 			t.Fatalf("%d retries with flakyRetries 0", n)
 		}
@@ -131,14 +132,14 @@ func TestAPipelineTimeoutBlocksTheBatchAndResumeFinishesIt(t *testing.T) {
 		ids := e.admitMany(t, "slow", "t1", 2)
 		o := e.round(t, svc, projectA)
 		b := e.stopped(t, o.BatchID)
-		if b.Status != store.BatchBlocked || b.MRIID == 0 || e.task(t, b.ID).Step != "blocked" {
+		if b.Status != state.BatchBlocked || b.MRIID == 0 || e.task(t, b.ID).Step != "blocked" {
 			t.Fatalf("after the timeout: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
+			e.expect(t, id, state.StatusMRCreating, state.StepCreatePipelinePending, state.NextWaitManual)
 		}
 		e.admit(t, "late", "late-user", "t1", "later")
-		if o := e.round(t, svc, projectA); o.Result != store.RoundSlotOccupied {
+		if o := e.round(t, svc, projectA); o.Result != state.RoundSlotOccupied {
 			t.Fatalf("a blocked batch must keep its partition's slot: %+v", o)
 		}
 
@@ -168,12 +169,12 @@ func TestAPersistentConflictIsBisectedNotBlocked(t *testing.T) {
 			t.Fatalf("batches: %+v", batches)
 		}
 		for _, b := range batches {
-			if b.Status != store.BatchFailed || e.gl.MergeRequestState(projectA, b.MRIID) != "closed" {
+			if b.Status != state.BatchFailed || e.gl.MergeRequestState(projectA, b.MRIID) != "closed" {
 				t.Fatalf("batch %d: %s, MR %s", b.ID, b.Status, e.gl.MergeRequestState(projectA, b.MRIID))
 			}
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleRebaseConflict, store.NextContactSupport)
+			e.expect(t, id, state.StatusHandleFailed, state.StepHandleRebaseConflict, state.NextContactSupport)
 		}
 		if n := e.sink.count(`bindery_batch_bisections_total{project="infra/access-config"}`); n != 1 {
 			t.Fatalf("%d bisections, want 1", n)
@@ -202,11 +203,11 @@ func TestAnMRClosedOutsideFailsTheBatchWithHandleMRClosed(t *testing.T) {
 		if n, err := svc.Wake(bg, projectA, b.MRIID); err != nil || n != 1 {
 			t.Fatalf("wake: %d %v", n, err)
 		}
-		if b = e.stopped(t, b.ID); b.Status != store.BatchFailed {
+		if b = e.stopped(t, b.ID); b.Status != state.BatchFailed {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusCreateFailed, store.StepHandleMRClosed, store.NextContactSupport)
+			e.expect(t, id, state.StatusCreateFailed, state.StepHandleMRClosed, state.NextContactSupport)
 		}
 		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", b.ID); n != 0 {
 			t.Fatalf("%d processing rows kept by the failed batch", n)
@@ -221,12 +222,12 @@ func TestARoundWaitsForASizeOrAnAge(t *testing.T) {
 		e := setup(t, db, settings{maxRequests: 3, maxWait: time.Hour})
 		svc := e.service(t, "i1")
 		e.admitMany(t, "few", "t1", 2)
-		if o := e.round(t, svc, projectA); o.Result != store.RoundNotDue || o.Err != nil {
+		if o := e.round(t, svc, projectA); o.Result != state.RoundNotDue || o.Err != nil {
 			t.Fatalf("2 of 3 waiting, younger than maxWait: %+v", o)
 		}
 		e.admit(t, "third", "user-third", "t1", "x")
 		o := e.round(t, svc, projectA)
-		if o.Result != store.RoundClaimed || o.Claimed != 3 {
+		if o.Result != state.RoundClaimed || o.Claimed != 3 {
 			t.Fatalf("3 of 3: %+v", o)
 		}
 		e.stopped(t, o.BatchID)
@@ -246,7 +247,7 @@ func TestAnUnhandledErrorEndsInTheStepsDeclaredFailure(t *testing.T) {
 		ids := e.admitMany(t, "denied", "t1", 2)
 		o := e.round(t, svc, projectA)
 		b := e.stopped(t, o.BatchID)
-		if b.Status != store.BatchFailed {
+		if b.Status != state.BatchFailed {
 			t.Fatalf("batch: %+v", b)
 		}
 		e.failedOnApprove(t, b, ids)
@@ -268,11 +269,11 @@ func TestAnUnavailableGitLabIsRetriedUntilItIsBack(t *testing.T) {
 			task := e.task(t, o.BatchID)
 			return task.Failures >= 3 && strings.HasPrefix(task.Note, "a dependency is unavailable (gitlab approve: HTTP 500")
 		})
-		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning {
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != state.BatchRunning {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerging, store.StepHandleStarted, store.NextWait)
+			e.expect(t, id, state.StatusMerging, state.StepHandleStarted, state.NextWait)
 		}
 		e.gl.ResetFaults()
 		e.landedOnOneMR(t, o.BatchID, ids)
@@ -298,11 +299,11 @@ func TestSettlingABatchWaitingOutAnOutageSettlesItAtOnce(t *testing.T) {
 		if err := svc.Settle(bg, o.BatchID, "ops@example.com"); err != nil {
 			t.Fatal(err)
 		}
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchFailed || !strings.Contains(b.Note, "settled by ops@example.com") {
+		if b := e.stopped(t, o.BatchID); b.Status != state.BatchFailed || !strings.Contains(b.Note, "settled by ops@example.com") {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleFailed, store.NextWaitManual)
+			e.expect(t, id, state.StatusHandleFailed, state.StepHandleFailed, state.NextWaitManual)
 		}
 		if l := e.logs.Lines("level=ERROR", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 0 {
 			t.Fatalf("the stopped runner logged a failure: %s", l)
@@ -328,7 +329,7 @@ func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
 		ids := e.admitMany(t, "panic", "t1", 2)
 		o := e.round(t, svc, projectA)
 		b := e.stopped(t, o.BatchID)
-		if b.Status != store.BatchFailed || !strings.Contains(b.Note, "unexpected error") || strings.Contains(b.Note, "exploded") {
+		if b.Status != state.BatchFailed || !strings.Contains(b.Note, "unexpected error") || strings.Contains(b.Note, "exploded") {
 			t.Fatalf("batch: %+v", b)
 		}
 		e.failedOnApprove(t, b, ids)
@@ -356,26 +357,26 @@ func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
 		e.admit(t, "kept-1", "alice", "t2", "x")
 		e.admit(t, "kept-2", "bob", "t1", "x")
 		r, err := db.Apply(bg, store.Application{OperationID: "bare", SubjectID: "carol", TargetKey: "t2", Project: projectA,
-			Flow: "approval-first", Reason: "x", Status: store.StatusApprovalSending, Step: store.StepApprovalSending})
+			Flow: "approval-first", Reason: "x", Status: state.StatusApprovalSending, Step: state.StepApprovalSending})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Transition(bg, r, store.Change{To: store.StatusMRCreating, Step: store.StepQueued}); err != nil {
+		if _, err := db.Transition(bg, r, store.Change{To: state.StatusMRCreating, Step: state.StepQueued}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Admit(bg, store.Admission{OperationID: "bare", Action: store.ActionAdd, Partition: projectA}); err != nil {
+		if _, err := db.Admit(bg, store.Admission{OperationID: "bare", Action: state.ActionAdd, Partition: projectA}); err != nil {
 			t.Fatal(err)
 		}
 
 		without := strings.Replace(settings{}.config(), "  - key: t2\n", "  - key: t2-renamed\n", 1)
 		e.src.Replace(config.MustParse(without))
 		batches := e.drain(t, svc, projectA)
-		if len(batches) != 1 || batches[0].Status != store.BatchSucceeded {
+		if len(batches) != 1 || batches[0].Status != state.BatchSucceeded {
 			t.Fatalf("batches: %+v", batches)
 		}
-		e.expect(t, "kept-1", store.StatusMerged, store.StepHandleMerged, store.NextWait)
-		e.expect(t, "kept-2", store.StatusMerged, store.StepHandleMerged, store.NextWait)
-		e.expect(t, "bare", store.StatusCreateFailed, store.StepCreateInvalid, store.NextContactSupport)
+		e.expect(t, "kept-1", state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		e.expect(t, "kept-2", state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		e.expect(t, "bare", state.StatusCreateFailed, state.StepCreateInvalid, state.NextContactSupport)
 		if _, ok := e.gl.File(projectA, "main", "bindings/t2/alice.yaml"); !ok {
 			t.Fatal("the removed target's admitted file did not land")
 		}
@@ -395,12 +396,12 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndRetriedAsDecided(t *testing.T) 
 		e := setup(t, db, settings{})
 		_, ids, b := e.unsettleableBatch(t, "unsettled")
 		batchID := b.ID
-		if b.Status != store.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") || strings.Contains(b.LastError, "127.0.0.1") ||
+		if b.Status != state.BatchRunning || !strings.Contains(b.LastError, "HTTP 500") || strings.Contains(b.LastError, "127.0.0.1") ||
 			batch.PendingFailure(b) == "" || !strings.Contains(b.Note, "retrying") {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerging, store.StepHandleStarted, store.NextWait)
+			e.expect(t, id, state.StatusMerging, state.StepHandleStarted, state.NextWait)
 		}
 		if n := e.sink.count(`bindery_batch_settle_failures_total{project="infra/access-config"}`); n < 1 {
 			t.Fatalf("settle failures counted %d times", n)
@@ -410,7 +411,7 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndRetriedAsDecided(t *testing.T) 
 		approves := e.gl.Calls("approve")
 		e.gl.ResetFaults()
 		e.failClose.Store(false)
-		if b = e.stopped(t, batchID); b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
+		if b = e.stopped(t, batchID); b.Status != state.BatchFailed || b.Failing != "" || b.LastError != "" {
 			t.Fatalf("batch after GitLab came back: %+v", b)
 		}
 		if n := e.gl.Calls("approve"); n != approves {
@@ -436,12 +437,12 @@ func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
 			}
 			return err == nil
 		})
-		if b, _ := db.Batch(bg, pending.ID); b.Status != store.BatchRunning || b.Failing != "" || b.LastError != "" || batch.PendingFailure(b) != "" {
+		if b, _ := db.Batch(bg, pending.ID); b.Status != state.BatchRunning || b.Failing != "" || b.LastError != "" || batch.PendingFailure(b) != "" {
 			t.Fatalf("batch after the resume: %+v", b)
 		}
 		e.failClose.Store(false) // the close works again; the reviewer still may not approve
 		b := e.stopped(t, pending.ID)
-		if b.Status != store.BatchFailed || b.Failing != "" || b.LastError != "" {
+		if b.Status != state.BatchFailed || b.Failing != "" || b.LastError != "" {
 			t.Fatalf("batch: %+v", b)
 		}
 		if n := e.gl.Calls("approve"); n <= approves {
@@ -485,16 +486,16 @@ func TestAHungPipelineIsReplacedOnceWithoutBlocking(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "hung", "t1", 2)
 		o := e.round(t, svc, projectA)
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchSucceeded {
+		if b := e.stopped(t, o.BatchID); b.Status != state.BatchSucceeded {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		}
 		if n := e.gl.Calls("create_mr_pipeline"); n != 1 {
 			t.Fatalf("%d new pipelines, want 1 in place of the hung one", n)
 		}
-		if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE step IN (?, ?)", store.StepCreatePipelinePending, store.StepHandlePipelinePending); n != 0 {
+		if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE step IN (?, ?)", state.StepCreatePipelinePending, state.StepHandlePipelinePending); n != 0 {
 			t.Fatalf("%d members stopped for an operator", n)
 		}
 	})
@@ -509,7 +510,7 @@ func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
 		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
 		svc, ids, o := e.blockedOnStuckPipeline(t, "stuck")
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
+			e.expect(t, id, state.StatusMRCreating, state.StepCreatePipelinePending, state.NextWaitManual)
 		}
 		if err := svc.Resume(bg, o.BatchID); err != nil {
 			t.Fatal(err)
@@ -549,11 +550,11 @@ func TestAMomentarilyUnavailableGitLabIsRetried(t *testing.T) {
 		ids := e.admitMany(t, "blip", "t1", 2)
 		o := e.round(t, svc, projectA)
 		// The faults answer before any effect: one MR exists, the project's first.
-		if b := e.stopped(t, o.BatchID); b.Status != store.BatchSucceeded || b.MRIID != 1 {
+		if b := e.stopped(t, o.BatchID); b.Status != state.BatchSucceeded || b.MRIID != 1 {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		}
 		if n := e.gl.Calls("create_mr"); n != 4 {
 			t.Fatalf("%d calls to create the MR, want 4 (3 failures, then success)", n)
@@ -592,7 +593,7 @@ func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []
 func (e *env) failedOnApprove(t *testing.T, b store.Batch, ids []string) {
 	t.Helper()
 	for _, id := range ids {
-		e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+		e.expect(t, id, state.StatusHandleFailed, state.StepHandleApproveFailed, state.NextWaitManual)
 	}
 	if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
 		t.Fatalf("MR %s", st)
@@ -609,7 +610,7 @@ func (e *env) blockedOnStuckPipeline(t *testing.T, prefix string) (*batch.Servic
 	svc := e.service(t, "i1")
 	ids := e.admitMany(t, prefix, "t1", 2)
 	o := e.round(t, svc, projectA)
-	if b := e.stopped(t, o.BatchID); b.Status != store.BatchBlocked {
+	if b := e.stopped(t, o.BatchID); b.Status != state.BatchBlocked {
 		t.Fatalf("batch: %+v", b)
 	}
 	e.gl.ResetFaults()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -14,46 +15,46 @@ import (
 // any point of the batch, and members already past it are left alone.
 
 var (
-	creating = []store.BindingStatus{store.StatusMRCreating}
-	created  = []store.BindingStatus{store.StatusMRCreated, store.StatusMerging}
-	inBatch  = []store.BindingStatus{store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging}
-	closing  = []store.BindingStatus{store.StatusValidated}
+	creating = []state.BindingStatus{state.StatusMRCreating}
+	created  = []state.BindingStatus{state.StatusMRCreated, state.StatusMerging}
+	inBatch  = []state.BindingStatus{state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging}
+	closing  = []state.BindingStatus{state.StatusValidated}
 )
 
 func add(ops []string, c store.MemberChange) store.MemberMove {
-	return store.MemberMove{Action: store.ActionAdd, OperationIDs: ops, Change: c}
+	return store.MemberMove{Action: state.ActionAdd, OperationIDs: ops, Change: c}
 }
 
 func del(ops []string, c store.MemberChange) store.MemberMove {
-	return store.MemberMove{Action: store.ActionDelete, OperationIDs: ops, Change: c}
+	return store.MemberMove{Action: state.ActionDelete, OperationIDs: ops, Change: c}
 }
 
 // batchedStep is the claim's move: approved requests leave the waiting set for a batch.
-var batchedStep = store.MemberChange{From: creating, To: store.StatusMRCreating, Step: store.StepBatched}
+var batchedStep = store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepBatched}
 
 // mrOpened records the batch's MR on the members still being created.
 func mrOpened(iid int64, note string) []store.MemberMove {
-	return []store.MemberMove{add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: store.StepCreateStarted, MRIID: iid, Note: note})}
+	return []store.MemberMove{add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepCreateStarted, MRIID: iid, Note: note})}
 }
 
 // pipelinePassed: the MR is created (its pipeline passed) and the merge phase starts.
 func pipelinePassed(pipeline int64, note string) []store.MemberMove {
 	return []store.MemberMove{
-		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreated, Step: store.StepCreateSucceeded, PipelineID: pipeline, Note: note}),
-		add(nil, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerging, Step: store.StepHandleStarted, PipelineID: pipeline}),
+		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreated, Step: state.StepCreateSucceeded, PipelineID: pipeline, Note: note}),
+		add(nil, store.MemberChange{From: []state.BindingStatus{state.StatusMRCreated}, To: state.StatusMerging, Step: state.StepHandleStarted, PipelineID: pipeline}),
 	}
 }
 
 // handling records a step of the merge phase (approved, rebasing, a new head's pipeline).
-func handling(step store.Step, note string) []store.MemberMove {
-	return []store.MemberMove{add(nil, store.MemberChange{From: []store.BindingStatus{store.StatusMerging}, To: store.StatusMerging, Step: step, Note: note})}
+func handling(step state.Step, note string) []store.MemberMove {
+	return []store.MemberMove{add(nil, store.MemberChange{From: []state.BindingStatus{state.StatusMerging}, To: state.StatusMerging, Step: step, Note: note})}
 }
 
 // merged: the batch's MR landed.
 func merged(iid int64, note string) []store.MemberMove {
 	return []store.MemberMove{
-		add(nil, store.MemberChange{From: inBatch, To: store.StatusMerged, Step: store.StepHandleMerged, MRIID: iid, Note: note}),
-		del(nil, store.MemberChange{From: closing, To: store.StatusClosed, Step: store.StepCloseSucceeded, Note: note}),
+		add(nil, store.MemberChange{From: inBatch, To: state.StatusMerged, Step: state.StepHandleMerged, MRIID: iid, Note: note}),
+		del(nil, store.MemberChange{From: closing, To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note}),
 	}
 }
 
@@ -64,44 +65,44 @@ func requeued(ops []string, note string) []store.MemberMove {
 		return nil // a nil list would mean every member
 	}
 	return []store.MemberMove{
-		add(ops, store.MemberChange{From: inBatch, To: store.StatusMRCreating, Step: store.StepQueued, Note: note}),
-		del(ops, store.MemberChange{From: closing, To: store.StatusValidated, Step: store.StepCloseStarted, Note: note}),
+		add(ops, store.MemberChange{From: inBatch, To: state.StatusMRCreating, Step: state.StepQueued, Note: note}),
+		del(ops, store.MemberChange{From: closing, To: state.StatusValidated, Step: state.StepCloseStarted, Note: note}),
 	}
 }
 
 // stopAt is where a blocked batch leaves its members (the batch holds its slot for operators):
 // create is the step of members still being created, handle of those in the merge phase. The
 // close phase's members stay VALIDATED at CLOSE_STARTED: the binding is still in effect.
-type stopAt struct{ create, handle store.Step }
+type stopAt struct{ create, handle state.Step }
 
 // with is the members' moves, with the reason they stopped.
 func (p stopAt) with(note string) []store.MemberMove {
 	return []store.MemberMove{
-		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: p.create, Note: note}),
-		add(nil, store.MemberChange{From: created, To: store.StatusMerging, Step: p.handle, Note: note}),
+		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: p.create, Note: note}),
+		add(nil, store.MemberChange{From: created, To: state.StatusMerging, Step: p.handle, Note: note}),
 	}
 }
 
 var (
-	pipelinePending = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandlePipelinePending}
-	rebasePending   = stopAt{create: store.StepCreatePipelinePending, handle: store.StepHandleRebasePending}
-	mrBlocked       = stopAt{create: store.StepHandleMRBlocked, handle: store.StepHandleMRBlocked} // a person must act on the MR
+	pipelinePending = stopAt{create: state.StepCreatePipelinePending, handle: state.StepHandlePipelinePending}
+	rebasePending   = stopAt{create: state.StepCreatePipelinePending, handle: state.StepHandleRebasePending}
+	mrBlocked       = stopAt{create: state.StepHandleMRBlocked, handle: state.StepHandleMRBlocked} // a person must act on the MR
 )
 
 // failure is the declared failure of a step: create is the step of members still being created
 // (→ CREATE_FAILED), handle of those past it (→ HANDLE_FAILED); the close phase's members go to
 // HANDLE_FAILED / CLOSE_FAILED whatever failed.
 type failure struct {
-	create, handle store.Step
+	create, handle state.Step
 	note           string
 }
 
 // moves applies the failure to ops (nil: every member the batch holds).
 func (f failure) moves(ops []string) []store.MemberMove {
 	return []store.MemberMove{
-		add(ops, store.MemberChange{From: creating, To: store.StatusCreateFailed, Step: f.create, Note: f.note}),
-		add(ops, store.MemberChange{From: created, To: store.StatusHandleFailed, Step: f.handle, Note: f.note}),
-		del(ops, store.MemberChange{From: closing, To: store.StatusHandleFailed, Step: store.StepCloseFailed, Note: f.note}),
+		add(ops, store.MemberChange{From: creating, To: state.StatusCreateFailed, Step: f.create, Note: f.note}),
+		add(ops, store.MemberChange{From: created, To: state.StatusHandleFailed, Step: f.handle, Note: f.note}),
+		del(ops, store.MemberChange{From: closing, To: state.StatusHandleFailed, Step: state.StepCloseFailed, Note: f.note}),
 	}
 }
 
@@ -109,13 +110,13 @@ func (f failure) with(note string) failure { f.note = note; return f }
 
 // The declared failures.
 var (
-	failedCreate   = failure{create: store.StepCreateFailed, handle: store.StepHandleFailed}
-	failedInvalid  = failure{create: store.StepCreateInvalid, handle: store.StepHandleFailed}
-	failedPipeline = failure{create: store.StepCreatePipelineFailed, handle: store.StepHandlePipelineFailed}
-	failedMRClosed = failure{create: store.StepHandleMRClosed, handle: store.StepHandleMRClosed}
-	failedApprove  = failure{create: store.StepCreateFailed, handle: store.StepHandleApproveFailed}
-	failedMerge    = failure{create: store.StepCreateFailed, handle: store.StepHandleMergeFailed}
-	failedConflict = failure{create: store.StepHandleRebaseConflict, handle: store.StepHandleRebaseConflict}
+	failedCreate   = failure{create: state.StepCreateFailed, handle: state.StepHandleFailed}
+	failedInvalid  = failure{create: state.StepCreateInvalid, handle: state.StepHandleFailed}
+	failedPipeline = failure{create: state.StepCreatePipelineFailed, handle: state.StepHandlePipelineFailed}
+	failedMRClosed = failure{create: state.StepHandleMRClosed, handle: state.StepHandleMRClosed}
+	failedApprove  = failure{create: state.StepCreateFailed, handle: state.StepHandleApproveFailed}
+	failedMerge    = failure{create: state.StepCreateFailed, handle: state.StepHandleMergeFailed}
+	failedConflict = failure{create: state.StepHandleRebaseConflict, handle: state.StepHandleRebaseConflict}
 )
 
 // encode is the failure as recorded on a batch whose settlement did not go through
@@ -130,7 +131,7 @@ func decodeFailure(s string) failure {
 	var create, handle int
 	if _, err := fmt.Sscanf(s, "%d %d ", &create, &handle); err == nil {
 		parts := strings.SplitN(s, " ", 3)
-		f := failure{create: store.Step(create), handle: store.Step(handle)}
+		f := failure{create: state.Step(create), handle: state.Step(handle)}
 		if len(parts) == 3 {
 			f.note = parts[2]
 		}
@@ -144,7 +145,7 @@ func decodeFailure(s string) failure {
 // resumed: an operator resumed a BLOCKED batch; its members show progress again.
 func resumed(note string) []store.MemberMove {
 	return []store.MemberMove{
-		add(nil, store.MemberChange{From: creating, To: store.StatusMRCreating, Step: store.StepCreateStarted, Note: note}),
-		add(nil, store.MemberChange{From: []store.BindingStatus{store.StatusMerging}, To: store.StatusMerging, Step: store.StepHandleStarted, Note: note}),
+		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepCreateStarted, Note: note}),
+		add(nil, store.MemberChange{From: []state.BindingStatus{state.StatusMerging}, To: state.StatusMerging, Step: state.StepHandleStarted, Note: note}),
 	}
 }

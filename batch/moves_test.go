@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"bindery/store"
+	"bindery/state"
 )
 
 // A failure recorded on a batch whose settlement did not go through reads back as decided, note
@@ -21,9 +21,9 @@ func TestARecordedFailureReadsBackAndAGarbledOneIsTheGenericFailure(t *testing.T
 		"12",
 		"999999 999998 unknown steps",
 		"x 1 not a number",
-		fmt.Sprintf("%d 999 one step unknown", store.StepCreateFailed),
+		fmt.Sprintf("%d 999 one step unknown", state.StepCreateFailed),
 	} {
-		want := failure{create: store.StepCreateFailed, handle: store.StepHandleFailed, note: s}
+		want := failure{create: state.StepCreateFailed, handle: state.StepHandleFailed, note: s}
 		if got := decodeFailure(s); got != want {
 			t.Errorf("decodeFailure(%q) = %+v, want the generic failure %+v", s, got, want)
 		}

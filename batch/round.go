@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"bindery/engine"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -41,11 +42,11 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 		return o
 	}
 	if !due {
-		o.Result = store.RoundNotDue
+		o.Result = state.RoundNotDue
 		return o
 	}
 	// The partition is the target's GitLab project (SPEC §5.5), so it also names the batch's project.
-	task := batchTask(0, stepOpen, memo{})
+	task := s.task(0, stepOpen, memo{})
 	c, err := s.db.Claim(ctx, store.ClaimInput{
 		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(), Members: &batchedStep, Task: &task,
 	})
@@ -54,7 +55,7 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 		return o
 	}
 	o.Result = c.Outcome
-	if c.Outcome != store.RoundClaimed {
+	if c.Outcome != state.RoundClaimed {
 		return o
 	}
 	o.BatchID, o.Claimed = c.Batch.ID, len(c.Members)

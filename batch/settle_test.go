@@ -12,6 +12,7 @@ import (
 	"bindery/batch"
 	"bindery/gitlab"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -23,7 +24,7 @@ func (e *env) blocked(t *testing.T, svc *batch.Service, prefix string, n int) (s
 	ids := e.admitMany(t, prefix, "t1", n)
 	o := e.round(t, svc, projectA)
 	b := e.stopped(t, o.BatchID)
-	if b.Status != store.BatchBlocked || b.MRIID == 0 {
+	if b.Status != state.BatchBlocked || b.MRIID == 0 {
 		t.Fatalf("want a blocked batch with an MR: %+v", b)
 	}
 	return b, ids
@@ -56,11 +57,11 @@ func TestAMergeRacingTheCloseInSettlementWins(t *testing.T) {
 		if mergeErr != nil {
 			t.Fatalf("the racing merge: %v", mergeErr)
 		}
-		if got.Status != store.BatchSucceeded {
+		if got.Status != state.BatchSucceeded {
 			t.Fatalf("batch: %+v", got)
 		}
 		for i, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 			if !e.onMain(t, "t1", fmt.Sprintf("user-race-%02d", i)) {
 				t.Errorf("%s: file not on main", id)
 			}
@@ -108,12 +109,12 @@ func TestTwoSettlersAtOnceSettleOnce(t *testing.T) {
 		if won == 0 {
 			t.Fatalf("no settlement was accepted: %v", errs)
 		}
-		if got := e.settled(t, b.ID); got.Status != store.BatchFailed {
+		if got := e.settled(t, b.ID); got.Status != state.BatchFailed {
 			t.Fatalf("batch: %+v", got)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusCreateFailed, store.StepCreateFailed, store.NextWaitManual)
-			if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND status = ?", id, store.StatusCreateFailed); n != 1 {
+			e.expect(t, id, state.StatusCreateFailed, state.StepCreateFailed, state.NextWaitManual)
+			if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND status = ?", id, state.StatusCreateFailed); n != 1 {
 				t.Errorf("%s: the failure was written %d times", id, n)
 			}
 		}
@@ -157,14 +158,14 @@ func TestAnOperatorRacingTheSettleStepIsToldItRunsNow(t *testing.T) {
 		e.logs.Reset()
 		e.dueNow(t, b.ID)
 
-		if got := e.settled(t, b.ID); got.Status != store.BatchFailed || !strings.Contains(got.Note, "blockedTimeout") {
+		if got := e.settled(t, b.ID); got.Status != state.BatchFailed || !strings.Contains(got.Note, "blockedTimeout") {
 			t.Fatalf("batch: %+v", got)
 		}
 		if a, _ := answer.Load().(string); !strings.Contains(a, batch.ErrBusy.Error()) {
 			t.Fatalf("the operator's answer: %q", a)
 		}
 		for _, id := range ids {
-			if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND status = ?", id, store.StatusCreateFailed); n != 1 {
+			if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND status = ?", id, state.StatusCreateFailed); n != 1 {
 				t.Errorf("%s: the failure was written %d times", id, n)
 			}
 		}
@@ -190,15 +191,15 @@ func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
 			b, _ := db.Batch(bg, pending.ID)
 			return strings.Contains(batch.PendingFailure(b), "settled by oncall@example.com") && strings.Contains(b.LastError, "HTTP 500")
 		})
-		if b, _ := db.Batch(bg, pending.ID); b.Status != store.BatchRunning || strings.Count(batch.PendingFailure(b), "settled by") != 1 {
+		if b, _ := db.Batch(bg, pending.ID); b.Status != state.BatchRunning || strings.Count(batch.PendingFailure(b), "settled by") != 1 {
 			t.Fatalf("batch after two operators: %+v (%q)", b, batch.PendingFailure(b))
 		}
 		e.failClose.Store(false)
-		if b := e.settled(t, pending.ID); b.Status != store.BatchFailed || b.Failing != "" {
+		if b := e.settled(t, pending.ID); b.Status != state.BatchFailed || b.Failing != "" {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusHandleFailed, store.StepHandleApproveFailed, store.NextWaitManual)
+			e.expect(t, id, state.StatusHandleFailed, state.StepHandleApproveFailed, state.NextWaitManual)
 		}
 	})
 }
@@ -251,12 +252,12 @@ func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.
 		o := e.round(t, a, projectA)
 		waitFor(t, "the close to reach GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "closed" })
 		e.beforeClose.Store(nil)
-		if b, _ := db.Batch(bg, o.BatchID); b.Status != store.BatchRunning || b.Failing == "" {
+		if b, _ := db.Batch(bg, o.BatchID); b.Status != state.BatchRunning || b.Failing == "" {
 			t.Fatalf("after the crash: %+v (want RUNNING with the decided failure)", b)
 		}
 		e.dueNow(t, o.BatchID) // the dead instance's claim expired
 		e.service(t, "instance-b")
-		if b := e.settled(t, o.BatchID); b.Status != store.BatchFailed {
+		if b := e.settled(t, o.BatchID); b.Status != state.BatchFailed {
 			t.Fatalf("batch: %+v", b)
 		}
 		e.failedOnApprove(t, store.Batch{MRIID: 1}, ids) // the approve step's failure, not HANDLE_MR_CLOSED
@@ -277,11 +278,11 @@ func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
 		o := e.round(t, svc, projectA)
 		waitFor(t, "GitLab to be merging the MR", func() bool { return e.gl.MergeRequestState(projectA, 1) == "locked" })
 		e.settleSoon(t, svc, o.BatchID, "ops@example.com")
-		if b := e.settled(t, o.BatchID); b.Status != store.BatchSucceeded {
+		if b := e.settled(t, o.BatchID); b.Status != state.BatchSucceeded {
 			t.Fatalf("batch: %+v (the merge landed: it must win)", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, store.StatusMerged, store.StepHandleMerged, store.NextWait)
+			e.expect(t, id, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		}
 		if st := e.gl.MergeRequestState(projectA, 1); st != "merged" {
 			t.Fatalf("MR %s", st)
@@ -305,7 +306,7 @@ func TestAnMRTheBatchNeverRecordedIsFoundAndClosed(t *testing.T) {
 			t.Fatalf("the MR was recorded after all: %+v", b)
 		}
 		e.settleSoon(t, svc, o.BatchID, "ops@example.com")
-		if b := e.settled(t, o.BatchID); b.Status != store.BatchFailed {
+		if b := e.settled(t, o.BatchID); b.Status != state.BatchFailed {
 			t.Fatalf("batch: %+v", b)
 		}
 		if st := e.gl.MergeRequestState(projectA, 1); st != "closed" {

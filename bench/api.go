@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"bindery/store"
+	"bindery/state"
 )
 
 // apiClient calls bindery's HTTP API as the bench's people: each request carries an identity
@@ -52,16 +52,16 @@ func (c *apiClient) call(ctx context.Context, method, path, who, body string, in
 }
 
 // status is the request's binding status, asked by its owner.
-func (c *apiClient) status(ctx context.Context, o owned) (store.BindingStatus, error) {
+func (c *apiClient) status(ctx context.Context, o owned) (state.BindingStatus, error) {
 	var v struct {
-		Status store.BindingStatus `json:"status"`
+		Status state.BindingStatus `json:"status"`
 	}
 	err := c.call(ctx, "GET", "/api/requests/"+o.id, o.identity, "", &v)
 	return v.Status, err
 }
 
 // stuck lists the operationIds of the operator's stuck list in status, every page.
-func (c *apiClient) stuck(ctx context.Context, status store.BindingStatus) ([]string, error) {
+func (c *apiClient) stuck(ctx context.Context, status state.BindingStatus) ([]string, error) {
 	var ids []string
 	cursor := ""
 	for {

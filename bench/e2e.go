@@ -17,7 +17,7 @@ import (
 	"bindery/config"
 	"bindery/proc"
 	"bindery/sim"
-	"bindery/store"
+	"bindery/state"
 )
 
 // e2eSection: N applications through the HTTP API, approved by the simulated approval system
@@ -380,7 +380,7 @@ const maxOperatorRetries = 20
 // retries, or no progress for two minutes ends the run with the statuses of those pending.
 func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
 	api := newAPIClient(st.url)
-	status := func(o owned) (store.BindingStatus, error) { return api.status(ctx, o) }
+	status := func(o owned) (state.BindingStatus, error) { return api.status(ctx, o) }
 	mine := map[string]bool{}
 	for _, o := range ids {
 		mine[o.id] = true
@@ -389,7 +389,7 @@ func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
 	total := 0
 	// operator retries the failed requests of this run found in the stuck list.
 	operator := func() error {
-		for _, st := range []store.BindingStatus{store.StatusCreateFailed, store.StatusHandleFailed} {
+		for _, st := range []state.BindingStatus{state.StatusCreateFailed, state.StatusHandleFailed} {
 			failed, err := api.stuck(ctx, st)
 			if err != nil {
 				return err
@@ -419,10 +419,10 @@ func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
 			return total, err
 		}
 		switch {
-		case s == store.StatusValidated:
+		case s == state.StatusValidated:
 			pending, progress = pending[1:], time.Now()
 			continue
-		case s == store.StatusRejected || s == store.StatusClosed:
+		case s == state.StatusRejected || s == state.StatusClosed:
 			return total, fmt.Errorf("request %s ended %s%s", pending[0].id, s, breakdown(pending, status))
 		case time.Since(progress) > 2*time.Minute:
 			return total, fmt.Errorf("no request validated for 2 minutes, %d of %d pending%s\nserve log:\n%s", len(pending), len(ids),
@@ -444,7 +444,7 @@ func waitValidated(ctx context.Context, st *stack, ids []owned) (int, error) {
 }
 
 // breakdown counts the statuses of the pending requests (for an error message).
-func breakdown(pending []owned, status func(owned) (store.BindingStatus, error)) string {
+func breakdown(pending []owned, status func(owned) (state.BindingStatus, error)) string {
 	counts := map[string]int{}
 	for _, o := range pending {
 		s, err := status(o)

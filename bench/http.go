@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"bindery/proc"
-	"bindery/store"
+	"bindery/state"
 )
 
 // httpSection: apply and status throughput against `bindery serve` on each database, the load
@@ -448,13 +448,13 @@ func firstStepsFailed(ctx context.Context, base, idsFile, prefix string) (float6
 			if err != nil {
 				return 0, err
 			}
-			if st != store.StatusApprovalSending || time.Now().After(deadline) {
+			if st != state.StatusApprovalSending || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	stuck, err := api.stuck(ctx, store.StatusCreateFailed)
+	stuck, err := api.stuck(ctx, state.StatusCreateFailed)
 	if err != nil {
 		return 0, err
 	}

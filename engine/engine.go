@@ -38,6 +38,7 @@ import (
 	"bindery/metric"
 	"bindery/outbound"
 	"bindery/service"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -465,6 +466,7 @@ type Run struct {
 	// State is the kind's own data about this run (what its Fail needs to know: the rows the run
 	// read, whose versions guard the failure's write).
 	State any
+	job   any // the kind's typed job (Def.Kind), for its Fail and Retry
 	e     *Engine
 	kind  *Kind
 	done  bool
@@ -529,8 +531,8 @@ func (r *Run) commit(ctx context.Context, fence, write func(tx *store.Tx) error)
 		}
 		return nil
 	})
-	var illegal *store.ErrIllegalTransition
-	var illegalBatch *store.ErrIllegalBatchTransition
+	var illegal *state.ErrIllegalTransition
+	var illegalBatch *state.ErrIllegalBatchTransition
 	switch {
 	case err == nil:
 		r.done = true

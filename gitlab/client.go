@@ -203,7 +203,7 @@ func statusError(endpoint string, status int, upstream string) *outbound.Error {
 }
 
 // reason classifies an answer by endpoint, status and GitLab's message (see
-// ../shared/reference/gitlab-api.md for the texts).
+// docs/gitlab.md; the texts are those of GitLab's lib/api/ and app/services/).
 func reason(endpoint string, status int, msg string) string {
 	has := func(s string) bool { return strings.Contains(msg, s) }
 	switch {
@@ -211,7 +211,7 @@ func reason(endpoint string, status int, msg string) string {
 		return ReasonBranchExists
 	case status == 400 && has("Branch name is invalid"):
 		return ReasonInvalidName
-	case status == 400 && has("invalid reference name"):
+	case status == 400 && (has("invalid reference name") || has("start_sha '") || has("Could not find ref")):
 		return ReasonInvalidRef
 	case status == 400 && has("A file with this name already exists"):
 		return ReasonFileExists

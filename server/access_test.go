@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/logging/logtest"
-	"bindery/store"
-	"bindery/workflow"
+	"bindery/state"
 )
 
 // accessLines are the access log's lines, decoded, each checked for repeated keys.
@@ -31,8 +31,8 @@ func (h *harness) accessLines(t *testing.T) []map[string]any {
 
 func TestEachRequestLeavesOneAccessLineNamingItsRoute(t *testing.T) {
 	h := setup(t, options{jsonLogs: true})
-	h.wf.put(workflow.RequestView{OperationID: "op-secret-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
-	h.wf.RequestFn = func(ctx context.Context, id string) (workflow.RequestView, error) {
+	h.wf.put(api.RequestView{OperationID: "op-secret-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
+	h.wf.RequestFn = func(ctx context.Context, id string) (api.RequestView, error) {
 		if id == "op-panics" {
 			panic("boom")
 		}

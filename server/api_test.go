@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/approval"
-	"bindery/store"
+	"bindery/state"
 	"bindery/workflow"
 )
 
@@ -53,12 +54,12 @@ var leakMarkers = []string{"goroutine", ".go:", "Error 1062", "SELECT", "INSERT"
 // rows is the suite.
 func rows() []row {
 	validated := func(h *harness) {
-		h.wf.put(workflow.RequestView{OperationID: "op-v", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated,
-			Step: workflow.StepView{Code: int(store.StepCalledBack), Name: store.StepCalledBack.String()}})
+		h.wf.put(api.RequestView{OperationID: "op-v", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated,
+			Step: api.StepView{Code: int(state.StepCalledBack), Name: state.StepCalledBack.String()}})
 	}
 	bobs := func(h *harness) {
-		h.wf.put(workflow.RequestView{OperationID: "op-bob", Subject: "bob@example.com", TargetKey: "public-a", Status: store.StatusMerging,
-			Step: workflow.StepView{Code: int(store.StepHandlePipelinePending), Name: store.StepHandlePipelinePending.String()}})
+		h.wf.put(api.RequestView{OperationID: "op-bob", Subject: "bob@example.com", TargetKey: "public-a", Status: state.StatusMerging,
+			Step: api.StepView{Code: int(state.StepHandlePipelinePending), Name: state.StepHandlePipelinePending.String()}})
 	}
 	leaky := errors.New("Error 1062: Duplicate entry 'x' for key 'binding.uq' at /home/dev/bindery/store/binding.go:88 (db.internal:3306)")
 	deploy := map[string]string{"Authorization": "Bearer dtok"}
@@ -85,7 +86,7 @@ func rows() []row {
 			}},
 		{name: "the same application again is DUPLICATE_SUBMIT with its current status", before: []call{post("/api/apply", "alice", applyJSON("op-1", "public-a"))},
 			mid: func(h *harness) {
-				h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusApprovalSent})
+				h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusApprovalSent})
 			},
 			call: post("/api/apply", "E1001", applyJSON("op-1", "public-a")), status: 202,
 			want: []string{`"code":"DUPLICATE_SUBMIT"`, `"operationId":"op-1"`, `"status":"APPROVAL_SENT"`},
@@ -176,15 +177,15 @@ func rows() []row {
 			want: []string{`"code":"UNSUPPORTED_MEDIA_TYPE"`}, check: none},
 		{name: "a workflow whose dependency is down is 503 UNAVAILABLE",
 			prep: func(h *harness) {
-				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
-					return workflow.ApplyResult{}, apperr.New(apperr.Unavailable, "The approval system is not answering; please retry later.")
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
+					return api.ApplyResult{}, apperr.New(apperr.Unavailable, "The approval system is not answering; please retry later.")
 				}
 			},
 			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 503, want: []string{`"code":"UNAVAILABLE"`}},
 		{name: "an unexpected workflow error is a generic 500 with the details only in the log",
 			prep: func(h *harness) {
-				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
-					return workflow.ApplyResult{}, leaky
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
+					return api.ApplyResult{}, leaky
 				}
 			},
 			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 500,
@@ -199,7 +200,7 @@ func rows() []row {
 			}},
 		{name: "a panic in the workflow is a generic 500",
 			prep: func(h *harness) {
-				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
 					panic("nil map at /home/dev/wf.go:12")
 				}
 			},
@@ -211,8 +212,8 @@ func rows() []row {
 			}},
 		{name: "a dependency down is 503 with a safe message",
 			prep: func(h *harness) {
-				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
-					return workflow.ApplyResult{}, apperr.Wrap(errors.New("dial tcp gitlab.internal:443: i/o timeout"), apperr.Unavailable, "GitLab is not reachable; please retry later.")
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
+					return api.ApplyResult{}, apperr.Wrap(errors.New("dial tcp gitlab.internal:443: i/o timeout"), apperr.Unavailable, "GitLab is not reachable; please retry later.")
 				}
 			},
 			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 503, want: []string{"GitLab is not reachable"}},
@@ -263,7 +264,7 @@ func rows() []row {
 			want: []string{`"path":"bindings/public-a/alice@example.com.yaml"`}},
 		{name: "a failing preview is 200 and empty",
 			prep: func(h *harness) {
-				h.wf.PreviewFn = func(context.Context, string, string) (workflow.Preview, error) { return workflow.Preview{}, leaky }
+				h.wf.PreviewFn = func(context.Context, string, string) (api.Preview, error) { return api.Preview{}, leaky }
 			},
 			call: get("/api/preview?target=public-a", "alice"), status: 200, want: []string{"{}"}},
 		{name: "a preview of an unknown target is 200 and empty", call: get("/api/preview?target=nope", "alice"), status: 200, want: []string{"{}"}},
@@ -303,8 +304,8 @@ func rows() []row {
 			}},
 		{name: "a retry refused because a step runs right now is 409 with Retry-After",
 			prep: func(h *harness) {
-				h.wf.RetryFn = func(context.Context, string, string) (workflow.RequestView, error) {
-					return workflow.RequestView{}, apperr.Busy(nil, "A step of this request is running right now; look again in a moment.")
+				h.wf.RetryFn = func(context.Context, string, string) (api.RequestView, error) {
+					return api.RequestView{}, apperr.Busy(nil, "A step of this request is running right now; look again in a moment.")
 				}
 			},
 			call: post("/api/ops/requests/op-bob/retry", "ops", `{"operationId":"rt-busy"}`), status: 409,
@@ -330,7 +331,7 @@ func rows() []row {
 
 		// ---- webhooks ----
 		{name: "a signed approval callback is handed to the workflow", prep: func(h *harness) {
-			h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", Status: store.StatusApprovalSent})
+			h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", Status: state.StatusApprovalSent})
 		},
 			call: call{method: "POST", path: "/hooks/approval", body: cb, header: signed("s3cret", cb)}, status: 200, want: []string{`{"code":"ACCEPTED"}`}},
 		{name: "a stale approval callback is 2xx IGNORED_STALE", call: call{method: "POST", path: "/hooks/approval", body: cb, header: signed("s3cret", cb)}, status: 200,

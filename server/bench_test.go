@@ -13,8 +13,10 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"bindery/api"
 	"bindery/identity"
 	"bindery/ratelimit"
+	"bindery/state"
 	"bindery/store"
 	"bindery/workflow"
 )
@@ -116,8 +118,8 @@ type quietWorkflow struct{ *fakeWorkflow }
 // Apply writes the idempotency record the server hands it, in a transaction of its own, as the
 // workflow's application does (the record is written in the application's transaction): the
 // route's bare handler is then what it is in the product, a body binding and a commit.
-func (q quietWorkflow) Apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
-	res := workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: store.StatusApprovalSending, NextAction: store.NextWait}
+func (q quietWorkflow) Apply(ctx context.Context, in workflow.ApplyInput) (api.ApplyResult, error) {
+	res := api.ApplyResult{Code: api.CodeAccepted, OperationID: in.OperationID, Status: state.StatusApprovalSending, NextAction: state.NextWait}
 	if in.Idempotency == nil {
 		return res, nil
 	}
@@ -129,8 +131,8 @@ func (q quietWorkflow) Apply(ctx context.Context, in workflow.ApplyInput) (workf
 	return res, err
 }
 
-func (quietWorkflow) Request(_ context.Context, id string) (workflow.RequestView, error) {
-	return workflow.RequestView{OperationID: id, Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusApprovalSent,
-		Step: workflow.StepView{Code: int(store.StepApprovalSent), Name: "APPROVAL_SENT"}, NextAction: store.NextWait,
-		Stages: []workflow.StageDuration{}, Timeline: []workflow.TimelineEntry{}}, nil
+func (quietWorkflow) Request(_ context.Context, id string) (api.RequestView, error) {
+	return api.RequestView{OperationID: id, Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusApprovalSent,
+		Step: api.StepView{Code: int(state.StepApprovalSent), Name: "APPROVAL_SENT"}, NextAction: state.NextWait,
+		Stages: []api.StageDuration{}, Timeline: []api.TimelineEntry{}}, nil
 }

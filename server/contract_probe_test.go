@@ -13,8 +13,9 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"bindery/api"
 	"bindery/apperr"
-	"bindery/store"
+	"bindery/state"
 	"bindery/workflow"
 )
 
@@ -73,20 +74,20 @@ func fakeCursorCheck(cursor string) error {
 
 func probeHarness(t *testing.T) *harness {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
-	h.wf.put(workflow.RequestView{OperationID: "op-v", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
+	h.wf.put(api.RequestView{OperationID: "op-v", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	// Stateless answers: a probe's answer must not depend on the probes before it.
-	h.wf.ApplyFn = func(_ context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
-		return workflow.ApplyResult{OperationID: in.OperationID, Status: store.StatusApprovalSending, NextAction: store.NextWait}, nil
+	h.wf.ApplyFn = func(_ context.Context, in workflow.ApplyInput) (api.ApplyResult, error) {
+		return api.ApplyResult{OperationID: in.OperationID, Status: state.StatusApprovalSending, NextAction: state.NextWait}, nil
 	}
-	h.wf.RevokeFn = func(ctx context.Context, id, _ string) (workflow.RequestView, error) { return h.wf.Request(ctx, id) }
-	h.wf.MyRequestsFn = func(_ context.Context, _, cursor string, _ int) (workflow.Page[workflow.RequestSummary], error) {
-		return workflow.Page[workflow.RequestSummary]{Items: []workflow.RequestSummary{}}, fakeCursorCheck(cursor)
+	h.wf.RevokeFn = func(ctx context.Context, id, _ string) (api.RequestView, error) { return h.wf.Request(ctx, id) }
+	h.wf.MyRequestsFn = func(_ context.Context, _, cursor string, _ int) (api.Page[api.RequestSummary], error) {
+		return api.Page[api.RequestSummary]{Items: []api.RequestSummary{}}, fakeCursorCheck(cursor)
 	}
-	h.wf.StuckRequestsFn = func(_ context.Context, f workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error) {
-		return workflow.Page[workflow.RequestSummary]{Items: []workflow.RequestSummary{}}, fakeCursorCheck(f.Cursor)
+	h.wf.StuckRequestsFn = func(_ context.Context, f workflow.StuckFilter) (api.Page[api.RequestSummary], error) {
+		return api.Page[api.RequestSummary]{Items: []api.RequestSummary{}}, fakeCursorCheck(f.Cursor)
 	}
-	h.wf.BatchesFn = func(_ context.Context, cursor string, _ int, _ store.BatchStatus) (workflow.Page[workflow.BatchView], error) {
-		return workflow.Page[workflow.BatchView]{Items: []workflow.BatchView{}}, fakeCursorCheck(cursor)
+	h.wf.BatchesFn = func(_ context.Context, cursor string, _ int, _ state.BatchStatus) (api.Page[api.BatchView], error) {
+		return api.Page[api.BatchView]{Items: []api.BatchView{}}, fakeCursorCheck(cursor)
 	}
 	return h
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"bindery/store"
-	"bindery/workflow"
+	"bindery/api"
+	"bindery/state"
 )
 
 // The OpenAPI document is a contract the API tests hold the server to: every request a test
@@ -315,16 +315,16 @@ func TestOpenAPIEnumsAreTheServersLists(t *testing.T) {
 		return out
 	}
 	var statuses, batchStatuses, steps []string
-	for _, s := range store.AllStatuses {
+	for _, s := range state.AllStatuses {
 		statuses = append(statuses, string(s))
 	}
-	for _, s := range []store.BatchStatus{store.BatchRunning, store.BatchBlocked, store.BatchSucceeded, store.BatchFailed} {
+	for _, s := range []state.BatchStatus{state.BatchRunning, state.BatchBlocked, state.BatchSucceeded, state.BatchFailed} {
 		if !s.Known() {
 			t.Fatalf("%s is not a batch status", s)
 		}
 		batchStatuses = append(batchStatuses, string(s))
 	}
-	for code := store.Step(0); code < 100_000; code++ {
+	for code := state.Step(0); code < 100_000; code++ {
 		if code.Known() {
 			steps = append(steps, fmt.Sprint(int(code)))
 		}
@@ -332,7 +332,7 @@ func TestOpenAPIEnumsAreTheServersLists(t *testing.T) {
 	for _, c := range []struct {
 		schema string
 		want   []string
-	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}, {"RoundOutcome", slices.Clone(workflow.RoundOutcomes)}} {
+	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}, {"RoundOutcome", slices.Clone(api.RoundOutcomes)}} {
 		sort.Strings(c.want)
 		if got := enum(c.schema); !slices.Equal(got, c.want) {
 			t.Errorf("%s: the document lists %v, the server %v", c.schema, got, c.want)

@@ -11,9 +11,11 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/config"
 	"bindery/ratelimit"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -72,34 +74,34 @@ func leakyWorkflow(h *harness, mode int) {
 		return nil
 	}
 	w := h.wf
-	w.ApplyFn = func(context.Context, workflow.ApplyInput) (workflow.ApplyResult, error) {
-		return workflow.ApplyResult{}, fail()
+	w.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
+		return api.ApplyResult{}, fail()
 	}
-	w.RequestFn = func(context.Context, string) (workflow.RequestView, error) { return workflow.RequestView{}, fail() }
-	w.MyRequestsFn = func(context.Context, string, string, int) (workflow.Page[workflow.RequestSummary], error) {
-		return workflow.Page[workflow.RequestSummary]{}, fail()
+	w.RequestFn = func(context.Context, string) (api.RequestView, error) { return api.RequestView{}, fail() }
+	w.MyRequestsFn = func(context.Context, string, string, int) (api.Page[api.RequestSummary], error) {
+		return api.Page[api.RequestSummary]{}, fail()
 	}
-	w.PreviewFn = func(context.Context, string, string) (workflow.Preview, error) { return workflow.Preview{}, fail() }
-	w.BatchesFn = func(context.Context, string, int, store.BatchStatus) (workflow.Page[workflow.BatchView], error) {
-		return workflow.Page[workflow.BatchView]{}, fail()
+	w.PreviewFn = func(context.Context, string, string) (api.Preview, error) { return api.Preview{}, fail() }
+	w.BatchesFn = func(context.Context, string, int, state.BatchStatus) (api.Page[api.BatchView], error) {
+		return api.Page[api.BatchView]{}, fail()
 	}
-	w.RunRoundFn = func(context.Context) (workflow.RoundResult, error) { return workflow.RoundResult{}, fail() }
-	w.SettleBatchFn = func(context.Context, int64, string) (workflow.BatchView, error) { return workflow.BatchView{}, fail() }
-	w.StuckRequestsFn = func(context.Context, workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error) {
-		return workflow.Page[workflow.RequestSummary]{}, fail()
+	w.RunRoundFn = func(context.Context) (api.RoundResult, error) { return api.RoundResult{}, fail() }
+	w.SettleBatchFn = func(context.Context, int64, string) (api.BatchView, error) { return api.BatchView{}, fail() }
+	w.StuckRequestsFn = func(context.Context, workflow.StuckFilter) (api.Page[api.RequestSummary], error) {
+		return api.Page[api.RequestSummary]{}, fail()
 	}
-	w.RetryFn = func(context.Context, string, string) (workflow.RequestView, error) {
-		return workflow.RequestView{}, fail()
+	w.RetryFn = func(context.Context, string, string) (api.RequestView, error) {
+		return api.RequestView{}, fail()
 	}
-	w.ReconcileFn = func(context.Context) (workflow.ReconcileResult, error) { return workflow.ReconcileResult{}, fail() }
-	w.ApprovalCallbackFn = func(context.Context, workflow.ApprovalCallback) (workflow.CallbackResult, error) {
-		return workflow.CallbackResult{}, fail()
+	w.ReconcileFn = func(context.Context) (api.ReconcileResult, error) { return api.ReconcileResult{}, fail() }
+	w.ApprovalCallbackFn = func(context.Context, api.ApprovalCallback) (api.CallbackResult, error) {
+		return api.CallbackResult{}, fail()
 	}
-	w.DeployCallbackFn = func(context.Context, workflow.DeployCallback) (workflow.CallbackResult, error) {
-		return workflow.CallbackResult{}, fail()
+	w.DeployCallbackFn = func(context.Context, api.DeployCallback) (api.CallbackResult, error) {
+		return api.CallbackResult{}, fail()
 	}
-	w.GitLabEventFn = func(context.Context, workflow.GitLabEvent) (workflow.CallbackResult, error) {
-		return workflow.CallbackResult{}, fail()
+	w.GitLabEventFn = func(context.Context, workflow.GitLabEvent) (api.CallbackResult, error) {
+		return api.CallbackResult{}, fail()
 	}
 	h.perms.CheckFn = func(context.Context, string, []string) (bool, error) { return false, cause }
 }
@@ -330,7 +332,7 @@ func TestMisconfigOfEveryKeyTheHTTPLayerReads(t *testing.T) {
 		{"ratelimit.apply", "-1", false, func(h *harness) int { return burst(h, 12) }, 409},
 		{"ratelimit.apply", "2", false, func(h *harness) int { return burst(h, 3) }, 429},
 		{"ratelimit.revoke", "0", false, func(h *harness) int {
-			h.wf.put(workflow.RequestView{OperationID: "op-v", Subject: "alice@example.com", Status: store.StatusValidated})
+			h.wf.put(api.RequestView{OperationID: "op-v", Subject: "alice@example.com", Status: state.StatusValidated})
 			code := 0
 			for i := 0; i < 12; i++ {
 				code = h.do(post("/api/requests/op-v/revoke", "alice", fmt.Sprintf(`{"operationId":"rv-%d"}`, i))).Code
@@ -421,7 +423,7 @@ func TestConcurrentDuplicateApplicationsProceedOnce(t *testing.T) {
 				defer wg.Done()
 				<-start
 				rec := h.do(post("/api/apply", "alice", applyJSON("op-race", "public-a")))
-				var res workflow.ApplyResult
+				var res api.ApplyResult
 				json.Unmarshal(rec.Body.Bytes(), &res)
 				codes <- fmt.Sprintf("%d %s %s", rec.Code, res.Code, res.OperationID)
 			}()

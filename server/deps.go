@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"bindery/api"
+	"bindery/state"
 	"bindery/store"
 	"bindery/workflow"
 )
@@ -19,35 +21,35 @@ type Workflow interface {
 	// Apply does the synchronous part of an application and hands the rest to the workers.
 	// in.Subject is the caller's canonical identity; the access mode, the target's permission
 	// and idempotency were checked by the HTTP layer.
-	Apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error)
+	Apply(ctx context.Context, in workflow.ApplyInput) (api.ApplyResult, error)
 	// Request is the full view of one request; its Subject names the owner.
-	Request(ctx context.Context, operationID string) (workflow.RequestView, error)
+	Request(ctx context.Context, operationID string) (api.RequestView, error)
 	// MyRequests lists subject's requests, newest first.
-	MyRequests(ctx context.Context, subject, cursor string, limit int) (workflow.Page[workflow.RequestSummary], error)
+	MyRequests(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error)
 	// Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise).
-	Revoke(ctx context.Context, operationID, actor string) (workflow.RequestView, error)
+	Revoke(ctx context.Context, operationID, actor string) (api.RequestView, error)
 	// Preview renders the file a request of subject for targetKey would change. Read-only.
-	Preview(ctx context.Context, targetKey, subject string) (workflow.Preview, error)
+	Preview(ctx context.Context, targetKey, subject string) (api.Preview, error)
 
 	// Batches lists batches, newest first.
-	Batches(ctx context.Context, cursor string, limit int, status store.BatchStatus) (workflow.Page[workflow.BatchView], error)
+	Batches(ctx context.Context, cursor string, limit int, status state.BatchStatus) (api.Page[api.BatchView], error)
 	// RunRound runs one batch round now: the same code as the cron round.
-	RunRound(ctx context.Context) (workflow.RoundResult, error)
+	RunRound(ctx context.Context) (api.RoundResult, error)
 	// SettleBatch settles a RUNNING or BLOCKED batch (close, re-read, merged wins).
-	SettleBatch(ctx context.Context, batchID int64, actor string) (workflow.BatchView, error)
+	SettleBatch(ctx context.Context, batchID int64, actor string) (api.BatchView, error)
 	// StuckRequests lists requests waiting for an operator or support.
-	StuckRequests(ctx context.Context, f workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error)
+	StuckRequests(ctx context.Context, f workflow.StuckFilter) (api.Page[api.RequestSummary], error)
 	// Retry re-runs the request's current step.
-	Retry(ctx context.Context, operationID, actor string) (workflow.RequestView, error)
+	Retry(ctx context.Context, operationID, actor string) (api.RequestView, error)
 	// Reconcile runs the reconciliation of merged requests now.
-	Reconcile(ctx context.Context) (workflow.ReconcileResult, error)
+	Reconcile(ctx context.Context) (api.ReconcileResult, error)
 
 	// ApprovalCallback handles a verified approval-system callback.
-	ApprovalCallback(ctx context.Context, cb workflow.ApprovalCallback) (workflow.CallbackResult, error)
+	ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error)
 	// DeployCallback handles a verified deploy-pipeline callback.
-	DeployCallback(ctx context.Context, cb workflow.DeployCallback) (workflow.CallbackResult, error)
+	DeployCallback(ctx context.Context, cb api.DeployCallback) (api.CallbackResult, error)
 	// GitLabEvent takes a verified GitLab webhook as a hint to poll now.
-	GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (workflow.CallbackResult, error)
+	GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (api.CallbackResult, error)
 }
 
 // Permissions answers whether identity holds at least one of ruleCodes, in one round trip

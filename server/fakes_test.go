@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"bindery/api"
 	"bindery/apperr"
+	"bindery/state"
 	"bindery/store"
 	"bindery/workflow"
 )
@@ -20,31 +22,31 @@ import (
 var t0 = time.Date(2026, 3, 2, 4, 0, 0, 0, time.UTC) // a Monday, 12:00 in Asia/Shanghai
 
 type fakeWorkflow struct {
-	ApplyFn            func(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error)
-	RequestFn          func(ctx context.Context, id string) (workflow.RequestView, error)
-	MyRequestsFn       func(ctx context.Context, subject, cursor string, limit int) (workflow.Page[workflow.RequestSummary], error)
-	RevokeFn           func(ctx context.Context, id, actor string) (workflow.RequestView, error)
-	PreviewFn          func(ctx context.Context, target, subject string) (workflow.Preview, error)
-	BatchesFn          func(ctx context.Context, cursor string, limit int, status store.BatchStatus) (workflow.Page[workflow.BatchView], error)
-	RunRoundFn         func(ctx context.Context) (workflow.RoundResult, error)
-	SettleBatchFn      func(ctx context.Context, id int64, actor string) (workflow.BatchView, error)
-	StuckRequestsFn    func(ctx context.Context, f workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error)
-	RetryFn            func(ctx context.Context, id, actor string) (workflow.RequestView, error)
-	ReconcileFn        func(ctx context.Context) (workflow.ReconcileResult, error)
-	ApprovalCallbackFn func(ctx context.Context, cb workflow.ApprovalCallback) (workflow.CallbackResult, error)
-	DeployCallbackFn   func(ctx context.Context, cb workflow.DeployCallback) (workflow.CallbackResult, error)
-	GitLabEventFn      func(ctx context.Context, ev workflow.GitLabEvent) (workflow.CallbackResult, error)
+	ApplyFn            func(ctx context.Context, in workflow.ApplyInput) (api.ApplyResult, error)
+	RequestFn          func(ctx context.Context, id string) (api.RequestView, error)
+	MyRequestsFn       func(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error)
+	RevokeFn           func(ctx context.Context, id, actor string) (api.RequestView, error)
+	PreviewFn          func(ctx context.Context, target, subject string) (api.Preview, error)
+	BatchesFn          func(ctx context.Context, cursor string, limit int, status state.BatchStatus) (api.Page[api.BatchView], error)
+	RunRoundFn         func(ctx context.Context) (api.RoundResult, error)
+	SettleBatchFn      func(ctx context.Context, id int64, actor string) (api.BatchView, error)
+	StuckRequestsFn    func(ctx context.Context, f workflow.StuckFilter) (api.Page[api.RequestSummary], error)
+	RetryFn            func(ctx context.Context, id, actor string) (api.RequestView, error)
+	ReconcileFn        func(ctx context.Context) (api.ReconcileResult, error)
+	ApprovalCallbackFn func(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error)
+	DeployCallbackFn   func(ctx context.Context, cb api.DeployCallback) (api.CallbackResult, error)
+	GitLabEventFn      func(ctx context.Context, ev workflow.GitLabEvent) (api.CallbackResult, error)
 
 	mu       sync.Mutex
-	calls    []string                        // every call, in order, with its arguments
-	requests map[string]workflow.RequestView // the default in-memory requests by operationId
-	db       *store.DB                       // where Apply writes its idempotency record
+	calls    []string                   // every call, in order, with its arguments
+	requests map[string]api.RequestView // the default in-memory requests by operationId
+	db       *store.DB                  // where Apply writes its idempotency record
 }
 
 var _ Workflow = (*fakeWorkflow)(nil)
 
 func newFakeWorkflow() *fakeWorkflow {
-	return &fakeWorkflow{requests: map[string]workflow.RequestView{}}
+	return &fakeWorkflow{requests: map[string]api.RequestView{}}
 }
 
 func (f *fakeWorkflow) record(format string, args ...any) {
@@ -72,21 +74,21 @@ func (f *fakeWorkflow) count(method string) int {
 }
 
 // put adds a request to the in-memory default.
-func (f *fakeWorkflow) put(v workflow.RequestView) {
+func (f *fakeWorkflow) put(v api.RequestView) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if v.Step.Code == 0 {
-		v.Step = workflow.StepView{Code: int(store.StepCreateStarted), Name: store.StepCreateStarted.String()}
+		v.Step = api.StepView{Code: int(state.StepCreateStarted), Name: state.StepCreateStarted.String()}
 	}
 	if v.NextAction == "" {
-		v.NextAction = store.NextActionFor(v.Status, store.Step(v.Step.Code))
+		v.NextAction = state.NextActionFor(v.Status, state.Step(v.Step.Code))
 	}
 	v.CreatedAt, v.UpdatedAt = t0, t0
 	if v.Stages == nil {
-		v.Stages = []workflow.StageDuration{}
+		v.Stages = []api.StageDuration{}
 	}
 	if v.Timeline == nil {
-		v.Timeline = []workflow.TimelineEntry{}
+		v.Timeline = []api.TimelineEntry{}
 	}
 	f.requests[v.OperationID] = v
 }
@@ -94,12 +96,12 @@ func (f *fakeWorkflow) put(v workflow.RequestView) {
 // Apply writes the idempotency record it is given in a transaction of its own, like the
 // workflow's application, and counts as a call only once it holds the key (a duplicate that
 // finds the key taken never proceeds).
-func (f *fakeWorkflow) Apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
-	var res workflow.ApplyResult
+func (f *fakeWorkflow) Apply(ctx context.Context, in workflow.ApplyInput) (api.ApplyResult, error) {
+	var res api.ApplyResult
 	err := f.inTx(ctx, func(tx *store.Tx) error {
 		if in.Idempotency != nil && f.ApplyFn == nil {
 			rec := *in.Idempotency
-			rec.Body, _ = json.Marshal(workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: store.StatusApprovalSending, NextAction: store.NextWait})
+			rec.Body, _ = json.Marshal(api.ApplyResult{Code: api.CodeAccepted, OperationID: in.OperationID, Status: state.StatusApprovalSending, NextAction: state.NextWait})
 			if err := tx.RecordAnswer(ctx, rec); err != nil {
 				return err
 			}
@@ -119,7 +121,7 @@ func (f *fakeWorkflow) inTx(ctx context.Context, fn func(tx *store.Tx) error) er
 	return f.db.InTx(ctx, fn)
 }
 
-func (f *fakeWorkflow) apply(ctx context.Context, in workflow.ApplyInput) (workflow.ApplyResult, error) {
+func (f *fakeWorkflow) apply(ctx context.Context, in workflow.ApplyInput) (api.ApplyResult, error) {
 	f.record("Apply(%s,%s,%s,%q)", in.OperationID, in.Subject, in.TargetKey, in.Reason)
 	if f.ApplyFn != nil {
 		return f.ApplyFn(ctx, in)
@@ -128,15 +130,15 @@ func (f *fakeWorkflow) apply(ctx context.Context, in workflow.ApplyInput) (workf
 	for _, v := range f.requests {
 		if v.Subject == in.Subject && v.TargetKey == in.TargetKey && !v.Status.Reappliable() {
 			f.mu.Unlock()
-			return workflow.ApplyResult{}, apperr.New(apperr.ApplyInProgress, "You already have an active request for this target.")
+			return api.ApplyResult{}, apperr.New(apperr.ApplyInProgress, "You already have an active request for this target.")
 		}
 	}
 	f.mu.Unlock()
-	f.put(workflow.RequestView{OperationID: in.OperationID, Subject: in.Subject, TargetKey: in.TargetKey, Reason: in.Reason, Status: store.StatusApprovalSending})
-	return workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: store.StatusApprovalSending, NextAction: store.NextWait}, nil
+	f.put(api.RequestView{OperationID: in.OperationID, Subject: in.Subject, TargetKey: in.TargetKey, Reason: in.Reason, Status: state.StatusApprovalSending})
+	return api.ApplyResult{Code: api.CodeAccepted, OperationID: in.OperationID, Status: state.StatusApprovalSending, NextAction: state.NextWait}, nil
 }
 
-func (f *fakeWorkflow) Request(ctx context.Context, id string) (workflow.RequestView, error) {
+func (f *fakeWorkflow) Request(ctx context.Context, id string) (api.RequestView, error) {
 	f.record("Request(%s)", id)
 	if f.RequestFn != nil {
 		return f.RequestFn(ctx, id)
@@ -145,29 +147,29 @@ func (f *fakeWorkflow) Request(ctx context.Context, id string) (workflow.Request
 	defer f.mu.Unlock()
 	v, ok := f.requests[id]
 	if !ok {
-		return workflow.RequestView{}, apperr.New(apperr.NotFound, "No such request.")
+		return api.RequestView{}, apperr.New(apperr.NotFound, "No such request.")
 	}
 	return v, nil
 }
 
-func (f *fakeWorkflow) MyRequests(ctx context.Context, subject, cursor string, limit int) (workflow.Page[workflow.RequestSummary], error) {
+func (f *fakeWorkflow) MyRequests(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error) {
 	f.record("MyRequests(%s,%s,%d)", subject, cursor, limit)
 	if f.MyRequestsFn != nil {
 		return f.MyRequestsFn(ctx, subject, cursor, limit)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var page workflow.Page[workflow.RequestSummary]
+	var page api.Page[api.RequestSummary]
 	for _, v := range f.requests {
 		if v.Subject == subject {
-			page.Items = append(page.Items, workflow.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Status: v.Status, Step: v.Step, NextAction: v.NextAction, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt})
+			page.Items = append(page.Items, api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Status: v.Status, Step: v.Step, NextAction: v.NextAction, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt})
 		}
 	}
 	sort.Slice(page.Items, func(i, j int) bool { return page.Items[i].OperationID > page.Items[j].OperationID })
 	return page, nil
 }
 
-func (f *fakeWorkflow) Revoke(ctx context.Context, id, actor string) (workflow.RequestView, error) {
+func (f *fakeWorkflow) Revoke(ctx context.Context, id, actor string) (api.RequestView, error) {
 	f.record("Revoke(%s,%s)", id, actor)
 	if f.RevokeFn != nil {
 		return f.RevokeFn(ctx, id, actor)
@@ -175,56 +177,56 @@ func (f *fakeWorkflow) Revoke(ctx context.Context, id, actor string) (workflow.R
 	f.mu.Lock()
 	v := f.requests[id]
 	f.mu.Unlock()
-	v.Step = workflow.StepView{Code: int(store.StepCloseStarted), Name: store.StepCloseStarted.String()}
-	v.NextAction = store.NextActionFor(v.Status, store.StepCloseStarted)
+	v.Step = api.StepView{Code: int(state.StepCloseStarted), Name: state.StepCloseStarted.String()}
+	v.NextAction = state.NextActionFor(v.Status, state.StepCloseStarted)
 	f.put(v)
 	return v, nil
 }
 
-func (f *fakeWorkflow) Preview(ctx context.Context, target, subject string) (workflow.Preview, error) {
+func (f *fakeWorkflow) Preview(ctx context.Context, target, subject string) (api.Preview, error) {
 	f.record("Preview(%s,%s)", target, subject)
 	if f.PreviewFn != nil {
 		return f.PreviewFn(ctx, target, subject)
 	}
-	return workflow.Preview{Path: "bindings/" + target + "/" + subject + ".yaml", Content: "subject: " + subject + "\n"}, nil
+	return api.Preview{Path: "bindings/" + target + "/" + subject + ".yaml", Content: "subject: " + subject + "\n"}, nil
 }
 
-func (f *fakeWorkflow) Batches(ctx context.Context, cursor string, limit int, status store.BatchStatus) (workflow.Page[workflow.BatchView], error) {
+func (f *fakeWorkflow) Batches(ctx context.Context, cursor string, limit int, status state.BatchStatus) (api.Page[api.BatchView], error) {
 	f.record("Batches(%s,%d,%s)", cursor, limit, status)
 	if f.BatchesFn != nil {
 		return f.BatchesFn(ctx, cursor, limit, status)
 	}
-	return workflow.Page[workflow.BatchView]{Items: []workflow.BatchView{{ID: 7, Partition: "infra/access-config", Status: "RUNNING", Members: []workflow.RequestSummary{}, CreatedAt: t0, UpdatedAt: t0}}}, nil
+	return api.Page[api.BatchView]{Items: []api.BatchView{{ID: 7, Partition: "infra/access-config", Status: "RUNNING", Members: []api.RequestSummary{}, CreatedAt: t0, UpdatedAt: t0}}}, nil
 }
 
-func (f *fakeWorkflow) RunRound(ctx context.Context) (workflow.RoundResult, error) {
+func (f *fakeWorkflow) RunRound(ctx context.Context) (api.RoundResult, error) {
 	f.record("RunRound()")
 	if f.RunRoundFn != nil {
 		return f.RunRoundFn(ctx)
 	}
-	return workflow.RoundResult{Partitions: []workflow.PartitionRound{{Partition: "infra/access-config", Outcome: "NOTHING_WAITING"}}}, nil
+	return api.RoundResult{Partitions: []api.PartitionRound{{Partition: "infra/access-config", Outcome: "NOTHING_WAITING"}}}, nil
 }
 
-func (f *fakeWorkflow) SettleBatch(ctx context.Context, id int64, actor string) (workflow.BatchView, error) {
+func (f *fakeWorkflow) SettleBatch(ctx context.Context, id int64, actor string) (api.BatchView, error) {
 	f.record("SettleBatch(%d,%s)", id, actor)
 	if f.SettleBatchFn != nil {
 		return f.SettleBatchFn(ctx, id, actor)
 	}
 	if id != 7 {
-		return workflow.BatchView{}, apperr.New(apperr.NotFound, "No such batch.")
+		return api.BatchView{}, apperr.New(apperr.NotFound, "No such batch.")
 	}
-	return workflow.BatchView{ID: 7, Partition: "infra/access-config", Status: "FAILED", Members: []workflow.RequestSummary{}, CreatedAt: t0, UpdatedAt: t0}, nil
+	return api.BatchView{ID: 7, Partition: "infra/access-config", Status: "FAILED", Members: []api.RequestSummary{}, CreatedAt: t0, UpdatedAt: t0}, nil
 }
 
-func (f *fakeWorkflow) StuckRequests(ctx context.Context, flt workflow.StuckFilter) (workflow.Page[workflow.RequestSummary], error) {
+func (f *fakeWorkflow) StuckRequests(ctx context.Context, flt workflow.StuckFilter) (api.Page[api.RequestSummary], error) {
 	f.record("StuckRequests(%s,%d,%s,%d)", flt.Status, flt.Step, flt.Cursor, flt.Limit)
 	if f.StuckRequestsFn != nil {
 		return f.StuckRequestsFn(ctx, flt)
 	}
-	return workflow.Page[workflow.RequestSummary]{}, nil
+	return api.Page[api.RequestSummary]{}, nil
 }
 
-func (f *fakeWorkflow) Retry(ctx context.Context, id, actor string) (workflow.RequestView, error) {
+func (f *fakeWorkflow) Retry(ctx context.Context, id, actor string) (api.RequestView, error) {
 	f.record("Retry(%s,%s)", id, actor)
 	if f.RetryFn != nil {
 		return f.RetryFn(ctx, id, actor)
@@ -232,26 +234,26 @@ func (f *fakeWorkflow) Retry(ctx context.Context, id, actor string) (workflow.Re
 	return f.Request(ctx, id)
 }
 
-func (f *fakeWorkflow) Reconcile(ctx context.Context) (workflow.ReconcileResult, error) {
+func (f *fakeWorkflow) Reconcile(ctx context.Context) (api.ReconcileResult, error) {
 	f.record("Reconcile()")
 	if f.ReconcileFn != nil {
 		return f.ReconcileFn(ctx)
 	}
-	return workflow.ReconcileResult{Scanned: 3, Validated: 1}, nil
+	return api.ReconcileResult{Scanned: 3, Validated: 1}, nil
 }
 
-func (f *fakeWorkflow) ApprovalCallback(ctx context.Context, cb workflow.ApprovalCallback) (workflow.CallbackResult, error) {
+func (f *fakeWorkflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error) {
 	f.record("ApprovalCallback(%s,%s,%s,%v)", cb.CallbackID, cb.OperationID, cb.Result, cb.Ext)
 	if f.ApprovalCallbackFn != nil {
 		return f.ApprovalCallbackFn(ctx, cb)
 	}
 	if _, err := f.Request(ctx, cb.OperationID); err != nil {
-		return workflow.CallbackResult{Code: workflow.CallbackIgnoredStale}, nil
+		return api.CallbackResult{Code: api.CallbackIgnoredStale}, nil
 	}
-	return workflow.CallbackResult{Code: workflow.CallbackAccepted}, nil
+	return api.CallbackResult{Code: api.CallbackAccepted}, nil
 }
 
-func (f *fakeWorkflow) DeployCallback(ctx context.Context, cb workflow.DeployCallback) (workflow.CallbackResult, error) {
+func (f *fakeWorkflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (api.CallbackResult, error) {
 	if cb.SHA != "" {
 		f.record("DeployCallback(%s,%d@%s,%v)", cb.Project, cb.MRIID, cb.SHA, cb.OperationIDs)
 	} else {
@@ -260,15 +262,15 @@ func (f *fakeWorkflow) DeployCallback(ctx context.Context, cb workflow.DeployCal
 	if f.DeployCallbackFn != nil {
 		return f.DeployCallbackFn(ctx, cb)
 	}
-	return workflow.CallbackResult{Code: workflow.CallbackAccepted}, nil
+	return api.CallbackResult{Code: api.CallbackAccepted}, nil
 }
 
-func (f *fakeWorkflow) GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (workflow.CallbackResult, error) {
+func (f *fakeWorkflow) GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (api.CallbackResult, error) {
 	f.record("GitLabEvent(%s,%s,%s,%d,%d,%s,%s,%s)", ev.Kind, ev.EventID, ev.Project, ev.MRIID, ev.PipelineID, ev.Status, ev.Action, ev.Ref)
 	if f.GitLabEventFn != nil {
 		return f.GitLabEventFn(ctx, ev)
 	}
-	return workflow.CallbackResult{Code: workflow.CallbackAccepted}, nil
+	return api.CallbackResult{Code: api.CallbackAccepted}, nil
 }
 
 // fakePermissions grants rule codes per identity and counts round trips.

@@ -10,8 +10,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"bindery/api"
 	"bindery/apperr"
+	"bindery/explain"
 	"bindery/identity"
+	"bindery/state"
 	"bindery/store"
 	"bindery/workflow"
 )
@@ -90,7 +93,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 			return nil, err
 		}
 		if res.Code == "" {
-			res.Code = workflow.CodeAccepted
+			res.Code = api.CodeAccepted
 		}
 		return res, nil
 	}, s.replayApply)
@@ -117,11 +120,11 @@ func (s *Server) resentApplication(ctx context.Context, b applyBody, caller stri
 // replayApply answers a repeated application: the same 202, coded DUPLICATE_SUBMIT (the SPA
 // keeps its form locked), with the original operationId and the request's current status.
 func (s *Server) replayApply(ctx context.Context, rec store.IdempotencyRecord) (int, any, error) {
-	var res workflow.ApplyResult
+	var res api.ApplyResult
 	if err := json.Unmarshal(rec.Answer, &res); err != nil {
 		return 0, nil, err
 	}
-	res.Code = workflow.CodeDuplicateSubmit
+	res.Code = api.CodeDuplicateSubmit
 	if v, err := s.deps.Workflow.Request(ctx, res.OperationID); err == nil {
 		res.Status, res.NextAction = v.Status, v.NextAction
 	}
@@ -131,25 +134,25 @@ func (s *Server) replayApply(ctx context.Context, rec store.IdempotencyRecord) (
 // ownedRequest loads a request and checks that the caller owns it or is an operator (the
 // authorization of the owner-checked routes). Someone else's request is answered like an unknown
 // one: 404, the same words.
-func (s *Server) ownedRequest(r *http.Request) (workflow.RequestView, error) {
+func (s *Server) ownedRequest(r *http.Request) (api.RequestView, error) {
 	id := r.PathValue("operationId")
 	if err := checkOperationID("operationId", id); err != nil {
-		return workflow.RequestView{}, err
+		return api.RequestView{}, err
 	}
 	v, err := s.deps.Workflow.Request(r.Context(), id)
 	if err != nil {
-		return workflow.RequestView{}, err
+		return api.RequestView{}, err
 	}
 	// The owner reads the requester's view; an operator (asked only for someone else's request,
 	// so that a requester's page costs no permission check) also reads the recorded causes.
 	if caller := infoOf(r).caller; v.Subject != caller.ID {
 		if !s.isOperator(r.Context(), caller.ID) {
-			return workflow.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
+			return api.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
 		}
 		v = v.ForOperator()
 	}
 	if v.NextActionText == "" {
-		v.NextActionText = store.NextActionText(v.NextAction)
+		v.NextActionText = explain.NextActionText(v.NextAction)
 	}
 	return v, nil
 }
@@ -180,7 +183,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 	v := infoOf(r).owned
 	params := map[string]any{"request": v.OperationID, "reason": b.Reason, operatorParam: infoOf(r).caller.ID}
 	return s.idempotent(w, r, "revoke", b.OperationID, params, func() (int, any, error) {
-		if v.Status != store.StatusValidated {
+		if v.Status != state.StatusValidated {
 			return 0, nil, apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", v.Status)
 		}
 		if err := s.audit(r, "revoke", b.OperationID, params); err != nil {
@@ -199,7 +202,7 @@ func (s *Server) myRequests(w http.ResponseWriter, r *http.Request) (int, any, e
 	}
 	page, err := wf.MyRequests(r.Context(), infoOf(r).caller.ID, cursor, limit)
 	if page.Items == nil {
-		page.Items = []workflow.RequestSummary{}
+		page.Items = []api.RequestSummary{}
 	}
 	return http.StatusOK, page, err
 }
@@ -228,7 +231,7 @@ type targetView struct {
 type targetYours struct {
 	State       string              `json:"state"`
 	OperationID string              `json:"operationId"`
-	Status      store.BindingStatus `json:"status"`
+	Status      state.BindingStatus `json:"status"`
 }
 
 // maxOwnPages bounds how many pages of the caller's requests the catalog reads (newest first).
@@ -272,7 +275,7 @@ func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*t
 			}
 			seen[it.TargetKey] = true
 			switch {
-			case it.Status == store.StatusValidated:
+			case it.Status == state.StatusValidated:
 				out[it.TargetKey] = &targetYours{State: "IN_EFFECT", OperationID: it.OperationID, Status: it.Status}
 			case !it.Status.Reappliable():
 				out[it.TargetKey] = &targetYours{State: "IN_FLIGHT", OperationID: it.OperationID, Status: it.Status}
@@ -303,12 +306,12 @@ func shortDuration(d time.Duration) string {
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	key := r.URL.Query().Get("target")
 	if _, ok := s.deps.Config.Current().Target(key); !ok {
-		return http.StatusOK, workflow.Preview{}, nil
+		return http.StatusOK, api.Preview{}, nil
 	}
 	p, err := s.deps.Workflow.Preview(r.Context(), key, infoOf(r).caller.ID)
 	if err != nil {
 		s.deps.Log.WarnContext(r.Context(), "preview failed; answering empty", "target", key, "err", err)
-		return http.StatusOK, workflow.Preview{}, nil
+		return http.StatusOK, api.Preview{}, nil
 	}
 	return http.StatusOK, p, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/workflow"
 )
@@ -15,7 +16,7 @@ import (
 // approvalHook is POST /hooks/approval. Stale and duplicate callbacks are 2xx (IGNORED_STALE,
 // DUPLICATE) so that the approval system stops retrying.
 func (s *Server) approvalHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var cb workflow.ApprovalCallback
+	var cb api.ApprovalCallback
 	if err := bindJSON(r, &cb, false); err != nil {
 		return 0, nil, err
 	}
@@ -27,7 +28,7 @@ func (s *Server) approvalHook(w http.ResponseWriter, r *http.Request) (int, any,
 		return 0, nil, apperr.Invalid("requestId", "is required (the callback's own id, at most 128 characters)")
 	case checkOperationID("operationId", cb.OperationID) != nil:
 		return 0, nil, checkOperationID("operationId", cb.OperationID)
-	case cb.Result != workflow.ApprovalApproved && cb.Result != workflow.ApprovalRejected && cb.Result != workflow.ApprovalWithdrawn:
+	case cb.Result != api.ApprovalApproved && cb.Result != api.ApprovalRejected && cb.Result != api.ApprovalWithdrawn:
 		return 0, nil, apperr.Invalid("result", "must be APPROVED, REJECTED or WITHDRAWN")
 	}
 	res, err := s.deps.Workflow.ApprovalCallback(r.Context(), cb)
@@ -36,7 +37,7 @@ func (s *Server) approvalHook(w http.ResponseWriter, r *http.Request) (int, any,
 
 // deployHook is POST /hooks/deploy: {project, mrIid and/or sha, operationIds?}.
 func (s *Server) deployHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var cb workflow.DeployCallback
+	var cb api.DeployCallback
 	if err := bindJSON(r, &cb, false); err != nil {
 		return 0, nil, err
 	}
@@ -107,7 +108,7 @@ func (s *Server) gitlabHook(w http.ResponseWriter, r *http.Request) (int, any, e
 			return 0, nil, apperr.Invalid("object_attributes.id", "must be a positive pipeline id")
 		}
 	default:
-		return http.StatusOK, workflow.CallbackResult{Code: workflow.CallbackIgnored}, nil
+		return http.StatusOK, api.CallbackResult{Code: api.CallbackIgnored}, nil
 	}
 	if ev.Project == "" {
 		return 0, nil, apperr.Invalid("project.path_with_namespace", "is required")

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"bindery/store"
-	"bindery/workflow"
+	"bindery/api"
+	"bindery/state"
 )
 
 // Oversized, deeply nested and malformed bodies on every route that reads one (issue 8, point
@@ -86,7 +86,7 @@ func checkAnswer(t *testing.T, what string, status int, body []byte) {
 
 func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
-	h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
+	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
 	routes := bodyRoutes(h)
@@ -178,7 +178,7 @@ func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 // 10 GiB body are answered 413 after at most the limit (plus what the network buffers).
 func TestOversizedBodiesAreNotReadWhole(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
-	h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
+	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
 	for _, br := range bodyRoutes(h) {
@@ -324,7 +324,7 @@ func rawGetAs(t *testing.T, addr, target, user string) (int, string) {
 // and learns neither whether the id exists nor anything from the body's checks.
 func TestAStrangerOnAnOwnerCheckedRouteLearnsNothing(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.revoke": "<blank>"}})
-	h.wf.put(workflow.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: store.StatusValidated})
+	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
 	var owned int

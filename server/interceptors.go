@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/approval"
 	"bindery/identity"
-	"bindery/workflow"
 )
 
 // The interceptors of SPEC §6.1. Each is a plain func(http.Handler) http.Handler that either
@@ -26,7 +26,7 @@ type reqInfo struct {
 	caller identity.Caller
 	body   []byte // the body, once read (by the approval hook's authentication or endpoint)
 	read   bool
-	owned  *workflow.RequestView // an owner-checked route's request, loaded by authorization
+	owned  *api.RequestView // an owner-checked route's request, loaded by authorization
 }
 
 type infoKey struct{}

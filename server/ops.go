@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/config"
+	"bindery/state"
 	"bindery/store"
 	"bindery/workflow"
 )
@@ -104,13 +106,13 @@ func (s *Server) opsBatches(w http.ResponseWriter, r *http.Request) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
-	status := store.BatchStatus(strings.ToUpper(strings.TrimSpace(r.URL.Query().Get("status"))))
+	status := state.BatchStatus(strings.ToUpper(strings.TrimSpace(r.URL.Query().Get("status"))))
 	if status != "" && !status.Known() {
 		return 0, nil, apperr.Invalid("status", "is not a batch status (RUNNING, BLOCKED, SUCCEEDED, FAILED)")
 	}
 	page, err := wf.Batches(r.Context(), cursor, limit, status)
 	if page.Items == nil {
-		page.Items = []workflow.BatchView{}
+		page.Items = []api.BatchView{}
 	}
 	return http.StatusOK, page, err
 }
@@ -123,26 +125,26 @@ func (s *Server) opsStuck(w http.ResponseWriter, r *http.Request) (int, any, err
 	}
 	f := workflow.StuckFilter{Cursor: cursor, Limit: limit}
 	if v := strings.ToUpper(strings.TrimSpace(r.URL.Query().Get("status"))); v != "" {
-		f.Status = store.BindingStatus(v)
+		f.Status = state.BindingStatus(v)
 		if !knownStatus(f.Status) {
 			return 0, nil, apperr.Invalid("status", "is not a binding status")
 		}
 	}
 	if v := strings.TrimSpace(r.URL.Query().Get("step")); v != "" {
 		n, err := strconv.Atoi(v)
-		if f.Step = store.Step(n); err != nil || !f.Step.Known() {
+		if f.Step = state.Step(n); err != nil || !f.Step.Known() {
 			return 0, nil, apperr.Invalid("step", "is not a step code")
 		}
 	}
 	page, err := s.deps.Workflow.StuckRequests(r.Context(), f)
 	if page.Items == nil {
-		page.Items = []workflow.RequestSummary{}
+		page.Items = []api.RequestSummary{}
 	}
 	return http.StatusOK, page, err
 }
 
-func knownStatus(st store.BindingStatus) bool {
-	for _, s := range store.AllStatuses {
+func knownStatus(st state.BindingStatus) bool {
+	for _, s := range state.AllStatuses {
 		if s == st {
 			return true
 		}
@@ -218,7 +220,7 @@ func (s *Server) opsAudit(w http.ResponseWriter, r *http.Request) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
-	page := workflow.Page[store.AuditEntry]{Items: entries}
+	page := api.Page[store.AuditEntry]{Items: entries}
 	if len(entries) > limit {
 		page.Items = entries[:limit]
 		page.NextCursor = strconv.FormatInt(entries[limit-1].ID, 10)

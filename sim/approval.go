@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/config"
 	"bindery/service"
-	"bindery/workflow"
 )
 
 // The simulated approval system. bindery opens tickets with POST /sim/approval/tickets (the
@@ -81,7 +81,7 @@ type Approval struct {
 
 type pendingCallback struct {
 	ticket *Ticket
-	body   workflow.ApprovalCallback
+	body   api.ApprovalCallback
 }
 
 func newApproval(o Options, bg *service.Base) *Approval {
@@ -180,7 +180,7 @@ func (a *Approval) Decide(id, decision string) (Ticket, error) {
 }
 
 func (t *Ticket) callback() pendingCallback {
-	return pendingCallback{ticket: t, body: workflow.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext}}
+	return pendingCallback{ticket: t, body: api.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext}}
 }
 
 func (a *Approval) faultsLocked() ApprovalFaults { // holds a.mu

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/sim"
-	"bindery/workflow"
 )
 
 // The approval simulator's HTTP formats (the shared formats of the brief) and its callbacks.
@@ -79,7 +79,7 @@ func TestApprovalInboxFormats(t *testing.T) {
 	if err := approval.Verify([]byte("approval-secret"), reqs[0].Header.Get(approval.TimestampHeader), reqs[0].Header.Get(approval.SignatureHeader), bodies[0], time.Now(), time.Minute); err != nil {
 		t.Fatalf("signature: %v", err)
 	}
-	var cb workflow.ApprovalCallback
+	var cb api.ApprovalCallback
 	if err := json.Unmarshal(bodies[0], &cb); err != nil || cb.OperationID != "op-1" || cb.Result != "APPROVED" || cb.Ext["mrId"] != "7" || cb.CallbackID == "" {
 		t.Fatalf("callback %s", bodies[0])
 	}

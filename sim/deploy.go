@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"bindery/api"
 	"bindery/config"
 	"bindery/service"
-	"bindery/workflow"
 )
 
 // The simulated deploy pipeline: sim.deploy.delay after each merge in the simulated GitLab it
@@ -131,7 +131,7 @@ func (d *Deploy) deliver(ctx context.Context, rec *DeployRecord, drop bool) {
 	case d.opts.BinderyURL == "":
 		status = DeployNoTarget
 	default:
-		cb := workflow.DeployCallback{Project: rec.Project, MRIID: rec.MRIID, SHA: rec.SHA}
+		cb := api.DeployCallback{Project: rec.Project, MRIID: rec.MRIID, SHA: rec.SHA}
 		if rec.Exact {
 			cb.OperationIDs = rec.OperationIDs
 		}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/config"
 	"bindery/sim"
-	"bindery/workflow"
 )
 
 // The deploy simulator: a callback after each merge in the simulated GitLab.
@@ -25,11 +25,11 @@ func (e *env) mergeMR(t *testing.T) {
 }
 
 // deployCallbacks waits for the receiver to have seen n calls to /hooks/deploy.
-func (e *env) deployCallbacks(t *testing.T, n int) []workflow.DeployCallback {
+func (e *env) deployCallbacks(t *testing.T, n int) []api.DeployCallback {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var out []workflow.DeployCallback
+		var out []api.DeployCallback
 		reqs, bodies := e.hook.requests()
 		for i, r := range reqs {
 			if r.URL.Path != "/hooks/deploy" {
@@ -38,7 +38,7 @@ func (e *env) deployCallbacks(t *testing.T, n int) []workflow.DeployCallback {
 			if r.Header.Get("Authorization") != "Bearer deploy-token" {
 				t.Fatalf("Authorization %q", r.Header.Get("Authorization"))
 			}
-			var cb workflow.DeployCallback
+			var cb api.DeployCallback
 			if err := json.Unmarshal(bodies[i], &cb); err != nil {
 				t.Fatal(err)
 			}

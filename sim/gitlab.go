@@ -70,7 +70,7 @@ type GitLab struct {
 type MergeInfo struct {
 	Project string
 	IID     int64
-	SHA     string // the merge commit: what a deploy of this merge ships
+	SHA     string // what the merge put on the target (its merge commit, or the head it fast-forwarded to): what a deploy ships
 	// OperationIDs are the operationId values of the YAML files the merge added, changed or
 	// deleted (bindery's rendered binding files carry one each), sorted.
 	OperationIDs []string

@@ -19,7 +19,7 @@ import (
 	"bindery/sim"
 )
 
-// The simulated GitLab over raw HTTP, against ../shared/reference/gitlab-api.md §12.
+// The simulated GitLab over raw HTTP, answering as GitLab does (docs/gitlab.md).
 
 const simConfig = `
 gitlab:

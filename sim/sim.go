@@ -1,6 +1,6 @@
 // Package sim holds the simulators bindery is demonstrated and tested against: a GitLab that
 // speaks the REST subset bindery uses (faithful in paths, status codes, bodies and pagination
-// headers, see ../shared/reference/gitlab-api.md), the external approval system, the deploy
+// headers; what bindery relies on is in docs/gitlab.md), the external approval system, the deploy
 // pipeline and the permission service. They are product code: `bindery demo` mounts them under
 // /sim/ and `bindery sim` serves them alone, so several bindery instances can share one.
 //

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ type Batch struct {
 	ID         int64
 	Partition  string
 	Project    string
-	Status     BatchStatus
+	Status     state.BatchStatus
 	Version    int64 // grows on every write; every write is guarded on it (I6)
 	MRIID      int64 // 0: no MR yet
 	PipelineID int64
@@ -101,21 +102,9 @@ type Member struct {
 	RequestID   int64 // the waiting-set row
 	BatchID     int64
 	OperationID string
-	Action      Action
+	Action      state.Action
 	QueuedAt    time.Time
 }
-
-// RoundOutcome is what one claim round did; the strings are the API's PartitionRound outcomes.
-type RoundOutcome string
-
-const (
-	RoundClaimed        RoundOutcome = "CLAIMED"
-	RoundSlotOccupied   RoundOutcome = "SLOT_OCCUPIED"
-	RoundNothingWaiting RoundOutcome = "NOTHING_WAITING"
-	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
-	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
-	RoundNotDue RoundOutcome = "NOT_DUE"
-)
 
 // ClaimInput is one claim round for one partition.
 type ClaimInput struct {
@@ -132,7 +121,7 @@ type ClaimInput struct {
 
 // BatchClaim is the result of a claim round.
 type BatchClaim struct {
-	Outcome RoundOutcome
+	Outcome state.RoundOutcome
 	Batch   Batch // set when CLAIMED; its times are not read back
 	Members []Member
 }
@@ -173,7 +162,7 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
 			db.now()+" LIMIT 1", in.Partition).Scan(&probe)
 		if err = translate(err); errors.Is(err, ErrNotFound) {
-			return BatchClaim{Outcome: RoundNothingWaiting}, nil
+			return BatchClaim{Outcome: state.RoundNothingWaiting}, nil
 		}
 		if err != nil {
 			return BatchClaim{}, fmt.Errorf("claim %s: pre-check: %w", in.Partition, err)
@@ -188,9 +177,9 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	})
 	switch {
 	case errors.Is(err, errSlotOccupied):
-		return BatchClaim{Outcome: RoundSlotOccupied}, nil
+		return BatchClaim{Outcome: state.RoundSlotOccupied}, nil
 	case errors.Is(err, errNothingToClaim):
-		return BatchClaim{Outcome: RoundNothingWaiting}, nil
+		return BatchClaim{Outcome: state.RoundNothingWaiting}, nil
 	case err != nil:
 		return BatchClaim{}, fmt.Errorf("claim %s: %w", in.Partition, err)
 	}
@@ -199,7 +188,7 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 
 func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	db := tx.db
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status) VALUES (?, ?, ?)", in.Partition, in.Project, BatchRunning)
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status) VALUES (?, ?, ?)", in.Partition, in.Project, state.BatchRunning)
 	if err = translate(err); errors.Is(err, ErrDuplicate) || errors.Is(err, ErrRetry) {
 		// Duplicate: another batch of this partition is active. Deadlock (MySQL, when several
 		// claimers wait on a slot whose holder rolled back): another claimer holds it now.
@@ -244,7 +233,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	if len(members) == 0 {
 		return BatchClaim{}, errNothingToClaim
 	}
-	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: BatchRunning, Version: 1}
+	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: state.BatchRunning, Version: 1}
 	if group.of != 0 {
 		// The batch goes on with the bisection its members come from: it counts its rounds on.
 		if _, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET bisect_of = ?, bisections = ? WHERE id = ?",
@@ -301,7 +290,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		}
 	}
 	db.hook("claim.written")
-	return BatchClaim{Outcome: RoundClaimed, Batch: batch, Members: members}, nil
+	return BatchClaim{Outcome: state.RoundClaimed, Batch: batch, Members: members}, nil
 }
 
 // suspectGroup names the rows one bisection returned to the waiting set: the batch whose
@@ -381,7 +370,7 @@ func holding(ctx context.Context, q queryer, batchID int64) ([]Member, error) {
 // BatchRequest is a member as the worker building the batch's commit needs it: its change and
 // its application.
 type BatchRequest struct {
-	Action    Action
+	Action    state.Action
 	Change    AdmittedChange // as validated at admission; zero when not recorded
 	Operation Operation
 }
@@ -429,7 +418,7 @@ func (db *DB) TransitionMembers(ctx context.Context, batchID int64, c MemberChan
 // BatchChange is a guarded write to an active batch: its status (RUNNING ↔ BLOCKED; settling
 // goes through Settle), its MR and pipeline, a note, a new lease.
 type BatchChange struct {
-	Status     BatchStatus // "" keeps it
+	Status     state.BatchStatus // "" keeps it
 	MRIID      int64
 	PipelineID int64
 	Note       string
@@ -458,8 +447,8 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	if to == "" {
 		to = cur.Status
 	}
-	if !to.Active() || !CanTransitionBatch(cur.Status, to) {
-		return "", nil, &ErrIllegalBatchTransition{From: cur.Status, To: to}
+	if !to.Active() || !state.CanTransitionBatch(cur.Status, to) {
+		return "", nil, &state.ErrIllegalBatchTransition{From: cur.Status, To: to}
 	}
 	var a assignments
 	a.set("status = ?, version = version + 1, updated_at = "+db.now(), to)
@@ -489,7 +478,7 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 type Settlement struct {
 	BatchID int64
 	Version int64 // the version the settler read: the guard
-	Status  BatchStatus
+	Status  state.BatchStatus
 	Note    string
 	// Members, when set, moves the members in the same transaction (e.g. MERGING → MERGED, or
 	// → CREATE_FAILED with the failure step).
@@ -533,8 +522,8 @@ func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 
 // Settle is DB.Settle inside the transaction (after the fenced write of the settling task).
 func (tx *Tx) Settle(ctx context.Context, s Settlement) (Settled, error) {
-	if s.Status != BatchSucceeded && s.Status != BatchFailed {
-		return Settled{}, &ErrIllegalBatchTransition{From: BatchRunning, To: s.Status}
+	if s.Status != state.BatchSucceeded && s.Status != state.BatchFailed {
+		return Settled{}, &state.ErrIllegalBatchTransition{From: state.BatchRunning, To: s.Status}
 	}
 	if s.Members != nil {
 		if err := s.Members.check(); err != nil {
@@ -548,7 +537,7 @@ func (tx *Tx) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	var out Settled
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
 		", settled_at = "+db.now()+", failing = '', last_error = '' WHERE id = ? AND version = ? AND status IN (?, ?)",
-		s.Status, clipNote(s.Note), s.BatchID, s.Version, BatchRunning, BatchBlocked)
+		s.Status, clipNote(s.Note), s.BatchID, s.Version, state.BatchRunning, state.BatchBlocked)
 	if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
 		return Settled{}, err
 	}
@@ -564,7 +553,7 @@ func (tx *Tx) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	}
 	out.Members = ms
 	requests, ops := memberIDs(ms)
-	if s.Status == BatchFailed {
+	if s.Status == state.BatchFailed {
 		for _, chunk := range chunks(requests, maxInList) {
 			res, err := tx.tx.ExecContext(ctx, db.deleteFrom("merge_batch_request", "PRIMARY")+" WHERE batch_id = ? AND id IN "+inList(len(chunk)),
 				append([]any{s.BatchID}, anys(chunk)...)...)
@@ -591,7 +580,7 @@ func (tx *Tx) Settle(ctx context.Context, s Settlement) (Settled, error) {
 // BatchFilter selects the ops console's batch list; empty fields match everything.
 type BatchFilter struct {
 	Partition string
-	Status    BatchStatus
+	Status    state.BatchStatus
 	Page
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"fmt"
 )
@@ -13,7 +14,7 @@ import (
 // narrowed to Action when set and to OperationIDs when not nil, whose status is one of
 // Change.From (the others are left alone).
 type MemberMove struct {
-	Action       Action
+	Action       state.Action
 	OperationIDs []string
 	Change       MemberChange
 }

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"bindery/schema"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
 
-var batched = &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreating, Step: store.StepBatched}
+var batched = &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusMRCreating, Step: state.StepBatched}
 
 // claimBatched claims partition with the runner's BATCHED step in the claim's transaction.
 func claimBatched(t *testing.T, db *store.DB, partition string, max int) store.BatchClaim {
@@ -18,13 +19,13 @@ func claimBatched(t *testing.T, db *store.DB, partition string, max int) store.B
 	in := claimInput(partition, max)
 	in.Members = batched
 	c, err := db.Claim(bg, in)
-	if err != nil || c.Outcome != store.RoundClaimed {
+	if err != nil || c.Outcome != state.RoundClaimed {
 		t.Fatalf("claim %s: %+v %v", partition, c, err)
 	}
 	return c
 }
 
-func stepOf(t *testing.T, db *store.DB, opID string) (store.BindingStatus, store.Step) {
+func stepOf(t *testing.T, db *store.DB, opID string) (state.BindingStatus, state.Step) {
 	t.Helper()
 	r, err := db.Request(bg, opID)
 	if err != nil {
@@ -40,7 +41,7 @@ func TestAClaimMarksItsMembersBatchedAtOnce(t *testing.T) {
 		ids := queued(t, db, "infra/acl", 3)
 		c := claimBatched(t, db, "infra/acl", 10)
 		for _, id := range ids {
-			if st, step := stepOf(t, db, id); st != store.StatusMRCreating || step != store.StepBatched {
+			if st, step := stepOf(t, db, id); st != state.StatusMRCreating || step != state.StepBatched {
 				t.Fatalf("%s after the claim: %s %s", id, st, step)
 			}
 			o, _ := db.Operation(bg, id)
@@ -50,8 +51,8 @@ func TestAClaimMarksItsMembersBatchedAtOnce(t *testing.T) {
 		}
 		// An illegal member change refuses the claim before anything is written.
 		in := claimInput("infra/acl", 10)
-		in.Members = &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusValidated}
-		var illegal *store.ErrIllegalTransition
+		in.Members = &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusValidated}
+		var illegal *state.ErrIllegalTransition
 		if _, err := db.Claim(bg, in); !errors.As(err, &illegal) {
 			t.Fatalf("illegal member change: %v", err)
 		}
@@ -74,7 +75,7 @@ func TestRequeuedMembersLeaveTheBatchAndAreClaimedFirstNextRound(t *testing.T) {
 			Change:  store.BatchChange{Note: "bisect", BranchDigest: &stale},
 			Requeue: ids[2:],
 			Moves: []store.MemberMove{{OperationIDs: ids[2:], Change: store.MemberChange{
-				From: []store.BindingStatus{store.StatusMRCreating, store.StatusMerging}, To: store.StatusMRCreating, Step: store.StepQueued, Note: "returned"}}},
+				From: []state.BindingStatus{state.StatusMRCreating, state.StatusMerging}, To: state.StatusMRCreating, Step: state.StepQueued, Note: "returned"}}},
 		})
 		if err != nil || len(moved) != 2 || b.Version != c.Batch.Version+1 || b.Note != "bisect" {
 			t.Fatalf("requeue: %+v %d moved, %v", b, len(moved), err)
@@ -86,7 +87,7 @@ func TestRequeuedMembersLeaveTheBatchAndAreClaimedFirstNextRound(t *testing.T) {
 		if hist, _ := db.Members(bg, b.ID); len(hist) != 4 {
 			t.Fatalf("history keeps every claim: %d", len(hist))
 		}
-		if _, step := stepOf(t, db, ids[3]); step != store.StepQueued {
+		if _, step := stepOf(t, db, ids[3]); step != state.StepQueued {
 			t.Fatalf("returned member's step: %s", step)
 		}
 		w, err := db.Waiting(bg, ids[2])
@@ -95,13 +96,13 @@ func TestRequeuedMembersLeaveTheBatchAndAreClaimedFirstNextRound(t *testing.T) {
 		}
 
 		// Settling the batch settles only what it holds.
-		s, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded, Moves: []store.MemberMove{
-			{Action: store.ActionAdd, Change: store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMerged, Step: store.StepHandleMerged, MRIID: 9}},
+		s, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: state.BatchSucceeded, Moves: []store.MemberMove{
+			{Action: state.ActionAdd, Change: store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusMerged, Step: state.StepHandleMerged, MRIID: 9}},
 		}})
 		if err != nil || len(s.Members) != 2 || len(s.Flipped) != 2 {
 			t.Fatalf("settle: %+v %v", s, err)
 		}
-		if st, _ := stepOf(t, db, ids[2]); st != store.StatusMRCreating {
+		if st, _ := stepOf(t, db, ids[2]); st != state.StatusMRCreating {
 			t.Fatalf("a returned member was settled with the batch: %s", st)
 		}
 		next, err := db.Claim(bg, claimInput("infra/acl", 2))
@@ -118,13 +119,13 @@ func TestAdvanceBatchIsAllOrNothingAndGuarded(t *testing.T) {
 		ids := queued(t, db, "infra/acl", 3)
 		c := claimBatched(t, db, "infra/acl", 10)
 		fail := store.MemberMove{OperationIDs: ids[:1], Change: store.MemberChange{
-			From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusCreateFailed, Step: store.StepCreateInvalid}}
+			From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusCreateFailed, Step: state.StepCreateInvalid}}
 
 		_, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: c.Batch, Drop: []string{ids[0], "not-a-member"}, Moves: []store.MemberMove{fail}})
 		if !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("unknown member: %v", err)
 		}
-		if st, _ := stepOf(t, db, ids[0]); st != store.StatusMRCreating {
+		if st, _ := stepOf(t, db, ids[0]); st != state.StatusMRCreating {
 			t.Fatalf("rolled-back step moved the member: %s", st)
 		}
 		if b, _ := db.Batch(bg, c.Batch.ID); b.Version != c.Batch.Version {
@@ -138,14 +139,14 @@ func TestAdvanceBatchIsAllOrNothingAndGuarded(t *testing.T) {
 		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", ids[0]); n != 0 {
 			t.Fatalf("dropped member still in the waiting set: %d rows", n)
 		}
-		if st, step := stepOf(t, db, ids[0]); st != store.StatusCreateFailed || step != store.StepCreateInvalid {
+		if st, step := stepOf(t, db, ids[0]); st != state.StatusCreateFailed || step != state.StepCreateInvalid {
 			t.Fatalf("dropped member: %s %s", st, step)
 		}
 		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: c.Batch, Change: store.BatchChange{Note: "late"}}); !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("stale version: %v", err)
 		}
-		var illegal *store.ErrIllegalBatchTransition
-		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Status: store.BatchSucceeded}}); !errors.As(err, &illegal) {
+		var illegal *state.ErrIllegalBatchTransition
+		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Status: state.BatchSucceeded}}); !errors.As(err, &illegal) {
 			t.Fatalf("settling through a step: %v", err)
 		}
 	})
@@ -158,12 +159,12 @@ func TestAdvanceBatchFencesAStaleWriterAndRecordsTheBranch(t *testing.T) {
 		queued(t, db, "infra/acl", 1)
 		c := claimBatched(t, db, "infra/acl", 10)
 		digest := "abc123"
-		b, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: c.Batch, Change: store.BatchChange{Status: store.BatchBlocked, BranchDigest: &digest}})
-		if err != nil || b.Status != store.BatchBlocked || b.BranchDigest != digest {
+		b, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: c.Batch, Change: store.BatchChange{Status: state.BatchBlocked, BranchDigest: &digest}})
+		if err != nil || b.Status != state.BatchBlocked || b.BranchDigest != digest {
 			t.Fatalf("block: %+v %v", b, err)
 		}
-		r, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Status: store.BatchRunning}})
-		if err != nil || r.Status != store.BatchRunning || r.BranchDigest != digest {
+		r, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Status: state.BatchRunning}})
+		if err != nil || r.Status != state.BatchRunning || r.BranchDigest != digest {
 			t.Fatalf("resume: %+v %v", r, err)
 		}
 		if _, err := db.UpdateBatch(bg, b, store.BatchChange{Note: "old holder"}); !errors.Is(err, store.ErrPreempted) {

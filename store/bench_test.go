@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -62,7 +63,7 @@ func BenchmarkClaim(b *testing.B) {
 					})
 					b.StopTimer()
 					stmts += total
-					if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}); err != nil {
+					if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchSucceeded}); err != nil {
 						b.Fatal(err)
 					}
 					b.StartTimer()
@@ -147,7 +148,7 @@ func BenchmarkEnqueueDuringOpenClaim(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						start := time.Now()
-						if _, err := db.Admit(bg, store.Admission{OperationID: fmt.Sprintf("e-%s-%d-%d", mode, seq, j), Action: store.ActionAdd, Partition: partition}); err != nil {
+						if _, err := db.Admit(bg, store.Admission{OperationID: fmt.Sprintf("e-%s-%d-%d", mode, seq, j), Action: state.ActionAdd, Partition: partition}); err != nil {
 							b.Error(err)
 						}
 						mu.Lock()
@@ -188,7 +189,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 			ids[i] = fmt.Sprintf("r-%06d", i)
 		}
 		for p := 0; p < 4; p++ { // four projects, 25,000 rows each
-			seedRequests(b, db, fmt.Sprintf("team/%d", p), ids[p*rows/4:(p+1)*rows/4], store.StatusMerged, store.StepHandleMerged, int64(10+p))
+			seedRequests(b, db, fmt.Sprintf("team/%d", p), ids[p*rows/4:(p+1)*rows/4], state.StatusMerged, state.StepHandleMerged, int64(10+p))
 			seedMerge(b, db, fmt.Sprintf("team/%d", p), 100, "main", mergedAtBase.Add(100*time.Minute))
 			if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES (?, ?)", fmt.Sprintf("team/%d", p), 100); err != nil {
 				b.Fatal(err)
@@ -222,7 +223,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 			for _, q := range []string{"UPDATE operation SET status = 'MERGED', step = ?", "UPDATE binding SET status = 'MERGED'"} {
 				args := []any{}
 				if strings.Contains(q, "?") {
-					args = append(args, store.StepHandleMerged)
+					args = append(args, state.StepHandleMerged)
 				}
 				if _, err := db.Raw().ExecContext(bg, q, args...); err != nil {
 					b.Fatal(err)
@@ -273,15 +274,15 @@ func BenchmarkScale(b *testing.B) {
 						if err != nil || len(reqs) != n {
 							b.Fatalf("hand-off read: %d of %d, %v", len(reqs), n, err)
 						}
-						moved, err := db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating},
-							To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: int64(n)})
+						moved, err := db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating},
+							To: state.StatusMRCreated, Step: state.StepCreateSucceeded, MRIID: int64(n)})
 						if err != nil || len(moved) != n {
 							b.Fatalf("hand-off: %d of %d moved, %v", len(moved), n, err)
 						}
 					})
 					measure("settle", func() {
-						s, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded,
-							Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerged, Step: store.StepHandleMerged}})
+						s, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchSucceeded,
+							Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreated}, To: state.StatusMerged, Step: state.StepHandleMerged}})
 						if err != nil || len(s.Flipped) != n {
 							b.Fatalf("settle: %d of %d flipped, %v", len(s.Flipped), n, err)
 						}
@@ -420,7 +421,7 @@ func BenchmarkStatusRead(b *testing.B) {
 			partition := fmt.Sprintf("bench/batched/%d", k)
 			batched = append(batched, queued(b, db, partition, 100)...)
 			in := claimInput(partition, 100)
-			in.Task = &store.TaskSpec{Kind: store.TaskBatch, Lane: "background", Step: "create"}
+			in.Task = &store.TaskSpec{Kind: state.TaskBatch, Lane: "background", Step: "create"}
 			if c, err := db.Claim(bg, in); err != nil || len(c.Members) != 100 {
 				b.Fatalf("claim: %d members, %v", len(c.Members), err)
 			}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"fmt"
 	"time"
@@ -12,7 +13,7 @@ type Binding struct {
 	ID          int64
 	SubjectID   string
 	TargetKey   string
-	Status      BindingStatus
+	Status      state.BindingStatus
 	OperationID string
 	// Version grows by one on every write; every write is guarded on it (I6).
 	Version   int64
@@ -70,7 +71,7 @@ func bindingFor(ctx context.Context, q queryer, subjectID, targetKey string) (Bi
 // database clock, oldest expiry first: the expiry cron starts their close phase.
 func (db *DB) ExpiredBindings(ctx context.Context, limit int) ([]Binding, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+bindingColumns+" FROM binding WHERE status = ? AND expires_at < "+db.now()+
-		" ORDER BY expires_at LIMIT ?", StatusValidated, limit)
+		" ORDER BY expires_at LIMIT ?", state.StatusValidated, limit)
 	return collect(rows, err, scanBinding)
 }
 
@@ -81,7 +82,7 @@ func (db *DB) ExpiredBindings(ctx context.Context, limit int) ([]Binding, error)
 func (db *DB) ExpiredToClose(ctx context.Context, limit int) ([]Binding, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("b.", bindingColumns)+" FROM binding b WHERE b.status = ? AND b.expires_at < "+db.now()+
 		" AND NOT EXISTS (SELECT 1 FROM merge_batch_request r WHERE r.operation_id = b.operation_id AND r.action = ?)"+
-		" ORDER BY b.expires_at LIMIT ?", StatusValidated, ActionDelete, limit)
+		" ORDER BY b.expires_at LIMIT ?", state.StatusValidated, state.ActionDelete, limit)
 	return collect(rows, err, scanBinding)
 }
 
@@ -98,7 +99,7 @@ func (db *DB) FillExpiry(ctx context.Context, targetKey string, ttl time.Duratio
 		// A plain read first, then the guarded update by the unique key: the update never walks
 		// the status index with locks (SPEC §5.7, see hinted).
 		rows, err := db.ro.QueryContext(ctx, "SELECT operation_id FROM binding WHERE status = ? AND target_key = ? AND expires_at IS NULL",
-			StatusValidated, targetKey)
+			state.StatusValidated, targetKey)
 		operationIDs, err = collect(rows, err, func(s scanner) (string, error) {
 			var id string
 			return id, s.Scan(&id)
@@ -111,7 +112,7 @@ func (db *DB) FillExpiry(ctx context.Context, targetKey string, ttl time.Duratio
 		" WHERE target_key = ? AND status = ? AND expires_at IS NULL AND operation_id IN "
 	total := 0
 	for _, chunk := range chunks(operationIDs, maxInList) {
-		res, err := db.rw.ExecContext(ctx, q+inList(len(chunk)), append([]any{micros(ttl), targetKey, StatusValidated}, anys(chunk)...)...)
+		res, err := db.rw.ExecContext(ctx, q+inList(len(chunk)), append([]any{micros(ttl), targetKey, state.StatusValidated}, anys(chunk)...)...)
 		if err != nil {
 			return total, fmt.Errorf("fill expiry of %s: %w", targetKey, translate(err))
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -37,7 +38,7 @@ func bisected(t *testing.T, db *store.DB, b store.Batch, n int) (store.Batch, []
 // settled ends batch b as SUCCEEDED (its kept half passed).
 func settled(t *testing.T, db *store.DB, b store.Batch) {
 	t.Helper()
-	if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded}); err != nil {
+	if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: state.BatchSucceeded}); err != nil {
 		t.Fatalf("settle batch %d: %v", b.ID, err)
 	}
 }
@@ -82,7 +83,7 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 		seedQueued(t, db, partition, []string{"new-1", "new-2", "new-3"})
 
 		// Two bisections of the first batch: 4 back (round 1), then 2 of the 4 kept (round 2).
-		b, round1 := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: store.BatchRunning}, 4)
+		b, round1 := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: state.BatchRunning}, 4)
 		if b.Bisections != 1 {
 			t.Fatalf("after one bisection: %+v", b)
 		}
@@ -90,7 +91,7 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 		if b.Bisections != 2 || b.BisectOf != 0 || b.BisectionRoot() != b.ID {
 			t.Fatalf("after two bisections: %+v", b)
 		}
-		if c, err := db.Claim(bg, claimInput(partition, 50)); err != nil || c.Outcome != store.RoundSlotOccupied {
+		if c, err := db.Claim(bg, claimInput(partition, 50)); err != nil || c.Outcome != state.RoundSlotOccupied {
 			t.Fatalf("claim beside the bisected batch: %+v %v (I1)", c, err)
 		}
 		settled(t, db, b)
@@ -150,7 +151,7 @@ func TestABisectedSuspectBatchCountsTheRoundsOnAndNamesItsCulprit(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: store.BatchRunning}, 2)
+		b, _ := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: state.BatchRunning}, 2)
 		settled(t, db, b) // the kept half passed: the culprit is among the two returned
 		c, err := db.Claim(bg, claimInput(partition, 50))
 		if err != nil || len(c.Members) != 2 {
@@ -169,7 +170,7 @@ func TestABisectedSuspectBatchCountsTheRoundsOnAndNamesItsCulprit(t *testing.T) 
 		if err != nil || s.Culprit != culprit {
 			t.Fatalf("culprit: %+v %v", s, err)
 		}
-		if _, err := db.Settle(bg, store.Settlement{BatchID: s.ID, Version: s.Version, Status: store.BatchFailed}); err != nil {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: s.ID, Version: s.Version, Status: state.BatchFailed}); err != nil {
 			t.Fatal(err)
 		}
 		last, err := db.Claim(bg, claimInput(partition, 50))
@@ -190,7 +191,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, back := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: store.BatchRunning}, 20)
+		b, back := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: state.BatchRunning}, 20)
 		settled(t, db, b)
 		var fresh []string
 		for i := range 30 {
@@ -218,7 +219,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 						t.Errorf("claim: %v", err)
 						return
 					}
-					if c.Outcome != store.RoundClaimed {
+					if c.Outcome != state.RoundClaimed {
 						continue
 					}
 					mu.Lock()
@@ -226,7 +227,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 					mu.Unlock()
 					// A settlement that lost a deadlock to a claim was rolled back whole; the
 					// engine tries the step again, and so does this.
-					settle := store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}
+					settle := store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchSucceeded}
 					_, err = db.Settle(bg, settle)
 					for tries := 1; errors.Is(err, store.ErrRetry) && tries < 10; tries++ {
 						_, err = db.Settle(bg, settle)
@@ -258,7 +259,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Outcome != store.RoundClaimed {
+			if c.Outcome != state.RoundClaimed {
 				break
 			}
 			claims = append(claims, claimedIDs(c))
@@ -288,7 +289,7 @@ func TestASuspectClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, back := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: store.BatchRunning}, 3)
+	b, back := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: state.BatchRunning}, 3)
 	settled(t, db, b)
 	seedQueued(t, db, partition, []string{"new-1"})
 	store.SetPause(db, func(point string) {

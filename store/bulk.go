@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"fmt"
 	"slices"
@@ -10,9 +11,9 @@ import (
 // reconciliation): those whose status is one of From go to To / Step; the others are left alone
 // and reported as not flipped. Every From → To must be in the transition table.
 type MemberChange struct {
-	From       []BindingStatus
-	To         BindingStatus
-	Step       Step
+	From       []state.BindingStatus
+	To         state.BindingStatus
+	Step       state.Step
 	Note       string
 	MRIID      int64 // > 0: record the batch's MR on every flipped operation
 	PipelineID int64 // > 0: record its pipeline
@@ -23,8 +24,8 @@ func (c MemberChange) check() error {
 		return fmt.Errorf("member change to %s: no From statuses", c.To)
 	}
 	for _, f := range c.From {
-		if !CanTransition(f, c.To) {
-			return &ErrIllegalTransition{From: f, To: c.To}
+		if !state.CanTransition(f, c.To) {
+			return &state.ErrIllegalTransition{From: f, To: c.To}
 		}
 	}
 	return nil
@@ -155,12 +156,12 @@ func (db *DB) ConfirmDeploy(ctx context.Context, operationID, note string) ([]Op
 	var out []Operation
 	err := db.InTx(ctx, func(tx *Tx) error {
 		var err error
-		out, err = tx.transitionMany(ctx, []string{operationID}, MemberChange{From: []BindingStatus{StatusMerged}, To: StatusValidated, Step: StepCalledBack, Note: note}, 0, "")
+		out, err = tx.transitionMany(ctx, []string{operationID}, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note}, 0, "")
 		return err
 	})
 	return out, err
 }
 
 func (tx *Tx) markValidated(ctx context.Context, operationIDs []string, project string) ([]Operation, error) {
-	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []BindingStatus{StatusMerged}, To: StatusValidated, Step: StepCalledBack}, 0, project)
+	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack}, 0, project)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"encoding/json"
 	"errors"
@@ -198,7 +199,7 @@ func (db *DB) MergedBetween(ctx context.Context, minAge, maxAge time.Duration) (
 		"FROM binding b JOIN operation o ON o.operation_id = b.operation_id "+
 		"LEFT JOIN mr_merge m ON m.project = o.project AND m.mr_iid = o.mr_iid "+
 		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus()+" AND b.updated_at < "+db.nowPlus()+" AND o.mr_iid IS NOT NULL",
-		StatusMerged, -micros(maxAge), -micros(minAge))
+		state.StatusMerged, -micros(maxAge), -micros(minAge))
 	return collect(rows, err, func(s scanner) (Merged, error) {
 		var m Merged
 		var seq nullInt64
@@ -291,7 +292,7 @@ func (db *DB) Reconcile(ctx context.Context, minAge, maxAge time.Duration) (Reco
 			var flipped []Operation
 			err := db.InTx(ctx, func(tx *Tx) error {
 				var err error
-				flipped, err = tx.transitionMany(ctx, chunk, MemberChange{From: []BindingStatus{StatusMerged}, To: StatusValidated, Step: StepCalledBack, Note: note}, 0, f.Project)
+				flipped, err = tx.transitionMany(ctx, chunk, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note}, 0, f.Project)
 				return err
 			})
 			if err != nil {
@@ -347,7 +348,7 @@ func (db *DB) EarlyDeploys(ctx context.Context, maxAge time.Duration) ([]Deploy,
 	rows, err := db.ro.QueryContext(ctx, "SELECT d.id, d.project, d.mr_iid, d.operation_ids, b.operation_id FROM binding b "+
 		"JOIN operation o ON o.operation_id = b.operation_id "+
 		"JOIN deploy_callback d ON d.project = o.project AND d.mr_iid = o.mr_iid "+
-		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus(), StatusMerged, -micros(maxAge))
+		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus(), state.StatusMerged, -micros(maxAge))
 	found, err := collect(rows, err, func(s scanner) (early, error) {
 		var e early
 		var ids nullString

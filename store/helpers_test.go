@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -21,7 +22,7 @@ var bg = context.Background()
 func application(opID, subject, target string) store.Application {
 	return store.Application{
 		OperationID: opID, SubjectID: subject, TargetKey: target, Project: "infra/acl", Flow: "approval-first",
-		Reason: "test", Status: store.StatusApprovalSending, Step: store.StepApprovalSending,
+		Reason: "test", Status: state.StatusApprovalSending, Step: state.StepApprovalSending,
 	}
 }
 
@@ -36,7 +37,7 @@ func mustApply(t testing.TB, db *store.DB, a store.Application) store.Request {
 }
 
 // mustMove reads the request and moves it through each status in turn (legal transitions).
-func mustMove(t testing.TB, db *store.DB, opID string, path ...store.BindingStatus) store.Request {
+func mustMove(t testing.TB, db *store.DB, opID string, path ...state.BindingStatus) store.Request {
 	t.Helper()
 	var r store.Request
 	for _, to := range path {
@@ -53,30 +54,30 @@ func mustMove(t testing.TB, db *store.DB, opID string, path ...store.BindingStat
 }
 
 // stepFor is a plausible step for a status, for tests that only care about statuses.
-func stepFor(s store.BindingStatus) store.Step {
+func stepFor(s state.BindingStatus) state.Step {
 	switch s {
-	case store.StatusApprovalSent:
-		return store.StepApprovalSent
-	case store.StatusRejected:
-		return store.StepApprovalRejected
-	case store.StatusMRCreating:
-		return store.StepQueued
-	case store.StatusMRCreated:
-		return store.StepCreateSucceeded
-	case store.StatusMerging:
-		return store.StepHandleStarted
-	case store.StatusMerged:
-		return store.StepHandleMerged
-	case store.StatusValidated:
-		return store.StepCalledBack
-	case store.StatusCreateFailed:
-		return store.StepCreateFailed
-	case store.StatusHandleFailed:
-		return store.StepHandleFailed
-	case store.StatusClosed:
-		return store.StepCloseSucceeded
+	case state.StatusApprovalSent:
+		return state.StepApprovalSent
+	case state.StatusRejected:
+		return state.StepApprovalRejected
+	case state.StatusMRCreating:
+		return state.StepQueued
+	case state.StatusMRCreated:
+		return state.StepCreateSucceeded
+	case state.StatusMerging:
+		return state.StepHandleStarted
+	case state.StatusMerged:
+		return state.StepHandleMerged
+	case state.StatusValidated:
+		return state.StepCalledBack
+	case state.StatusCreateFailed:
+		return state.StepCreateFailed
+	case state.StatusHandleFailed:
+		return state.StepHandleFailed
+	case state.StatusClosed:
+		return state.StepCloseSucceeded
 	}
-	return store.StepCreateStarted
+	return state.StepCreateStarted
 }
 
 // queued creates n approved requests in partition and admits them; it returns their ids.
@@ -94,14 +95,14 @@ func queued(t testing.TB, db *store.DB, partition string, n int) []string {
 // with raw multi-row inserts so that large fixtures stay fast; then it admits them.
 func seedQueued(t testing.TB, db *store.DB, partition string, ids []string) {
 	t.Helper()
-	seedRequests(t, db, partition, ids, store.StatusMRCreating, store.StepQueued, 0)
+	seedRequests(t, db, partition, ids, state.StatusMRCreating, state.StepQueued, 0)
 	for start := 0; start < len(ids); start += 500 {
 		end := min(start+500, len(ids))
 		var vals []string
 		var args []any
 		for _, id := range ids[start:end] {
 			vals = append(vals, "(?, ?, ?)")
-			args = append(args, id, store.ActionAdd, partition)
+			args = append(args, id, state.ActionAdd, partition)
 		}
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch_request (operation_id, action, partition_key) VALUES "+strings.Join(vals, ", "), args...); err != nil {
 			t.Fatalf("seed waiting: %v", err)
@@ -142,7 +143,7 @@ func clockPast(t testing.TB, db *store.DB, query string) {
 
 // seedRequests writes operation + binding rows in a given state, in bulk (fixtures only; the
 // product goes through Apply and Transition).
-func seedRequests(t testing.TB, db *store.DB, project string, ids []string, status store.BindingStatus, step store.Step, mrIID int64) {
+func seedRequests(t testing.TB, db *store.DB, project string, ids []string, status state.BindingStatus, step state.Step, mrIID int64) {
 	t.Helper()
 	for start := 0; start < len(ids); start += 500 {
 		end := min(start+500, len(ids))
@@ -163,7 +164,7 @@ func seedRequests(t testing.TB, db *store.DB, project string, ids []string, stat
 			t.Fatalf("seed bindings: %v", err)
 		}
 	}
-	if mrIID > 0 && (status == store.StatusMerged || status == store.StatusValidated) {
+	if mrIID > 0 && (status == state.StatusMerged || status == state.StatusValidated) {
 		seedMerge(t, db, project, mrIID, "main", mergedAtBase.Add(time.Duration(mrIID)*time.Minute))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -228,7 +229,7 @@ func TestPurgeUsesTheExpiryIndexOnMySQL(t *testing.T) {
 // answered is an application that records its idempotency answer in its own transaction.
 func answered(opID, subject, target, hash string) store.Application {
 	a := application(opID, subject, target)
-	a.Task = &store.TaskSpec{Kind: store.TaskRequest, Lane: "first", Step: "ticket"}
+	a.Task = &store.TaskSpec{Kind: state.TaskRequest, Lane: "first", Step: "ticket"}
 	a.Answer = &store.Answer{Scope: "apply", Key: opID, PayloadHash: hash, TTL: day, Status: 202, Body: []byte(`{"operationId":"` + opID + `"}`)}
 	return a
 }

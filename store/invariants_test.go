@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -57,7 +58,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 		for i := range late {
 			late[i] = fmt.Sprintf("late-%d", i)
 		}
-		seedRequests(t, db, partition, late, store.StatusMRCreating, store.StepQueued, 0) // admitted during the rounds
+		seedRequests(t, db, partition, late, state.StatusMRCreating, state.StepQueued, 0) // admitted during the rounds
 		stop := make(chan struct{})
 		var maxActive atomic.Int32
 		monitorDone := make(chan struct{})
@@ -84,7 +85,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 				for round := range 25 {
 					if w == 0 && round%5 == 0 { // enqueues keep arriving during the rounds
 						id := late[round/5]
-						if _, err := db.Admit(bg, store.Admission{OperationID: id, Action: store.ActionAdd, Partition: partition}); err != nil {
+						if _, err := db.Admit(bg, store.Admission{OperationID: id, Action: state.ActionAdd, Partition: partition}); err != nil {
 							t.Errorf("admit: %v", err)
 						}
 					}
@@ -98,7 +99,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 					}
 					n, _ := outcomes.LoadOrStore(c.Outcome, new(atomic.Int32))
 					n.(*atomic.Int32).Add(1)
-					if c.Outcome != store.RoundClaimed {
+					if c.Outcome != state.RoundClaimed {
 						continue
 					}
 					claimed.Add(int32(len(c.Members)))
@@ -107,7 +108,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 					// settled again (the sweep's job in the product).
 					err = store.ErrRetry
 					for try := 0; errors.Is(err, store.ErrRetry) && try < 5; try++ {
-						_, err = db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded})
+						_, err = db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchSucceeded})
 					}
 					if err != nil {
 						t.Errorf("settle: %v", err)
@@ -125,7 +126,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 		if got := count(t, db, "SELECT COUNT(*) FROM merge_batch_member"); got != int(claimed.Load()) {
 			t.Fatalf("history has %d members, claims returned %d", got, claimed.Load())
 		}
-		if n, ok := outcomes.Load(store.RoundClaimed); !ok || n.(*atomic.Int32).Load() < 2 {
+		if n, ok := outcomes.Load(state.RoundClaimed); !ok || n.(*atomic.Int32).Load() < 2 {
 			t.Fatalf("the rounds claimed fewer than 2 batches: the test did not exercise the slot")
 		}
 	})
@@ -138,36 +139,36 @@ func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing
 		queued(t, db, "team/a", 3)
 		queued(t, db, "team/b", 3)
 		a, err := db.Claim(bg, claimInput("team/a", 2))
-		if err != nil || a.Outcome != store.RoundClaimed {
+		if err != nil || a.Outcome != state.RoundClaimed {
 			t.Fatalf("claim a: %+v %v", a, err)
 		}
 		b, err := db.Claim(bg, claimInput("team/b", 2))
-		if err != nil || b.Outcome != store.RoundClaimed {
+		if err != nil || b.Outcome != state.RoundClaimed {
 			t.Fatalf("claim b while a is active: %+v %v", b, err)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch WHERE status = 'RUNNING'"); n != 2 {
 			t.Fatalf("%d running batches, want one per partition", n)
 		}
 		ba, _ := db.Batch(bg, a.Batch.ID)
-		blocked, err := db.UpdateBatch(bg, ba, store.BatchChange{Status: store.BatchBlocked, Note: "rebase conflict"})
-		if err != nil || blocked.Status != store.BatchBlocked {
+		blocked, err := db.UpdateBatch(bg, ba, store.BatchChange{Status: state.BatchBlocked, Note: "rebase conflict"})
+		if err != nil || blocked.Status != state.BatchBlocked {
 			t.Fatalf("block a: %+v %v", blocked, err)
 		}
 		bb, _ := db.Batch(bg, b.Batch.ID)
-		if _, err := db.Settle(bg, store.Settlement{BatchID: bb.ID, Version: bb.Version, Status: store.BatchSucceeded}); err != nil {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: bb.ID, Version: bb.Version, Status: state.BatchSucceeded}); err != nil {
 			t.Fatal(err)
 		}
-		if c, err := db.Claim(bg, claimInput("team/a", 2)); err != nil || c.Outcome != store.RoundSlotOccupied {
+		if c, err := db.Claim(bg, claimInput("team/a", 2)); err != nil || c.Outcome != state.RoundSlotOccupied {
 			t.Fatalf("claim a while a is BLOCKED: %+v %v", c, err)
 		}
-		if c, err := db.Claim(bg, claimInput("team/b", 2)); err != nil || c.Outcome != store.RoundClaimed {
+		if c, err := db.Claim(bg, claimInput("team/b", 2)); err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim b while a is BLOCKED: %+v %v", c, err)
 		}
-		if _, err := db.Settle(bg, store.Settlement{BatchID: blocked.ID, Version: blocked.Version, Status: store.BatchFailed}); err != nil {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: blocked.ID, Version: blocked.Version, Status: state.BatchFailed}); err != nil {
 			t.Fatal(err)
 		}
 		// The failed batch released the slot and removed its members' rows; the third request waits.
-		if c, err := db.Claim(bg, claimInput("team/a", 5)); err != nil || c.Outcome != store.RoundClaimed || len(c.Members) != 1 {
+		if c, err := db.Claim(bg, claimInput("team/a", 5)); err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim a after its blocked batch failed: %+v %v", c, err)
 		}
 		checkBatchInvariants(t, db)
@@ -198,8 +199,8 @@ func TestConcurrentClaimsAndForeignWritesNeverClaimARequestTwice(t *testing.T) {
 						t.Errorf("claim: %v", err)
 						return
 					}
-					if c.Outcome == store.RoundClaimed {
-						if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}); err != nil {
+					if c.Outcome == state.RoundClaimed {
+						if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchSucceeded}); err != nil {
 							t.Errorf("settle: %v", err)
 						}
 					}
@@ -255,7 +256,7 @@ func TestAClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 		t.Fatalf("%d batches left by a rolled-back claim", n)
 	}
 	c, err := db.Claim(bg, claimInput(partition, 10))
-	if err != nil || c.Outcome != store.RoundClaimed || len(c.Members) != 4 {
+	if err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 4 {
 		t.Fatalf("next round: %+v %v", c, err)
 	}
 	checkBatchInvariants(t, db)
@@ -267,14 +268,14 @@ func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
 		const partition = "infra/acl"
 		store.SetSkipClaimPrecheck(db, true) // reach the in-transaction read with nothing waiting
 		c, err := db.Claim(bg, claimInput(partition, 10))
-		if err != nil || c.Outcome != store.RoundNothingWaiting {
+		if err != nil || c.Outcome != state.RoundNothingWaiting {
 			t.Fatalf("empty claim: %+v %v", c, err)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch"); n != 0 {
 			t.Fatalf("an empty claim left %d batches", n)
 		}
 		queued(t, db, partition, 1)
-		if c, err := db.Claim(bg, claimInput(partition, 10)); err != nil || c.Outcome != store.RoundClaimed {
+		if c, err := db.Claim(bg, claimInput(partition, 10)); err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim after the empty one: %+v %v", c, err)
 		}
 	})
@@ -284,7 +285,7 @@ func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
 func TestAnIdleRoundIsOneReadAndNoSlot(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		total, verbs, _ := st.during(t, func() {
-			if c, err := db.Claim(bg, claimInput("infra/acl", 10)); err != nil || c.Outcome != store.RoundNothingWaiting {
+			if c, err := db.Claim(bg, claimInput("infra/acl", 10)); err != nil || c.Outcome != state.RoundNothingWaiting {
 				t.Fatalf("idle claim: %+v %v", c, err)
 			}
 		})
@@ -329,7 +330,7 @@ func TestDuplicateKeyInsideATransactionLeavesItUsable(t *testing.T) {
 				id   string
 				want bool
 			}{{"x", true}, {"x", false}, {"y", true}} {
-				added, err := tx.Admit(bg, store.Admission{OperationID: c.id, Action: store.ActionAdd, Partition: "p"})
+				added, err := tx.Admit(bg, store.Admission{OperationID: c.id, Action: state.ActionAdd, Partition: "p"})
 				if err != nil || added != c.want {
 					return fmt.Errorf("admit %s: %v %v, want %v", c.id, added, err, c.want)
 				}
@@ -368,7 +369,7 @@ func TestConcurrentAdmissionsOfOneRequestQueueItOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				ok, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: store.ActionAdd, Partition: "infra/acl"})
+				ok, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: state.ActionAdd, Partition: "infra/acl"})
 				if err != nil {
 					t.Errorf("admit: %v", err)
 				}
@@ -386,7 +387,7 @@ func TestConcurrentAdmissionsOfOneRequestQueueItOnce(t *testing.T) {
 			t.Fatalf("%d waiting rows", n)
 		}
 		// The close phase of the same operation is a different change: it queues once more.
-		if ok, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: store.ActionDelete, Partition: "infra/acl"}); err != nil || !ok {
+		if ok, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: state.ActionDelete, Partition: "infra/acl"}); err != nil || !ok {
 			t.Fatalf("admit the delete: %v %v", ok, err)
 		}
 	})
@@ -398,7 +399,7 @@ func TestConcurrentAdmissionsOfOneRequestQueueItOnce(t *testing.T) {
 func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("old", "alice", "t"))
-		mustMove(t, db, "old", store.StatusRejected)
+		mustMove(t, db, "old", state.StatusRejected)
 
 		const n = 12
 		var done atomic.Int32
@@ -453,10 +454,10 @@ func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 			t.Fatalf("the replaced operationId still finds the row: %v", err)
 		}
 		old, err := db.Request(bg, "old")
-		if err != nil || old.Current() || old.Operation.Status != store.StatusRejected {
+		if err != nil || old.Current() || old.Operation.Status != state.StatusRejected {
 			t.Fatalf("old application: %+v %v", old, err)
 		}
-		if _, err := db.Transition(bg, old, store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}); !errors.Is(err, store.ErrPreempted) {
+		if _, err := db.Transition(bg, old, store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}); !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("a transition of the replaced application: %v", err)
 		}
 	})
@@ -465,9 +466,9 @@ func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 func TestApplicationOverAnActiveOrFailedRowIsRefused(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("first", "alice", "t"))
-		for _, path := range [][]store.BindingStatus{
+		for _, path := range [][]state.BindingStatus{
 			nil, // APPROVAL_SENDING
-			{store.StatusApprovalSent, store.StatusMRCreating, store.StatusCreateFailed},
+			{state.StatusApprovalSent, state.StatusMRCreating, state.StatusCreateFailed},
 		} {
 			mustMove(t, db, "first", path...)
 			_, err := db.Apply(bg, application("second", "alice", "t"))
@@ -490,36 +491,36 @@ func TestApplicationOverAnActiveOrFailedRowIsRefused(t *testing.T) {
 func TestAStaleWriteFailsEvenWhenTheStatusCameBack(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
-		stale := mustMove(t, db, "op-1", store.StatusApprovalSent)
+		stale := mustMove(t, db, "op-1", state.StatusApprovalSent)
 		// A round trip back to APPROVAL_SENT (legal: the legacy flow's MR-first order).
-		mustMove(t, db, "op-1", store.StatusMRCreating, store.StatusApprovalSending, store.StatusApprovalSent)
+		mustMove(t, db, "op-1", state.StatusMRCreating, state.StatusApprovalSending, state.StatusApprovalSent)
 		now, _ := db.Request(bg, "op-1")
 		if now.Binding.Status != stale.Binding.Status {
 			t.Fatalf("setup: status %s, want it back at %s", now.Binding.Status, stale.Binding.Status)
 		}
-		if _, err := db.Transition(bg, stale, store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected}); !errors.Is(err, store.ErrPreempted) {
+		if _, err := db.Transition(bg, stale, store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected}); !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("stale write: %v, want ErrPreempted", err)
 		}
 		after, _ := db.Request(bg, "op-1")
-		if after.Binding.Status != store.StatusApprovalSent || after.Binding.Version != now.Binding.Version {
+		if after.Binding.Status != state.StatusApprovalSent || after.Binding.Version != now.Binding.Version {
 			t.Fatalf("the stale write changed the row: %+v", after.Binding)
 		}
 
 		// Batches too: RUNNING → BLOCKED → RUNNING, then a settlement with the old version fails.
 		queued(t, db, "infra/acl", 1)
 		c, err := db.Claim(bg, claimInput("infra/acl", 5))
-		if err != nil || c.Outcome != store.RoundClaimed {
+		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		b, _ := db.Batch(bg, c.Batch.ID)
-		b2, err := db.UpdateBatch(bg, b, store.BatchChange{Status: store.BatchBlocked})
+		b2, err := db.UpdateBatch(bg, b, store.BatchChange{Status: state.BatchBlocked})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.UpdateBatch(bg, b2, store.BatchChange{Status: store.BatchRunning}); err != nil {
+		if _, err := db.UpdateBatch(bg, b2, store.BatchChange{Status: state.BatchRunning}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchFailed}); !errors.Is(err, store.ErrPreempted) {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: state.BatchFailed}); !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("stale settlement: %v", err)
 		}
 		if _, err := db.UpdateBatch(bg, b, store.BatchChange{MRIID: 9}); !errors.Is(err, store.ErrPreempted) {
@@ -539,7 +540,7 @@ func TestConcurrentTransitionsFromOneReadHaveOneWinner(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := db.Transition(bg, cur, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent})
+				_, err := db.Transition(bg, cur, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent})
 				switch {
 				case err == nil:
 					ok.Add(1)
@@ -569,8 +570,8 @@ func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 		if err != nil || len(c.Members) != 30 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
-		failed := store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchFailed, Note: "pipeline failed",
-			Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusCreateFailed, Step: store.StepCreatePipelineFailed}}
+		failed := store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchFailed, Note: "pipeline failed",
+			Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusCreateFailed, Step: state.StepCreatePipelineFailed}}
 
 		firstHolds := make(chan struct{})
 		release := make(chan struct{})
@@ -607,7 +608,7 @@ func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 		if ok != 1 || preempted != 1 {
 			t.Fatalf("%d settled, %d preempted; want 1 and 1", ok, preempted)
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", store.StepCreatePipelineFailed); n != 30 {
+		if n := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", state.StepCreatePipelineFailed); n != 30 {
 			t.Fatalf("%d member resets, want 30 (once each)", n)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch_request"); n != 0 {
@@ -617,11 +618,11 @@ func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 			t.Fatalf("member history lost rows: %d", n)
 		}
 		b, _ := db.Batch(bg, c.Batch.ID)
-		if b.Status != store.BatchFailed || b.Version != c.Batch.Version+1 || b.SettledAt == nil {
+		if b.Status != state.BatchFailed || b.Version != c.Batch.Version+1 || b.SettledAt == nil {
 			t.Fatalf("batch after settlement: %+v", b)
 		}
 		// The members may be admitted again (retry, bisection).
-		if ok, err := db.Admit(bg, store.Admission{OperationID: ids[0], Action: store.ActionAdd, Partition: "infra/acl"}); err != nil || !ok {
+		if ok, err := db.Admit(bg, store.Admission{OperationID: ids[0], Action: state.ActionAdd, Partition: "infra/acl"}); err != nil || !ok {
 			t.Fatalf("re-admit a member of the failed batch: %v %v", ok, err)
 		}
 	})

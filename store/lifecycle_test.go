@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -14,11 +15,11 @@ import (
 func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		r := mustApply(t, db, application("op-1", "alice@example.com", "payments-db-readonly"))
-		if r.Binding.Status != store.StatusApprovalSending || !r.Current() {
+		if r.Binding.Status != state.StatusApprovalSending || !r.Current() {
 			t.Fatalf("after apply: %+v", r)
 		}
-		r = mustMove(t, db, "op-1", store.StatusApprovalSent, store.StatusMRCreating)
-		added, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: store.ActionAdd, Partition: "infra/acl"})
+		r = mustMove(t, db, "op-1", state.StatusApprovalSent, state.StatusMRCreating)
+		added, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: state.ActionAdd, Partition: "infra/acl"})
 		if err != nil || !added {
 			t.Fatalf("admit: %v %v", added, err)
 		}
@@ -32,11 +33,11 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 
 		time.Sleep(2 * time.Millisecond) // SQLite's clock has milliseconds: let "created before now" pass
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50})
-		if err != nil || c.Outcome != store.RoundClaimed || len(c.Members) != 1 {
+		if err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		flipped, err := db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{
-			From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: 7,
+			From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusMRCreated, Step: state.StepCreateSucceeded, MRIID: 7,
 		})
 		if err != nil || len(flipped) != 1 || flipped[0].MRIID != 7 || flipped[0].BatchID != c.Batch.ID {
 			t.Fatalf("hand-off: %+v %v", flipped, err)
@@ -48,8 +49,8 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 		if b, err = db.UpdateBatch(bg, b, store.BatchChange{MRIID: 7}); err != nil || b.MRIID != 7 {
 			t.Fatalf("record MR: %+v %v", b, err)
 		}
-		settled, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded, Members: &store.MemberChange{
-			From: []store.BindingStatus{store.StatusMRCreated, store.StatusMerging}, To: store.StatusMerged, Step: store.StepHandleMerged,
+		settled, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: state.BatchSucceeded, Members: &store.MemberChange{
+			From: []state.BindingStatus{state.StatusMRCreated, state.StatusMerging}, To: state.StatusMerged, Step: state.StepHandleMerged,
 		}})
 		if err != nil || len(settled.Flipped) != 1 || settled.Removed != 0 {
 			t.Fatalf("settle: %+v %v", settled, err)
@@ -67,16 +68,16 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Binding == nil || d.Binding.Status != store.StatusValidated || d.Operation.Step != store.StepCalledBack ||
-			d.Batch == nil || d.Batch.Status != store.BatchSucceeded || d.Waiting != nil {
+		if d.Binding == nil || d.Binding.Status != state.StatusValidated || d.Operation.Step != state.StepCalledBack ||
+			d.Batch == nil || d.Batch.Status != state.BatchSucceeded || d.Waiting != nil {
 			t.Fatalf("detail: %+v", d)
 		}
-		var steps []store.Step
+		var steps []state.Step
 		for _, s := range d.Steps {
 			steps = append(steps, s.Step)
 		}
-		want := []store.Step{store.StepApprovalSending, store.StepApprovalSent, store.StepQueued, store.StepCreateSucceeded,
-			store.StepHandleMerged, store.StepCalledBack}
+		want := []state.Step{state.StepApprovalSending, state.StepApprovalSent, state.StepQueued, state.StepCreateSucceeded,
+			state.StepHandleMerged, state.StepCalledBack}
 		if len(steps) != len(want) {
 			t.Fatalf("timeline %v, want %v", steps, want)
 		}
@@ -94,21 +95,21 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 func TestIllegalTransitionIsRefusedAndNothingIsWritten(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
-		cur := mustMove(t, db, "op-1", store.StatusApprovalSent)
-		_, err := db.Transition(bg, cur, store.Change{To: store.StatusValidated, Step: store.StepCalledBack})
-		var illegal *store.ErrIllegalTransition
-		if !errors.As(err, &illegal) || illegal.From != store.StatusApprovalSent || illegal.To != store.StatusValidated {
+		cur := mustMove(t, db, "op-1", state.StatusApprovalSent)
+		_, err := db.Transition(bg, cur, store.Change{To: state.StatusValidated, Step: state.StepCalledBack})
+		var illegal *state.ErrIllegalTransition
+		if !errors.As(err, &illegal) || illegal.From != state.StatusApprovalSent || illegal.To != state.StatusValidated {
 			t.Fatalf("err = %v", err)
 		}
 		after, _ := db.Request(bg, "op-1")
-		if after.Binding.Version != cur.Binding.Version || after.Operation.Version != cur.Operation.Version || after.Binding.Status != store.StatusApprovalSent {
+		if after.Binding.Version != cur.Binding.Version || after.Operation.Version != cur.Operation.Version || after.Binding.Status != state.StatusApprovalSent {
 			t.Fatalf("illegal transition wrote something: %+v", after)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE operation_id = 'op-1'"); n != 2 {
 			t.Fatalf("history has %d rows, want 2", n)
 		}
 		// Bulk transitions check the same table before any statement.
-		if _, err := db.TransitionMany(bg, []string{"op-1"}, store.MemberChange{From: []store.BindingStatus{store.StatusApprovalSent}, To: store.StatusValidated}); !errors.As(err, &illegal) {
+		if _, err := db.TransitionMany(bg, []string{"op-1"}, store.MemberChange{From: []state.BindingStatus{state.StatusApprovalSent}, To: state.StatusValidated}); !errors.As(err, &illegal) {
 			t.Fatalf("bulk: %v", err)
 		}
 	})
@@ -120,7 +121,7 @@ func TestListsPageNewestFirstAndByStuckState(t *testing.T) {
 			mustApply(t, db, application(id, "alice", "target-"+id))
 		}
 		mustApply(t, db, application("b1", "bob", "target-b1"))
-		mustMove(t, db, "a2", store.StatusApprovalSent, store.StatusMRCreating, store.StatusCreateFailed)
+		mustMove(t, db, "a2", state.StatusApprovalSent, state.StatusMRCreating, state.StatusCreateFailed)
 
 		var got []string
 		cursor := ""
@@ -144,7 +145,7 @@ func TestListsPageNewestFirstAndByStuckState(t *testing.T) {
 			t.Fatalf("bad cursor: %v", err)
 		}
 
-		stuck, _, err := db.StuckOperations(bg, store.StuckFilter{Statuses: []store.BindingStatus{store.StatusCreateFailed}})
+		stuck, _, err := db.StuckOperations(bg, store.StuckFilter{Statuses: []state.BindingStatus{state.StatusCreateFailed}})
 		if err != nil || len(stuck) != 1 || stuck[0].OperationID != "a2" {
 			t.Fatalf("stuck by status: %+v %v", stuck, err)
 		}
@@ -156,7 +157,7 @@ func TestListsPageNewestFirstAndByStuckState(t *testing.T) {
 		if err != nil || len(rest) != 2 || next != "" {
 			t.Fatalf("stuck page 2: %d %q %v", len(rest), next, err)
 		}
-		bySteps, _, err := db.StuckOperations(bg, store.StuckFilter{Step: store.StepCreateFailed})
+		bySteps, _, err := db.StuckOperations(bg, store.StuckFilter{Step: state.StepCreateFailed})
 		if err != nil || len(bySteps) != 1 || bySteps[0].OperationID != "a2" {
 			t.Fatalf("stuck by step: %+v %v", bySteps, err)
 		}
@@ -179,7 +180,7 @@ func join(xs []string) string {
 func TestARequestIsReadInOneStatement(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		mustApply(t, db, application("old", "alice", "t"))
-		mustMove(t, db, "old", store.StatusRejected)
+		mustMove(t, db, "old", state.StatusRejected)
 		mustApply(t, db, application("new", "alice", "t"))
 		for _, c := range []struct {
 			id      string
@@ -191,7 +192,7 @@ func TestARequestIsReadInOneStatement(t *testing.T) {
 			if err != nil || n != 1 {
 				t.Fatalf("%s: %d statements %q, %v", c.id, n, all, err)
 			}
-			if r.Operation.OperationID != c.id || r.Current() != c.current || (c.current && (r.Binding.Status != store.StatusApprovalSending || r.Binding.Version != 3)) {
+			if r.Operation.OperationID != c.id || r.Current() != c.current || (c.current && (r.Binding.Status != state.StatusApprovalSending || r.Binding.Version != 3)) {
 				t.Fatalf("%s: %+v", c.id, r)
 			}
 		}

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
 
 // status reads a request's binding status.
-func status(t testing.TB, db *store.DB, opID string) store.BindingStatus {
+func status(t testing.TB, db *store.DB, opID string) state.BindingStatus {
 	t.Helper()
 	b, err := db.BindingByOperation(bg, opID)
 	if err != nil {
@@ -26,8 +27,8 @@ func status(t testing.TB, db *store.DB, opID string) store.BindingStatus {
 func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		at := mergedAtBase
-		seedRequests(t, db, "team/a", []string{"b11"}, store.StatusValidated, store.StepCalledBack, 0)
-		seedRequests(t, db, "team/a", []string{"l10"}, store.StatusMerged, store.StepHandleMerged, 0)
+		seedRequests(t, db, "team/a", []string{"b11"}, state.StatusValidated, state.StepCalledBack, 0)
+		seedRequests(t, db, "team/a", []string{"l10"}, state.StatusMerged, state.StepHandleMerged, 0)
 		if _, err := db.Raw().ExecContext(bg, "UPDATE operation SET mr_iid = CASE operation_id WHEN 'b11' THEN 11 ELSE 10 END"); err != nil {
 			t.Fatal(err)
 		}
@@ -38,12 +39,12 @@ func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
 		if r, err := db.Reconcile(bg, 0, 2*time.Hour); err != nil || len(r.Validated) != 0 || r.Scanned != 1 {
 			t.Fatalf("the deploy of !11, merged before !10, validated: %+v %v", r, err)
 		}
-		if st := status(t, db, "l10"); st != store.StatusMerged {
+		if st := status(t, db, "l10"); st != state.StatusMerged {
 			t.Fatalf("l10: %s", st)
 		}
 
 		// A human MR !12 merges after !10 and its deploy calls back by commit only.
-		seedRequests(t, db, "team/a", []string{"h12"}, store.StatusValidated, store.StepCalledBack, 0)
+		seedRequests(t, db, "team/a", []string{"h12"}, state.StatusValidated, state.StepCalledBack, 0)
 		if _, err := db.Raw().ExecContext(bg, "UPDATE operation SET mr_iid = 12 WHERE operation_id = 'h12'"); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last := steps[len(steps)-1]; last.Step != store.StepCalledBack || !strings.Contains(last.Note, "deploy of MR !12") {
+		if last := steps[len(steps)-1]; last.Step != state.StepCalledBack || !strings.Contains(last.Note, "deploy of MR !12") {
 			t.Fatalf("the timeline does not say which deploy: %+v", last)
 		}
 	})
@@ -70,8 +71,8 @@ func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
 // inferred — not from MR 4's own deploy, not from a later merge's.
 func TestAnExactCallbackIsNeverOverriddenByInference(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		seedRequests(t, db, "team/a", []string{"x", "y"}, store.StatusMerged, store.StepHandleMerged, 4)
-		seedRequests(t, db, "team/a", []string{"later"}, store.StatusMerged, store.StepHandleMerged, 5)
+		seedRequests(t, db, "team/a", []string{"x", "y"}, state.StatusMerged, state.StepHandleMerged, 4)
+		seedRequests(t, db, "team/a", []string{"later"}, state.StatusMerged, state.StepHandleMerged, 5)
 		if d := recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 4, OperationIDs: []string{"x"}}); len(d.Validated) != 1 {
 			t.Fatalf("exact: %+v", d)
 		}
@@ -81,7 +82,7 @@ func TestAnExactCallbackIsNeverOverriddenByInference(t *testing.T) {
 		if err != nil || len(r.Validated) != 0 {
 			t.Fatalf("inferred %v (%v) although MR 4's callback named only x", opIDs(r.Validated), err)
 		}
-		if st := status(t, db, "y"); st != store.StatusMerged {
+		if st := status(t, db, "y"); st != state.StatusMerged {
 			t.Fatalf("y: %s", st)
 		}
 	})
@@ -93,9 +94,9 @@ func TestAnExactCallbackIsNeverOverriddenByInference(t *testing.T) {
 func TestMergeOrderIsPerBranchAndNeedsGitLabsTime(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		at := mergedAtBase
-		seedRequests(t, db, "team/a", []string{"rel"}, store.StatusMerged, store.StepHandleMerged, 0)
-		seedRequests(t, db, "team/a", []string{"untimed"}, store.StatusMerged, store.StepHandleMerged, 0)
-		seedRequests(t, db, "team/a", []string{"d3", "e4"}, store.StatusMerged, store.StepHandleMerged, 0)
+		seedRequests(t, db, "team/a", []string{"rel"}, state.StatusMerged, state.StepHandleMerged, 0)
+		seedRequests(t, db, "team/a", []string{"untimed"}, state.StatusMerged, state.StepHandleMerged, 0)
+		seedRequests(t, db, "team/a", []string{"d3", "e4"}, state.StatusMerged, state.StepHandleMerged, 0)
 		if _, err := db.Raw().ExecContext(bg, "UPDATE operation SET mr_iid = CASE operation_id WHEN 'rel' THEN 1 WHEN 'untimed' THEN 2 WHEN 'd3' THEN 3 ELSE 4 END"); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/schema"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -56,18 +57,18 @@ func TestTheUpgradeGivesInFlightWorkItsTasks(t *testing.T) {
 		raw := db.Raw()
 		ops := []struct {
 			id, flow, status string
-			step             store.Step
+			step             state.Step
 			lease            bool
 		}{
-			{"sending", "approval-first", "APPROVAL_SENDING", store.StepApprovalSending, true},
-			{"sent", "approval-first", "APPROVAL_SENT", store.StepApprovalSent, false},
-			{"queued", "approval-first", "MR_CREATING", store.StepQueued, false},
-			{"legacy-create", "legacy", "MR_CREATING", store.StepCreateStarted, true},
-			{"legacy-pending", "legacy", "MR_CREATING", store.StepCreatePipelinePending, false},
-			{"legacy-created", "legacy", "MR_CREATED", store.StepCreateSucceeded, false},
-			{"legacy-merge", "legacy", "MERGING", store.StepHandleApproved, true},
-			{"legacy-merge-pending", "legacy", "MERGING", store.StepHandlePipelinePending, false},
-			{"done", "legacy", "VALIDATED", store.StepCalledBack, false},
+			{"sending", "approval-first", "APPROVAL_SENDING", state.StepApprovalSending, true},
+			{"sent", "approval-first", "APPROVAL_SENT", state.StepApprovalSent, false},
+			{"queued", "approval-first", "MR_CREATING", state.StepQueued, false},
+			{"legacy-create", "legacy", "MR_CREATING", state.StepCreateStarted, true},
+			{"legacy-pending", "legacy", "MR_CREATING", state.StepCreatePipelinePending, false},
+			{"legacy-created", "legacy", "MR_CREATED", state.StepCreateSucceeded, false},
+			{"legacy-merge", "legacy", "MERGING", state.StepHandleApproved, true},
+			{"legacy-merge-pending", "legacy", "MERGING", state.StepHandlePipelinePending, false},
+			{"done", "legacy", "VALIDATED", state.StepCalledBack, false},
 		}
 		for _, o := range ops {
 			lease := "NULL"

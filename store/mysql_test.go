@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -68,7 +69,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 			enqueued := make(chan error, 100)
 			for i := range 100 {
 				go func() {
-					_, err := db.Admit(bg, store.Admission{OperationID: fmt.Sprintf("new-%03d", i), Action: store.ActionAdd, Partition: partition})
+					_, err := db.Admit(bg, store.Admission{OperationID: fmt.Sprintf("new-%03d", i), Action: state.ActionAdd, Partition: partition})
 					if holding.Load() {
 						duringClaim.Add(1)
 					}
@@ -93,7 +94,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 			holding.Store(false) // from here on, completions count as after the claim
 			let()
 			res := <-claimDone
-			if res.err != nil || res.c.Outcome != store.RoundClaimed || len(res.c.Members) != 1000 {
+			if res.err != nil || res.c.Outcome != state.RoundClaimed || len(res.c.Members) != 1000 {
 				t.Fatalf("claim: %v %v, %d members", res.err, res.c.Outcome, len(res.c.Members))
 			}
 			for ; received < 100; received++ {
@@ -210,19 +211,19 @@ func seedRealistic(t *testing.T, db *store.DB) fixture {
 	for i := range 3000 {
 		fx.validated = append(fx.validated, fmt.Sprintf("v-%05d", i))
 	}
-	seedRequests(t, db, "team/a", fx.validated, store.StatusValidated, store.StepCalledBack, 1)
+	seedRequests(t, db, "team/a", fx.validated, state.StatusValidated, state.StepCalledBack, 1)
 	for p, project := range []string{"team/a", "team/b", "team/c"} {
 		var ids []string
 		for i := range 100 {
 			ids = append(ids, fmt.Sprintf("m-%d-%03d", p, i))
 		}
-		seedRequests(t, db, project, ids, store.StatusMerged, store.StepHandleMerged, int64(100+p))
+		seedRequests(t, db, project, ids, state.StatusMerged, state.StepHandleMerged, int64(100+p))
 		fx.merged = append(fx.merged, ids...)
 	}
 	for i := range 20 {
 		fx.stuck = append(fx.stuck, fmt.Sprintf("s-%03d", i))
 	}
-	seedRequests(t, db, "team/a", fx.stuck, store.StatusHandleFailed, store.StepHandlePipelineFailed, 0)
+	seedRequests(t, db, "team/a", fx.stuck, state.StatusHandleFailed, state.StepHandlePipelineFailed, 0)
 	for _, project := range []string{"team/a", "team/b", "team/c"} {
 		for iid := 1; iid <= 50; iid++ {
 			if _, err := db.Raw().ExecContext(bg, "INSERT IGNORE INTO deploy_callback (project, mr_iid) VALUES (?, ?)", project, iid); err != nil {
@@ -243,10 +244,10 @@ func seedRealistic(t *testing.T, db *store.DB) fixture {
 		}
 		claimable(t, db)
 		c, err := db.Claim(bg, claimInput("team/a", 50))
-		if err != nil || c.Outcome != store.RoundClaimed {
+		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("seed batch: %+v %v", c, err)
 		}
-		if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchSucceeded}); err != nil {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchSucceeded}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -262,9 +263,9 @@ func seedRealistic(t *testing.T, db *store.DB) fixture {
 	var vals []string
 	var args []any
 	for i := range 1000 {
-		lane, kind := "background", store.TaskBatch
+		lane, kind := "background", state.TaskBatch
 		if i%4 == 0 {
-			lane, kind = "first", store.TaskRequest
+			lane, kind = "first", state.TaskRequest
 		}
 		vals = append(vals, "(?, ?, ?, 'pipeline', TIMESTAMPADD(SECOND, ?, CURRENT_TIMESTAMP(6)))")
 		args = append(args, kind, fmt.Sprintf("seed-%04d", i), lane, i%60-5)
@@ -291,7 +292,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	}
 	// apply, re-apply, transitions, tasks
 	first := application("x-1", "zoe", "t")
-	first.Task = &store.TaskSpec{Kind: store.TaskRequest, Lane: "first", Step: "ticket"}
+	first.Task = &store.TaskSpec{Kind: state.TaskRequest, Lane: "first", Step: "ticket"}
 	r, err := db.Apply(bg, first)
 	must("apply", err)
 	_, err = db.Apply(bg, application("x-2", "zoe", "t"))
@@ -316,14 +317,14 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 		c.Slot = "merge:team/a"
 		must("finish with a slot", db.InTx(bg, func(tx *store.Tx) error { return tx.FinishTask(bg, c) }))
 	}
-	_, err = db.WakeTasks(bg, []store.TaskRef{{Kind: store.TaskRequest, Ref: "x-1"}, {Kind: store.TaskBatch, Ref: "1"}})
+	_, err = db.WakeTasks(bg, []store.TaskRef{{Kind: state.TaskRequest, Ref: "x-1"}, {Kind: state.TaskBatch, Ref: "1"}})
 	must("wake tasks", err)
-	_, err = db.TasksOf(bg, store.TaskRequest, []string{"x-1", "x-2"})
+	_, err = db.TasksOf(bg, state.TaskRequest, []string{"x-1", "x-2"})
 	must("tasks of", err)
 	_, _, err = db.Orphans(bg, 100)
 	must("orphans", err)
-	must("delete task", db.InTx(bg, func(tx *store.Tx) error { return tx.DeleteTask(bg, store.TaskRequest, "x-1") }))
-	r, err = db.Transition(bg, r, store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, ExpiresIn: time.Hour, MRIID: 3})
+	must("delete task", db.InTx(bg, func(tx *store.Tx) error { return tx.DeleteTask(bg, state.TaskRequest, "x-1") }))
+	r, err = db.Transition(bg, r, store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected, ExpiresIn: time.Hour, MRIID: 3})
 	must("transition", err)
 	_, err = db.Apply(bg, application("x-3", "zoe", "t"))
 	must("re-apply", err)
@@ -335,7 +336,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	// callbacks and admission
 	_, err = db.RecordApprovalCallback(bg, "cb-1", "x-3", "APPROVED")
 	must("callback", err)
-	_, err = db.Admit(bg, store.Admission{OperationID: "x-3", Action: store.ActionAdd, Partition: "team/a"})
+	_, err = db.Admit(bg, store.Admission{OperationID: "x-3", Action: state.ActionAdd, Partition: "team/a"})
 	must("admit", err)
 	_, err = db.PartitionsWaiting(bg)
 	must("partitions", err)
@@ -343,7 +344,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	// claim, hand-off, batch writes, settlement both ways
 	c, err := db.Claim(bg, claimInput("team/a", 50))
 	must("claim", err)
-	_, err = db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: 200})
+	_, err = db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusMRCreated, Step: state.StepCreateSucceeded, MRIID: 200})
 	must("hand-off", err)
 	_, err = db.BatchRequests(bg, c.Batch.ID)
 	must("batch requests", err)
@@ -357,15 +358,15 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("partition due", err)
 	last := c.Members[len(c.Members)-1].OperationID
 	b, _, err = db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Note: "bisect"}, Requeue: []string{last}, Bisect: true,
-		Moves: []store.MemberMove{{OperationIDs: []string{last}, Change: store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMRCreating, Step: store.StepQueued}}}})
+		Moves: []store.MemberMove{{OperationIDs: []string{last}, Change: store.MemberChange{From: []state.BindingStatus{state.StatusMRCreated}, To: state.StatusMRCreating, Step: state.StepQueued}}}})
 	must("advance batch", err)
-	_, err = db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded,
-		Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerged, Step: store.StepHandleMerged}})
+	_, err = db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: state.BatchSucceeded,
+		Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreated}, To: state.StatusMerged, Step: state.StepHandleMerged}})
 	must("settle", err)
 	c, err = db.Claim(bg, claimInput("team/b", 50))
 	must("claim b", err)
-	_, err = db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchFailed,
-		Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusCreateFailed, Step: store.StepCreateFailed}})
+	_, err = db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchFailed,
+		Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusCreateFailed, Step: state.StepCreateFailed}})
 	must("settle failed", err)
 	_, err = db.Members(bg, c.Batch.ID)
 	must("members", err)
@@ -391,7 +392,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("my requests page 2", err)
 	_, next, err = db.StuckOperations(bg, store.StuckFilter{Page: store.Page{Limit: 5}})
 	must("stuck", err)
-	_, _, err = db.StuckOperations(bg, store.StuckFilter{Statuses: []store.BindingStatus{store.StatusHandleFailed}, Step: store.StepHandlePipelineFailed, Page: store.Page{Limit: 5, Cursor: next}})
+	_, _, err = db.StuckOperations(bg, store.StuckFilter{Statuses: []state.BindingStatus{state.StatusHandleFailed}, Step: state.StepHandlePipelineFailed, Page: store.Page{Limit: 5, Cursor: next}})
 	must("stuck by step", err)
 	_, next, err = db.StuckOperations(bg, store.StuckFilter{NeedsOperator: true, DeployOverdue: 30 * time.Minute, Page: store.Page{Limit: 5}})
 	must("needs an operator", err)
@@ -399,7 +400,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("needs an operator page 2", err)
 	_, next, err = db.Batches(bg, store.BatchFilter{Page: store.Page{Limit: 5}})
 	must("batches", err)
-	_, _, err = db.Batches(bg, store.BatchFilter{Partition: "team/a", Status: store.BatchSucceeded, Page: store.Page{Limit: 5, Cursor: next}})
+	_, _, err = db.Batches(bg, store.BatchFilter{Partition: "team/a", Status: state.BatchSucceeded, Page: store.Page{Limit: 5, Cursor: next}})
 	must("batches filtered", err)
 	_, err = db.OperationsByMR(bg, "team/a", 1)
 	must("by MR", err)
@@ -425,18 +426,18 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 			})
 			c.handoff, _, _ = st.during(t, func() {
 				reqs, err := db.BatchRequests(bg, cl.Batch.ID)
-				if err != nil || len(reqs) != n || reqs[0].Action != store.ActionAdd || reqs[0].Operation.OperationID != ids[0] {
+				if err != nil || len(reqs) != n || reqs[0].Action != state.ActionAdd || reqs[0].Operation.OperationID != ids[0] {
 					t.Fatalf("hand-off read %d: %d, %v", n, len(reqs), err)
 				}
-				moved, err := db.TransitionMembers(bg, cl.Batch.ID, store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating},
-					To: store.StatusMRCreated, Step: store.StepCreateSucceeded, MRIID: int64(n)})
+				moved, err := db.TransitionMembers(bg, cl.Batch.ID, store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating},
+					To: state.StatusMRCreated, Step: state.StepCreateSucceeded, MRIID: int64(n)})
 				if err != nil || len(moved) != n {
 					t.Fatalf("hand-off %d: %d moved, %v", n, len(moved), err)
 				}
 			})
 			c.settle, _, _ = st.during(t, func() {
-				s, err := db.Settle(bg, store.Settlement{BatchID: cl.Batch.ID, Version: cl.Batch.Version, Status: store.BatchSucceeded,
-					Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreated}, To: store.StatusMerged, Step: store.StepHandleMerged}})
+				s, err := db.Settle(bg, store.Settlement{BatchID: cl.Batch.ID, Version: cl.Batch.Version, Status: state.BatchSucceeded,
+					Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreated}, To: state.StatusMerged, Step: state.StepHandleMerged}})
 				if err != nil || len(s.Flipped) != n {
 					t.Fatalf("settle %d: %+v %v", n, s.Flipped, err)
 				}
@@ -479,7 +480,7 @@ func TestReconciliationReadsTwice(t *testing.T) {
 		for i := range 1200 {
 			ids = append(ids, fmt.Sprintf("m-%04d", i))
 		}
-		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 5)
+		seedRequests(t, db, "team/a", ids, state.StatusMerged, state.StepHandleMerged, 5)
 		seedMerge(t, db, "team/a", 9, "main", mergedAtBase.Add(9*time.Minute))
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 9)"); err != nil {
 			t.Fatal(err)
@@ -514,7 +515,7 @@ func TestTheStatusReadIsPointLookupsOnItsIndexes(t *testing.T) {
 	ids := queued(t, db, "team/a", 50)
 	claimable(t, db)
 	in := claimInput("team/a", 10)
-	in.Task = &store.TaskSpec{Kind: store.TaskBatch, Lane: "background", Step: "create"}
+	in.Task = &store.TaskSpec{Kind: state.TaskBatch, Lane: "background", Step: "create"}
 	if _, err := db.Claim(bg, in); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"fmt"
 	"time"
@@ -18,8 +19,8 @@ type Operation struct {
 	Project     string
 	Flow        string
 	Reason      string
-	Status      BindingStatus
-	Step        Step
+	Status      state.BindingStatus
+	Step        state.Step
 	// Version grows by one on every write (I6). Who may run the request's current step is its
 	// task's business (table task), not the operation's.
 	Version    int64
@@ -94,8 +95,8 @@ func (db *DB) OperationsBySubject(ctx context.Context, subjectID string, p Page)
 // StuckFilter selects the ops console's stuck list. Empty Statuses means every status that is
 // not final (all but VALIDATED, REJECTED, CLOSED); Step 0 means any step.
 type StuckFilter struct {
-	Statuses []BindingStatus
-	Step     Step
+	Statuses []state.BindingStatus
+	Step     state.Step
 	// NeedsOperator keeps only the requests an operator or support must act on: a failure status
 	// (CREATE_FAILED, HANDLE_FAILED) or a pending step (10501+, e.g. a pipeline that timed out),
 	// and, when DeployOverdue > 0, a MERGED request unchanged for longer than DeployOverdue by
@@ -109,9 +110,9 @@ type StuckFilter struct {
 	Page
 }
 
-var unfinished = []BindingStatus{
-	StatusApprovalSending, StatusApprovalSent, StatusMRCreating, StatusMRCreated, StatusMerging,
-	StatusMerged, StatusCreateFailed, StatusHandleFailed,
+var unfinished = []state.BindingStatus{
+	state.StatusApprovalSending, state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging,
+	state.StatusMerged, state.StatusCreateFailed, state.StatusHandleFailed,
 }
 
 // StuckOperations lists applications by status (and step), the longest unchanged first.
@@ -135,14 +136,14 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 	}
 	if f.NeedsOperator {
 		q += " AND (status IN (?, ?) OR (step >= ? AND step < ?)"
-		args = append(args, StatusCreateFailed, StatusHandleFailed, StepHandlePipelinePending, StepHandlePipelinePending+100)
+		args = append(args, state.StatusCreateFailed, state.StatusHandleFailed, state.StepHandlePipelinePending, state.StepHandlePipelinePending+100)
 		if f.DeployOverdue > 0 {
 			q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
-			args = append(args, StatusMerged, -micros(f.DeployOverdue))
+			args = append(args, state.StatusMerged, -micros(f.DeployOverdue))
 		}
 		if f.ApprovalOverdue > 0 {
 			q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
-			args = append(args, StatusApprovalSent, -micros(f.ApprovalOverdue))
+			args = append(args, state.StatusApprovalSent, -micros(f.ApprovalOverdue))
 		}
 		q += ")"
 	}
@@ -169,7 +170,7 @@ func (db *DB) OperationsByMR(ctx context.Context, project string, mrIID int64) (
 
 func operationsByMR(ctx context.Context, q queryer, project string, mrIID int64) ([]Operation, error) {
 	rows, err := q.QueryContext(ctx, "SELECT "+operationColumns+" FROM operation WHERE project = ? AND mr_iid = ? AND status = ?",
-		project, mrIID, StatusMerged)
+		project, mrIID, state.StatusMerged)
 	return collect(rows, err, scanOp)
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"database/sql"
 	"fmt"
@@ -76,8 +77,8 @@ type Application struct {
 	Project     string
 	Flow        string
 	Reason      string
-	Status      BindingStatus
-	Step        Step
+	Status      state.BindingStatus
+	Step        state.Step
 	// Task, when set, is the first step's task, inserted in the application's transaction (its
 	// Kind and Ref are the operation's): the step is data from the first commit on, so a crash
 	// right after the answer leaves work that any instance runs.
@@ -122,8 +123,8 @@ func (db *DB) Apply(ctx context.Context, a Application) (Request, error) {
 
 // Apply is DB.Apply inside the transaction.
 func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
-	if !CanTransition("", a.Status) {
-		return Request{}, &ErrIllegalTransition{From: "", To: a.Status}
+	if !state.CanTransition("", a.Status) {
+		return Request{}, &state.ErrIllegalTransition{From: "", To: a.Status}
 	}
 	one := []Application{a}
 	w, err := tx.insertApplications(ctx, one)
@@ -216,8 +217,8 @@ func (tx *Tx) insertApplications(ctx context.Context, apps []Application) (writt
 // usual case of one flow.
 func (tx *Tx) insertFirstSteps(ctx context.Context, apps []Application) error {
 	type first struct {
-		step   Step
-		status BindingStatus
+		step   state.Step
+		status state.BindingStatus
 	}
 	var order []first
 	ids := map[first][]string{}
@@ -259,8 +260,8 @@ func (tx *Tx) reapply(ctx context.Context, a Application) (Binding, error) {
 	if !existing.Status.Reappliable() {
 		return Binding{}, &ErrApplyInProgress{Binding: existing}
 	}
-	if !CanTransition(existing.Status, a.Status) {
-		return Binding{}, &ErrIllegalTransition{From: existing.Status, To: a.Status}
+	if !state.CanTransition(existing.Status, a.Status) {
+		return Binding{}, &state.ErrIllegalTransition{From: existing.Status, To: a.Status}
 	}
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "PRIMARY")+" SET status = ?, operation_id = ?, expires_at = NULL, version = version + 1, "+
 		"updated_at = "+db.now()+" WHERE id = ? AND status = ? AND version = ?",
@@ -285,8 +286,8 @@ func (db *DB) unlessRelationExists() string {
 // Change is one transition of a request: the binding status and step it moves to, and what it
 // records on the way. Zero fields leave the columns as they are.
 type Change struct {
-	To   BindingStatus
-	Step Step
+	To   state.BindingStatus
+	Step state.Step
 	Note string // stored with the step history row (e.g. a failure reason for operators)
 	// MRIID and PipelineID record the MR and its pipeline on the operation.
 	MRIID      int64
@@ -318,8 +319,8 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if !cur.Current() {
 		return Request{}, fmt.Errorf("transition %s: replaced by a re-application: %w", op.OperationID, ErrPreempted)
 	}
-	if !CanTransition(b.Status, c.To) {
-		return Request{}, &ErrIllegalTransition{From: b.Status, To: c.To}
+	if !state.CanTransition(b.Status, c.To) {
+		return Request{}, &state.ErrIllegalTransition{From: b.Status, To: c.To}
 	}
 	db := tx.db
 	var a assignments
@@ -458,7 +459,7 @@ func present(v values) bool { return v[0] != nil }
 // step (the other columns repeat, a history is tens of steps; a request without steps is one
 // row). more is what the second read is to bring.
 func (db *DB) statusRequest(ctx context.Context, operationID string) (d RequestDetail, more statusParts, err error) {
-	rows, err := db.ro.QueryContext(ctx, statusRequestQueries[db.dialect], TaskRequest, operationID)
+	rows, err := db.ro.QueryContext(ctx, statusRequestQueries[db.dialect], state.TaskRequest, operationID)
 	if err != nil {
 		return RequestDetail{}, more, fmt.Errorf("request %s: %w", operationID, translate(err))
 	}
@@ -538,7 +539,7 @@ func (db *DB) statusMore(ctx context.Context, d *RequestDetail, parts statusPart
 	var args []any
 	n := 0
 	if parts.position {
-		args = append(args, BatchBlocked, TaskBatch)
+		args = append(args, state.BatchBlocked, state.TaskBatch)
 		n += 2*nBatchBrief + nWaitingPlace + 1 + nTaskBrief + 1 + nFailedJob
 	}
 	if parts.ahead {

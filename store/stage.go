@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"database/sql"
 	"slices"
 	"strings"
@@ -16,15 +17,15 @@ type StageTime struct {
 // stageColumns are the operation columns that sum the time spent in each stage
 // (schema 0057_stage_times), in the order of the way.
 var stageColumns = []struct{ stage, column string }{
-	{StageApproval, "approval_us"}, {StageBatch, "batch_us"}, {StageCI, "ci_us"}, {StageMerge, "merge_us"}, {StageDeploy, "deploy_us"},
+	{state.StageApproval, "approval_us"}, {state.StageBatch, "batch_us"}, {state.StageCI, "ci_us"}, {state.StageMerge, "merge_us"}, {state.StageDeploy, "deploy_us"},
 }
 
 // stageSteps lists, per stage of stageColumns, the steps whose time counts for it (the step
 // table's Stage), sorted so that the statement text never changes.
-var stageSteps = func() map[string][]Step {
-	out := map[string][]Step{}
-	for s, info := range steps {
-		out[info.Stage] = append(out[info.Stage], s)
+var stageSteps = func() map[string][]state.Step {
+	out := map[string][]state.Step{}
+	for _, s := range state.Steps() {
+		out[s.Info().Stage] = append(out[s.Info().Stage], s)
 	}
 	for _, list := range out {
 		slices.Sort(list)
@@ -71,7 +72,7 @@ func (db *DB) stageTimeAssignment() string {
 // stageTimes is what an operation read with stageTimeColumns and the clock spent in each stage
 // it entered, counting its current step's stage up to now: what addStageTime writes when the
 // operation leaves that step.
-func stageTimes(spent []sql.NullInt64, step Step, since, now time.Time) []StageTime {
+func stageTimes(spent []sql.NullInt64, step state.Step, since, now time.Time) []StageTime {
 	var out []StageTime
 	for i, c := range stageColumns {
 		d, entered := time.Duration(spent[i].Int64)*time.Microsecond, spent[i].Valid

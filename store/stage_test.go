@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -18,17 +19,17 @@ func TestABulkTransitionReturnsTheTimeSpentInEachStage(t *testing.T) {
 		// Each hop: the request spent `spent` at its current step before moving on.
 		for _, hop := range []struct {
 			spent time.Duration
-			to    store.BindingStatus
-			step  store.Step
+			to    state.BindingStatus
+			step  state.Step
 		}{
-			{time.Hour, store.StatusApprovalSent, store.StepApprovalSent},       // approval 1h
-			{2 * time.Hour, store.StatusMRCreating, store.StepQueued},           // approval 3h
-			{10 * time.Minute, store.StatusMRCreating, store.StepBatched},       // batch 10m
-			{20 * time.Minute, store.StatusMRCreating, store.StepQueued},        // ci 20m
-			{5 * time.Minute, store.StatusMRCreating, store.StepBatched},        // batch 15m
-			{7 * time.Minute, store.StatusMRCreated, store.StepCreateSucceeded}, // ci 27m
-			{time.Minute, store.StatusMerging, store.StepHandleStarted},         // nothing: an instant
-			{4 * time.Minute, store.StatusMerged, store.StepHandleMerged},       // merge 4m
+			{time.Hour, state.StatusApprovalSent, state.StepApprovalSent},       // approval 1h
+			{2 * time.Hour, state.StatusMRCreating, state.StepQueued},           // approval 3h
+			{10 * time.Minute, state.StatusMRCreating, state.StepBatched},       // batch 10m
+			{20 * time.Minute, state.StatusMRCreating, state.StepQueued},        // ci 20m
+			{5 * time.Minute, state.StatusMRCreating, state.StepBatched},        // batch 15m
+			{7 * time.Minute, state.StatusMRCreated, state.StepCreateSucceeded}, // ci 27m
+			{time.Minute, state.StatusMerging, state.StepHandleStarted},         // nothing: an instant
+			{4 * time.Minute, state.StatusMerged, state.StepHandleMerged},       // merge 4m
 		} {
 			backdate(t, db, "s1", hop.spent)
 			cur, err := db.Request(bg, "s1")

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"database/sql"
 	"fmt"
@@ -12,8 +13,8 @@ import (
 type StepRecord struct {
 	ID          int64
 	OperationID string
-	Step        Step
-	Status      BindingStatus
+	Step        state.Step
+	Status      state.BindingStatus
 	Note        string
 	At          time.Time
 }
@@ -37,7 +38,7 @@ func clipText(s string, n int) string {
 }
 
 // insertSteps appends one history row per operation, with one multi-row insert per chunk.
-func insertSteps(ctx context.Context, tx *sql.Tx, operationIDs []string, step Step, status BindingStatus, note string) error {
+func insertSteps(ctx context.Context, tx *sql.Tx, operationIDs []string, step state.Step, status state.BindingStatus, note string) error {
 	note = clipNote(note)
 	for _, ids := range chunks(operationIDs, maxInList) {
 		args := make([]any, 0, 4*len(ids))

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"errors"
 	"math/bits"
@@ -56,8 +57,8 @@ func newApplyGroups(writers int) *groups[*submission] {
 // submitted at the same moment (group commit, above). It returns no row ids: read the request
 // when they are needed.
 func (db *DB) Submit(ctx context.Context, a Application) error {
-	if !CanTransition("", a.Status) {
-		return &ErrIllegalTransition{From: "", To: a.Status}
+	if !state.CanTransition("", a.Status) {
+		return &state.ErrIllegalTransition{From: "", To: a.Status}
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -63,7 +64,7 @@ func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
 		for _, q := range []string{
 			"SELECT COUNT(*) FROM idempotency_record WHERE scope = 'apply' AND status = 202",
 			"SELECT COUNT(*) FROM operation o JOIN binding b ON b.operation_id = o.operation_id AND b.subject_id = o.subject_id WHERE b.status = 'APPROVAL_SENDING' AND b.version = 1",
-			"SELECT COUNT(*) FROM operation_step WHERE step = " + fmt.Sprint(int(store.StepApprovalSending)),
+			"SELECT COUNT(*) FROM operation_step WHERE step = " + fmt.Sprint(int(state.StepApprovalSending)),
 			"SELECT COUNT(*) FROM task WHERE kind = 'request' AND ref LIKE 'op-%' AND owner IS NULL",
 		} {
 			if c := count(t, db, q); c != n {
@@ -81,7 +82,7 @@ func TestAGroupWithAConflictGivesEachApplicationItsOwnAnswer(t *testing.T) {
 		mustApply(t, db, answered("taken-key", "carol", "t", "h-carol"))
 		mustApply(t, db, application("active", "dave", "t"))
 		mustApply(t, db, application("rejected", "erin", "t"))
-		mustMove(t, db, "rejected", store.StatusRejected)
+		mustMove(t, db, "rejected", state.StatusRejected)
 
 		g := heldWriters(t, db, "submit.write")
 		dupKey := answered("taken-key-again", "frank", "t", "h-frank")
@@ -125,7 +126,7 @@ func TestAGroupWithAConflictGivesEachApplicationItsOwnAnswer(t *testing.T) {
 		}
 		for _, id := range []string{"fresh-1", "fresh-2", "again"} {
 			r, err := db.Request(bg, id)
-			if err != nil || !r.Current() || r.Binding.Status != store.StatusApprovalSending {
+			if err != nil || !r.Current() || r.Binding.Status != state.StatusApprovalSending {
 				t.Errorf("%s: %+v %v", id, r, err)
 			}
 		}

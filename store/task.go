@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"errors"
 	"fmt"
@@ -450,29 +451,23 @@ func (db *DB) elapsed(expr string) string {
 	return "CAST((julianday('now') - julianday(" + expr + ")) * 86400000000.0 AS INTEGER)"
 }
 
-// Task kinds: a request's own step (one per operation), and a batch.
-const (
-	TaskRequest = "request"
-	TaskBatch   = "batch"
-)
-
 // inFlight is the operations whose state needs bindery itself to act (not a person, not the
 // waiting set, not a batch): the approval ticket to send or to read while its decision is
 // awaited, and the legacy flow's own MR steps
 // before a pending stop. Every one of them has a request task; Orphans finds those that do not.
 func inFlight(alias string) string {
-	statuses := "'" + string(StatusApprovalSending) + "', '" + string(StatusApprovalSent) + "', '" + string(StatusMRCreated) + "', '" + string(StatusMRCreating) + "', '" + string(StatusMerging) + "'"
-	return alias + "status IN (" + statuses + ") AND (" + alias + "status IN ('" + string(StatusApprovalSending) + "', '" + string(StatusApprovalSent) + "') OR (" + alias + "flow = '" + FlowLegacy + "' AND (" +
-		alias + "status = '" + string(StatusMRCreated) + "' OR (" + alias + "status = '" + string(StatusMRCreating) + "' AND " + alias + "step = " + itoa(StepCreateStarted) + ")" +
-		" OR (" + alias + "status = '" + string(StatusMerging) + "' AND " + alias + "step NOT IN (" + pendingSteps() + ")))))"
+	statuses := "'" + string(state.StatusApprovalSending) + "', '" + string(state.StatusApprovalSent) + "', '" + string(state.StatusMRCreated) + "', '" + string(state.StatusMRCreating) + "', '" + string(state.StatusMerging) + "'"
+	return alias + "status IN (" + statuses + ") AND (" + alias + "status IN ('" + string(state.StatusApprovalSending) + "', '" + string(state.StatusApprovalSent) + "') OR (" + alias + "flow = '" + state.FlowLegacy + "' AND (" +
+		alias + "status = '" + string(state.StatusMRCreated) + "' OR (" + alias + "status = '" + string(state.StatusMRCreating) + "' AND " + alias + "step = " + itoa(state.StepCreateStarted) + ")" +
+		" OR (" + alias + "status = '" + string(state.StatusMerging) + "' AND " + alias + "step NOT IN (" + pendingSteps() + ")))))"
 }
 
 // pendingSteps lists the codes of the pending steps that wait for an operator, from the step
 // table (a step that waits for a person outside bindery is still driven by its task).
 func pendingSteps() string {
 	var codes []string
-	for s, info := range steps {
-		if info.Pending && !info.Person {
+	for _, s := range state.Steps() {
+		if info := s.Info(); info.Pending && !info.Person {
 			codes = append(codes, itoa(s))
 		}
 	}
@@ -480,7 +475,7 @@ func pendingSteps() string {
 	return strings.Join(codes, ", ")
 }
 
-func itoa(s Step) string { return strconv.Itoa(int(s)) }
+func itoa(s state.Step) string { return strconv.Itoa(int(s)) }
 
 // Orphans lists in-flight work that has no task — which the product never leaves (a task is
 // written in the transaction of the state that needs it) but an old database, a hand edit or a
@@ -488,13 +483,13 @@ func itoa(s Step) string { return strconv.Itoa(int(s)) }
 // batches (RUNNING, BLOCKED). The sweep gives each a task and says so loudly.
 func (db *DB) Orphans(ctx context.Context, limit int) ([]Operation, []Batch, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("o.", operationColumns)+" FROM operation o WHERE "+inFlight("o.")+
-		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = o.operation_id) ORDER BY o.id LIMIT ?", TaskRequest, limit)
+		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = o.operation_id) ORDER BY o.id LIMIT ?", state.TaskRequest, limit)
 	ops, err := collect(rows, err, scanOp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("orphan operations: %w", err)
 	}
 	rows, err = db.ro.QueryContext(ctx, "SELECT "+prefixed("b.", batchColumns)+" FROM merge_batch b WHERE b.status IN (?, ?)"+
-		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = "+db.text("b.id")+") ORDER BY b.id LIMIT ?", BatchRunning, BatchBlocked, TaskBatch, limit)
+		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = "+db.text("b.id")+") ORDER BY b.id LIMIT ?", state.BatchRunning, state.BatchBlocked, state.TaskBatch, limit)
 	bs, err := collect(rows, err, scanBatch)
 	if err != nil {
 		return nil, nil, fmt.Errorf("orphan batches: %w", err)
@@ -515,7 +510,7 @@ func (db *DB) text(column string) string {
 func (db *DB) ActiveBatchByMR(ctx context.Context, project string, mrIID int64) (int64, error) {
 	var id int64
 	err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch WHERE project = ? AND mr_iid = ? AND status IN (?, ?) ORDER BY id DESC LIMIT 1",
-		project, mrIID, BatchRunning, BatchBlocked).Scan(&id)
+		project, mrIID, state.BatchRunning, state.BatchBlocked).Scan(&id)
 	return id, translate(err)
 }
 
@@ -523,6 +518,6 @@ func (db *DB) ActiveBatchByMR(ctx context.Context, project string, mrIID int64) 
 func (db *DB) LegacyByMR(ctx context.Context, project string, mrIID int64) (string, error) {
 	var op string
 	err := db.ro.QueryRowContext(ctx, "SELECT operation_id FROM operation WHERE project = ? AND mr_iid = ? AND flow = ? ORDER BY id DESC LIMIT 1",
-		project, mrIID, FlowLegacy).Scan(&op)
+		project, mrIID, state.FlowLegacy).Scan(&op)
 	return op, translate(err)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -277,21 +278,21 @@ func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("sending", "s1", "t"))
 		withTask := application("tasked", "s2", "t")
-		withTask.Task = &store.TaskSpec{Kind: store.TaskRequest, Lane: "first", Step: "ticket"}
+		withTask.Task = &store.TaskSpec{Kind: state.TaskRequest, Lane: "first", Step: "ticket"}
 		mustApply(t, db, withTask)
 		mustApply(t, db, application("sent", "s3", "t"))
-		mustMove(t, db, "sent", store.StatusApprovalSent)
+		mustMove(t, db, "sent", state.StatusApprovalSent)
 		legacy := application("legacy", "s4", "t")
-		legacy.Flow, legacy.Status, legacy.Step = store.FlowLegacy, store.StatusMRCreating, store.StepCreateStarted
+		legacy.Flow, legacy.Status, legacy.Step = state.FlowLegacy, state.StatusMRCreating, state.StepCreateStarted
 		mustApply(t, db, legacy)
-		seedRequests(t, db, "p", []string{"merging"}, store.StatusMerging, store.StepHandleStarted, 3) // approval-first: the batch's
+		seedRequests(t, db, "p", []string{"merging"}, state.StatusMerging, state.StepHandleStarted, 3) // approval-first: the batch's
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "p", Project: "p", Max: 5})
-		if err != nil || c.Outcome != store.RoundNothingWaiting {
+		if err != nil || c.Outcome != state.RoundNothingWaiting {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		queued(t, db, "p", 1)
 		c, err = db.Claim(bg, store.ClaimInput{Partition: "p", Project: "p", Max: 5})
-		if err != nil || c.Outcome != store.RoundClaimed {
+		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -58,15 +59,15 @@ func recordDeploy(t testing.TB, db *store.DB, d store.Deploy) store.Deployed {
 // only.
 func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		seedRequests(t, db, "team/a", []string{"a5"}, store.StatusMerged, store.StepHandleMerged, 5)
-		seedRequests(t, db, "team/a", []string{"a9"}, store.StatusMerged, store.StepHandleMerged, 9)
-		seedRequests(t, db, "team/a", []string{"a11"}, store.StatusMerged, store.StepHandleMerged, 11)
-		seedRequests(t, db, "team/b", []string{"b3"}, store.StatusMerged, store.StepHandleMerged, 3)
-		seedRequests(t, db, "team/c", []string{"c1"}, store.StatusMerged, store.StepHandleMerged, 1)
-		seedRequests(t, db, "team/a", []string{"old"}, store.StatusMerged, store.StepHandleMerged, 1)
+		seedRequests(t, db, "team/a", []string{"a5"}, state.StatusMerged, state.StepHandleMerged, 5)
+		seedRequests(t, db, "team/a", []string{"a9"}, state.StatusMerged, state.StepHandleMerged, 9)
+		seedRequests(t, db, "team/a", []string{"a11"}, state.StatusMerged, state.StepHandleMerged, 11)
+		seedRequests(t, db, "team/b", []string{"b3"}, state.StatusMerged, state.StepHandleMerged, 3)
+		seedRequests(t, db, "team/c", []string{"c1"}, state.StatusMerged, state.StepHandleMerged, 1)
+		seedRequests(t, db, "team/a", []string{"old"}, state.StatusMerged, state.StepHandleMerged, 1)
 		age(t, db, 3*time.Hour, "old")
 		// MR 10 of team/a was called back (its member is validated already); "10" < "9" as strings.
-		seedRequests(t, db, "team/a", []string{"a10"}, store.StatusValidated, store.StepCalledBack, 10)
+		seedRequests(t, db, "team/a", []string{"a10"}, state.StatusValidated, state.StepCalledBack, 10)
 		recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 10})
 		recordDeploy(t, db, store.Deploy{Project: "team/c", MRIID: 1})
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
@@ -86,7 +87,7 @@ func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
 		if err != nil || len(again.Validated) != 0 || again.Scanned != 2 {
 			t.Fatalf("second run: %+v %v", again, err)
 		}
-		for id, want := range map[string]store.BindingStatus{"a5": store.StatusValidated, "a11": store.StatusMerged, "b3": store.StatusMerged, "old": store.StatusMerged, "c1": store.StatusValidated, "a10": store.StatusValidated} {
+		for id, want := range map[string]state.BindingStatus{"a5": state.StatusValidated, "a11": state.StatusMerged, "b3": state.StatusMerged, "old": state.StatusMerged, "c1": state.StatusValidated, "a10": state.StatusValidated} {
 			b, err := db.BindingByOperation(bg, id)
 			if err != nil || b.Status != want {
 				t.Errorf("%s: %s %v, want %s", id, b.Status, err, want)
@@ -99,8 +100,8 @@ func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
 // are refused (reported, not recorded with it).
 func TestADeployCallbackWithOperationIDsValidatesExactlyThose(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		seedRequests(t, db, "team/a", []string{"x", "y"}, store.StatusMerged, store.StepHandleMerged, 4)
-		seedRequests(t, db, "team/b", []string{"z"}, store.StatusMerged, store.StepHandleMerged, 4)
+		seedRequests(t, db, "team/a", []string{"x", "y"}, state.StatusMerged, state.StepHandleMerged, 4)
+		seedRequests(t, db, "team/b", []string{"z"}, state.StatusMerged, state.StepHandleMerged, 4)
 		d := recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 4, OperationIDs: []string{"x", "z", "unknown"}})
 		if got := opIDs(d.Validated); !d.Fresh || len(got) != 1 || got[0] != "x" || strings.Join(d.Refused, ",") != "z,unknown" {
 			t.Fatalf("validated %v, refused %v; want only x (y not named, z in another project, unknown not a request)", got, d.Refused)
@@ -129,7 +130,7 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 		for i := range 60 {
 			ids = append(ids, "m"+string(rune('a'+i/26))+string(rune('a'+i%26)))
 		}
-		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 8)
+		seedRequests(t, db, "team/a", ids, state.StatusMerged, state.StepHandleMerged, 8)
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 8)"); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 				t.Errorf("%s flipped %d times", id, flips[id])
 			}
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", store.StepCalledBack); n != len(ids) {
+		if n := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", state.StepCalledBack); n != len(ids) {
 			t.Fatalf("%d CALLED_BACK history rows, want %d", n, len(ids))
 		}
 	})
@@ -196,7 +197,7 @@ func TestASettlementIsGuardedOnTheVersionItRead(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		queued(t, db, "team/a", 2)
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5})
-		if err != nil || c.Outcome != store.RoundClaimed {
+		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		b, _ := db.Batch(bg, c.Batch.ID)
@@ -204,19 +205,19 @@ func TestASettlementIsGuardedOnTheVersionItRead(t *testing.T) {
 		if err != nil || moved.Version != b.Version+1 {
 			t.Fatalf("update: %+v %v", moved, err)
 		}
-		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: store.BatchSucceeded}); !errors.Is(err, store.ErrPreempted) {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: state.BatchSucceeded}); !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("a settler with a stale version: %v", err)
 		}
-		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: moved.Version, Status: store.BatchFailed}); err != nil {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: moved.Version, Status: state.BatchFailed}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: moved.Version + 1, Status: store.BatchFailed}); !errors.Is(err, store.ErrPreempted) {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: b.ID, Version: moved.Version + 1, Status: state.BatchFailed}); !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("settling a settled batch: %v", err)
 		}
 		if _, bs, err := db.Orphans(bg, 10); err != nil || len(bs) != 0 {
 			t.Fatalf("a settled batch is still active: %+v %v", bs, err)
 		}
-		if _, err := db.UpdateBatch(bg, moved, store.BatchChange{Status: store.BatchSucceeded}); err == nil {
+		if _, err := db.UpdateBatch(bg, moved, store.BatchChange{Status: state.BatchSucceeded}); err == nil {
 			t.Fatal("UpdateBatch settled a batch (settling goes through Settle)")
 		}
 	})
@@ -228,14 +229,14 @@ func TestValidatedBindingsExpireByTheDatabaseClock(t *testing.T) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		mustApply(t, db, application("op-2", "alice", "u"))
 		for _, id := range []string{"op-1", "op-2"} {
-			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged)
+			mustMove(t, db, id, state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging, state.StatusMerged)
 		}
 		cur, _ := db.Request(bg, "op-1")
-		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusValidated, Step: store.StepCalledBack, ExpiresIn: 30 * time.Millisecond}); err != nil {
+		if _, err := db.Transition(bg, cur, store.Change{To: state.StatusValidated, Step: state.StepCalledBack, ExpiresIn: 30 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 		cur, _ = db.Request(bg, "op-2")
-		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusValidated, Step: store.StepCalledBack, ExpiresIn: time.Hour}); err != nil {
+		if _, err := db.Transition(bg, cur, store.Change{To: state.StatusValidated, Step: state.StepCalledBack, ExpiresIn: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "op-1 to expire", func() bool {
@@ -295,9 +296,9 @@ func TestTheStuckListShowsMergedRequestsWhoseDeployIsOverdue(t *testing.T) {
 			mustApply(t, db, application(id, "alice", "t-"+id))
 		}
 		for _, id := range []string{"fresh", "overdue"} {
-			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged)
+			mustMove(t, db, id, state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging, state.StatusMerged)
 		}
-		mustMove(t, db, "merging", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+		mustMove(t, db, "merging", state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging)
 		ageOperation(t, db, 2*time.Hour, "overdue", "merging")
 		stuck := func(overdue time.Duration) string {
 			t.Helper()
@@ -327,7 +328,7 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 		for i := range 20 {
 			ids = append(ids, "c"+string(rune('a'+i)))
 		}
-		seedRequests(t, db, "team/a", ids, store.StatusMerged, store.StepHandleMerged, 8)
+		seedRequests(t, db, "team/a", ids, state.StatusMerged, state.StepHandleMerged, 8)
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO deploy_callback (project, mr_iid) VALUES ('team/a', 8)"); err != nil {
 			t.Fatal(err)
@@ -364,8 +365,8 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 				t.Errorf("%s flipped %d times", id, flips[id])
 			}
 		}
-		confirmed := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ? AND note = 'Deploy confirmed by olga.'", store.StepCalledBack)
-		if all := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", store.StepCalledBack); all != len(ids) {
+		confirmed := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ? AND note = 'Deploy confirmed by olga.'", state.StepCalledBack)
+		if all := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", state.StepCalledBack); all != len(ids) {
 			t.Fatalf("%d CALLED_BACK history rows (%d confirmed by the operator), want %d", all, confirmed, len(ids))
 		}
 		if again, err := db.ConfirmDeploy(bg, ids[0], "Deploy confirmed by olga."); err != nil || len(again) != 0 {
@@ -380,8 +381,8 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 // records nothing.
 func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		seedRequests(t, db, "team/a", []string{"m1"}, store.StatusMerged, store.StepHandleMerged, 1)
-		seedRequests(t, db, "team/a", []string{"m2"}, store.StatusMerged, store.StepHandleMerged, 2)
+		seedRequests(t, db, "team/a", []string{"m1"}, state.StatusMerged, state.StepHandleMerged, 1)
+		seedRequests(t, db, "team/a", []string{"m2"}, state.StatusMerged, state.StepHandleMerged, 2)
 		for _, d := range []store.Deploy{{Project: "team/a", MRIID: 999999}, {Project: "team/a", MRIID: 424242, OperationIDs: []string{"m1"}}, {Project: "elsewhere", MRIID: 1}} {
 			if _, err := db.RecordDeploy(bg, d); !errors.Is(err, store.ErrUnknownMR) {
 				t.Fatalf("%+v: %v, want ErrUnknownMR", d, err)
@@ -408,7 +409,7 @@ func TestLastDeployIsTheNewestCallbackOfItsProject(t *testing.T) {
 			t.Fatalf("before any: %v %v", ok, err)
 		}
 		for _, iid := range []int64{7, 3} {
-			seedRequests(t, db, "team/a", []string{fmt.Sprint("d", iid)}, store.StatusMerged, store.StepHandleMerged, iid)
+			seedRequests(t, db, "team/a", []string{fmt.Sprint("d", iid)}, state.StatusMerged, state.StepHandleMerged, iid)
 			recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: iid})
 		}
 		if iid, at, ok, err := db.LastDeploy(bg, "team/a"); !ok || err != nil || iid != 3 || at.IsZero() {
@@ -444,7 +445,7 @@ func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 		ids := queued(t, db, "team/a", 5)
 		claimable(t, db)
 		in := claimInput("team/a", 2)
-		in.Task = &store.TaskSpec{Kind: store.TaskBatch, Lane: "background", Step: "create"}
+		in.Task = &store.TaskSpec{Kind: state.TaskBatch, Lane: "background", Step: "create"}
 		c, err := db.Claim(bg, in)
 		if err != nil || len(c.Members) != 2 {
 			t.Fatalf("claim: %+v %v", c, err)
@@ -483,12 +484,12 @@ func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 			if (err == nil) != (d.Waiting != nil) || (d.Waiting != nil && (d.Waiting.Ahead != w.Ahead || d.Waiting.Partition != w.Partition || !d.Waiting.Since.Equal(w.Since))) {
 				t.Fatalf("%s: waiting %+v, the waiting reader says %+v %v", id, d.Waiting, w, err)
 			}
-			want := store.TaskRef{Kind: store.TaskRequest, Ref: id}
+			want := store.TaskRef{Kind: state.TaskRequest, Ref: id}
 			if d.Batch != nil {
 				if b, err := db.Batch(bg, d.Batch.ID); err != nil || b.Status != d.Batch.Status || b.Version != d.Batch.Version {
 					t.Fatalf("%s: batch %+v, the batch reader says %+v %v", id, d.Batch, b, err)
 				}
-				want = store.TaskRef{Kind: store.TaskBatch, Ref: fmt.Sprint(d.Batch.ID)}
+				want = store.TaskRef{Kind: state.TaskBatch, Ref: fmt.Sprint(d.Batch.ID)}
 			}
 			task, err := db.Task(bg, want.Kind, want.Ref)
 			if err != nil || d.Task == nil || d.Task.ID != task.ID || d.Task.Lane != task.Lane || !d.Task.DueAt.Equal(task.DueAt) {
@@ -507,13 +508,13 @@ func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 		}
 		// A failed batch takes its members' rows out of the waiting set; the page still shows the
 		// batch that failed them.
-		if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: store.BatchFailed}); err != nil {
+		if _, err := db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchFailed}); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", ids[0]); n != 0 {
 			t.Fatalf("%d waiting rows left of a failed batch's member", n)
 		}
-		if d, err := db.RequestDetail(bg, ids[0]); err != nil || d.Batch == nil || d.Batch.ID != c.Batch.ID || d.Batch.Status != store.BatchFailed {
+		if d, err := db.RequestDetail(bg, ids[0]); err != nil || d.Batch == nil || d.Batch.ID != c.Batch.ID || d.Batch.Status != state.BatchFailed {
 			t.Fatalf("a failed batch's member reads batch %+v, %v; want batch %d, FAILED", d.Batch, err, c.Batch.ID)
 		}
 	})
@@ -527,7 +528,7 @@ func TestAStatusReadHasTheWholeHistory(t *testing.T) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		notes := []string{`a "quoted" note, with \ and ', tabs\tand	real tabs`, "unicode: 审批通过 ✓", strings.Repeat("é", 256), ""}
 		for i, note := range notes {
-			to := []store.BindingStatus{store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging}[i]
+			to := []state.BindingStatus{state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging}[i]
 			cur, err := db.Request(bg, "op-1")
 			if err != nil {
 				t.Fatal(err)
@@ -561,13 +562,13 @@ func TestAStatusReadHasTheWholeHistory(t *testing.T) {
 		// 2,500 more steps of 512 bytes each (1.3 MB of notes).
 		var rows []string
 		for i := range 2500 {
-			rows = append(rows, fmt.Sprintf("('op-1', %d, 'MERGING', '%s')", int(store.StepHandleStarted), strings.Repeat(string(rune('a'+i%26)), 512)))
+			rows = append(rows, fmt.Sprintf("('op-1', %d, 'MERGING', '%s')", int(state.StepHandleStarted), strings.Repeat(string(rune('a'+i%26)), 512)))
 		}
 		if _, err := db.Raw().Exec("INSERT INTO operation_step (operation_id, step, status, note) VALUES " + strings.Join(rows, ", ")); err != nil {
 			t.Fatal(err)
 		}
 		// Admitted: its place in batching is a second query.
-		if _, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: store.ActionAdd, Partition: "infra/acl"}); err != nil {
+		if _, err := db.Admit(bg, store.Admission{OperationID: "op-1", Action: state.ActionAdd, Partition: "infra/acl"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := read(2); len(got) != 2505 {
@@ -585,13 +586,13 @@ func TestAStatusReadCountsTheQueueOnlySoFar(t *testing.T) {
 		mustApply(t, db, own)
 		queue := func(n int) {
 			t.Helper()
-			if _, err := db.Raw().ExecContext(bg, "DELETE FROM task WHERE kind = ?", store.TaskBatch); err != nil {
+			if _, err := db.Raw().ExecContext(bg, "DELETE FROM task WHERE kind = ?", state.TaskBatch); err != nil {
 				t.Fatal(err)
 			}
 			err := db.InTx(bg, func(tx *store.Tx) error {
 				for i := range n {
 					// Due before the request's own task (due now), oldest first.
-					spec := store.TaskSpec{Kind: store.TaskBatch, Ref: fmt.Sprint(i + 1), Lane: own.Task.Lane, Step: "open", In: -time.Duration(3*n-i) * time.Second}
+					spec := store.TaskSpec{Kind: state.TaskBatch, Ref: fmt.Sprint(i + 1), Lane: own.Task.Lane, Step: "open", In: -time.Duration(3*n-i) * time.Second}
 					if err := tx.InsertTask(bg, spec); err != nil {
 						return err
 					}

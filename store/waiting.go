@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/state"
 	"context"
 	"database/sql"
 	"errors"
@@ -11,7 +12,7 @@ import (
 // Admission puts an application into its partition's waiting set (table merge_batch_request).
 type Admission struct {
 	OperationID string
-	Action      Action
+	Action      state.Action
 	Partition   string // the target's GitLab project (SPEC §5.5)
 	// Change is the change as rendered and validated at admission (SPEC §12.3); the batch runner
 	// commits it as it is, so the request finishes even if its target leaves the catalog. Zero:
@@ -43,7 +44,7 @@ func (db *DB) Admit(ctx context.Context, a Admission) (bool, error) {
 // Admit is DB.Admit inside the transaction. A duplicate leaves the transaction usable on both
 // databases (the failed statement alone is undone; TestDuplicateKeyInsideATransaction pins it).
 func (tx *Tx) Admit(ctx context.Context, a Admission) (bool, error) {
-	if a.Action != ActionAdd && a.Action != ActionDelete {
+	if a.Action != state.ActionAdd && a.Action != state.ActionDelete {
 		return false, fmt.Errorf("admit %s: unknown action %q", a.OperationID, a.Action)
 	}
 	_, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_request (operation_id, action, partition_key, change_branch, change_path, change_content) VALUES (?, ?, ?, ?, ?, ?)",
@@ -61,7 +62,7 @@ func (tx *Tx) Admit(ctx context.Context, a Admission) (bool, error) {
 // waiting" (SPEC §12.2).
 type WaitingPlace struct {
 	Partition string
-	Action    Action
+	Action    state.Action
 	Since     time.Time // admitted at
 	Ahead     int       // requests admitted before it, still waiting
 	// BlockedBy is the partition's BLOCKED batch, when one holds it: nothing of the partition is
@@ -103,7 +104,7 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	}
 	// The partition's active batch, if any, is one lookup on the I1 slot's unique index.
 	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE active_slot = ? AND status = ?",
-		w.Partition, BatchBlocked))
+		w.Partition, state.BatchBlocked))
 	switch err = translate(err); {
 	case err == nil:
 		w.BlockedBy = &b

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -17,9 +18,9 @@ import (
 func TestTheFirstStepsTaskIsWrittenWithTheApplication(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		a := application("op-1", "alice", "t1")
-		a.Task = &store.TaskSpec{Kind: store.TaskRequest, Lane: "first", Step: "ticket"}
+		a.Task = &store.TaskSpec{Kind: state.TaskRequest, Lane: "first", Step: "ticket"}
 		mustApply(t, db, a)
-		task, err := db.Task(bg, store.TaskRequest, "op-1")
+		task, err := db.Task(bg, state.TaskRequest, "op-1")
 		if err != nil || task.Step != "ticket" || task.Lane != "first" || task.Owner != "" || task.Overdue < 0 {
 			t.Fatalf("task: %+v %v", task, err)
 		}
@@ -28,7 +29,7 @@ func TestTheFirstStepsTaskIsWrittenWithTheApplication(t *testing.T) {
 		if _, err := db.Apply(bg, again); err == nil {
 			t.Fatal("a second application for an active relation was accepted")
 		}
-		if _, err := db.Task(bg, store.TaskRequest, "op-2"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := db.Task(bg, state.TaskRequest, "op-2"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("a refused application left a task: %v", err)
 		}
 	})
@@ -38,10 +39,10 @@ func TestExpiryIsFilledFromTheValidationTimeOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"v1", "v2", "v3"} {
 			mustApply(t, db, application(id, "alice-"+id, "t1"))
-			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged, store.StatusValidated)
+			mustMove(t, db, id, state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging, state.StatusMerged, state.StatusValidated)
 		}
 		mustApply(t, db, application("other", "alice", "t2"))
-		mustMove(t, db, "other", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged, store.StatusValidated)
+		mustMove(t, db, "other", state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging, state.StatusMerged, state.StatusValidated)
 
 		n, err := db.FillExpiry(bg, "t1", time.Hour, "v1")
 		if err != nil || n != 1 {
@@ -71,7 +72,7 @@ func TestExpiredBindingsAlreadyClosingAreNotListedAgain(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"e1", "e2"} {
 			mustApply(t, db, application(id, "alice-"+id, "t1"))
-			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusMerged, store.StatusValidated)
+			mustMove(t, db, id, state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging, state.StatusMerged, state.StatusValidated)
 		}
 		if _, err := db.FillExpiry(bg, "t1", time.Millisecond); err != nil {
 			t.Fatal(err)
@@ -83,7 +84,7 @@ func TestExpiredBindingsAlreadyClosingAreNotListedAgain(t *testing.T) {
 			}
 			return len(bs) == 2
 		})
-		if _, err := db.Admit(bg, store.Admission{OperationID: "e1", Action: store.ActionDelete, Partition: "infra/acl"}); err != nil {
+		if _, err := db.Admit(bg, store.Admission{OperationID: "e1", Action: state.ActionDelete, Partition: "infra/acl"}); err != nil {
 			t.Fatal(err)
 		}
 		bs, err := db.ExpiredToClose(bg, 10)
@@ -98,10 +99,10 @@ func TestTheStuckListCanKeepOnlyWhatNeedsAnOperator(t *testing.T) {
 		for _, id := range []string{"ok", "failed", "pending"} {
 			mustApply(t, db, application(id, "alice", "t-"+id))
 		}
-		mustMove(t, db, "failed", store.StatusApprovalSent, store.StatusMRCreating, store.StatusCreateFailed)
-		mustMove(t, db, "pending", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+		mustMove(t, db, "failed", state.StatusApprovalSent, state.StatusMRCreating, state.StatusCreateFailed)
+		mustMove(t, db, "pending", state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging)
 		cur, _ := db.Request(bg, "pending")
-		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusMerging, Step: store.StepHandlePipelinePending}); err != nil {
+		if _, err := db.Transition(bg, cur, store.Change{To: state.StatusMerging, Step: state.StepHandlePipelinePending}); err != nil {
 			t.Fatal(err)
 		}
 		ops, _, err := db.StuckOperations(bg, store.StuckFilter{NeedsOperator: true})
@@ -121,9 +122,9 @@ func TestTheStuckListCanKeepOnlyWhatNeedsAnOperator(t *testing.T) {
 func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("early", "alice", "t1"))
-		mustMove(t, db, "early", store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+		mustMove(t, db, "early", state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging)
 		cur, _ := db.Request(bg, "early")
-		if _, err := db.Transition(bg, cur, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved, MRIID: 9}); err != nil {
+		if _, err := db.Transition(bg, cur, store.Change{To: state.StatusMerging, Step: state.StepHandleApproved, MRIID: 9}); err != nil {
 			t.Fatal(err)
 		}
 		// The callback arrives while the request is still MERGING: recorded, nothing validated.
@@ -134,7 +135,7 @@ func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
 		if got, err := db.EarlyDeploys(bg, time.Hour); err != nil || len(got) != 0 {
 			t.Fatalf("early deploys before MERGED: %+v %v", got, err)
 		}
-		mustMove(t, db, "early", store.StatusMerged)
+		mustMove(t, db, "early", state.StatusMerged)
 		rec, err := db.RecordedDeploy(bg, "infra/acl", 9)
 		if err != nil || len(rec.OperationIDs) != 1 || rec.OperationIDs[0] != "early" {
 			t.Fatalf("recorded deploy: %+v %v", rec, err)
@@ -162,20 +163,20 @@ func TestAnEarlyDeployNamingOtherRequestsOfItsMRIsNotReplayed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"named", "other"} {
 			mustApply(t, db, application(id, id, "t1"))
-			mustMove(t, db, id, store.StatusApprovalSent, store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging)
+			mustMove(t, db, id, state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging)
 			cur, _ := db.Request(bg, id)
-			if _, err := db.Transition(bg, cur, store.Change{To: store.StatusMerging, Step: store.StepHandleApproved, MRIID: 9}); err != nil {
+			if _, err := db.Transition(bg, cur, store.Change{To: state.StatusMerging, Step: state.StepHandleApproved, MRIID: 9}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if _, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"named"}}); err != nil {
 			t.Fatal(err)
 		}
-		mustMove(t, db, "other", store.StatusMerged)
+		mustMove(t, db, "other", state.StatusMerged)
 		if got, err := db.EarlyDeploys(bg, time.Hour); err != nil || len(got) != 0 {
 			t.Fatalf("early deploys naming only a request still MERGING: %+v %v", got, err)
 		}
-		mustMove(t, db, "named", store.StatusMerged)
+		mustMove(t, db, "named", state.StatusMerged)
 		got, err := db.EarlyDeploys(bg, time.Hour)
 		if err != nil || len(got) != 1 || got[0].MRIID != 9 || len(got[0].OperationIDs) != 1 || got[0].OperationIDs[0] != "named" {
 			t.Fatalf("early deploys once the named request is MERGED: %+v %v", got, err)

@@ -268,9 +268,9 @@ type site struct {
 	documents []string // request URIs of every page load (navigations), in order
 }
 
-func startSite(t *testing.T, api *fakeAPI) *site {
+func startSite(t *testing.T, fake *fakeAPI) *site {
 	t.Helper()
-	s := &site{api: api, files: &releasable{FS: ui.Dist(), gone: map[string]bool{}}}
+	s := &site{api: fake, files: &releasable{FS: ui.Dist(), gone: map[string]bool{}}}
 	srv := server.New(server.Deps{
 		Config:  config.NewStatic(config.MustParse("")),
 		DB:      storetest.SQLite(t),
@@ -280,7 +280,7 @@ func startSite(t *testing.T, api *fakeAPI) *site {
 		Version: "test",
 	})
 	h := srv.Handler()
-	fake := api.Handler()
+	fakeHandler := fake.Handler()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Sec-Fetch-Dest") == "document" {
 			s.mu.Lock()
@@ -290,7 +290,7 @@ func startSite(t *testing.T, api *fakeAPI) *site {
 		// The fake answers the whole JSON API (and the simulator's inbox); the real server
 		// answers everything else: pages, assets, and the 404s of both.
 		if p := r.URL.Path; strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/sim/") {
-			fake.ServeHTTP(w, r)
+			fakeHandler.ServeHTTP(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)

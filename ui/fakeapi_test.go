@@ -10,13 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"bindery/api"
 	"bindery/config"
-	"bindery/store"
+	"bindery/explain"
+	"bindery/state"
 	"bindery/workflow"
 )
 
 // fakeAPI is an in-memory bindery JSON API and approval simulator that follows the contract
-// (workflow/view.go, the shared formats of /api/me, lists, /sim/approvals) so the SPA can be
+// (api/api.go, the shared formats of /api/me, lists, /sim/approvals) so the SPA can be
 // tested in a browser before the real handlers exist. A request that was approved moves one
 // step further each time its view is read, so polling pages see live progress; an operator's
 // retry puts a stuck request back on that path.
@@ -26,7 +28,7 @@ type fakeAPI struct {
 	reqs    map[string]*fakeRequest
 	order   []string // operationIds, oldest first
 	tickets []*fakeTicket
-	batches map[int64]*workflow.BatchView
+	batches map[int64]*api.BatchView
 	// anonymousIs401: /api/me without a demo user answers 401 as the demo server does (else the
 	// fake signs such a caller in as alice, as most tests want).
 	anonymousIs401 bool
@@ -37,13 +39,13 @@ type fakeAPI struct {
 	retries []string          // "operationId by identity" of every retry
 	audit   []map[string]any
 	// rounds is the answer of a batch round (nil: nothing waited in the catalog's project).
-	rounds []workflow.PartitionRound
+	rounds []api.PartitionRound
 	// listenAddr is the address the fake says the process listens on, set by the -addr flag.
 	listenAddr string
 }
 
 type fakeRequest struct {
-	view     workflow.RequestView
+	view     api.RequestView
 	approved bool // moving along the scripted path
 	stageAt  time.Time
 }
@@ -60,7 +62,7 @@ type fakeTicket struct {
 }
 
 func newFakeAPI() *fakeAPI {
-	return &fakeAPI{cfg: config.MustParse(string(config.Sample)), reqs: map[string]*fakeRequest{}, batches: map[int64]*workflow.BatchView{}, nextID: 40}
+	return &fakeAPI{cfg: config.MustParse(string(config.Sample)), reqs: map[string]*fakeRequest{}, batches: map[int64]*api.BatchView{}, nextID: 40}
 }
 
 // Handler serves /api/ and /sim/.
@@ -149,7 +151,7 @@ func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {
 			if v.Subject != id || v.TargetKey != t.Key {
 				continue
 			}
-			if v.Status == store.StatusValidated {
+			if v.Status == state.StatusValidated {
 				item["yours"] = map[string]any{"state": "IN_EFFECT", "operationId": v.OperationID, "status": v.Status}
 			} else if !v.Status.Reappliable() {
 				item["yours"] = map[string]any{"state": "IN_FLIGHT", "operationId": v.OperationID, "status": v.Status}
@@ -200,7 +202,7 @@ func (f *fakeAPI) apply(w http.ResponseWriter, r *http.Request) {
 	f.bodies[in.OperationID] = body
 	if fr, ok := f.reqs[in.OperationID]; ok {
 		v := fr.view
-		reply(w, 202, workflow.ApplyResult{Code: workflow.CodeDuplicateSubmit, OperationID: v.OperationID, Status: v.Status, NextAction: v.NextAction})
+		reply(w, 202, api.ApplyResult{Code: api.CodeDuplicateSubmit, OperationID: v.OperationID, Status: v.Status, NextAction: v.NextAction})
 		return
 	}
 	t, ok := f.cfg.Target(in.TargetKey)
@@ -223,35 +225,35 @@ func (f *fakeAPI) apply(w http.ResponseWriter, r *http.Request) {
 	f.nextID++
 	f.tickets = append(f.tickets, &fakeTicket{ID: "T" + strconv.FormatInt(f.nextID, 10), OperationID: in.OperationID, Subject: subject,
 		TargetKey: t.Key, Reason: in.Reason, Status: "PENDING", CreatedAt: now})
-	reply(w, 202, workflow.ApplyResult{Code: workflow.CodeAccepted, OperationID: in.OperationID, Status: fr.view.Status, NextAction: fr.view.NextAction})
+	reply(w, 202, api.ApplyResult{Code: api.CodeAccepted, OperationID: in.OperationID, Status: fr.view.Status, NextAction: fr.view.NextAction})
 }
 
 // add records a new request waiting for approval (the caller holds the lock).
 func (f *fakeAPI) add(opID, subject string, t config.Target, reason string, at time.Time) *fakeRequest {
-	fr := &fakeRequest{view: workflow.RequestView{OperationID: opID, Subject: subject, TargetKey: t.Key, TargetTitle: t.Title,
+	fr := &fakeRequest{view: api.RequestView{OperationID: opID, Subject: subject, TargetKey: t.Key, TargetTitle: t.Title,
 		Project: t.Project, Reason: reason, Flow: "approval-first", CreatedAt: at}, stageAt: at}
-	fr.view.Stages = []workflow.StageDuration{{Stage: "approval"}}
-	fr.move(store.StatusApprovalSending, store.StepApprovalSending, at)
-	fr.move(store.StatusApprovalSent, store.StepApprovalSent, at)
-	fr.view.Waiting = &workflow.Waiting{Stage: "approval", WaitingFor: "the approvers in the approval system", Since: at}
+	fr.view.Stages = []api.StageDuration{{Stage: "approval"}}
+	fr.move(state.StatusApprovalSending, state.StepApprovalSending, at)
+	fr.move(state.StatusApprovalSent, state.StepApprovalSent, at)
+	fr.view.Waiting = &api.Waiting{Stage: "approval", WaitingFor: "the approvers in the approval system", Since: at}
 	ticket := fmt.Sprintf("T-%06d", len(f.order)+1) // as approval.ticketURL links it
-	fr.view.Ticket = &workflow.TicketLink{ID: ticket, URL: "https://approvals.example.com/tickets/" + ticket}
+	fr.view.Ticket = &api.TicketLink{ID: ticket, URL: "https://approvals.example.com/tickets/" + ticket}
 	f.reqs[opID] = fr
 	f.order = append(f.order, opID)
 	return fr
 }
 
 // move appends a timeline entry and sets status, step and next action as the workflow would.
-func (fr *fakeRequest) move(status store.BindingStatus, step store.Step, at time.Time) {
+func (fr *fakeRequest) move(status state.BindingStatus, step state.Step, at time.Time) {
 	v := &fr.view
-	v.Timeline = append(v.Timeline, workflow.TimelineEntry{Step: workflow.StepOf(step), Status: status, At: at})
+	v.Timeline = append(v.Timeline, api.TimelineEntry{Step: workflow.StepOf(step), Status: status, At: at})
 	v.Status, v.Step = status, workflow.StepOf(step)
 	last := "approval"
 	if n := len(v.Stages); n > 0 {
 		last = v.Stages[n-1].Stage
 	}
 	v.Stage = workflow.CurrentStage(status, step, last)
-	v.NextAction = store.NextActionFor(status, step)
+	v.NextAction = state.NextActionFor(status, step)
 	v.NextActionText = workflow.ActionText(status, v.NextAction)
 	v.UpdatedAt = at
 }
@@ -263,7 +265,7 @@ func (fr *fakeRequest) enter(stage string, at time.Time) {
 		st[n-1].Done, st[n-1].Duration = true, at.Sub(fr.stageAt)
 	}
 	if stage != "" {
-		st = append(st, workflow.StageDuration{Stage: stage})
+		st = append(st, api.StageDuration{Stage: stage})
 	}
 	fr.view.Stages, fr.stageAt = st, at
 }
@@ -272,36 +274,36 @@ func (fr *fakeRequest) enter(stage string, at time.Time) {
 func (f *fakeAPI) advance(fr *fakeRequest, now time.Time) {
 	v := &fr.view
 	switch {
-	case v.Status == store.StatusMRCreating && v.Step.Code == int(store.StepQueued):
+	case v.Status == state.StatusMRCreating && v.Step.Code == int(state.StepQueued):
 		f.nextID++
-		b := &workflow.BatchView{ID: f.nextID, Partition: v.Project, Status: "RUNNING", CreatedAt: now, UpdatedAt: now}
+		b := &api.BatchView{ID: f.nextID, Partition: v.Project, Status: "RUNNING", CreatedAt: now, UpdatedAt: now}
 		f.batches[b.ID] = b
 		v.BatchID = b.ID
-		fr.move(store.StatusMRCreating, store.StepBatched, now)
-		v.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the bot to open the batch's merge request", Since: now, BatchID: b.ID, Lane: "background"}
-	case v.Status == store.StatusMRCreating:
-		mr := &workflow.Link{ID: 100 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", v.Project, 100+v.BatchID)}
-		pl := &workflow.Link{ID: 9000 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/pipelines/%d", v.Project, 9000+v.BatchID)}
+		fr.move(state.StatusMRCreating, state.StepBatched, now)
+		v.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the bot to open the batch's merge request", Since: now, BatchID: b.ID, Lane: "background"}
+	case v.Status == state.StatusMRCreating:
+		mr := &api.Link{ID: 100 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", v.Project, 100+v.BatchID)}
+		pl := &api.Link{ID: 9000 + v.BatchID, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/pipelines/%d", v.Project, 9000+v.BatchID)}
 		v.MR, v.Pipeline = mr, pl
 		if b := f.batches[v.BatchID]; b != nil {
 			b.MR, b.Pipeline = mr, pl
 		}
 		fr.enter("ci", now)
-		fr.move(store.StatusMRCreated, store.StepCreateSucceeded, now)
-		v.Waiting = &workflow.Waiting{Stage: "merge", WaitingFor: "the reviewer bots to approve and merge", Since: now, BatchID: v.BatchID}
-	case v.Status == store.StatusMRCreated:
+		fr.move(state.StatusMRCreated, state.StepCreateSucceeded, now)
+		v.Waiting = &api.Waiting{Stage: "merge", WaitingFor: "the reviewer bots to approve and merge", Since: now, BatchID: v.BatchID}
+	case v.Status == state.StatusMRCreated:
 		fr.enter("merge", now)
-		fr.move(store.StatusMerging, store.StepHandleApproved, now)
-	case v.Status == store.StatusMerging:
+		fr.move(state.StatusMerging, state.StepHandleApproved, now)
+	case v.Status == state.StatusMerging:
 		fr.enter("deploy", now)
-		fr.move(store.StatusMerged, store.StepHandleMerged, now)
-		v.Waiting = &workflow.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report back", Since: now, BatchID: v.BatchID}
+		fr.move(state.StatusMerged, state.StepHandleMerged, now)
+		v.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report back", Since: now, BatchID: v.BatchID}
 		if b := f.batches[v.BatchID]; b != nil {
 			b.Status, b.UpdatedAt = "SUCCEEDED", now
 		}
-	case v.Status == store.StatusMerged:
+	case v.Status == state.StatusMerged:
 		fr.enter("", now)
-		fr.move(store.StatusValidated, store.StepCalledBack, now)
+		fr.move(state.StatusValidated, state.StepCalledBack, now)
 		v.Waiting = nil
 		exp := now.Add(720 * time.Hour)
 		v.ExpiresAt = &exp
@@ -310,9 +312,9 @@ func (f *fakeAPI) advance(fr *fakeRequest, now time.Time) {
 }
 
 // snapshot returns the view with durations filled in (until the next entry, or now).
-func (fr *fakeRequest) snapshot(now time.Time) workflow.RequestView {
+func (fr *fakeRequest) snapshot(now time.Time) api.RequestView {
 	v := fr.view
-	v.Timeline = append([]workflow.TimelineEntry(nil), v.Timeline...)
+	v.Timeline = append([]api.TimelineEntry(nil), v.Timeline...)
 	for i := range v.Timeline {
 		end := now
 		if i+1 < len(v.Timeline) {
@@ -320,16 +322,16 @@ func (fr *fakeRequest) snapshot(now time.Time) workflow.RequestView {
 		}
 		v.Timeline[i].Duration = end.Sub(v.Timeline[i].At)
 	}
-	v.Stages = append([]workflow.StageDuration(nil), v.Stages...)
+	v.Stages = append([]api.StageDuration(nil), v.Stages...)
 	if n := len(v.Stages); n > 0 && !v.Stages[n-1].Done {
 		v.Stages[n-1].Duration = now.Sub(fr.stageAt)
 	}
 	return v
 }
 
-func (fr *fakeRequest) summary() workflow.RequestSummary {
+func (fr *fakeRequest) summary() api.RequestSummary {
 	v := fr.view
-	return workflow.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step,
+	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step,
 		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt}
 }
 
@@ -353,7 +355,7 @@ func (f *fakeAPI) myRequests(w http.ResponseWriter, r *http.Request) {
 	_, id := identity(r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	page := workflow.Page[workflow.RequestSummary]{Items: []workflow.RequestSummary{}}
+	page := api.Page[api.RequestSummary]{Items: []api.RequestSummary{}}
 	for i := len(f.order) - 1; i >= 0; i-- {
 		if fr := f.reqs[f.order[i]]; fr.view.Subject == id {
 			page.Items = append(page.Items, fr.summary())
@@ -390,12 +392,12 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 		if fr := f.reqs[t.OperationID]; fr != nil && fr.view.Status.AwaitingApproval() {
 			if body.Decision == "APPROVED" {
 				fr.enter("batch", now)
-				fr.move(store.StatusMRCreating, store.StepQueued, now)
-				fr.view.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the next batch round", Since: now, Position: 1}
+				fr.move(state.StatusMRCreating, state.StepQueued, now)
+				fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch round", Since: now, Position: 1}
 				fr.approved = true
 			} else {
 				fr.enter("", now)
-				fr.move(store.StatusRejected, store.StepApprovalRejected, now)
+				fr.move(state.StatusRejected, state.StepApprovalRejected, now)
 				fr.view.Waiting = nil
 			}
 		}
@@ -407,10 +409,10 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeAPI) stuck(w http.ResponseWriter, r *http.Request) {
 	status, step := r.URL.Query().Get("status"), r.URL.Query().Get("step")
-	page := workflow.Page[workflow.RequestSummary]{Items: []workflow.RequestSummary{}}
+	page := api.Page[api.RequestSummary]{Items: []api.RequestSummary{}}
 	for _, op := range f.order {
 		v := f.reqs[op].view
-		match := v.NextAction == store.NextWaitManual || v.NextAction == store.NextContactSupport
+		match := v.NextAction == state.NextWaitManual || v.NextAction == state.NextContactSupport
 		if status != "" {
 			match = string(v.Status) == status
 		}
@@ -435,28 +437,28 @@ func (f *fakeAPI) retry(w http.ResponseWriter, r *http.Request) {
 	// As server/ops.go records it: the client's parameters, the path's and the reserved operator.
 	f.audit = append(f.audit, map[string]any{"at": time.Now(), "actor": who, "action": "ops.requests.retry",
 		"params": map[string]any{"operationId": "form-" + strconv.Itoa(len(f.audit)), "request": fr.view.OperationID, "__authenticatedOperator": who}, "requestId": "fake"})
-	if fr.view.Status == store.StatusMerged { // an overdue deploy: the retry confirms it
-		fr.move(store.StatusValidated, store.StepCalledBack, time.Now())
+	if fr.view.Status == state.StatusMerged { // an overdue deploy: the retry confirms it
+		fr.move(state.StatusValidated, state.StepCalledBack, time.Now())
 		fr.view.Timeline[len(fr.view.Timeline)-1].Note = "Deploy confirmed by " + who + "."
 		fr.view.Waiting = nil
 		fr.enter("", time.Now())
 		reply(w, 202, fr.snapshot(time.Now()))
 		return
 	}
-	fr.move(store.StatusMerging, store.StepHandleStarted, time.Now())
+	fr.move(state.StatusMerging, state.StepHandleStarted, time.Now())
 	fr.approved = true
 	reply(w, 202, map[string]string{"code": "ACCEPTED", "operationId": fr.view.OperationID})
 }
 
 func (f *fakeAPI) listBatches(w http.ResponseWriter, r *http.Request) {
-	page := workflow.Page[workflow.BatchView]{Items: []workflow.BatchView{}}
+	page := api.Page[api.BatchView]{Items: []api.BatchView{}}
 	status := r.URL.Query().Get("status")
 	for _, b := range f.batches {
 		if status != "" && b.Status != status {
 			continue
 		}
 		bv := *b
-		bv.Members = []workflow.RequestSummary{}
+		bv.Members = []api.RequestSummary{}
 		for _, op := range f.order {
 			if fr := f.reqs[op]; fr.view.BatchID == b.ID {
 				bv.Members = append(bv.Members, fr.summary())
@@ -470,10 +472,10 @@ func (f *fakeAPI) listBatches(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeAPI) round(w http.ResponseWriter, r *http.Request) {
 	if f.rounds != nil {
-		reply(w, 200, workflow.RoundResult{Partitions: f.rounds})
+		reply(w, 200, api.RoundResult{Partitions: f.rounds})
 		return
 	}
-	reply(w, 200, workflow.RoundResult{Partitions: []workflow.PartitionRound{{Partition: "infra/access-config", Outcome: "NOTHING_WAITING"}}})
+	reply(w, 200, api.RoundResult{Partitions: []api.PartitionRound{{Partition: "infra/access-config", Outcome: "NOTHING_WAITING"}}})
 }
 
 func (f *fakeAPI) settle(w http.ResponseWriter, r *http.Request) {
@@ -488,7 +490,7 @@ func (f *fakeAPI) settle(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) reconcile(w http.ResponseWriter, r *http.Request) {
-	reply(w, 200, workflow.ReconcileResult{Scanned: 3, Validated: 1})
+	reply(w, 200, api.ReconcileResult{Scanned: 3, Validated: 1})
 }
 
 func (f *fakeAPI) config(w http.ResponseWriter, r *http.Request) {
@@ -512,12 +514,12 @@ func (f *fakeAPI) auditLog(w http.ResponseWriter, r *http.Request) {
 
 // addBatch puts fr's request in a new batch of its project with MR !mr and pipeline pipeline;
 // the caller holds f.mu.
-func (f *fakeAPI) addBatch(fr *fakeRequest, status string, mr, pipeline int64, created, updated time.Time) *workflow.BatchView {
+func (f *fakeAPI) addBatch(fr *fakeRequest, status string, mr, pipeline int64, created, updated time.Time) *api.BatchView {
 	f.nextID++
 	project := fr.view.Project
-	b := &workflow.BatchView{ID: f.nextID, Partition: project, Status: status, CreatedAt: created, UpdatedAt: updated,
-		MR:       &workflow.Link{ID: mr, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", project, mr)},
-		Pipeline: &workflow.Link{ID: pipeline, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/pipelines/%d", project, pipeline)}}
+	b := &api.BatchView{ID: f.nextID, Partition: project, Status: status, CreatedAt: created, UpdatedAt: updated,
+		MR:       &api.Link{ID: mr, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", project, mr)},
+		Pipeline: &api.Link{ID: pipeline, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/pipelines/%d", project, pipeline)}}
 	f.batches[b.ID] = b
 	fr.view.BatchID, fr.view.MR, fr.view.Pipeline = b.ID, b.MR, b.Pipeline
 	return b
@@ -531,15 +533,15 @@ func (f *fakeAPI) seedStuck(opID, subject, targetKey string, at time.Time) {
 	t, _ := f.cfg.Target(targetKey)
 	fr := f.add(opID, subject, t, "on-call rotation", at)
 	fr.enter("batch", at.Add(4*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(4*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(4*time.Minute))
 	b := f.addBatch(fr, "BLOCKED", 57, 8812, at.Add(6*time.Minute), at.Add(40*time.Minute))
 	b.Note = "pipeline still running after the polling timeout"
-	fr.move(store.StatusMRCreating, store.StepBatched, at.Add(6*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepBatched, at.Add(6*time.Minute))
 	fr.enter("ci", at.Add(7*time.Minute))
-	fr.move(store.StatusMRCreated, store.StepCreateSucceeded, at.Add(19*time.Minute))
+	fr.move(state.StatusMRCreated, state.StepCreateSucceeded, at.Add(19*time.Minute))
 	fr.enter("merge", at.Add(19*time.Minute))
-	fr.move(store.StatusMerging, store.StepHandlePipelinePending, at.Add(40*time.Minute))
-	fr.view.Waiting = &workflow.Waiting{Stage: "merge", WaitingFor: "an operator to retry: the pipeline did not finish in time", Since: at.Add(40 * time.Minute), BatchID: b.ID}
+	fr.move(state.StatusMerging, state.StepHandlePipelinePending, at.Add(40*time.Minute))
+	fr.view.Waiting = &api.Waiting{Stage: "merge", WaitingFor: "an operator to retry: the pipeline did not finish in time", Since: at.Add(40 * time.Minute), BatchID: b.ID}
 }
 
 // seedInCI adds a request whose batch waits for its pipeline: the view names the pipeline and
@@ -550,13 +552,13 @@ func (f *fakeAPI) seedInCI(opID, subject, targetKey string, at time.Time) {
 	t, _ := f.cfg.Target(targetKey)
 	fr := f.add(opID, subject, t, "on-call rotation", at)
 	fr.enter("batch", at.Add(2*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(2*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(2*time.Minute))
 	b := f.addBatch(fr, "RUNNING", 61, 8820, at.Add(3*time.Minute), at.Add(3*time.Minute))
 	b.Note = "MR !61 carries 1 changes"
 	fr.enter("ci", at.Add(3*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(3*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepCreateStarted, at.Add(3*time.Minute))
 	next := time.Now().Add(30 * time.Second)
-	fr.view.Waiting = &workflow.Waiting{Stage: "ci", WaitingFor: "the pipeline of merge request !61 to pass", Since: at.Add(3 * time.Minute), BatchID: b.ID,
+	fr.view.Waiting = &api.Waiting{Stage: "ci", WaitingFor: "the pipeline of merge request !61 to pass", Since: at.Add(3 * time.Minute), BatchID: b.ID,
 		Lane: "background", NextCheckAt: &next}
 }
 
@@ -568,13 +570,13 @@ func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Tim
 	t, _ := f.cfg.Target(targetKey)
 	fr := f.add(opID, subject, t, "on-call rotation", at)
 	fr.enter("merge", at.Add(5*time.Minute))
-	fr.move(store.StatusMerging, store.StepHandleStarted, at.Add(5*time.Minute))
+	fr.move(state.StatusMerging, state.StepHandleStarted, at.Add(5*time.Minute))
 	fr.enter("deploy", at.Add(9*time.Minute))
-	fr.move(store.StatusMerged, store.StepHandleMerged, at.Add(9*time.Minute))
-	fr.view.MR = &workflow.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
-	fr.view.NextAction = store.NextWaitManual
+	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(9*time.Minute))
+	fr.view.MR = &api.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
+	fr.view.NextAction = state.NextWaitManual
 	fr.view.NextActionText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
-	fr.view.Waiting = &workflow.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy", Since: at.Add(9 * time.Minute)}
+	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy", Since: at.Add(9 * time.Minute)}
 }
 
 // seen is what the fake received, read under its lock (the browser's requests run on the
@@ -593,21 +595,21 @@ func (f *fakeAPI) seedFailedInCI(opID, subject, targetKey string, at time.Time) 
 	t, _ := f.cfg.Target(targetKey)
 	fr := f.add(opID, subject, t, "on-call rotation", at)
 	fr.enter("batch", at.Add(2*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(2*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepBatched, at.Add(3*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(2*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepBatched, at.Add(3*time.Minute))
 	fr.enter("ci", at.Add(3*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(3*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepQueued, at.Add(9*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepCreateStarted, at.Add(3*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(9*time.Minute))
 	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "returned to the waiting set: batch 41 is bisected; retried with its half only, before any newcomer. " +
 		"The pipeline of the merge request failed (pipeline 8829: https://gitlab.example.com/" + t.Project + "/-/pipelines/8829)."
 	b := f.addBatch(fr, "FAILED", 63, 8831, at.Add(10*time.Minute), at.Add(16*time.Minute))
-	fr.move(store.StatusMRCreating, store.StepCreateStarted, at.Add(10*time.Minute))
-	fr.move(store.StatusCreateFailed, store.StepCreatePipelineFailed, at.Add(16*time.Minute))
-	fr.view.Timeline[len(fr.view.Timeline)-1].Note = store.Told(store.StepCreatePipelineFailed, "pipeline 8831 ("+b.Pipeline.URL+") failed",
+	fr.move(state.StatusMRCreating, state.StepCreateStarted, at.Add(10*time.Minute))
+	fr.move(state.StatusCreateFailed, state.StepCreatePipelineFailed, at.Add(16*time.Minute))
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = explain.Told(state.StepCreatePipelineFailed, "pipeline 8831 ("+b.Pipeline.URL+") failed",
 		func(string, int64) string { return b.Pipeline.URL })
 	fr.enter("", at.Add(16*time.Minute))
-	fr.view.FailedJob = &workflow.JobLink{ID: 77031, Name: "test", URL: "https://gitlab.example.com/" + t.Project + "/-/jobs/77031"}
-	fr.view.Waiting = &workflow.Waiting{Stage: "ci", WaitingFor: "the maintainers: this failure will not go away by waiting", Since: at.Add(16 * time.Minute)}
+	fr.view.FailedJob = &api.JobLink{ID: 77031, Name: "test", URL: "https://gitlab.example.com/" + t.Project + "/-/jobs/77031"}
+	fr.view.Waiting = &api.Waiting{Stage: "ci", WaitingFor: "the maintainers: this failure will not go away by waiting", Since: at.Add(16 * time.Minute)}
 }
 
 // seedRevoked adds a request that was in effect and whose binding is being removed (closing)
@@ -618,15 +620,15 @@ func (f *fakeAPI) seedRevoked(opID, subject, targetKey string, at time.Time, clo
 	t, _ := f.cfg.Target(targetKey)
 	fr := f.add(opID, subject, t, "on-call rotation", at)
 	fr.enter("deploy", at.Add(5*time.Minute))
-	fr.move(store.StatusMerged, store.StepHandleMerged, at.Add(5*time.Minute))
+	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(5*time.Minute))
 	fr.enter("", at.Add(6*time.Minute))
-	fr.move(store.StatusValidated, store.StepCalledBack, at.Add(6*time.Minute))
+	fr.move(state.StatusValidated, state.StepCalledBack, at.Add(6*time.Minute))
 	fr.enter("close", at.Add(20*time.Minute))
-	fr.move(store.StatusValidated, store.StepCloseStarted, at.Add(20*time.Minute))
-	fr.view.Waiting = &workflow.Waiting{Stage: "close", WaitingFor: "the next batch round of " + t.Project + " to remove the file (0 ahead in the queue)", Since: at.Add(20 * time.Minute), Position: 1}
+	fr.move(state.StatusValidated, state.StepCloseStarted, at.Add(20*time.Minute))
+	fr.view.Waiting = &api.Waiting{Stage: "close", WaitingFor: "the next batch round of " + t.Project + " to remove the file (0 ahead in the queue)", Since: at.Add(20 * time.Minute), Position: 1}
 	if !closing {
 		fr.enter("", at.Add(25*time.Minute))
-		fr.move(store.StatusClosed, store.StepCloseSucceeded, at.Add(25*time.Minute))
+		fr.move(state.StatusClosed, state.StepCloseSucceeded, at.Add(25*time.Minute))
 		fr.view.Waiting = nil
 	}
 }

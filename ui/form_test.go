@@ -13,10 +13,10 @@ import (
 // preview shows the typed reason, a counter the limit; a 409 links to the active request and
 // the focus moves to the error summary.
 func TestTheApplyFormKnowsTheUser(t *testing.T) {
-	api := newFakeAPI()
+	fake := newFakeAPI()
 	const inFlight = "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb1"
-	api.seedInCI(inFlight, "alice@example.com", "grafana-editor", time.Now().Add(-10*time.Minute))
-	s := startSite(t, api)
+	fake.seedInCI(inFlight, "alice@example.com", "grafana-editor", time.Now().Add(-10*time.Minute))
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900) // an empty profile: the fake signs the caller in as alice
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the catalog", `document.querySelector('#apply-form .target')`, 20*time.Second)

@@ -1,11 +1,10 @@
 package ui_test
 
 import (
+	"bindery/api"
 	"strings"
 	"testing"
 	"time"
-
-	"bindery/workflow"
 )
 
 // The ops console speaks in words: a round's notice says what each project's round did (every
@@ -13,18 +12,18 @@ import (
 // parameters without the reserved ones; the configuration names the address the process
 // listens on, set by the -addr flag.
 func TestTheOpsConsoleSaysWhatHappenedInWords(t *testing.T) {
-	api := newFakeAPI()
-	for i, o := range workflow.RoundOutcomes {
-		p := workflow.PartitionRound{Partition: "infra/project-" + string(rune('a'+i)), Outcome: o}
+	fake := newFakeAPI()
+	for i, o := range api.RoundOutcomes {
+		p := api.PartitionRound{Partition: "infra/project-" + string(rune('a'+i)), Outcome: o}
 		if o == "CLAIMED" {
 			p.BatchID, p.Claimed = 77, 3
 		}
-		api.rounds = append(api.rounds, p)
+		fake.rounds = append(fake.rounds, p)
 	}
-	api.listenAddr = "0.0.0.0:9123"
+	fake.listenAddr = "0.0.0.0:9123"
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-777777777777"
-	api.seedStuck(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
-	s := startSite(t, api)
+	fake.seedStuck(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, s.URL)
 
@@ -36,7 +35,7 @@ func TestTheOpsConsoleSaysWhatHappenedInWords(t *testing.T) {
 			t.Errorf("round notice lacks %q: %s", want, notice)
 		}
 	}
-	for _, code := range workflow.RoundOutcomes {
+	for _, code := range api.RoundOutcomes {
 		if strings.Contains(notice, code) {
 			t.Errorf("round notice shows the code %s: %s", code, notice)
 		}
@@ -72,10 +71,10 @@ func TestTheOpsConsoleSaysWhatHappenedInWords(t *testing.T) {
 // said what that does — a new merge request, likely failing the same way — and the operator
 // confirmed; cancelling sends nothing.
 func TestRetryingADeterministicFailureAsksFirstAndSaysItOpensANewMR(t *testing.T) {
-	api := newFakeAPI()
+	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-888888888888"
-	api.seedFailedInCI(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
-	s := startSite(t, api)
+	fake.seedFailedInCI(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, s.URL)
 	retry := `#stuck [data-retry="` + op + `"]`
@@ -95,7 +94,7 @@ func TestRetryingADeterministicFailureAsksFirstAndSaysItOpensANewMR(t *testing.T
 	}
 	b.click("#retry-confirm-no")
 	b.waitFor("the dialog closed", `!document.querySelector('#retry-confirm').open`, 10*time.Second)
-	if _, got, _ := api.seen(); len(got) != 0 {
+	if _, got, _ := fake.seen(); len(got) != 0 {
 		t.Fatalf("cancelled, yet retried: %v", got)
 	}
 
@@ -103,7 +102,7 @@ func TestRetryingADeterministicFailureAsksFirstAndSaysItOpensANewMR(t *testing.T
 	b.waitFor("the confirmation again", `document.querySelector('#retry-confirm').open`, 10*time.Second)
 	b.click("#retry-confirm-yes")
 	b.waitFor("the retry's notice", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Retry started') && n.innerText.includes('new merge request'))`, 10*time.Second)
-	if _, got, _ := api.seen(); len(got) != 1 || got[0] != op+" by ops@example.com" {
+	if _, got, _ := fake.seen(); len(got) != 1 || got[0] != op+" by ops@example.com" {
 		t.Fatalf("retries %v", got)
 	}
 }

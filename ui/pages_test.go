@@ -7,8 +7,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"bindery/store"
-	"bindery/workflow"
+	"bindery/api"
+	"bindery/state"
 )
 
 // seedHistory gives alice a finished, a moving and a rejected request, and bob a stuck one:
@@ -23,20 +23,20 @@ func seedHistory(f *fakeAPI) (inFlight string) {
 	at := now.Add(-26 * time.Hour)
 	done := f.add("0b7e6a10-2f44-4c55-8e61-222222222222", "alice@example.com", t, "edit the on-call dashboards", at)
 	done.enter("batch", at.Add(18*time.Minute))
-	done.move(store.StatusMRCreating, store.StepQueued, at.Add(18*time.Minute))
+	done.move(state.StatusMRCreating, state.StepQueued, at.Add(18*time.Minute))
 	f.nextID++
 	done.view.BatchID = f.nextID
-	f.batches[f.nextID] = &workflow.BatchView{ID: f.nextID, Partition: t.Project, Status: "SUCCEEDED", CreatedAt: at.Add(20 * time.Minute), UpdatedAt: at.Add(41 * time.Minute),
-		MR: &workflow.Link{ID: 52, URL: "https://gitlab.example.com/infra/observability-config/-/merge_requests/52"}}
+	f.batches[f.nextID] = &api.BatchView{ID: f.nextID, Partition: t.Project, Status: "SUCCEEDED", CreatedAt: at.Add(20 * time.Minute), UpdatedAt: at.Add(41 * time.Minute),
+		MR: &api.Link{ID: 52, URL: "https://gitlab.example.com/infra/observability-config/-/merge_requests/52"}}
 	done.view.MR = f.batches[f.nextID].MR
-	done.move(store.StatusMRCreating, store.StepBatched, at.Add(20*time.Minute))
+	done.move(state.StatusMRCreating, state.StepBatched, at.Add(20*time.Minute))
 	done.enter("ci", at.Add(21*time.Minute))
-	done.move(store.StatusMRCreated, store.StepCreateSucceeded, at.Add(33*time.Minute))
+	done.move(state.StatusMRCreated, state.StepCreateSucceeded, at.Add(33*time.Minute))
 	done.enter("merge", at.Add(33*time.Minute))
-	done.move(store.StatusMerging, store.StepHandleApproved, at.Add(34*time.Minute))
-	done.move(store.StatusMerged, store.StepHandleMerged, at.Add(35*time.Minute))
+	done.move(state.StatusMerging, state.StepHandleApproved, at.Add(34*time.Minute))
+	done.move(state.StatusMerged, state.StepHandleMerged, at.Add(35*time.Minute))
 	done.enter("deploy", at.Add(35*time.Minute))
-	done.move(store.StatusValidated, store.StepCalledBack, at.Add(41*time.Minute))
+	done.move(state.StatusValidated, state.StepCalledBack, at.Add(41*time.Minute))
 	done.enter("", at.Add(41*time.Minute))
 	done.view.Waiting = nil
 
@@ -44,7 +44,7 @@ func seedHistory(f *fakeAPI) (inFlight string) {
 	at = now.Add(-50 * time.Hour)
 	rej := f.add("9a1d2c3b-4e5f-4a6b-8c7d-333333333333", "alice@example.com", t, "schema migration", at)
 	rej.enter("", at.Add(3*time.Hour))
-	rej.move(store.StatusRejected, store.StepApprovalRejected, at.Add(3*time.Hour))
+	rej.move(state.StatusRejected, state.StepApprovalRejected, at.Add(3*time.Hour))
 	rej.view.Waiting = nil
 
 	t, _ = f.cfg.Target("payments-db-readonly")
@@ -56,8 +56,8 @@ func seedHistory(f *fakeAPI) (inFlight string) {
 	f.audit = append(f.audit, map[string]any{"at": now.Add(-time.Hour), "actor": "ops@example.com", "action": "request.retry",
 		"params": map[string]string{"operationId": moving.view.OperationID, "reason": longReason}, "requestId": "r-0123456789abcdef0123456789abcdef"})
 	moving.enter("batch", at.Add(12*time.Minute))
-	moving.move(store.StatusMRCreating, store.StepQueued, at.Add(12*time.Minute))
-	moving.view.Waiting = &workflow.Waiting{Stage: "batch", WaitingFor: "the running batch of infra/access-config to finish; the next round takes this request", Since: at.Add(12 * time.Minute), Position: 3, Ahead: 2}
+	moving.move(state.StatusMRCreating, state.StepQueued, at.Add(12*time.Minute))
+	moving.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the running batch of infra/access-config to finish; the next round takes this request", Since: at.Add(12 * time.Minute), Position: 3, Ahead: 2}
 	return moving.view.OperationID
 }
 
@@ -68,9 +68,9 @@ const longReason = "quarterly revenue report for finance, see https://tickets.ex
 // checks that nothing needs sideways scrolling; with -screenshots it also writes the pictures
 // the README shows.
 func TestPagesReadWellOnALaptopAndAPhone(t *testing.T) {
-	api := newFakeAPI()
-	inFlight := seedHistory(api)
-	s := startSite(t, api)
+	fake := newFakeAPI()
+	inFlight := seedHistory(fake)
+	s := startSite(t, fake)
 	tourPages(t, pageTour{url: s.URL, ready: 20 * time.Second, waiting: inFlight, validated: "0b7e6a10-2f44-4c55-8e61-222222222222",
 		opsReady: `document.querySelector('#stage-latency li') && document.querySelector('#config-error') && document.querySelector('#batches [data-batch-id]')`})
 }

@@ -222,9 +222,9 @@ func TestAMissingStylesheetAlsoReloadsOnceThenOffersTheButton(t *testing.T) {
 }
 
 func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
-	api := newFakeAPI()
-	api.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-111111111111", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
-	s := startSite(t, api)
+	fake := newFakeAPI()
+	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-111111111111", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	b.do("open bindery", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the user switcher", `document.querySelector('#user-switcher')`, 20*time.Second)
@@ -249,7 +249,7 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 
 	b.click(retry)
 	b.waitFor("the retry confirmation", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Retry started'))`, 10*time.Second)
-	if _, got, _ := api.seen(); len(got) != 1 || got[0] != "5f0c3a52-7d1e-4a8b-9c2d-111111111111 by ops@example.com" {
+	if _, got, _ := fake.seen(); len(got) != 1 || got[0] != "5f0c3a52-7d1e-4a8b-9c2d-111111111111 by ops@example.com" {
 		t.Fatalf("retries %v", got)
 	}
 	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+retry+`') && document.querySelector('#stuck .empty')`, 10*time.Second)
@@ -258,10 +258,10 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 // A merged request whose deploy callback is overdue is in the stuck list; its button says it
 // confirms the deploy, and the request leaves the list validated.
 func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
-	api := newFakeAPI()
+	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-222222222222"
-	api.seedOverdueDeploy(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-3*time.Hour))
-	s := startSite(t, api)
+	fake.seedOverdueDeploy(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-3*time.Hour))
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	b.do("open bindery", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the user switcher", `document.querySelector('#user-switcher')`, 20*time.Second)
@@ -280,7 +280,7 @@ func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 	}
 	b.click(confirm)
 	b.waitFor("the confirmation", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Deploy confirmed for'))`, 10*time.Second)
-	if _, got, _ := api.seen(); len(got) != 1 || got[0] != op+" by ops@example.com" {
+	if _, got, _ := fake.seen(); len(got) != 1 || got[0] != op+" by ops@example.com" {
 		t.Fatalf("retries %v", got)
 	}
 	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+confirm+`')`, 10*time.Second)
@@ -290,15 +290,15 @@ func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 // database failed while settling) says so on the ops console, with the error, until bindery's
 // next try or an operator settles it.
 func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
-	api := newFakeAPI()
-	api.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-333333333333", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
-	api.mu.Lock()
+	fake := newFakeAPI()
+	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-333333333333", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
+	fake.mu.Lock()
 	var id int64
-	for _, b := range api.batches {
+	for _, b := range fake.batches {
 		b.Failing, b.LastError, id = "PIPELINE_FAILED", "gitlab: 502 Bad Gateway", b.ID
 	}
-	api.mu.Unlock()
-	s := startSite(t, api)
+	fake.mu.Unlock()
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, s.URL)
 	notice := fmt.Sprintf(`#batches [data-failing="%d"]`, id)
@@ -314,9 +314,9 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 // A fresh browser on the demo has no user yet: the first page offers the demo users instead of a
 // dead end ("Please sign in" with nothing to click), and picking one signs in and shows the page.
 func TestAFreshBrowserOnTheDemoPicksAUser(t *testing.T) {
-	api := newFakeAPI()
-	api.anonymousIs401 = true
-	s := startSite(t, api)
+	fake := newFakeAPI()
+	fake.anonymousIs401 = true
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	b.do("open the demo in a fresh browser", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the demo users", `document.querySelectorAll('[data-demo-user]').length === 3`, 20*time.Second)
@@ -337,10 +337,10 @@ func openOpsConsole(b *browser, base string) {
 // The operator narrows the batch list to the blocked ones (the page asks the API for that status)
 // and back; a status with no batch says so.
 func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
-	api := newFakeAPI()
-	api.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-555555555555", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
-	api.seedInCI("5f0c3a52-7d1e-4a8b-9c2d-666666666666", "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
-	s := startSite(t, api)
+	fake := newFakeAPI()
+	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-555555555555", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
+	fake.seedInCI("5f0c3a52-7d1e-4a8b-9c2d-666666666666", "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, s.URL)
 	count := `document.querySelectorAll('#batches li.batch').length`
@@ -360,10 +360,10 @@ func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
 // A request whose batch waits for its pipeline says what it waits for and what bindery does
 // about it: it looks at the pipeline again at a time the page shows.
 func TestARequestInCIShowsWhenBinderyLooksAgain(t *testing.T) {
-	api := newFakeAPI()
+	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-444444444444"
-	api.seedInCI(op, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
-	s := startSite(t, api)
+	fake.seedInCI(op, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 	b.do("open the request", chromedp.Navigate(s.URL+"/requests/"+op))
 	b.waitFor("the waiting explanation", `document.querySelector('#waiting .work')`, 20*time.Second)

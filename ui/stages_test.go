@@ -23,13 +23,13 @@ func stageView(t *testing.T, b *browser, base, op string) (track, badge, text st
 // duration, a finished failure as finished (no waiting card, no running bar) with the failing
 // pipeline and the bisection, a removal as Revoking and then Revoked — never "without effect".
 func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
-	api := newFakeAPI()
+	fake := newFakeAPI()
 	const inCI, failedOp, revoking, revoked = "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa1", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa2", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa3", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa4"
-	api.seedInCI(inCI, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
-	api.seedFailedInCI(failedOp, "alice@example.com", "grafana-editor", time.Now().Add(-time.Hour))
-	api.seedRevoked(revoking, "alice@example.com", "payments-db-admin", time.Now().Add(-2*time.Hour), true)
-	api.seedRevoked(revoked, "alice@example.com", "payments-db-readwrite", time.Now().Add(-3*time.Hour), false)
-	s := startSite(t, api)
+	fake.seedInCI(inCI, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
+	fake.seedFailedInCI(failedOp, "alice@example.com", "grafana-editor", time.Now().Add(-time.Hour))
+	fake.seedRevoked(revoking, "alice@example.com", "payments-db-admin", time.Now().Add(-2*time.Hour), true)
+	fake.seedRevoked(revoked, "alice@example.com", "payments-db-readwrite", time.Now().Add(-3*time.Hour), false)
+	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 
 	track, badge, text := stageView(t, b, s.URL, inCI)

@@ -6,10 +6,25 @@ import (
 	"errors"
 	"time"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/change"
+	"bindery/state"
 	"bindery/store"
 )
+
+// ApplyInput is a validated application: the subject is the caller's canonical identity, never
+// a client-supplied value.
+type ApplyInput struct {
+	OperationID string `json:"operationId"`
+	TargetKey   string `json:"targetKey"`
+	Reason      string `json:"reason"`
+	Subject     string `json:"-"`
+	// Idempotency, when set, is the request's idempotency record (its Body is filled here with
+	// the ApplyResult as JSON): it is written in the application's own transaction, so the
+	// application and its answer are one commit.
+	Idempotency *store.Answer `json:"-"`
+}
 
 // Apply does the synchronous part of an application (SPEC §4 "async entry"): the target exists,
 // the access mode allows it, the subject can be rendered into the target's path, the relation has
@@ -18,34 +33,34 @@ import (
 // same transaction, and answers at once. The step is data from that commit on: this instance's
 // first-steps lane runs it now (however many batches wait on CI), and if this instance dies
 // before, any other one does.
-func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error) {
+func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (api.ApplyResult, error) {
 	snap := w.cfg.Current()
 	t, ok := snap.Target(in.TargetKey)
 	if !ok {
-		return ApplyResult{}, apperr.Invalid("targetKey", "is not in the catalog")
+		return api.ApplyResult{}, apperr.Invalid("targetKey", "is not in the catalog")
 	}
 	if !snap.ApplyOpen(time.Now()) {
-		return ApplyResult{}, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
+		return api.ApplyResult{}, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
 	}
 	if _, err := change.RenderPath(t, in.Subject); err != nil {
-		return ApplyResult{}, apperr.Wrap(err, apperr.InvalidArgument, "Your identity cannot be used in this target's file path; please contact the maintainers.")
+		return api.ApplyResult{}, apperr.Wrap(err, apperr.InvalidArgument, "Your identity cannot be used in this target's file path; please contact the maintainers.")
 	}
-	first := requestTask("", stepCreate, 0, reqMemo{})
+	first := w.requestTask("", stepCreate, 0, reqMemo{})
 	a := store.Application{
 		OperationID: in.OperationID, SubjectID: in.Subject, TargetKey: t.Key, Project: t.Project, Reason: in.Reason,
-		Flow: FlowLegacy, Status: store.StatusMRCreating, Step: store.StepCreateStarted, Task: &first,
+		Flow: FlowLegacy, Status: state.StatusMRCreating, Step: state.StepCreateStarted, Task: &first,
 	}
 	if snap.ApprovalFirst() {
-		first = requestTask("", stepTicket, 0, reqMemo{})
-		a.Flow, a.Status, a.Step = FlowApprovalFirst, store.StatusApprovalSending, store.StepApprovalSending
+		first = w.requestTask("", stepTicket, 0, reqMemo{})
+		a.Flow, a.Status, a.Step = FlowApprovalFirst, state.StatusApprovalSending, state.StepApprovalSending
 	}
 	// The answer is known before the commit: the first state is what this transaction writes.
-	res := ApplyResult{Code: CodeAccepted, OperationID: a.OperationID, Status: a.Status, NextAction: store.NextActionFor(a.Status, a.Step)}
+	res := api.ApplyResult{Code: api.CodeAccepted, OperationID: a.OperationID, Status: a.Status, NextAction: state.NextActionFor(a.Status, a.Step)}
 	if in.Idempotency != nil {
 		rec := *in.Idempotency
 		body, err := json.Marshal(res)
 		if err != nil {
-			return ApplyResult{}, err
+			return api.ApplyResult{}, err
 		}
 		rec.Body, a.Answer = body, &rec
 	}
@@ -53,13 +68,13 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 	var busy *store.ErrApplyInProgress
 	switch {
 	case errors.As(err, &busy):
-		return ApplyResult{}, apperr.Wrap(err, apperr.ApplyInProgress, "You already have an active request for %s (%s).", t.Title, busy.Binding.Status)
+		return api.ApplyResult{}, apperr.Wrap(err, apperr.ApplyInProgress, "You already have an active request for %s (%s).", t.Title, busy.Binding.Status)
 	case errors.Is(err, store.ErrPreempted):
-		return ApplyResult{}, apperr.Wrap(err, apperr.ApplyInProgress, "Another request for %s is being submitted right now.", t.Title)
+		return api.ApplyResult{}, apperr.Wrap(err, apperr.ApplyInProgress, "Another request for %s is being submitted right now.", t.Title)
 	case errors.Is(err, store.ErrDuplicate):
 		return w.resent(ctx, in, t.Key, err)
 	case err != nil:
-		return ApplyResult{}, err
+		return api.ApplyResult{}, err
 	}
 	w.engine.Nudge(first.Lane)
 	return res, nil
@@ -70,19 +85,19 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (ApplyResult, error
 // record did not survive (a crash between the application's commit and the stored answer, then
 // the key's lease ran out): the replay's answer, DUPLICATE_SUBMIT with the current state.
 // Anything else is another request's id.
-func (w *Workflow) resent(ctx context.Context, in ApplyInput, targetKey string, dup error) (ApplyResult, error) {
+func (w *Workflow) resent(ctx context.Context, in ApplyInput, targetKey string, dup error) (api.ApplyResult, error) {
 	r, err := w.db.Request(ctx, in.OperationID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return ApplyResult{}, err // the database's failure, not the caller's id
+		return api.ApplyResult{}, err // the database's failure, not the caller's id
 	}
 	op := r.Operation
 	if err != nil || op.SubjectID != in.Subject || op.TargetKey != targetKey || op.Reason != in.Reason {
-		return ApplyResult{}, apperr.Wrap(dup, apperr.Conflict, "This operationId is already used by another request; generate a new one.")
+		return api.ApplyResult{}, apperr.Wrap(dup, apperr.Conflict, "This operationId is already used by another request; generate a new one.")
 	}
 	st := op.Status
 	if r.Current() {
 		st = r.Binding.Status
 	}
 	next := nextAction(st, op.Step, op.UpdatedAt, w.deployCutoff(ctx, op))
-	return ApplyResult{Code: CodeDuplicateSubmit, OperationID: in.OperationID, Status: st, NextAction: next}, nil
+	return api.ApplyResult{Code: api.CodeDuplicateSubmit, OperationID: in.OperationID, Status: st, NextAction: next}, nil
 }

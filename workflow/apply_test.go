@@ -7,10 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/api"
 	"bindery/config"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // A resend of an application whose first answer was lost, when its idempotency record is gone
@@ -26,8 +26,8 @@ func TestAResentApplicationWithoutItsIdempotencyRecordIsADuplicate(t *testing.T)
 			t.Fatal(err)
 		}
 		body := fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"for the test"}`, op)
-		var res workflow.ApplyResult
-		if code := h.api("POST", "/api/apply", "alice", body, &res); code != 202 || res.Code != workflow.CodeDuplicateSubmit || res.OperationID != op || res.Status == "" {
+		var res api.ApplyResult
+		if code := h.api("POST", "/api/apply", "alice", body, &res); code != 202 || res.Code != api.CodeDuplicateSubmit || res.OperationID != op || res.Status == "" {
 			t.Fatalf("resend: %d %+v, want 202 DUPLICATE_SUBMIT of %s with its status", code, res, op)
 		}
 
@@ -54,7 +54,7 @@ func TestAnOperationIDLongerThanItsColumnIsRefusedByName(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		longest := strings.Repeat("a", 64)
-		var res workflow.ApplyResult
+		var res api.ApplyResult
 		if code := h.api("POST", "/api/apply", "alice", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"r"}`, longest), &res); code != 202 || res.OperationID != longest {
 			t.Fatalf("64 characters: %d %+v, want 202", code, res)
 		}
@@ -76,8 +76,8 @@ func TestAResendAfterTheWindowClosedGetsItsOwnAnswer(t *testing.T) {
 		body := func(id string) string {
 			return fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"for the test"}`, id)
 		}
-		var res workflow.ApplyResult
-		if code := h.api("POST", "/api/apply", "alice", body(op), &res); code != 202 || res.Code != workflow.CodeDuplicateSubmit || res.OperationID != op || res.Status == "" {
+		var res api.ApplyResult
+		if code := h.api("POST", "/api/apply", "alice", body(op), &res); code != 202 || res.Code != api.CodeDuplicateSubmit || res.OperationID != op || res.Status == "" {
 			t.Fatalf("resend after the window closed: %d %+v", code, res)
 		}
 		var e struct{ Code string }
@@ -107,7 +107,7 @@ func TestConcurrentDuplicatesGetTheWinnersAnswer(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				var res workflow.ApplyResult
+				var res api.ApplyResult
 				code := h.api("POST", "/api/apply", "alice", body, &res)
 				answers <- fmt.Sprintf("%d %s %s", code, res.Code, res.OperationID)
 			}()

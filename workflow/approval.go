@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/change"
 	"bindery/engine"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -27,12 +29,12 @@ import (
 func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
 	switch st := r.req.Binding.Status; {
-	case st == store.StatusCreateFailed || st == store.StatusMRCreated:
+	case st == state.StatusCreateFailed || st == state.StatusMRCreated:
 		// An operator's retry of a failed send, or the legacy flow after its MR passed CI: SENDING
 		// first, the call in the next run.
-		return r.move(ctx, store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, store.TaskNext{})
+		return r.move(ctx, store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, store.TaskNext{})
 	case !st.AwaitingApproval():
-		return r.r.Finish(ctx, nil) // a callback or an operator moved it on
+		return r.Finish(ctx, nil) // a callback or an operator moved it on
 	}
 	snap := w.cfg.Current()
 	title := op.TargetKey
@@ -53,15 +55,15 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	// Then the decision is waited for; now and then the ticket is read, in case its callback
 	// never gets through. A ticket sent again (an operator's retry) is read at once.
 	note, poll := "Ticket "+ticketWords(id), w.cfg.Current().ApprovalPollAfter()
-	if r.req.Binding.Status == store.StatusApprovalSent {
+	if r.req.Binding.Status == state.StatusApprovalSent {
 		note, poll = note+" sent again.", 0
 	}
-	r.memo = reqMemo{Ticket: id}
+	r.Memo = reqMemo{Ticket: id}
 	shown := id // the request page shows and links only an id that looks like one (ticketWords)
 	if !ticketID.MatchString(id) {
 		shown = ""
 	}
-	err = r.then(ctx, stepTicketPoll, poll, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: note, TicketID: shown})
+	err = r.then(ctx, stepTicketPoll, poll, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent, Note: note, TicketID: shown})
 	if err != nil && shown != "" {
 		// The decision's callback may have moved the request on before this outcome could be
 		// written (a quick approval system): the ticket is still a fact the page should link.
@@ -81,32 +83,32 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 // the next look: the request still waits for its decision.
 func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
-	if r.req.Binding.Status != store.StatusApprovalSent {
-		return r.r.Finish(ctx, nil) // decided, or sent again by another step
+	if r.req.Binding.Status != state.StatusApprovalSent {
+		return r.Finish(ctx, nil) // decided, or sent again by another step
 	}
 	every := w.cfg.Current().ApprovalPollAfter()
 	later := func(why string, err error) error {
-		w.log.WarnContext(ctx, "could not read the approval ticket; asking again later", "operation", op.OperationID, "ticket", r.memo.Ticket, "why", why, "error", err)
-		return r.r.Next(ctx, store.TaskNext{In: every, Failures: r.r.Task.Failures + 1, Note: why}, nil)
+		w.log.WarnContext(ctx, "could not read the approval ticket; asking again later", "operation", op.OperationID, "ticket", r.Memo.Ticket, "why", why, "error", err)
+		return r.Next(ctx, store.TaskNext{In: every, Failures: r.Task.Failures + 1, Note: why}, nil)
 	}
-	if r.memo.Ticket == "" {
-		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent, Note: "Asking the approval system about the ticket."})
+	if r.Memo.Ticket == "" {
+		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent, Note: "Asking the approval system about the ticket."})
 	}
-	t, err := w.tickets.Get(ctx, r.memo.Ticket)
+	t, err := w.tickets.Get(ctx, r.Memo.Ticket)
 	switch {
 	case errors.Is(err, approval.ErrNoTicket):
 		// Sent again from APPROVAL_SENT (the ticket step re-opens it, idempotent by operationId,
 		// and reads it at once).
-		return r.then(ctx, stepTicket, 0, store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent,
-			Note: "The approval system no longer knows ticket " + ticketWords(r.memo.Ticket) + "; sending it again."})
+		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent,
+			Note: "The approval system no longer knows ticket " + ticketWords(r.Memo.Ticket) + "; sending it again."})
 	case err != nil:
 		return later("the approval system did not answer about the ticket: "+engine.Public(err), err)
 	case t.OperationID != "" && t.OperationID != op.OperationID:
 		return later("the approval system answered for another request's ticket", nil)
 	case t.Status == approval.StatusPending:
-		return r.r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " is still waiting for a decision"}, nil)
+		return r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " is still waiting for a decision"}, nil)
 	}
-	cb := ApprovalCallback{CallbackID: t.RequestID, OperationID: op.OperationID, Result: t.Status, Ext: t.Ext}
+	cb := api.ApprovalCallback{CallbackID: t.RequestID, OperationID: op.OperationID, Result: t.Status, Ext: t.Ext}
 	if cb.CallbackID == "" {
 		cb.CallbackID = "ticket-" + t.TicketID // the system gives no callback id: one per ticket
 	}
@@ -115,14 +117,14 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 		return err
 	}
 	w.log.InfoContext(ctx, "approval decision read from the ticket (its callback did not come)", "operation", op.OperationID, "ticket", t.TicketID, "result", t.Status, "answer", res.Code)
-	if res.Code == CallbackAccepted {
-		r.r.HandedOver() // the decision's transaction replaced or ended this task
+	if res.Code == api.CallbackAccepted {
+		r.HandedOver() // the decision's transaction replaced or ended this task
 		return nil
 	}
 	// DUPLICATE or IGNORED_STALE: the decision was seen before and changed nothing here (a
 	// stale one, a ticket of another flow). The request still waits for a decision: keep
 	// asking, never leave it without its task.
-	return r.r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " answered " + strings.ToLower(t.Status) + ", which did not decide this request"}, nil)
+	return r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " answered " + strings.ToLower(t.Status) + ", which did not decide this request"}, nil)
 }
 
 // ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
@@ -133,13 +135,13 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 // present → the legacy MR-first flow (its MR is approved and merged), absent → approval-first
 // (validated and admitted to the waiting set). So tickets opened before workflow.approvalFirst
 // was switched finish in their own flow.
-func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (CallbackResult, error) {
+func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error) {
 	mrID, legacy, err := legacyMR(cb)
 	if err != nil {
 		w.log.WarnContext(ctx, "approval callback with a malformed ext.mrId; ignored", "operation", cb.OperationID, "err", err)
-		return CallbackResult{Code: CallbackIgnoredStale}, nil
+		return api.CallbackResult{Code: api.CallbackIgnoredStale}, nil
 	}
-	approved := cb.Result == ApprovalApproved
+	approved := cb.Result == api.ApprovalApproved
 	// Decided before the transaction: rendering reads the catalog, and a collision check reads the
 	// relation's other bindings (plain reads; on SQLite the write connection is the transaction's).
 	var invalid error
@@ -147,30 +149,30 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 	if approved && !legacy {
 		op, err := w.db.Operation(ctx, cb.OperationID)
 		if err == nil {
-			if adm, invalid = w.admission(ctx, op, store.ActionAdd); invalid != nil && !errors.Is(invalid, change.ErrInvalidChange) {
-				return CallbackResult{}, invalid
+			if adm, invalid = w.admission(ctx, op, state.ActionAdd); invalid != nil && !errors.Is(invalid, change.ErrInvalidChange) {
+				return api.CallbackResult{}, invalid
 			}
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return CallbackResult{}, err
+			return api.CallbackResult{}, err
 		}
 	}
 
 	var code string
 	var moved store.Request
 	err = retryPreempted(ctx, func() error {
-		code, moved = CallbackAccepted, store.Request{}
+		code, moved = api.CallbackAccepted, store.Request{}
 		return w.db.InTx(ctx, func(tx *store.Tx) error {
 			fresh, err := tx.RecordApprovalCallback(ctx, cb.CallbackID, cb.OperationID, cb.Result)
 			if err != nil {
 				return err
 			}
 			if !fresh {
-				code = CallbackDuplicate
+				code = api.CallbackDuplicate
 				return nil
 			}
 			cur, err := tx.Request(ctx, cb.OperationID)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && (!cur.Current() || !awaitingDecision(cur))) {
-				code = CallbackIgnoredStale // recorded, so a resend is a duplicate; the row is untouched
+				code = api.CallbackIgnoredStale // recorded, so a resend is a duplicate; the row is untouched
 				return nil
 			}
 			if err != nil {
@@ -181,7 +183,7 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 			// request (or another MR, or none for a legacy request that has one) is another
 			// ticket's: acting on it would approve and merge an MR that is not this request's.
 			if op := cur.Operation; (legacy && op.Flow != FlowLegacy) || (op.Flow == FlowLegacy && op.MRIID != 0 && op.MRIID != mrID) {
-				code = CallbackIgnoredStale
+				code = api.CallbackIgnoredStale
 				return nil
 			}
 			c := decide(cb, legacy, approved, invalid)
@@ -190,10 +192,10 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 			}
 			// The work the decision starts, or none: written first (task before operation, the one
 			// lock order), and it fences out a ticket step that may still be running.
-			if next := decisionTask(cur.Operation, legacy, approved, c.MRIID); next != nil {
+			if next := w.decisionTask(cur.Operation, legacy, approved, c.MRIID); next != nil {
 				err = tx.PutTask(ctx, *next, false)
 			} else {
-				err = tx.DeleteTask(ctx, store.TaskRequest, cb.OperationID)
+				err = tx.DeleteTask(ctx, state.TaskRequest, cb.OperationID)
 			}
 			if err != nil {
 				return err
@@ -210,11 +212,11 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 		})
 	})
 	if err != nil {
-		return CallbackResult{}, err
+		return api.CallbackResult{}, err
 	}
 	w.log.InfoContext(ctx, "approval callback", "operation", cb.OperationID, "callback", cb.CallbackID, "result", cb.Result, "legacy", legacy, "answer", code)
 	if moved.Operation.ID == 0 {
-		return CallbackResult{Code: code}, nil
+		return api.CallbackResult{Code: code}, nil
 	}
 
 	// After commit: the approval wait; the work the decision started runs on this instance first.
@@ -222,19 +224,19 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb ApprovalCallback) (C
 	if legacy {
 		w.engine.Nudge(engine.LaneBackground)
 	}
-	return CallbackResult{Code: code}, nil
+	return api.CallbackResult{Code: code}, nil
 }
 
 // decisionTask is the work a fresh decision starts: the legacy flow's approved MR is approved
 // and merged, a rejected one's MR closed; nil when the decision ends the request's own work (the
 // approval-first flow goes on in the waiting set).
-func decisionTask(op store.Operation, legacy, approved bool, mrIID int64) *store.TaskSpec {
+func (w *Workflow) decisionTask(op store.Operation, legacy, approved bool, mrIID int64) *store.TaskSpec {
 	switch {
 	case legacy && approved:
-		t := requestTask(op.OperationID, stepApprove, 0, reqMemo{})
+		t := w.requestTask(op.OperationID, stepApprove, 0, reqMemo{})
 		return &t
 	case legacy && mrIID > 0:
-		t := requestTask(op.OperationID, stepCloseMR, 0, reqMemo{})
+		t := w.requestTask(op.OperationID, stepCloseMR, 0, reqMemo{})
 		return &t
 	}
 	return nil
@@ -251,24 +253,24 @@ func decisionTask(op store.Operation, legacy, approved bool, mrIID int64) *store
 // no decision pending.
 func awaitingDecision(cur store.Request) bool {
 	st := cur.Binding.Status
-	return st.AwaitingApproval() || (st == store.StatusCreateFailed && cur.Operation.Step == store.StepApprovalSendFailed)
+	return st.AwaitingApproval() || (st == state.StatusCreateFailed && cur.Operation.Step == state.StepApprovalSendFailed)
 }
 
 // decide is the transition a fresh, current callback makes.
-func decide(cb ApprovalCallback, legacy, approved bool, invalid error) store.Change {
+func decide(cb api.ApprovalCallback, legacy, approved bool, invalid error) store.Change {
 	switch {
 	case !approved:
-		return store.Change{To: store.StatusRejected, Step: store.StepApprovalRejected, Note: "Decision: " + strings.ToLower(cb.Result) + "."}
+		return store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected, Note: "Decision: " + strings.ToLower(cb.Result) + "."}
 	case legacy:
-		return store.Change{To: store.StatusMerging, Step: store.StepHandleStarted, Note: "Approved."}
+		return store.Change{To: state.StatusMerging, Step: state.StepHandleStarted, Note: "Approved."}
 	case invalid != nil:
-		return store.Change{To: store.StatusCreateFailed, Step: store.StepCreateInvalid, Note: noteFor(invalid)}
+		return store.Change{To: state.StatusCreateFailed, Step: state.StepCreateInvalid, Note: noteFor(invalid)}
 	}
-	return store.Change{To: store.StatusMRCreating, Step: store.StepQueued, Note: "Approved; waiting for a batch."}
+	return store.Change{To: state.StatusMRCreating, Step: state.StepQueued, Note: "Approved; waiting for a batch."}
 }
 
 // legacyMR reads ext.mrId: present → the legacy flow.
-func legacyMR(cb ApprovalCallback) (int64, bool, error) {
+func legacyMR(cb api.ApprovalCallback) (int64, bool, error) {
 	raw, ok := cb.Ext["mrId"]
 	if raw = strings.TrimSpace(raw); !ok || raw == "" {
 		return 0, false, nil

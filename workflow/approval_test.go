@@ -8,10 +8,12 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/config"
 	"bindery/outbound"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -25,8 +27,8 @@ func TestApprovalFirstApprovedRequestIsAdmittedToTheWaitingSet(t *testing.T) {
 		first := h.apply("alice", "db-read")
 		second := h.apply("bob", "db-read")
 		for _, op := range []string{first, second} {
-			v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
-			if v.Flow != workflow.FlowApprovalFirst || v.Waiting == nil || v.Waiting.Stage != "approval" || v.NextAction != store.NextWait {
+			v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
+			if v.Flow != workflow.FlowApprovalFirst || v.Waiting == nil || v.Waiting.Stage != "approval" || v.NextAction != state.NextWait {
 				t.Fatalf("awaiting approval: %+v", v)
 			}
 			ext, _, _ := h.sims.Approval.TicketExt(h.ticketOf(op).ID)
@@ -35,9 +37,9 @@ func TestApprovalFirstApprovedRequestIsAdmittedToTheWaitingSet(t *testing.T) {
 			}
 		}
 		h.decide(first, sim.TicketApproved)
-		h.waitState(first, store.StatusMRCreating, store.StepQueued)
+		h.waitState(first, state.StatusMRCreating, state.StepQueued)
 		h.decide(second, sim.TicketApproved)
-		h.waitState(second, store.StatusMRCreating, store.StepQueued)
+		h.waitState(second, state.StatusMRCreating, state.StepQueued)
 		v1, v2 := h.view(first), h.view(second)
 		if v1.Waiting == nil || v1.Waiting.Stage != "batch" || v1.Waiting.Position != 1 || v2.Waiting.Position != 2 || v2.Waiting.Ahead != 1 {
 			t.Fatalf("waiting: %+v / %+v", v1.Waiting, v2.Waiting)
@@ -60,15 +62,15 @@ func TestApprovalFirstRejectedAndWithdrawnEndRejected(t *testing.T) {
 		h := setup(t, db, options{approvalFirst: true})
 		rejected := h.apply("alice", "db-read")
 		h.decide(rejected, sim.TicketRejected)
-		if v := h.waitState(rejected, store.StatusRejected, store.StepApprovalRejected); v.NextAction != store.NextReapply || v.Waiting != nil {
+		if v := h.waitState(rejected, state.StatusRejected, state.StepApprovalRejected); v.NextAction != state.NextReapply || v.Waiting != nil {
 			t.Fatalf("rejected: %+v", v)
 		}
 		withdrawn := h.apply("bob", "db-read")
-		h.waitState(withdrawn, store.StatusApprovalSent, 0)
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "w-1", OperationID: withdrawn, Result: "WITHDRAWN"}, "test-approval-secret"); code != 200 || answer != "ACCEPTED" {
+		h.waitState(withdrawn, state.StatusApprovalSent, 0)
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "w-1", OperationID: withdrawn, Result: "WITHDRAWN"}, "test-approval-secret"); code != 200 || answer != "ACCEPTED" {
 			t.Fatalf("withdrawn: %d %s", code, answer)
 		}
-		h.waitState(withdrawn, store.StatusRejected, store.StepApprovalRejected)
+		h.waitState(withdrawn, state.StatusRejected, state.StepApprovalRejected)
 		if _, err := db.Waiting(bg, rejected); err == nil {
 			t.Fatal("a rejected request is in the waiting set")
 		}
@@ -83,48 +85,48 @@ func TestCallbacksDuplicateStaleReorderedAndForgedChangeNothing(t *testing.T) {
 		secret := "test-approval-secret"
 
 		op := h.apply("alice", "db-read")
-		h.waitState(op, store.StatusApprovalSent, 0)
+		h.waitState(op, state.StatusApprovalSent, 0)
 		// Forged: a wrong secret is refused before the workflow sees it.
-		if code, _ := h.callback(workflow.ApprovalCallback{CallbackID: "forged", OperationID: op, Result: "APPROVED"}, "not-the-secret"); code != 401 {
+		if code, _ := h.callback(api.ApprovalCallback{CallbackID: "forged", OperationID: op, Result: "APPROVED"}, "not-the-secret"); code != 401 {
 			t.Fatalf("forged callback: %d", code)
 		}
-		if v := h.view(op); v.Status != store.StatusApprovalSent {
+		if v := h.view(op); v.Status != state.StatusApprovalSent {
 			t.Fatalf("forged callback moved the request to %s", v.Status)
 		}
 
 		// Reordered: the rejection arrives first and wins; the approval is stale.
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-2", OperationID: op, Result: "REJECTED"}, secret); code != 200 || answer != "ACCEPTED" {
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "cb-2", OperationID: op, Result: "REJECTED"}, secret); code != 200 || answer != "ACCEPTED" {
 			t.Fatalf("rejection: %d %s", code, answer)
 		}
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-1", OperationID: op, Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "cb-1", OperationID: op, Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
 			t.Fatalf("late approval: %d %s", code, answer)
 		}
 		// Duplicate: the same callback id again.
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-2", OperationID: op, Result: "REJECTED"}, secret); code != 200 || answer != "DUPLICATE" {
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "cb-2", OperationID: op, Result: "REJECTED"}, secret); code != 200 || answer != "DUPLICATE" {
 			t.Fatalf("duplicate: %d %s", code, answer)
 		}
-		h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
+		h.waitState(op, state.StatusRejected, state.StepApprovalRejected)
 
 		// Stale: a re-application replaces the operationId; a late callback for the old one finds
 		// no row of its own and changes nothing.
 		again := h.apply("alice", "db-read")
-		h.waitState(again, store.StatusApprovalSent, 0)
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-3", OperationID: op, Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+		h.waitState(again, state.StatusApprovalSent, 0)
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "cb-3", OperationID: op, Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
 			t.Fatalf("stale: %d %s", code, answer)
 		}
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-4", OperationID: "never-applied", Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "cb-4", OperationID: "never-applied", Result: "APPROVED"}, secret); code != 200 || answer != "IGNORED_STALE" {
 			t.Fatalf("unknown operation: %d %s", code, answer)
 		}
-		if v := h.view(again); v.Status != store.StatusApprovalSent {
+		if v := h.view(again); v.Status != state.StatusApprovalSent {
 			t.Fatalf("the new application moved to %s", v.Status)
 		}
-		if v := h.view(op); v.Status != store.StatusRejected {
+		if v := h.view(op); v.Status != state.StatusRejected {
 			t.Fatalf("the old application moved to %s", v.Status)
 		}
 		// Already decided: a second decision of another id is stale too.
 		h.decide(again, sim.TicketApproved)
-		h.waitState(again, store.StatusMRCreating, store.StepQueued)
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "cb-5", OperationID: again, Result: "REJECTED"}, secret); code != 200 || answer != "IGNORED_STALE" {
+		h.waitState(again, state.StatusMRCreating, state.StepQueued)
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "cb-5", OperationID: again, Result: "REJECTED"}, secret); code != 200 || answer != "IGNORED_STALE" {
 			t.Fatalf("decision after the decision: %d %s", code, answer)
 		}
 	})
@@ -141,24 +143,24 @@ func TestACallbackBeforeTheTicketIsRecordedSentStillWorks(t *testing.T) {
 		}})
 		op := h.apply("alice", "db-read")
 		<-held.entered // the step is inside the call to the approval system, SENDING is written
-		if v := h.view(op); v.Status != store.StatusApprovalSending {
+		if v := h.view(op); v.Status != state.StatusApprovalSending {
 			t.Fatalf("before the ticket: %s", v.Status)
 		}
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "early", OperationID: op, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "ACCEPTED" {
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "early", OperationID: op, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "ACCEPTED" {
 			t.Fatalf("early callback: %d %s", code, answer)
 		}
-		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		h.waitState(op, state.StatusMRCreating, state.StepQueued)
 		close(held.release)
 		h.waitFor("the ticket to be opened", func() bool { return len(h.sims.Approval.Tickets()) == 1 })
 		// The callback removed the ticket's task, so the task's end says nothing of the step: its
 		// last write is the ticket it keeps on the request (the page links it).
 		h.waitFor("the opened ticket to be kept on the request", func() bool { return h.view(op).Ticket != nil })
 		v := h.view(op)
-		if v.Status != store.StatusMRCreating || v.Step.Code != int(store.StepQueued) {
+		if v.Status != state.StatusMRCreating || v.Step.Code != int(state.StepQueued) {
 			t.Fatalf("after the ticket call returned: %s/%s", v.Status, v.Step.Name)
 		}
 		for _, e := range v.Timeline {
-			if e.Status.Failed() || e.Step.Code == int(store.StepApprovalSent) {
+			if e.Status.Failed() || e.Step.Code == int(state.StepApprovalSent) {
 				t.Fatalf("timeline has %s/%s after an early callback", e.Status, e.Step.Name)
 			}
 		}
@@ -175,19 +177,19 @@ func TestSwitchingTheFlowWithTicketsInFlight(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: false})
 		legacy := h.apply("alice", "db-read")
-		lv := h.waitState(legacy, store.StatusApprovalSent, 0)
+		lv := h.waitState(legacy, state.StatusApprovalSent, 0)
 
 		h.reconfigure(true, fastSims)
 		modern := h.apply("bob", "db-read")
-		h.waitState(modern, store.StatusApprovalSent, 0)
+		h.waitState(modern, state.StatusApprovalSent, 0)
 
 		h.reconfigure(false, fastSims) // and back: the approval-first ticket still batches
 		h.decide(legacy, sim.TicketApproved)
 		h.decide(modern, sim.TicketApproved)
-		if v := h.waitState(legacy, store.StatusValidated, 0); v.MR == nil || v.MR.ID != lv.MR.ID {
+		if v := h.waitState(legacy, state.StatusValidated, 0); v.MR == nil || v.MR.ID != lv.MR.ID {
 			t.Fatalf("legacy request merged %+v, want its own MR %+v", v.MR, lv.MR)
 		}
-		if v := h.waitState(modern, store.StatusMRCreating, store.StepQueued); v.Flow != workflow.FlowApprovalFirst {
+		if v := h.waitState(modern, state.StatusMRCreating, state.StepQueued); v.Flow != workflow.FlowApprovalFirst {
 			t.Fatalf("modern flow %s", v.Flow)
 		}
 		if _, err := db.Waiting(bg, modern); err != nil {
@@ -195,7 +197,7 @@ func TestSwitchingTheFlowWithTicketsInFlight(t *testing.T) {
 		}
 		// A new application follows the switch in force: legacy again.
 		third := h.apply("ops", "db-read")
-		if v := h.waitState(third, store.StatusApprovalSent, 0); v.Flow != workflow.FlowLegacy || v.MR == nil {
+		if v := h.waitState(third, state.StatusApprovalSent, 0); v.Flow != workflow.FlowLegacy || v.MR == nil {
 			t.Fatalf("new application after the switch: %+v", v)
 		}
 	})
@@ -212,11 +214,11 @@ targets:
 `})
 		a := h.apply("alice", "team-a")
 		h.decide(a, sim.TicketApproved)
-		h.waitState(a, store.StatusMRCreating, store.StepQueued)
+		h.waitState(a, state.StatusMRCreating, state.StepQueued)
 		b := h.apply("alice", "team-b")
 		h.decide(b, sim.TicketApproved)
-		v := h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
-		if v.NextAction != store.NextContactSupport {
+		v := h.waitState(b, state.StatusCreateFailed, state.StepCreateInvalid)
+		if v.NextAction != state.NextContactSupport {
 			t.Fatalf("next action %s", v.NextAction)
 		}
 		if last := v.Timeline[len(v.Timeline)-1]; last.Note == "" {
@@ -227,10 +229,10 @@ targets:
 		}
 		// CREATE_FAILED, but not because a send looked failed: no decision is awaited, so a
 		// late one is stale and changes nothing.
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: "late-1", OperationID: b, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "IGNORED_STALE" {
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: "late-1", OperationID: b, Result: "APPROVED"}, "test-approval-secret"); code != 200 || answer != "IGNORED_STALE" {
 			t.Fatalf("callback on CREATE_INVALID: %d %s", code, answer)
 		}
-		h.waitState(b, store.StatusCreateFailed, store.StepCreateInvalid)
+		h.waitState(b, state.StatusCreateFailed, state.StepCreateInvalid)
 	})
 }
 
@@ -246,15 +248,15 @@ func TestADecisionOnATicketWhoseSendLookedFailedIsAccepted(t *testing.T) {
 				h := setup(t, db, options{approvalFirst: true})
 				h.sims.Approval.Inject("open_ticket", sim.FaultDrop, 10)
 				op := h.apply("alice", "db-read")
-				h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
+				h.waitState(op, state.StatusCreateFailed, state.StepApprovalSendFailed)
 				h.decide(op, decision)
 				if decision == sim.TicketApproved {
-					h.waitState(op, store.StatusMRCreating, store.StepQueued)
+					h.waitState(op, state.StatusMRCreating, state.StepQueued)
 					if _, err := db.Waiting(bg, op); err != nil {
 						t.Fatalf("approved request not admitted: %v", err)
 					}
 				} else {
-					h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
+					h.waitState(op, state.StatusRejected, state.StepApprovalRejected)
 				}
 				// The simulator records the callback once bindery's answer is back.
 				h.waitFor("the callback's record", func() bool { return len(h.sims.Approval.Callbacks()) > 0 })
@@ -288,24 +290,24 @@ func TestALostApprovalDecisionIsReadFromTheTicket(t *testing.T) {
 		h := setup(t, db, options{approvalFirst: true, extra: fastSims})
 		h.cfg.Replace(config.MustParse(withPoll("test-approval-secret")))
 		op := h.apply("alice", "db-read")
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		h.cfg.Replace(config.MustParse(withPoll(`""`)))
 		h.decide(op, sim.TicketApproved)
 		h.waitFor("the sender to give up", func() bool {
 			cbs := h.sims.Approval.Callbacks()
 			return len(cbs) == 1 && cbs[0].Attempts == 6
 		})
-		if v := h.view(op); v.Status != store.StatusApprovalSent {
+		if v := h.view(op); v.Status != state.StatusApprovalSent {
 			t.Fatalf("with every callback refused: %s", v.Status)
 		}
 		h.cfg.Replace(config.MustParse(withPoll("test-approval-secret")))
-		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		h.waitState(op, state.StatusMRCreating, state.StepQueued)
 		if _, err := db.Waiting(bg, op); err != nil {
 			t.Fatalf("the decision read from the ticket did not admit the request: %v", err)
 		}
 		// The callback arriving after all changes nothing.
 		cb := h.sims.Approval.Callbacks()[0]
-		if code, answer := h.callback(workflow.ApprovalCallback{CallbackID: cb.CallbackID, OperationID: op, Result: cb.Result}, "test-approval-secret"); code != 200 || answer != workflow.CallbackDuplicate {
+		if code, answer := h.callback(api.ApprovalCallback{CallbackID: cb.CallbackID, OperationID: op, Result: cb.Result}, "test-approval-secret"); code != 200 || answer != api.CallbackDuplicate {
 			t.Fatalf("the late callback: %d %s", code, answer)
 		}
 		if _, ok := h.task(op); ok {
@@ -321,7 +323,7 @@ func TestRetryingARequestWaitingForItsDecisionReadsTheTicket(t *testing.T) {
 		h := setup(t, db, options{extra: fastSims})
 		c := strings.Replace(configFor(false, fastSims), "approvalSecret: test-approval-secret", `approvalSecret: ""`, 1)
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		h.cfg.Replace(config.MustParse(strings.Replace(c, "sim:\n", "sim:\n  timeScale: 100\n", 1)))
 		h.decide(op, sim.TicketRejected)
 		h.waitFor("the sender to give up", func() bool {
@@ -332,7 +334,7 @@ func TestRetryingARequestWaitingForItsDecisionReadsTheTicket(t *testing.T) {
 		if code := h.retry(op); code != 202 {
 			t.Fatalf("retry: %d", code)
 		}
-		h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
+		h.waitState(op, state.StatusRejected, state.StepApprovalRejected)
 		h.waitFor("the rejected request's MR closed", func() bool { return h.sims.GitLab.MergeRequestState(project, v.MR.ID) == "closed" })
 	})
 }
@@ -382,9 +384,9 @@ func TestATicketThatCannotBeReadIsAskedAgainOrSentAgain(t *testing.T) {
 		c = strings.Replace(c, "sim:\n", "sim:\n  approval:\n    callbackLossRate: 1\n", 1)
 		h.cfg.Replace(config.MustParse(c))
 		op := h.apply("alice", "db-read")
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		h.decide(op, sim.TicketApproved) // its callback is lost: only the ticket tells
-		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		h.waitState(op, state.StatusMRCreating, state.StepQueued)
 		broken.mu.Lock()
 		defer broken.mu.Unlock()
 		if len(broken.fails) != 0 || broken.opens != 2 {

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -40,7 +42,7 @@ func (h *harness) approved(user string, targets ...string) []string {
 	for _, target := range targets {
 		op := h.apply(user, target)
 		h.decide(op, sim.TicketApproved)
-		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		h.waitState(op, state.StatusMRCreating, state.StepQueued)
 		ops = append(ops, op)
 	}
 	// A round claims the rows admitted before the database clock's current tick (SQLite keeps
@@ -54,7 +56,7 @@ func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true})
 		ops := append(h.approved("alice", "db-read"), h.approved("bob", "db-read")...)
 		h.roundUntil("both validated", func() bool {
-			return h.view(ops[0]).Status == store.StatusValidated && h.view(ops[1]).Status == store.StatusValidated
+			return h.view(ops[0]).Status == state.StatusValidated && h.view(ops[1]).Status == state.StatusValidated
 		})
 		v0, v1 := h.view(ops[0]), h.view(ops[1])
 		if v0.BatchID == 0 || v0.BatchID != v1.BatchID || v0.MR == nil || v1.MR == nil || v0.MR.ID != v1.MR.ID {
@@ -71,7 +73,7 @@ func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
 				t.Errorf("stage %s observed %q times, want once per request", stage, got)
 			}
 		}
-		var batches workflow.Page[workflow.BatchView]
+		var batches api.Page[api.BatchView]
 		h.api("GET", "/api/ops/batches", "ops", "", &batches)
 		if len(batches.Items) != 1 || batches.Items[0].Status != "SUCCEEDED" || len(batches.Items[0].Members) != 2 || batches.Items[0].MR == nil {
 			t.Fatalf("ops batches: %+v", batches.Items)
@@ -105,7 +107,7 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 		h.roundUntil("every member settled", func() bool {
 			for _, op := range ops {
 				v := h.view(op)
-				if v.Status != store.StatusValidated && !v.Status.Failed() {
+				if v.Status != state.StatusValidated && !v.Status.Failed() {
 					return false
 				}
 			}
@@ -114,7 +116,7 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 		for i, op := range ops {
 			v := h.view(op)
 			if op == bad {
-				wantState(t, v, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+				wantState(t, v, state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
 				// The stage view shows the failure where it happened, linking the run that failed.
 				if v.Stage != "ci" || v.Pipeline == nil {
 					t.Fatalf("failed member at stage %q, pipeline %+v; want ci with the failed pipeline", v.Stage, v.Pipeline)
@@ -145,7 +147,7 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 			} else if page := h.get(v.Ticket.URL); page.status != 200 || !strings.Contains(page.body, v.Ticket.ID) {
 				t.Errorf("the ticket's link %s answers %d", v.Ticket.URL, page.status)
 			}
-			if v.Status != store.StatusValidated {
+			if v.Status != state.StatusValidated {
 				t.Errorf("member %d: %s/%s", i+1, v.Status, v.Step.Name)
 			}
 		}
@@ -156,9 +158,9 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 			}
 		}
 		// The ops view names the culprit, on the batch that isolated it and in its timeline.
-		var batches workflow.Page[workflow.BatchView]
+		var batches api.Page[api.BatchView]
 		h.api("GET", "/api/ops/batches", "ops", "", &batches)
-		var found *workflow.BatchView
+		var found *api.BatchView
 		for i, b := range batches.Items {
 			if b.Bisection != nil && b.Bisection.Culprit != "" {
 				if found != nil {
@@ -180,7 +182,7 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 			t.Errorf("the culprit's last timeline cause %q does not say %q", cause, named)
 		}
 		// Its owner reads it too, in the words of the failed step.
-		var mine workflow.RequestView
+		var mine api.RequestView
 		h.api("GET", "/api/requests/"+bad, "alice", "", &mine)
 		told := fmt.Sprintf("batch %d isolated this request as the change that fails, after 3 bisections", found.ID)
 		if note := mine.Timeline[len(mine.Timeline)-1].Note; !strings.Contains(note, told) || !strings.Contains(note, "/-/pipelines/") {
@@ -197,12 +199,12 @@ func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
 		op := h.approved("alice", "db-read")[0]
 		h.round()
-		v := h.waitState(op, store.StatusMRCreating, store.StepCreatePipelinePending)
-		wantState(t, v, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
-		if b, _ := db.Batch(bg, v.BatchID); b.Status != store.BatchBlocked {
+		v := h.waitState(op, state.StatusMRCreating, state.StepCreatePipelinePending)
+		wantState(t, v, state.StatusMRCreating, state.StepCreatePipelinePending, state.NextWaitManual)
+		if b, _ := db.Batch(bg, v.BatchID); b.Status != state.BatchBlocked {
 			t.Fatalf("batch %s, want BLOCKED", b.Status)
 		}
-		var stuck workflow.Page[workflow.RequestSummary]
+		var stuck api.Page[api.RequestSummary]
 		if h.api("GET", "/api/ops/requests", "ops", "", &stuck); len(stuck.Items) != 1 || stuck.Items[0].OperationID != op {
 			t.Fatalf("stuck list %+v", stuck.Items)
 		}
@@ -213,7 +215,7 @@ func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.
 		if code := h.retry(op); code != 202 {
 			t.Fatalf("retry: %d", code)
 		}
-		h.roundUntil("validated", func() bool { return h.view(op).Status == store.StatusValidated })
+		h.roundUntil("validated", func() bool { return h.view(op).Status == state.StatusValidated })
 	})
 }
 
@@ -228,7 +230,7 @@ func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
 		op := h.approved("alice", "db-read")[0]
 		h.round()
-		v := h.waitState(op, store.StatusMRCreating, store.StepCreatePipelinePending)
+		v := h.waitState(op, state.StatusMRCreating, state.StepCreatePipelinePending)
 		h.waitFor("the pipeline to pass in GitLab", func() bool {
 			mr, err := h.gl.GetMergeRequest(bg, project, v.MR.ID)
 			return err == nil && mr.HeadPipeline != nil && mr.HeadPipeline.Outcome() == gitlab.Passed
@@ -241,16 +243,16 @@ func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
 			t.Fatalf("merge by hand: %v", err)
 		}
 		h.settleBatch(v.BatchID)
-		if b := h.settledBatch(v.BatchID); b.Status != store.BatchSucceeded {
+		if b := h.settledBatch(v.BatchID); b.Status != state.BatchSucceeded {
 			t.Fatalf("settled %s: the merge must win", b.Status)
 		}
 		h.waitFor("validated (deploy callback, or its replay by reconciliation)", func() bool {
 			if _, err := h.wf.Reconcile(bg); err != nil {
 				t.Fatal(err)
 			}
-			return h.view(op).Status == store.StatusValidated
+			return h.view(op).Status == state.StatusValidated
 		})
-		var again workflow.BatchView
+		var again api.BatchView
 		if code := h.api("POST", fmt.Sprintf("/api/ops/batches/%d/settle", v.BatchID), "ops", `{"operationId":"settle-2"}`, &again); code != 409 {
 			t.Fatalf("settling a settled batch: %d", code)
 		}
@@ -267,15 +269,15 @@ func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {
 		var mrs []int64
 		for _, user := range []string{"alice", "bob", "ops"} {
 			op := h.apply(user, "db-read")
-			h.waitState(op, store.StatusApprovalSent, 0)
+			h.waitState(op, state.StatusApprovalSent, 0)
 			h.decide(op, sim.TicketApproved)
-			v := h.waitState(op, store.StatusMerged, 0) // the deploy simulator drops every callback
+			v := h.waitState(op, state.StatusMerged, 0) // the deploy simulator drops every callback
 			ops, mrs = append(ops, op), append(mrs, v.MR.ID)
 		}
 		var wg sync.WaitGroup
 		for i := range 3 {
 			wg.Add(2)
-			go func() { defer wg.Done(); h.deploy(workflow.DeployCallback{Project: project, MRIID: mrs[2-i]}) }()
+			go func() { defer wg.Done(); h.deploy(api.DeployCallback{Project: project, MRIID: mrs[2-i]}) }()
 			go func() {
 				defer wg.Done()
 				if _, err := h.wf.Reconcile(bg); err != nil {
@@ -288,7 +290,7 @@ func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, op := range ops {
-			if v := h.view(op); v.Status != store.StatusValidated {
+			if v := h.view(op); v.Status != state.StatusValidated {
 				t.Fatalf("%s: %s", op, v.Status)
 			}
 		}
@@ -306,7 +308,7 @@ func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {
 				t.Fatalf("%s validated logged %d times: %q", op, len(got), got)
 			}
 		}
-		if code, answer := h.deploy(workflow.DeployCallback{Project: project, MRIID: mrs[0]}); code != 200 || answer != "DUPLICATE" {
+		if code, answer := h.deploy(api.DeployCallback{Project: project, MRIID: mrs[0]}); code != 200 || answer != "DUPLICATE" {
 			t.Fatalf("repeated callback: %d %s", code, answer)
 		}
 	})
@@ -319,29 +321,29 @@ func TestALostDeployCallbackIsReconciled(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: extra})
 		lost := h.apply("alice", "db-read")
-		h.waitState(lost, store.StatusApprovalSent, 0)
+		h.waitState(lost, state.StatusApprovalSent, 0)
 		h.decide(lost, sim.TicketApproved)
-		h.waitState(lost, store.StatusMerged, 0)
+		h.waitState(lost, state.StatusMerged, 0)
 		if res, err := h.wf.Reconcile(bg); err != nil || res.Validated != 0 {
 			t.Fatalf("reconcile without a later callback: %+v %v", res, err)
 		}
 
 		later := h.apply("bob", "db-read")
-		h.waitState(later, store.StatusApprovalSent, 0)
+		h.waitState(later, state.StatusApprovalSent, 0)
 		h.decide(later, sim.TicketApproved)
-		lv := h.waitState(later, store.StatusMerged, 0)
-		if code, _ := h.deploy(workflow.DeployCallback{Project: project, MRIID: lv.MR.ID, OperationIDs: []string{later}}); code != 200 {
+		lv := h.waitState(later, state.StatusMerged, 0)
+		if code, _ := h.deploy(api.DeployCallback{Project: project, MRIID: lv.MR.ID, OperationIDs: []string{later}}); code != 200 {
 			t.Fatalf("deploy: %d", code)
 		}
-		h.waitState(later, store.StatusValidated, store.StepCalledBack)
-		if v := h.view(lost); v.Status != store.StatusMerged {
+		h.waitState(later, state.StatusValidated, state.StepCalledBack)
+		if v := h.view(lost); v.Status != state.StatusMerged {
 			t.Fatalf("an exact callback validated another request: %s", v.Status)
 		}
-		var res workflow.ReconcileResult
+		var res api.ReconcileResult
 		if code := h.api("POST", "/api/ops/reconcile", "ops", `{"operationId":"reconcile-1"}`, &res); code != 200 || res.Validated != 1 {
 			t.Fatalf("reconcile: %d %+v", code, res)
 		}
-		h.waitState(lost, store.StatusValidated, store.StepCalledBack)
+		h.waitState(lost, state.StatusValidated, state.StepCalledBack)
 		if got := h.metric(`bindery_requests_validated_total{via="reconcile",project="infra/access-config"}`); got != "1" {
 			t.Fatalf("reconciled metric %q", got)
 		}
@@ -370,7 +372,7 @@ func TestTheOpsViewShowsABatchWhoseSettlementFailed(t *testing.T) {
 		h.sims.GitLab.Inject("update_mr", sim.FaultError, 1000)
 		op := h.approved("alice", "db-read")[0]
 		h.round()
-		var batches workflow.Page[workflow.BatchView]
+		var batches api.Page[api.BatchView]
 		h.waitFor("the pending settlement in the ops view", func() bool {
 			h.api("GET", "/api/ops/batches", "ops", "", &batches)
 			return len(batches.Items) == 1 && batches.Items[0].Failing != "" && batches.Items[0].LastError != ""
@@ -380,7 +382,7 @@ func TestTheOpsViewShowsABatchWhoseSettlementFailed(t *testing.T) {
 			strings.HasPrefix(b.Failing, "10") || b.Note == "" {
 			t.Fatalf("batch view: %+v", b)
 		}
-		if v := h.view(op); v.Status != store.StatusMerging {
+		if v := h.view(op); v.Status != state.StatusMerging {
 			t.Fatalf("member: %s", v.Status)
 		}
 	})
@@ -441,7 +443,7 @@ func TestANewApplicationIsNotDelayedByBatchesWaitingOnCI(t *testing.T) {
 			t.Fatalf("%d background actions with 2 workers", n)
 		}
 		op := h.apply("bob", "p11")
-		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		if w := v.Waiting; w == nil || w.WaitingFor != "the approvers in the approval system" {
 			t.Fatalf("waiting: %+v", w)
 		}

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/engine"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // SPEC §9: N approved requests → validated against the simulator, batched (approval-first, one
@@ -129,7 +130,7 @@ func firstStepWithBatchesInCI(b *testing.B, db *store.DB, extra string, levels [
 			user := []string{"alice", "bob", "ops"}[probe%3]
 			op := h.apply(user, fmt.Sprintf("probe-%02d", probe/3))
 			probe++
-			v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+			v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 			lat = append(lat, v.Timeline[len(v.Timeline)-1].At.Sub(v.Timeline[0].At))
 		}
 		slices.Sort(lat)
@@ -191,17 +192,17 @@ func BenchmarkWebhookToNextAction(b *testing.B) {
 				for i := range 6 {
 					op := h.approved([]string{"alice", "bob", "ops"}[i/2], []string{"db-read", "grafana"}[i%2])[0]
 					h.round()
-					var v workflow.RequestView
+					var v api.RequestView
 					h.waitFor("the pipeline to pass", func() bool {
 						v = h.view(op)
-						return v.Step.Code >= int(store.StepHandleMerged) && v.Pipeline != nil
+						return v.Step.Code >= int(state.StepHandleMerged) && v.Pipeline != nil
 					})
 					pl, err := h.gl.GetPipeline(bg, v.Project, v.Pipeline.ID)
 					if err != nil {
 						b.Fatal(err)
 					}
 					for _, e := range v.Timeline {
-						if e.Step.Code == int(store.StepCreateSucceeded) {
+						if e.Step.Code == int(state.StepCreateSucceeded) {
 							lat = append(lat, e.At.Sub(pl.UpdatedAt))
 						}
 					}

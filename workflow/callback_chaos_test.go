@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // Callback chaos at scale (issue 8, point 2; SPEC §4 "callback guard", §6 hooks, §10): hundreds
@@ -91,11 +92,11 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 			}
 			return answer{resp.StatusCode, res.Code}
 		}
-		signedAt := func(cb workflow.ApprovalCallback, key string, at time.Time) ([]byte, map[string]string) {
+		signedAt := func(cb api.ApprovalCallback, key string, at time.Time) ([]byte, map[string]string) {
 			body, _ := json.Marshal(cb)
 			return body, map[string]string{approval.TimestampHeader: fmt.Sprint(at.Unix()), approval.SignatureHeader: approval.Sign([]byte(key), at, body)}
 		}
-		deliver := func(cb workflow.ApprovalCallback) answer {
+		deliver := func(cb api.ApprovalCallback) answer {
 			body, hdr := signedAt(cb, secret, time.Now())
 			return post("/hooks/approval", body, hdr)
 		}
@@ -109,7 +110,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 			}
 		}
 		applyAs := func(r *chaosReq, op string) {
-			var res workflow.ApplyResult
+			var res api.ApplyResult
 			body := fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"chaos"}`, op, r.target)
 			if code := h.api("POST", "/api/apply", r.user, body, &res); code != 202 {
 				t.Fatalf("apply %s: %d %+v", op, code, res)
@@ -118,7 +119,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		parallel(reqs, 16, func(r *chaosReq) {
 			if r.class == chaosEarly {
 				// No row yet: nothing to decide, and the early decision must not block the later one.
-				if a := deliver(workflow.ApprovalCallback{CallbackID: "early-" + r.op, OperationID: r.op, Result: "APPROVED"}); a != (answer{200, workflow.CallbackIgnoredStale}) {
+				if a := deliver(api.ApprovalCallback{CallbackID: "early-" + r.op, OperationID: r.op, Result: "APPROVED"}); a != (answer{200, api.CallbackIgnoredStale}) {
 					t.Errorf("early callback for %s: %+v", r.op, a)
 				}
 			}
@@ -133,14 +134,14 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 			if r.class != chaosStale {
 				continue
 			}
-			waitStatus(t, db, r.oldOp, store.StatusApprovalSent)
-			if a := deliver(workflow.ApprovalCallback{CallbackID: "reject-" + r.oldOp, OperationID: r.oldOp, Result: "REJECTED"}); a != (answer{200, workflow.CallbackAccepted}) {
+			waitStatus(t, db, r.oldOp, state.StatusApprovalSent)
+			if a := deliver(api.ApprovalCallback{CallbackID: "reject-" + r.oldOp, OperationID: r.oldOp, Result: "REJECTED"}); a != (answer{200, api.CallbackAccepted}) {
 				t.Fatalf("rejection of %s: %+v", r.oldOp, a)
 			}
 			applyAs(r, r.op)
 		}
 		for _, r := range reqs {
-			waitStatus(t, db, r.op, store.StatusApprovalSent)
+			waitStatus(t, db, r.op, state.StatusApprovalSent)
 			r.version, r.steps = bindingVersion(t, db, r.op), stepCount(t, db, r.op)
 			if r.oldOp != "" {
 				r.oldSteps = stepCount(t, db, r.oldOp)
@@ -151,12 +152,12 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		// Phase 1: the first decisions, duplicated and racing, and every forgery, all at once.
 		type delivery struct {
 			r    *chaosReq
-			cb   workflow.ApprovalCallback
+			cb   api.ApprovalCallback
 			send func() answer
 		}
 		var phase1, phase2 []delivery
 		genuine := func(r *chaosReq, id, result string, times int) []delivery {
-			cb := workflow.ApprovalCallback{CallbackID: id, OperationID: r.op, Result: result}
+			cb := api.ApprovalCallback{CallbackID: id, OperationID: r.op, Result: result}
 			var out []delivery
 			for range times {
 				out = append(out, delivery{r: r, cb: cb, send: func() answer { return deliver(cb) }})
@@ -166,7 +167,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		forgedCount := 0
 		forged := func(r *chaosReq, kind string) delivery {
 			forgedCount++
-			cb := workflow.ApprovalCallback{CallbackID: fmt.Sprintf("forged-%s-%s", kind, r.op), OperationID: r.op, Result: "APPROVED"}
+			cb := api.ApprovalCallback{CallbackID: fmt.Sprintf("forged-%s-%s", kind, r.op), OperationID: r.op, Result: "APPROVED"}
 			return delivery{r: r, cb: cb, send: func() answer {
 				var body []byte
 				var hdr map[string]string
@@ -218,7 +219,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 					phase1 = append(phase1, forged(r, kind))
 				}
 			case chaosWrongTicket:
-				cb := workflow.ApprovalCallback{CallbackID: "wrong-" + r.op, OperationID: r.op, Result: "APPROVED", Ext: map[string]string{"mrId": "999"}}
+				cb := api.ApprovalCallback{CallbackID: "wrong-" + r.op, OperationID: r.op, Result: "APPROVED", Ext: map[string]string{"mrId": "999"}}
 				phase1 = append(phase1, delivery{r: r, cb: cb, send: func() answer { return deliver(cb) }}, delivery{r: r, cb: cb, send: func() answer { return deliver(cb) }})
 				phase2 = append(phase2, genuine(r, "a-"+r.op, "APPROVED", 2)...)
 			case chaosEarly:
@@ -257,7 +258,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		if _, err := db.Raw().Exec("INSERT INTO merge_batch (partition_key, project, status, mr_iid) VALUES (?, ?, 'SUCCEEDED', 900001)", project, project); err != nil {
 			t.Fatal(err)
 		}
-		deployBody, _ := json.Marshal(workflow.DeployCallback{Project: project, MRIID: 900001})
+		deployBody, _ := json.Marshal(api.DeployCallback{Project: project, MRIID: 900001})
 		type hook struct {
 			genuine bool
 			send    func() answer
@@ -295,9 +296,9 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		})
 		accepted := 0
 		for _, a := range deployAnswers {
-			if a.code == workflow.CallbackAccepted {
+			if a.code == api.CallbackAccepted {
 				accepted++
-			} else if a.code != workflow.CallbackDuplicate {
+			} else if a.code != api.CallbackDuplicate {
 				t.Errorf("genuine deploy callback answered %+v", a)
 			}
 		}
@@ -316,9 +317,9 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 					}
 				case a.status != 200:
 					t.Errorf("genuine %s answered %+v", id, a)
-				case a.code == workflow.CallbackAccepted || a.code == workflow.CallbackIgnoredStale:
+				case a.code == api.CallbackAccepted || a.code == api.CallbackIgnoredStale:
 					fresh++
-				case a.code != workflow.CallbackDuplicate:
+				case a.code != api.CallbackDuplicate:
 					t.Errorf("%s answered %+v", id, a)
 				}
 			}
@@ -329,7 +330,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		for _, r := range reqs {
 			for _, prefix := range []string{"a-", "r-", "w-"} {
 				for _, a := range answers[prefix+r.op] {
-					if a.code == workflow.CallbackAccepted {
+					if a.code == api.CallbackAccepted {
 						r.accepted = append(r.accepted, prefix)
 					}
 				}
@@ -338,16 +339,16 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 
 		// What SQL says.
 		for _, r := range reqs {
-			want, decided := store.StatusApprovalSent, false
+			want, decided := state.StatusApprovalSent, false
 			switch r.class {
 			case chaosDuplicated, chaosApproveReject, chaosWrongTicket, chaosEarly:
-				want, decided = store.StatusMRCreating, true
+				want, decided = state.StatusMRCreating, true
 			case chaosRejectApprove:
-				want, decided = store.StatusRejected, true
+				want, decided = state.StatusRejected, true
 			case chaosRacing:
 				decided = true
 				if len(r.accepted) == 1 {
-					want = map[string]store.BindingStatus{"a-": store.StatusMRCreating, "r-": store.StatusRejected, "w-": store.StatusRejected}[r.accepted[0]]
+					want = map[string]state.BindingStatus{"a-": state.StatusMRCreating, "r-": state.StatusRejected, "w-": state.StatusRejected}[r.accepted[0]]
 				}
 			}
 			if decided && len(r.accepted) != 1 {
@@ -359,14 +360,14 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 				t.Fatalf("%s: %v", r.op, err)
 			}
 			moves := map[bool]int64{true: 1, false: 0}[decided]
-			if store.BindingStatus(status) != want || current != r.op || version != r.version+moves {
+			if state.BindingStatus(status) != want || current != r.op || version != r.version+moves {
 				t.Errorf("%s (class %d): binding %s of %s at version %d, want %s of %s at version %d", r.op, r.class, status, current, version, want, r.op, r.version+moves)
 			}
 			if n := stepCount(t, db, r.op); n != r.steps+int(moves) {
 				t.Errorf("%s (class %d): %d timeline entries, want %d", r.op, r.class, n, r.steps+int(moves))
 			}
 			queued := count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", r.op)
-			if wantQueued := map[bool]int{true: 1}[want == store.StatusMRCreating]; queued != wantQueued {
+			if wantQueued := map[bool]int{true: 1}[want == state.StatusMRCreating]; queued != wantQueued {
 				t.Errorf("%s (class %d): %d rows in the waiting set, want %d", r.op, r.class, queued, wantQueued)
 			}
 			if r.oldOp != "" {
@@ -464,13 +465,13 @@ func stepCount(t *testing.T, db *store.DB, op string) int {
 }
 
 // waitStatus polls SQL until op's binding is in status (its ticket step runs on the pool).
-func waitStatus(t *testing.T, db *store.DB, op string, status store.BindingStatus) {
+func waitStatus(t *testing.T, db *store.DB, op string, status state.BindingStatus) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var st string
 		err := db.Raw().QueryRow("SELECT status FROM binding WHERE operation_id = ?", op).Scan(&st)
-		if err == nil && store.BindingStatus(st) == status {
+		if err == nil && state.BindingStatus(st) == status {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -488,12 +489,12 @@ func TestALegacyRequestIgnoresDecisionsOfAnotherTicket(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		version := bindingVersion(t, db, op)
 		for i, ext := range []map[string]string{nil, {"mrId": ""}, {"mrId": fmt.Sprint(v.MR.ID + 1)}} {
 			for _, result := range []string{"APPROVED", "REJECTED"} {
-				cb := workflow.ApprovalCallback{CallbackID: fmt.Sprintf("other-%d-%s", i, result), OperationID: op, Result: result, Ext: ext}
-				if code, answer := h.callback(cb, "test-approval-secret"); code != 200 || answer != workflow.CallbackIgnoredStale {
+				cb := api.ApprovalCallback{CallbackID: fmt.Sprintf("other-%d-%s", i, result), OperationID: op, Result: result, Ext: ext}
+				if code, answer := h.callback(cb, "test-approval-secret"); code != 200 || answer != api.CallbackIgnoredStale {
 					t.Fatalf("decision with ext %v: %d %s", ext, code, answer)
 				}
 			}
@@ -508,6 +509,6 @@ func TestALegacyRequestIgnoresDecisionsOfAnotherTicket(t *testing.T) {
 			t.Fatalf("its MR is %s", got)
 		}
 		h.decide(op, sim.TicketApproved)
-		h.waitState(op, store.StatusValidated, 0)
+		h.waitState(op, state.StatusValidated, 0)
 	})
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/batch"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -16,9 +18,9 @@ import (
 
 // Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise). Revoking a request
 // whose close phase already started changes nothing and answers its view.
-func (w *Workflow) Revoke(ctx context.Context, operationID, actor string) (RequestView, error) {
+func (w *Workflow) Revoke(ctx context.Context, operationID, actor string) (api.RequestView, error) {
 	if err := w.startClose(ctx, operationID, "Revoked by "+actor+"."); err != nil {
-		return RequestView{}, err
+		return api.RequestView{}, err
 	}
 	return w.Request(ctx, operationID)
 }
@@ -31,7 +33,7 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 			if err != nil {
 				return notFound(err)
 			}
-			if !cur.Current() || cur.Binding.Status != store.StatusValidated {
+			if !cur.Current() || cur.Binding.Status != state.StatusValidated {
 				st := cur.Operation.Status
 				if cur.Current() {
 					st = cur.Binding.Status
@@ -42,7 +44,7 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 			if err != nil || !added {
 				return err // already closing: the admission is the guard, nothing else to write
 			}
-			_, err = tx.Transition(ctx, cur, store.Change{To: store.StatusValidated, Step: store.StepCloseStarted, Note: note})
+			_, err = tx.Transition(ctx, cur, store.Change{To: state.StatusValidated, Step: state.StepCloseStarted, Note: note})
 			return err
 		})
 	})
@@ -53,11 +55,11 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 // (HANDLE_FAILED / CLOSE_FAILED) rather than the revocation being refused.
 func (w *Workflow) deletion(op store.Operation) store.Admission {
 	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
-		if adm, err := batch.Admission(t, op, store.ActionDelete); err == nil {
+		if adm, err := batch.Admission(t, op, state.ActionDelete); err == nil {
 			return adm
 		}
 	}
-	return store.Admission{OperationID: op.OperationID, Action: store.ActionDelete, Partition: op.Project}
+	return store.Admission{OperationID: op.OperationID, Action: state.ActionDelete, Partition: op.Project}
 }
 
 // expiryPage bounds one expiry run; the next run takes the rest.

@@ -4,19 +4,20 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/api"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // validated takes one legacy request of user to VALIDATED and returns it.
 func (h *harness) validated(user, target string) string {
 	h.t.Helper()
 	op := h.apply(user, target)
-	h.waitState(op, store.StatusApprovalSent, 0)
+	h.waitState(op, state.StatusApprovalSent, 0)
 	h.decide(op, sim.TicketApproved)
-	h.waitState(op, store.StatusValidated, store.StepCalledBack)
+	h.waitState(op, state.StatusValidated, state.StepCalledBack)
 	return op
 }
 
@@ -33,20 +34,20 @@ func TestRevokeClosesThroughTheBatchPath(t *testing.T) {
 		if code := h.api("POST", "/api/requests/"+op+"/revoke", "bob", `{"operationId":"rv-bob"}`, nil); code != 404 { // like an unknown id
 			t.Fatalf("revoke by someone else: %d", code)
 		}
-		var v workflow.RequestView
+		var v api.RequestView
 		if code := h.api("POST", "/api/requests/"+op+"/revoke", "alice", `{"operationId":"rv-1","reason":"done"}`, &v); code != 202 {
 			t.Fatalf("revoke: %d", code)
 		}
-		wantState(t, v, store.StatusValidated, store.StepCloseStarted, store.NextWait)
+		wantState(t, v, state.StatusValidated, state.StepCloseStarted, state.NextWait)
 		if v.Waiting == nil || v.Waiting.Stage != "close" || v.Waiting.Position != 1 {
 			t.Fatalf("waiting: %+v", v.Waiting)
 		}
-		if code := h.api("POST", "/api/requests/"+op+"/revoke", "ops", `{"operationId":"rv-2"}`, &v); code != 202 || v.Step.Code != int(store.StepCloseStarted) {
+		if code := h.api("POST", "/api/requests/"+op+"/revoke", "ops", `{"operationId":"rv-2"}`, &v); code != 202 || v.Step.Code != int(state.StepCloseStarted) {
 			t.Fatalf("revoking again while closing: %d %+v", code, v.Step)
 		}
-		h.roundUntil("closed", func() bool { return h.view(op).Status == store.StatusClosed })
+		h.roundUntil("closed", func() bool { return h.view(op).Status == state.StatusClosed })
 		v = h.view(op)
-		wantState(t, v, store.StatusClosed, store.StepCloseSucceeded, store.NextReapply)
+		wantState(t, v, state.StatusClosed, state.StepCloseSucceeded, state.NextReapply)
 		if _, ok := h.sims.GitLab.File(project, "main", path); ok {
 			t.Fatal("the file is still on main")
 		}
@@ -56,7 +57,7 @@ func TestRevokeClosesThroughTheBatchPath(t *testing.T) {
 		}
 		// CLOSED is re-appliable.
 		again := h.apply("alice", "db-read")
-		h.waitState(again, store.StatusApprovalSent, 0)
+		h.waitState(again, state.StatusApprovalSent, 0)
 	})
 }
 
@@ -81,12 +82,12 @@ func TestExpiredBindingsAreClosed(t *testing.T) {
 			}
 		}
 		v := h.view(op)
-		wantState(t, v, store.StatusValidated, store.StepCloseStarted, store.NextWait)
+		wantState(t, v, state.StatusValidated, state.StepCloseStarted, state.NextWait)
 		if note := v.Timeline[len(v.Timeline)-1].Note; !strings.Contains(note, "Expired") {
 			t.Fatalf("note %q", note)
 		}
-		h.roundUntil("closed", func() bool { return h.view(op).Status == store.StatusClosed })
-		if v := h.view(keep); v.Status != store.StatusValidated || v.Step.Code != int(store.StepCalledBack) {
+		h.roundUntil("closed", func() bool { return h.view(op).Status == state.StatusClosed })
+		if v := h.view(keep); v.Status != state.StatusValidated || v.Step.Code != int(state.StepCalledBack) {
 			t.Fatalf("an unexpired binding changed: %s/%s", v.Status, v.Step.Name)
 		}
 	})
@@ -105,7 +106,7 @@ func TestAMissingExpiryIsRepaired(t *testing.T) {
 		if _, err := h.wf.Expire(bg); err != nil {
 			t.Fatal(err)
 		}
-		if v := h.view(op); v.ExpiresAt == nil || v.Status != store.StatusValidated {
+		if v := h.view(op); v.ExpiresAt == nil || v.Status != state.StatusValidated {
 			t.Fatalf("after the repair: %+v", v)
 		}
 	})

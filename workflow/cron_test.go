@@ -12,6 +12,7 @@ import (
 	"bindery/batch"
 	"bindery/config"
 	"bindery/service"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -49,12 +50,12 @@ func TestCronSchedulesEveryJobAndFollowsTheConfiguration(t *testing.T) {
 func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
-		h.fake.outcome = []batch.Outcome{{Partition: project, Result: store.RoundNothingWaiting}}
+		h.fake.outcome = []batch.Outcome{{Partition: project, Result: state.RoundNothingWaiting}}
 		c := workflow.NewCron(h.wf, h.db)
 		// An orphan for the sweep: in-flight work without its task (an old database, a hand edit).
 		orphan := h.apply("bob", "db-read")
-		h.waitState(orphan, store.StatusApprovalSent, store.StepApprovalSent)
-		if _, err := db.Raw().Exec("UPDATE operation SET status = 'APPROVAL_SENDING', step = ? WHERE operation_id = ?", store.StepApprovalSending, orphan); err != nil {
+		h.waitState(orphan, state.StatusApprovalSent, state.StepApprovalSent)
+		if _, err := db.Raw().Exec("UPDATE operation SET status = 'APPROVAL_SENDING', step = ? WHERE operation_id = ?", state.StepApprovalSending, orphan); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := db.Raw().Exec("UPDATE binding SET status = 'APPROVAL_SENDING' WHERE operation_id = ?", orphan); err != nil {
@@ -76,7 +77,7 @@ func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 			t.Fatalf("rounds %d", h.fake.rounds)
 		}
 		// The sweep gave the orphan its task: the ticket is sent (again: idempotent by operationId).
-		h.waitState(orphan, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(orphan, state.StatusApprovalSent, state.StepApprovalSent)
 		if !strings.Contains(h.logs.String(), "in-flight work had no task") {
 			t.Fatal("the repair was not logged")
 		}

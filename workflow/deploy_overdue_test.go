@@ -7,9 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/api"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // The deploy callback of a project's last merged MR is lost: reconciliation has no later
@@ -33,7 +34,7 @@ func (h *harness) mergedBatch(users ...string) []string {
 	}
 	h.roundUntil("the batch merged", func() bool {
 		for _, op := range ops {
-			if h.view(op).Status != store.StatusMerged {
+			if h.view(op).Status != state.StatusMerged {
 				return false
 			}
 		}
@@ -43,13 +44,13 @@ func (h *harness) mergedBatch(users ...string) []string {
 }
 
 // stuckList is the ops stuck list as the console asks for it (no filter).
-func (h *harness) stuckList() map[string]workflow.RequestSummary {
+func (h *harness) stuckList() map[string]api.RequestSummary {
 	h.t.Helper()
-	var page workflow.Page[workflow.RequestSummary]
+	var page api.Page[api.RequestSummary]
 	if code := h.api("GET", "/api/ops/requests?limit=100", "ops", "", &page); code != 200 {
 		h.t.Fatalf("stuck list: %d", code)
 	}
-	out := map[string]workflow.RequestSummary{}
+	out := map[string]api.RequestSummary{}
 	for _, s := range page.Items {
 		out[s.OperationID] = s
 	}
@@ -80,7 +81,7 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 			t.Fatal("listed as stuck before its deploy is overdue")
 		}
 		v := h.view(ops[0])
-		if v.NextAction != store.NextWait || v.Waiting == nil || strings.Contains(v.Waiting.WaitingFor, "overdue") {
+		if v.NextAction != state.NextWait || v.Waiting == nil || strings.Contains(v.Waiting.WaitingFor, "overdue") {
 			t.Fatalf("before overdue: %s %+v", v.NextAction, v.Waiting)
 		}
 		var e struct{ Code, Message string }
@@ -92,24 +93,24 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 		h.reconfigure(true, lostDeploys("1s"))
 		h.waitFor("both listed as stuck", func() bool { l := h.stuckList(); _, a := l[ops[0]]; _, b := l[ops[1]]; return a && b })
 		for id, s := range h.stuckList() {
-			if s.Status == store.StatusMerged && s.NextAction != store.NextWaitManual {
+			if s.Status == state.StatusMerged && s.NextAction != state.NextWaitManual {
 				t.Fatalf("%s listed with next action %s", id, s.NextAction)
 			}
 		}
 		v = h.view(ops[0])
-		if v.Status != store.StatusMerged || v.NextAction != store.NextWaitManual || !strings.Contains(v.NextActionText, "check the deploy pipeline") ||
+		if v.Status != state.StatusMerged || v.NextAction != state.NextWaitManual || !strings.Contains(v.NextActionText, "check the deploy pipeline") ||
 			!strings.Contains(v.NextActionText, "operator can confirm the deploy") || v.Waiting == nil ||
 			!strings.Contains(v.Waiting.WaitingFor, "overdue") || v.Waiting.Stage != "deploy" ||
 			!strings.Contains(v.Waiting.WaitingFor, "no deploy of "+project+" has been reported to bindery yet") {
 			t.Fatalf("overdue view: %s %q %+v", v.NextAction, v.NextActionText, v.Waiting)
 		}
 		// The batch list (one database clock read for the page) shows the members as the view does.
-		var batches workflow.Page[workflow.BatchView]
+		var batches api.Page[api.BatchView]
 		if code := h.api("GET", "/api/ops/batches", "ops", "", &batches); code != 200 || len(batches.Items) == 0 || len(batches.Items[0].Members) == 0 {
 			t.Fatalf("batch list: %d %+v", code, batches)
 		}
 		for _, m := range batches.Items[0].Members {
-			if m.Status == store.StatusMerged && m.NextAction != store.NextWaitManual {
+			if m.Status == state.StatusMerged && m.NextAction != state.NextWaitManual {
 				t.Fatalf("batch member %s listed with next action %s", m.OperationID, m.NextAction)
 			}
 		}
@@ -117,16 +118,16 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 		if _, err := db.Raw().ExecContext(bg, "DELETE FROM idempotency_record WHERE idem_key = ?", ops[1]); err != nil {
 			t.Fatal(err)
 		}
-		var res workflow.ApplyResult
+		var res api.ApplyResult
 		body := fmt.Sprintf(`{"operationId":%q,"targetKey":"db-read","reason":"for the test"}`, ops[1])
-		if code := h.api("POST", "/api/apply", "bob", body, &res); code != 202 || res.Code != workflow.CodeDuplicateSubmit || res.NextAction != store.NextWaitManual {
+		if code := h.api("POST", "/api/apply", "bob", body, &res); code != 202 || res.Code != api.CodeDuplicateSubmit || res.NextAction != state.NextWaitManual {
 			t.Fatalf("resend of an overdue request: %d %+v", code, res)
 		}
 
 		if code := h.api("POST", "/api/ops/requests/"+ops[0]+"/retry", "ops", `{"operationId":"confirm-1"}`, &v); code != 202 {
 			t.Fatalf("retry of an overdue deploy: %d", code)
 		}
-		if v.Status != store.StatusValidated || v.Step.Code != int(store.StepCalledBack) || v.NextAction != store.NextNone {
+		if v.Status != state.StatusValidated || v.Step.Code != int(state.StepCalledBack) || v.NextAction != state.NextNone {
 			t.Fatalf("after the confirmation: %s/%s/%s", v.Status, v.Step.Name, v.NextAction)
 		}
 		if last := v.Timeline[len(v.Timeline)-1]; !strings.HasPrefix(last.Note, "Deploy confirmed by ") {
@@ -141,7 +142,7 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 		if got := h.validatedLines(ops[0]); len(got) != 1 {
 			t.Fatalf("validated logged %d times: %q", len(got), got)
 		}
-		var audit workflow.Page[store.AuditEntry]
+		var audit api.Page[store.AuditEntry]
 		h.api("GET", "/api/ops/audit?limit=10", "ops", "", &audit)
 		if !auditHas(audit.Items, "ops.requests.retry", ops[0]) {
 			t.Fatalf("the confirmation is not audited: %+v", audit.Items)
@@ -155,7 +156,7 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 		if _, listed := l[ops[0]]; listed {
 			t.Fatal("still listed after the confirmation")
 		}
-		if _, listed := l[ops[1]]; !listed || h.view(ops[1]).Status != store.StatusMerged {
+		if _, listed := l[ops[1]]; !listed || h.view(ops[1]).Status != state.StatusMerged {
 			t.Fatal("the other request was not left to its own confirmation")
 		}
 		if n := h.validatedCount(); n != 1 {
@@ -192,7 +193,7 @@ func TestAnOverdueDeployConfirmedWhileItsCallbackArrivesValidatesOnce(t *testing
 			go func() { defer wg.Done(); codes[i] = h.retry(op) }()
 		}
 		wg.Add(2)
-		go func() { defer wg.Done(); h.deploy(workflow.DeployCallback{Project: project, MRIID: mr.ID}) }()
+		go func() { defer wg.Done(); h.deploy(api.DeployCallback{Project: project, MRIID: mr.ID}) }()
 		go func() {
 			defer wg.Done()
 			if _, err := h.wf.Reconcile(bg); err != nil {
@@ -205,7 +206,7 @@ func TestAnOverdueDeployConfirmedWhileItsCallbackArrivesValidatesOnce(t *testing
 			if codes[i] != 202 && codes[i] != 409 {
 				t.Errorf("retry of %s: %d", op, codes[i])
 			}
-			if v := h.view(op); v.Status != store.StatusValidated {
+			if v := h.view(op); v.Status != state.StatusValidated {
 				t.Fatalf("%s: %s", op, v.Status)
 			}
 			if got := h.validatedLines(op); len(got) != 1 {
@@ -231,7 +232,7 @@ func TestADeployCallbackIsBelievedOnlyForWhatBinderyKnows(t *testing.T) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: lostDeploys("1h")})
 		first := h.mergedBatch("alice")
 		iid := h.view(first[0]).MR.ID
-		for _, cb := range []workflow.DeployCallback{
+		for _, cb := range []api.DeployCallback{
 			{Project: project, MRIID: 424242, OperationIDs: first},
 			{Project: project, MRIID: 999999},
 			{Project: "somebody/else", MRIID: iid},
@@ -254,19 +255,19 @@ func TestADeployCallbackIsBelievedOnlyForWhatBinderyKnows(t *testing.T) {
 		}
 		// The second MR's callback naming the first MR's request: its own is not named, the
 		// other is refused; then without ids, its own request is validated.
-		body, _ := json.Marshal(workflow.DeployCallback{Project: project, MRIID: h.view(second[0]).MR.ID, OperationIDs: first})
-		var res workflow.CallbackResult
+		body, _ := json.Marshal(api.DeployCallback{Project: project, MRIID: h.view(second[0]).MR.ID, OperationIDs: first})
+		var res api.CallbackResult
 		if code, _ := h.hookJSON("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"}, &res); code != 200 || len(res.Refused) != 1 || res.Refused[0] != first[0] {
 			t.Fatalf("a callback naming another MR's request: %d %+v", code, res)
 		}
-		if v := h.view(first[0]); v.Status != store.StatusMerged {
+		if v := h.view(first[0]); v.Status != state.StatusMerged {
 			t.Fatalf("the other MR's request was validated: %s", v.Status)
 		}
-		body, _ = json.Marshal(workflow.DeployCallback{Project: project, MRIID: h.view(second[0]).MR.ID})
-		if code, answer := h.hook("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"}); code != 200 || answer != workflow.CallbackAccepted {
+		body, _ = json.Marshal(api.DeployCallback{Project: project, MRIID: h.view(second[0]).MR.ID})
+		if code, answer := h.hook("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"}); code != 200 || answer != api.CallbackAccepted {
 			t.Fatalf("the genuine callback: %d %s", code, answer)
 		}
-		if v := h.view(second[0]); v.Status != store.StatusValidated {
+		if v := h.view(second[0]); v.Status != state.StatusValidated {
 			t.Fatalf("its own request: %s", v.Status)
 		}
 	})

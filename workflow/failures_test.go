@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/config"
+	"bindery/explain"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -25,12 +28,12 @@ func (h *harness) retry(op string) int {
 	return h.api("POST", "/api/ops/requests/"+op+"/retry", "ops", fmt.Sprintf(`{"operationId":"retry-%s-%d"}`, op, opSeq.Add(1)), nil)
 }
 
-func wantState(t *testing.T, v workflow.RequestView, status store.BindingStatus, step store.Step, next store.NextAction) {
+func wantState(t *testing.T, v api.RequestView, status state.BindingStatus, step state.Step, next state.NextAction) {
 	t.Helper()
 	if v.Status != status || v.Step.Code != int(step) || v.NextAction != next {
 		t.Fatalf("state %s/%s/%s, want %s/%s/%s", v.Status, v.Step.Name, v.NextAction, status, step, next)
 	}
-	if v.NextActionText == "" || (next != store.NextNone && next != store.NextReapply && v.Waiting == nil) {
+	if v.NextActionText == "" || (next != state.NextNone && next != state.NextReapply && v.Waiting == nil) {
 		t.Fatalf("no explanation: text %q, waiting %+v", v.NextActionText, v.Waiting)
 	}
 }
@@ -47,15 +50,15 @@ func TestABusyFirstLaneQueuesTheApplicationAndSaysSo(t *testing.T) {
 		}})
 		first := h.apply("alice", "db-read")
 		<-held.entered // the only first-steps worker is busy with alice's ticket
-		var res workflow.ApplyResult
+		var res api.ApplyResult
 		if code := h.api("POST", "/api/apply", "bob", `{"operationId":"op-queued","targetKey":"db-read","reason":"r"}`, &res); code != 202 {
 			t.Fatalf("apply while the lane is busy: %d", code)
 		}
-		if res.Status != store.StatusApprovalSending || res.NextAction != store.NextWait {
+		if res.Status != state.StatusApprovalSending || res.NextAction != state.NextWait {
 			t.Fatalf("answer %+v: a busy lane is no failure", res)
 		}
 		v := h.view("op-queued")
-		wantState(t, v, store.StatusApprovalSending, store.StepApprovalSending, store.NextWait)
+		wantState(t, v, state.StatusApprovalSending, state.StepApprovalSending, state.NextWait)
 		if w := v.Waiting; w == nil || w.Lane != "first" || w.Running || !strings.Contains(w.WaitingFor, "a free worker") ||
 			strings.Contains(w.WaitingFor, "approvers") {
 			t.Fatalf("waiting: %+v", v.Waiting)
@@ -63,13 +66,13 @@ func TestABusyFirstLaneQueuesTheApplicationAndSaysSo(t *testing.T) {
 		if w := h.view(first).Waiting; w == nil || !w.Running {
 			t.Fatalf("the running step's view: %+v", w)
 		}
-		var stuck workflow.Page[workflow.RequestSummary]
+		var stuck api.Page[api.RequestSummary]
 		if h.api("GET", "/api/ops/requests", "ops", "", &stuck); len(stuck.Items) != 0 {
 			t.Fatalf("stuck list %+v", stuck.Items)
 		}
 		close(held.release)
-		h.waitState(first, store.StatusApprovalSent, store.StepApprovalSent)
-		v = h.waitState("op-queued", store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(first, state.StatusApprovalSent, state.StepApprovalSent)
+		v = h.waitState("op-queued", state.StatusApprovalSent, state.StepApprovalSent)
 		if w := v.Waiting; w == nil || w.WaitingFor != "the approvers in the approval system" {
 			t.Fatalf("waiting after the ticket: %+v", w)
 		}
@@ -81,18 +84,18 @@ func TestApprovalSystemDownThenRetried(t *testing.T) {
 		h := setup(t, db, options{approvalFirst: true})
 		h.sims.Approval.Inject("open_ticket", sim.FaultError, 4) // more than the step's retries
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
-		wantState(t, v, store.StatusCreateFailed, store.StepApprovalSendFailed, store.NextWaitManual)
+		v := h.waitState(op, state.StatusCreateFailed, state.StepApprovalSendFailed)
+		wantState(t, v, state.StatusCreateFailed, state.StepApprovalSendFailed, state.NextWaitManual)
 		if last := v.Timeline[len(v.Timeline)-1]; !strings.Contains(last.Cause, "HTTP 500") || strings.Contains(last.Cause, "127.0.0.1") ||
-			last.Note != store.StepApprovalSendFailed.Info().Told+"." {
+			last.Note != explain.Failure(state.StepApprovalSendFailed)+"." {
 			t.Fatalf("failure note %q, cause %q: want the step's sentence, and for operators the classified cause, no host", last.Note, last.Cause)
 		}
 		if code := h.retry(op); code != 202 {
 			t.Fatalf("retry: %d", code)
 		}
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		h.decide(op, sim.TicketApproved)
-		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		h.waitState(op, state.StatusMRCreating, state.StepQueued)
 	})
 }
 
@@ -104,7 +107,7 @@ func TestTheTicketStepRetriesAMomentaryApprovalSystemFailure(t *testing.T) {
 		h.sims.Approval.Inject("open_ticket", sim.FaultError, 2)
 		h.sims.Approval.Inject("open_ticket", sim.FaultDrop, 1)
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		if n := h.sims.Approval.Calls("open_ticket"); n != 4 {
 			t.Fatalf("%d calls to open the ticket, want 4 (3 failures, then success)", n)
 		}
@@ -120,7 +123,7 @@ func TestTheTicketStepRetriesAMomentaryApprovalSystemFailure(t *testing.T) {
 		h.sims.Approval.Inject("open_ticket", sim.FaultStatus(400, "bad ticket"), 1)
 		before := h.sims.Approval.Calls("open_ticket")
 		op2 := h.apply("bob", "db-read")
-		h.waitState(op2, store.StatusCreateFailed, store.StepApprovalSendFailed)
+		h.waitState(op2, state.StatusCreateFailed, state.StepApprovalSendFailed)
 		if n := h.sims.Approval.Calls("open_ticket") - before; n != 1 {
 			t.Fatalf("a 4xx was called %d times, want once", n)
 		}
@@ -150,7 +153,7 @@ func TestAStepFailingAfterATakeoverWritesNothingAndIsNoError(t *testing.T) {
 		})
 		o, err := db.Operation(bg, op)
 		task, _ := h.task(op)
-		if err != nil || o.Status != store.StatusApprovalSending || task.Owner != "other-instance" {
+		if err != nil || o.Status != state.StatusApprovalSending || task.Owner != "other-instance" {
 			t.Fatalf("after the takeover: %+v %+v %v", o, task, err)
 		}
 		for _, e := range h.view(op).Timeline {
@@ -173,13 +176,13 @@ func TestAPanickingStepWritesItsDeclaredFailure(t *testing.T) {
 			return ticketsFunc(func(context.Context, approval.Ticket) (string, error) { panic("boom") })
 		}})
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusCreateFailed, store.StepApprovalSendFailed)
+		v := h.waitState(op, state.StatusCreateFailed, state.StepApprovalSendFailed)
 		if note := v.Timeline[len(v.Timeline)-1].Note; strings.Contains(note, "boom") {
 			t.Fatalf("the panic value leaks into the note: %q", note)
 		}
 		// The worker survived: the next request is handled too.
 		op2 := h.apply("bob", "db-read")
-		h.waitState(op2, store.StatusCreateFailed, store.StepApprovalSendFailed)
+		h.waitState(op2, state.StatusCreateFailed, state.StepApprovalSendFailed)
 	})
 }
 
@@ -190,8 +193,8 @@ func TestLegacyPipelineFailedIsDeterministic(t *testing.T) {
 		f.PipelineFailRate = 1
 		h.sims.GitLab.SetFaults(f)
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusCreateFailed, store.StepCreatePipelineFailed)
-		wantState(t, v, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+		v := h.waitState(op, state.StatusCreateFailed, state.StepCreatePipelineFailed)
+		wantState(t, v, state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
 		if v.MR == nil || v.Waiting.WaitingFor == "" {
 			t.Fatalf("view: %+v", v)
 		}
@@ -213,8 +216,8 @@ func TestAFailedJobGitLabDoesNotListLeavesTheFailureAsItIs(t *testing.T) {
 		h.sims.GitLab.SetFaults(f)
 		h.sims.GitLab.Inject("pipeline_jobs", sim.FaultError, 1000)
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusCreateFailed, store.StepCreatePipelineFailed)
-		wantState(t, v, store.StatusCreateFailed, store.StepCreatePipelineFailed, store.NextContactSupport)
+		v := h.waitState(op, state.StatusCreateFailed, state.StepCreatePipelineFailed)
+		wantState(t, v, state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
 		if v.Pipeline == nil || v.FailedJob != nil {
 			t.Fatalf("pipeline %+v, failed job %+v: want the pipeline and no job", v.Pipeline, v.FailedJob)
 		}
@@ -227,7 +230,7 @@ func TestLegacyFlakyPipelineIsRetriedOnce(t *testing.T) {
 		h := setup(t, db, options{extra: strings.Replace(fastSims, "flakyRetries: 0", "flakyRetries: 1", 1)})
 		h.sims.GitLab.FailNextPipelines(1)
 		op := h.apply("alice", "db-read")
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 	})
 }
 
@@ -238,62 +241,62 @@ func TestLegacyPipelineTimeoutWaitsForAnOperatorWhoFinishesIt(t *testing.T) {
 		f.PipelineStuckRate = 1
 		h.sims.GitLab.SetFaults(f)
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusMRCreating, store.StepCreatePipelinePending)
-		wantState(t, v, store.StatusMRCreating, store.StepCreatePipelinePending, store.NextWaitManual)
+		v := h.waitState(op, state.StatusMRCreating, state.StepCreatePipelinePending)
+		wantState(t, v, state.StatusMRCreating, state.StepCreatePipelinePending, state.NextWaitManual)
 
 		f.PipelineStuckRate = 0
 		h.sims.GitLab.SetFaults(f)
 		if code := h.retry(op); code != 202 {
 			t.Fatalf("retry: %d", code)
 		}
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 
 		// The same at merge time: approved, then the rebase's pipeline never answers.
 		f.NeedRebaseRate, f.PipelineStuckRate = 1, 1
 		h.sims.GitLab.SetFaults(f)
 		h.decide(op, sim.TicketApproved)
-		v = h.waitState(op, store.StatusMerging, store.StepHandlePipelinePending)
-		wantState(t, v, store.StatusMerging, store.StepHandlePipelinePending, store.NextWaitManual)
+		v = h.waitState(op, state.StatusMerging, state.StepHandlePipelinePending)
+		wantState(t, v, state.StatusMerging, state.StepHandlePipelinePending, state.NextWaitManual)
 		f.NeedRebaseRate, f.PipelineStuckRate = 0, 0
 		h.sims.GitLab.SetFaults(f)
 		if code := h.retry(op); code != 202 {
 			t.Fatalf("retry: %d", code)
 		}
-		h.waitState(op, store.StatusValidated, store.StepCalledBack)
+		h.waitState(op, state.StatusValidated, state.StepCalledBack)
 	})
 }
 
 func TestLegacyMergeFailures(t *testing.T) {
 	cases := []struct {
 		name  string
-		fault func(h *harness, v workflow.RequestView)
-		step  store.Step
-		next  store.NextAction
+		fault func(h *harness, v api.RequestView)
+		step  state.Step
+		next  state.NextAction
 	}{
-		{"a rebase conflict that regeneration cannot solve", func(h *harness, v workflow.RequestView) {
+		{"a rebase conflict that regeneration cannot solve", func(h *harness, v api.RequestView) {
 			f := h.sims.GitLab.Faults()
 			f.NeedRebaseRate, f.RebaseConflictRate = 1, 1
 			h.sims.GitLab.SetFaults(f)
-		}, store.StepHandleRebaseConflict, store.NextContactSupport},
-		{"the MR closed outside bindery", func(h *harness, v workflow.RequestView) {
+		}, state.StepHandleRebaseConflict, state.NextContactSupport},
+		{"the MR closed outside bindery", func(h *harness, v api.RequestView) {
 			h.closeMR(v.MR.ID)
-		}, store.StepHandleMRClosed, store.NextContactSupport},
-		{"the reviewers may not approve", func(h *harness, v workflow.RequestView) {
+		}, state.StepHandleMRClosed, state.NextContactSupport},
+		{"the reviewers may not approve", func(h *harness, v api.RequestView) {
 			f := h.sims.GitLab.Faults()
 			f.DeniedApprovers, f.DeniedApproveStatus = []string{sim.ReviewerUsername(0)}, 403
 			h.sims.GitLab.SetFaults(f)
-		}, store.StepHandleApproveFailed, store.NextWaitManual},
+		}, state.StepHandleApproveFailed, state.NextWaitManual},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
 				h := setup(t, db, options{})
 				op := h.apply("alice", "db-read")
-				v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+				v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 				c.fault(h, v)
 				h.decide(op, sim.TicketApproved)
-				v = h.waitState(op, store.StatusHandleFailed, c.step)
-				wantState(t, v, store.StatusHandleFailed, c.step, c.next)
+				v = h.waitState(op, state.StatusHandleFailed, c.step)
+				wantState(t, v, state.StatusHandleFailed, c.step, c.next)
 			})
 		})
 	}
@@ -315,13 +318,13 @@ func TestAnApprovalWaitingTooLongIsListedAndItsTicketSentAgain(t *testing.T) {
 		h := setup(t, db, options{approvalFirst: true})
 		h.cfg.Replace(config.MustParse(strings.Replace(configFor(true, fastSims), "approval:\n", "approval:\n  timeout: 50ms\n", 1)))
 		op := h.apply("alice", "db-read")
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
-		var stuck workflow.Page[workflow.RequestSummary]
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
+		var stuck api.Page[api.RequestSummary]
 		h.waitFor("the request in the stuck list", func() bool {
 			h.api("GET", "/api/ops/requests", "ops", "", &stuck)
 			return len(stuck.Items) == 1 && stuck.Items[0].OperationID == op
 		})
-		if s := stuck.Items[0]; s.Status != store.StatusApprovalSent || s.UpdatedAt.IsZero() {
+		if s := stuck.Items[0]; s.Status != state.StatusApprovalSent || s.UpdatedAt.IsZero() {
 			t.Fatalf("listed as %+v", s)
 		}
 		if code := h.retry(op); code != 202 {
@@ -332,11 +335,11 @@ func TestAnApprovalWaitingTooLongIsListedAndItsTicketSentAgain(t *testing.T) {
 			return strings.Contains(v.Timeline[len(v.Timeline)-1].Note, "sent again")
 		})
 		v := h.view(op)
-		wantState(t, v, store.StatusApprovalSent, store.StepApprovalSent, store.NextWait)
+		wantState(t, v, state.StatusApprovalSent, state.StepApprovalSent, state.NextWait)
 		if n := len(h.sims.Approval.Tickets()); n != 1 {
 			t.Fatalf("%d tickets", n)
 		}
 		h.decide(op, sim.TicketApproved)
-		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		h.waitState(op, state.StatusMRCreating, state.StepQueued)
 	})
 }

@@ -9,11 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/api"
 	"bindery/gitlab"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // The batched flow against each way a real GitLab runs CI and merges (docs/gitlab.md): every
@@ -50,7 +51,7 @@ func (h *harness) landed(ops ...string) {
 	h.t.Helper()
 	h.roundUntil("every request validated", func() bool {
 		for _, op := range ops {
-			if v := h.view(op); v.Status != store.StatusValidated {
+			if v := h.view(op); v.Status != state.StatusValidated {
 				if v.Status.Failed() {
 					h.t.Fatalf("%s failed: %s/%s %s", op, v.Status, v.Step.Name, v.NextActionText)
 				}
@@ -106,10 +107,10 @@ func TestABlockerAPersonClearsHoldsTheBatchThenItLands(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: modeSims("mergeBlocker: discussions_not_resolved")})
 		op := h.approved("alice", "db-read")[0]
-		var v workflow.RequestView
+		var v api.RequestView
 		h.roundUntil("the batch held by the unresolved discussion", func() bool {
 			v = h.view(op)
-			return v.NextAction == store.NextWaitManual
+			return v.NextAction == state.NextWaitManual
 		})
 		iid := v.MR.ID
 		if !strings.Contains(v.NextActionText+" "+v.Waiting.WaitingFor, fmt.Sprintf("a discussion on MR !%d must be resolved", iid)) {
@@ -118,14 +119,14 @@ func TestABlockerAPersonClearsHoldsTheBatchThenItLands(t *testing.T) {
 		if st := h.sims.GitLab.MergeRequestState(project, iid); st != "opened" {
 			t.Fatalf("the MR is %s, want it left open", st)
 		}
-		var batches workflow.Page[workflow.BatchView]
+		var batches api.Page[api.BatchView]
 		h.api("GET", "/api/ops/batches?status=BLOCKED", "ops", "", &batches)
 		if len(batches.Items) != 1 || batches.Items[0].Status != "BLOCKED" || !strings.Contains(batches.Items[0].Note, "discussion") {
 			t.Fatalf("ops view: %+v", batches.Items)
 		}
 		// The operator sees the member at once, with the reason; a request waiting behind the
 		// blocked batch says so, and why.
-		if s, ok := h.stuckList()[op]; !ok || s.Step.Code != int(store.StepHandleMRBlocked) {
+		if s, ok := h.stuckList()[op]; !ok || s.Step.Code != int(state.StepHandleMRBlocked) {
 			t.Fatalf("the blocked member is not in the stuck list: %+v", h.stuckList())
 		}
 		behind := h.approved("bob", "db-write")[0]
@@ -186,10 +187,10 @@ func TestOnlyATestedHeadIsMerged(t *testing.T) {
 			untested = h.sims.GitLab.BranchHead(project, branch)
 		}
 		op := h.approved("alice", "db-read")[0]
-		var v workflow.RequestView
+		var v api.RequestView
 		h.roundUntil("the batch settled", func() bool {
 			v = h.view(op)
-			return v.Status == store.StatusValidated || v.Status.Failed()
+			return v.Status == state.StatusValidated || v.Status.Failed()
 		})
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -235,7 +236,7 @@ func TestABranchPipelineWebhookWakesItsBatch(t *testing.T) {
 		op := h.approved("alice", "db-read")[0]
 		h.round()
 		h.waitFor("the pipeline's webhook to move the batch on", func() bool {
-			return h.view(op).Step.Code >= int(store.StepHandleStarted)
+			return h.view(op).Step.Code >= int(state.StepHandleStarted)
 		})
 	})
 }
@@ -248,23 +249,23 @@ func TestALegacyMRBlockedByAPersonDoesNotHoldItsProject(t *testing.T) {
 		h := setup(t, db, options{realBatch: true, extra: modeSims("mergeBlocker: draft_status")})
 		first, second := h.apply("alice", "db-read"), h.apply("bob", "db-write")
 		for _, op := range []string{first, second} {
-			h.waitState(op, store.StatusApprovalSent, 0)
+			h.waitState(op, state.StatusApprovalSent, 0)
 			h.decide(op, sim.TicketApproved)
 		}
-		blocked := func(op string) workflow.RequestView {
-			v := h.waitState(op, store.StatusMerging, store.StepHandleMRBlocked)
-			if v.NextAction != store.NextWaitManual || !strings.Contains(v.NextActionText, fmt.Sprintf("MR !%d is marked as draft", v.MR.ID)) {
+		blocked := func(op string) api.RequestView {
+			v := h.waitState(op, state.StatusMerging, state.StepHandleMRBlocked)
+			if v.NextAction != state.NextWaitManual || !strings.Contains(v.NextActionText, fmt.Sprintf("MR !%d is marked as draft", v.MR.ID)) {
 				t.Fatalf("%s: %s %q", op, v.NextAction, v.NextActionText)
 			}
 			return v
 		}
 		v1, v2 := blocked(first), blocked(second)
 		h.sims.GitLab.SetBlocker(project, v2.MR.ID, "")
-		h.waitState(second, store.StatusValidated, store.StepCalledBack)
-		if v := h.view(first); v.Step.Code != int(store.StepHandleMRBlocked) {
+		h.waitState(second, state.StatusValidated, state.StepCalledBack)
+		if v := h.view(first); v.Step.Code != int(state.StepHandleMRBlocked) {
 			t.Fatalf("the first went on while its MR was still a draft: %s/%s", v.Status, v.Step.Name)
 		}
 		h.sims.GitLab.SetBlocker(project, v1.MR.ID, "")
-		h.waitState(first, store.StatusValidated, store.StepCalledBack)
+		h.waitState(first, state.StatusValidated, state.StepCalledBack)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"bindery/api"
 	"bindery/approval"
 	"bindery/batch"
 	"bindery/change"
@@ -30,6 +32,7 @@ import (
 	"bindery/permission"
 	"bindery/server"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/workflow"
 )
@@ -233,7 +236,7 @@ func (h *harness) joinFrontend(instance string) {
 }
 
 // round runs one batch round (the cron's job) and fails the test on a partition error.
-func (h *harness) round() workflow.RoundResult {
+func (h *harness) round() api.RoundResult {
 	h.t.Helper()
 	res, err := h.wf.RunRound(bg)
 	if err != nil {
@@ -354,7 +357,7 @@ var opSeq atomic.Int64
 func (h *harness) apply(user, target string) string {
 	h.t.Helper()
 	op := fmt.Sprintf("op-%d-%d", time.Now().UnixNano()%1e9, opSeq.Add(1))
-	var res workflow.ApplyResult
+	var res api.ApplyResult
 	if code := h.api("POST", "/api/apply", user, fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"for the test"}`, op, target), &res); code != 202 {
 		h.t.Fatalf("apply: %d %+v", code, res)
 	}
@@ -362,9 +365,9 @@ func (h *harness) apply(user, target string) string {
 }
 
 // view reads the request view through the API as ops.
-func (h *harness) view(op string) workflow.RequestView {
+func (h *harness) view(op string) api.RequestView {
 	h.t.Helper()
-	var v workflow.RequestView
+	var v api.RequestView
 	if code := h.api("GET", "/api/requests/"+op, "ops", "", &v); code != 200 {
 		h.t.Fatalf("view %s: %d", op, code)
 	}
@@ -372,9 +375,9 @@ func (h *harness) view(op string) workflow.RequestView {
 }
 
 // waitState waits until the request is in status (and step, when not 0).
-func (h *harness) waitState(op string, status store.BindingStatus, step store.Step) workflow.RequestView {
+func (h *harness) waitState(op string, status state.BindingStatus, step state.Step) api.RequestView {
 	h.t.Helper()
-	var v workflow.RequestView
+	var v api.RequestView
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		v = h.view(op)
@@ -424,7 +427,7 @@ func (h *harness) decide(op, decision string) {
 }
 
 // callback posts a signed approval callback to bindery and returns the HTTP status and code.
-func (h *harness) callback(cb workflow.ApprovalCallback, secret string) (int, string) {
+func (h *harness) callback(cb api.ApprovalCallback, secret string) (int, string) {
 	h.t.Helper()
 	body, _ := json.Marshal(cb)
 	now := time.Now()
@@ -435,7 +438,7 @@ func (h *harness) callback(cb workflow.ApprovalCallback, secret string) (int, st
 }
 
 // deploy posts a deploy callback.
-func (h *harness) deploy(cb workflow.DeployCallback) (int, string) {
+func (h *harness) deploy(cb api.DeployCallback) (int, string) {
 	h.t.Helper()
 	body, _ := json.Marshal(cb)
 	return h.hook("/hooks/deploy", body, map[string]string{"Authorization": "Bearer test-deploy-token"})
@@ -481,7 +484,7 @@ func (h *harness) metric(series string) string {
 // expired, as if the holder crashed a lease TTL ago.
 func (h *harness) dueNow(op string) {
 	h.t.Helper()
-	if _, err := h.db.Raw().Exec("UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", store.TaskRequest, op); err != nil {
+	if _, err := h.db.Raw().Exec("UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", state.TaskRequest, op); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -489,7 +492,7 @@ func (h *harness) dueNow(op string) {
 // task is op's own task (ok false: it has none).
 func (h *harness) task(op string) (store.Task, bool) {
 	h.t.Helper()
-	t, err := h.db.Task(bg, store.TaskRequest, op)
+	t, err := h.db.Task(bg, state.TaskRequest, op)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Task{}, false
 	}
@@ -514,6 +517,18 @@ type fakeBatches struct {
 }
 
 var _ workflow.Batches = (*fakeBatches)(nil)
+
+// Repair answers as package batch does: a RUNNING batch resumes at its open step, a BLOCKED one
+// gets its window again.
+func (f *fakeBatches) Repair(b store.Batch) store.TaskSpec {
+	t := store.TaskSpec{Kind: state.TaskBatch, Ref: strconv.FormatInt(b.ID, 10), Lane: engine.LaneBackground, Step: "open", Memo: "{}"}
+	if b.Status == state.BatchBlocked {
+		t.Step, t.In = "blocked", time.Hour
+	}
+	return t
+}
+
+func (f *fakeBatches) Waiting(string) string { return "" }
 
 func (f *fakeBatches) Round(ctx context.Context) ([]batch.Outcome, error) {
 	f.mu.Lock()
@@ -585,7 +600,7 @@ func (f ticketsFunc) Get(context.Context, string) (approval.TicketState, error) 
 
 // doneStages is the view's stages in order, space-separated, each checked done (a finished
 // request).
-func doneStages(t testing.TB, v workflow.RequestView) string {
+func doneStages(t testing.TB, v api.RequestView) string {
 	t.Helper()
 	var stages []string
 	for _, s := range v.Stages {

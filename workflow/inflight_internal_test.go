@@ -6,6 +6,7 @@ import (
 	"sort"
 	"testing"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -16,8 +17,8 @@ import (
 func TestTheStoresInFlightStatesAreTheOnesAStepDrives(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
-		var steps []store.Step
-		for s := store.Step(10001); s < 10601; s++ {
+		var steps []state.Step
+		for s := state.Step(10001); s < 10601; s++ {
 			if s.Known() {
 				steps = append(steps, s)
 			}
@@ -25,7 +26,7 @@ func TestTheStoresInFlightStatesAreTheOnesAStepDrives(t *testing.T) {
 		want := map[string]bool{}
 		n := 0
 		for _, flow := range []string{FlowApprovalFirst, FlowLegacy} {
-			for _, status := range store.AllStatuses {
+			for _, status := range state.AllStatuses {
 				for _, step := range steps {
 					id := fmt.Sprintf("op-%05d", n)
 					n++
@@ -53,7 +54,7 @@ func TestTheStoresInFlightStatesAreTheOnesAStepDrives(t *testing.T) {
 				}
 				// Give it a task so that the next page lists the rest.
 				if err := db.InTx(ctx, func(tx *store.Tx) error {
-					return tx.InsertTask(ctx, store.TaskSpec{Kind: store.TaskRequest, Ref: o.OperationID, Lane: "first", Step: "x"})
+					return tx.InsertTask(ctx, store.TaskSpec{Kind: state.TaskRequest, Ref: o.OperationID, Lane: "first", Step: "x"})
 				}); err != nil {
 					t.Fatal(err)
 				}

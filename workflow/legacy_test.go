@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -21,7 +22,7 @@ func TestLegacyFlowTakesARequestFromApplyToValidated(t *testing.T) {
 
 		tk := h.ticketOf(op)
 		ext, callbackURL, _ := h.sims.Approval.TicketExt(tk.ID)
-		v := h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		v := h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		if v.Flow != workflow.FlowLegacy || v.MR == nil || ext["mrId"] != strconv.FormatInt(v.MR.ID, 10) {
 			t.Fatalf("ticket ext %v, view MR %+v flow %s: the ticket must carry the request's MR", ext, v.MR, v.Flow)
 		}
@@ -33,7 +34,7 @@ func TestLegacyFlowTakesARequestFromApplyToValidated(t *testing.T) {
 		}
 
 		h.decide(op, sim.TicketApproved)
-		v = h.waitState(op, store.StatusValidated, store.StepCalledBack) // merged, then the deploy simulator called back
+		v = h.waitState(op, state.StatusValidated, state.StepCalledBack) // merged, then the deploy simulator called back
 		h.waitFor("the expiry, written after the validation", func() bool { v = h.view(op); return v.ExpiresAt != nil })
 		if got := h.sims.GitLab.MergeRequestState(project, v.MR.ID); got != "merged" {
 			t.Fatalf("MR state: %s", got)
@@ -41,7 +42,7 @@ func TestLegacyFlowTakesARequestFromApplyToValidated(t *testing.T) {
 		if content, ok := h.sims.GitLab.File(project, "main", "bindings/db-read/alice@example.com.yaml"); !ok || !strings.Contains(content, "operationId: "+op) {
 			t.Fatalf("file on main: %v %q", ok, content)
 		}
-		if v.NextAction != store.NextNone || v.ExpiresAt == nil || v.ExpiresAt.Sub(v.UpdatedAt) < 719*time.Hour {
+		if v.NextAction != state.NextNone || v.ExpiresAt == nil || v.ExpiresAt.Sub(v.UpdatedAt) < 719*time.Hour {
 			t.Fatalf("validated view: next %s expires %v (updated %v)", v.NextAction, v.ExpiresAt, v.UpdatedAt)
 		}
 		var steps []string
@@ -69,10 +70,10 @@ func TestLegacyRejectionClosesTheMR(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		op := h.apply("alice", "db-read")
-		v := h.waitState(op, store.StatusApprovalSent, 0)
+		v := h.waitState(op, state.StatusApprovalSent, 0)
 		h.decide(op, sim.TicketRejected)
-		v = h.waitState(op, store.StatusRejected, store.StepApprovalRejected)
-		if v.NextAction != store.NextReapply {
+		v = h.waitState(op, state.StatusRejected, state.StepApprovalRejected)
+		if v.NextAction != state.NextReapply {
 			t.Fatalf("next action %s", v.NextAction)
 		}
 		h.waitFor("the MR to be closed", func() bool { return h.sims.GitLab.MergeRequestState(project, v.MR.ID) == "closed" })

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/api"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // deployOf is the simulated deploy of project!iid (the deploy pipeline ran after the merge; the
@@ -33,7 +34,7 @@ func (h *harness) deployOf(iid int64) sim.DeployRecord {
 
 // roundsUntil runs batch rounds (the cron's job, without reconciliation) until op has status: a
 // round may find a request admitted within the database clock's resolution not yet claimable.
-func (h *harness) roundsUntil(op string, status store.BindingStatus) {
+func (h *harness) roundsUntil(op string, status state.BindingStatus) {
 	h.t.Helper()
 	h.waitFor(op+" "+string(status), func() bool {
 		h.round()
@@ -42,12 +43,12 @@ func (h *harness) roundsUntil(op string, status store.BindingStatus) {
 }
 
 // reconciled runs reconciliation and returns each request's status.
-func (h *harness) reconciled(ops ...string) map[string]store.BindingStatus {
+func (h *harness) reconciled(ops ...string) map[string]state.BindingStatus {
 	h.t.Helper()
 	if _, err := h.wf.Reconcile(bg); err != nil {
 		h.t.Fatal(err)
 	}
-	out := map[string]store.BindingStatus{}
+	out := map[string]state.BindingStatus{}
 	for _, op := range ops {
 		out[op] = h.view(op).Status
 	}
@@ -63,36 +64,36 @@ func TestNoRequestIsValidatedBeforeADeployThatIncludesIt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true, extra: extra})
 		legacy := h.apply("alice", "db-read")
-		first := h.waitState(legacy, store.StatusApprovalSent, 0)
+		first := h.waitState(legacy, state.StatusApprovalSent, 0)
 
 		h.reconfigure(true, extra)
 		batched := h.approved("bob", "db-read")[0]
-		h.roundsUntil(batched, store.StatusMerged)
+		h.roundsUntil(batched, state.StatusMerged)
 		second := h.view(batched)
 		if first.MR == nil || second.MR == nil || first.MR.ID >= second.MR.ID {
 			t.Fatalf("MRs: legacy %+v, batched %+v; want the legacy one numbered first", first.MR, second.MR)
 		}
 		d2 := h.deployOf(second.MR.ID)
-		if code, _ := h.deploy(workflow.DeployCallback{Project: project, MRIID: d2.MRIID, SHA: d2.SHA}); code != 200 {
+		if code, _ := h.deploy(api.DeployCallback{Project: project, MRIID: d2.MRIID, SHA: d2.SHA}); code != 200 {
 			t.Fatalf("deploy callback of !%d: %d", d2.MRIID, code)
 		}
-		h.waitState(batched, store.StatusValidated, 0)
+		h.waitState(batched, state.StatusValidated, 0)
 
 		h.decide(legacy, sim.TicketApproved)
-		h.waitState(legacy, store.StatusMerged, 0)
-		if st := h.reconciled(legacy); st[legacy] != store.StatusMerged {
+		h.waitState(legacy, state.StatusMerged, 0)
+		if st := h.reconciled(legacy); st[legacy] != state.StatusMerged {
 			t.Fatalf("the legacy request merged after !%d's deploy is %s", d2.MRIID, st[legacy])
 		}
 
 		later := h.approved("ops", "db-read")[0]
-		h.roundsUntil(later, store.StatusMerged)
+		h.roundsUntil(later, state.StatusMerged)
 		third := h.view(later)
 		d3 := h.deployOf(third.MR.ID)
-		if code, _ := h.deploy(workflow.DeployCallback{Project: project, SHA: d3.SHA}); code != 200 {
+		if code, _ := h.deploy(api.DeployCallback{Project: project, SHA: d3.SHA}); code != 200 {
 			t.Fatalf("deploy callback by commit %s: %d", d3.SHA, code)
 		}
-		h.waitState(later, store.StatusValidated, 0)
-		if st := h.reconciled(legacy); st[legacy] != store.StatusValidated {
+		h.waitState(later, state.StatusValidated, 0)
+		if st := h.reconciled(legacy); st[legacy] != state.StatusValidated {
 			t.Fatalf("after the deploy of !%d (merged after it): %s", d3.MRIID, st[legacy])
 		}
 		tl := h.view(legacy).Timeline
@@ -101,7 +102,7 @@ func TestNoRequestIsValidatedBeforeADeployThatIncludesIt(t *testing.T) {
 		}
 
 		// A commit no recorded merge landed is refused; nothing changes.
-		if code, _ := h.deploy(workflow.DeployCallback{Project: project, SHA: strings.Repeat("0", 40)}); code != 422 {
+		if code, _ := h.deploy(api.DeployCallback{Project: project, SHA: strings.Repeat("0", 40)}); code != 422 {
 			t.Fatalf("an unknown commit: %d", code)
 		}
 	})

@@ -3,13 +3,14 @@ package workflow
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/batch"
 	"bindery/change"
 	"bindery/engine"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -37,15 +38,12 @@ func (w *Workflow) Sweep(ctx context.Context) (int, error) {
 		if step == "" {
 			continue
 		}
-		if w.repair(ctx, requestTask(op.OperationID, step, 0, reqMemo{}), "operation", op.OperationID, string(op.Status)) {
+		if w.repair(ctx, w.requestTask(op.OperationID, step, 0, reqMemo{}), "operation", op.OperationID, string(op.Status)) {
 			n++
 		}
 	}
 	for _, b := range batches {
-		t := store.TaskSpec{Kind: store.TaskBatch, Ref: strconv.FormatInt(b.ID, 10), Lane: engine.LaneBackground, Step: "open"}
-		if b.Status == store.BatchBlocked {
-			t.Step, t.In = "blocked", w.cfg.Current().BatchBlockedTimeout()
-		}
+		t := w.batches.Repair(b)
 		if w.repair(ctx, t, "batch", t.Ref, string(b.Status)) {
 			n++
 		}
@@ -73,21 +71,21 @@ func (w *Workflow) repair(ctx context.Context, t store.TaskSpec, what, id, statu
 // currentStep is the task step that drives op in its current state ("" when none of its own:
 // waiting for a person, in the waiting set or a batch, stopped, finished). It is the Go side of
 // the store's in-flight predicate (store.Orphans); a test holds the two together.
-func currentStep(op store.Operation) string {
+func currentStep(op store.Operation) Step {
 	switch st := op.Status; {
-	case st == store.StatusApprovalSending:
+	case st == state.StatusApprovalSending:
 		return stepTicket
-	case st == store.StatusApprovalSent:
+	case st == state.StatusApprovalSent:
 		return stepTicketPoll
 	case op.Flow != FlowLegacy:
 		return ""
-	case st == store.StatusMRCreated:
+	case st == state.StatusMRCreated:
 		return stepTicket
-	case st == store.StatusMRCreating && op.Step == store.StepCreateStarted:
+	case st == state.StatusMRCreating && op.Step == state.StepCreateStarted:
 		return stepCreate
-	case st == store.StatusMerging && op.Step.Info().Person:
-		return string(change.MergeBlocked) // it looks at the MR until a person cleared it
-	case st == store.StatusMerging && !op.Step.Pending():
+	case st == state.StatusMerging && op.Step.Info().Person:
+		return stepMergeBlocked // it looks at the MR until a person cleared it
+	case st == state.StatusMerging && !op.Step.Pending():
 		return stepApprove
 	}
 	return ""
@@ -100,20 +98,20 @@ func currentStep(op store.Operation) string {
 // request whose deploy callback is overdue (reconcile.deployOverdue) is validated: the operator
 // confirms the deploy. Anything else — a step running right now, queued, finished, a deploy
 // callback not yet overdue — is a CONFLICT with a sentence that says why.
-func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (RequestView, error) {
+func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.RequestView, error) {
 	d, err := w.db.RequestDetail(ctx, operationID)
 	if err != nil {
-		return RequestView{}, notFound(err)
+		return api.RequestView{}, notFound(err)
 	}
 	if d.Binding == nil {
-		return RequestView{}, apperr.New(apperr.Conflict, "This request was replaced by a newer application; there is nothing to retry.")
+		return api.RequestView{}, apperr.New(apperr.Conflict, "This request was replaced by a newer application; there is nothing to retry.")
 	}
 	op, status := d.Operation, d.Binding.Status
 	note := "Retried by " + actor + "."
 	if d.Batch != nil && d.Batch.Status.Active() && inBatchPhase(status, op.Step) {
 		w.log.InfoContext(ctx, "retry: resuming the request's batch", "operation", operationID, "batch", d.Batch.ID, "actor", actor)
 		if err := w.batches.Resume(ctx, d.Batch.ID); err != nil {
-			return RequestView{}, batchConflict(err, d.Batch.ID)
+			return api.RequestView{}, batchConflict(err, d.Batch.ID)
 		}
 		return w.Request(ctx, operationID)
 	}
@@ -123,17 +121,17 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 	cur := store.Request{Operation: op, Binding: *d.Binding}
 	move, step, m, err := w.retryPlan(ctx, cur)
 	if err != nil {
-		return RequestView{}, err
+		return api.RequestView{}, err
 	}
 	move.Note = note
 	if step == "" {
 		if err := w.readmit(ctx, op, move); err != nil {
-			return RequestView{}, err
+			return api.RequestView{}, err
 		}
 		return w.Request(ctx, operationID)
 	}
 	err = w.db.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.PutTask(ctx, requestTask(operationID, step, 0, m), true); err != nil {
+		if err := tx.PutTask(ctx, w.requestTask(operationID, step, 0, m), true); err != nil {
 			return err
 		}
 		_, err := tx.Transition(ctx, cur, move)
@@ -143,13 +141,15 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (Reques
 	case errors.Is(err, store.ErrTaskBusy), errors.Is(err, store.ErrRetry):
 		// A deadlock is the database choosing a step of the request's that runs at this
 		// moment over this write: the same answer as a claimed task.
-		return RequestView{}, apperr.Busy(err, "A step of this request is running right now; look again in a moment.")
+		return api.RequestView{}, apperr.Busy(err, "A step of this request is running right now; look again in a moment.")
 	case errors.Is(err, store.ErrPreempted):
-		return RequestView{}, apperr.Wrap(err, apperr.Conflict, "The request changed while retrying; look at it again.")
+		return api.RequestView{}, apperr.Wrap(err, apperr.Conflict, "The request changed while retrying; look at it again.")
 	case err != nil:
-		return RequestView{}, err
+		return api.RequestView{}, err
 	}
-	w.engine.Nudge(laneOf(step))
+	if row, ok := w.row(step); ok {
+		w.engine.Nudge(row.Lane)
+	}
 	w.log.InfoContext(ctx, "retry: step due now", "operation", operationID, "step", step, "actor", actor)
 	return w.Request(ctx, operationID)
 }
@@ -170,10 +170,10 @@ func batchConflict(err error, batchID int64) error {
 // confirmDeploy validates a merged request whose deploy callback is overdue, on an operator's
 // word, through the validate path the callback and reconciliation use: the flip happens once
 // whoever races it, and the metric and the "validated" line follow only a real flip.
-func (w *Workflow) confirmDeploy(ctx context.Context, operationID, actor string) (RequestView, error) {
+func (w *Workflow) confirmDeploy(ctx context.Context, operationID, actor string) (api.RequestView, error) {
 	flipped, err := w.db.ConfirmDeploy(ctx, operationID, "Deploy confirmed by "+actor+".")
 	if err != nil {
-		return RequestView{}, err
+		return api.RequestView{}, err
 	}
 	w.validated(ctx, flipped, "operator")
 	if len(flipped) == 0 {
@@ -189,9 +189,9 @@ func (w *Workflow) confirmDeploy(ctx context.Context, operationID, actor string)
 // state and the admission in one transaction.
 func (w *Workflow) readmit(ctx context.Context, op store.Operation, move store.Change) error {
 	adm := w.deletion(op)
-	if move.Step != store.StepCloseStarted {
+	if move.Step != state.StepCloseStarted {
 		var err error
-		if adm, err = w.admission(ctx, op, store.ActionAdd); errors.Is(err, change.ErrInvalidChange) {
+		if adm, err = w.admission(ctx, op, state.ActionAdd); errors.Is(err, change.ErrInvalidChange) {
 			return apperr.Wrap(err, apperr.Conflict, "The request's file change is invalid: %s", noteFor(err))
 		} else if err != nil {
 			return err
@@ -213,58 +213,57 @@ func (w *Workflow) readmit(ctx context.Context, op store.Operation, move store.C
 }
 
 // inBatchPhase: the request's state is the batch's to drive.
-func inBatchPhase(status store.BindingStatus, step store.Step) bool {
+func inBatchPhase(status state.BindingStatus, step state.Step) bool {
 	switch status {
-	case store.StatusMRCreating, store.StatusMRCreated, store.StatusMerging, store.StatusValidated:
-		return step != store.StepQueued
+	case state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging, state.StatusValidated:
+		return step != state.StepQueued
 	}
 	return false
 }
 
 // retryPlan is what a retry writes and which task step it makes due ("": re-admission), with the
-// step's memo. The resume of a legacy step comes from the step table (store.StepInfo.Resume);
+// step's memo. The resume of a legacy step comes from the request kind's step table (resumes);
 // the rest is decided by the status.
-func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, string, reqMemo, error) {
+func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, Step, reqMemo, error) {
 	op, status := cur.Operation, cur.Binding.Status
-	conflict := func(what string) (store.Change, string, reqMemo, error) {
+	conflict := func(what string) (store.Change, Step, reqMemo, error) {
 		return store.Change{}, "", reqMemo{}, apperr.New(apperr.Conflict, "Nothing to retry: the request is %s.", what)
 	}
 	switch {
-	case status.Reappliable(), status == store.StatusValidated && (op.Step < store.StepCloseStarted || op.Step == store.StepCalledBack):
+	case status.Reappliable(), status == state.StatusValidated && (op.Step < state.StepCloseStarted || op.Step == state.StepCalledBack):
 		return conflict("finished (" + string(status) + ")")
-	case status == store.StatusApprovalSent:
+	case status == state.StatusApprovalSent:
 		// Waiting for a decision (approval.timeout lists it): the ticket is sent again —
 		// idempotent by operationId in the approval system — and the request stays SENT.
-		return store.Change{To: store.StatusApprovalSent, Step: store.StepApprovalSent}, stepTicket, reqMemo{}, nil
-	case status == store.StatusApprovalSending || op.Step == store.StepApprovalSendFailed ||
-		(op.Step == store.StepCreateHandoffRejected && op.Flow == FlowApprovalFirst):
+		return store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent}, stepTicket, reqMemo{}, nil
+	case status == state.StatusApprovalSending || op.Step == state.StepApprovalSendFailed:
 		// (Re)open the ticket: idempotent by operationId in the approval system.
-		return store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, stepTicket, reqMemo{}, nil
-	case status == store.StatusMerged:
+		return store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, stepTicket, reqMemo{}, nil
+	case status == state.StatusMerged:
 		return conflict("merged and waiting for the deploy pipeline; reconciliation validates it")
 	}
 	if op.Flow == FlowLegacy {
-		if r, ok := legacyResume(status, op); ok {
+		if r, ok := w.legacyResume(status, op); ok {
 			return r.move, r.step, r.memo, nil
 		}
 		return conflict(string(status))
 	}
 	// The batch path: a request whose batch ended without it goes back to the waiting set.
 	switch {
-	case status == store.StatusHandleFailed && op.Step == store.StepCloseFailed,
-		status == store.StatusValidated && op.Step == store.StepCloseStarted:
+	case status == state.StatusHandleFailed && op.Step == state.StepCloseFailed,
+		status == state.StatusValidated && op.Step == state.StepCloseStarted:
 		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
 			return conflict("queued for a batch round")
 		}
-		return store.Change{To: store.StatusValidated, Step: store.StepCloseStarted}, "", reqMemo{}, nil
-	case status == store.StatusCreateFailed && op.Step == store.StepCreateInvalid:
+		return store.Change{To: state.StatusValidated, Step: state.StepCloseStarted}, "", reqMemo{}, nil
+	case status == state.StatusCreateFailed && op.Step == state.StepCreateInvalid:
 		// Re-validated at the re-admission (a fixed catalog may make it valid now).
-		return store.Change{To: store.StatusMRCreating, Step: store.StepQueued}, "", reqMemo{}, nil
-	case status.Failed(), status == store.StatusMRCreating, status == store.StatusMRCreated, status == store.StatusMerging:
+		return store.Change{To: state.StatusMRCreating, Step: state.StepQueued}, "", reqMemo{}, nil
+	case status.Failed(), status == state.StatusMRCreating, status == state.StatusMRCreated, status == state.StatusMerging:
 		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
 			return conflict("queued for a batch round")
 		}
-		return store.Change{To: store.StatusMRCreating, Step: store.StepQueued}, "", reqMemo{}, nil
+		return store.Change{To: state.StatusMRCreating, Step: state.StepQueued}, "", reqMemo{}, nil
 	}
 	return conflict(string(status))
 }
@@ -272,57 +271,58 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 // resume is a legacy retry: the transition and the task step it makes due.
 type resume struct {
 	move store.Change
-	step string
+	step Step
 	memo reqMemo
 }
 
 // legacyResume is how an operator's retry resumes a legacy request stopped in status at op.Step:
-// the phase it stopped in, from the step table (a pending step restarts a pipeline that never
-// answered), else from the status.
-func legacyResume(status store.BindingStatus, op store.Operation) (resume, bool) {
-	info := op.Step.Info()
+// the step of the request kind's table that resumes it (a pending step restarts a pipeline that
+// never answered), else from the status.
+func (w *Workflow) legacyResume(status state.BindingStatus, op store.Operation) (resume, bool) {
+	at := w.resumeAt(op.Step)
+	restart := reqMemo{Memo: change.Memo{Restart: true}}
 	switch {
-	case status == store.StatusMRCreating && info.Resume != "":
-		return resume{store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, info.Resume, reqMemo{Restart: true}}, true
-	case status == store.StatusMerging && info.Resume != "":
-		return resume{store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, info.Resume, reqMemo{Restart: true}}, true
-	case status == store.StatusMRCreating, status == store.StatusCreateFailed:
-		return resume{store.Change{To: store.StatusMRCreating, Step: store.StepCreateStarted}, stepCreate, reqMemo{}}, true
-	case status == store.StatusMRCreated:
-		return resume{store.Change{To: store.StatusApprovalSending, Step: store.StepApprovalSending}, stepTicket, reqMemo{}}, true
-	case status == store.StatusMerging, status == store.StatusHandleFailed && op.MRIID > 0:
-		return resume{store.Change{To: store.StatusMerging, Step: store.StepHandleStarted}, stepApprove, reqMemo{}}, true
+	case status == state.StatusMRCreating && at != "":
+		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, at, restart}, true
+	case status == state.StatusMerging && at != "":
+		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, at, restart}, true
+	case status == state.StatusMRCreating, status == state.StatusCreateFailed:
+		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, stepCreate, reqMemo{}}, true
+	case status == state.StatusMRCreated:
+		return resume{store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, stepTicket, reqMemo{}}, true
+	case status == state.StatusMerging, status == state.StatusHandleFailed && op.MRIID > 0:
+		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, stepApprove, reqMemo{}}, true
 	}
 	return resume{}, false
 }
 
 // SettleBatch settles an active batch (an operator's action): its settle step runs at once on any
 // instance; the view answers the batch as it is then.
-func (w *Workflow) SettleBatch(ctx context.Context, batchID int64, actor string) (BatchView, error) {
+func (w *Workflow) SettleBatch(ctx context.Context, batchID int64, actor string) (api.BatchView, error) {
 	b, err := w.batchRow(ctx, batchID) // the status decides; the members are read for the answer
 	if err != nil {
-		return BatchView{}, err
+		return api.BatchView{}, err
 	}
 	if !b.Status.Active() {
-		return BatchView{}, apperr.New(apperr.Conflict, "Batch %d is already %s.", batchID, b.Status)
+		return api.BatchView{}, apperr.New(apperr.Conflict, "Batch %d is already %s.", batchID, b.Status)
 	}
 	if err := w.batches.Settle(ctx, batchID, actor); err != nil {
-		return BatchView{}, batchConflict(err, batchID)
+		return api.BatchView{}, batchConflict(err, batchID)
 	}
 	return w.batchByID(ctx, batchID)
 }
 
 // RunRound runs one batch round now: the cron's own code.
-func (w *Workflow) RunRound(ctx context.Context) (RoundResult, error) {
+func (w *Workflow) RunRound(ctx context.Context) (api.RoundResult, error) {
 	outs, err := w.batches.Round(ctx)
 	if err != nil {
-		return RoundResult{}, err
+		return api.RoundResult{}, err
 	}
-	res := RoundResult{Partitions: make([]PartitionRound, len(outs))}
+	res := api.RoundResult{Partitions: make([]api.PartitionRound, len(outs))}
 	for i, o := range outs {
-		p := PartitionRound{Partition: o.Partition, Outcome: string(o.Result), BatchID: o.BatchID, Claimed: o.Claimed}
+		p := api.PartitionRound{Partition: o.Partition, Outcome: string(o.Result), BatchID: o.BatchID, Claimed: o.Claimed}
 		if o.Err != nil {
-			p.Outcome = RoundError
+			p.Outcome = api.RoundError
 			w.log.ErrorContext(ctx, "batch round failed for a partition", "partition", o.Partition, "err", o.Err)
 		}
 		res.Partitions[i] = p
@@ -333,50 +333,68 @@ func (w *Workflow) RunRound(ctx context.Context) (RoundResult, error) {
 // GitLabEvent takes a verified GitLab webhook as a hint: the work waiting on that MR (a batch, a
 // legacy request) is due now, on whichever instance claims it first — this one is nudged. The
 // steps still read the remote state before acting, so a forged or stale event changes nothing.
-func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (CallbackResult, error) {
+func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
 	if ev.MRIID <= 0 {
 		return w.branchPipelineEvent(ctx, ev)
 	}
 	n, err := w.batches.Wake(ctx, ev.Project, ev.MRIID)
 	if err != nil {
-		return CallbackResult{}, err
+		return api.CallbackResult{}, err
 	}
 	op, err := w.db.LegacyByMR(ctx, ev.Project, ev.MRIID)
 	switch {
 	case err == nil:
-		k, err := w.db.WakeTasks(ctx, []store.TaskRef{{Kind: store.TaskRequest, Ref: op}})
+		k, err := w.db.WakeTasks(ctx, []store.TaskRef{{Kind: state.TaskRequest, Ref: op}})
 		if err != nil {
-			return CallbackResult{}, err
+			return api.CallbackResult{}, err
 		}
 		n += k
 	case !errors.Is(err, store.ErrNotFound):
-		return CallbackResult{}, err
+		return api.CallbackResult{}, err
 	}
 	if n > 0 {
 		w.engine.Nudge(engine.LaneBackground)
 	}
-	return CallbackResult{Code: CallbackAccepted}, nil
+	return api.CallbackResult{Code: api.CallbackAccepted}, nil
 }
 
 // branchPipelineEvent: a pipeline that is not an MR pipeline (projects with branch pipelines
 // only) names no MR, but its ref is the branch bindery wrote — bindery/batch-<id> or
 // bindery/op-<operationId> — and the work behind that branch is due now.
-func (w *Workflow) branchPipelineEvent(ctx context.Context, ev GitLabEvent) (CallbackResult, error) {
+func (w *Workflow) branchPipelineEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
 	ref := strings.TrimPrefix(ev.Ref, "refs/heads/")
-	var task store.TaskRef
-	if id, ok := strings.CutPrefix(ref, "bindery/batch-"); ok && id != "" && strings.Trim(id, "0123456789") == "" {
-		task = store.TaskRef{Kind: store.TaskBatch, Ref: id}
-	} else if op, ok := strings.CutPrefix(ref, "bindery/op-"); ok && op != "" {
-		task = store.TaskRef{Kind: store.TaskRequest, Ref: op}
-	} else {
-		return CallbackResult{Code: CallbackIgnored}, nil
+	task, ok := batch.TaskOfBranch(ref)
+	if !ok {
+		task, ok = legacyTaskOfBranch(ref)
+	}
+	if !ok {
+		return api.CallbackResult{Code: api.CallbackIgnored}, nil
 	}
 	n, err := w.db.WakeTasks(ctx, []store.TaskRef{task})
 	if err != nil {
-		return CallbackResult{}, err
+		return api.CallbackResult{}, err
 	}
 	if n > 0 {
 		w.engine.Nudge(engine.LaneBackground)
 	}
-	return CallbackResult{Code: CallbackAccepted}, nil
+	return api.CallbackResult{Code: api.CallbackAccepted}, nil
+}
+
+// GitLab event kinds bindery reads from POST /hooks/gitlab.
+const (
+	GitLabMergeRequest = "merge_request"
+	GitLabPipeline     = "pipeline"
+)
+
+// GitLabEvent is the part of a verified GitLab webhook the workflow may use to shortcut polling.
+// It is a hint: the workflow still reads the remote state before acting.
+type GitLabEvent struct {
+	Kind       string // GitLabMergeRequest or GitLabPipeline
+	EventID    string // Idempotency-Key (stable across resends) or X-Gitlab-Event-UUID
+	Project    string // path_with_namespace
+	MRIID      int64  // the MR (0 when the pipeline is not an MR pipeline)
+	Ref        string // pipeline events: the branch or ref it ran for (a branch pipeline's MR is found by it)
+	PipelineID int64  // pipeline events
+	Status     string // pipeline status (success, failed, …) or MR state (opened, merged, closed)
+	Action     string // MR action (open, merge, close, approved, …)
 }

@@ -10,6 +10,7 @@ import (
 
 	"bindery/approval"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -28,7 +29,7 @@ func TestAStepStoppedByACrashIsResumedByAnotherInstance(t *testing.T) {
 		h.waitFor("the MR to be recorded", func() bool { v := h.view(op); return v.MR != nil })
 		h.crash() // inside the pipeline wait
 		v := h.view(op)
-		if v.Status != store.StatusMRCreating || v.Step.Code != int(store.StepCreateStarted) {
+		if v.Status != state.StatusMRCreating || v.Step.Code != int(state.StepCreateStarted) {
 			t.Fatalf("after the stop: %s/%s; a stop must write nothing", v.Status, v.Step.Name)
 		}
 		if task, ok := h.task(op); !ok || task.Step != "create_pipeline" {
@@ -36,7 +37,7 @@ func TestAStepStoppedByACrashIsResumedByAnotherInstance(t *testing.T) {
 		}
 
 		h.restart("test-instance-2", nil)
-		v = h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		v = h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		if n := h.sims.GitLab.Calls("create_mr"); n != 1 {
 			t.Fatalf("%d MRs: the resumed step must reuse the recorded one", n)
 		}
@@ -59,7 +60,7 @@ func TestAStalledStepIsTakenOverAndItsLateWriteChangesNothing(t *testing.T) {
 		h.restart("test-instance-3", nil)
 		// Two instances dispatch at once; instance 1's claim expires: one of them takes the step over.
 		h.dueNow(op)
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		close(held.release) // instance 1 comes back
 		h.waitFor("instance 1's step to give up", func() bool { return len(held.entered) == 0 && strings.Contains(h.logs.String(), "test-instance-1") })
 		h.waitFor("instance 1's run to end", func() bool {
@@ -74,7 +75,7 @@ func TestAStalledStepIsTakenOverAndItsLateWriteChangesNothing(t *testing.T) {
 		}
 		sent := 0
 		for _, e := range v.Timeline {
-			if e.Step.Code == int(store.StepApprovalSent) {
+			if e.Step.Code == int(state.StepApprovalSent) {
 				sent++
 			}
 		}
@@ -115,7 +116,7 @@ func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		h.waitFor("every attempt to end", func() bool {
 			task, ok := h.task(op)
 			return ok && task.Step == "ticket_poll" && task.Owner == "" && inCall.Load() == 0
@@ -143,13 +144,13 @@ func TestRetryResumesTheBatchOrSaysThereIsNothingToRetry(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")
-		h.waitState(op, store.StatusApprovalSent, 0)
+		h.waitState(op, state.StatusApprovalSent, 0)
 		var e struct{ Code string }
 		if code := h.api("POST", "/api/ops/requests/missing-op/retry", "ops", `{"operationId":"r-0"}`, &e); code != 404 {
 			t.Fatalf("unknown request: %d", code)
 		}
 		h.decide(op, "APPROVED")
-		h.waitState(op, store.StatusMRCreating, store.StepQueued)
+		h.waitState(op, state.StatusMRCreating, state.StepQueued)
 		if code := h.api("POST", "/api/ops/requests/"+op+"/retry", "ops", `{"operationId":"r-1"}`, &e); code != 409 || e.Code != "CONFLICT" {
 			t.Fatalf("retry of a queued request: %d %+v", code, e)
 		}
@@ -176,13 +177,13 @@ func claimNow(t *testing.T, h *harness) int64 {
 	var id int64
 	h.waitFor("a claim", func() bool {
 		c, err := h.db.Claim(bg, store.ClaimInput{Partition: project, Project: project, Max: 50,
-			Task:    &store.TaskSpec{Kind: store.TaskBatch, Lane: "background", Step: "open"}, // the fake runs no batch: it waits
-			Members: &store.MemberChange{From: []store.BindingStatus{store.StatusMRCreating}, To: store.StatusMRCreating, Step: store.StepBatched}})
+			Task:    &store.TaskSpec{Kind: state.TaskBatch, Lane: "background", Step: "open"}, // the fake runs no batch: it waits
+			Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusMRCreating, Step: state.StepBatched}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		id = c.Batch.ID
-		return c.Outcome == store.RoundClaimed
+		return c.Outcome == state.RoundClaimed
 	})
 	return id
 }
@@ -193,7 +194,7 @@ func TestTheFirstStepRunsOnTheTaskWrittenWithTheApplication(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")
-		h.waitState(op, store.StatusApprovalSent, store.StepApprovalSent)
+		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		o, err := db.Operation(bg, op)
 		if err != nil {
 			t.Fatal(err)

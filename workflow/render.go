@@ -9,13 +9,14 @@ import (
 	"bindery/batch"
 	"bindery/change"
 	"bindery/config"
+	"bindery/state"
 	"bindery/store"
 )
 
 // fileOf renders the file a request adds to the repository with the batch path's renderer: the
 // same bytes for the preview, the validation at admission, the legacy flow's MR and a batch.
 func fileOf(t config.Target, op store.Operation) (change.FileAction, error) {
-	return batch.RenderChange(t, op, store.ActionAdd)
+	return batch.RenderChange(t, op, state.ActionAdd)
 }
 
 // errTargetGone: the request's target left the catalog; its file cannot be rendered any more.
@@ -28,14 +29,14 @@ var errTargetGone = fmt.Errorf("%w: the target is no longer in the catalog", cha
 // writing one path fail a whole commit). The admission carries the change as validated, so the
 // batch commits exactly that even if the target leaves the catalog meanwhile. An error wrapping
 // change.ErrInvalidChange is the request's (CREATE_INVALID); any other is the database's.
-func (w *Workflow) admission(ctx context.Context, op store.Operation, action store.Action) (store.Admission, error) {
+func (w *Workflow) admission(ctx context.Context, op store.Operation, action state.Action) (store.Admission, error) {
 	snap := w.cfg.Current()
 	t, ok := snap.Target(op.TargetKey)
 	if !ok {
 		return store.Admission{}, errTargetGone
 	}
 	adm, err := batch.Admission(t, op, action)
-	if err != nil || action != store.ActionAdd {
+	if err != nil || action != state.ActionAdd {
 		return adm, err
 	}
 	for _, other := range snap.Targets() {

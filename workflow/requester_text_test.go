@@ -7,10 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/api"
 	"bindery/approval"
+	"bindery/explain"
 	"bindery/gitlab"
 	"bindery/leakcheck"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -76,32 +79,32 @@ func TestRequestersReadNoInternalsOfAFailure(t *testing.T) {
 		o             options
 		fault         func(h *harness)
 		approve       bool // the failure comes after the approval
-		step          store.Step
+		step          state.Step
 		cause         string // what the operator reads of it
 	}{
 		{name: "legacy: GitLab refuses the MR with internals in its answer", fault: func(h *harness) {
 			h.sims.GitLab.Inject("create_mr", sim.FaultStatus(422, hostile), 1000)
-		}, step: store.StepCreateFailed, cause: "HTTP 422"},
+		}, step: state.StepCreateFailed, cause: "HTTP 422"},
 		{name: "legacy: the approval system fails with internals in its answer", fault: func(h *harness) {
 			h.sims.Approval.Inject("open_ticket", sim.FaultStatus(500, hostile), 1000)
-		}, step: store.StepApprovalSendFailed, cause: "approval open_ticket"},
+		}, step: state.StepApprovalSendFailed, cause: "approval open_ticket"},
 		{name: "legacy: the approve step panics", o: options{wrapGitLab: func(api gitlab.API) gitlab.API { return hostileGitLab{api, "panic"} }},
-			approve: true, step: store.StepHandleApproveFailed, cause: "server log"},
+			approve: true, step: state.StepHandleApproveFailed, cause: "server log"},
 		{name: "legacy: the approve step returns a raw error", o: options{wrapGitLab: func(api gitlab.API) gitlab.API { return hostileGitLab{api, "raw"} }},
-			approve: true, step: store.StepHandleApproveFailed, cause: "server log"},
+			approve: true, step: state.StepHandleApproveFailed, cause: "server log"},
 		{name: "batch: GitLab refuses the MR with internals in its answer", approvalFirst: true, fault: func(h *harness) {
 			h.sims.GitLab.Inject("create_mr", sim.FaultStatus(422, hostile), 1000)
-		}, approve: true, step: store.StepCreateFailed, cause: "HTTP 422"},
+		}, approve: true, step: state.StepCreateFailed, cause: "HTTP 422"},
 		{name: "batch: the approval system fails with internals in its answer", approvalFirst: true, fault: func(h *harness) {
 			h.sims.Approval.Inject("open_ticket", sim.FaultStatus(500, hostile), 1000)
-		}, step: store.StepApprovalSendFailed, cause: "approval open_ticket"},
+		}, step: state.StepApprovalSendFailed, cause: "approval open_ticket"},
 		{name: "batch: the approval client panics", approvalFirst: true, o: options{wrapTickets: func(workflow.Tickets) workflow.Tickets {
 			return ticketsFunc(func(context.Context, approval.Ticket) (string, error) { panic(hostile) })
-		}}, step: store.StepApprovalSendFailed, cause: "server log"},
+		}}, step: state.StepApprovalSendFailed, cause: "server log"},
 		{name: "batch: the approve step panics", approvalFirst: true, o: options{wrapGitLab: func(api gitlab.API) gitlab.API { return hostileGitLab{api, "panic"} }},
-			approve: true, step: store.StepHandleApproveFailed, cause: "server log"},
+			approve: true, step: state.StepHandleApproveFailed, cause: "server log"},
 		{name: "batch: the approve step returns a raw error", approvalFirst: true, o: options{wrapGitLab: func(api gitlab.API) gitlab.API { return hostileGitLab{api, "raw"} }},
-			approve: true, step: store.StepHandleApproveFailed, cause: "server log"},
+			approve: true, step: state.StepHandleApproveFailed, cause: "server log"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,7 +126,7 @@ func TestRequestersReadNoInternalsOfAFailure(t *testing.T) {
 					for _, op := range failing {
 						h.decide(op, sim.TicketApproved)
 						if c.approvalFirst {
-							h.waitState(op, store.StatusMRCreating, store.StepQueued)
+							h.waitState(op, state.StatusMRCreating, state.StepQueued)
 						}
 					}
 					if c.approvalFirst {
@@ -145,14 +148,14 @@ func TestRequestersReadNoInternalsOfAFailure(t *testing.T) {
 					t.Error(leak)
 				}
 				// The requester reads the step's fixed sentence.
-				var v workflow.RequestView
+				var v api.RequestView
 				h.api("GET", "/api/requests/"+owners["alice"][0], "alice", "", &v)
-				if last := v.Timeline[len(v.Timeline)-1]; !strings.HasPrefix(last.Note, c.step.Info().Told) || last.Cause != "" {
-					t.Errorf("the requester reads %q (cause %q), want the step's sentence %q", last.Note, last.Cause, c.step.Info().Told)
+				if last := v.Timeline[len(v.Timeline)-1]; !strings.HasPrefix(last.Note, explain.Failure(c.step)) || last.Cause != "" {
+					t.Errorf("the requester reads %q (cause %q), want the step's sentence %q", last.Note, last.Cause, explain.Failure(c.step))
 				}
 				if c.approvalFirst && c.approve {
 					// The ops view of the batch keeps the cause.
-					var batches workflow.Page[workflow.BatchView]
+					var batches api.Page[api.BatchView]
 					h.api("GET", "/api/ops/batches", "ops", "", &batches)
 					if len(batches.Items) != 1 || !strings.Contains(batches.Items[0].Note, c.cause) {
 						t.Errorf("ops batch view %+v: want the cause %q in its note", batches.Items, c.cause)
@@ -163,9 +166,9 @@ func TestRequestersReadNoInternalsOfAFailure(t *testing.T) {
 	}
 }
 
-func failedStatus(s store.Step) store.BindingStatus {
-	if s >= store.StepHandleStarted {
-		return store.StatusHandleFailed
+func failedStatus(s state.Step) state.BindingStatus {
+	if s >= state.StepHandleStarted {
+		return state.StatusHandleFailed
 	}
-	return store.StatusCreateFailed
+	return state.StatusCreateFailed
 }

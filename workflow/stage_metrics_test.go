@@ -7,10 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"bindery/api"
 	"bindery/sim"
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 // The stage durations of validated requests come with the flip, not from their step histories:
@@ -38,9 +39,9 @@ func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
 		var last int64
 		for _, user := range []string{"alice", "bob", "ops"} {
 			op := h.apply(user, "db-read")
-			h.waitState(op, store.StatusApprovalSent, 0)
+			h.waitState(op, state.StatusApprovalSent, 0)
 			h.decide(op, sim.TicketApproved)
-			last = h.waitState(op, store.StatusMerged, 0).MR.ID // the deploy simulator drops every callback
+			last = h.waitState(op, state.StatusMerged, 0).MR.ID // the deploy simulator drops every callback
 			ops = append(ops, op)
 		}
 
@@ -48,7 +49,7 @@ func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
 		on, stepReads = true, nil
 		mu.Unlock()
 		// The callback of the last MR validates its request; reconciliation infers the other two.
-		if code, _ := h.deploy(workflow.DeployCallback{Project: project, MRIID: last}); code != 200 {
+		if code, _ := h.deploy(api.DeployCallback{Project: project, MRIID: last}); code != 200 {
 			t.Fatalf("deploy: %d", code)
 		}
 		if res, err := h.wf.Reconcile(bg); err != nil || res.Validated != 2 {
@@ -65,7 +66,7 @@ func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
 		want := map[string]float64{}
 		for _, op := range ops {
 			v := h.view(op)
-			if v.Status != store.StatusValidated {
+			if v.Status != state.StatusValidated {
 				t.Fatalf("%s: %s", op, v.Status)
 			}
 			for _, s := range v.Stages {

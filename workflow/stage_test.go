@@ -3,7 +3,7 @@ package workflow_test
 import (
 	"testing"
 
-	"bindery/store"
+	"bindery/state"
 	"bindery/workflow"
 )
 
@@ -11,28 +11,28 @@ import (
 // effect, revoking, revoked; a failure stays at the stage it stopped in.
 func TestTheStageViewFollowsTheJourney(t *testing.T) {
 	for _, c := range []struct {
-		status store.BindingStatus
-		step   store.Step
+		status state.BindingStatus
+		step   state.Step
 		last   string
 		want   string
 	}{
-		{store.StatusApprovalSending, store.StepApprovalSending, "approval", "approval"},
-		{store.StatusApprovalSent, store.StepApprovalSent, "approval", "approval"},
-		{store.StatusRejected, store.StepApprovalRejected, "approval", "approval"},
-		{store.StatusMRCreating, store.StepQueued, "batch", "batch"},
-		{store.StatusMRCreating, store.StepBatched, "ci", "ci"},
-		{store.StatusMRCreating, store.StepCreateStarted, "ci", "ci"},
-		{store.StatusMRCreating, store.StepCreatePipelinePending, "ci", "ci"},
-		{store.StatusMRCreated, store.StepCreateSucceeded, "ci", "merge"},
-		{store.StatusMerging, store.StepHandleStarted, "merge", "merge"},
-		{store.StatusMerging, store.StepHandlePipelinePending, "merge", "merge"},
-		{store.StatusMerged, store.StepHandleMerged, "deploy", "deploy"},
-		{store.StatusValidated, store.StepCalledBack, "deploy", workflow.StageEffect},
-		{store.StatusValidated, store.StepCloseStarted, "close", "close"},
-		{store.StatusClosed, store.StepCloseSucceeded, "close", workflow.StageRevoked},
-		{store.StatusCreateFailed, store.StepCreatePipelineFailed, "ci", "ci"},
-		{store.StatusHandleFailed, store.StepHandleMergeFailed, "merge", "merge"},
-		{store.StatusHandleFailed, store.StepCloseFailed, "close", "close"},
+		{state.StatusApprovalSending, state.StepApprovalSending, "approval", "approval"},
+		{state.StatusApprovalSent, state.StepApprovalSent, "approval", "approval"},
+		{state.StatusRejected, state.StepApprovalRejected, "approval", "approval"},
+		{state.StatusMRCreating, state.StepQueued, "batch", "batch"},
+		{state.StatusMRCreating, state.StepBatched, "ci", "ci"},
+		{state.StatusMRCreating, state.StepCreateStarted, "ci", "ci"},
+		{state.StatusMRCreating, state.StepCreatePipelinePending, "ci", "ci"},
+		{state.StatusMRCreated, state.StepCreateSucceeded, "ci", "merge"},
+		{state.StatusMerging, state.StepHandleStarted, "merge", "merge"},
+		{state.StatusMerging, state.StepHandlePipelinePending, "merge", "merge"},
+		{state.StatusMerged, state.StepHandleMerged, "deploy", "deploy"},
+		{state.StatusValidated, state.StepCalledBack, "deploy", workflow.StageEffect},
+		{state.StatusValidated, state.StepCloseStarted, "close", "close"},
+		{state.StatusClosed, state.StepCloseSucceeded, "close", workflow.StageRevoked},
+		{state.StatusCreateFailed, state.StepCreatePipelineFailed, "ci", "ci"},
+		{state.StatusHandleFailed, state.StepHandleMergeFailed, "merge", "merge"},
+		{state.StatusHandleFailed, state.StepCloseFailed, "close", "close"},
 	} {
 		if got := workflow.CurrentStage(c.status, c.step, c.last); got != c.want {
 			t.Errorf("%s/%s: stage %q, want %q", c.status, c.step, got, c.want)
@@ -42,7 +42,7 @@ func TestTheStageViewFollowsTheJourney(t *testing.T) {
 
 // Every step has plain words for the timeline, and the view carries them.
 func TestEveryStepHasPlainWords(t *testing.T) {
-	for s := store.Step(10001); s < 10601; s++ {
+	for s := state.Step(10001); s < 10601; s++ {
 		if !s.Known() {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -50,7 +51,7 @@ func TestTargetPathsNeverLeaveTheirDirectory(t *testing.T) {
 		}
 		h.roundUntil("every request validated", func() bool {
 			for _, op := range ops {
-				if h.view(op).Status != store.StatusValidated {
+				if h.view(op).Status != state.StatusValidated {
 					return false
 				}
 			}

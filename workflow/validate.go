@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/logging"
 	"bindery/store"
@@ -28,29 +29,29 @@ const (
 // bindery knows: the project must be in the catalog and the MR one bindery opened there (else 422
 // CALLBACK_REFUSED, recorded for operators in the audit log, no effect — nothing is inferred from it);
 // listed operationIds that are not requests of that MR are refused and reported in the answer.
-func (w *Workflow) DeployCallback(ctx context.Context, cb DeployCallback) (CallbackResult, error) {
+func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (api.CallbackResult, error) {
 	if !w.catalogProject(cb.Project) {
-		return CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
+		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
 	}
 	d, err := w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
 	switch {
 	case errors.Is(err, store.ErrUnknownMR):
-		return CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("bindery opened no merge request !%d in %s", cb.MRIID, cb.Project))
+		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("bindery opened no merge request !%d in %s", cb.MRIID, cb.Project))
 	case errors.Is(err, store.ErrUnknownCommit):
-		return CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("no merge bindery recorded in %s landed commit %s", cb.Project, cb.SHA))
+		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("no merge bindery recorded in %s landed commit %s", cb.Project, cb.SHA))
 	}
 	if err != nil {
-		return CallbackResult{}, err
+		return api.CallbackResult{}, err
 	}
 	w.validated(ctx, d.Validated, "callback")
-	res := CallbackResult{Code: CallbackAccepted, Refused: d.Refused}
+	res := api.CallbackResult{Code: api.CallbackAccepted, Refused: d.Refused}
 	if len(d.Refused) > 0 {
 		w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "not_members")
 		w.log.WarnContext(ctx, "deploy callback names requests that are not of its MR; they are not validated",
 			"project", cb.Project, "mr", cb.MRIID, "refused", d.Refused)
 	}
 	if !d.Fresh && len(d.Validated) == 0 && len(d.Refused) == 0 {
-		res.Code = CallbackDuplicate
+		res.Code = api.CallbackDuplicate
 	}
 	return res, nil
 }
@@ -68,7 +69,7 @@ func (w *Workflow) catalogProject(project string) bool {
 // refuseDeploy records a deploy callback bindery cannot verify for operators (the audit log,
 // once per project and MR; a metric; the log) and answers 422: the sender is told, nothing else
 // happens.
-func (w *Workflow) refuseDeploy(ctx context.Context, cb DeployCallback, why string) error {
+func (w *Workflow) refuseDeploy(ctx context.Context, cb api.DeployCallback, why string) error {
 	w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "unverified")
 	w.log.WarnContext(ctx, "deploy callback refused: "+why, "project", cb.Project, "mr", cb.MRIID, "operations", len(cb.OperationIDs))
 	if _, err := w.db.RecordAudit(ctx, store.AuditEvent{
@@ -87,17 +88,17 @@ func (w *Workflow) refuseDeploy(ctx context.Context, cb DeployCallback, why stri
 //
 // First, deploy callbacks that arrived before their MR's requests were recorded MERGED are
 // replayed (exact, no minAge needed: the callback is there); then the inference by merge order.
-func (w *Workflow) Reconcile(ctx context.Context) (ReconcileResult, error) {
+func (w *Workflow) Reconcile(ctx context.Context) (api.ReconcileResult, error) {
 	minAge, maxAge := w.cfg.Current().ReconcileWindow()
 	early, err := w.db.EarlyDeploys(ctx, maxAge)
 	if err != nil {
-		return ReconcileResult{}, err
+		return api.ReconcileResult{}, err
 	}
 	replayed := 0
 	for _, d := range early {
 		res, err := w.db.RecordDeploy(ctx, d)
 		if err != nil {
-			return ReconcileResult{}, err
+			return api.ReconcileResult{}, err
 		}
 		w.validated(ctx, res.Validated, "callback")
 		replayed += len(res.Validated)
@@ -106,9 +107,9 @@ func (w *Workflow) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	// What was committed before an error is real: report and count it either way.
 	w.validated(ctx, res.Validated, "reconcile")
 	if err != nil {
-		return ReconcileResult{}, err
+		return api.ReconcileResult{}, err
 	}
-	return ReconcileResult{Scanned: res.Scanned + replayed, Validated: len(res.Validated) + replayed}, nil
+	return api.ReconcileResult{Scanned: res.Scanned + replayed, Validated: len(res.Validated) + replayed}, nil
 }
 
 // validated runs after the commit that flipped ops to VALIDATED: the expiry of each binding from

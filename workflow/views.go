@@ -10,9 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/batch"
 	"bindery/engine"
+	"bindery/explain"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -21,12 +24,12 @@ import (
 
 // Stage names (the SPA words them): the step table's (store.StepInfo.Stage).
 const (
-	stageApproval = store.StageApproval
-	stageBatch    = store.StageBatch
-	stageCI       = store.StageCI
-	stageMerge    = store.StageMerge
-	stageDeploy   = store.StageDeploy
-	stageClose    = store.StageClose
+	stageApproval = state.StageApproval
+	stageBatch    = state.StageBatch
+	stageCI       = state.StageCI
+	stageMerge    = state.StageMerge
+	stageDeploy   = state.StageDeploy
+	stageClose    = state.StageClose
 )
 
 // Stages of the stage view beyond the step table's: the binding in effect, and removed again
@@ -39,37 +42,37 @@ const (
 // CurrentStage is the stage of the stage view a request is at: the binding's status says the
 // phases (approval, in effect, revoking, revoked), the step says which part of the way to a
 // merge; a failure is at the stage it stopped in (last: the newest stage of its history).
-func CurrentStage(status store.BindingStatus, step store.Step, last string) string {
+func CurrentStage(status state.BindingStatus, step state.Step, last string) string {
 	switch {
-	case status == store.StatusClosed:
+	case status == state.StatusClosed:
 		return StageRevoked
-	case status == store.StatusValidated && step >= store.StepCloseStarted && step < store.StepCalledBack:
+	case status == state.StatusValidated && step >= state.StepCloseStarted && step < state.StepCalledBack:
 		return stageClose
-	case status == store.StatusValidated:
+	case status == state.StatusValidated:
 		return StageEffect
 	case status.Failed():
 		return last
-	case status == store.StatusRejected, status.AwaitingApproval():
+	case status == state.StatusRejected, status.AwaitingApproval():
 		return stageApproval
 	case stageOf(step) != "":
 		return stageOf(step)
-	case status == store.StatusMRCreating:
+	case status == state.StatusMRCreating:
 		return stageCI
-	case status == store.StatusMerged:
+	case status == state.StatusMerged:
 		return stageDeploy
 	}
 	return stageMerge // MR_CREATED (its pipeline passed), MERGING
 }
 
 // stageOf is the stage a step belongs to ("" for an instant or a final step).
-func stageOf(s store.Step) string { return s.Info().Stage }
+func stageOf(s state.Step) string { return s.Info().Stage }
 
 // stagesOf sums the time spent in each stage from the step history: the time from a step to the
 // next one counts for the step's stage (a stage entered twice — a retry, a re-admission — adds
 // up). A stage left for a failure is not done; with live, the stage of the last step is still
 // running and counts until now.
-func stagesOf(steps []store.StepRecord, now time.Time, live bool) []StageDuration {
-	var out []StageDuration
+func stagesOf(steps []store.StepRecord, now time.Time, live bool) []api.StageDuration {
+	var out []api.StageDuration
 	index := map[string]int{}
 	for i, rec := range steps {
 		stage := stageOf(rec.Step)
@@ -80,7 +83,7 @@ func stagesOf(steps []store.StepRecord, now time.Time, live bool) []StageDuratio
 		if !ok {
 			j = len(out)
 			index[stage] = j
-			out = append(out, StageDuration{Stage: stage})
+			out = append(out, api.StageDuration{Stage: stage})
 		}
 		if i+1 < len(steps) {
 			next := steps[i+1]
@@ -97,14 +100,14 @@ func stagesOf(steps []store.StepRecord, now time.Time, live bool) []StageDuratio
 }
 
 // Request is the full view of one request.
-func (w *Workflow) Request(ctx context.Context, operationID string) (RequestView, error) {
+func (w *Workflow) Request(ctx context.Context, operationID string) (api.RequestView, error) {
 	d, err := w.db.RequestDetail(ctx, operationID)
 	if err != nil {
-		return RequestView{}, notFound(err)
+		return api.RequestView{}, notFound(err)
 	}
 	// The database clock came with the read: no query of its own.
 	var cutoff time.Time
-	if d.Operation.Status == store.StatusMerged {
+	if d.Operation.Status == state.StatusMerged {
 		cutoff = d.Now.Add(-w.cfg.Current().DeployOverdue())
 	}
 	v := w.view(d, time.Now(), cutoff)
@@ -132,7 +135,7 @@ func (w *Workflow) lastDeployWords(ctx context.Context, project string) string {
 // of ops is MERGED; zero (nothing overdue) when none is or the clock cannot be read — the view
 // then shows the ordinary deploy wait, and the stuck list still lists the request.
 func (w *Workflow) deployCutoff(ctx context.Context, ops ...store.Operation) time.Time {
-	if !slices.ContainsFunc(ops, func(o store.Operation) bool { return o.Status == store.StatusMerged }) {
+	if !slices.ContainsFunc(ops, func(o store.Operation) bool { return o.Status == state.StatusMerged }) {
 		return time.Time{}
 	}
 	now, err := w.db.Now(ctx)
@@ -146,17 +149,17 @@ func (w *Workflow) deployCutoff(ctx context.Context, ops ...store.Operation) tim
 // deployOverdue: the request merged and its deploy callback is later than reconcile.deployOverdue.
 // Reconciliation cannot validate the last merged MR of a project until a later MR of it is called
 // back, so an operator confirms the deploy (a retry).
-func deployOverdue(status store.BindingStatus, updated, cutoff time.Time) bool {
-	return status == store.StatusMerged && !cutoff.IsZero() && updated.Before(cutoff)
+func deployOverdue(status state.BindingStatus, updated, cutoff time.Time) bool {
+	return status == state.StatusMerged && !cutoff.IsZero() && updated.Before(cutoff)
 }
 
 // nextAction is store.NextActionFor, except that a request whose deploy callback is overdue
 // waits for an operator.
-func nextAction(status store.BindingStatus, step store.Step, updated, cutoff time.Time) store.NextAction {
+func nextAction(status state.BindingStatus, step state.Step, updated, cutoff time.Time) state.NextAction {
 	if deployOverdue(status, updated, cutoff) {
-		return store.NextWaitManual
+		return state.NextWaitManual
 	}
-	return store.NextActionFor(status, step)
+	return state.NextActionFor(status, step)
 }
 
 // deployOverdueText replaces the generic WAIT_MANUAL text: nothing failed, a report is missing.
@@ -165,14 +168,14 @@ const deployOverdueText = "The merge request is merged but the deploy pipeline h
 
 // ActionText is the next action in plain words; a CLOSED binding was in effect, so it is not
 // "finished without effect" as a rejected one is.
-func ActionText(status store.BindingStatus, a store.NextAction) string {
-	if status == store.StatusClosed {
+func ActionText(status state.BindingStatus, a state.NextAction) string {
+	if status == state.StatusClosed {
 		return "The binding was in effect and has been removed (revoked or expired). You can apply again."
 	}
-	return store.NextActionText(a)
+	return explain.NextActionText(a)
 }
 
-func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestView {
+func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.RequestView {
 	op := d.Operation
 	status := op.Status
 	var expires *time.Time
@@ -181,25 +184,25 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 	}
 	overdue := deployOverdue(status, op.UpdatedAt, cutoff)
 	action := nextAction(status, op.Step, op.UpdatedAt, cutoff)
-	v := RequestView{
+	v := api.RequestView{
 		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, TargetTitle: op.TargetKey,
 		Project: op.Project, Reason: op.Reason, Flow: op.Flow, Status: status,
 		Step: StepOf(op.Step), Stage: CurrentStage(status, op.Step, lastStage(d.Steps)),
-		NextAction: action, NextActionText: store.NextActionText(action),
+		NextAction: action, NextActionText: explain.NextActionText(action),
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
-		Timeline: make([]TimelineEntry, len(d.Steps)), causes: make([]string, len(d.Steps)),
+		Timeline: make([]api.TimelineEntry, len(d.Steps)), Causes: make([]string, len(d.Steps)),
 	}
 	if overdue {
 		v.NextActionText = deployOverdueText
 	}
-	if status == store.StatusClosed {
+	if status == state.StatusClosed {
 		v.NextActionText = ActionText(status, action)
 	}
 	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
 		v.TargetTitle = t.Title
 	}
-	live := status != store.StatusValidated && status != store.StatusRejected && status != store.StatusClosed && !status.Failed()
-	if status == store.StatusValidated && action == store.NextWait {
+	live := status != state.StatusValidated && status != state.StatusRejected && status != state.StatusClosed && !status.Failed()
+	if status == state.StatusValidated && action == state.NextWait {
 		live = true // the close phase runs
 	}
 	for i, s := range d.Steps {
@@ -207,12 +210,12 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 		if i+1 < len(d.Steps) {
 			end = d.Steps[i+1].At
 		}
-		v.Timeline[i] = TimelineEntry{Step: StepOf(s.Step), Status: s.Status, At: s.At, Duration: end.Sub(s.At), Note: store.Told(s.Step, s.Note, w.links(op.Project))}
-		v.causes[i] = s.Note
+		v.Timeline[i] = api.TimelineEntry{Step: StepOf(s.Step), Status: s.Status, At: s.At, Duration: end.Sub(s.At), Note: explain.Told(s.Step, s.Note, w.links(op.Project))}
+		v.Causes[i] = s.Note
 	}
 	v.Stages = stagesOf(d.Steps, now, live)
 	if v.Stages == nil {
-		v.Stages = []StageDuration{}
+		v.Stages = []api.StageDuration{}
 	}
 	mr := op.MRIID
 	if d.Batch != nil {
@@ -226,58 +229,59 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) RequestVie
 	v.MR, v.Pipeline = w.mrLink(op.Project, mr), w.pipelineLink(op.Project, d.Pipeline())
 	if j := d.FailedJob; j != nil && status.Failed() {
 		// Only a finished failure names the job: a pipeline an operator runs again keeps its id.
-		v.FailedJob = &JobLink{ID: j.JobID, Name: j.Name, URL: j.WebURL}
+		v.FailedJob = &api.JobLink{ID: j.JobID, Name: j.Name, URL: j.WebURL}
 	}
 	v.Ticket = w.ticketLink(op.TicketID)
-	v.Waiting = waitingFor(d, status, action, overdue, v)
+	v.Waiting = w.waitingFor(d, status, action, overdue, v)
 	if op.Step.Info().Person && v.Waiting != nil {
 		v.NextActionText = "Your request waits for " + v.Waiting.WaitingFor
 	}
 	return v
 }
 
-// taskWaiting is what a request waits for while its driving task is at a step ("" : the step
-// table of the request's own step says it); {mr} is the merge request.
-var taskWaiting = map[string]string{
-	"pipeline":         "the pipeline of {mr} to pass",
-	stepCreatePipeline: "the pipeline of {mr} to pass",
-	"merge_rebase":     "GitLab to rebase {mr} onto the target branch",
-	"merge_pipeline":   "the pipeline of the new head of {mr} to pass",
-	"merge_checking":   "GitLab to work out whether {mr} can be merged",
-	"settle":           "bindery to settle the failed batch (closing {mr})",
-	stepCloseMR:        "bindery to close {mr}",
+// taskWaiting is what a request waits for while the task that drives it is at its step, from the
+// table of the task's kind ("" : the request's own step says it); {mr} is the merge request.
+func (w *Workflow) taskWaiting(t *store.Task) string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Kind == state.TaskBatch:
+		return w.batches.Waiting(t.Step)
+	}
+	row, _ := w.row(Step(t.Step))
+	return row.waiting
 }
 
 // waitingFor answers "why is my request waiting" in plain words, from the step table and the work
 // that drives the request; nil when it is not waiting. It never names a party not asked yet.
-func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.NextAction, overdue bool, v RequestView) *Waiting {
-	if len(d.Steps) == 0 || action == store.NextNone || action == store.NextReapply {
+func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus, action state.NextAction, overdue bool, v api.RequestView) *api.Waiting {
+	if len(d.Steps) == 0 || action == state.NextNone || action == state.NextReapply {
 		return nil
 	}
 	op := d.Operation
 	last := d.Steps[len(d.Steps)-1]
-	wt := &Waiting{Since: last.At, BatchID: v.BatchID, Stage: stageOf(op.Step)}
+	wt := &api.Waiting{Since: last.At, BatchID: v.BatchID, Stage: stageOf(op.Step)}
 	mr := "the merge request"
 	if v.MR != nil {
 		mr = fmt.Sprintf("merge request !%d", v.MR.ID)
 	}
 	words := func(s string) string {
-		return strings.NewReplacer("{mr}", mr, "{note}", strings.TrimSuffix(store.Told(last.Step, last.Note, nil), ".")).Replace(s)
+		return strings.NewReplacer("{mr}", mr, "{note}", strings.TrimSuffix(explain.Told(last.Step, last.Note, nil), ".")).Replace(s)
 	}
 	switch {
 	case overdue:
 		wt.Stage, wt.WaitingFor = stageDeploy, "the deploy pipeline to report that "+mr+" is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
-	case action == store.NextContactSupport:
+	case action == state.NextContactSupport:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "the maintainers: this failure will not go away by waiting"
-	case action == store.NextWaitManual && op.Step.Info().Person:
-		wt.Stage, wt.WaitingFor = lastStage(d.Steps), words(op.Step.Info().Waiting)
-	case action == store.NextWaitManual:
+	case action == state.NextWaitManual && op.Step.Info().Person:
+		wt.Stage, wt.WaitingFor = lastStage(d.Steps), words(explain.Waiting(op.Step))
+	case action == state.NextWaitManual:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "an operator to retry the step that stopped"
 	case d.Waiting != nil:
 		wt.Since, wt.Position, wt.Ahead = d.Waiting.Since, d.Waiting.Position(), d.Waiting.Ahead
 		wt.Stage, wt.BatchID = stageBatch, 0
 		wt.WaitingFor = fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
-		if d.Waiting.Action == store.ActionDelete {
+		if d.Waiting.Action == state.ActionDelete {
 			wt.Stage = stageClose
 			wt.WaitingFor = fmt.Sprintf("the next batch round of %s to remove the file (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
 		}
@@ -286,15 +290,15 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 			wt.BatchID = b.ID
 			wt.WaitingFor = fmt.Sprintf("the next batch round of %s, behind blocked batch %d: %s (%d ahead in the queue)", d.Waiting.Partition, b.ID, blockedWords(*b), d.Waiting.Ahead)
 		}
-	case taskWaiting[taskStep(d)] != "":
-		wt.WaitingFor = words(taskWaiting[taskStep(d)])
-	case op.Step.Info().Waiting != "":
-		wt.WaitingFor = words(op.Step.Info().Waiting)
-	case status == store.StatusMRCreated:
+	case w.taskWaiting(d.Task) != "":
+		wt.WaitingFor = words(w.taskWaiting(d.Task))
+	case explain.Waiting(op.Step) != "":
+		wt.WaitingFor = words(explain.Waiting(op.Step))
+	case status == state.StatusMRCreated:
 		wt.Stage, wt.WaitingFor = stageMerge, "the approval of "+mr
-	case status == store.StatusMerging:
+	case status == state.StatusMerging:
 		wt.Stage, wt.WaitingFor = stageMerge, "the reviewer bots to approve and merge "+mr
-	case status == store.StatusMerged:
+	case status == state.StatusMerged:
 		wt.Stage, wt.WaitingFor = stageDeploy, "the deploy pipeline to report that "+mr+" is deployed"
 	default:
 		return nil
@@ -308,7 +312,7 @@ func waitingFor(d store.RequestDetail, status store.BindingStatus, action store.
 	if wt.Stage == "" {
 		wt.Stage = lastStage(d.Steps)
 	}
-	if t := d.Task; t != nil && action == store.NextWait {
+	if t := d.Task; t != nil && action == state.NextWait {
 		wt.Lane = t.Lane
 		switch {
 		case t.Queued():
@@ -338,14 +342,6 @@ func blockedWords(b store.Batch) string {
 	return b.Note
 }
 
-// taskStep is the step of the request's driving task ("" : none).
-func taskStep(d store.RequestDetail) string {
-	if d.Task == nil {
-		return ""
-	}
-	return d.Task.Step
-}
-
 // laneWords names n tasks of a lane for people.
 func laneWords(lane string, n int) string {
 	what := "background check"
@@ -368,18 +364,18 @@ func lastStage(steps []store.StepRecord) string {
 	return stageApproval
 }
 
-func (w *Workflow) mrLink(project string, iid int64) *Link {
+func (w *Workflow) mrLink(project string, iid int64) *api.Link {
 	if iid == 0 {
 		return nil
 	}
-	return &Link{ID: iid, URL: fmt.Sprintf("%s/%s/-/merge_requests/%d", w.gitlabWeb(), project, iid)}
+	return &api.Link{ID: iid, URL: fmt.Sprintf("%s/%s/-/merge_requests/%d", w.gitlabWeb(), project, iid)}
 }
 
 // links gives the web addresses of project's merge requests ("mr") and pipelines ("pipeline"),
-// for the details a requester reads of a failure (store.Told).
+// for the details a requester reads of a failure (explain.Told).
 func (w *Workflow) links(project string) func(kind string, id int64) string {
 	return func(kind string, id int64) string {
-		var l *Link
+		var l *api.Link
 		switch kind {
 		case "mr":
 			l = w.mrLink(project, id)
@@ -396,7 +392,7 @@ func (w *Workflow) links(project string) func(kind string, id int64) string {
 // ticketLink is the approval ticket id with its web address when approval.ticketURL (or the
 // demo's default) gives one; nil without a ticket. The id goes into the address escaped: the
 // approval system chose it.
-func (w *Workflow) ticketLink(id string) *TicketLink {
+func (w *Workflow) ticketLink(id string) *api.TicketLink {
 	if id == "" {
 		return nil
 	}
@@ -404,23 +400,23 @@ func (w *Workflow) ticketLink(id string) *TicketLink {
 	if tmpl == "" && w.cfg.Current().ApprovalSystemURL() == "" {
 		tmpl = w.ticket // the demo's simulator is the approval system in use
 	}
-	l := &TicketLink{ID: id}
+	l := &api.TicketLink{ID: id}
 	if tmpl != "" {
 		l.URL = strings.ReplaceAll(tmpl, "{id}", url.PathEscape(id))
 	}
 	return l
 }
 
-func (w *Workflow) pipelineLink(project string, id int64) *Link {
+func (w *Workflow) pipelineLink(project string, id int64) *api.Link {
 	if id == 0 {
 		return nil
 	}
-	return &Link{ID: id, URL: fmt.Sprintf("%s/%s/-/pipelines/%d", w.gitlabWeb(), project, id)}
+	return &api.Link{ID: id, URL: fmt.Sprintf("%s/%s/-/pipelines/%d", w.gitlabWeb(), project, id)}
 }
 
 // summary is one row of a list (cutoff: deployCutoff of the list).
-func (w *Workflow) summary(o store.Operation, cutoff time.Time) RequestSummary {
-	return RequestSummary{
+func (w *Workflow) summary(o store.Operation, cutoff time.Time) api.RequestSummary {
+	return api.RequestSummary{
 		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Flow: o.Flow, Status: o.Status,
 		Step: StepOf(o.Step), NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
 		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt,
@@ -429,8 +425,8 @@ func (w *Workflow) summary(o store.Operation, cutoff time.Time) RequestSummary {
 
 // summaries are the rows of a list; cutoff is deployCutoff of the list (or of the page it is
 // part of: one clock read for a page of batches, not one per batch).
-func (w *Workflow) summaries(ops []store.Operation, cutoff time.Time) []RequestSummary {
-	out := make([]RequestSummary, len(ops))
+func (w *Workflow) summaries(ops []store.Operation, cutoff time.Time) []api.RequestSummary {
+	out := make([]api.RequestSummary, len(ops))
 	for i, o := range ops {
 		out[i] = w.summary(o, cutoff)
 	}
@@ -446,56 +442,56 @@ func badCursor(err error) error {
 }
 
 // MyRequests lists subject's requests, newest first.
-func (w *Workflow) MyRequests(ctx context.Context, subject, cursor string, limit int) (Page[RequestSummary], error) {
+func (w *Workflow) MyRequests(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error) {
 	ops, next, err := w.db.OperationsBySubject(ctx, subject, store.Page{Cursor: cursor, Limit: limit})
 	if err != nil {
-		return Page[RequestSummary]{}, badCursor(err)
+		return api.Page[api.RequestSummary]{}, badCursor(err)
 	}
-	return Page[RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
+	return api.Page[api.RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
 }
 
 // StuckRequests lists the requests an operator or support must act on — a failure status, a
 // pending step, or a merged request whose deploy callback is overdue (reconcile.deployOverdue) —
 // longest unchanged first; a status or step filter lists those instead.
-func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (Page[RequestSummary], error) {
+func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (api.Page[api.RequestSummary], error) {
 	sf := store.StuckFilter{Step: f.Step, Page: store.Page{Cursor: f.Cursor, Limit: f.Limit}, NeedsOperator: f.Status == "" && f.Step == 0,
 		DeployOverdue: w.cfg.Current().DeployOverdue(), ApprovalOverdue: w.cfg.Current().ApprovalTimeout()}
 	if f.Status != "" {
-		sf.Statuses = []store.BindingStatus{f.Status}
+		sf.Statuses = []state.BindingStatus{f.Status}
 	}
 	ops, next, err := w.db.StuckOperations(ctx, sf)
 	if err != nil {
-		return Page[RequestSummary]{}, badCursor(err)
+		return api.Page[api.RequestSummary]{}, badCursor(err)
 	}
-	return Page[RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
+	return api.Page[api.RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
 }
 
 // Batches lists batches newest first, each with its members.
-func (w *Workflow) Batches(ctx context.Context, cursor string, limit int, status store.BatchStatus) (Page[BatchView], error) {
+func (w *Workflow) Batches(ctx context.Context, cursor string, limit int, status state.BatchStatus) (api.Page[api.BatchView], error) {
 	bs, next, err := w.db.Batches(ctx, store.BatchFilter{Status: status, Page: store.Page{Cursor: cursor, Limit: limit}})
 	if err != nil {
-		return Page[BatchView]{}, badCursor(err)
+		return api.Page[api.BatchView]{}, badCursor(err)
 	}
 	var members []store.Operation
 	for _, b := range bs {
 		members = append(members, b.Members...)
 	}
 	cutoff := w.deployCutoff(ctx, members...)
-	out := make([]BatchView, len(bs))
+	out := make([]api.BatchView, len(bs))
 	for i, b := range bs {
 		out[i] = w.batchView(b.Batch, b.Members, cutoff)
 	}
-	return Page[BatchView]{Items: out, NextCursor: next}, nil
+	return api.Page[api.BatchView]{Items: out, NextCursor: next}, nil
 }
 
-func (w *Workflow) batchView(b store.Batch, members []store.Operation, cutoff time.Time) BatchView {
-	v := BatchView{
+func (w *Workflow) batchView(b store.Batch, members []store.Operation, cutoff time.Time) api.BatchView {
+	v := api.BatchView{
 		ID: b.ID, Partition: b.Partition, Status: string(b.Status), MR: w.mrLink(b.Project, b.MRIID),
 		Pipeline: w.pipelineLink(b.Project, b.PipelineID), Members: w.summaries(members, cutoff), Note: b.Note,
 		Failing: batch.PendingFailure(b), LastError: b.LastError, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
 	}
 	if b.Bisections > 0 {
-		v.Bisection = &BisectionView{Of: b.BisectionRoot(), Rounds: b.Bisections, Culprit: b.Culprit}
+		v.Bisection = &api.BisectionView{Of: b.BisectionRoot(), Rounds: b.Bisections, Culprit: b.Culprit}
 	}
 	return v
 }
@@ -510,14 +506,14 @@ func (w *Workflow) batchRow(ctx context.Context, id int64) (store.Batch, error) 
 }
 
 // batchByID is one batch with its members.
-func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
+func (w *Workflow) batchByID(ctx context.Context, id int64) (api.BatchView, error) {
 	b, err := w.batchRow(ctx, id)
 	if err != nil {
-		return BatchView{}, err
+		return api.BatchView{}, err
 	}
 	reqs, err := w.db.BatchRequests(ctx, id)
 	if err != nil {
-		return BatchView{}, err
+		return api.BatchView{}, err
 	}
 	ops := make([]store.Operation, len(reqs))
 	for i, r := range reqs {
@@ -528,14 +524,27 @@ func (w *Workflow) batchByID(ctx context.Context, id int64) (BatchView, error) {
 
 // Preview renders the file a request of subject for targetKey would add. Read-only; the HTTP
 // layer answers {} on any error.
-func (w *Workflow) Preview(ctx context.Context, targetKey, subject string) (Preview, error) {
+func (w *Workflow) Preview(ctx context.Context, targetKey, subject string) (api.Preview, error) {
 	t, ok := w.cfg.Current().Target(targetKey)
 	if !ok {
-		return Preview{}, errTargetGone
+		return api.Preview{}, errTargetGone
 	}
 	f, err := fileOf(t, previewOperation(subject, targetKey, time.Now()))
 	if err != nil {
-		return Preview{}, err
+		return api.Preview{}, err
 	}
-	return Preview{Path: f.Path, Content: f.Content}, nil
+	return api.Preview{Path: f.Path, Content: f.Content}, nil
+}
+
+// StepOf is the view of a step.
+func StepOf(s state.Step) api.StepView {
+	return api.StepView{Code: int(s), Name: s.String(), Label: explain.Label(s)}
+}
+
+// StuckFilter narrows GET /api/ops/requests (both optional) and pages it.
+type StuckFilter struct {
+	Status state.BindingStatus // "" → any
+	Step   state.Step          // 0 → any
+	Cursor string
+	Limit  int
 }

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"bindery/api"
 	"bindery/engine"
+	"bindery/state"
 	"bindery/store"
 )
 
@@ -23,12 +25,12 @@ func TestAQueuedRequestSaysHowManyAreAheadOrThatMoreAre(t *testing.T) {
 		{store.QueueCounted, true, "queued behind more than 100 requests"},
 	} {
 		d := store.RequestDetail{
-			Operation: store.Operation{OperationID: "op-1", Status: store.StatusApprovalSending, Step: store.StepApprovalSending, UpdatedAt: at},
-			Steps:     []store.StepRecord{{OperationID: "op-1", Step: store.StepApprovalSending, Status: store.StatusApprovalSending, At: at}},
+			Operation: store.Operation{OperationID: "op-1", Status: state.StatusApprovalSending, Step: state.StepApprovalSending, UpdatedAt: at},
+			Steps:     []store.StepRecord{{OperationID: "op-1", Step: state.StepApprovalSending, Status: state.StatusApprovalSending, At: at}},
 			Task:      &store.Task{Lane: engine.LaneFirst, DueAt: at},
 			Ahead:     c.ahead, AheadMore: c.more,
 		}
-		w := waitingFor(d, store.StatusApprovalSending, store.NextWait, false, RequestView{})
+		w := (&Workflow{}).waitingFor(d, state.StatusApprovalSending, state.NextWait, false, api.RequestView{})
 		if w == nil || w.QueuedBehind != c.ahead || w.QueuedBehindMore != c.more || !strings.Contains(w.WaitingFor, c.words) {
 			t.Errorf("%d ahead (more: %t): %+v, want %q in the words", c.ahead, c.more, w, c.words)
 		}

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/api"
 	"bindery/store"
 	"bindery/store/storetest"
-	"bindery/workflow"
 )
 
 func TestListsPreviewAndUnknownRequests(t *testing.T) {
@@ -15,12 +15,12 @@ func TestListsPreviewAndUnknownRequests(t *testing.T) {
 		a := h.apply("alice", "db-read")
 		b := h.apply("alice", "grafana")
 		h.apply("bob", "db-read")
-		var page workflow.Page[workflow.RequestSummary]
+		var page api.Page[api.RequestSummary]
 		if code := h.api("GET", "/api/my/requests?limit=1", "alice", "", &page); code != 200 || len(page.Items) != 1 || page.Items[0].OperationID != b || page.NextCursor == "" {
 			t.Fatalf("page 1: %d %+v", code, page)
 		}
 		next := page.NextCursor
-		page = workflow.Page[workflow.RequestSummary]{}
+		page = api.Page[api.RequestSummary]{}
 		if code := h.api("GET", "/api/my/requests?limit=1&cursor="+next, "alice", "", &page); code != 200 || len(page.Items) != 1 || page.Items[0].OperationID != a || page.NextCursor != "" {
 			t.Fatalf("page 2: %d %+v", code, page)
 		}
@@ -35,12 +35,12 @@ func TestListsPreviewAndUnknownRequests(t *testing.T) {
 			t.Fatalf("someone else's request: %d", code)
 		}
 
-		var p workflow.Preview
+		var p api.Preview
 		if code := h.api("GET", "/api/preview?target=db-read", "alice", "", &p); code != 200 || p.Path != "bindings/db-read/alice@example.com.yaml" ||
 			!strings.Contains(p.Content, "subject: alice@example.com") || !strings.Contains(p.Content, "target: db-read") {
 			t.Fatalf("preview: %d %+v", code, p)
 		}
-		p = workflow.Preview{}
+		p = api.Preview{}
 		if code := h.api("GET", "/api/preview?target=unknown", "alice", "", &p); code != 200 || p.Path != "" {
 			t.Fatalf("preview of an unknown target: %d %+v", code, p)
 		}

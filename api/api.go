@@ -1,27 +1,16 @@
-// Package workflow runs the request lifecycle: apply, approval, batching, MR creation, merge,
-// validation, close, recovery. This file is the contract the HTTP layer and the SPA rely on:
-// the inputs and the views of every operation the API exposes. The JSON names are the API's.
-package workflow
+// Package api holds the bodies of bindery's HTTP API as they go over the wire: the views of
+// requests and batches, the answers of the write routes, and the verified bodies of the callbacks
+// that external systems send. The server, the workflow that fills the views and the simulators
+// that send the callbacks all use these types; none of them needs another to speak the API.
+// The JSON names are the API's (server/openapi.json is the contract).
+package api
 
 import (
 	"time"
 
 	"bindery/approval"
-	"bindery/store"
+	"bindery/state"
 )
-
-// ApplyInput is a validated application: the subject is the caller's canonical identity, never
-// a client-supplied value.
-type ApplyInput struct {
-	OperationID string `json:"operationId"`
-	TargetKey   string `json:"targetKey"`
-	Reason      string `json:"reason"`
-	Subject     string `json:"-"`
-	// Idempotency, when set, is the request's idempotency record (its Body is filled here with
-	// the ApplyResult as JSON): it is written in the application's own transaction, so the
-	// application and its answer are one commit.
-	Idempotency *store.Answer `json:"-"`
-}
 
 // Answer codes of a 202 on POST /api/apply.
 const (
@@ -33,8 +22,8 @@ const (
 type ApplyResult struct {
 	Code        string              `json:"code"` // ACCEPTED or DUPLICATE_SUBMIT
 	OperationID string              `json:"operationId"`
-	Status      store.BindingStatus `json:"status"`
-	NextAction  store.NextAction    `json:"nextAction"`
+	Status      state.BindingStatus `json:"status"`
+	NextAction  state.NextAction    `json:"nextAction"`
 }
 
 // StepView names a step for people and machines.
@@ -42,12 +31,6 @@ type StepView struct {
 	Code  int    `json:"code"`
 	Name  string `json:"name"`
 	Label string `json:"label,omitempty"` // plain words, from the step table
-}
-
-// StepOf is the view of a step.
-func StepOf(s store.Step) StepView {
-	i := s.Info()
-	return StepView{Code: int(s), Name: i.Name, Label: i.Label}
 }
 
 // Link is an external link (MR, pipeline) with its number.
@@ -74,10 +57,10 @@ type TicketLink struct {
 // TimelineEntry is one step the request went through.
 type TimelineEntry struct {
 	Step     StepView            `json:"step"`
-	Status   store.BindingStatus `json:"status"`
+	Status   state.BindingStatus `json:"status"`
 	At       time.Time           `json:"at"`
 	Duration time.Duration       `json:"durationNs"` // until the next entry (or now, for the last)
-	// Note is what the requester may read of the step (store.Told): bindery's own words, or a
+	// Note is what the requester may read of the step (explain.Told): bindery's own words, or a
 	// failure's fixed sentence with its safe details.
 	Note string `json:"note,omitempty"`
 	// Cause is the note as bindery recorded it, when it says more than Note (a failure's
@@ -120,12 +103,12 @@ type RequestView struct {
 	Project     string              `json:"project"`
 	Reason      string              `json:"reason"`
 	Flow        string              `json:"flow"` // "approval-first" or "legacy"
-	Status      store.BindingStatus `json:"status"`
+	Status      state.BindingStatus `json:"status"`
 	Step        StepView            `json:"step"`
 	// Stage is where the request is on its way, for the stage view (CurrentStage): a stage of
 	// the step table's, or effect (in effect) or revoked (removed again).
 	Stage          string           `json:"stage"`
-	NextAction     store.NextAction `json:"nextAction"`
+	NextAction     state.NextAction `json:"nextAction"`
 	NextActionText string           `json:"nextActionText"`
 	MR             *Link            `json:"mr,omitempty"`
 	Pipeline       *Link            `json:"pipeline,omitempty"`
@@ -141,7 +124,8 @@ type RequestView struct {
 	UpdatedAt time.Time       `json:"updatedAt"`
 	ExpiresAt *time.Time      `json:"expiresAt,omitempty"`
 
-	causes []string // the timeline's notes as recorded, for ForOperator
+	// Causes are the timeline's notes as recorded, for ForOperator only.
+	Causes []string `json:"-"`
 }
 
 // ForOperator is the view an operator reads: each timeline entry also carries the cause bindery
@@ -150,8 +134,8 @@ type RequestView struct {
 func (v RequestView) ForOperator() RequestView {
 	tl := make([]TimelineEntry, len(v.Timeline))
 	for i, e := range v.Timeline {
-		if i < len(v.causes) && v.causes[i] != e.Note {
-			e.Cause = v.causes[i]
+		if i < len(v.Causes) && v.Causes[i] != e.Note {
+			e.Cause = v.Causes[i]
 		}
 		tl[i] = e
 	}
@@ -165,9 +149,9 @@ type RequestSummary struct {
 	Subject     string              `json:"subject"`
 	TargetKey   string              `json:"targetKey"`
 	Flow        string              `json:"flow,omitempty"` // an operator's retry of a failure: a new MR (approval-first) or its own again (legacy)
-	Status      store.BindingStatus `json:"status"`
+	Status      state.BindingStatus `json:"status"`
 	Step        StepView            `json:"step"`
-	NextAction  store.NextAction    `json:"nextAction"`
+	NextAction  state.NextAction    `json:"nextAction"`
 	MR          *Link               `json:"mr,omitempty"`
 	UpdatedAt   time.Time           `json:"updatedAt"`
 	CreatedAt   time.Time           `json:"createdAt"`
@@ -224,7 +208,7 @@ type PartitionRound struct {
 const RoundError = "ERROR"
 
 // RoundOutcomes lists every outcome a partition's round answers; the page has words for each.
-var RoundOutcomes = []string{string(store.RoundClaimed), string(store.RoundSlotOccupied), string(store.RoundNothingWaiting), string(store.RoundNotDue), RoundError}
+var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), RoundError}
 
 // ReconcileResult is the answer of a reconciliation run.
 type ReconcileResult struct {
@@ -279,31 +263,4 @@ const CallbackIgnored = "IGNORED"
 type Preview struct {
 	Path    string `json:"path,omitempty"`
 	Content string `json:"content,omitempty"`
-}
-
-// StuckFilter narrows GET /api/ops/requests (both optional) and pages it.
-type StuckFilter struct {
-	Status store.BindingStatus // "" → any
-	Step   store.Step          // 0 → any
-	Cursor string
-	Limit  int
-}
-
-// GitLab event kinds bindery reads from POST /hooks/gitlab.
-const (
-	GitLabMergeRequest = "merge_request"
-	GitLabPipeline     = "pipeline"
-)
-
-// GitLabEvent is the part of a verified GitLab webhook the workflow may use to shortcut polling.
-// It is a hint: the workflow still reads the remote state before acting.
-type GitLabEvent struct {
-	Kind       string // GitLabMergeRequest or GitLabPipeline
-	EventID    string // Idempotency-Key (stable across resends) or X-Gitlab-Event-UUID
-	Project    string // path_with_namespace
-	MRIID      int64  // the MR (0 when the pipeline is not an MR pipeline)
-	Ref        string // pipeline events: the branch or ref it ran for (a branch pipeline's MR is found by it)
-	PipelineID int64  // pipeline events
-	Status     string // pipeline status (success, failed, …) or MR state (opened, merged, closed)
-	Action     string // MR action (open, merge, close, approved, …)
 }

@@ -1,11 +1,16 @@
-package store
+// Package state is bindery's vocabulary: the statuses of a binding and their one transition
+// table, the operation's step codes, what a client is told to do next, the statuses of a batch,
+// the flows, the file actions, the kinds of durable work and the outcomes of a round. It imports
+// nothing of bindery's, so the store, the workflow, the presentation and the API all speak it
+// without depending on one another. Its rules are written up in docs/states.md.
+package state
 
 import (
 	"fmt"
 	"slices"
 )
 
-// BindingStatus is the user-visible state of a subject–target relation (SPEC §3).
+// BindingStatus is the user-visible state of a subject–target relation (docs/states.md).
 type BindingStatus string
 
 const (
@@ -95,37 +100,37 @@ func (e *ErrIllegalTransition) Error() string {
 	return fmt.Sprintf("illegal binding transition %s → %s", from, e.To)
 }
 
-// Step is the fine-grained step state of an operation, numbered by phase (SPEC §3): create
+// Step is the fine-grained step state of an operation, numbered by phase (docs/states.md): create
 // 10001+, handle 10101+, close 10201+, callback 10301, pending/unknown outcomes 10501+. Extend
 // within the ranges; never renumber (codes are stored and shown).
 type Step int
 
 const (
 	// create phase: approval, admission, batch, MR creation
-	StepCreateStarted         Step = 10001
-	StepCreateSucceeded       Step = 10002 // MR open and its pipeline passed
-	StepCreateFailed          Step = 10003
-	StepCreatePipelineFailed  Step = 10004
-	StepCreateHandoffRejected Step = 10005 // older versions: their worker pool was full at hand-off
-	StepApprovalSending       Step = 10006
-	StepApprovalSent          Step = 10007
-	StepApprovalSendFailed    Step = 10008
-	StepApprovalRejected      Step = 10009
-	StepQueued                Step = 10010 // approved, in the waiting set
-	StepBatched               Step = 10011 // claimed by a batch
-	StepCreateInvalid         Step = 10012 // rendered change failed validation at admission
+	StepCreateStarted        Step = 10001
+	StepCreateSucceeded      Step = 10002 // MR open and its pipeline passed
+	StepCreateFailed         Step = 10003
+	StepCreatePipelineFailed Step = 10004
+	// 10005 was CREATE_HANDOFF_REJECTED, written by versions with a worker pool: never reuse it
+	StepApprovalSending    Step = 10006
+	StepApprovalSent       Step = 10007
+	StepApprovalSendFailed Step = 10008
+	StepApprovalRejected   Step = 10009
+	StepQueued             Step = 10010 // approved, in the waiting set
+	StepBatched            Step = 10011 // claimed by a batch
+	StepCreateInvalid      Step = 10012 // rendered change failed validation at admission
 
 	// handle phase: approve, rebase, merge
-	StepHandleStarted         Step = 10101
-	StepHandleApproved        Step = 10102
-	StepHandleMerged          Step = 10103
-	StepHandleFailed          Step = 10104
-	StepHandleRebaseConflict  Step = 10105
-	StepHandleMergeFailed     Step = 10106
-	StepHandlePipelineFailed  Step = 10107
-	StepHandleApproveFailed   Step = 10108
-	StepHandleMRClosed        Step = 10109 // the MR was closed outside bindery
-	StepHandleHandoffRejected Step = 10110 // older versions: their worker pool was full at the merge's hand-off
+	StepHandleStarted        Step = 10101
+	StepHandleApproved       Step = 10102
+	StepHandleMerged         Step = 10103
+	StepHandleFailed         Step = 10104
+	StepHandleRebaseConflict Step = 10105
+	StepHandleMergeFailed    Step = 10106
+	StepHandlePipelineFailed Step = 10107
+	StepHandleApproveFailed  Step = 10108
+	StepHandleMRClosed       Step = 10109 // the MR was closed outside bindery
+	// 10110 was HANDLE_HANDOFF_REJECTED, written by versions with a worker pool: never reuse it
 
 	// close phase: revoke or expiry
 	StepCloseStarted   Step = 10201
@@ -153,70 +158,61 @@ const (
 )
 
 // StepInfo is what bindery knows about a step. The steps table is the one place of it: the
-// names, nextAction, the stage durations, the "why is it waiting" words and the ops retry plan
-// are all derived from it.
+// names, nextAction, the stage durations and the ops retry plan are derived from it; what people
+// read of a step (its label, what it waits for, the sentence of a failure) is the presentation's
+// (package explain), keyed by the same codes.
 type StepInfo struct {
-	Name string // stable name, e.g. HANDLE_PIPELINE_PENDING (stored codes are shown by name)
-	// Label is the step in plain words, as the request page's timeline shows it.
-	Label string
+	Name  string // stable name, e.g. HANDLE_PIPELINE_PENDING (stored codes are shown by name)
 	Stage string // the stage the time spent at this step counts for ("": an instant or an end)
 	// Deterministic: a failure that waiting or retrying the same MR will not fix — a property
 	// of the change, not of the moment ("contact support").
 	Deterministic bool
 	// Pending: the outcome is unknown and the same MR can be retried (an operator's retry).
 	Pending bool
-	// Resume is the request task step an operator's retry of a legacy request stopped here runs
-	// (a pending step restarts the pipeline or rebase that never answered); "": the status decides.
-	Resume string
-	// Waiting is what the request waits for at this step, in plain words; {mr} stands for the
-	// merge request ("merge request !12"), {note} for the step's note. "": the status says it.
-	Waiting string
-	// Person: the request waits for a person to act outside bindery (Waiting says who and
-	// what), not for an operator's retry; it goes on by itself once that is done.
+	// Person: the request waits for a person to act outside bindery, not for an operator's
+	// retry; it goes on by itself once that is done.
 	Person bool
-	// Told is what a requester reads of a failure at this step: a fixed sentence. The step's
-	// note is then the cause as bindery recorded it (an error's classified text: the system,
-	// the endpoint, the HTTP status, "database error"), for operators and the log only (Told).
-	// "": the step's notes are bindery's own words with safe details, shown as written.
-	Told string
 }
 
 var steps = map[Step]StepInfo{
-	StepCreateStarted:         {Name: "CREATE_STARTED", Label: "Merge request opened, pipeline running", Stage: StageCI, Waiting: "the bot to open {mr} and its pipeline to pass"},
-	StepCreateSucceeded:       {Name: "CREATE_SUCCEEDED", Label: "Pipeline passed"},
-	StepCreateFailed:          {Name: "CREATE_FAILED", Label: "Could not prepare the merge request", Told: "bindery could not prepare the merge request"},
-	StepCreatePipelineFailed:  {Name: "CREATE_PIPELINE_FAILED", Label: "Pipeline failed", Deterministic: true, Told: "The pipeline of the merge request failed"},
-	StepCreateHandoffRejected: {Name: "CREATE_HANDOFF_REJECTED", Label: "bindery was too busy to open the merge request", Told: "bindery was too busy to open the merge request"},
-	StepApprovalSending:       {Name: "APPROVAL_SENDING", Label: "Sending to the approval system", Stage: StageApproval, Waiting: "bindery to send the request to the approval system"},
-	StepApprovalSent:          {Name: "APPROVAL_SENT", Label: "Sent for approval", Stage: StageApproval, Waiting: "the approvers in the approval system"},
-	StepApprovalSendFailed:    {Name: "APPROVAL_SEND_FAILED", Label: "Could not reach the approval system", Told: "bindery could not send the request to the approval system"},
-	StepApprovalRejected:      {Name: "APPROVAL_REJECTED", Label: "Rejected by the approvers"},
-	StepQueued:                {Name: "QUEUED", Label: "Approved, waiting for a batch", Stage: StageBatch, Waiting: "the next batch round"},
-	StepBatched:               {Name: "BATCHED", Label: "Taken into a batch", Stage: StageCI, Waiting: "the bot to open the batch's merge request"},
-	StepCreateInvalid:         {Name: "CREATE_INVALID", Label: "The change failed validation", Deterministic: true, Told: "The file change rendered for this request is not valid"},
+	StepCreateStarted:         {Name: "CREATE_STARTED", Stage: StageCI},
+	StepCreateSucceeded:       {Name: "CREATE_SUCCEEDED"},
+	StepCreateFailed:          {Name: "CREATE_FAILED"},
+	StepCreatePipelineFailed:  {Name: "CREATE_PIPELINE_FAILED", Deterministic: true},
+	StepApprovalSending:       {Name: "APPROVAL_SENDING", Stage: StageApproval},
+	StepApprovalSent:          {Name: "APPROVAL_SENT", Stage: StageApproval},
+	StepApprovalSendFailed:    {Name: "APPROVAL_SEND_FAILED"},
+	StepApprovalRejected:      {Name: "APPROVAL_REJECTED"},
+	StepQueued:                {Name: "QUEUED", Stage: StageBatch},
+	StepBatched:               {Name: "BATCHED", Stage: StageCI},
+	StepCreateInvalid:         {Name: "CREATE_INVALID", Deterministic: true},
+	StepHandleStarted:         {Name: "HANDLE_STARTED", Stage: StageMerge},
+	StepHandleApproved:        {Name: "HANDLE_APPROVED", Stage: StageMerge},
+	StepHandleMerged:          {Name: "HANDLE_MERGED", Stage: StageDeploy},
+	StepHandleFailed:          {Name: "HANDLE_FAILED"},
+	StepHandleRebaseConflict:  {Name: "HANDLE_REBASE_CONFLICT", Deterministic: true},
+	StepHandleMergeFailed:     {Name: "HANDLE_MERGE_FAILED"},
+	StepHandlePipelineFailed:  {Name: "HANDLE_PIPELINE_FAILED", Deterministic: true},
+	StepHandleApproveFailed:   {Name: "HANDLE_APPROVE_FAILED"},
+	StepHandleMRClosed:        {Name: "HANDLE_MR_CLOSED", Deterministic: true},
+	StepCloseStarted:          {Name: "CLOSE_STARTED", Stage: StageClose},
+	StepCloseSucceeded:        {Name: "CLOSE_SUCCEEDED"},
+	StepCloseFailed:           {Name: "CLOSE_FAILED"},
+	StepCalledBack:            {Name: "CALLED_BACK"},
+	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true},
+	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true},
+	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true},
+	StepHandleMRBlocked:       {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Person: true},
+}
 
-	StepHandleStarted:         {Name: "HANDLE_STARTED", Label: "Waiting for the reviewer bots", Stage: StageMerge, Waiting: "the reviewer bots to approve and merge {mr}"},
-	StepHandleApproved:        {Name: "HANDLE_APPROVED", Label: "Approved by the reviewer bots, merging", Stage: StageMerge, Waiting: "the bot to merge {mr}"},
-	StepHandleMerged:          {Name: "HANDLE_MERGED", Label: "Merged, waiting for the deploy", Stage: StageDeploy, Waiting: "the deploy pipeline to report that {mr} is deployed"},
-	StepHandleFailed:          {Name: "HANDLE_FAILED", Label: "Merge failed", Told: "The merge failed"},
-	StepHandleRebaseConflict:  {Name: "HANDLE_REBASE_CONFLICT", Label: "Rebase conflict", Deterministic: true, Told: "The change conflicts with the target branch, even after bindery regenerated the branch"},
-	StepHandleMergeFailed:     {Name: "HANDLE_MERGE_FAILED", Label: "GitLab refused the merge", Told: "GitLab did not merge the merge request"},
-	StepHandlePipelineFailed:  {Name: "HANDLE_PIPELINE_FAILED", Label: "Pipeline failed after the rebase", Deterministic: true, Told: "The pipeline failed after the branch was rebased"},
-	StepHandleApproveFailed:   {Name: "HANDLE_APPROVE_FAILED", Label: "Could not approve the merge request", Told: "bindery's reviewer accounts could not approve the merge request"},
-	StepHandleMRClosed:        {Name: "HANDLE_MR_CLOSED", Label: "Merge request closed outside bindery", Deterministic: true, Told: "The merge request was closed outside bindery"},
-	StepHandleHandoffRejected: {Name: "HANDLE_HANDOFF_REJECTED", Label: "bindery was too busy to start the merge", Told: "bindery was too busy to start the merge"},
-
-	StepCloseStarted:   {Name: "CLOSE_STARTED", Label: "Revoking: the file is being removed", Stage: StageClose, Waiting: "the removal of the binding's file to merge ({mr})"},
-	StepCloseSucceeded: {Name: "CLOSE_SUCCEEDED", Label: "Revoked: the file is removed"},
-	StepCloseFailed:    {Name: "CLOSE_FAILED", Label: "Removing the file failed", Told: "Removing the file failed"},
-
-	StepCalledBack: {Name: "CALLED_BACK", Label: "Deployed: in effect"},
-
-	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Label: "The pipeline gave no answer in time", Stage: StageMerge, Pending: true, Resume: "merge_pipeline"},
-	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Label: "The pipeline gave no answer in time", Stage: StageCI, Pending: true, Resume: "create_pipeline"},
-	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Label: "The rebase gave no answer in time", Stage: StageMerge, Pending: true, Resume: "merge_rebase"},
-	StepHandleMRBlocked: {Name: "HANDLE_MR_BLOCKED", Label: "Merge blocked: a person must act in GitLab", Stage: StageMerge, Pending: true, Resume: "merge", Person: true,
-		Waiting: "someone to act on {mr} in GitLab: {note}. bindery goes on by itself once that is done"},
+// Steps lists every defined step, in code order.
+func Steps() []Step {
+	out := make([]Step, 0, len(steps))
+	for s := range steps {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Info is the step's row of the step table (a zero row but its code's name for an unknown step).
@@ -239,7 +235,7 @@ func (s Step) Deterministic() bool { return s.Info().Deterministic }
 // Pending reports the "outcome unknown, the same MR can be retried" steps.
 func (s Step) Pending() bool { return s.Info().Pending }
 
-// NextAction tells the client what to do next (SPEC §3).
+// NextAction tells the client what to do next (docs/states.md).
 type NextAction string
 
 const (
@@ -266,23 +262,6 @@ func NextActionFor(status BindingStatus, step Step) NextAction {
 		return NextWaitManual
 	}
 	return NextWait
-}
-
-// NextActionText is the plain-words explanation the SPA shows.
-func NextActionText(a NextAction) string {
-	switch a {
-	case NextWait:
-		return "Your request is progressing; nothing to do."
-	case NextWaitManual:
-		return "Your request stopped at a step that can be retried. You can keep waiting: operators will retry it."
-	case NextContactSupport:
-		return "Your request hit a failure that waiting will not fix. Please contact the maintainers."
-	case NextReapply:
-		return "This request is finished without effect. You can apply again."
-	case NextNone:
-		return "Done: the binding is in effect."
-	}
-	return ""
 }
 
 // Flows, recorded on the operation at apply: the approval-first, batched flow, and the legacy
@@ -345,4 +324,22 @@ type Action string
 const (
 	ActionAdd    Action = "ADD"
 	ActionDelete Action = "DELETE"
+)
+
+// Task kinds: the durable work of a request's own step (one per operation) and of a batch.
+const (
+	TaskRequest = "request"
+	TaskBatch   = "batch"
+)
+
+// RoundOutcome is what one claim round did for a partition; the strings are the API's.
+type RoundOutcome string
+
+const (
+	RoundClaimed        RoundOutcome = "CLAIMED"
+	RoundSlotOccupied   RoundOutcome = "SLOT_OCCUPIED"
+	RoundNothingWaiting RoundOutcome = "NOTHING_WAITING"
+	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
+	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
+	RoundNotDue RoundOutcome = "NOT_DUE"
 )

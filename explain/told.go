@@ -1,6 +1,7 @@
-package store
+package explain
 
 import (
+	"bindery/state"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -17,8 +18,8 @@ import (
 // the pipeline). Whatever the note holds, nothing of it but those numbers reaches the requester.
 // links, when not nil, gives the web address of a merge request ("mr") or pipeline ("pipeline")
 // of the request's project by its number, added after it ("": none).
-func Told(s Step, note string, links func(kind string, id int64) string) string {
-	told := s.Info().Told
+func Told(s state.Step, note string, links func(kind string, id int64) string) string {
+	told := Failure(s)
 	if told == "" {
 		return note
 	}
