@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -10,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"bindery/config"
 	"bindery/ratelimit"
-	"bindery/service"
+	"bindery/service/servicetest"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -40,50 +37,29 @@ func instances(t *testing.T, db *store.DB) int {
 
 func TestTheHeartbeatStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 	db := storetest.SQLite(t)
-	ctx := context.Background()
 	t.Run("stopped before it starts", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		h := newHeartbeat(db)
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Start(ctx); !errors.Is(err, service.ErrStopped) {
-			t.Fatalf("start after stop: %v", err)
-		}
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StoppedBeforeStart(t, newHeartbeat(db))
 		if instances(t, db) != 0 {
 			t.Fatal("a heartbeat that never started wrote its row")
 		}
 	})
 	t.Run("started, beating, stopped twice", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		h := newHeartbeat(db)
-		if err := h.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for instances(t, db) != 1 { // its own row, written by a beat
-			if time.Now().After(deadline) {
-				t.Fatal("no beat wrote the instance row")
+		servicetest.StartedAndStoppedTwice(t, newHeartbeat(db), func() {
+			deadline := time.Now().Add(10 * time.Second)
+			for instances(t, db) != 1 { // its own row, written by a beat
+				if time.Now().After(deadline) {
+					t.Fatal("no beat wrote the instance row")
+				}
+				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(time.Millisecond)
-		}
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		})
 		if instances(t, db) != 0 {
 			t.Fatal("the instance row outlived the heartbeat's stop")
-		}
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
 		}
 	})
 }
 
 func TestAnHTTPServerStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
-	ctx := context.Background()
 	listen := func(t *testing.T) (*httpServer, chan error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -94,42 +70,25 @@ func TestAnHTTPServerStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) 
 		return &httpServer{srv: srv, ln: ln, failed: func(err error) { failed <- err }}, failed
 	}
 	t.Run("stopped before it starts", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		h, _ := listen(t)
 		defer h.ln.Close()
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Start(ctx); !errors.Is(err, service.ErrStopped) {
-			t.Fatalf("start after stop: %v", err)
-		}
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StoppedBeforeStart(t, h)
 	})
 	t.Run("started, serving, stopped twice", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		h, failed := listen(t)
-		if err := h.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
 		client := &http.Client{Transport: &http.Transport{}}
-		resp, err := client.Get("http://" + h.ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		client.CloseIdleConnections()
-		if string(body) != "ok" {
-			t.Fatalf("served %q", body)
-		}
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StartedAndStoppedTwice(t, h, func() {
+			defer client.CloseIdleConnections()
+			resp, err := client.Get("http://" + h.ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != "ok" {
+				t.Fatalf("served %q", body)
+			}
+		})
 		select {
 		case err := <-failed:
 			t.Fatalf("a shutdown reported as a failure: %v", err)

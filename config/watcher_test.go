@@ -2,7 +2,6 @@ package config
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,43 +9,23 @@ import (
 
 	"go.uber.org/goleak"
 
-	"bindery/service"
+	"bindery/service/servicetest"
 )
 
 // The watcher keeps the start/stop contract of every background service: a stop before the
 // start leaves it stopped for good; started, it follows the file until Stop, which leaves no
 // goroutine (nor fsnotify's) behind; a second Stop is harmless.
 func TestTheWatcherStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
-	ctx := context.Background()
 	t.Run("stopped before it starts", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		w := NewWatcher(openTestSource(t, "ratelimit:\n  apply: 1\n").Source)
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); !errors.Is(err, service.ErrStopped) {
-			t.Fatalf("start after stop: %v", err)
-		}
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StoppedBeforeStart(t, NewWatcher(openTestSource(t, "ratelimit:\n  apply: 1\n").Source))
 	})
 	t.Run("started, following the file and stopped twice", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 		ts.PollInterval = time.Hour // fsnotify alone
-		w := NewWatcher(ts.Source)
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		write(t, ts.path, "ratelimit:\n  apply: 2\n")
-		waitLimit(t, ts.Source, 2)
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StartedAndStoppedTwice(t, NewWatcher(ts.Source), func() {
+			write(t, ts.path, "ratelimit:\n  apply: 2\n")
+			waitLimit(t, ts.Source, 2)
+		})
 		write(t, ts.path, "ratelimit:\n  apply: 3\n")
 		time.Sleep(3 * debounce)
 		if got := ts.Current().RateLimit("ratelimit.apply", 10); got != 2 {
@@ -54,14 +33,7 @@ func TestTheWatcherStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 		}
 	})
 	t.Run("a static source has nothing to watch", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		w := NewWatcher(NewStatic(MustParse("")))
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StartedAndStoppedTwice(t, NewWatcher(NewStatic(MustParse(""))), nil)
 	})
 }
 

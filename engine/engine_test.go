@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"bindery/engine"
 	"bindery/outbound"
-	"bindery/service"
+	"bindery/service/servicetest"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -421,35 +419,17 @@ func TestWorkOfAnUnknownKindIsParked(t *testing.T) {
 func TestTheEngineStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 	db := storetest.SQLite(t)
 	t.Run("stopped before it starts", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		e := engine.New(engine.Options{DB: db, Instance: "i"})
-		if err := e.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(bg); !errors.Is(err, service.ErrStopped) {
-			t.Fatalf("start after stop: %v", err)
-		}
-		if err := e.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StoppedBeforeStart(t, engine.New(engine.Options{DB: db, Instance: "i"}))
 	})
 	t.Run("started, working and stopped twice", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		var ran atomic.Int32
 		e := engine.New(engine.Options{DB: db, Instance: "i", IdlePoll: 5 * time.Millisecond})
 		e.Register(finish("batch", &ran))
-		if err := e.Start(bg); err != nil {
-			t.Fatal(err)
-		}
-		put(t, db, "batch", "leak-1", engine.LaneBackground, "pipeline")
-		e.NudgeAll()
-		waitFor(t, "the task to run", gone(db, "batch", "leak-1"))
-		if err := e.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StartedAndStoppedTwice(t, e, func() {
+			put(t, db, "batch", "leak-1", engine.LaneBackground, "pipeline")
+			e.NudgeAll()
+			waitFor(t, "the task to run", gone(db, "batch", "leak-1"))
+		})
 		if ran.Load() != 1 {
 			t.Fatalf("ran %d times", ran.Load())
 		}

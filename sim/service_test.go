@@ -1,8 +1,6 @@
 package sim_test
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -10,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"bindery/config"
-	"bindery/service"
+	"bindery/service/servicetest"
 	"bindery/sim"
 )
 
@@ -22,22 +18,10 @@ import (
 // they stop, Stop drops both and returns once every goroutine of theirs ended (the deploy stays
 // PENDING, the decision undelivered for the next start); a second Stop is harmless.
 func TestTheSimulatorsStopBeforeTheyStartTwiceAndLeaveNoGoroutine(t *testing.T) {
-	ctx := context.Background()
 	t.Run("stopped before they start", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		sims := sim.New(sim.Options{Config: config.NewStatic(config.MustParse(simConfig))})
-		if err := sims.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := sims.Start(ctx); !errors.Is(err, service.ErrStopped) {
-			t.Fatalf("start after stop: %v", err)
-		}
-		if err := sims.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StoppedBeforeStart(t, sim.New(sim.Options{Config: config.NewStatic(config.MustParse(simConfig))}))
 	})
 	t.Run("started, with callbacks pending, and stopped twice", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		rec := &receiver{}
 		bindery := httptest.NewServer(rec)
 		defer bindery.Close()
@@ -45,26 +29,19 @@ func TestTheSimulatorsStopBeforeTheyStartTwiceAndLeaveNoGoroutine(t *testing.T) 
 		sims := sim.New(sim.Options{Config: src, BinderyURL: bindery.URL, StateFile: filepath.Join(t.TempDir(), "state.json")})
 		srv := httptest.NewServer(sims.Handler())
 		defer srv.Close()
-		defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		if err := sims.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
 		e := &env{sims: sims, url: srv.URL, bindery: bindery.URL, hook: rec, src: src}
-		e.mergeMR(t) // its deploy is due in an hour
-		sims.Approval.SetFaults(sim.ApprovalFaults{CallbackDelay: time.Hour})
-		if a := e.raw(t, "POST", "/sim/approval/tickets", `{"operationId":"op-t","subject":"s","targetKey":"t1","callbackUrl":"`+bindery.URL+`/hooks/approval"}`); a.status != 201 {
-			t.Fatalf("open ticket: %d %s", a.status, a.body)
-		}
-		id := sims.Approval.Tickets()[0].ID
-		if _, err := sims.Approval.Decide(id, sim.TicketApproved); err != nil {
-			t.Fatal(err)
-		}
-		if err := sims.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := sims.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StartedAndStoppedTwice(t, sims, func() {
+			// The test's own HTTP connections are not the simulators' goroutines.
+			defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+			e.mergeMR(t) // its deploy is due in an hour
+			sims.Approval.SetFaults(sim.ApprovalFaults{CallbackDelay: time.Hour})
+			if a := e.raw(t, "POST", "/sim/approval/tickets", `{"operationId":"op-t","subject":"s","targetKey":"t1","callbackUrl":"`+bindery.URL+`/hooks/approval"}`); a.status != 201 {
+				t.Fatalf("open ticket: %d %s", a.status, a.body)
+			}
+			if _, err := sims.Approval.Decide(sims.Approval.Tickets()[0].ID, sim.TicketApproved); err != nil {
+				t.Fatal(err)
+			}
+		})
 		if r := sims.Deploy.Records(); len(r) != 1 || r[0].Status != sim.DeployPending {
 			t.Fatalf("deploys after the stop: %+v", r)
 		}

@@ -1,17 +1,14 @@
 package store
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"modernc.org/sqlite"
 
-	"bindery/service"
+	"bindery/service/servicetest"
 )
 
 // SQLite's background checkpointer keeps the start/stop contract of every background service:
@@ -27,43 +24,22 @@ func TestTheCheckpointerStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.
 		cp.SetMaxOpenConns(1)
 		return cp
 	}
-	ctx := context.Background()
 	t.Run("stopped before it starts", func(t *testing.T) {
-		cp := open(t)
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		c := &checkpointer{cp: cp, every: time.Millisecond}
-		if err := c.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(ctx); !errors.Is(err, service.ErrStopped) {
-			t.Fatalf("start after stop: %v", err)
-		}
-		if err := c.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StoppedBeforeStart(t, &checkpointer{cp: open(t), every: time.Millisecond})
 	})
 	t.Run("started, checkpointing and stopped twice", func(t *testing.T) {
 		cp := open(t)
 		if _, err := cp.Exec("CREATE TABLE t (x INTEGER)"); err != nil {
 			t.Fatal(err)
 		}
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		c := &checkpointer{cp: cp, every: time.Millisecond}
-		if err := c.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for range 20 { // writes between ticks: the checkpoints run against a moving WAL
-			if _, err := cp.Exec("INSERT INTO t VALUES (1)"); err != nil {
-				t.Fatal(err)
+		servicetest.StartedAndStoppedTwice(t, &checkpointer{cp: cp, every: time.Millisecond}, func() {
+			for range 20 { // writes between ticks: the checkpoints run against a moving WAL
+				if _, err := cp.Exec("INSERT INTO t VALUES (1)"); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(time.Millisecond)
-		}
-		if err := c.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		})
 		if err := cp.Ping(); err == nil {
 			t.Fatal("the checkpoints' connection is still open after Stop")
 		}

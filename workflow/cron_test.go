@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"bindery/batch"
 	"bindery/config"
-	"bindery/service"
+	"bindery/service/servicetest"
 	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -173,35 +171,18 @@ func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
 func TestTheCronStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 	h := setup(t, storetest.SQLite(t), options{approvalFirst: true, extra: fastSims + idleCron})
 	t.Run("stopped before it starts", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		c := workflow.NewCron(h.wf, h.db)
-		if err := c.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(bg); !errors.Is(err, service.ErrStopped) {
-			t.Fatalf("start after stop: %v", err)
-		}
+		servicetest.StoppedBeforeStart(t, c)
 		if got := c.Schedules(); got[config.JobRounds] != "" {
 			t.Fatalf("a stopped cron scheduled: %v", got)
 		}
-		if err := c.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
 	})
 	t.Run("started, run and stopped twice", func(t *testing.T) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		c := workflow.NewCron(h.wf, h.db)
-		if err := c.Start(bg); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.RunNow(config.JobPurge); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Stop(bg); err != nil {
-			t.Fatal(err)
-		}
+		servicetest.StartedAndStoppedTwice(t, c, func() {
+			if err := c.RunNow(config.JobPurge); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 }
