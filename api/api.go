@@ -68,7 +68,8 @@ type TimelineEntry struct {
 	Cause string `json:"cause,omitempty"`
 }
 
-// Waiting answers "why is my request waiting" in plain words (SPEC §12.2).
+// Waiting answers "why is my request waiting" in plain words (docs/workflow.md, 'What the requester
+// is told').
 type Waiting struct {
 	Stage      string    `json:"stage"`              // approval, batch, ci, merge, deploy, …
 	WaitingFor string    `json:"waitingFor"`         // plain words: "the approvers in the approval system"
@@ -184,7 +185,7 @@ type BatchView struct {
 	UpdatedAt time.Time      `json:"updatedAt"`
 }
 
-// BisectionView is a batch's part in a bisection (SPEC §11.17).
+// BisectionView is a batch's part in a bisection (docs/workflow.md, 'Bisection').
 type BisectionView struct {
 	Of      int64  `json:"of"`                // the batch whose failure started the bisection (this one, when it did)
 	Rounds  int    `json:"rounds"`            // bisections run up to and in this batch
@@ -208,7 +209,7 @@ type PartitionRound struct {
 const RoundError = "ERROR"
 
 // RoundOutcomes lists every outcome a partition's round answers; the page has words for each.
-var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), RoundError}
+var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), string(state.RoundPaused), RoundError}
 
 // ReconcileResult is the answer of a reconciliation run.
 type ReconcileResult struct {

@@ -56,8 +56,8 @@ func TestBootedDemoServesTheAPI(t *testing.T) {
 	}
 }
 
-// SPEC §11.1: two instances on one database each enforce ⌈limit ÷ 2⌉, learnt from the
-// heartbeat table in the background.
+// docs/api.md, 'Rate limits': two instances on one database each enforce ⌈limit ÷ 2⌉, learnt from
+// the heartbeat table in the background.
 func TestTwoInstancesShareOneRateLimit(t *testing.T) {
 	dsn := storetest.MySQLDSN(t)
 	cfg := "apply:\n  mode: OPEN\nratelimit:\n  apply: 3\ntargets:\n"

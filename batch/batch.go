@@ -160,11 +160,12 @@ func RenderChange(t config.Target, op store.Operation, a state.Action) (change.F
 	return change.FileAction{}, fmt.Errorf("%w: unknown action %q", change.ErrInvalidChange, a)
 }
 
-// Admission renders and validates request op's change for its partition's waiting set (SPEC
-// §12.3): the workflow calls it when a request is approved (ADD) or its close phase starts
-// (DELETE), and on an error — which wraps change.ErrInvalidChange — fails the request with
-// CREATE_INVALID instead of admitting it. The admission carries the change as validated, so the
-// batch commits exactly that, even if the target leaves the catalog meanwhile (SPEC §4.1).
+// Admission renders and validates request op's change for its partition's waiting set
+// (docs/workflow.md, 'Admission'): the workflow calls it when a request is approved (ADD) or its
+// close phase starts (DELETE), and on an error — which wraps change.ErrInvalidChange — fails the
+// request with CREATE_INVALID instead of admitting it. The admission carries the change as
+// validated, so the batch commits exactly that, even if the target leaves the catalog meanwhile
+// (docs/workflow.md, 'Targets and the file change').
 func Admission(t config.Target, op store.Operation, a state.Action) (store.Admission, error) {
 	fa, err := RenderChange(t, op, a)
 	if err != nil {

@@ -149,3 +149,12 @@ func resumed(note string) []store.MemberMove {
 		add(nil, store.MemberChange{From: []state.BindingStatus{state.StatusMerging}, To: state.StatusMerging, Step: state.StepHandleStarted, Note: note}),
 	}
 }
+
+// rebuilt: the car's branch is built again on what is ahead of it now; its members wait for the
+// new branch's pipeline (the close phase's keep their CLOSE_STARTED step, now with the note).
+func rebuilt(note string) []store.MemberMove {
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: inBatch, To: state.StatusMRCreating, Step: state.StepCreateStarted, Note: note}),
+		del(nil, store.MemberChange{From: closing, To: state.StatusValidated, Step: state.StepCloseStarted, Note: note}),
+	}
+}

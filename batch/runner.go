@@ -36,6 +36,7 @@ const (
 	stepOpen     Step = "open"     // members rendered, branch + commit + MR (or the branch regenerated)
 	stepPipeline Step = "pipeline" // the MR's pipeline, one look per run (flaky retries, bisection)
 	stepApprove  Step = "approve"  // both reviewer accounts approve the head
+	stepTurn     Step = "turn"     // its turn to merge: the cars ahead merged, the target is what it was built on
 	// The merge, one action per run; in stepMergeBlocked the batch is BLOCKED until a person
 	// clears the MR.
 	stepMerge              = Step(change.MergeAttempt)
@@ -76,6 +77,7 @@ func (s *Service) steps() []stepRow {
 		{engine.Step[memo, Step]{Name: stepOpen, Lane: bg, Run: s.run((*run).open)}, failedCreate, "the bot to open the batch's merge request"},
 		{engine.Step[memo, Step]{Name: stepPipeline, Lane: bg, Polls: true, Run: s.run((*run).pipeline)}, failedCreate, "the pipeline of {mr} to pass"},
 		{engine.Step[memo, Step]{Name: stepApprove, Lane: bg, Run: s.run((*run).approve)}, failedApprove, "the reviewer bots to approve {mr}"},
+		{engine.Step[memo, Step]{Name: stepTurn, Lane: bg, Polls: true, Run: s.run((*run).turn)}, failedMerge, "the batches ahead of it in the merge train to merge"},
 		{engine.Step[memo, Step]{Name: stepMerge, Lane: bg, Run: s.run((*run).merge)}, failedMerge, "the bot to merge {mr}"},
 		{engine.Step[memo, Step]{Name: stepMergeRebase, Lane: bg, Polls: true, Run: s.run((*run).merge)}, failedMerge, "GitLab to rebase {mr} onto the target branch"},
 		{engine.Step[memo, Step]{Name: stepMergePipeline, Lane: bg, Polls: true, Run: s.run((*run).merge)}, failedMerge, "the pipeline of the new head of {mr} to pass"},
@@ -322,9 +324,24 @@ func (r *run) open(ctx context.Context) error {
 	if moved, err := r.load(ctx); moved || err != nil {
 		return err
 	}
-	digest := r.digest()
+	t, err := r.train(ctx)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
 	b := r.batch
-	o, err := r.s.mr.Open(ctx, r.spec, b.MRIID, b.MRIID == 0 || b.BranchDigest != digest, &r.r.Memo.Memo)
+	baseBatch, baseSHA, wait := t.base()
+	if wait {
+		_, _, long, _ := r.s.cfg.Current().PollStages()
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart, Note: fmt.Sprintf("waiting for car %d ahead of it to write its branch", baseBatch)}, nil)
+	}
+	r.spec.Base = baseSHA
+	digest := r.digest()
+	why, err := r.stale(ctx, t)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	rewrite := b.MRIID == 0 || b.BranchDigest != digest || why != "" || b.HeadSHA == ""
+	o, err := r.s.mr.Open(ctx, r.spec, b.MRIID, rewrite, &r.r.Memo.Memo)
 	if err != nil {
 		return err
 	}
@@ -341,12 +358,30 @@ func (r *run) open(ctx context.Context) error {
 	c := store.BatchChange{}
 	var moves []store.MemberMove
 	if o.New {
-		c = store.BatchChange{MRIID: o.MR.IID, BranchDigest: &digest, Note: fmt.Sprintf("MR !%d carries %d changes", o.MR.IID, len(r.members))}
+		if baseSHA == "" {
+			baseSHA = o.Base // built on the target's head: the commit it was then
+		}
+		c = store.BatchChange{MRIID: o.MR.IID, BranchDigest: &digest, Built: &store.Build{BaseBatch: baseBatch, BaseSHA: baseSHA, HeadSHA: o.Head},
+			Note: fmt.Sprintf("MR !%d carries %d changes%s", o.MR.IID, len(r.members), onWords(baseBatch))}
 		if b.MRIID != o.MR.IID {
 			moves = mrOpened(o.MR.IID, fmt.Sprintf("batch %d, MR !%d: waiting for its pipeline", b.ID, o.MR.IID))
 		}
 	}
-	return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: c, Moves: moves})
+	if err := r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: c, Moves: moves}); err != nil {
+		return err
+	}
+	if o.New {
+		r.s.wakeBehind(ctx, r.batch) // they were built on its old branch, or wait for its first
+	}
+	return nil
+}
+
+// onWords says what a car was built on, for its note.
+func onWords(baseBatch int64) string {
+	if baseBatch == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", built on batch %d ahead of it in the merge train", baseBatch)
 }
 
 // pipeline is one look at the head's pipeline: pending → the next look by the staged schedule
@@ -354,7 +389,20 @@ func (r *run) open(ctx context.Context) error {
 // approve; failed (after the flaky retries) → bisection, or the failure of a single member.
 func (r *run) pipeline(ctx context.Context) error {
 	b := r.batch
-	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo)
+	t, err := r.train(ctx)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	if why, err := r.stale(ctx, t); err != nil || why != "" {
+		if err != nil {
+			return engine.Unavailable(err)
+		}
+		return r.rebuild(ctx, why)
+	}
+	// A failure while a car ahead is still being tested may be that car's: it is not retried or
+	// counted until the cars ahead passed (or left, and this car is rebuilt without them).
+	hold := !t.aheadPassed(b)
+	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo, hold)
 	if err != nil {
 		return err
 	}
@@ -362,27 +410,37 @@ func (r *run) pipeline(ctx context.Context) error {
 	if o.Pipeline != nil {
 		pipeline = o.Pipeline.ID
 	}
-	switch o.Result {
-	case change.Closed:
+	switch {
+	case o.Result == change.Closed:
 		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
-	case change.Retried:
+	case o.Result == change.Retried:
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note}})
-	case change.Merged:
+	case o.Result == change.Merged:
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
-	case change.Passed:
+	case o.Result == change.Passed:
 		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.r.Memo.CI), "project", b.Project)
 		r.r.Memo.CI = 0
-		return r.next(ctx, r.r.To(stepApprove), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note}, Moves: pipelinePassed(pipeline, o.Note)})
-	case change.Failed:
+		tested := o.MR.SHA
+		if err := r.next(ctx, r.r.To(stepApprove), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note, Tested: &tested},
+			Moves: pipelinePassed(pipeline, o.Note)}); err != nil {
+			return err
+		}
+		r.s.wakeBehind(ctx, r.batch) // a failure held behind it is now theirs to decide
+		return nil
+	case o.Result == change.Failed && hold:
+		_, _, long, _ := r.s.cfg.Current().PollStages()
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitKeep, Checks: r.r.Task.Checks,
+			Note: o.Note + "; decided once the batches ahead of it in the merge train passed (their changes are in its branch)"}, nil)
+	case o.Result == change.Failed:
 		r.failed = pipeline
 		if o.Pipeline != nil {
 			r.failedURL = o.Pipeline.WebURL
 		}
 		r.s.mr.KeepFailedJob(ctx, r.s.db, b.Project, pipeline)
 		return r.deterministic(ctx, failedPipeline.with(o.Note))
-	case change.Replaced:
+	case o.Result == change.Replaced:
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
-	case change.Stuck:
+	case o.Result == change.Stuck:
 		return r.block(ctx, pipelinePending, o.Reason+"; an operator can resume the batch")
 	}
 	// Waiting: the next look; a new pipeline id is worth recording (the request page links it).
@@ -447,13 +505,27 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 		why, round, b.BisectionRoot(), keep, b.ID, len(back))
 	stale := ""
 	r.r.Memo = memo{}
+	// In a train, the kept half goes to the end of it: the cars behind it move up and are rebuilt
+	// without its members, so they merge without waiting for the search (with one car, or as the
+	// last car, it stays where it is).
+	t, err := r.train(ctx)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	toEnd := t.behind(b)
+	if toEnd {
+		note += "; it goes to the end of the merge train, and the batches behind it are rebuilt without its members"
+	}
 	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{
-		Change: store.BatchChange{Note: note, BranchDigest: &stale}, Requeue: back, Bisect: true,
+		Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: toEnd}, Requeue: back, Bisect: true,
 		// The members read why in the words of the failure's step (the cause stays in the
 		// batch's note, for operators).
 		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, explain.Told(f.create, why, r.failedLink))),
 	}); err != nil {
 		return err
+	}
+	if toEnd {
+		r.s.wakeBehind(ctx, b) // as read before the move: the cars that were behind it
 	}
 	r.s.rec.Inc("bindery_batch_bisections_total", "project", b.Project)
 	r.s.log.Info("batch bisected", "batch", b.ID, "round", round, "bisection_of", b.BisectionRoot(), "kept", keep, "returned", len(back), "why", why)
@@ -473,7 +545,7 @@ func (r *run) approve(ctx context.Context) error {
 	case change.Merged:
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
 	}
-	return r.next(ctx, r.r.To(stepMerge), store.BatchStep{Change: store.BatchChange{Note: o.Note}, Moves: handling(state.StepHandleApproved, o.Note)})
+	return r.next(ctx, r.r.To(stepTurn), store.BatchStep{Change: store.BatchChange{Note: o.Note}, Moves: handling(state.StepHandleApproved, o.Note)})
 }
 
 // merge is one action of the merge (the lifecycle's merge phases), and what its outcome means for
@@ -488,6 +560,11 @@ func (r *run) merge(ctx context.Context) error {
 	o, err := r.s.mr.Merge(ctx, r.r.Run, r.spec, b.MRIID, change.MergePhase(r.r.Step.Name), &r.r.Memo.Memo)
 	if err != nil {
 		return err
+	}
+	if moved := o.MR.SHA != "" && o.MR.SHA != b.HeadSHA && o.Result != change.Merged; moved {
+		// A rebase or a regeneration gave the branch a new head: it is what the cars behind
+		// must be built on now, and nothing of it is tested yet.
+		return r.headMoved(ctx, o)
 	}
 	switch o.Result {
 	case change.Merged:
@@ -528,6 +605,29 @@ func (r *run) merge(ctx context.Context) error {
 		return r.r.Next(ctx, o.Next, nil)
 	}
 	return r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{Note: o.Note}, Moves: handling(state.StepHandleStarted, o.Note)})
+}
+
+// headMoved records the branch's new head (a rebase or a regeneration in the merge) with the
+// merge action's own outcome, and wakes the cars behind: they were built on the old one.
+func (r *run) headMoved(ctx context.Context, o change.Outcome) error {
+	n := o.Next
+	switch o.Result {
+	case change.Waiting, change.Moved:
+	default:
+		// Anything else is decided on the next look, with the new head recorded.
+		n = store.TaskNext{Wait: store.WaitStart}
+	}
+	note := o.Note
+	if note == "" {
+		note = fmt.Sprintf("MR !%d has a new head %s", r.batch.MRIID, short(o.MR.SHA))
+	}
+	err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note, Built: &store.Build{HeadSHA: o.MR.SHA}},
+		Moves: handling(state.StepHandleStarted, note)})
+	if err != nil {
+		return err
+	}
+	r.s.wakeBehind(ctx, r.batch)
+	return nil
 }
 
 // blockOnMR: something on the MR that bindery's accounts cannot clear keeps GitLab from merging
@@ -666,6 +766,9 @@ func (r *run) settleWith(ctx context.Context, s store.Settlement) error {
 	}
 	r.s.rec.Inc("bindery_batches_settled_total", "project", b.Project, "status", string(status))
 	r.s.log.Info("batch settled", "batch", b.ID, "status", status, "members", len(res.Members), "moved", len(res.Flipped), "note", note)
+	// The cars behind it go on: their turn, or a rebuild without it. (Its place in the train is
+	// free for the next round.)
+	r.s.wakeBehind(ctx, b)
 	return nil
 }
 

@@ -32,8 +32,10 @@ type Memo struct {
 	// reviewer accounts approved.
 	Tested   string `json:"tested,omitempty"`
 	Approved string `json:"approved,omitempty"`
-	CI       int64  `json:"ci,omitempty"`    // when the current pipeline wait started (unix ms, for the metrics)
-	Merge    int64  `json:"merge,omitempty"` // when the merge phase started (unix ms)
+	// Behind: the target moved since the head was built; the merge rebases first (MergeState).
+	Behind bool  `json:"behind,omitempty"`
+	CI     int64 `json:"ci,omitempty"`    // when the current pipeline wait started (unix ms, for the metrics)
+	Merge  int64 `json:"merge,omitempty"` // when the merge phase started (unix ms)
 }
 
 // Result is what one action of the lifecycle came to.
@@ -92,8 +94,10 @@ type Outcome struct {
 	// Cause of a Failed outcome: a deterministic error (ErrPipelineFailed, ErrConflict, a commit
 	// GitLab refused for its contents).
 	Cause error
-	// New (Opened): a new MR, or its branch rewritten — the pipeline wait starts afresh.
-	New bool
+	// New (Opened): a new MR, or its branch rewritten — the pipeline wait starts afresh. Head is
+	// the commit the branch carries; Base, when New, the commit it was built on.
+	New        bool
+	Head, Base string
 }
 
 // Lifecycle drives merge requests through their lifecycle. Safe for concurrent use.
@@ -113,9 +117,9 @@ func (l *Lifecycle) Stages() engine.Stages {
 // changes moved on since it was written); otherwise the MR is read as it is. An operator's resume
 // (Memo.Restart) of an MR whose branch stays replaces a pipeline still running.
 func (l *Lifecycle) Open(ctx context.Context, spec Spec, knownIID int64, rewrite bool, m *Memo) (Outcome, error) {
-	mr, err := l.Runner.Open(ctx, spec, knownIID)
-	if err == nil && knownIID != 0 && rewrite && mr.Open() {
-		err = l.Regenerate(ctx, spec)
+	mr, written, err := l.open(ctx, spec, knownIID)
+	if err == nil && knownIID != 0 && rewrite && mr.Open() && written.ID == "" {
+		written, err = l.commit(ctx, spec)
 	}
 	switch {
 	case errors.Is(err, ErrNothingToChange):
@@ -146,7 +150,14 @@ func (l *Lifecycle) Open(ctx context.Context, spec Spec, knownIID int64, rewrite
 	if m.CI == 0 {
 		m.CI = now
 	}
-	return Outcome{Result: Opened, MR: mr, New: rewrite || mr.IID != knownIID}, nil
+	o := Outcome{Result: Opened, MR: mr, New: rewrite || mr.IID != knownIID, Head: mr.SHA}
+	if written.ID != "" {
+		o.Head = written.ID
+		if len(written.ParentIDs) > 0 {
+			o.Base = written.ParentIDs[0]
+		}
+	}
+	return o, nil
 }
 
 // CommitRefused: GitLab refused the commit for what it contains (a file to create exists, one to
@@ -159,9 +170,15 @@ func CommitRefused(err error) bool {
 
 // Pipeline is one look at the pipeline of the MR's head: pending → the next look by the staged
 // schedule (after poll.timeout: a new pipeline once, then Stuck); passed → Passed; failed → a new
-// run on the same commit while batch.flakyRetries allow, then Failed.
-func (l *Lifecycle) Pipeline(ctx context.Context, r *engine.Run, project string, iid int64, m *Memo) (Outcome, error) {
-	look, err := l.LookAtPipeline(ctx, project, iid, l.Config.Current().BatchFlakyRetries()-m.Flaky)
+// run on the same commit while batch.flakyRetries allow, then Failed. hold: a failure may not be
+// this MR's own (a merge train's car whose cars ahead are still tested): Failed at once, no
+// retry spent.
+func (l *Lifecycle) Pipeline(ctx context.Context, r *engine.Run, project string, iid int64, m *Memo, hold bool) (Outcome, error) {
+	retries := l.Config.Current().BatchFlakyRetries() - m.Flaky
+	if hold {
+		retries = 0
+	}
+	look, err := l.LookAtPipeline(ctx, project, iid, retries)
 	switch {
 	case errors.Is(err, ErrMRClosed):
 		return Outcome{Result: Closed}, nil
@@ -256,8 +273,8 @@ func (l *Lifecycle) Merge(ctx context.Context, r *engine.Run, spec Spec, iid int
 		}
 		m.Restart = false
 	}
-	res, err := l.MergeStep(ctx, spec, iid, MergeState{Phase: phase, Regenerated: m.Regen, Refused: m.Refused, Tested: m.Tested, Approved: m.Approved})
-	m.Regen, m.Refused, m.Tested, m.Approved = res.State.Regenerated, res.State.Refused, res.State.Tested, res.State.Approved
+	res, err := l.MergeStep(ctx, spec, iid, MergeState{Phase: phase, Regenerated: m.Regen, Refused: m.Refused, Tested: m.Tested, Approved: m.Approved, Behind: m.Behind})
+	m.Regen, m.Refused, m.Tested, m.Approved, m.Behind = res.State.Regenerated, res.State.Refused, res.State.Tested, res.State.Approved, res.State.Behind
 	o := Outcome{MR: res.MR, Pipeline: res.Pipeline, Phase: res.State.Phase}
 	switch {
 	case err == nil && res.Merged:

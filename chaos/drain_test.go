@@ -87,8 +87,8 @@ func (o *operator) key(kind string) string {
 
 // lateTraffic applies once more in every project whose MERGED requests wait for a deploy
 // callback the simulator dropped. Reconciliation validates a MERGED request only up to the
-// highest MR of its project that was called back (SPEC §4: MR numbers grow per project and
-// deploys run in merge order), so the last MR of a project whose callback was lost waits for
+// highest MR of its project that was called back (deploys run in merge order: docs/workflow.md,
+// 'Deploys and reconciliation'), so the last MR of a project whose callback was lost waits for
 // the next MR there — in production the next day's traffic; here one application per project,
 // as a user would send after the faults are gone. They are counted in the summary.
 func (o *operator) lateTraffic(ctx context.Context, t *testing.T) {

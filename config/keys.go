@@ -397,7 +397,7 @@ func workerKey(name string, def int, field func(*Snapshot) *int, doc string) Key
 }
 
 // rateLimitKey declares a per-route rate limit key. Routes declare the same default beside
-// their route (SPEC §6.1); a test checks that the two agree.
+// their route (docs/api.md, 'Rate limits'); a test checks that the two agree.
 func rateLimitKey(name string, def int, doc string) Key {
 	return Key{
 		Name: name, Type: "int", Default: itoa(def),

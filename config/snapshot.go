@@ -11,8 +11,9 @@ import (
 // Source.Current() and then a getter, at each use, so that a reload takes effect at once.
 //
 // Each getter's doc comment states the default and what a blank, unknown or invalid value does.
-// The direction of each fallback follows SPEC §6.3: rate limits fail open, feature switches fail
-// off, access-mode typos close, authorization fails closed.
+// The direction of each fallback follows docs/config.md, 'Defaults follow the lighter consequence':
+// rate limits fail open, feature switches fail off, access-mode typos close, authorization fails
+// closed.
 type Snapshot struct {
 	// Generation counts successful loads of this process, starting at 1.
 	Generation int64

@@ -16,6 +16,7 @@ import (
 type workflowSettings struct {
 	batchMaxWait        time.Duration
 	batchFlakyRetries   int
+	batchTrain          int
 	batchLeaseTTL       time.Duration
 	batchBlockedTimeout time.Duration
 	stepLeaseTTL        time.Duration
@@ -121,6 +122,23 @@ func init() {
 				return strconv.Itoa(n), note, nil
 			},
 		},
+		Key{
+			Name: "batch.train", Type: "int", Default: "1",
+			Doc: "How many batches (cars) of one project may be in CI at once, each tested on top of the ones ahead of it (a merge train; docs/architecture.md, \"The merge train\"). 1: one batch at a time. " +
+				"Lowering it starts no new car until fewer are active; the cars already running finish.",
+			Misconfig: "blank, unparsable or ≤ 0 → 1 (one batch at a time, as without a train); above 20 → 20.",
+			apply: func(s *Snapshot, v value) (string, string, error) {
+				n, note := intOr(v, 1, 1)
+				switch {
+				case n <= 0:
+					n, note = 1, "must be > 0"
+				case n > maxTrain:
+					n, note = maxTrain, fmt.Sprintf("capped at %d", maxTrain)
+				}
+				s.batchTrain = n
+				return strconv.Itoa(n), note, nil
+			},
+		},
 		durationKey("batch.leaseTTL", "2m",
 			"How long an instance's claim on one action of a batch (one GitLab call or one look) lasts without renewal; the holder renews it while the action runs. When an instance dies, its batches fall due again this long after their claim, on any instance.",
 			"blank, unparsable, ≤ 0 or below 5s → 2m.",
@@ -183,6 +201,14 @@ func (s *Snapshot) BatchMaxWait() time.Duration { return s.batchMaxWait }
 // BatchFlakyRetries is batch.flakyRetries. Default 1; negative → 0; blank/unparsable → 1;
 // above 3 → 3.
 func (s *Snapshot) BatchFlakyRetries() int { return s.batchFlakyRetries }
+
+// maxTrain is the longest train batch.train allows (GitLab's merge trains stop at 20 too): every
+// car's pipeline runs at once, and a failure ahead rebuilds every car behind it.
+const maxTrain = 20
+
+// BatchTrain is batch.train: how many batches of a project may be in CI at once. Default 1;
+// blank, unparsable or ≤ 0 → 1; above 20 → 20.
+func (s *Snapshot) BatchTrain() int { return s.batchTrain }
 
 // BatchLeaseTTL is batch.leaseTTL. Default 2m; blank, unparsable, ≤ 0 or < 5s → 2m.
 func (s *Snapshot) BatchLeaseTTL() time.Duration { return s.batchLeaseTTL }

@@ -37,6 +37,11 @@ func init() {
 		{"missing", nil, 1}, {"blank", nil, 1}, {"garbage", str("once"), 1},
 		{"negative/zero", str("-1"), 0}, {"valid", str("9"), 3},
 	}
+	probes["batch.train"] = func(s *Snapshot) any { return s.BatchTrain() }
+	misconfigTable["batch.train"] = []misconfigCase{
+		{"missing", nil, 1}, {"blank", nil, 1}, {"garbage", str("long"), 1},
+		{"negative/zero", str("0"), 1}, {"valid", str("50"), 20},
+	}
 	probes["poll.shortCount"] = func(s *Snapshot) any { _, n, _, _ := s.PollStages(); return n }
 	misconfigTable["poll.shortCount"] = []misconfigCase{
 		{"missing", nil, 12}, {"blank", nil, 12}, {"garbage", str("few"), 12},

@@ -17,10 +17,11 @@ import (
 	"bindery/workflow"
 )
 
-// The handler suite: one row per behaviour of SPEC §6 that a client can observe, covering every
-// status code the API answers. Each row runs on a fresh server (fakes of the workflow and the
-// permission service, the real store on SQLite). The same rows are run again with metrics that
-// panic (TestMetricsThatPanicChangeNothing) and scanned for leaks (TestNoErrorBodyLeaksInternals).
+// The handler suite: one row per behaviour of the API (docs/api.md) that a client can observe,
+// covering every status code the API answers. Each row runs on a fresh server (fakes of the
+// workflow and the permission service, the real store on SQLite). The same rows are run again with
+// metrics that panic (TestMetricsThatPanicChangeNothing) and scanned for leaks
+// (TestNoErrorBodyLeaksInternals).
 
 func post(path, user, body string) call {
 	return call{method: "POST", path: path, user: user, body: body}

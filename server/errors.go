@@ -14,8 +14,8 @@ import (
 	"bindery/store"
 )
 
-// statusOf is the one table from error code to HTTP status (SPEC §6). An error that is not an
-// *apperr.Error is a 500 with the generic message.
+// statusOf is the one table from error code to HTTP status (docs/api.md, 'Status codes'). An error
+// that is not an *apperr.Error is a 500 with the generic message.
 var statusOf = map[apperr.Code]int{
 	apperr.InvalidArgument:      http.StatusBadRequest,
 	apperr.Unauthenticated:      http.StatusUnauthorized,

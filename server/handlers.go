@@ -44,9 +44,9 @@ type applyBody struct {
 	Reason      string `json:"reason"`
 }
 
-// apply is POST /api/apply. The synchronous checks run in the order of SPEC §4 — arguments,
-// target, (the target's permission), access mode, idempotency — and then the workflow writes
-// the first state and answers 202 at once.
+// apply is POST /api/apply. The synchronous checks run in the order of docs/workflow.md, 'Applying'
+// — arguments, target, (the target's permission), access mode, idempotency — and then the workflow
+// writes the first state and answers 202 at once.
 func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var b applyBody
 	if err := bindJSON(r, &b, true); err != nil {

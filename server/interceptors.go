@@ -18,8 +18,8 @@ import (
 	"bindery/identity"
 )
 
-// The interceptors of SPEC §6.1. Each is a plain func(http.Handler) http.Handler that either
-// passes the request on or writes its own answer; none knows a handler's response type.
+// The interceptors (docs/api.md, 'Interceptors'). Each is a plain func(http.Handler) http.Handler
+// that either passes the request on or writes its own answer; none knows a handler's response type.
 
 // reqInfo is what the chain learned about a request before the handler runs.
 type reqInfo struct {

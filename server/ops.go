@@ -19,7 +19,7 @@ import (
 
 // operatorParam is the reserved parameter that names who performed an ops action. The server
 // writes it from the login identity after copying the client's parameters, so a client that
-// sends it is overwritten, never believed (SPEC §6.4).
+// sends it is overwritten, never believed (docs/api.md, 'Who may call').
 const operatorParam = "__authenticatedOperator"
 
 // opsParams binds an ops action's body: a JSON object of parameters whose "operationId" is the

@@ -342,4 +342,7 @@ const (
 	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
 	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
 	RoundNotDue RoundOutcome = "NOT_DUE"
+	// RoundPaused: an operator paused the partition's merge train; nothing is claimed until it is
+	// resumed.
+	RoundPaused RoundOutcome = "PAUSED"
 )

@@ -32,7 +32,8 @@ type AuditEntry struct {
 }
 
 // RecordAudit stores ev with its parameters redacted and truncated. A duplicate key is an
-// answer, not an error: recorded is false and the existing row is left as it is (SPEC §5.4).
+// answer, not an error: recorded is false and the existing row is left as it is
+// (docs/invariants.md, 'Duplicate key is an answer').
 func (db *DB) RecordAudit(ctx context.Context, ev AuditEvent) (recorded bool, err error) {
 	if ev.Key == "" {
 		return false, fmt.Errorf("audit %s: empty event key", ev.Action)

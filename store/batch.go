@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -32,14 +33,32 @@ type Batch struct {
 	// attempt failed. A settlement clears both.
 	Failing   string
 	LastError string
-	// Bisection (SPEC §11.17): BisectOf is the batch whose failure started the bisection this
-	// batch's members come from (0: none, or this batch started it), Bisections how many
-	// bisections of it ran up to and in this batch, Culprit the member this batch failed alone
+	// Bisection (docs/workflow.md, 'Bisection'): BisectOf is the batch whose failure started the
+	// bisection this batch's members come from (0: none, or this batch started it), Bisections how
+	// many bisections of it ran up to and in this batch, Culprit the member this batch failed alone
 	// with at the end of one ("": none).
 	BisectOf   int64
 	Bisections int
 	Culprit    string
+	// The merge train (docs/architecture.md, "The merge train"): TrainSeq orders the cars of a
+	// partition (0: a batch claimed before the train existed, first in line); SlotNo is its
+	// place among the active cars, TrainK the train's length when it was claimed. BaseBatch is
+	// the car its branch was built on (0: the target branch) and BaseSHA that commit; HeadSHA
+	// the commit its branch carries and TestedSHA the head whose pipeline passed ("": none yet).
+	// CIStartedAt and CIPassedAt bound its current pipeline wait (the database clock).
+	TrainSeq    int64
+	TrainK      int
+	SlotNo      int
+	BaseBatch   int64
+	BaseSHA     string
+	HeadSHA     string
+	TestedSHA   string
+	CIStartedAt *time.Time
+	CIPassedAt  *time.Time
 }
+
+// Passed reports whether the car's pipeline passed for the head its branch carries now.
+func (b Batch) Passed() bool { return b.HeadSHA != "" && b.TestedSHA == b.HeadSHA }
 
 // BisectionRoot is the batch whose failure started the bisection this batch takes part in
 // (the batch itself when it was not claimed from a suspect group).
@@ -50,7 +69,8 @@ func (b Batch) BisectionRoot() int64 {
 	return b.ID
 }
 
-const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit"
+const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit, " +
+	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
 const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error"
@@ -68,14 +88,16 @@ func scanBatchBrief(s scanner) (Batch, error) {
 
 func scanBatch(s scanner) (Batch, error) {
 	var b Batch
-	var mr, pipeline, of nullInt64
-	var created, updated, settled dbTime
+	var mr, pipeline, of, seq, base nullInt64
+	var created, updated, settled, ciStarted, ciPassed dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
-		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit); err != nil {
+		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit,
+		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed); err != nil {
 		return Batch{}, translate(err)
 	}
-	b.MRIID, b.PipelineID, b.BisectOf = int64(mr), int64(pipeline), int64(of)
+	b.MRIID, b.PipelineID, b.BisectOf, b.TrainSeq, b.BaseBatch = int64(mr), int64(pipeline), int64(of), int64(seq), int64(base)
 	b.CreatedAt, b.UpdatedAt, b.SettledAt = created.T, updated.T, settled.ptr()
+	b.CIStartedAt, b.CIPassedAt = ciStarted.ptr(), ciPassed.ptr()
 	return b, nil
 }
 
@@ -111,6 +133,8 @@ type ClaimInput struct {
 	Partition string
 	Project   string
 	Max       int // batch.maxRequests
+	// Train is how many cars of the partition may be active at once (batch.train; ≤ 1: one).
+	Train int
 	// Members, when set, moves the claimed requests in the claim's transaction (the batch
 	// runner's BATCHED step), so no claimed request is ever seen still "queued".
 	Members *MemberChange
@@ -133,9 +157,9 @@ var errNothingToClaim = errors.New("nothing to claim")
 // errSlotOccupied rolls back after the slot insert hit the unique key (or lost a deadlock on it).
 var errSlotOccupied = errors.New("slot occupied")
 
-// Claim runs one batch round for a partition (SPEC §5.1). Concurrent rounds — cron on every
-// instance, a manual trigger — are safe: at most one active batch per partition (I1), a request
-// in at most one batch (I2), and enqueues never wait for a claim (I3).
+// Claim runs one batch round for a partition (docs/invariants.md, 'The claim'). Concurrent rounds —
+// cron on every instance, a manual trigger — are safe: at most one active batch per partition (I1),
+// a request in at most one batch (I2), and enqueues never wait for a claim (I3).
 //
 // The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
 // the round without touching the slot); the batch insert, whose unique active_slot is the mutual
@@ -188,11 +212,16 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 
 func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	db := tx.db
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status) VALUES (?, ?, ?)", in.Partition, in.Project, state.BatchRunning)
+	place, err := tx.trainPlace(ctx, in)
+	if err != nil {
+		return BatchClaim{}, err
+	}
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status, train_seq, train_k, slot_no) VALUES (?, ?, ?, ?, ?, ?)",
+		in.Partition, in.Project, state.BatchRunning, place.seq, place.k, place.slot)
 	if err = translate(err); errors.Is(err, ErrDuplicate) || errors.Is(err, ErrRetry) {
-		// Duplicate: another batch of this partition is active. Deadlock (MySQL, when several
-		// claimers wait on a slot whose holder rolled back): another claimer holds it now.
-		// Nothing was written; the caller rolls back.
+		// Duplicate: another claimer took this place in the train (its sequence or its slot)
+		// first. Deadlock (MySQL, when several claimers wait on a place whose holder rolled
+		// back): another claimer holds it now. Nothing was written; the caller rolls back.
 		return BatchClaim{}, errSlotOccupied
 	}
 	if err != nil {
@@ -208,32 +237,31 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	// the waiting range, exactly the gap new requests insert into, and block every enqueue until
 	// this transaction ends. Without the lock, other claimers are kept out by the slot, and any
 	// unexpected writer is caught by the guarded update below.
-	members, group, err := tx.readSuspects(ctx, in, batchID)
+	// Requests an operator sent in the next car go first, then — when none — a suspect group
+	// alone, then the waiting set in order.
+	members, err := tx.readWaiting(ctx, in, batchID, "next_by IS NOT NULL", in.Max)
 	if err != nil {
 		return BatchClaim{}, err
 	}
+	var group suspectGroup
 	if len(members) == 0 {
-		q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < " +
-			db.now() + " ORDER BY created_at, id LIMIT ?"
-		if db.lockingClaimRead {
-			q += db.forUpdate()
+		if members, group, err = tx.readSuspects(ctx, in, batchID); err != nil {
+			return BatchClaim{}, err
 		}
-		rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
-		members, err = collect(rows, err, func(s scanner) (Member, error) {
-			m := Member{BatchID: batchID}
-			var queued dbTime
-			err := s.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued)
-			m.QueuedAt = queued.T
-			return m, err
-		})
+	}
+	if group.of == 0 && len(members) < in.Max {
+		// Newcomers fill the car; a suspect is never among them.
+		more, err := tx.readWaiting(ctx, in, batchID, "suspect_round IS NULL AND next_by IS NULL", in.Max-len(members))
 		if err != nil {
-			return BatchClaim{}, fmt.Errorf("read waiting: %w", err)
+			return BatchClaim{}, err
 		}
+		members = append(members, more...)
 	}
 	if len(members) == 0 {
 		return BatchClaim{}, errNothingToClaim
 	}
-	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: state.BatchRunning, Version: 1}
+	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: state.BatchRunning, Version: 1,
+		TrainSeq: place.seq, TrainK: place.k, SlotNo: place.slot}
 	if group.of != 0 {
 		// The batch goes on with the bisection its members come from: it counts its rounds on.
 		if _, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET bisect_of = ?, bisections = ? WHERE id = ?",
@@ -252,7 +280,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		for _, m := range chunk {
 			args = append(args, m.RequestID)
 		}
-		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = ? WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = ?, next_by = NULL WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
 		if err != nil {
 			return BatchClaim{}, fmt.Errorf("claim rows: %w", translate(err))
 		}
@@ -291,6 +319,64 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	}
 	db.hook("claim.written")
 	return BatchClaim{Outcome: state.RoundClaimed, Batch: batch, Members: members}, nil
+}
+
+// readWaiting is a plain read (I3) of up to max waiting rows of the partition matching cond,
+// admitted before the database's now, in the order they came.
+func (tx *Tx) readWaiting(ctx context.Context, in ClaimInput, batchID int64, cond string, max int) ([]Member, error) {
+	db := tx.db
+	q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND " + cond +
+		" AND created_at < " + db.now() + " ORDER BY created_at, id LIMIT ?"
+	if db.lockingClaimRead {
+		q += db.forUpdate()
+	}
+	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, max)
+	members, err := collect(rows, err, func(s scanner) (Member, error) {
+		m := Member{BatchID: batchID}
+		var queued dbTime
+		err := s.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued)
+		m.QueuedAt = queued.T
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read waiting: %w", err)
+	}
+	return members, nil
+}
+
+// place is where a new car joins its partition's train.
+type place struct {
+	seq  int64 // the partition's highest sequence plus one: behind the last car
+	k    int   // the train's length in force
+	slot int   // the lowest place in [0, k) no active car holds
+}
+
+// trainPlace reads, with plain reads, where a new car of in's partition would go: behind the
+// last car, in a free slot; errSlotOccupied when the train already has in.Train active cars. The
+// insert that follows is what decides: a claimer that read the same thing takes the same
+// sequence and slot, and one of the two finds the duplicate key.
+func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
+	p := place{k: max(in.Train, 1)}
+	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", in.Partition)
+	slots, err := collect(rows, err, func(s scanner) (int, error) {
+		var n int
+		return n, s.Scan(&n)
+	})
+	if err != nil {
+		return place{}, fmt.Errorf("the train of %s: %w", in.Partition, err)
+	}
+	if len(slots) >= p.k {
+		return place{}, errSlotOccupied
+	}
+	// Fewer than k slots are held, so one below k is free (after batch.train was lowered, a
+	// car may hold one past the new length).
+	for slices.Contains(slots, p.slot) {
+		p.slot++
+	}
+	if err := tx.tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(train_seq), 0) + 1 FROM merge_batch WHERE partition_key = ?", in.Partition).Scan(&p.seq); err != nil {
+		return place{}, fmt.Errorf("the end of the train of %s: %w", in.Partition, translate(err))
+	}
+	return p, nil
 }
 
 // suspectGroup names the rows one bisection returned to the waiting set: the batch whose
@@ -431,6 +517,44 @@ type BatchChange struct {
 	// Culprit, when set, names the member a single-member batch of a bisection fails alone with
 	// ("" clears it: an operator resumed the batch instead).
 	Culprit *string
+	// Built, when set, records the branch the car now carries: the car it was built on (0: the
+	// target branch), that commit and its own head; its pipeline wait starts now and nothing of
+	// it is tested yet.
+	Built *Build
+	// Tested, when set, records the head whose pipeline passed (now, on the database clock).
+	Tested *string
+	// ToEnd moves the car to the end of its partition's train: the partition's highest sequence
+	// plus one (ErrRetry when another car took that place at the same moment).
+	ToEnd bool
+}
+
+func nullIfZero(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+// toEnd moves car id of partition behind the last car of its train. The highest sequence is a
+// plain read; a car claimed at the same moment takes the same place first and this write finds
+// the duplicate key: ErrRetry, the step runs again and moves it behind that car.
+func (tx *Tx) toEnd(ctx context.Context, partition string, id int64) error {
+	var last int64
+	if err := tx.tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(train_seq), 0) FROM merge_batch WHERE partition_key = ?", partition).Scan(&last); err != nil {
+		return fmt.Errorf("the end of the train of %s: %w", partition, translate(err))
+	}
+	_, err := tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET train_seq = ? WHERE id = ?", last+1, id)
+	if err = translate(err); errors.Is(err, ErrDuplicate) {
+		return fmt.Errorf("move batch %d to the end of its train: %w", id, ErrRetry)
+	}
+	return err
+}
+
+// Build is what a car's branch was built on and carries.
+type Build struct {
+	BaseBatch int64
+	BaseSHA   string
+	HeadSHA   string
 }
 
 // UpdateBatch writes c to the batch cur, guarded on cur.Version (0 rows → ErrPreempted) and on the
@@ -471,6 +595,13 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	if bisect {
 		a.set("bisections = bisections + 1")
 	}
+	if c.Built != nil {
+		a.set("base_batch = ?, base_sha = ?, head_sha = ?, tested_sha = '', ci_started_at = "+db.now()+", ci_passed_at = NULL",
+			nullIfZero(c.Built.BaseBatch), c.Built.BaseSHA, c.Built.HeadSHA)
+	}
+	if c.Tested != nil {
+		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
+	}
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }
 
@@ -498,15 +629,16 @@ type Settled struct {
 	Removed int         // processing rows removed (FAILED)
 }
 
-// Settle ends a batch (SPEC §5.3, §4 settlement). Its first statement is the guarded batch write
-// — RUNNING/BLOCKED → terminal at the version read, which also frees the partition's slot — so
-// that a second settler (two runs of the batch's task that both read it active: the task's fence
-// stops the stale one first, this guard stands beneath it) fails at once with ErrPreempted and
-// the member resets never run twice. Then, for FAILED, the members' rows in the
-// waiting set are removed in the same transaction (they may be admitted again; the member
-// history keeps them); then the optional member transitions. Members are those the batch holds
-// (Holding), not its history: requests bisection returned are not this batch's to settle. The
-// batch's task is the settler's to finish, in the same transaction (Tx.Settle after FinishTask).
+// Settle ends a batch (docs/invariants.md, 'Settlement is write-ahead and guarded first'). Its
+// first statement is the guarded batch write — RUNNING/BLOCKED → terminal at the version read,
+// which also frees the partition's slot — so that a second settler (two runs of the batch's task
+// that both read it active: the task's fence stops the stale one first, this guard stands
+// beneath it) fails at once with ErrPreempted and the member resets never run twice. Then, for
+// FAILED, the members' rows in the waiting set are removed in the same transaction (they may be
+// admitted again; the member history keeps them); then the optional member transitions. Members are
+// those the batch holds (Holding), not its history: requests bisection returned are not this
+// batch's to settle. The batch's task is the settler's to finish, in the same transaction
+// (Tx.Settle after FinishTask).
 func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	var out Settled
 	err := db.InTx(ctx, func(tx *Tx) error {

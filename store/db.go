@@ -1,6 +1,6 @@
 // Package store is bindery's data layer: the SQL, next to the method that runs it, for MySQL
-// (production) and SQLite (demo, single instance). The invariants of SPEC §5 are kept by the
-// database itself — unique indexes, guarded writes, database-clock comparisons — so that they
+// (production) and SQLite (demo, single instance). The invariants (docs/invariants.md) are kept by
+// the database itself — unique indexes, guarded writes, database-clock comparisons — so that they
 // hold whatever the timing or the number of instances.
 //
 // Driver errors are translated once, here: no rows → ErrNotFound, duplicate key → ErrDuplicate,

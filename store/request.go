@@ -298,11 +298,11 @@ type Change struct {
 	ExpiresIn time.Duration
 }
 
-// Transition moves a request to c.To / c.Step (SPEC §3): it checks the one transition table
-// (illegal → *ErrIllegalTransition, nothing written), then writes operation then binding, each
-// guarded on the version read (I6: 0 rows → ErrPreempted, nothing written), and appends the step
-// to the history, all in one transaction. The returned Request carries the new status, step,
-// versions and MR/pipeline; its times are the database's and are not re-read.
+// Transition moves a request to c.To / c.Step (docs/states.md, 'Binding status'): it checks the one
+// transition table (illegal → *ErrIllegalTransition, nothing written), then writes operation then
+// binding, each guarded on the version read (I6: 0 rows → ErrPreempted, nothing written), and
+// appends the step to the history, all in one transaction. The returned Request carries the new
+// status, step, versions and MR/pipeline; its times are the database's and are not re-read.
 func (db *DB) Transition(ctx context.Context, cur Request, c Change) (Request, error) {
 	var r Request
 	err := db.InTx(ctx, func(tx *Tx) error {

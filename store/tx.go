@@ -34,8 +34,8 @@ type scanner interface {
 }
 
 // maxInList bounds the placeholders of one IN list and the rows of one multi-row insert
-// (SPEC §5.6): bulk paths issue one statement per chunk, never one per row, and never an
-// unbounded statement.
+// (docs/invariants.md, 'Bulk paths'): bulk paths issue one statement per chunk, never one per row,
+// and never an unbounded statement.
 const maxInList = 500
 
 // chunks splits items into slices of at most n.

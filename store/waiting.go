@@ -13,10 +13,10 @@ import (
 type Admission struct {
 	OperationID string
 	Action      state.Action
-	Partition   string // the target's GitLab project (SPEC §5.5)
-	// Change is the change as rendered and validated at admission (SPEC §12.3); the batch runner
-	// commits it as it is, so the request finishes even if its target leaves the catalog. Zero:
-	// not recorded, the runner renders from the catalog (batch.Admit fills it).
+	Partition   string // the target's GitLab project (docs/invariants.md, 'Partitions')
+	// Change is the change as rendered and validated at admission (docs/workflow.md, 'Admission');
+	// the batch runner commits it as it is, so the request finishes even if its target leaves the
+	// catalog. Zero: not recorded, the runner renders from the catalog (batch.Admit fills it).
 	Change AdmittedChange
 }
 
@@ -59,7 +59,7 @@ func (tx *Tx) Admit(ctx context.Context, a Admission) (bool, error) {
 }
 
 // WaitingPlace is where a request stands in its partition's waiting set: "why is my request
-// waiting" (SPEC §12.2).
+// waiting" (docs/workflow.md, 'What the requester is told').
 type WaitingPlace struct {
 	Partition string
 	Action    state.Action
@@ -126,10 +126,10 @@ func (db *DB) PartitionsWaiting(ctx context.Context) ([]string, error) {
 }
 
 // PartitionDue reports whether partition's waiting set should be batched now: a batch closes
-// by size or by age (SPEC §12.5), so it is due when at least max requests wait or the oldest has
-// waited longer than maxWait, by the database clock, or a suspect group (bisection) waits.
-// maxWait ≤ 0: whatever waits is due. Up to three bounded reads on the claim and suspect
-// indexes (at most max rows counted, one row probed for each of the other two).
+// by size or by age (docs/workflow.md, 'Batch rounds'), so it is due when at least max requests
+// wait or the oldest has waited longer than maxWait, by the database clock, or a suspect group
+// (bisection) waits. maxWait ≤ 0: whatever waits is due. Up to three bounded reads on the claim and
+// suspect indexes (at most max rows counted, one row probed for each of the other two).
 func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWait time.Duration) (bool, error) {
 	if maxWait <= 0 {
 		return true, nil

@@ -26,13 +26,13 @@ type ApplyInput struct {
 	Idempotency *store.Answer `json:"-"`
 }
 
-// Apply does the synchronous part of an application (SPEC §4 "async entry"): the target exists,
-// the access mode allows it, the subject can be rendered into the target's path, the relation has
-// no active request; then it writes the first state of the flow workflow.approvalFirst selects —
-// APPROVAL_SENDING (approval-first) or MR_CREATING (legacy) — with its first step's task in the
-// same transaction, and answers at once. The step is data from that commit on: this instance's
-// first-steps lane runs it now (however many batches wait on CI), and if this instance dies
-// before, any other one does.
+// Apply does the synchronous part of an application (docs/workflow.md, 'Applying'): the target
+// exists, the access mode allows it, the subject can be rendered into the target's path, the
+// relation has no active request; then it writes the first state of the flow workflow.approvalFirst
+// selects — APPROVAL_SENDING (approval-first) or MR_CREATING (legacy) — with its first step's task
+// in the same transaction, and answers at once. The step is data from that commit on: this
+// instance's first-steps lane runs it now (however many batches wait on CI), and if this instance
+// dies before, any other one does.
 func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (api.ApplyResult, error) {
 	snap := w.cfg.Current()
 	t, ok := snap.Target(in.TargetKey)

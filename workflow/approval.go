@@ -127,14 +127,14 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 	return r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " answered " + strings.ToLower(t.Status) + ", which did not decide this request"}, nil)
 }
 
-// ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
-// one transaction: the callback is recorded by its own id (a repeat is DUPLICATE), the request is
-// found by operationId and must be the relation's current one and awaiting a decision (SENDING
-// included, and a send that only looked failed: see awaitingDecision), else IGNORED_STALE — 2xx
-// so that the sender stops — with nothing changed. The payload decides the flow: ext.mrId
-// present → the legacy MR-first flow (its MR is approved and merged), absent → approval-first
-// (validated and admitted to the waiting set). So tickets opened before workflow.approvalFirst
-// was switched finish in their own flow.
+// ApprovalCallback handles a verified approval-system callback (docs/workflow.md, 'Approval
+// decisions'). In one transaction: the callback is recorded by its own id (a repeat is DUPLICATE),
+// the request is found by operationId and must be the relation's current one and awaiting a
+// decision (SENDING included, and a send that only looked failed: see awaitingDecision), else
+// IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The payload decides the
+// flow: ext.mrId present → the legacy MR-first flow (its MR is approved and merged), absent →
+// approval-first (validated and admitted to the waiting set). So tickets opened before
+// workflow.approvalFirst was switched finish in their own flow.
 func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error) {
 	mrID, legacy, err := legacyMR(cb)
 	if err != nil {

@@ -11,10 +11,10 @@ import (
 	"bindery/store"
 )
 
-// The close phase (SPEC §4.2): a VALIDATED binding is removed by revocation (owner or ops) or
-// expiry. The binding stays VALIDATED with step CLOSE_STARTED while a delete action of its file
-// goes through the waiting set and a batch like any other member; the batch ends it in CLOSED /
-// CLOSE_SUCCEEDED (re-appliable) or HANDLE_FAILED / CLOSE_FAILED.
+// The close phase (docs/workflow.md, 'Closing a binding'): a VALIDATED binding is removed by
+// revocation (owner or ops) or expiry. The binding stays VALIDATED with step CLOSE_STARTED while a
+// delete action of its file goes through the waiting set and a batch like any other member; the
+// batch ends it in CLOSED / CLOSE_SUCCEEDED (re-appliable) or HANDLE_FAILED / CLOSE_FAILED.
 
 // Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise). Revoking a request
 // whose close phase already started changes nothing and answers its view.

@@ -14,7 +14,7 @@ import (
 	"bindery/store"
 )
 
-// Recovery (SPEC §11.14): every piece of in-flight work is a task with a due time, written in the
+// Recovery (docs/architecture.md): each piece of in-flight work is a task with a due time, in the
 // transaction of the state that needs it, so an instance that dies leaves work that falls due
 // again by itself (a claim's due time is its expiry) and any instance's dispatcher resumes it
 // from the remote state. Operators re-run a stopped step (retry) or settle a batch; the same

@@ -20,7 +20,7 @@ import (
 )
 
 // What the API shows: the request view with its timeline, stage durations and "why is it
-// waiting" (SPEC §12.1, §12.2), the lists, the batches, the preview.
+// waiting" (docs/workflow.md, 'What the requester is told'), the lists, the batches, the preview.
 
 // Stage names (the SPA words them): the step table's (store.StepInfo.Stage).
 const (

@@ -113,12 +113,13 @@ export function ttl(value) {
 }
 
 // What one project's batch round did: the server's RoundOutcome codes (server/openapi.json,
-// workflow.RoundOutcomes), each in words. A test holds this table to the server's list.
+// api.RoundOutcomes), each in words. A test holds this table to the server's list.
 const roundWords = {
   CLAIMED: (p) => `started batch #${p.batchId} with ${p.claimed || 0} request${p.claimed === 1 ? '' : 's'}`,
-  SLOT_OCCUPIED: () => 'a batch of this project is still running; the waiting requests go into the next one',
+  SLOT_OCCUPIED: () => 'the merge train of this project is full; the waiting requests go into the next batch',
   NOTHING_WAITING: () => 'nothing was waiting',
   NOT_DUE: () => 'requests are waiting, but not enough to fill a batch and none long enough (batch.maxRequests, batch.maxWait)',
+  PAUSED: () => 'the queue of this project is paused by an operator; nothing is batched until it is resumed',
   ERROR: () => 'the round failed here (the log has the cause); the next round tries again',
 };
 

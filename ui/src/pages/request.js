@@ -1,5 +1,6 @@
 // Request detail: where one request is, why it waits, what happened when, and what to do next
-// (SPEC §8, §12.1–2). Refreshed live until it settles, then slowly (an operator may retry it).
+// (docs/workflow.md, 'What the requester is told'). Refreshed live until it settles, then slowly
+// (an operator may retry it).
 import {h, swap, loading, errorBox, externalLink, describeError, busyReading, announce} from '../dom.js';
 import {get, post, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';

@@ -1,8 +1,8 @@
 // Command bench measures bindery against its baselines, side by side, and rewrites
-// BENCHMARKS.md (SPEC §9). One command, about ten minutes on the project's 2-core machine:
+// BENCHMARKS.md. One command, about ten minutes on the project's 2-core machine:
 //
-//	go run ./bench                 # every section, 3 runs each, MariaDB at 127.0.0.1:3306
-//	go run ./bench -quick -out -   # a fast smoke of every section, report on stdout
+//	go run ./cmd/bench                 # every section, 3 runs each, MariaDB at 127.0.0.1:3306
+//	go run ./cmd/bench -quick -out -   # a fast smoke of every section, report on stdout
 //
 // Every figure is shown beside its baseline measured in the same run, with the minimum, median
 // and maximum over the runs. The sections reuse the package benchmarks (go test -bench) where
@@ -41,7 +41,7 @@ func main() {
 	os.Exit(code)
 }
 
-// sections, in report order. Each measures one point of SPEC §9 (issue 9's list).
+// sections, in report order. Each measures one point of the Targets table (issue 9's list).
 var sections = []struct {
 	name  string
 	title string
@@ -99,9 +99,9 @@ func quickOr[T any](e *env, full, quick T) T {
 	return full
 }
 
-const usage = `Usage: go run ./bench [flags]
+const usage = `Usage: go run ./cmd/bench [flags]
 
-Measures bindery against its baselines (SPEC §9) and rewrites BENCHMARKS.md below its
+Measures bindery against its baselines and rewrites BENCHMARKS.md below its
 hand-written intro. Sections: %s.
 
 Flags:
@@ -282,18 +282,18 @@ func moduleRoot(ctx context.Context) (string, error) {
 	}
 	mod := strings.TrimSpace(string(out))
 	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the bindery module: run from its checkout (go run ./bench)")
+		return "", errors.New("not inside the bindery module: run from its checkout (go run ./cmd/bench)")
 	}
 	return filepath.Dir(mod), nil
 }
 
 // marker separates the hand-written intro of the report from the generated figures.
-const marker = "<!-- Everything below this line is written by `go run ./bench`; edit the intro above it. -->"
+const marker = "<!-- Everything below this line is written by `go run ./cmd/bench`; edit the intro above it. -->"
 
 // defaultIntro is used when the output file has no intro yet.
 const defaultIntro = `# Benchmarks
 
-Written by ` + "`go run ./bench`" + ` (SPEC §9). Every figure is a median with its minimum and maximum
+Written by ` + "`go run ./cmd/bench`" + `. Every figure is a median with its minimum and maximum
 over the runs, beside its baseline measured in the same run.
 `
 

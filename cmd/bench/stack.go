@@ -63,7 +63,7 @@ import (
 	"os"
 )
 
-// Added by go run ./bench -profile (go build -overlay); not part of the product.
+// Added by go run ./cmd/bench -profile (go build -overlay); not part of the product.
 func init() {
 	if addr := os.Getenv("` + pprofEnv + `"); addr != "" && len(os.Args) > 1 && os.Args[1] == "serve" {
 		go http.ListenAndServe(addr, nil)

@@ -47,7 +47,7 @@ func TestQuickRunWritesEverySection(t *testing.T) {
 	if !strings.HasPrefix(text, intro) || strings.Count(text, marker) != 1 || strings.Contains(text, "Stale figures") {
 		t.Fatalf("intro not kept or old figures not replaced:\n%s", text)
 	}
-	for _, want := range []string{"## Run", "## Targets", "go run ./bench -quick", "load average before"} {
+	for _, want := range []string{"## Run", "## Targets", "go run ./cmd/bench -quick", "load average before"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q", want)
 		}

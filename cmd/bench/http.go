@@ -210,7 +210,7 @@ func httpOn(ctx context.Context, e *env, kind string, warmup time.Duration) (str
 			distOf(sumCPU(r.raw)).show(func(s float64) string { return nanos(s * 1e9) }), distOf(ceiling).show(perSecond),
 			ratios(ceiling, r.raw.rps).show(times)})
 	}
-	rawText := fmt.Sprintf("\nPhysical baselines (`bench/raw.go`), in the same run on the same database server, %d connections in a "+
+	rawText := fmt.Sprintf("\nPhysical baselines (`cmd/bench/raw.go`), in the same run on the same database server, %d connections in a "+
 		"closed loop in the bench process through the pools bindery opens: a transaction of two inserts with unique keys "+
 		"(apply), a point read of three rows by a unique index (status). The raw loop has the cores to itself; bindery "+
 		"shares them with the load generator. The ceiling is what an endpoint doing nothing but the raw operation "+

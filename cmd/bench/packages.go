@@ -36,7 +36,7 @@ func chainSection(ctx context.Context, e *env) (string, []goal, error) {
 	}
 	body := fmt.Sprintf("`go test ./server -bench ChainOverhead -benchtime %s -count %d -benchmem` (`server/bench_test.go`). "+
 		"\"bare\" is the route's handler with its own body binding and the caller the chain would have found; \"chain\" "+
-		"adds everything of SPEC §6.1 in front of it: identity resolution, rate limit (apply), authentication, API metrics, "+
+		"adds the whole interceptor chain (docs/api.md, 'Interceptors') in front of it: identity resolution, rate limit (apply), authentication, API metrics, "+
 		"business-activity metrics (apply), body checks. Both are served by the product's router (httprouter). Bare and "+
 		"chain requests alternate in one loop and each is timed on its own — building the request (parsed as net/http's "+
 		"server would) and its recorder included, the socket not — so both see the same moments of a shared machine; the "+

@@ -151,7 +151,7 @@ func table(rows [][]string) string {
 	return b.String()
 }
 
-// goal is one target of SPEC §9 and what this run measured for it.
+// goal is one target of the report's Targets table and what this run measured for it.
 type goal struct {
 	what, target, measured string
 	status                 goalStatus
@@ -186,7 +186,7 @@ func renderGoals(goals []goal) string {
 	if len(goals) == 0 {
 		return ""
 	}
-	rows := [][]string{{"SPEC §9 target", "goal", "measured (median of the runs)", "status"}}
+	rows := [][]string{{"target", "goal", "measured (median of the runs)", "status"}}
 	for _, g := range goals {
 		rows = append(rows, []string{g.what, g.target, g.measured, g.status.String()})
 	}
@@ -279,7 +279,7 @@ func renderHeader(e *env, m machine) string {
 
 // commandLine is how this run was invoked, as a user would type it.
 func commandLine(args []string) string {
-	out := []string{"go", "run", "./bench"}
+	out := []string{"go", "run", "./cmd/bench"}
 	for _, a := range args {
 		if strings.ContainsAny(a, " '\"") || a == "" {
 			a = "'" + a + "'"
