@@ -80,6 +80,9 @@ type Sims struct {
 	opts     Options
 	bg       service.Base // webhook delivery, time's progress, timed callbacks, periodic saves
 	savedSum [32]byte
+	// transport carries every call the simulators make (webhooks, callbacks): theirs alone, so
+	// that Stop closes the connections they keep open.
+	transport *http.Transport
 }
 
 // New builds the simulators. Nothing runs in the background until Start.
@@ -101,6 +104,10 @@ func New(o Options) *Sims {
 	s.GitLab.OnMerge(s.Deploy.merged)
 	s.Approval = newApproval(o, &s.bg)
 	s.Permission = newPermission(o)
+	s.transport = http.DefaultTransport.(*http.Transport).Clone()
+	for _, hc := range []*http.Client{s.GitLab.hooks.hc, s.Deploy.hc, s.Approval.hc} {
+		hc.Transport = s.transport
+	}
 	s.load()
 	return s
 }
@@ -171,6 +178,8 @@ func (s *Sims) Stop(ctx context.Context) error {
 	s.Permission.gate.stop()
 	s.Approval.gate.stop()
 	err := s.bg.Wait(ctx)
+	// Kept-alive connections to bindery are goroutines of the transport (and of bindery's server).
+	s.transport.CloseIdleConnections()
 	s.save()
 	if err != nil {
 		return fmt.Errorf("simulators: %w", err)
