@@ -164,7 +164,7 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 	}))
 	ctx, cancel := context.WithCancel(bg)
 	sims.Start(ctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close() })
 	t.Cleanup(func() {
 		// Whatever a test did, it left no active batch or in-flight request without its task.
 		if ops, bs, err := db.Orphans(bg, 10); err == nil && len(ops)+len(bs) > 0 {
@@ -184,7 +184,9 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 // ends).
 func (e *env) service(t *testing.T, instance string) *batch.Service {
 	svc, eng := e.held(t, instance)
-	eng.Start()
+	if err := eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	return svc
 }
 

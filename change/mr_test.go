@@ -55,7 +55,7 @@ func setup(t *testing.T) *bundle {
 	srv := httptest.NewServer(sims.Handler())
 	cctx, cancel := context.WithCancel(context.Background())
 	sims.Start(cctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close() })
 	client, err := gitlab.New(src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: srv.URL + "/sim/gitlab"})
 	if err != nil {
 		t.Fatal(err)

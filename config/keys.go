@@ -14,7 +14,7 @@ import (
 // the loader applies it, docs/config.md is generated from it (a test fails when the file is
 // stale), and the ops console reports it.
 //
-// Adding a key: declare it (here, or in an area file such as gitlab.go that calls register
+// Adding a key: declare it (here, or in an area file such as integrations.go that calls register
 // from init), give Snapshot a getter whose doc comment repeats Default and Misconfig (area
 // fields live in a struct embedded in Snapshot), add rows to the misconfig table test
 // (misconfigTable and probes; area test files add theirs from init) and regenerate the docs.

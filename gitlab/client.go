@@ -111,7 +111,7 @@ func reviewerAccounts(snap *config.Snapshot) []account {
 }
 
 // lib returns the library client for a base URL and token, built once: retries off (the
-// workflow retries), no self-throttling from RateLimit headers (the worker pool bounds our
+// workflow retries), no self-throttling from RateLimit headers (the engine's lanes bound our
 // concurrency, and a hidden wait would eat the call's deadline), our HTTP client.
 func (c *Client) lib(base, token string) (*gl.Client, error) {
 	c.mu.Lock()

@@ -69,7 +69,7 @@ func setup(t testing.TB, cfg string, opts ...func(*sim.Options)) *bundle {
 	srv := httptest.NewServer(sims.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	sims.Start(ctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close() })
 	set := metrics.NewSet()
 	c, err := gitlab.New(src, gitlab.Options{Metrics: set, DefaultBaseURL: srv.URL + "/sim/gitlab"})
 	if err != nil {

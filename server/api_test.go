@@ -176,8 +176,13 @@ func rows() []row {
 			want: []string{`"code":"BODY_TOO_LARGE"`}, check: none},
 		{name: "a body that is not JSON by type is 415", call: call{method: "POST", path: "/api/apply", user: "alice", body: "operationId=op-1", ct: "application/x-www-form-urlencoded"}, status: 415,
 			want: []string{`"code":"UNSUPPORTED_MEDIA_TYPE"`}, check: none},
-		{name: "no workflow wired is 503, not a panic", opts: options{noWorkflow: true}, call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 503,
-			want: []string{`"code":"UNAVAILABLE"`}},
+		{name: "a workflow whose dependency is down is 503 UNAVAILABLE",
+			prep: func(h *harness) {
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
+					return api.ApplyResult{}, apperr.New(apperr.Unavailable, "The approval system is not answering; please retry later.")
+				}
+			},
+			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 503, want: []string{`"code":"UNAVAILABLE"`}},
 		{name: "an unexpected workflow error is a generic 500 with the details only in the log",
 			prep: func(h *harness) {
 				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
@@ -264,7 +269,6 @@ func rows() []row {
 			},
 			call: get("/api/preview?target=public-a", "alice"), status: 200, want: []string{"{}"}},
 		{name: "a preview of an unknown target is 200 and empty", call: get("/api/preview?target=nope", "alice"), status: 200, want: []string{"{}"}},
-		{name: "a preview without a workflow is 200 and empty", opts: options{noWorkflow: true}, call: get("/api/preview?target=public-a", "alice"), status: 200, want: []string{"{}"}},
 		{name: "me names the caller and the demo users", call: get("/api/me", "E1001"), status: 200,
 			want: []string{`{"identity":"alice@example.com","displayName":"alice","ops":false,"demo":true,"demoUsers":["alice","bob","ops"]}`}},
 		{name: "me tells an operator the console is theirs", call: get("/api/me", "ops@example.com"), status: 200, want: []string{`"ops":true`}},

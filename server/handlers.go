@@ -21,9 +21,6 @@ import (
 
 // The requester's API. Every handler here runs after authentication: infoOf(r).caller is set.
 
-// errNoWorkflow is the answer of workflow routes until the workflow is wired.
-var errNoWorkflow = apperr.New(apperr.Unavailable, "The request service is not available; please retry later.")
-
 // maxReason bounds an application's reason (characters).
 const maxReason = 1000
 
@@ -82,16 +79,11 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	if !snap.ApplyOpen(s.now()) {
 		// A resend of an application accepted while the window was open (its 202 was lost) is
 		// not a new application: it gets its own answer, DUPLICATE_SUBMIT, not APPLY_CLOSED.
-		if wf != nil {
-			status, res, ok, err := s.resentApplication(r.Context(), b, caller.ID)
-			if err != nil || ok {
-				return status, res, err
-			}
+		status, res, ok, err := s.resentApplication(r.Context(), b, caller.ID)
+		if err != nil || ok {
+			return status, res, err
 		}
 		return 0, nil, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
-	}
-	if wf == nil {
-		return 0, nil, errNoWorkflow
 	}
 	// One commit per application: its idempotency record and answer go into its transaction.
 	return s.answeredOnce(r, "apply", b.OperationID, b, http.StatusAccepted, func(rec store.Answer) (any, error) {
@@ -147,11 +139,7 @@ func (s *Server) ownedRequest(r *http.Request) (api.RequestView, error) {
 	if err := checkOperationID("operationId", id); err != nil {
 		return api.RequestView{}, err
 	}
-	wf := s.deps.Workflow
-	if wf == nil {
-		return api.RequestView{}, errNoWorkflow
-	}
-	v, err := wf.Request(r.Context(), id)
+	v, err := s.deps.Workflow.Request(r.Context(), id)
 	if err != nil {
 		return api.RequestView{}, err
 	}
@@ -219,12 +207,9 @@ func (s *Server) myRequests(w http.ResponseWriter, r *http.Request) (int, any, e
 	return http.StatusOK, page, err
 }
 
-// listQuery reads a list's paging and checks the workflow is there to answer it.
+// listQuery reads a list's paging; it returns the workflow that answers the list.
 func (s *Server) listQuery(r *http.Request) (string, int, Workflow, error) {
 	cursor, limit, err := pageQuery(r)
-	if err == nil && s.deps.Workflow == nil {
-		err = errNoWorkflow
-	}
 	return cursor, limit, s.deps.Workflow, err
 }
 
@@ -277,9 +262,6 @@ func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, erro
 func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*targetYours, error) {
 	out := map[string]*targetYours{}
 	wf := s.deps.Workflow
-	if wf == nil {
-		return out, nil
-	}
 	seen := map[string]bool{}
 	cursor := ""
 	for range maxOwnPages {
@@ -323,7 +305,7 @@ func shortDuration(d time.Duration) string {
 // preview is GET /api/preview?target=K. It never blocks applying: any failure is 200 {}.
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	key := r.URL.Query().Get("target")
-	if _, ok := s.deps.Config.Current().Target(key); !ok || s.deps.Workflow == nil {
+	if _, ok := s.deps.Config.Current().Target(key); !ok {
 		return http.StatusOK, api.Preview{}, nil
 	}
 	p, err := s.deps.Workflow.Preview(r.Context(), key, infoOf(r).caller.ID)

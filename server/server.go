@@ -38,7 +38,9 @@ type Deps struct {
 	// Demo trusts the demo identity header and cookie (docs/api.md, 'Who may call'). Never set in
 	// serve mode.
 	Demo bool
-	// Workflow serves the workflow routes; nil → they answer 503 UNAVAILABLE (preview: {}).
+	// Workflow serves the workflow routes. Required by every route that reads or changes a
+	// request or a batch (a server built without it — the UI's tests of pages and assets — only
+	// serves what needs none).
 	Workflow Workflow
 	// Permissions answers rule-code checks; nil → every check fails closed (403).
 	Permissions Permissions

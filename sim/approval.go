@@ -14,6 +14,7 @@ import (
 	"bindery/api"
 	"bindery/approval"
 	"bindery/config"
+	"bindery/service"
 )
 
 // The simulated approval system. bindery opens tickets with POST /sim/approval/tickets (the
@@ -75,9 +76,7 @@ type Approval struct {
 	nextID    int
 	nextCB    int
 
-	stopCh chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	bg *service.Base // the simulators' service: timed callbacks are its goroutines
 }
 
 type pendingCallback struct {
@@ -85,9 +84,9 @@ type pendingCallback struct {
 	body   api.ApprovalCallback
 }
 
-func newApproval(o Options) *Approval {
+func newApproval(o Options, bg *service.Base) *Approval {
 	return &Approval{opts: o, cfg: o.Config, log: o.Log, gate: newGate(), hc: &http.Client{Timeout: 10 * time.Second},
-		byOp: map[string]*Ticket{}, stopCh: make(chan struct{})}
+		byOp: map[string]*Ticket{}, bg: bg}
 }
 
 // SetFaults pins the knobs for a test, instead of the sim.approval.* configuration.
@@ -191,22 +190,22 @@ func (a *Approval) faultsLocked() ApprovalFaults { // holds a.mu
 	return a.cfg.Current().SimApproval()
 }
 
-// later runs fn after the simulated delay d, unless the simulator stops first.
-func (a *Approval) later(d time.Duration, fn func()) {
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+// later runs fn after the simulated delay d, unless the simulators stop first. While they do not
+// run (before Start, after Stop) nothing is sent: the decision stays undelivered on its ticket,
+// and the next Start sends it (resendUndelivered).
+func (a *Approval) later(d time.Duration, fn func(ctx context.Context)) {
+	a.bg.Go(func(ctx context.Context) {
 		if d = scaled(a.cfg, d); d > 0 {
 			t := time.NewTimer(d)
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-a.stopCh:
+			case <-ctx.Done():
 				return
 			}
 		}
-		fn()
-	}()
+		fn(ctx)
+	})
 }
 
 // enqueue schedules a decided ticket's callback under the knobs in force. Reordering is
@@ -216,18 +215,18 @@ func (a *Approval) enqueue(cb pendingCallback) { // holds a.mu
 	switch {
 	case f.Reorder && a.held == nil:
 		a.held = &cb // wait for the next decision; a lone one goes out after 2s anyway
-		a.later(f.CallbackDelay+2*time.Second, func() { a.flushHeld(cb.body.CallbackID) })
+		a.later(f.CallbackDelay+2*time.Second, func(ctx context.Context) { a.flushHeld(ctx, cb.body.CallbackID) })
 	case f.Reorder:
 		a.gate.faults.add("callbacks_reordered")
 		held := *a.held
 		a.held = nil
-		a.later(f.CallbackDelay, func() { a.sendAll(cb, held) })
+		a.later(f.CallbackDelay, func(ctx context.Context) { a.sendAll(ctx, cb, held) })
 	default:
-		a.later(f.CallbackDelay, func() { a.sendAll(cb) })
+		a.later(f.CallbackDelay, func(ctx context.Context) { a.sendAll(ctx, cb) })
 	}
 }
 
-func (a *Approval) flushHeld(callbackID string) {
+func (a *Approval) flushHeld(ctx context.Context, callbackID string) {
 	a.mu.Lock()
 	held := a.held
 	if held == nil || held.body.CallbackID != callbackID {
@@ -236,12 +235,12 @@ func (a *Approval) flushHeld(callbackID string) {
 	}
 	a.held = nil
 	a.mu.Unlock()
-	a.sendAll(*held)
+	a.sendAll(ctx, *held)
 }
 
 // sendAll sends callbacks in order, each twice when the duplicate knob says so; a lost one
 // (sim.approval.callbackLossRate) is recorded as never delivered.
-func (a *Approval) sendAll(cbs ...pendingCallback) {
+func (a *Approval) sendAll(ctx context.Context, cbs ...pendingCallback) {
 	for _, cb := range cbs {
 		if chance(a.faults().CallbackLossRate) {
 			a.gate.faults.add("callback_lost")
@@ -250,29 +249,29 @@ func (a *Approval) sendAll(cbs ...pendingCallback) {
 			a.mu.Unlock()
 			continue
 		}
-		a.send(cb)
+		a.send(ctx, cb)
 		if chance(a.faults().DuplicateRate) {
 			a.gate.faults.add("callback_duplicated")
-			a.send(cb)
+			a.send(ctx, cb)
 		}
 	}
 }
 
 // send delivers one callback, signed at each attempt, retrying (up to 6 attempts) until bindery
 // answers 2xx. IGNORED_STALE and DUPLICATE answers are 2xx, so they end the retries too.
-func (a *Approval) send(cb pendingCallback) {
+func (a *Approval) send(ctx context.Context, cb pendingCallback) {
 	body, _ := json.Marshal(cb.body)
 	rec := CallbackRecord{TicketID: cb.ticket.ID, CallbackID: cb.body.CallbackID, Result: cb.body.Result}
 	backoff := 100 * time.Millisecond
 	for attempt := 1; attempt <= 6; attempt++ {
 		rec.Attempts = attempt
-		rec.Status = a.post(cb.ticket.callbackURL, body)
+		rec.Status = a.post(ctx, cb.ticket.callbackURL, body)
 		if rec.Status >= 200 && rec.Status < 300 {
 			break
 		}
 		select {
 		case <-time.After(scaled(a.cfg, backoff)):
-		case <-a.stopCh:
+		case <-ctx.Done():
 			attempt = 6
 		}
 		backoff *= 2
@@ -288,16 +287,7 @@ func (a *Approval) send(cb pendingCallback) {
 	a.mu.Unlock()
 }
 
-func (a *Approval) post(url string, body []byte) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-a.stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+func (a *Approval) post(ctx context.Context, url string, body []byte) int {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0
@@ -312,12 +302,6 @@ func (a *Approval) post(url string, body []byte) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func (a *Approval) stop() {
-	a.once.Do(func() { close(a.stopCh) })
-	a.gate.stop()
-	a.wg.Wait()
 }
 
 // ---- HTTP ----

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -327,24 +326,6 @@ func (g *GitLab) Sync() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.advance(g.clock.Now())
-}
-
-// run progresses time-driven state and delivers webhooks until ctx ends.
-func (g *GitLab) run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { defer close(done); g.hooks.run(ctx) }()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			g.gate.stop()
-			<-done
-			return
-		case <-t.C:
-			g.Sync()
-		}
-	}
 }
 
 // ---- accounts ----

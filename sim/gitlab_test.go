@@ -95,7 +95,7 @@ func newEnv(t *testing.T, cfg string, clock sim.Clock) *env {
 	srv := httptest.NewServer(sims.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	sims.Start(ctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close(); bindery.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close(); bindery.Close() })
 	return &env{sims: sims, url: srv.URL, bindery: bindery.URL, hook: rec, src: src}
 }
 

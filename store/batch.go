@@ -651,8 +651,9 @@ type Settled struct {
 
 // Settle ends a batch (docs/invariants.md, 'Settlement is write-ahead and guarded first'). Its
 // first statement is the guarded batch write — RUNNING/BLOCKED → terminal at the version read,
-// which also frees the partition's slot — so that a second settler (the lease sweep racing the
-// running worker) fails at once with ErrPreempted and the member resets never run twice. Then, for
+// which also frees the partition's slot — so that a second settler (two runs of the batch's task
+// that both read it active: the task's fence stops the stale one first, this guard stands
+// beneath it) fails at once with ErrPreempted and the member resets never run twice. Then, for
 // FAILED, the members' rows in the waiting set are removed in the same transaction (they may be
 // admitted again; the member history keeps them); then the optional member transitions. Members are
 // those the batch holds (Holding), not its history: requests bisection returned are not this

@@ -561,8 +561,8 @@ func TestConcurrentTransitionsFromOneReadHaveOneWinner(t *testing.T) {
 	})
 }
 
-// Two settlers at once (the lease sweep and the running worker): the first statement of the
-// second one fails, so the member resets run once.
+// Two settlers at once (two runs of the batch's task that both read it active): the first
+// statement of the second one fails, so the member resets run once.
 func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 30)

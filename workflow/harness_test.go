@@ -191,7 +191,9 @@ func (h *harness) start(o options) {
 	h.handler.Store(srv.Handler())
 	h.t.Cleanup(eng.Kill)
 	if !o.noDispatch {
-		eng.Start()
+		if err := eng.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -309,7 +311,7 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()
 		_ = h.currentEngine().Stop(sctx)
-		h.sims.Stop()
+		h.sims.Stop(sctx)
 		ts.Close()
 	})
 	return h

@@ -238,7 +238,7 @@ func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run, n
 	sims.Start(sctx)
 	defer func() {
 		stopSims()
-		sims.Stop()
+		_ = sims.Stop(context.Background())
 		srv.Close()
 	}()
 

@@ -380,7 +380,8 @@ func (s *stack) stop() {
 	}
 }
 
-// errNoWorkflow: the binary answers 503 on the workflow routes (app.Options.Services not wired).
+// errNoWorkflow: the binary answers 503 on the workflow routes (builds from before the app
+// always wired its workflow).
 var errNoWorkflow = errors.New("the workflow is not wired in this build: POST /api/apply answers 503 UNAVAILABLE")
 
 // probeApply sends one application and says whether the workflow answers.
