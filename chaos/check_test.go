@@ -119,7 +119,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // timeline is a request's step history, for the message that names it.
 func (c *checker) timeline(operationID string) string {
-	rows := c.rowsOf(`SELECT step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY id`, operationID)
+	rows := c.rowsOf(`SELECT step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY seq`, operationID)
 	return "    " + strings.Join(rows, "\n    ")
 }
 
@@ -253,8 +253,10 @@ func (c *checker) invariants() {
 		`SELECT b.subject_id, b.target_key, b.version, COUNT(o.id) applications FROM binding b JOIN operation o ON o.subject_id = b.subject_id AND o.target_key = b.target_key
 		  GROUP BY b.id, b.subject_id, b.target_key, b.version HAVING b.version < COUNT(o.id)`)
 	c.none("I6: a step row earlier than the one before it",
-		`SELECT s2.operation_id, s1.at, s2.at FROM operation_step s1 JOIN operation_step s2 ON s2.operation_id = s1.operation_id AND s2.id > s1.id
+		`SELECT s2.operation_id, s1.at, s2.at FROM operation_step s1 JOIN operation_step s2 ON s2.operation_id = s1.operation_id AND s2.seq > s1.seq
 		  WHERE s2.at < s1.at - INTERVAL 1 SECOND`)
+	c.none("I6: a step row numbered past its operation's version (the history's order is the versions')",
+		`SELECT s.operation_id, s.seq, o.version FROM operation_step s JOIN operation o ON o.operation_id = s.operation_id WHERE s.seq > o.version OR s.seq < 1`)
 	c.none("I6: a batch or binding with a version below 1",
 		`SELECT 'batch' kind, id FROM merge_batch WHERE version < 1 UNION ALL SELECT 'binding', id FROM binding WHERE version < 1`)
 	// Validated exactly once: the MERGED → VALIDATED flip is written once per operation.

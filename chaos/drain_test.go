@@ -161,7 +161,7 @@ func (o *operator) act(ctx context.Context, t *testing.T) {
 			if it.Status == "HANDLE_FAILED" || it.Status == "CREATE_FAILED" {
 				// Why the operator had to act: the notes of the request's last steps (a
 				// long run's report explains each kind of retry).
-				notes, _ := column[string](o.db, `SELECT note FROM operation_step WHERE operation_id = ? ORDER BY id DESC LIMIT 3`, it.OperationID)
+				notes, _ := column[string](o.db, `SELECT note FROM operation_step WHERE operation_id = ? ORDER BY seq DESC LIMIT 3`, it.OperationID)
 				t.Logf("operator: retry %s at %s (%s): %q", it.OperationID, it.Step.Name, it.Status, notes)
 			}
 			status, _ := o.c.call(ctx, "POST", "/api/ops/requests/"+it.OperationID+"/retry", opsIdentity, fmt.Sprintf(`{"operationId":%q}`, o.key("retry")))

@@ -325,7 +325,9 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 }
 
 // readWaiting is a plain read (I3) of up to max waiting rows of the partition matching cond,
-// admitted before the database's now, in the order they came.
+// admitted before the database's now, in the order they came: by the database clock, the id only
+// ordering rows admitted in the same microsecond (millisecond on SQLite) — never by itself, since
+// a distributed MySQL hands ids out in blocks per server.
 func (tx *Tx) readWaiting(ctx context.Context, in ClaimInput, batchID int64, cond string, max int) ([]Member, error) {
 	db := tx.db
 	q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND " + cond +
@@ -446,10 +448,12 @@ func (tx *Tx) readSuspects(ctx context.Context, in ClaimInput, batchID int64) ([
 	return out, read[0].g, nil
 }
 
-// Members returns the requests batch id claimed, from the append-only history, in claim order:
-// every request it ever claimed, also those bisection later returned to the waiting set.
+// Members returns the requests batch id claimed, from the append-only history: every request it
+// ever claimed, also those bisection later returned to the waiting set. They come in the order
+// they were admitted — the waiting rows' (created_at, id), which the history keeps as (queued_at,
+// request_id) — as Holding and BatchRequests give them; the history's own ids are no order.
 func (db *DB) Members(ctx context.Context, batchID int64) ([]Member, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY id", batchID)
+	rows, err := db.ro.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY queued_at, request_id", batchID)
 	return collect(rows, err, scanMember)
 }
 
@@ -736,19 +740,30 @@ type BatchFilter struct {
 	Page
 }
 
-// BatchWithMembers is a batch and its members' applications, in claim order.
+// BatchWithMembers is a batch and its members' applications, in the order they were admitted.
 type BatchWithMembers struct {
 	Batch   Batch
 	Members []Operation
 }
 
-// Batches lists batches newest first, each with its members (two queries per page).
+// Batches lists batches newest first, each with its members (two queries per page). Newest by
+// the database clock (created_at, then id): ids are no order on a distributed MySQL.
 func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, string, error) {
-	c, after, err := decodeCursor(f.Cursor, false)
+	c, after, err := decodeCursor(f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	q := "SELECT " + batchColumns + " FROM merge_batch WHERE 1 = 1"
+	// Through the index of the filter, walked from its newest end until the page is full: on a
+	// table of a few dozen batches the optimizers would rather sort it whole, and the page must
+	// stay a bounded walk when it holds years of them.
+	through := "idx_merge_batch_created"
+	switch {
+	case f.Partition != "":
+		through = "idx_merge_batch_partition_created"
+	case f.Status != "":
+		through = "idx_merge_batch_status_created"
+	}
+	q := "SELECT " + batchColumns + " FROM " + db.hinted("merge_batch", through) + " WHERE 1 = 1"
 	var args []any
 	if f.Partition != "" {
 		q += " AND partition_key = ?"
@@ -759,17 +774,17 @@ func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, s
 		args = append(args, f.Status)
 	}
 	if after {
-		q += " AND id < ?"
-		args = append(args, c.ID)
+		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
 	}
-	q += " ORDER BY id DESC LIMIT ?"
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
 	args = append(args, f.limit()+1)
 	rows, err := db.ro.QueryContext(ctx, q, args...)
 	batches, err := collect(rows, err, scanBatch)
 	if err != nil {
 		return nil, "", err
 	}
-	batches, next := trimPage(batches, f.limit(), func(b Batch) cursor { return cursor{ID: b.ID} }, false)
+	batches, next := trimPage(batches, f.limit(), func(b Batch) cursor { return cursor{ID: b.ID, At: b.CreatedAt} })
 	out := make([]BatchWithMembers, len(batches))
 	index := map[int64]int{}
 	ids := make([]any, len(batches))
@@ -782,7 +797,7 @@ func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, s
 		return out, next, nil
 	}
 	mrows, err := db.ro.QueryContext(ctx, "SELECT m.batch_id, "+prefixed("o.", operationColumns)+" FROM merge_batch_member m "+
-		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id IN "+inList(len(ids))+" ORDER BY m.batch_id, m.id", ids...)
+		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id IN "+inList(len(ids))+" ORDER BY m.batch_id, m.queued_at, m.request_id", ids...)
 	if err != nil {
 		return nil, "", translate(err)
 	}

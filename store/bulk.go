@@ -88,7 +88,11 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		if err := requireN(res, err, len(eligible), "move %d bindings to %s", len(eligible), c.To); err != nil {
 			return nil, err
 		}
-		if err := insertSteps(ctx, tx.tx, eligible, c.Step, c.To, c.Note); err != nil {
+		steps := make([]stepRow, len(moved))
+		for i, o := range moved {
+			steps[i] = stepRow{o.OperationID, o.Version + 1}
+		}
+		if err := insertSteps(ctx, tx.tx, steps, c.Step, c.To, c.Note); err != nil {
 			return nil, err
 		}
 		for _, o := range moved {

@@ -165,10 +165,11 @@ func (tx *Tx) mrMembers(ctx context.Context, project string, iid int64, ids []st
 }
 
 // LastDeploy is the deploy callback of project received last (ok false: none yet): what bindery
-// last knew of the project's deploys, for a request whose own callback is overdue.
+// last knew of the project's deploys, for a request whose own callback is overdue. Last by the
+// database clock, never by id (ids are no order on a distributed MySQL).
 func (db *DB) LastDeploy(ctx context.Context, project string) (mrIID int64, at time.Time, ok bool, err error) {
 	var t dbTime
-	err = db.ro.QueryRowContext(ctx, "SELECT mr_iid, received_at FROM deploy_callback WHERE project = ? ORDER BY id DESC LIMIT 1", project).Scan(&mrIID, &t)
+	err = db.ro.QueryRowContext(ctx, "SELECT mr_iid, received_at FROM deploy_callback WHERE project = ? ORDER BY received_at DESC, id DESC LIMIT 1", project).Scan(&mrIID, &t)
 	switch err = translate(err); {
 	case errors.Is(err, ErrNotFound):
 		return 0, time.Time{}, false, nil

@@ -69,26 +69,27 @@ func operationByID(ctx context.Context, q queryer, operationID string) (Operatio
 	return o, nil
 }
 
-// OperationsBySubject lists a subject's applications newest first ("my requests").
+// OperationsBySubject lists a subject's applications newest first ("my requests"): by the
+// database clock (created_at, then id), since ids are no order on a distributed MySQL.
 func (db *DB) OperationsBySubject(ctx context.Context, subjectID string, p Page) ([]Operation, string, error) {
-	c, after, err := decodeCursor(p.Cursor, false)
+	c, after, err := decodeCursor(p.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	q := "SELECT " + operationColumns + " FROM operation WHERE subject_id = ?"
 	args := []any{subjectID}
 	if after {
-		q += " AND id < ?"
-		args = append(args, c.ID)
+		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
 	}
-	q += " ORDER BY id DESC LIMIT ?"
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
 	args = append(args, p.limit()+1)
 	rows, err := db.ro.QueryContext(ctx, q, args...)
 	ops, err := collect(rows, err, scanOp)
 	if err != nil {
 		return nil, "", err
 	}
-	ops, next := trimPage(ops, p.limit(), func(o Operation) cursor { return cursor{ID: o.ID} }, false)
+	ops, next := trimPage(ops, p.limit(), func(o Operation) cursor { return cursor{ID: o.ID, At: o.CreatedAt} })
 	return ops, next, nil
 }
 
@@ -117,7 +118,7 @@ var unfinished = []state.BindingStatus{
 
 // StuckOperations lists applications by status (and step), the longest unchanged first.
 func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, string, error) {
-	c, after, err := decodeCursor(f.Cursor, true)
+	c, after, err := decodeCursor(f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -158,7 +159,7 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 	if err != nil {
 		return nil, "", err
 	}
-	ops, next := trimPage(ops, f.limit(), func(o Operation) cursor { return cursor{ID: o.ID, At: o.UpdatedAt} }, true)
+	ops, next := trimPage(ops, f.limit(), func(o Operation) cursor { return cursor{ID: o.ID, At: o.UpdatedAt} })
 	return ops, next, nil
 }
 

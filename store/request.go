@@ -221,14 +221,14 @@ func (tx *Tx) insertFirstSteps(ctx context.Context, apps []Application) error {
 		status state.BindingStatus
 	}
 	var order []first
-	ids := map[first][]string{}
+	ids := map[first][]stepRow{}
 	var tasks []TaskSpec
 	for _, a := range apps {
 		f := first{a.Step, a.Status}
 		if _, ok := ids[f]; !ok {
 			order = append(order, f)
 		}
-		ids[f] = append(ids[f], a.OperationID)
+		ids[f] = append(ids[f], stepRow{a.OperationID, 1})
 		if a.Task != nil {
 			t := *a.Task
 			t.Ref = a.OperationID
@@ -346,7 +346,7 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if err := requireOne(res, err, "transition binding of %s", op.OperationID); err != nil {
 		return Request{}, err
 	}
-	if err := insertSteps(ctx, tx.tx, []string{op.OperationID}, c.Step, c.To, c.Note); err != nil {
+	if err := insertSteps(ctx, tx.tx, []stepRow{{op.OperationID, op.Version + 1}}, c.Step, c.To, c.Note); err != nil {
 		return Request{}, err
 	}
 
@@ -688,7 +688,7 @@ func (db *DB) statusRequestQuery() string {
 		// The failed job of the request's own pipeline (legacy); statusMore reads its batch's.
 		" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = o.pipeline_id" +
 		" LEFT JOIN operation_step s ON s.operation_id = o.operation_id" +
-		" WHERE o.operation_id = ? ORDER BY s.id"
+		" WHERE o.operation_id = ? ORDER BY s.seq"
 }
 
 // statusMoreTexts builds statusMore's query for every combination of parts.
@@ -728,10 +728,15 @@ func (db *DB) statusMoreQuery(p statusParts) string {
 		cols = append(cols, prefixed("mb.", batchBriefColumns),
 			"w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, "+ahead, prefixed("bb.", batchBriefColumns),
 			db.taskBriefColumnsOf("bt."), db.queuedAhead("bt"), "fj.job_id, fj.name, fj.web_url")
-		from += " LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
-			// MAX, not ORDER BY id DESC LIMIT 1: the latter tempts MariaDB into walking the primary
-			// key backwards through the whole waiting set, looking for this operation's row.
-			" LEFT JOIN merge_batch_request w ON w.id = (SELECT MAX(r.id) FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL)" +
+		// The latest claim and the latest waiting row, by the database clock: ids are no order
+		// (a distributed MySQL hands them out in blocks per server). A request's claims are a
+		// batch's run apart; the id breaks a tie of SQLite's milliseconds, where it is the order
+		// of insertion. A request has at most one waiting row per action, found on its unique
+		// key; no index holds them in this order (an id order once tempted MariaDB into walking
+		// the primary key backwards through the whole waiting set).
+		from += " LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.claimed_at DESC, m.id DESC LIMIT 1)" +
+			" LEFT JOIN merge_batch_request w ON w.id = (SELECT r.id FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL" +
+			" ORDER BY r.created_at DESC, r.id DESC LIMIT 1)" +
 			" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
 			" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
 			" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = mb.pipeline_id"

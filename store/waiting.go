@@ -80,14 +80,17 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	var id int64
 	var since dbTime
 	var of, round sql.NullInt64
+	// Its latest admission by the database clock, never by id (ids are no order on a distributed
+	// MySQL); a request has at most one waiting row per action.
 	err := db.ro.QueryRowContext(ctx, "SELECT id, partition_key, action, created_at, suspect_of, suspect_round FROM merge_batch_request "+
-		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since, &of, &round)
+		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since, &of, &round)
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
 	}
 	w.Since = since.T
 	// Counted in the claim's order: the suspect groups of a bisection first (latest round
-	// first, see readSuspects), then (created_at, id).
+	// first, see readSuspects), then (created_at, id) — the id only orders rows admitted in the
+	// same microsecond (millisecond on SQLite), the same way for the claim and the count.
 	at := db.timeArg(w.Since)
 	q := "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL " +
 		"AND (suspect_round IS NOT NULL OR created_at < ? OR (created_at = ? AND id < ?))"
