@@ -3,6 +3,7 @@ package store_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -341,4 +342,46 @@ func TestTheUpgradeNumbersTheStepHistory(t *testing.T) {
 			t.Fatalf("steps after the upgrade %+v %v", steps, err)
 		}
 	})
+}
+
+// Every table with an AUTO_INCREMENT id asks TiDB for one id sequence across its servers, in the
+// comment form MySQL and MariaDB ignore — and they do: the migrations apply on MariaDB and
+// create each of those tables with its options.
+func TestAutoIncrementTablesAskTiDBForOneSequence(t *testing.T) {
+	const option = "/*T![auto_id_cache] AUTO_ID_CACHE=1 */"
+	migs, err := store.Migrations(schema.FS, store.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for _, m := range migs {
+		for _, stmt := range store.SplitStatements(m.SQL) {
+			name, ok := strings.CutPrefix(stmt, "CREATE TABLE IF NOT EXISTS ")
+			if !ok || !strings.Contains(stmt, "AUTO_INCREMENT") {
+				continue
+			}
+			name, _, _ = strings.Cut(name, " ")
+			tables = append(tables, name)
+			if !strings.HasSuffix(stmt, option) {
+				t.Errorf("%s: table %s has an AUTO_INCREMENT id but not %s", m.Name, name, option)
+			}
+		}
+	}
+	if len(tables) < 9 {
+		t.Fatalf("found %d tables with AUTO_INCREMENT ids (%v): the migrations were not read", len(tables), tables)
+	}
+	db := storetest.MySQL(t)
+	for _, table := range tables {
+		var engine, collation string
+		if err := db.Raw().QueryRowContext(bg, "SELECT ENGINE, TABLE_COLLATION FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+			table).Scan(&engine, &collation); err != nil {
+			t.Fatalf("table %s: %v", table, err)
+		}
+		if engine != "InnoDB" || collation != "utf8mb4_bin" {
+			t.Errorf("table %s: %s, %s — the options before the comment were not applied", table, engine, collation)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND EXTRA LIKE '%auto_increment%'", table); n != 1 {
+			t.Errorf("table %s: %d AUTO_INCREMENT columns", table, n)
+		}
+	}
 }

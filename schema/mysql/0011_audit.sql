@@ -11,4 +11,4 @@ CREATE TABLE IF NOT EXISTS audit_log (
   request_id VARCHAR(64)  NOT NULL,
   PRIMARY KEY (id),
   UNIQUE KEY uq_audit_event (event_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
