@@ -108,7 +108,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 
 // MySQLConfig parses a go-sql-driver DSN (without the mysql:// prefix) and applies the settings
 // bindery relies on: parsed DATETIMEs, UTC on both sides (every comparison uses the database's
-// clock, so the session zone must not vary by host), utf8mb4.
+// clock, so the session zone must not vary by host), utf8mb4, changed-row counts.
 func MySQLConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -120,6 +120,10 @@ func MySQLConfig(dsn string) (*mysql.Config, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	// Affected rows are the rows a statement changed, not the rows it found: an application's
+	// binding insert reads 0 for a relation that has its row (ON DUPLICATE KEY UPDATE id = id) and
+	// then refuses an active one (I5). A DSN's clientFoundRows would make it read 1.
+	cfg.ClientFoundRows = false
 	if cfg.Collation == "" {
 		cfg.Collation = "utf8mb4_bin"
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -383,5 +384,28 @@ func TestAutoIncrementTablesAskTiDBForOneSequence(t *testing.T) {
 		if n := count(t, db, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND EXTRA LIKE '%auto_increment%'", table); n != 1 {
 			t.Errorf("table %s: %d AUTO_INCREMENT columns", table, n)
 		}
+	}
+}
+
+// Affected rows are the rows a statement changed: an application's binding insert reads 0 for a
+// relation that has its row, and must then refuse an active one (I5). A DSN asking the driver for
+// found rows (clientFoundRows) would make that insert read 1 and accept the application silently;
+// bindery overrides it.
+func TestAFoundRowsDSNStillCountsChangedRows(t *testing.T) {
+	dsn := storetest.MySQLDSN(t)
+	if strings.Contains(dsn, "?") {
+		dsn += "&clientFoundRows=true"
+	} else {
+		dsn += "?clientFoundRows=true"
+	}
+	db := storetest.Open(t, dsn, storetest.DefaultOptions())
+	mustApply(t, db, application("op-1", "zoe", "t"))
+	_, err := db.Apply(bg, application("op-2", "zoe", "t"))
+	var busy *store.ErrApplyInProgress
+	if !errors.As(err, &busy) {
+		t.Fatalf("an application over an active relation: %v, want it refused", err)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM binding WHERE operation_id = 'op-1'"); n != 1 {
+		t.Fatalf("the relation's row moved off op-1")
 	}
 }
