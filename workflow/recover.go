@@ -333,7 +333,22 @@ func (w *Workflow) RunRound(ctx context.Context) (api.RoundResult, error) {
 // GitLabEvent takes a verified GitLab webhook as a hint: the work waiting on that MR (a batch, a
 // legacy request) is due now, on whichever instance claims it first — this one is nudged. The
 // steps still read the remote state before acting, so a forged or stale event changes nothing.
-func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
+//
+// A database conflict (a deadlock with a step or a claim that holds the same task's row) is
+// tried again within the request: the wakes are idempotent, and a 5xx would count towards the
+// failures that make GitLab disable the hook.
+func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (res api.CallbackResult, err error) {
+	err = retryPreempted(ctx, func() error {
+		var err error
+		if res, err = w.gitlabEvent(ctx, ev); errors.Is(err, store.ErrRetry) {
+			w.log.InfoContext(ctx, "a GitLab webhook lost a database conflict; handling it again", "project", ev.Project, "mr", ev.MRIID, "err", err)
+		}
+		return err
+	})
+	return res, err
+}
+
+func (w *Workflow) gitlabEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
 	if ev.MRIID <= 0 {
 		return w.branchPipelineEvent(ctx, ev)
 	}

@@ -33,7 +33,12 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (a
 	if !w.catalogProject(cb.Project) {
 		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
 	}
-	d, err := w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
+	var d store.Deployed
+	err := retryPreempted(ctx, func() error { // a deadlock is tried again here, not by the sender
+		var err error
+		d, err = w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
+		return err
+	})
 	switch {
 	case errors.Is(err, store.ErrUnknownMR):
 		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("bindery opened no merge request !%d in %s", cb.MRIID, cb.Project))
