@@ -148,7 +148,7 @@ func (c *checker) leftovers(quiet bool) {
 			break
 		}
 		visible := l.status == "CREATE_FAILED" || l.status == "HANDLE_FAILED" || (l.step >= 10501 && l.step < 10601) ||
-			(l.status == "MERGED" && time.Since(l.at) > deployOverdue)
+			((l.status == "MERGED" || l.status == "VALIDATED" && l.step == 10204) && time.Since(l.at) > deployOverdue)
 		c.t.Errorf("request %s unfinished after the drain: status %s step %d batch %d task %q, unchanged since %s; in the ops console's stuck list: %t; timeline:\n%s",
 			l.id, l.status, l.step, l.batch, l.task, l.at.Format(time.RFC3339Nano), visible, c.timeline(l.id))
 	}

@@ -194,6 +194,35 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 	}, replayStored)
 }
 
+// withdraw is POST /api/requests/:operationId/withdraw (owner or ops): closes a request that
+// failed on its way to being in effect, so that its requester can apply again; 409 otherwise.
+// Withdrawing a withdrawn request answers its view again.
+func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b revokeBody // the same body: the action's own id, an optional reason for the audit log
+	if err := bindJSON(r, &b, true); err != nil {
+		return 0, nil, err
+	}
+	if err := checkOperationID("operationId", b.OperationID); err != nil {
+		return 0, nil, err
+	}
+	if err := checkReason(b.Reason); err != nil {
+		return 0, nil, err
+	}
+	v := infoOf(r).owned
+	params := map[string]any{"request": v.OperationID, "reason": b.Reason, operatorParam: infoOf(r).caller.ID}
+	return s.idempotent(w, r, "withdraw", b.OperationID, params, func() (int, any, error) {
+		withdrawn := v.Status == state.StatusClosed && v.Step.Code == int(state.StepWithdrawn)
+		if !v.Withdrawable && !withdrawn {
+			return 0, nil, apperr.New(apperr.Conflict, "Only a request that failed can be withdrawn; this one is %s.", v.Status)
+		}
+		if err := s.audit(r, "withdraw", b.OperationID, params); err != nil {
+			return 0, nil, err
+		}
+		out, err := s.deps.Workflow.Withdraw(r.Context(), v.OperationID, infoOf(r).caller.ID)
+		return http.StatusAccepted, out, err
+	}, replayStored)
+}
+
 // myRequests is GET /api/my/requests?cursor=&limit=: the caller's requests, newest first.
 func (s *Server) myRequests(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	cursor, limit, wf, err := s.listQuery(r)

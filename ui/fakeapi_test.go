@@ -254,7 +254,7 @@ func (fr *fakeRequest) move(status state.BindingStatus, step state.Step, at time
 	}
 	v.Stage = workflow.CurrentStage(status, step, last)
 	v.NextAction = state.NextActionFor(status, step)
-	v.NextActionText = workflow.ActionText(status, v.NextAction)
+	v.NextActionText = explain.NextActionText(v.NextAction)
 	v.UpdatedAt = at
 }
 
