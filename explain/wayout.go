@@ -114,3 +114,13 @@ func Rejected(decision string) string {
 	}
 	return decision + " This request is finished without effect. You can apply again."
 }
+
+// Removing is what a requester reads while their binding's removal runs (revoked or expired):
+// it stays in effect until the deploy that includes the removal's merge; merged says the
+// removal merged already.
+func Removing(merged bool) string {
+	if merged {
+		return "Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed."
+	}
+	return "The binding is being removed: it stays in effect until the removal is merged and deployed."
+}

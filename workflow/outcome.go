@@ -10,8 +10,9 @@ import (
 	"bindery/store"
 )
 
-// The words of a request that ended or stopped: how a CLOSED request ended (revoked by whom,
-// expired, withdrawn), and for a failed one what bindery knows of the cause with both ways out
+// The words of a request that ended, stopped or is being removed: how a CLOSED request ended
+// (revoked by whom, expired, withdrawn), that a removal keeps the binding in effect until its
+// deploy, and for a failed one what bindery knows of the cause with both ways out
 // — the requester's (withdraw and apply again, or ask where support.contact says) and the
 // operator's (retry or withdraw).
 
@@ -19,6 +20,8 @@ import (
 func (w *Workflow) outcome(v *api.RequestView, d store.RequestDetail, status state.BindingStatus) {
 	op := d.Operation
 	switch {
+	case status == state.StatusValidated && v.NextAction == state.NextWait && op.Step >= state.StepCloseStarted:
+		v.NextActionText = explain.Removing(op.Step == state.StepCloseMerged)
 	case status == state.StatusRejected:
 		rejected(v, d.Steps)
 	case status == state.StatusClosed:

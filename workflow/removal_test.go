@@ -74,6 +74,7 @@ func TestARemovalsDeployCallbackIsAcceptedAndMovesTheWatermark(t *testing.T) {
 		v := h.waitState(alice, state.StatusValidated, state.StepCloseMerged)
 		wantState(t, v, state.StatusValidated, state.StepCloseMerged, state.NextWait)
 		if v.Step.Label != "Removal merged, waiting for the deploy" || v.Stage != "close" ||
+			v.NextActionText != "Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed." ||
 			!strings.Contains(v.Waiting.WaitingFor, "the deploy pipeline to report that the removal (merge request !") {
 			t.Fatalf("the merged removal reads %q at stage %s, waiting for %q", v.Step.Label, v.Stage, v.Waiting.WaitingFor)
 		}
