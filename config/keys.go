@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Key describes one configuration key. Keys is the single list of every key bindery reads:
@@ -343,6 +345,24 @@ var coreKeys = []Key{
 			}
 			s.approvalTicketURL = u
 			return u, note, nil
+		},
+	},
+	{
+		Name: "support.contact", Type: "URL or text", Default: "(none: \"the operators of bindery\")",
+		Doc:       "Where a requester whose request failed may ask for help — a URL (a chat channel, a ticket queue) or a short text (\"the platform team in #access\"). The failure's words on the request page name it beside the requester's own way out (withdraw and apply again).",
+		Misconfig: "missing/blank → the words say \"the operators of bindery\"; a value longer than 200 characters or with control characters is ignored (the default words) and reported. An http(s) URL is shown as a link, anything else as text.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			c, note := stringOr(v, "")
+			c = strings.TrimSpace(c)
+			s.supportContact = ""
+			switch {
+			case utf8.RuneCountInString(c) > 200:
+				return "", "longer than 200 characters: the default words", nil
+			case strings.ContainsFunc(c, unicode.IsControl):
+				return "", "control characters: the default words", nil
+			}
+			s.supportContact = c
+			return c, note, nil
 		},
 	},
 	{

@@ -31,6 +31,7 @@ type Snapshot struct {
 	serverAddr, serverPublicURL string
 	serverLoginURL              string
 	approvalTicketURL           string
+	supportContact              string
 	metricsAddr, metricsToken   string
 	dbRequestTimeout            time.Duration
 	shutdownTimeout             time.Duration
@@ -92,6 +93,12 @@ func (s *Snapshot) LoginURL() string { return s.serverLoginURL }
 // Default "" (the request page shows the id without a link; the demo links its simulator's
 // page); a value that is not an absolute http(s) URL with {id} is ignored ("") and reported.
 func (s *Snapshot) TicketURL() string { return s.approvalTicketURL }
+
+// SupportContact is support.contact, where a requester whose request failed may ask for help:
+// a URL or a short text, which the failure's words name. Default "" (the words say "the
+// operators of bindery"); a value longer than 200 characters or with control characters is
+// ignored ("") and reported.
+func (s *Snapshot) SupportContact() string { return s.supportContact }
 
 // ---- static keys: read once at start; a change logs "restart needed" ----
 

@@ -72,6 +72,11 @@ func durationKey(name, def, doc, misconfig string, field func(*Snapshot) *time.D
 		Name: name, Type: "duration", Default: def, Doc: doc, Misconfig: misconfig,
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			got, note := durationOr(v, d)
+			if minimum == 0 && note != "" {
+				// A key whose minimum is 0 takes 0 as a value of its own (batch.maxWait: no
+				// waiting), not as a mistake replaced by the default.
+				got, note = nonNegativeDurationOr(v, d)
+			}
 			if got < minimum {
 				got, note = d, fmt.Sprintf("below the minimum %s", minimum)
 			}

@@ -163,13 +163,40 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) (int, any, erro
 }
 
 type revokeBody struct {
-	OperationID string `json:"operationId"` // the client's id of this revocation (idempotency key)
+	OperationID string `json:"operationId"` // the client's id of this action (idempotency key)
 	Reason      string `json:"reason,omitempty"`
 }
 
 // revoke is POST /api/requests/:operationId/revoke (owner or ops): starts the close phase of a
 // VALIDATED request; 409 otherwise.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.ownerAction(w, r, "revoke", func(v *api.RequestView) error {
+		if v.Status != state.StatusValidated {
+			return apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", v.Status)
+		}
+		return nil
+	}, s.deps.Workflow.Revoke)
+}
+
+// withdraw is POST /api/requests/:operationId/withdraw (owner or ops): closes a request that
+// failed on its way to being in effect, so that its requester can apply again; 409 otherwise.
+// Withdrawing a withdrawn request answers its view again.
+func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.ownerAction(w, r, "withdraw", func(v *api.RequestView) error {
+		withdrawn := v.Status == state.StatusClosed && v.Step.Code == int(state.StepWithdrawn)
+		if !v.Withdrawable && !withdrawn {
+			return apperr.New(apperr.Conflict, "Only a request that failed can be withdrawn; this one is %s.", v.Status)
+		}
+		return nil
+	}, s.deps.Workflow.Withdraw)
+}
+
+// ownerAction runs an owner-checked action on a request (revoke, withdraw): its body is the
+// action's own id and an optional reason; at most once per id (idempotent, the answer replayed);
+// refused says why the request's state does not allow it (before anything is audited); the
+// action is audited as scope, then run by the caller's identity.
+func (s *Server) ownerAction(w http.ResponseWriter, r *http.Request, scope string, refused func(*api.RequestView) error,
+	run func(ctx context.Context, operationID, actor string) (api.RequestView, error)) (int, any, error) {
 	var b revokeBody
 	if err := bindJSON(r, &b, true); err != nil {
 		return 0, nil, err
@@ -182,14 +209,14 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 	}
 	v := infoOf(r).owned
 	params := map[string]any{"request": v.OperationID, "reason": b.Reason, operatorParam: infoOf(r).caller.ID}
-	return s.idempotent(w, r, "revoke", b.OperationID, params, func() (int, any, error) {
-		if v.Status != state.StatusValidated {
-			return 0, nil, apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", v.Status)
-		}
-		if err := s.audit(r, "revoke", b.OperationID, params); err != nil {
+	return s.idempotent(w, r, scope, b.OperationID, params, func() (int, any, error) {
+		if err := refused(v); err != nil {
 			return 0, nil, err
 		}
-		out, err := s.deps.Workflow.Revoke(r.Context(), v.OperationID, infoOf(r).caller.ID)
+		if err := s.audit(r, scope, b.OperationID, params); err != nil {
+			return 0, nil, err
+		}
+		out, err := run(r.Context(), v.OperationID, infoOf(r).caller.ID)
 		return http.StatusAccepted, out, err
 	}, replayStored)
 }

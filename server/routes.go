@@ -57,12 +57,14 @@ func (s *Server) routes() []route {
 	// 'Interceptors'): a rejected request consumes nothing, and the client retries after
 	// Retry-After anyway.
 	applyLimit := &rateSpec{"apply", "ratelimit.apply", 10, "Too many applications; please wait before applying again."}
-	revokeLimit := &rateSpec{"revoke", "ratelimit.revoke", 10, "Too many revocations; please wait before trying again."}
+	// A withdrawal shares the revocations' bucket: both end a request on its owner's word.
+	revokeLimit := &rateSpec{"revoke", "ratelimit.revoke", 10, "Too many revocations or withdrawals; please wait before trying again."}
 	return []route{
 		// method, path, name, auth, rate limit, business activity, body limit, handler
 		{"POST", "/api/apply", "apply", authUser, applyLimit, true, apiBody, s.apply},
 		{"GET", "/api/requests/{operationId}", "request", authOwnerOrOps, nil, false, 0, s.request},
 		{"POST", "/api/requests/{operationId}/revoke", "revoke", authOwnerOrOps, revokeLimit, true, apiBody, s.revoke},
+		{"POST", "/api/requests/{operationId}/withdraw", "withdraw", authOwnerOrOps, revokeLimit, true, apiBody, s.withdraw},
 		{"GET", "/api/my/requests", "my.requests", authUser, nil, false, 0, s.myRequests},
 		{"GET", "/api/targets", "targets", authUser, nil, false, 0, s.targets},
 		{"GET", "/api/preview", "preview", authUser, nil, false, 0, s.preview},

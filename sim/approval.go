@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"bindery/api"
 	"bindery/approval"
@@ -19,7 +20,7 @@ import (
 
 // The simulated approval system. bindery opens tickets with POST /sim/approval/tickets (the
 // approval system protocol); people decide them in the inbox (GET /sim/approvals, POST
-// /sim/approvals/:id/decide); each decision goes back to the ticket's callback URL as a real
+// /sim/approvals/:id/decide, with who decided and their comment); each decision goes back to the ticket's callback URL as a real
 // callback signed with hooks.approvalSecret, retried until bindery answers 2xx.
 
 // ApprovalFaults are the approval simulator's knobs; the struct the sim.approval.* keys fill.
@@ -42,6 +43,9 @@ type Ticket struct {
 	Status      string     `json:"status"` // PENDING, APPROVED, REJECTED
 	CreatedAt   time.Time  `json:"createdAt"`
 	DecidedAt   *time.Time `json:"decidedAt"`
+	// DecidedBy and Comment: who decided and what they wrote; the callback carries them.
+	DecidedBy string `json:"decidedBy,omitempty"`
+	Comment   string `json:"comment,omitempty"`
 
 	title       string
 	callbackURL string
@@ -157,8 +161,23 @@ var (
 
 // Decide records a decision and sends the signed callback (after sim.approval.callbackDelay).
 func (a *Approval) Decide(id, decision string) (Ticket, error) {
+	return a.DecideAs(id, decision, "", "")
+}
+
+// maxComment bounds an approver's comment, as an approval system's form would.
+const maxComment = 2000
+
+// ErrLongComment is DecideAs's refusal of a comment longer than maxComment characters.
+var ErrLongComment = fmt.Errorf("comment must be at most %d characters", maxComment)
+
+// DecideAs is Decide by the approver by ("": unnamed), with their comment (""), both sent in
+// the callback.
+func (a *Approval) DecideAs(id, decision, by, comment string) (Ticket, error) {
 	if decision != TicketApproved && decision != TicketRejected {
 		return Ticket{}, ErrBadDecision
+	}
+	if utf8.RuneCountInString(comment) > maxComment || utf8.RuneCountInString(by) > 255 {
+		return Ticket{}, ErrLongComment
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -170,7 +189,7 @@ func (a *Approval) Decide(id, decision string) (Ticket, error) {
 			return *t, ErrTicketDecided
 		}
 		now := time.Now()
-		t.Status, t.DecidedAt = decision, &now
+		t.Status, t.DecidedAt, t.DecidedBy, t.Comment = decision, &now, strings.TrimSpace(by), strings.TrimSpace(comment)
 		a.nextCB++
 		t.callbackID = fmt.Sprintf("cb-%s-%d", newUUID()[:8], a.nextCB)
 		a.enqueue(t.callback())
@@ -180,7 +199,8 @@ func (a *Approval) Decide(id, decision string) (Ticket, error) {
 }
 
 func (t *Ticket) callback() pendingCallback {
-	return pendingCallback{ticket: t, body: api.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext}}
+	return pendingCallback{ticket: t, body: api.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext,
+		DecidedBy: t.DecidedBy, Comment: t.Comment}}
 }
 
 func (a *Approval) faultsLocked() ApprovalFaults { // holds a.mu
@@ -381,7 +401,8 @@ func (a *Approval) getTicket(w http.ResponseWriter, id string) {
 	defer a.mu.Unlock()
 	for _, t := range a.tickets {
 		if t.ID == id {
-			writeJSON(w, http.StatusOK, approval.TicketState{TicketID: t.ID, OperationID: t.OperationID, Status: t.Status, RequestID: t.callbackID, Ext: t.ext})
+			writeJSON(w, http.StatusOK, approval.TicketState{TicketID: t.ID, OperationID: t.OperationID, Status: t.Status, RequestID: t.callbackID, Ext: t.ext,
+				DecidedBy: t.DecidedBy, Comment: t.Comment})
 			return
 		}
 	}
@@ -390,13 +411,15 @@ func (a *Approval) getTicket(w http.ResponseWriter, id string) {
 
 func (a *Approval) decide(w http.ResponseWriter, r *http.Request, id string) {
 	var req struct {
-		Decision string `json:"decision"`
+		Decision  string `json:"decision"`
+		DecidedBy string `json:"decidedBy"`
+		Comment   string `json:"comment"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be {\"decision\": \"APPROVED\"|\"REJECTED\"}"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be {\"decision\": \"APPROVED\"|\"REJECTED\", \"decidedBy\"?, \"comment\"?}"})
 		return
 	}
-	t, err := a.Decide(id, req.Decision)
+	t, err := a.DecideAs(id, req.Decision, req.DecidedBy, req.Comment)
 	switch err {
 	case nil:
 		writeJSON(w, http.StatusOK, t)
@@ -424,6 +447,12 @@ func (a *Approval) ticketPage(w http.ResponseWriter, id string) {
 				{"reason", t.Reason},
 				{"opened", t.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC")},
 			}}
+			if t.DecidedBy != "" {
+				v.Rows = append(v.Rows, [2]string{"decided by", t.DecidedBy})
+			}
+			if t.Comment != "" {
+				v.Rows = append(v.Rows, [2]string{"comment", t.Comment})
+			}
 		}
 	}
 	a.mu.Unlock()

@@ -50,6 +50,19 @@ func (s BindingStatus) Failed() bool {
 	return s == StatusCreateFailed || s == StatusHandleFailed
 }
 
+// Withdrawable reports whether a request at status and step may be withdrawn by its owner or an
+// operator (→ CLOSED): it failed on its way to being in effect. A removal that failed (its
+// step CLOSE_FAILED) may not: its file is still in the repository, the binding in effect.
+func Withdrawable(status BindingStatus, step Step) bool {
+	return status.Failed() && step != StepCloseFailed
+}
+
+// AwaitsDeploy reports a request whose change merged and waits for the deploy that includes the
+// merge: a grant (MERGED) or a removal (VALIDATED at CLOSE_MERGED).
+func AwaitsDeploy(status BindingStatus, step Step) bool {
+	return status == StatusMerged || (status == StatusValidated && step == StepCloseMerged)
+}
+
 // bindingTransitions is the one table of legal binding transitions (from → allowed tos). Every
 // binding write checks it; anything else is an ErrIllegalTransition, logged and counted, never
 // written. "" is the state of a row that does not exist yet. A write that keeps the status
@@ -59,8 +72,10 @@ func (s BindingStatus) Failed() bool {
 // batch] → MR_CREATED [MR open, pipeline passed] → MERGING → MERGED → VALIDATED.
 // Legacy (MR-first): MR_CREATING → MR_CREATED → APPROVAL_SENDING → APPROVAL_SENT → (approved)
 // MERGING → MERGED → VALIDATED.
-// Close phase (revoke, expiry): VALIDATED stays VALIDATED while the delete is batched (steps
-// 10201+), → CLOSED when it merged, → HANDLE_FAILED if it fails.
+// Close phase (revoke, expiry): VALIDATED stays VALIDATED while the delete is batched and until
+// the deploy that includes its merge (steps 10201+: CLOSE_STARTED, CLOSE_MERGED), → CLOSED when
+// it is deployed, → HANDLE_FAILED if it fails. A failed request (CREATE_FAILED, HANDLE_FAILED
+// but a failed removal) may be withdrawn: → CLOSED (WITHDRAWN).
 // Failures go to CREATE_FAILED / HANDLE_FAILED; an operator retry moves them back to the
 // in-progress status of the step being re-run. Settlement may find the MR merged after all
 // ("merge wins"), hence the edges into MERGED from every in-progress and failed status.
@@ -75,7 +90,7 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	StatusMerging:         {StatusMerged, StatusHandleFailed, StatusMRCreating},
 	StatusMerged:          {StatusValidated},
 	StatusValidated:       {StatusClosed, StatusHandleFailed},
-	StatusCreateFailed:    {StatusApprovalSending, StatusMRCreating, StatusMRCreated, StatusMerging, StatusMerged, StatusRejected},
+	StatusCreateFailed:    {StatusApprovalSending, StatusMRCreating, StatusMRCreated, StatusMerging, StatusMerged, StatusRejected, StatusClosed},
 	StatusHandleFailed:    {StatusMRCreating, StatusMerging, StatusMerged, StatusValidated, StatusClosed, StatusRejected},
 }
 
@@ -135,10 +150,12 @@ const (
 	StepHandleMRClosed       Step = 10109 // the MR was closed outside bindery
 	// 10110 was HANDLE_HANDOFF_REJECTED, written by versions with a worker pool: never reuse it
 
-	// close phase: revoke or expiry
+	// close phase: revoke or expiry, and the withdrawal of a failed request
 	StepCloseStarted   Step = 10201
-	StepCloseSucceeded Step = 10202
+	StepCloseSucceeded Step = 10202 // the removal's deploy came: CLOSED
 	StepCloseFailed    Step = 10203
+	StepCloseMerged    Step = 10204 // the removal merged; still in effect until its deploy
+	StepWithdrawn      Step = 10205 // a failed request withdrawn by its owner or an operator: CLOSED
 
 	// callback
 	StepCalledBack Step = 10301
@@ -201,6 +218,8 @@ var steps = map[Step]StepInfo{
 	StepCloseStarted:          {Name: "CLOSE_STARTED", Stage: StageClose},
 	StepCloseSucceeded:        {Name: "CLOSE_SUCCEEDED"},
 	StepCloseFailed:           {Name: "CLOSE_FAILED"},
+	StepCloseMerged:           {Name: "CLOSE_MERGED", Stage: StageClose},
+	StepWithdrawn:             {Name: "WITHDRAWN"},
 	StepCalledBack:            {Name: "CALLED_BACK"},
 	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true},
 	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true},

@@ -349,6 +349,9 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if err := insertSteps(ctx, tx.tx, []stepRow{{op.OperationID, op.Version + 1}}, c.Step, c.To, c.Note); err != nil {
 		return Request{}, err
 	}
+	if err := tx.trackRemovals(ctx, []Operation{op}, MemberChange{Step: c.Step, MRIID: c.MRIID}); err != nil {
+		return Request{}, err
+	}
 
 	op.Status, op.Step, op.Version = c.To, c.Step, op.Version+1
 	if c.MRIID != 0 {

@@ -174,3 +174,27 @@ func nullIfEmpty(s string) any {
 	}
 	return s
 }
+
+// Batching says where a request's actions are on the batch path: the active batch (RUNNING,
+// BLOCKED) that holds one of them (0: none), and whether one waits in the waiting set.
+func (tx *Tx) Batching(ctx context.Context, operationID string) (activeBatch int64, waiting bool, err error) {
+	type row struct {
+		batch  int64
+		status string
+	}
+	rows, err := tx.tx.QueryContext(ctx, "SELECT COALESCE(r.batch_id, 0), COALESCE(b.status, '') FROM merge_batch_request r "+
+		"LEFT JOIN merge_batch b ON b.id = r.batch_id WHERE r.operation_id = ?", operationID)
+	found, err := collect(rows, err, func(s scanner) (row, error) { var r row; return r, s.Scan(&r.batch, &r.status) })
+	if err != nil {
+		return 0, false, fmt.Errorf("batching of %s: %w", operationID, err)
+	}
+	for _, r := range found {
+		switch {
+		case r.batch == 0:
+			waiting = true
+		case state.BatchStatus(r.status).Active():
+			activeBatch = r.batch
+		}
+	}
+	return activeBatch, waiting, nil
+}

@@ -108,7 +108,7 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 	case t.Status == approval.StatusPending:
 		return r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " is still waiting for a decision"}, nil)
 	}
-	cb := api.ApprovalCallback{CallbackID: t.RequestID, OperationID: op.OperationID, Result: t.Status, Ext: t.Ext}
+	cb := api.ApprovalCallback{CallbackID: t.RequestID, OperationID: op.OperationID, Result: t.Status, Ext: t.Ext, DecidedBy: t.DecidedBy, Comment: t.Comment}
 	if cb.CallbackID == "" {
 		cb.CallbackID = "ticket-" + t.TicketID // the system gives no callback id: one per ticket
 	}
@@ -260,7 +260,7 @@ func awaitingDecision(cur store.Request) bool {
 func decide(cb api.ApprovalCallback, legacy, approved bool, invalid error) store.Change {
 	switch {
 	case !approved:
-		return store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected, Note: "Decision: " + strings.ToLower(cb.Result) + "."}
+		return store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected, Note: rejectionNote(cb)}
 	case legacy:
 		return store.Change{To: state.StatusMerging, Step: state.StepHandleStarted, Note: "Approved."}
 	case invalid != nil:

@@ -19,7 +19,7 @@ import (
 // Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise). Revoking a request
 // whose close phase already started changes nothing and answers its view.
 func (w *Workflow) Revoke(ctx context.Context, operationID, actor string) (api.RequestView, error) {
-	if err := w.startClose(ctx, operationID, "Revoked by "+actor+"."); err != nil {
+	if err := w.startClose(ctx, operationID, revokedBy+actor+"."); err != nil {
 		return api.RequestView{}, err
 	}
 	return w.Request(ctx, operationID)
@@ -83,7 +83,7 @@ func (w *Workflow) Expire(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, b := range bs {
-		err := w.startClose(ctx, b.OperationID, "Expired.")
+		err := w.startClose(ctx, b.OperationID, expiredNote+".")
 		var ae *apperr.Error
 		switch {
 		case err == nil:

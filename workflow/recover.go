@@ -95,8 +95,8 @@ func currentStep(op store.Operation) Step {
 // it safe). A request carried by an active batch resumes its batch. A stopped single-request
 // step (failed, pending, or waiting for a decision too long) gets its task again, due now on any
 // instance. A request of the batch path whose batch failed goes back to the waiting set. A merged
-// request whose deploy callback is overdue (reconcile.deployOverdue) is validated: the operator
-// confirms the deploy. Anything else — a step running right now, queued, finished, a deploy
+// request whose deploy callback is overdue (reconcile.deployOverdue) is validated, a removal
+// closed: the operator confirms the deploy. Anything else — a step running right now, queued, finished, a deploy
 // callback not yet overdue — is a CONFLICT with a sentence that says why.
 func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.RequestView, error) {
 	d, err := w.db.RequestDetail(ctx, operationID)
@@ -115,8 +115,8 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.Re
 		}
 		return w.Request(ctx, operationID)
 	}
-	if deployOverdue(status, op.UpdatedAt, w.deployCutoff(ctx, op)) {
-		return w.confirmDeploy(ctx, operationID, actor)
+	if deployOverdue(status, op.Step, op.UpdatedAt, w.deployCutoff(ctx, op)) {
+		return w.confirmDeploy(ctx, operationID, status == state.StatusValidated, actor)
 	}
 	cur := store.Request{Operation: op, Binding: *d.Binding}
 	move, step, m, err := w.retryPlan(ctx, cur)
@@ -170,12 +170,17 @@ func batchConflict(err error, batchID int64) error {
 // confirmDeploy validates a merged request whose deploy callback is overdue, on an operator's
 // word, through the validate path the callback and reconciliation use: the flip happens once
 // whoever races it, and the metric and the "validated" line follow only a real flip.
-func (w *Workflow) confirmDeploy(ctx context.Context, operationID, actor string) (api.RequestView, error) {
-	flipped, err := w.db.ConfirmDeploy(ctx, operationID, "Deploy confirmed by "+actor+".")
+// A removal waiting for its deploy is closed the same way.
+func (w *Workflow) confirmDeploy(ctx context.Context, operationID string, removal bool, actor string) (api.RequestView, error) {
+	confirm, after := w.db.ConfirmDeploy, w.validated
+	if removal {
+		confirm, after = w.db.ConfirmRemoval, w.removed
+	}
+	flipped, err := confirm(ctx, operationID, "Deploy confirmed by "+actor+".")
 	if err != nil {
 		return api.RequestView{}, err
 	}
-	w.validated(ctx, flipped, "operator")
+	after(ctx, flipped, "operator")
 	if len(flipped) == 0 {
 		w.log.InfoContext(ctx, "retry: the deploy was already validated (a callback or reconciliation came first)", "operation", operationID, "actor", actor)
 	} else {
@@ -241,6 +246,16 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 		return store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, stepTicket, reqMemo{}, nil
 	case status == state.StatusMerged:
 		return conflict("merged and waiting for the deploy pipeline; reconciliation validates it")
+	case status == state.StatusValidated && op.Step == state.StepCloseMerged:
+		return conflict("removed in a merged merge request and waiting for the deploy pipeline; reconciliation closes it")
+	case status == state.StatusHandleFailed && op.Step == state.StepCloseFailed,
+		status == state.StatusValidated && op.Step == state.StepCloseStarted:
+		// The close phase goes through the batch path in both flows (a legacy request's removal
+		// too): back to the waiting set, never to the legacy request's own MR.
+		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
+			return conflict("queued for a batch round")
+		}
+		return store.Change{To: state.StatusValidated, Step: state.StepCloseStarted}, "", reqMemo{}, nil
 	}
 	if op.Flow == FlowLegacy {
 		if r, ok := w.legacyResume(status, op); ok {
@@ -250,12 +265,6 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 	}
 	// The batch path: a request whose batch ended without it goes back to the waiting set.
 	switch {
-	case status == state.StatusHandleFailed && op.Step == state.StepCloseFailed,
-		status == state.StatusValidated && op.Step == state.StepCloseStarted:
-		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
-			return conflict("queued for a batch round")
-		}
-		return store.Change{To: state.StatusValidated, Step: state.StepCloseStarted}, "", reqMemo{}, nil
 	case status == state.StatusCreateFailed && op.Step == state.StepCreateInvalid:
 		// Re-validated at the re-admission (a fixed catalog may make it valid now).
 		return store.Change{To: state.StatusMRCreating, Step: state.StepQueued}, "", reqMemo{}, nil
@@ -333,7 +342,22 @@ func (w *Workflow) RunRound(ctx context.Context) (api.RoundResult, error) {
 // GitLabEvent takes a verified GitLab webhook as a hint: the work waiting on that MR (a batch, a
 // legacy request) is due now, on whichever instance claims it first — this one is nudged. The
 // steps still read the remote state before acting, so a forged or stale event changes nothing.
-func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
+//
+// A database conflict (a deadlock with a step or a claim that holds the same task's row) is
+// tried again within the request: the wakes are idempotent, and a 5xx would count towards the
+// failures that make GitLab disable the hook.
+func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (res api.CallbackResult, err error) {
+	err = retryPreempted(ctx, func() error {
+		var err error
+		if res, err = w.gitlabEvent(ctx, ev); errors.Is(err, store.ErrRetry) {
+			w.log.InfoContext(ctx, "a GitLab webhook lost a database conflict; handling it again", "project", ev.Project, "mr", ev.MRIID, "err", err)
+		}
+		return err
+	})
+	return res, err
+}
+
+func (w *Workflow) gitlabEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
 	if ev.MRIID <= 0 {
 		return w.branchPipelineEvent(ctx, ev)
 	}

@@ -112,7 +112,7 @@ func (w *Workflow) steps() []stepRow {
 			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed,
 			does: "legacy: the MR waits for a person (HANDLE_MR_BLOCKED), one look per poll, without the merge slot; cleared → `merge`; not within `batch.blockedTimeout` → failed"},
 		{Step: es{Name: stepCloseMR, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).closeRejectedMR)},
-			waiting: "bindery to close {mr}", does: "legacy, rejected: close the request's MR (a cleanup: nothing to fail)"},
+			waiting: "bindery to close {mr}", does: "legacy, rejected or withdrawn: close the request's MR (a cleanup: nothing to fail)"},
 	}
 }
 
