@@ -28,16 +28,16 @@ ALTER TABLE merge_batch
   ADD COLUMN IF NOT EXISTS ci_passed_at DATETIME(6) NULL;
 ALTER TABLE merge_batch ADD COLUMN IF NOT EXISTS train_slot VARCHAR(300) GENERATED ALWAYS AS
   (CASE WHEN status IN ('RUNNING', 'BLOCKED') THEN CONCAT(partition_key, '#', slot_no) ELSE NULL END) VIRTUAL;
-ALTER TABLE merge_batch ADD UNIQUE INDEX IF NOT EXISTS uk_merge_batch_train_slot (train_slot);
-ALTER TABLE merge_batch ADD UNIQUE INDEX IF NOT EXISTS uk_merge_batch_train_seq (partition_key, train_seq);
-ALTER TABLE merge_batch ADD INDEX IF NOT EXISTS idx_merge_batch_active (active_slot, train_seq);
-ALTER TABLE merge_batch ADD INDEX IF NOT EXISTS idx_merge_batch_ci (partition_key, ci_passed_at);
-ALTER TABLE merge_batch DROP INDEX IF EXISTS uk_merge_batch_active_slot;
+CREATE UNIQUE INDEX IF NOT EXISTS uk_merge_batch_train_slot ON merge_batch (train_slot);
+CREATE UNIQUE INDEX IF NOT EXISTS uk_merge_batch_train_seq ON merge_batch (partition_key, train_seq);
+CREATE INDEX IF NOT EXISTS idx_merge_batch_active ON merge_batch (active_slot, train_seq);
+CREATE INDEX IF NOT EXISTS idx_merge_batch_ci ON merge_batch (partition_key, ci_passed_at);
+DROP INDEX IF EXISTS uk_merge_batch_active_slot ON merge_batch;
 
 -- "Merge next": an operator sends a waiting request into the next car of its partition, ahead of
 -- the waiting set (next_by: who; NULL for every other row).
 ALTER TABLE merge_batch_request ADD COLUMN IF NOT EXISTS next_by VARCHAR(255) NULL;
-ALTER TABLE merge_batch_request ADD INDEX IF NOT EXISTS idx_merge_batch_request_next (partition_key, batch_id, next_by);
+CREATE INDEX IF NOT EXISTS idx_merge_batch_request_next ON merge_batch_request (partition_key, batch_id, next_by);
 
 -- A paused partition: no new car is claimed and no car merges until an operator resumes it; the
 -- cars in CI finish their pipelines. One row per paused partition.
