@@ -172,7 +172,7 @@ var errSlotOccupied = errors.New("slot occupied")
 // waiting rows created before the database's now, in (created_at, id) order; nothing read → roll
 // back, releasing the place; the guarded update by primary key, which must change exactly the
 // rows read; the member history as multi-row inserts; with in.Members, the members' transition
-// (transitionMany's statements). Statements per round: 7 + 2 per 500 members (+ 4 per 500 with
+// (transitionMany's statements). Statements per round: 8 + 2 per 500 members (+ 4 per 500 with
 // in.Members, + 1 continuing a bisection), whatever the waiting set.
 func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	if in.Max <= 0 || in.Partition == "" {
@@ -203,7 +203,9 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		return err
 	})
 	switch {
-	case errors.Is(err, errSlotOccupied):
+	case errors.Is(err, errSlotOccupied), errors.Is(err, ErrRetry):
+		// A deadlock victim among claimers of one partition: another claim is making the car
+		// (nothing was written; the next round looks again).
 		return BatchClaim{Outcome: state.RoundSlotOccupied}, nil
 	case errors.Is(err, errNothingToClaim):
 		return BatchClaim{Outcome: state.RoundNothingWaiting}, nil
@@ -357,7 +359,7 @@ type place struct {
 }
 
 // trainPlace reads where a new car of in's partition would go: behind the last car (lastCar locks
-// the end of the train, so claims of one partition go one after another), in a free slot;
+// the partition's train, so claims of one partition go one after another), in a free slot;
 // errSlotOccupied when the train already has in.Train active cars. The unique keys of the insert
 // that follows keep the shape whatever happens: two cars never share a place or a slot.
 func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
@@ -386,17 +388,24 @@ func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
 	return p, nil
 }
 
-// lastCar is the highest place taken in partition's train (0: none), read with a lock on it and
-// on the gap after it: a claim or a move to the end that runs at the same moment waits until this
-// transaction ends and then reads past what it wrote, so no car ever joins ahead of one placed
-// behind it. It locks that one index entry of merge_batch, never the waiting set (I3). (SQLite
-// has one writer: its transactions never overlap.)
+// lastCar is the highest place taken in partition's train (0: none), read after locking the
+// partition's row of train_lock: a claim or a move to the end that runs at the same moment waits
+// until this transaction ends and then reads past what it wrote, so no car ever joins ahead of
+// one placed behind it. The lock is on that one row, never on the waiting set (I3); the read
+// after it sees every claim that committed before (MySQL takes a transaction's snapshot at its
+// first plain read). SQLite has one writer: its transactions never overlap.
 func (tx *Tx) lastCar(ctx context.Context, partition string) (int64, error) {
 	db := tx.db
+	lock := "INSERT INTO train_lock (partition_key) VALUES (?) ON CONFLICT (partition_key) DO NOTHING"
+	if db.dialect == MySQL {
+		lock = "INSERT INTO train_lock (partition_key) VALUES (?) ON DUPLICATE KEY UPDATE partition_key = VALUES(partition_key)"
+	}
+	if _, err := tx.tx.ExecContext(ctx, lock, partition); err != nil {
+		return 0, fmt.Errorf("lock the train of %s: %w", partition, translate(err))
+	}
 	var last nullInt64
-	err := translate(tx.tx.QueryRowContext(ctx, "SELECT train_seq FROM "+db.hinted("merge_batch", "uk_merge_batch_train_seq")+
-		" WHERE partition_key = ? AND train_seq IS NOT NULL ORDER BY train_seq DESC LIMIT 1"+db.forUpdate(), partition).Scan(&last))
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT MAX(train_seq) FROM merge_batch WHERE partition_key = ?", partition).Scan(&last))
+	if err != nil {
 		return 0, fmt.Errorf("the end of the train of %s: %w", partition, err)
 	}
 	return int64(last), nil

@@ -48,3 +48,12 @@ CREATE TABLE IF NOT EXISTS train_pause (
   paused_at     DATETIME(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (partition_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- The end of a partition's train is taken one claim (or one move to the end) at a time: each
+-- locks its partition's row here first, then reads the highest place. An exclusive lock on a
+-- row, unlike a lock on the index's last entry and the gap after it, cannot deadlock two
+-- claimers that both insert behind the last car.
+CREATE TABLE IF NOT EXISTS train_lock (
+  partition_key VARCHAR(255) NOT NULL,
+  PRIMARY KEY (partition_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -25,3 +25,7 @@ CREATE TABLE IF NOT EXISTS train_pause (
   reason        TEXT     NOT NULL,
   paused_at     DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f','now'))
 );
+
+CREATE TABLE IF NOT EXISTS train_lock (
+  partition_key TEXT NOT NULL PRIMARY KEY
+);
