@@ -10,6 +10,7 @@ import (
 	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/metric"
+	"bindery/notify"
 	"bindery/permission"
 	"bindery/server"
 	"bindery/workflow"
@@ -47,7 +48,7 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 	rec := metric.New(metric.SetSink(a.metrics), log)
 	eng := engine.New(engine.Options{
 		DB: a.db, Log: log, Recorder: rec, Instance: a.instance, IdlePoll: snap.IdlePoll(),
-		Lanes: map[string]int{engine.LaneFirst: snap.FirstWorkers(), engine.LaneBackground: snap.Workers()},
+		Lanes: map[string]int{engine.LaneFirst: snap.FirstWorkers(), engine.LaneBackground: snap.Workers(), engine.LaneNotify: snap.NotifyWorkers()},
 	})
 	eng.Gauges(a.metrics)
 	runner := &change.Runner{GitLab: gl, Log: log.With("component", "change")}
@@ -59,6 +60,11 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("workflow: %w", err)
+	}
+	if _, err := notify.New(notify.Options{
+		DB: a.db, Config: a.cfg, Engine: eng, Log: log, Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL,
+	}); err != nil {
+		return nil, nil, fmt.Errorf("notify: %w", err)
 	}
 	cron := workflow.NewCron(wf, a.db)
 	a.starts = append(a.starts, func(context.Context) { eng.Start(); cron.Start() })

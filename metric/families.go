@@ -85,6 +85,13 @@ var families = map[string]Family{
 	"bindery_batch_settle_failures_total":    counter("Batch settlements that did not go through and are retried, by project."),
 	"bindery_batches_settled_total":          counter("Batches settled, by project and final status."),
 
+	// Telling people (package notify).
+	"bindery_notify_events_routed_total":      counter("Events routed to their receivers, by event type."),
+	"bindery_notify_attempts_total":           counter("Delivery attempts by channel (webhook, email, chat, mrnote) and outcome (ok, or the failure's class: timeout, connect, dropped, status, gone, refused, tls, internal)."),
+	"bindery_notify_attempt_seconds":          histogram("Time one delivery attempt took, by channel.", callBuckets),
+	"bindery_notify_deliveries_total":         counter("Deliveries ended, by channel and outcome (delivered, failed, skipped)."),
+	"bindery_notify_endpoints_disabled_total": counter("Receivers disabled (410 Gone, or failing longer than notify.disableAfter), by channel."),
+
 	// The Go runtime, as metrics.WriteProcessMetrics writes it.
 	"go_info":                             gauge("Always 1; the label names the Go version."),
 	"go_info_ext":                         gauge("Always 1; the labels name the Go compiler, GOARCH, GOOS and GOROOT."),

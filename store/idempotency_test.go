@@ -240,6 +240,7 @@ func answered(opID, subject, target, hash string) store.Application {
 // all for a first application. Counted by the driver wrapper on both databases.
 func TestAnApplicationIsOneCommitWithItsAnswer(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		_, verbs, all := st.during(t, func() { mustApply(t, db, answered("op-1", "alice", "t", "h1")) })
 		txs, seq := st.boundaries()
 		if txs["BEGIN"] != 1 || txs["COMMIT"] != 1 || txs["ROLLBACK"] != 0 {

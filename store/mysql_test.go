@@ -411,6 +411,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 // multi-row inserts of at most 500). Counted by the driver wrapper, on both databases.
 func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		type counts struct{ claim, handoff, settle, reconcile int }
 		run := func(n int) counts {
 			t.Helper()
@@ -477,6 +478,7 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 // the number of rows.
 func TestReconciliationReadsTwice(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		var ids []string
 		for i := range 1200 {
 			ids = append(ids, fmt.Sprintf("m-%04d", i))

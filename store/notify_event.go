@@ -85,17 +85,22 @@ func NewEventID() string {
 // EventRoutes decides which events get a routing task: those some receiver may want (a webhook
 // or chat subscribed to the type, email for a requester's, the merge request's note for a
 // batch's). The others are recorded and never routed: an event the configuration in force
-// sends nowhere costs its row, not an action. Nil (the default): every event is routed.
+// sends nowhere costs its row, not an action. Without one (a database no notifier serves: a
+// tool, a test of something else) no event is routed.
 type EventRoutes func(t state.EventType) bool
 
-// SetEventRoutes installs the routing filter (the app builds it from notify.* at each reload).
+// RouteAll routes every event.
+func RouteAll(state.EventType) bool { return true }
+
+// SetEventRoutes installs the routing filter (the notifier builds it from notify.* at each
+// reload).
 func (db *DB) SetEventRoutes(r EventRoutes) { db.routes.Store(&r) }
 
 func (db *DB) routed(t state.EventType) bool {
 	if r := db.routes.Load(); r != nil && *r != nil {
 		return (*r)(t)
 	}
-	return true
+	return false
 }
 
 // routeTasks are the routing tasks of evs.

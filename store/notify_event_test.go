@@ -31,6 +31,7 @@ func typesOf(t *testing.T, db *store.DB, operationID string) []state.EventType {
 // failure tells the requester and the operators; a rejection the requester.
 func TestTransitionsWriteTheirNewsInTheirTransaction(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		db.SetEventRoutes(store.RouteAll)
 		mustApply(t, db, application("op-ok", "alice@example.com", "t1"))
 		mustMove(t, db, "op-ok", state.StatusApprovalSent, state.StatusMRCreating)
 		cur, _ := db.Request(bg, "op-ok")
@@ -83,6 +84,7 @@ func TestTransitionsWriteTheirNewsInTheirTransaction(t *testing.T) {
 // half of whose transactions roll back after their transitions.
 func TestTheOutboxHoldsExactlyTheCommittedChanges(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		db.SetEventRoutes(store.RouteAll)
 		const n = 40
 		for i := range n {
 			mustApply(t, db, application(fmt.Sprintf("op-%02d", i), fmt.Sprintf("u%d@example.com", i), "t"))
@@ -195,6 +197,7 @@ func TestBatchWritesTellWhatTheyMean(t *testing.T) {
 // again); a refused callback is recorded with its news in one transaction.
 func TestKeyedNewsIsToldOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		db.SetEventRoutes(store.RouteAll)
 		ev := store.Event{Type: state.EventConfigRefused, Key: "config.refused:abc", Facts: store.EventFacts{Why: "bad"}}
 		var wg sync.WaitGroup
 		told := make(chan bool, 8)
@@ -239,13 +242,18 @@ func TestKeyedNewsIsToldOnce(t *testing.T) {
 	})
 }
 
-// Events nobody could want are recorded without a routing task.
+// Events nobody could want are recorded without a routing task (and without a filter, none is
+// routed).
 func TestUnroutedEventsCostNoTask(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		mustApply(t, db, application("op-0", "zoe@example.com", "t"))
+		if c := count(t, db, "SELECT COUNT(*) FROM task WHERE kind = 'notify'"); c != 0 {
+			t.Fatalf("%d routing tasks without a filter", c)
+		}
 		db.SetEventRoutes(func(t state.EventType) bool { return t == state.EventRequestRejected })
 		mustApply(t, db, application("op-1", "alice@example.com", "t"))
 		mustMove(t, db, "op-1", state.StatusApprovalSent, state.StatusRejected)
-		if c := count(t, db, "SELECT COUNT(*) FROM notify_event"); c != 2 {
+		if c := count(t, db, "SELECT COUNT(*) FROM notify_event"); c != 3 {
 			t.Fatalf("%d events", c)
 		}
 		if c := count(t, db, "SELECT COUNT(*) FROM task t JOIN notify_event e ON e.event_id = t.ref WHERE e.type = 'request.rejected'"); c != 1 {

@@ -37,6 +37,7 @@ func submitAll(t *testing.T, db *store.DB, g *writerGate, ctxs []context.Context
 // written whole: its idempotency answer, operation, binding, first step, its news and the tasks.
 func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		g := heldWriters(t, db, "submit.write")
 		const n = 16
 		apps := make([]store.Application, n)

@@ -80,3 +80,14 @@ CREATE TABLE IF NOT EXISTS notify_pref (
   updated_at  DATETIME(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (subject_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- notify_mr_note is the note bindery wrote on a batch's merge request, so that a bisection's
+-- result edits that note instead of writing another.
+CREATE TABLE IF NOT EXISTS notify_mr_note (
+  project     VARCHAR(255)  NOT NULL,
+  mr_iid      BIGINT        NOT NULL,
+  note_id     BIGINT        NOT NULL,
+  body        TEXT          NOT NULL,
+  updated_at  DATETIME(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (project, mr_iid)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -59,3 +59,12 @@ CREATE TABLE IF NOT EXISTS notify_pref (
   events      TEXT     NOT NULL,
   updated_at  DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f','now'))
 );
+
+CREATE TABLE IF NOT EXISTS notify_mr_note (
+  project     TEXT     NOT NULL,
+  mr_iid      INTEGER  NOT NULL,
+  note_id     INTEGER  NOT NULL,
+  body        TEXT     NOT NULL,
+  updated_at  DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f','now')),
+  PRIMARY KEY (project, mr_iid)
+);
