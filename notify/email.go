@@ -138,7 +138,13 @@ func sendMail(ctx context.Context, set config.Email, timeout time.Duration, msg 
 	}
 	opts := []mail.Option{mail.WithPort(port), mail.WithTLSPolicy(policy), mail.WithHELO("bindery"), mail.WithTimeout(timeout)}
 	if set.Username != "" {
-		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthAutoDiscover), mail.WithUsername(set.Username), mail.WithPassword(set.Password))
+		// Over TLS the strongest mechanism the server offers; without it (starttls: none, chosen
+		// by the operator) PLAIN, which the discovery rightly will not pick in the clear.
+		mech := mail.SMTPAuthAutoDiscover
+		if policy == mail.NoTLS {
+			mech = mail.SMTPAuthPlain
+		}
+		opts = append(opts, mail.WithSMTPAuth(mech), mail.WithUsername(set.Username), mail.WithPassword(set.Password))
 	}
 	c, err := mail.NewClient(host, opts...)
 	if err != nil {

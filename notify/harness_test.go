@@ -153,7 +153,13 @@ func count(t *testing.T, db *store.DB, q string, args ...any) int {
 // apply records an approval-first application of subject and moves it along path.
 func apply(t *testing.T, db *store.DB, opID, subject string, path ...store.Change) {
 	t.Helper()
-	if _, err := db.Apply(bg, store.Application{OperationID: opID, SubjectID: subject, TargetKey: "team-a", Project: "infra/acl", Flow: state.FlowApprovalFirst,
+	applyTo(t, db, opID, subject, "team-a", path...)
+}
+
+// applyTo is apply for target.
+func applyTo(t *testing.T, db *store.DB, opID, subject, target string, path ...store.Change) {
+	t.Helper()
+	if _, err := db.Apply(bg, store.Application{OperationID: opID, SubjectID: subject, TargetKey: target, Project: "infra/acl", Flow: state.FlowApprovalFirst,
 		Reason: "test", Status: state.StatusApprovalSending, Step: state.StepApprovalSending}); err != nil {
 		t.Errorf("apply %s: %v", opID, err)
 		return
