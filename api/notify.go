@@ -74,7 +74,7 @@ type Sent struct {
 	Note    string          `json:"note,omitempty"`
 }
 
-// EmailPrefs is GET and PUT /api/my/notifications: the events that email the caller.
+// EmailPrefs is GET and POST /api/my/notifications: the events that email the caller.
 type EmailPrefs struct {
 	Events []state.EventType `json:"events"`
 	// The rest is for the settings page (answers only): every event a requester may choose, in

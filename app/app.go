@@ -79,6 +79,8 @@ type App struct {
 	sims        *sim.Sims // demo only: the simulators mounted under /sim/
 	limiter     *ratelimit.Limiter
 	share       *ratelimit.Share
+	// notifications serves the notification routes (set by Services; nil: they answer 503).
+	notifications server.Notifications
 
 	// starts run when Run starts serving (the cron). drains run first at shutdown, in order,
 	// while the HTTP server and the demo simulators still answer, so that steps in flight can
@@ -178,21 +180,22 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	a.share = ratelimit.NewShare(func(ctx context.Context) (int, error) { return a.db.LiveInstances(ctx, liveWithin) })
 	a.metrics.NewGauge("bindery_ratelimit_live_instances", func() float64 { return float64(a.share.Live()) })
 	srv := server.New(server.Deps{
-		Config:      a.cfg,
-		DB:          a.db,
-		Metrics:     a.metrics,
-		Log:         a.log,
-		UI:          opts.Assets.UI,
-		Version:     Version,
-		Demo:        opts.Mode == ModeDemo,
-		Workflow:    wf,
-		Permissions: perms,
-		Limiter:     a.limiter,
-		Share:       a.share,
-		Recorder:    metric.New(metric.SetSink(a.metrics), a.log),
-		Mounts:      mounts,
-		ListenAddr:  a.listener.Addr().String(),
-		AddrFlag:    opts.Addr != "",
+		Config:        a.cfg,
+		DB:            a.db,
+		Metrics:       a.metrics,
+		Log:           a.log,
+		UI:            opts.Assets.UI,
+		Version:       Version,
+		Demo:          opts.Mode == ModeDemo,
+		Workflow:      wf,
+		Permissions:   perms,
+		Notifications: a.notifications,
+		Limiter:       a.limiter,
+		Share:         a.share,
+		Recorder:      metric.New(metric.SetSink(a.metrics), a.log),
+		Mounts:        mounts,
+		ListenAddr:    a.listener.Addr().String(),
+		AddrFlag:      opts.Addr != "",
 	})
 	if maddr := snap.MetricsAddr(); maddr != "" {
 		if a.metricsLn, err = net.Listen("tcp", maddr); err != nil {

@@ -61,11 +61,13 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 	if err != nil {
 		return nil, nil, fmt.Errorf("workflow: %w", err)
 	}
-	if _, err := notify.New(notify.Options{
+	n, err := notify.New(notify.Options{
 		DB: a.db, Config: a.cfg, Engine: eng, Log: log, Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, fmt.Errorf("notify: %w", err)
 	}
+	a.notifications = n
 	cron := workflow.NewCron(wf, a.db)
 	a.starts = append(a.starts, func(context.Context) { eng.Start(); cron.Start() })
 	a.drains = append(a.drains, cron.Stop, eng.Stop)

@@ -140,7 +140,7 @@ func exampleOf(t *testing.T, method, path string, op *openapi3.Operation) exampl
 	for _, p := range op.Parameters {
 		if p.Value.In == "path" {
 			// The probe harness's request and batch: examples that exist.
-			e.params[p.Value.Name] = map[string]string{"operationId": "op-v", "id": "7"}[p.Value.Name]
+			e.params[p.Value.Name] = map[string]string{"operationId": "op-v", "id": "7", "name": "webhook:ci"}[p.Value.Name]
 		}
 	}
 	if op.RequestBody != nil {
