@@ -62,7 +62,7 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 		return nil, nil, fmt.Errorf("workflow: %w", err)
 	}
 	n, err := notify.New(notify.Options{
-		DB: a.db, Config: a.cfg, Engine: eng, Log: log, Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL,
+		DB: a.db, Config: a.cfg, Engine: eng, Log: log, Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL, Notes: gl,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("notify: %w", err)
