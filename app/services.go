@@ -68,8 +68,9 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 		return nil, nil, fmt.Errorf("notify: %w", err)
 	}
 	a.notifications = n
+	watch := n.NewWatch(liveWithin, a.metrics)
 	cron := workflow.NewCron(wf, a.db)
-	a.starts = append(a.starts, func(context.Context) { eng.Start(); cron.Start() })
-	a.drains = append(a.drains, cron.Stop, eng.Stop)
+	a.starts = append(a.starts, func(context.Context) { eng.Start(); cron.Start(); watch.Start() })
+	a.drains = append(a.drains, cron.Stop, watch.Stop, eng.Stop)
 	return wf, perms, nil
 }

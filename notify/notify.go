@@ -106,6 +106,7 @@ func New(o Options) (*Notifier, error) {
 	})
 	n.route(n.cfg.Current())
 	n.cfg.OnChange(func(_, cur *config.Snapshot) { n.route(cur) })
+	n.watchConfig()
 	return n, nil
 }
 

@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS notify_event (
   PRIMARY KEY (id),
   UNIQUE KEY uk_notify_event (event_id),
   UNIQUE KEY uk_notify_event_dedupe (dedupe_key),
-  KEY idx_notify_event_operation (operation_id, id)
+  KEY idx_notify_event_operation (operation_id, id),
+  KEY idx_notify_event_batch (batch_id, type)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- notify_delivery is one event for one receiver: a webhook endpoint, a requester's mailbox, a

@@ -13,6 +13,7 @@ CREATE TABLE IF NOT EXISTS notify_event (
 CREATE UNIQUE INDEX IF NOT EXISTS uk_notify_event ON notify_event (event_id);
 CREATE UNIQUE INDEX IF NOT EXISTS uk_notify_event_dedupe ON notify_event (dedupe_key) WHERE dedupe_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_notify_event_operation ON notify_event (operation_id, id) WHERE operation_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS idx_notify_event_batch ON notify_event (batch_id, type) WHERE batch_id IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS notify_delivery (
   id           INTEGER  NOT NULL PRIMARY KEY AUTOINCREMENT,
