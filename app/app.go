@@ -163,6 +163,10 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 			StateFile: filepath.Join(filepath.Dir(opts.ConfigPath), "sim-state.json"), // beside config.yaml and bindery.db
 		})
 		mounts = map[string]http.Handler{"/sim/": a.sims.Handler()}
+		// The mailbox's SMTP sink, on a loopback port of its own: the demo's email goes there.
+		if err := a.sims.Mailbox.Listen(); err != nil {
+			return nil, fmt.Errorf("demo mailbox: %w", err)
+		}
 	}
 	var wf server.Workflow
 	var perms server.Permissions

@@ -7,12 +7,14 @@ import (
 	"bindery/approval"
 	"bindery/batch"
 	"bindery/change"
+	"bindery/config"
 	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/metric"
 	"bindery/notify"
 	"bindery/permission"
 	"bindery/server"
+	"bindery/sim"
 	"bindery/workflow"
 )
 
@@ -61,9 +63,15 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 	if err != nil {
 		return nil, nil, fmt.Errorf("workflow: %w", err)
 	}
-	n, err := notify.New(notify.Options{
+	no := notify.Options{
 		DB: a.db, Config: a.cfg, Engine: eng, Log: log, Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL, Notes: gl,
-	})
+	}
+	if a.opts.Mode == ModeDemo {
+		// The demo tells its mailbox: email to its SMTP sink, every event to its webhook receiver.
+		no.DemoEmail = config.Email{SMTP: a.sims.Mailbox.SMTPAddr(), From: "bindery <bindery@demo.example>", StartTLS: config.StartTLSNone}
+		no.DemoWebhooks = []config.Webhook{{Name: "demo-mailbox", URL: a.URL() + "/sim/webhooks/demo-mailbox", Secrets: []string{sim.DemoWebhookSecret}}}
+	}
+	n, err := notify.New(no)
 	if err != nil {
 		return nil, nil, fmt.Errorf("notify: %w", err)
 	}

@@ -32,7 +32,7 @@ func (s emailSender) send(ctx context.Context, d store.Delivery, e store.Event, 
 	if err != nil {
 		return result{class: classInternal, err: "the message could not be written: " + err.Error()}
 	}
-	return sendMail(ctx, snap.Email(), snap.NotifyTimeout(), msg)
+	return sendMail(ctx, s.n.email(snap), snap.NotifyTimeout(), msg)
 }
 
 // threadDomain is the right-hand side of bindery's message ids.
@@ -46,7 +46,7 @@ func MessageID(eventID string) string { return eventID + "@" + threadDomain }
 
 // message writes the email of e to address.
 func (n *Notifier) message(e store.Event, address string, snap *config.Snapshot) (*mail.Msg, error) {
-	set := snap.Email()
+	set := n.email(snap)
 	m := mail.NewMsg()
 	if err := m.From(set.From); err != nil {
 		return nil, fmt.Errorf("from: %w", err)

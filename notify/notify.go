@@ -59,6 +59,11 @@ type Options struct {
 	Notes Notes
 	// Jitter draws the retry schedule's jitter in [0, 1) (nil: random).
 	Jitter func() float64
+	// DemoEmail is the email setting while notify.email is not configured (the demo's mail
+	// sink); DemoWebhooks are endpoints beside notify.webhooks (the demo's webhook receiver),
+	// unless one configured has the same name.
+	DemoEmail    config.Email
+	DemoWebhooks []config.Webhook
 }
 
 // Notifier routes and delivers events.
@@ -75,7 +80,9 @@ type Notifier struct {
 	notes  Notes
 	jitter func() float64
 	// schedule is the retry schedule (the Standard Webhooks one; tests shorten it).
-	schedule []time.Duration
+	schedule     []time.Duration
+	demoEmail    config.Email
+	demoWebhooks []config.Webhook
 	// sent counts deliveries this process made (tests).
 	sent atomic.Int64
 }
@@ -98,7 +105,8 @@ func New(o Options) (*Notifier, error) {
 		o.Jitter = defaultJitter
 	}
 	n := &Notifier{db: o.DB, cfg: o.Config, engine: o.Engine, log: o.Log.With("component", "notify"), rec: o.Recorder, inst: o.Instance,
-		base: strings.TrimRight(o.BaseURL, "/"), gitlab: strings.TrimRight(o.GitLabURL, "/"), hc: o.HTTPClient, notes: o.Notes, jitter: o.Jitter, schedule: schedule}
+		base: strings.TrimRight(o.BaseURL, "/"), gitlab: strings.TrimRight(o.GitLabURL, "/"), hc: o.HTTPClient, notes: o.Notes, jitter: o.Jitter, schedule: schedule,
+		demoEmail: o.DemoEmail, demoWebhooks: o.DemoWebhooks}
 	o.Engine.Register(engine.Kind{
 		Name: state.TaskNotify, Run: n.run, Fail: n.fail,
 		Retry: engine.Backoff(time.Second, time.Minute),
@@ -118,7 +126,7 @@ func (n *Notifier) route(snap *config.Snapshot) {
 		if t.Info().Audience == state.AudienceBatch {
 			return notes
 		}
-		for _, w := range snap.Webhooks() {
+		for _, w := range n.webhooks(snap) {
 			if w.Wants(t) {
 				return true
 			}
@@ -128,8 +136,31 @@ func (n *Notifier) route(snap *config.Snapshot) {
 				return true
 			}
 		}
-		return snap.Email().On() && t.ConcernsRequester()
+		return n.email(snap).On() && t.ConcernsRequester()
 	})
+}
+
+// webhooks are the endpoints of snap, with the demo's.
+func (n *Notifier) webhooks(snap *config.Snapshot) []config.Webhook {
+	ws := snap.Webhooks()
+	if len(n.demoWebhooks) == 0 {
+		return ws
+	}
+	out := append([]config.Webhook(nil), ws...)
+	for _, d := range n.demoWebhooks {
+		if !slices.ContainsFunc(ws, func(w config.Webhook) bool { return w.Name == d.Name }) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// email is the email setting of snap, or the demo's while it has none.
+func (n *Notifier) email(snap *config.Snapshot) config.Email {
+	if e := snap.Email(); e.On() {
+		return e
+	}
+	return n.demoEmail
 }
 
 // links is where messages link to, by the configuration in force.
@@ -210,7 +241,7 @@ func (n *Notifier) receivers(ctx context.Context, e store.Event) ([]store.NewDel
 	if !e.Type.Known() {
 		return nil, nil // a newer version's event: nothing here knows its receivers
 	}
-	for _, w := range snap.Webhooks() {
+	for _, w := range n.webhooks(snap) {
 		if w.Wants(e.Type) {
 			if err := add(ChannelWebhook, config.EndpointKey(ChannelWebhook, w.Name), ""); err != nil {
 				return nil, err
@@ -247,7 +278,7 @@ func (n *Notifier) receivers(ctx context.Context, e store.Event) ([]store.NewDel
 // emailReceiver is the requester's delivery of e, when they are to be emailed about it: a
 // skipped one when no address is known for them (the request page says so).
 func (n *Notifier) emailReceiver(ctx context.Context, snap *config.Snapshot, e store.Event) (store.NewDelivery, bool, error) {
-	if !snap.Email().On() || e.SubjectID == "" || !e.Type.ConcernsRequester() {
+	if !n.email(snap).On() || e.SubjectID == "" || !e.Type.ConcernsRequester() {
 		return store.NewDelivery{}, false, nil
 	}
 	if e.Type == state.EventRequestNeedsAttention && e.Facts.Reason == store.AttentionFailed {
@@ -420,7 +451,7 @@ func (n *Notifier) sender(snap *config.Snapshot, d store.Delivery) (sender, stri
 	name, _ := strings.CutPrefix(d.Endpoint, d.Channel+":")
 	switch d.Channel {
 	case ChannelWebhook:
-		for _, w := range snap.Webhooks() {
+		for _, w := range n.webhooks(snap) {
 			if w.Name == name {
 				return webhookSender{w: webhook{cfg: w, hc: n.hc}, n: n}, ""
 			}
@@ -432,7 +463,7 @@ func (n *Notifier) sender(snap *config.Snapshot, d store.Delivery) (sender, stri
 			}
 		}
 	case ChannelEmail:
-		if snap.Email().On() {
+		if n.email(snap).On() {
 			return emailSender{n: n}, ""
 		}
 		return nil, "email is no longer configured (notify.email)"

@@ -31,7 +31,7 @@ func (n *Notifier) EmailPrefs(ctx context.Context, subject string) (api.EmailPre
 		return api.EmailPrefs{}, err
 	}
 	snap := n.cfg.Current()
-	p := api.EmailPrefs{Events: chosen, Defaults: !ok, Address: AddressOf(snap, subject), EmailOn: snap.Email().On()}
+	p := api.EmailPrefs{Events: chosen, Defaults: !ok, Address: AddressOf(snap, subject), EmailOn: n.email(snap).On()}
 	for _, t := range requesterTypes {
 		d := t.Info().EmailByDefault
 		p.Choices = append(p.Choices, api.EventChoice{Event: t, Label: choiceWords(t), Default: d})
@@ -117,14 +117,14 @@ func (n *Notifier) Endpoints(ctx context.Context) ([]api.NotifyEndpoint, error) 
 		seen[name] = true
 		out = append(out, api.NotifyEndpoint{Name: name, Channel: channel, URL: url, Configured: configured, Deliveries: []api.DeliveryVw{}})
 	}
-	for _, w := range snap.Webhooks() {
+	for _, w := range n.webhooks(snap) {
 		add(config.EndpointKey(ChannelWebhook, w.Name), ChannelWebhook, redactURL(w.URL), true)
 	}
 	for _, c := range snap.Chats() {
 		add(config.EndpointKey(ChannelChat, c.Name), ChannelChat, redactURL(c.URL), true)
 	}
-	if snap.Email().On() {
-		add(ChannelEmail, ChannelEmail, "smtp://"+snap.Email().SMTP, true)
+	if n.email(snap).On() {
+		add(ChannelEmail, ChannelEmail, "smtp://"+n.email(snap).SMTP, true)
 	}
 	if n.notes != nil && snap.MRNotes() {
 		add(ChannelMRNote, ChannelMRNote, "", true)

@@ -74,6 +74,7 @@ type Sims struct {
 	Approval   *Approval
 	Deploy     *Deploy
 	Permission *Permission
+	Mailbox    *Mailbox
 
 	opts     Options
 	cancel   context.CancelFunc
@@ -100,13 +101,14 @@ func New(o Options) *Sims {
 	s.GitLab.OnMerge(s.Deploy.merged)
 	s.Approval = newApproval(o)
 	s.Permission = newPermission(o)
+	s.Mailbox = newMailbox(o)
 	s.load()
 	return s
 }
 
 // Handler serves every simulator under /sim/: /sim/gitlab/api/v4/…, /sim/approval/tickets,
-// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check, and
-// GET /sim/faults (FaultCounts).
+// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check, the mailbox
+// (GET /sim/mailbox, POST /sim/webhooks/:name), and GET /sim/faults (FaultCounts).
 func (s *Sims) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.EscapedPath()
@@ -119,6 +121,8 @@ func (s *Sims) Handler() http.Handler {
 			s.Deploy.ServeHTTP(w, r)
 		case strings.HasPrefix(p, "/sim/permission/"):
 			s.Permission.ServeHTTP(w, r)
+		case p == "/sim/mailbox" || strings.HasPrefix(p, "/sim/webhooks/"):
+			s.Mailbox.ServeHTTP(w, r)
 		case p == "/sim/faults" && r.Method == http.MethodGet:
 			writeJSON(w, http.StatusOK, s.FaultCounts())
 		default:
@@ -165,6 +169,7 @@ func (s *Sims) Stop() {
 	s.Permission.gate.stop()
 	s.Approval.stop()
 	s.Deploy.stop()
+	s.Mailbox.stop()
 	s.save()
 }
 
