@@ -57,23 +57,23 @@ func (l links) request(operationID string) string {
 func (l links) ops() string { return l.base + "/ops" }
 
 func (l links) mr(project string, iid int64) *api.Link {
-	if iid == 0 || l.gitlab == "" {
-		if iid == 0 {
-			return nil
-		}
-		return &api.Link{ID: iid}
-	}
-	return &api.Link{ID: iid, URL: fmt.Sprintf("%s/%s/-/merge_requests/%d", l.gitlab, project, iid)}
+	return l.gitlabLink(project, "merge_requests", iid)
 }
 
 func (l links) pipeline(project string, id int64) *api.Link {
-	if id == 0 || l.gitlab == "" {
-		if id == 0 {
-			return nil
-		}
+	return l.gitlabLink(project, "pipelines", id)
+}
+
+// gitlabLink is the web address of a project's merge request or pipeline (without an address
+// when GitLab's web base is not known; nil without a number).
+func (l links) gitlabLink(project, kind string, id int64) *api.Link {
+	if id == 0 {
+		return nil
+	}
+	if l.gitlab == "" {
 		return &api.Link{ID: id}
 	}
-	return &api.Link{ID: id, URL: fmt.Sprintf("%s/%s/-/pipelines/%d", l.gitlab, project, id)}
+	return &api.Link{ID: id, URL: fmt.Sprintf("%s/%s/-/%s/%d", l.gitlab, project, kind, id)}
 }
 
 // forProject is explain.Told's link maker for a project.

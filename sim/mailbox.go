@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/mail"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,21 +118,20 @@ func (m *Mailbox) stop() {
 func (m *Mailbox) Emails() []Email {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]Email, len(m.emails))
-	for i, e := range m.emails {
-		out[len(out)-1-i] = e
-	}
-	return out
+	return newestFirst(m.emails)
 }
 
 // Webhooks are the webhook deliveries received, newest first.
 func (m *Mailbox) Webhooks() []WebhookDelivery {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]WebhookDelivery, len(m.webhooks))
-	for i, w := range m.webhooks {
-		out[len(out)-1-i] = w
-	}
+	return newestFirst(m.webhooks)
+}
+
+// newestFirst is a reversed copy of what was appended oldest first.
+func newestFirst[T any](xs []T) []T {
+	out := slices.Clone(xs)
+	slices.Reverse(out)
 	return out
 }
 
@@ -147,12 +147,15 @@ func (m *Mailbox) Received() map[string]int {
 	return out
 }
 
-// ServeHTTP serves POST /sim/webhooks/:name and GET /sim/mailbox.
+// ServeHTTP serves POST /sim/webhooks/:name, GET /sim/webhooks (deliveries received per
+// webhook-id) and GET /sim/mailbox.
 func (m *Mailbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	switch {
 	case p == "/sim/mailbox" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, map[string]any{"smtp": m.SMTPAddr(), "emails": m.Emails(), "webhooks": m.Webhooks()})
+	case p == "/sim/webhooks" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, m.Received())
 	case strings.HasPrefix(p, "/sim/webhooks/") && r.Method == http.MethodPost:
 		m.receive(w, r, strings.TrimPrefix(p, "/sim/webhooks/"))
 	default:

@@ -121,7 +121,7 @@ func (s *Sims) Handler() http.Handler {
 			s.Deploy.ServeHTTP(w, r)
 		case strings.HasPrefix(p, "/sim/permission/"):
 			s.Permission.ServeHTTP(w, r)
-		case p == "/sim/mailbox" || strings.HasPrefix(p, "/sim/webhooks/"):
+		case p == "/sim/mailbox" || p == "/sim/webhooks" || strings.HasPrefix(p, "/sim/webhooks/"):
 			s.Mailbox.ServeHTTP(w, r)
 		case p == "/sim/faults" && r.Method == http.MethodGet:
 			writeJSON(w, http.StatusOK, s.FaultCounts())
