@@ -14,7 +14,7 @@ const chaosWebhookSecret = "whsec_Y2hhb3Mtd2ViaG9vay1zZWNyZXQtb2YtMzItYnl0ZXM="
 // event the endpoint subscribes to, and how often the receiver got it by webhook-id.
 type notifyFigures struct {
 	events, once, more, lost, strangers, undelivered int
-	maxRepeat                                         int
+	maxRepeat                                        int
 }
 
 func (f notifyFigures) String() string {
