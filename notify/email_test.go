@@ -62,11 +62,11 @@ func TestARequesterIsEmailedInOneThread(t *testing.T) {
 func TestEmailFollowsThePersonsChoice(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mp := startMailpit(t)
-		newEnv(t, db, emailConfig(mp.smtp, ""))
-		if err := db.SetEmailPrefs(bg, "alice@example.com", []state.EventType{state.EventRequestAccepted, state.EventRequestMerged}); err != nil {
+		e := newEnv(t, db, emailConfig(mp.smtp, ""))
+		if _, err := e.n.SetEmailPrefs(bg, "alice@example.com", []state.EventType{state.EventRequestAccepted, state.EventRequestMerged}); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.SetEmailPrefs(bg, "bob@example.com", nil); err != nil {
+		if _, err := e.n.SetEmailPrefs(bg, "bob@example.com", []state.EventType{}); err != nil {
 			t.Fatal(err)
 		}
 		apply(t, db, "op-a", "alice@example.com", toInEffect...)
@@ -83,6 +83,14 @@ func TestEmailFollowsThePersonsChoice(t *testing.T) {
 		got, chose, err := db.EmailPrefs(bg, "bob@example.com")
 		if err != nil || !chose || len(got) != 0 {
 			t.Fatalf("bob's choice %v %v %v", got, chose, err)
+		}
+		// An event type nobody chose and no default names emails nobody: in_ci is neither
+		// (accepted and merged are alice's choice, in_effect a default).
+		if c := count(t, db, "SELECT COUNT(*) FROM notify_event WHERE type = 'request.in_ci'"); c != 2 {
+			t.Fatalf("%d in_ci events", c)
+		}
+		if c := count(t, db, "SELECT COUNT(*) FROM notify_delivery d JOIN notify_event e ON e.event_id = d.event_id WHERE e.type = 'request.in_ci'"); c != 0 {
+			t.Fatalf("%d in_ci deliveries", c)
 		}
 	})
 }

@@ -83,6 +83,9 @@ type Notifier struct {
 	schedule     []time.Duration
 	demoEmail    config.Email
 	demoWebhooks []config.Webhook
+	// chosen is every event type some person chose to be emailed about, besides the defaults
+	// (refreshed by the watch and at each choice made here; nil until first read: all).
+	chosen atomic.Pointer[map[state.EventType]bool]
 	// sent counts deliveries this process made (tests).
 	sent atomic.Int64
 }
@@ -112,6 +115,11 @@ func New(o Options) (*Notifier, error) {
 		Retry: engine.Backoff(time.Second, time.Minute),
 		Lease: func() time.Duration { return n.cfg.Current().NotifyTimeout() + 30*time.Second },
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := n.refreshChosen(ctx); err != nil {
+		n.log.Warn("people's email choices not read; every requester's event is routed until the watch reads them", "err", err)
+	}
+	cancel()
 	n.route(n.cfg.Current())
 	n.cfg.OnChange(func(_, cur *config.Snapshot) { n.route(cur) })
 	n.watchConfig()
@@ -136,8 +144,25 @@ func (n *Notifier) route(snap *config.Snapshot) {
 				return true
 			}
 		}
-		return n.email(snap).On() && t.ConcernsRequester()
+		return n.email(snap).On() && t.ConcernsRequester() && (t.Info().EmailByDefault || n.someoneChose(t))
 	})
+}
+
+// someoneChose reports whether some person chose to be emailed about t (true until the choices
+// were first read).
+func (n *Notifier) someoneChose(t state.EventType) bool {
+	m := n.chosen.Load()
+	return m == nil || (*m)[t]
+}
+
+// refreshChosen reads every person's choice again.
+func (n *Notifier) refreshChosen(ctx context.Context) error {
+	m, err := n.db.ChosenTypes(ctx)
+	if err != nil {
+		return err
+	}
+	n.chosen.Store(&m)
+	return nil
 }
 
 // webhooks are the endpoints of snap, with the demo's.

@@ -64,6 +64,10 @@ func (n *Notifier) SetEmailPrefs(ctx context.Context, subject string, types []st
 	if err := n.db.SetEmailPrefs(ctx, subject, types); err != nil {
 		return api.EmailPrefs{}, err
 	}
+	// Routed from now on, on this instance; the others read the choices at their next look.
+	if err := n.refreshChosen(ctx); err != nil {
+		n.log.Warn("people's email choices not read again", "err", err)
+	}
 	return n.EmailPrefs(ctx, subject)
 }
 

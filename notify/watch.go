@@ -100,7 +100,7 @@ func (w *Watch) RunOnce(ctx context.Context) (int, error) {
 		errs = append(errs, err)
 	}
 	purged, err := n.db.PurgeAttempts(ctx, snap.NotifyKeepAttempts(), purgeBatch)
-	errs = append(errs, err)
+	errs = append(errs, err, n.refreshChosen(ctx))
 	if told > 0 {
 		n.engine.Nudge(state.NotifyLane)
 	}
@@ -187,7 +187,9 @@ func (w *Watch) Stop(ctx context.Context) error {
 func (n *Notifier) tellConfigRefused(why string, keys []string) {
 	sum := sha256.Sum256([]byte(why + "\x00" + strings.Join(keys, ",")))
 	key := fmt.Sprintf("config.refused:%x:%s", sum[:8], time.Now().UTC().Format("2006010215"))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Within the reload (the config's lock held): a database that does not answer delays the
+	// next reload by this much, never a request.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	e := store.Event{Type: state.EventConfigRefused, Key: key, Facts: store.EventFacts{Why: clipWhy(why), Note: strings.Join(keys, ","), Instance: n.inst}}
 	if _, err := n.db.Tell(ctx, e); err != nil {

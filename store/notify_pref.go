@@ -61,3 +61,22 @@ func (db *DB) KeepMRNote(ctx context.Context, project string, iid, noteID int64,
 		project, iid, noteID, body)
 	return translate(err)
 }
+
+// ChosenTypes is every event type some person chose to be emailed about (the notifier routes
+// the others' events only when a default or a webhook wants them).
+func (db *DB) ChosenTypes(ctx context.Context) (map[state.EventType]bool, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT DISTINCT events FROM notify_pref")
+	lists, err := collect(rows, err, func(s scanner) (string, error) { var l string; return l, s.Scan(&l) })
+	if err != nil {
+		return nil, err
+	}
+	out := map[state.EventType]bool{}
+	for _, l := range lists {
+		for _, t := range strings.Split(l, ",") {
+			if t != "" {
+				out[state.EventType(t)] = true
+			}
+		}
+	}
+	return out, nil
+}
