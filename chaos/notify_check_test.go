@@ -29,10 +29,15 @@ func (f notifyFigures) String() string {
 func (c *checker) deliveredOnce() notifyFigures {
 	c.t.Helper()
 	var f notifyFigures
+	// What the endpoint is still to get: events not routed yet, webhook deliveries not ended. (A
+	// merge request's note that GitLab's injected 5xx put on the retry schedule may wait half an
+	// hour for its next attempt: it is not the endpoint's.)
+	pending := "SELECT %s FROM task t LEFT JOIN notify_delivery d ON t.ref = CONCAT('delivery:', d.id) " +
+		"WHERE t.kind = 'notify' AND (t.step = 'route' OR d.channel = 'webhook')"
 	deadline := time.Now().Add(90 * time.Second)
-	for c.count("SELECT COUNT(*) FROM task WHERE kind = 'notify'") > 0 {
+	for c.count(fmt.Sprintf(pending, "COUNT(*)")) > 0 {
 		if time.Now().After(deadline) {
-			c.none("notify tasks still due after the drain", "SELECT kind, ref, step, note FROM task WHERE kind = 'notify' LIMIT 20")
+			c.none("routings and webhook deliveries still due after the drain", fmt.Sprintf(pending, "t.ref, t.step, t.note")+" LIMIT 20")
 			break
 		}
 		time.Sleep(time.Second)
