@@ -26,6 +26,7 @@ import (
 	"bindery/engine"
 	"bindery/logging"
 	"bindery/metric"
+	"bindery/notify"
 	"bindery/ratelimit"
 	"bindery/server"
 	"bindery/service"
@@ -78,12 +79,15 @@ type App struct {
 	sims        *sim.Sims // demo only: the simulators mounted under /sim/
 	limiter     *ratelimit.Limiter
 	share       *ratelimit.Share
+	// notifications serves the notification routes (set by Services; nil: they answer 503).
+	notifications server.Notifications
 
 	// The background services, built by New and started by Run (see Run for their order).
 	watcher *config.Watcher
 	beat    *heartbeat
 	engine  *engine.Engine
 	cron    *workflow.Cron
+	watch   *notify.Watch // the notifier's periodic look
 	// serveErr receives the error that ended the HTTP server's Serve (not a shutdown).
 	serveErr chan error
 
@@ -163,6 +167,10 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 			StateFile: filepath.Join(filepath.Dir(opts.ConfigPath), "sim-state.json"), // beside config.yaml and bindery.db
 		})
 		mounts = map[string]http.Handler{"/sim/": a.sims.Handler()}
+		// The mailbox's SMTP sink, on a loopback port of its own: the demo's email goes there.
+		if err := a.sims.Mailbox.Listen(); err != nil {
+			return nil, fmt.Errorf("demo mailbox: %w", err)
+		}
 	}
 	wf, perms, err := a.wire()
 	if err != nil {
@@ -177,21 +185,22 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	a.beat = &heartbeat{db: a.db, instance: a.instance, version: Version, cfg: a.cfg, share: a.share, limiter: a.limiter,
 		log: a.log, every: heartbeatEvery}
 	srv := server.New(server.Deps{
-		Config:      a.cfg,
-		DB:          a.db,
-		Metrics:     a.metrics,
-		Log:         a.log,
-		UI:          opts.Assets.UI,
-		Version:     Version,
-		Demo:        opts.Mode == ModeDemo,
-		Workflow:    wf,
-		Permissions: perms,
-		Limiter:     a.limiter,
-		Share:       a.share,
-		Recorder:    metric.New(metric.SetSink(a.metrics), a.log),
-		Mounts:      mounts,
-		ListenAddr:  a.listener.Addr().String(),
-		AddrFlag:    opts.Addr != "",
+		Config:        a.cfg,
+		DB:            a.db,
+		Metrics:       a.metrics,
+		Log:           a.log,
+		UI:            opts.Assets.UI,
+		Version:       Version,
+		Demo:          opts.Mode == ModeDemo,
+		Workflow:      wf,
+		Permissions:   perms,
+		Notifications: a.notifications,
+		Limiter:       a.limiter,
+		Share:         a.share,
+		Recorder:      metric.New(metric.SetSink(a.metrics), a.log),
+		Mounts:        mounts,
+		ListenAddr:    a.listener.Addr().String(),
+		AddrFlag:      opts.Addr != "",
 	})
 	if maddr := snap.MetricsAddr(); maddr != "" {
 		if a.metricsLn, err = net.Listen("tcp", maddr); err != nil {
@@ -274,7 +283,7 @@ func (a *App) Run(ctx context.Context) error {
 	if a.sims != nil {
 		order = append(append(order, web...), named{name: "simulators", Service: a.sims})
 	}
-	order = append(order, named{name: "engine", Service: a.engine}, named{name: "cron", Service: a.cron})
+	order = append(order, named{name: "engine", Service: a.engine}, named{name: "cron", Service: a.cron}, named{name: "notify watch", Service: a.watch})
 	if a.sims == nil {
 		order = append(order, web...)
 	}

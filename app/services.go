@@ -6,11 +6,14 @@ import (
 	"bindery/approval"
 	"bindery/batch"
 	"bindery/change"
+	"bindery/config"
 	"bindery/engine"
 	"bindery/gitlab"
 	"bindery/metric"
+	"bindery/notify"
 	"bindery/permission"
 	"bindery/server"
+	"bindery/sim"
 	"bindery/workflow"
 )
 
@@ -44,7 +47,7 @@ func (a *App) wire() (server.Workflow, server.Permissions, error) {
 	rec := metric.New(metric.SetSink(a.metrics), log)
 	eng := engine.New(engine.Options{
 		DB: a.db, Log: log, Recorder: rec, Instance: a.instance, IdlePoll: snap.IdlePoll(),
-		Lanes: map[string]int{engine.LaneFirst: snap.FirstWorkers(), engine.LaneBackground: snap.Workers()},
+		Lanes: map[string]int{engine.LaneFirst: snap.FirstWorkers(), engine.LaneBackground: snap.Workers(), engine.LaneNotify: snap.NotifyWorkers()},
 	})
 	eng.Gauges(a.metrics)
 	runner := &change.Runner{GitLab: gl, Log: log.With("component", "change")}
@@ -57,6 +60,19 @@ func (a *App) wire() (server.Workflow, server.Permissions, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("workflow: %w", err)
 	}
-	a.engine, a.cron = eng, workflow.NewCron(wf, a.db)
+	no := notify.Options{
+		DB: a.db, Config: a.cfg, Engine: eng, Log: log, Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL, Notes: gl,
+	}
+	if a.opts.Mode == ModeDemo {
+		// The demo tells its mailbox: email to its SMTP sink, every event to its webhook receiver.
+		no.DemoEmail = config.Email{SMTP: a.sims.Mailbox.SMTPAddr(), From: "bindery <bindery@demo.example>", StartTLS: config.StartTLSNone}
+		no.DemoWebhooks = []config.Webhook{{Name: "demo-mailbox", URL: a.URL() + "/sim/webhooks/demo-mailbox", Secrets: []string{sim.DemoWebhookSecret}}}
+	}
+	n, err := notify.New(no)
+	if err != nil {
+		return nil, nil, fmt.Errorf("notify: %w", err)
+	}
+	a.notifications = n
+	a.engine, a.cron, a.watch = eng, workflow.NewCron(wf, a.db), n.NewWatch(liveWithin, a.metrics)
 	return wf, perms, nil
 }

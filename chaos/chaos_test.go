@@ -180,6 +180,8 @@ func TestChaos(t *testing.T) {
 	c.repository()
 	c.validatedCounter(insts, k.ledger)
 	c.requesterViews(ctx, l.c, simURL+"/sim/gitlab")
+	told := c.deliveredOnce()
+	t.Logf("notifications: %s", told)
 	if len(sampler.seen) > 0 {
 		t.Errorf("an active batch held its slot without members in %d of %d samples: %v", len(sampler.seen), sampler.samples, sampler.seen)
 	}
@@ -203,11 +205,12 @@ batches: %s; at most %d active at once (%d projects)
 merge requests merged: %d; deploy callbacks dropped by the sim: %d of %d; bindings checked against the files on main: %d
 sim fault counts: %s
 validated: %s
+notifications: %s
 total duration: %s
 `, min(int(l.next.Load()), p.apps), p.users, loadTook.Round(time.Second), len(l.accepted), l.tally.String(),
 		k.kills.Load(), k.restarts.Load(), px.failover.Load(),
 		map[bool]string{true: "quiescent", false: "NOT quiescent"}[quiet], drainTook.Round(time.Second), op.tally.String(),
-		sum.states, sum.batches, sum.mostActive, p.projects, sum.merged, sum.deployDropped, sum.deploys, c.files, simFaults(simURL), c.counterLine, time.Since(began).Round(time.Second))
+		sum.states, sum.batches, sum.mostActive, p.projects, sum.merged, sum.deployDropped, sum.deploys, c.files, simFaults(simURL), c.counterLine, told, time.Since(began).Round(time.Second))
 }
 
 func openSQL(t *testing.T, dsn string) *sql.DB {

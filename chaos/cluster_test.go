@@ -113,13 +113,17 @@ poll:
 reconcile:
   minAge: 2s
   deployOverdue: 30s # chaos/check_test.go deployOverdue
+notify:
+  timeout: 2s
+  webhooks: # the sim's receiver counts each delivery by webhook-id (chaos/notify_check_test.go)
+    - {name: chaos, url: "%[9]s/sim/webhooks/chaos", secrets: [%[10]s], events: "*"}
 cron:
   rounds: "@every 1s"
   reconcile: "@every 2s"
   sweep: "@every 2s"
   expiry: "@every 1m"
   purge: "@every 1h"
-`, proxyURL, dsn, loginHeader, simURL, botToken, simURL, opsIdentity, pollTimeout(r))
+`, proxyURL, dsn, loginHeader, simURL, botToken, simURL, opsIdentity, pollTimeout(r), simURL, chaosWebhookSecret)
 	fmt.Fprintf(&b, `sim:
   timeScale: 4
   gitlab:

@@ -224,6 +224,8 @@ var coreKeys = []Key{
 	},
 	workerKey("workers.size", 8, func(s *Snapshot) *int { return &s.workerCount },
 		"Workers of the background lane on each instance: pipeline checks, merges, settlements, batches — each one bounded action (one GitLab call or one look), never a wait: work waiting on CI is a row with a due time, not a busy worker."),
+	workerKey("workers.notify", 4, func(s *Snapshot) *int { return &s.notifyWorkers },
+		"Workers of the notify lane on each instance: routing events and delivering them (webhooks, email, chat, merge request notes), one bounded attempt each. A lane of its own, so that a slow or hanging receiver never delays a request's steps."),
 	workerKey("workers.first", 4, func(s *Snapshot) *int { return &s.firstWorkers },
 		"Workers of the first-steps lane on each instance: a new application's approval ticket, a legacy MR's creation. A lane of their own, so that no number of batches in CI delays an application; work waits in the database for a free worker, and the request view says how many are ahead."),
 	{

@@ -20,7 +20,11 @@ const MaxFileSize = 4 << 20
 // unparsable YAML, a key whose structure is wrong (a scalar where a mapping belongs), or a value
 // its key declares fatal (e.g. an invalid catalog). Invalid values of dynamic keys are not
 // errors: the key's documented fallback applies and the report says so.
-func Parse(data []byte) (*Snapshot, error) {
+func Parse(data []byte) (*Snapshot, error) { return ParseOver(data, nil) }
+
+// ParseOver is Parse of a reload over last, the configuration in force: a key that refuses its
+// value on its own (a notify receiver) keeps last's.
+func ParseOver(data []byte, last *Snapshot) (*Snapshot, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("config is %d bytes, more than the %d allowed", len(data), MaxFileSize)
 	}
@@ -29,7 +33,8 @@ func Parse(data []byte) (*Snapshot, error) {
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
 		return nil, fmt.Errorf("parse: %w", err)
 	}
-	s := &Snapshot{values: map[string]value{}, rateLimits: map[string]int{}}
+	s := &Snapshot{values: map[string]value{}, rateLimits: map[string]int{}, last: last}
+	defer func() { s.last = nil }() // no chain of old snapshots kept alive
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 		root := doc.Content[0]
 		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {

@@ -39,6 +39,7 @@ type Snapshot struct {
 	maxOpenConns, maxIdleConns  int
 	logFormat                   string
 	workerCount, firstWorkers   int
+	notifyWorkers               int
 	idlePoll                    time.Duration
 
 	// dynamic
@@ -57,7 +58,11 @@ type Snapshot struct {
 	idempotencyTTL   time.Duration
 	targets          []Target
 
+	// last is the configuration in force while a reload is parsed (nil otherwise).
+	last *Snapshot
+
 	// area settings, declared beside their keys
+	notifySettings
 	hookSettings
 	integrationSettings
 	simSettings
@@ -144,6 +149,10 @@ func (s *Snapshot) Workers() int { return s.workerCount }
 // FirstWorkers is workers.first, the first-steps lane's workers. Default 4; blank, unparsable or
 // < 1 → default.
 func (s *Snapshot) FirstWorkers() int { return s.firstWorkers }
+
+// NotifyWorkers is workers.notify, the notify lane's workers. Default 4; blank, unparsable or
+// < 1 → default.
+func (s *Snapshot) NotifyWorkers() int { return s.notifyWorkers }
 
 // IdlePoll is workers.idlePoll, how often an idle lane looks for work other instances made due.
 // Default 1s; blank, unparsable, ≤ 0 or < 10ms → default.

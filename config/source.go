@@ -35,6 +35,7 @@ type Source struct {
 	mu       sync.Mutex // serialises reloads
 	lastHash [sha256.Size]byte
 	hooks    []func(old, cur *Snapshot)
+	refused  []func(err error)
 
 	reloadErrors *metrics.Counter
 	reads        atomic.Int64 // file reads by reloads, for tests of the watch's filtering
@@ -103,6 +104,14 @@ func (s *Source) OnChange(fn func(old, cur *Snapshot)) {
 	s.hooks = append(s.hooks, fn)
 }
 
+// OnRefused registers fn to run after each reload that was refused (the last good configuration
+// stays in force). Register before Watch.
+func (s *Source) OnRefused(fn func(err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused = append(s.refused, fn)
+}
+
 // Replace installs snap as if it had been loaded from the file; for tests of dynamic keys.
 func (s *Source) Replace(snap *Snapshot) {
 	s.mu.Lock()
@@ -168,7 +177,7 @@ func (s *Source) reload(force bool) error {
 	}
 	if err == nil {
 		var snap *Snapshot
-		if snap, err = Parse(data); err == nil {
+		if snap, err = ParseOver(data, s.cur.Load()); err == nil {
 			if err = halfFile(s.cur.Load(), snap); err == nil {
 				s.swap(snap)
 				return nil
@@ -182,6 +191,9 @@ func (s *Source) reload(force bool) error {
 	}
 	s.log.Error("config reload failed; keeping the last good configuration",
 		"generation", s.cur.Load().Generation, "err", err)
+	for _, fn := range s.refused {
+		fn(err)
+	}
 	return err
 }
 

@@ -42,11 +42,14 @@ import (
 	"bindery/store"
 )
 
-// Lanes: a request's first steps (the approval ticket, a legacy MR's creation) and everything
-// else (pipeline polls, merges, settlements, batches) have separate budgets.
+// Lanes: a request's first steps (the approval ticket, a legacy MR's creation), everything else
+// of requests and batches (pipeline polls, merges, settlements, batches), and telling people
+// (routing events, delivering them) have separate budgets: no slow receiver of a notification
+// delays a request's step.
 const (
 	LaneFirst      = "first"
 	LaneBackground = "background"
+	LaneNotify     = state.NotifyLane
 )
 
 // Kind is the code that runs the tasks of one kind.
@@ -120,7 +123,7 @@ func New(o Options) *Engine {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{db: o.DB, log: o.Log.With("component", "engine"), rec: o.Recorder, instance: o.Instance, idle: o.IdlePoll,
 		kinds: map[string]*Kind{}, lanes: map[string]*lane{}, ctx: ctx, cancel: cancel}
-	for _, name := range []string{LaneFirst, LaneBackground} {
+	for _, name := range []string{LaneFirst, LaneBackground, LaneNotify} {
 		size := o.Lanes[name]
 		if size < 1 {
 			size = 1

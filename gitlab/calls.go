@@ -399,3 +399,24 @@ func (c *Client) approvalsAs(ctx context.Context, acct account, project string, 
 	})
 	return out, mine, err
 }
+
+// CreateNote writes a note on project's MR iid as the bot and returns its id.
+func (c *Client) CreateNote(ctx context.Context, project string, iid int64, body string) (int64, error) {
+	var id int64
+	err := c.call(ctx, botAccount(c.cfg.Current()), "create_note", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		n, resp, err := l.Notes.CreateMergeRequestNote(project, iid, &gl.CreateMergeRequestNoteOptions{Body: &body}, o)
+		if err == nil {
+			id = n.ID
+		}
+		return resp, err
+	})
+	return id, err
+}
+
+// UpdateNote replaces the text of the bot's note noteID on project's MR iid.
+func (c *Client) UpdateNote(ctx context.Context, project string, iid, noteID int64, body string) error {
+	return c.call(ctx, botAccount(c.cfg.Current()), "update_note", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		_, resp, err := l.Notes.UpdateMergeRequestNote(project, iid, noteID, &gl.UpdateMergeRequestNoteOptions{Body: &body}, o)
+		return resp, err
+	})
+}

@@ -86,6 +86,25 @@ var families = map[string]Family{
 	"bindery_batch_settle_failures_total":    counter("Batch settlements that did not go through and are retried, by project."),
 	"bindery_batches_settled_total":          counter("Batches settled, by project and final status."),
 
+	// Telling people (package notify).
+	"bindery_notify_events_routed_total":      counter("Events routed to their receivers, by event type."),
+	"bindery_notify_attempts_total":           counter("Delivery attempts by channel (webhook, email, chat, mrnote) and outcome (ok, or the failure's class: timeout, connect, dropped, status, gone, refused, tls, internal)."),
+	"bindery_notify_attempt_seconds":          histogram("Time one delivery attempt took, by channel.", callBuckets),
+	"bindery_notify_deliveries_total":         counter("Deliveries ended, by channel and outcome (delivered, failed, skipped)."),
+	"bindery_notify_endpoints_disabled_total": counter("Receivers disabled (410 Gone, or failing longer than notify.disableAfter), by channel."),
+	"bindery_notify_endpoints_failing":        gauge("Receivers whose deliveries fail now (not disabled), as the notify watch last counted them."),
+	"bindery_notify_endpoints_disabled":       gauge("Receivers disabled now, as the notify watch last counted them."),
+	"bindery_notify_deliveries_pending":       gauge("Deliveries waiting for an attempt, as the notify watch last counted them."),
+
+	// What needs an operator, as the notify watch last read it from the database (every
+	// instance reports the same numbers: alert on the max).
+	"bindery_batches_blocked":               gauge("Batches BLOCKED now: waiting for a person in GitLab."),
+	"bindery_batch_blocked_longest_seconds": gauge("How long the longest-BLOCKED batch has been BLOCKED (0: none)."),
+	"bindery_requests_needing_attention":    gauge("Requests the ops stuck list shows: failed, pending, or their approval or deploy overdue."),
+	"bindery_deploys_overdue":               gauge("Merged requests whose deploy callback is later than reconcile.deployOverdue."),
+	"bindery_instances_stale":               gauge("Registered instances whose heartbeat stopped (older than three heartbeats, younger than a day)."),
+	"bindery_config_refused_keys":           gauge("Configuration keys refused in the configuration in force (their last good values stay)."),
+
 	// The Go runtime, as metrics.WriteProcessMetrics writes it.
 	"go_info":                             gauge("Always 1; the label names the Go version."),
 	"go_info_ext":                         gauge("Always 1; the labels name the Go compiler, GOARCH, GOOS and GOROOT."),

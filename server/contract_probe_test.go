@@ -143,7 +143,7 @@ func exampleOf(t *testing.T, method, path string, op *openapi3.Operation) exampl
 		if p.Value.In == "path" {
 			// The probe harness's request and batch: examples that exist (a withdrawal's: a
 			// request that failed).
-			e.params[p.Value.Name] = map[string]string{"operationId": "op-v", "id": "7"}[p.Value.Name]
+			e.params[p.Value.Name] = map[string]string{"operationId": "op-v", "id": "7", "name": "webhook:ci"}[p.Value.Name]
 			if p.Value.Name == "operationId" && strings.HasSuffix(path, "/withdraw") {
 				e.params[p.Value.Name] = "op-f"
 			}

@@ -329,10 +329,16 @@ func TestOpenAPIEnumsAreTheServersLists(t *testing.T) {
 			steps = append(steps, fmt.Sprint(int(code)))
 		}
 	}
+	var events []string
+	for _, e := range state.EventTypes() {
+		if e.Public() {
+			events = append(events, string(e))
+		}
+	}
 	for _, c := range []struct {
 		schema string
 		want   []string
-	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}, {"RoundOutcome", slices.Clone(api.RoundOutcomes)}} {
+	}{{"BindingStatus", statuses}, {"BatchStatus", batchStatuses}, {"StepCode", steps}, {"RoundOutcome", slices.Clone(api.RoundOutcomes)}, {"EventType", events}} {
 		sort.Strings(c.want)
 		if got := enum(c.schema); !slices.Equal(got, c.want) {
 			t.Errorf("%s: the document lists %v, the server %v", c.schema, got, c.want)

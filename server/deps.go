@@ -54,6 +54,25 @@ type Workflow interface {
 	GitLabEvent(ctx context.Context, ev workflow.GitLabEvent) (api.CallbackResult, error)
 }
 
+// Notifications is what people see of bindery telling them (package notify's *Notifier).
+// Errors are *apperr.Error where the cause is known: INVALID_ARGUMENT (an event type a person
+// cannot choose), NOT_FOUND (no such delivery), CONFLICT (a delivery not failed, a receiver not
+// disabled).
+type Notifications interface {
+	// EmailPrefs is subject's settings page: the events that email them.
+	EmailPrefs(ctx context.Context, subject string) (api.EmailPrefs, error)
+	// SetEmailPrefs records subject's choice.
+	SetEmailPrefs(ctx context.Context, subject string, events []state.EventType) (api.EmailPrefs, error)
+	// Sent lists what was sent about a request: its requester's emails, every delivery with all.
+	Sent(ctx context.Context, operationID string, all bool) ([]api.Sent, error)
+	// Endpoints lists every receiver with its health and latest deliveries.
+	Endpoints(ctx context.Context) ([]api.NotifyEndpoint, error)
+	// Resend sends a failed or skipped delivery again.
+	Resend(ctx context.Context, deliveryID int64) (api.DeliveryVw, error)
+	// Enable switches a disabled receiver on again.
+	Enable(ctx context.Context, endpoint string) (api.NotifyEndpoint, error)
+}
+
 // Permissions answers whether identity holds at least one of ruleCodes, in one round trip
 // ("ops admin OR target owner"). Any error means "no" to the caller (403).
 type Permissions interface {

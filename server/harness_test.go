@@ -99,6 +99,7 @@ type harness struct {
 	db      *store.DB
 	wf      *fakeWorkflow
 	perms   *fakePermissions
+	notes   *fakeNotifications
 	set     *metrics.Set
 	limiter *ratelimit.Limiter
 	logs    *logtest.Buffer
@@ -114,7 +115,7 @@ func setup(t testing.TB, o options) *harness {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, configYAML(o.config))
 	}
-	h := &harness{t: t, src: config.NewStatic(snap), db: o.db, wf: newFakeWorkflow(), perms: newFakePermissions(), set: metrics.NewSet(), logs: &logtest.Buffer{}}
+	h := &harness{t: t, src: config.NewStatic(snap), db: o.db, wf: newFakeWorkflow(), perms: newFakePermissions(), notes: newFakeNotifications(), set: metrics.NewSet(), logs: &logtest.Buffer{}}
 	if h.db == nil {
 		h.db = storetest.SQLite(t)
 	}
@@ -133,7 +134,7 @@ func setup(t testing.TB, o options) *harness {
 	h.limiter = ratelimit.New(ratelimit.Options{Now: func() time.Time { return t0 }})
 	d := Deps{
 		Config: h.src, DB: h.db, Metrics: h.set, Log: log, Version: "test", Demo: !o.serve,
-		Workflow: h.wf, Permissions: h.perms, Limiter: h.limiter, Recorder: metric.New(sink, log),
+		Workflow: h.wf, Permissions: h.perms, Notifications: h.notes, Limiter: h.limiter, Recorder: metric.New(sink, log),
 		Now: func() time.Time { return t0 }, PermissionTimeout: 100 * time.Millisecond,
 		UI: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>spa</title>")}, "assets/app-3f9a1c2b.js": {Data: []byte("console.log(1)")}, "favicon.svg": {Data: []byte("<svg/>")}},
 	}

@@ -37,7 +37,7 @@ func bodyRoutes(h *harness) []bodyRoute {
 		if rt.body == 0 {
 			continue
 		}
-		br := bodyRoute{rt: rt, path: strings.NewReplacer("{operationId}", "op-1", "{id}", "7").Replace(rt.path)}
+		br := bodyRoute{rt: rt, path: strings.NewReplacer("{operationId}", "op-1", "{id}", "7", "{name}", "webhook:ci").Replace(rt.path)}
 		switch rt.auth {
 		case authUser:
 			br.header = func([]byte) map[string]string { return map[string]string{"X-Bindery-User": "alice"} }
@@ -299,7 +299,7 @@ func TestHostileQueriesOnEveryGetRouteGetAClearAnswer(t *testing.T) {
 			continue
 		}
 		for _, p := range params {
-			path := strings.NewReplacer("{operationId}", p, "{id}", p).Replace(rt.path)
+			path := strings.NewReplacer("{operationId}", p, "{id}", p, "{name}", p).Replace(rt.path)
 			if path == rt.path && p != params[0] {
 				continue // no path parameter: one pass is enough
 			}

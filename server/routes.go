@@ -69,6 +69,9 @@ func (s *Server) routes() []route {
 		{"GET", "/api/targets", "targets", authUser, nil, false, 0, s.targets},
 		{"GET", "/api/preview", "preview", authUser, nil, false, 0, s.preview},
 		{"GET", "/api/me", "me", authUser, nil, false, 0, s.me},
+		{"GET", "/api/my/notifications", "my.notifications", authUser, nil, false, 0, s.myNotifications},
+		{"POST", "/api/my/notifications", "my.notifications.set", authUser, nil, false, apiBody, s.setMyNotifications},
+		{"GET", "/api/requests/{operationId}/sent", "request.sent", authOwnerOrOps, nil, false, 0, s.requestSent},
 
 		{"GET", "/api/ops/batches", "ops.batches", authOps, nil, false, 0, s.opsBatches},
 		{"POST", "/api/ops/batches/run", "ops.batches.run", authOps, nil, true, apiBody, s.opsRunRound},
@@ -78,6 +81,9 @@ func (s *Server) routes() []route {
 		{"POST", "/api/ops/reconcile", "ops.reconcile", authOps, nil, true, apiBody, s.opsReconcile},
 		{"GET", "/api/ops/config", "ops.config", authOps, nil, false, 0, s.opsConfig},
 		{"GET", "/api/ops/audit", "ops.audit", authOps, nil, false, 0, s.opsAudit},
+		{"GET", "/api/ops/notify", "ops.notify", authOps, nil, false, 0, s.opsNotify},
+		{"POST", "/api/ops/notify/deliveries/{id}/resend", "ops.notify.resend", authOps, nil, true, apiBody, s.opsResend},
+		{"POST", "/api/ops/notify/endpoints/{name}/enable", "ops.notify.enable", authOps, nil, true, apiBody, s.opsEnable},
 
 		{"POST", "/hooks/approval", "hook.approval", authApprovalHook, nil, false, hookBody, s.approvalHook},
 		{"POST", "/hooks/deploy", "hook.deploy", authDeployHook, nil, false, hookBody, s.deployHook},

@@ -44,6 +44,9 @@ type Deps struct {
 	Workflow Workflow
 	// Permissions answers rule-code checks; nil → every check fails closed (403).
 	Permissions Permissions
+	// Notifications serves the notification routes (settings, what was sent, the receivers);
+	// nil → they answer 503 UNAVAILABLE.
+	Notifications Notifications
 	// PermissionTimeout bounds one permission round trip; 0 → 5s. Past it the answer is 403.
 	PermissionTimeout time.Duration
 

@@ -57,6 +57,7 @@ type GitLab struct {
 	nextPipelineID int64
 	nextJobID      int64
 	nextUserID     int64
+	nextNoteID     int64
 	seq            int64 // commit id salt
 	failNext       int   // the next pipelines that fail whatever the knobs say (FailNextPipelines)
 	stickNext      int   // the next pipelines that never finish (StickNextPipelines)

@@ -44,6 +44,7 @@ type mergeRequest struct {
 	rebase       *rebaseJob
 	locking      *lockedMerge // set while the MR is "locked": GitLab is merging it
 	autoMerge    *autoMerge
+	notes        []*mrNote
 	labels       []string
 }
 

@@ -76,6 +76,7 @@ type Sims struct {
 	Approval   *Approval
 	Deploy     *Deploy
 	Permission *Permission
+	Mailbox    *Mailbox
 
 	opts     Options
 	bg       service.Base // webhook delivery, time's progress, timed callbacks, periodic saves
@@ -108,13 +109,14 @@ func New(o Options) *Sims {
 	for _, hc := range []*http.Client{s.GitLab.hooks.hc, s.Deploy.hc, s.Approval.hc} {
 		hc.Transport = s.transport
 	}
+	s.Mailbox = newMailbox(o)
 	s.load()
 	return s
 }
 
 // Handler serves every simulator under /sim/: /sim/gitlab/api/v4/…, /sim/approval/tickets,
-// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check, and
-// GET /sim/faults (FaultCounts).
+// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check, the mailbox
+// (GET /sim/mailbox, POST /sim/webhooks/:name), and GET /sim/faults (FaultCounts).
 func (s *Sims) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.EscapedPath()
@@ -127,6 +129,8 @@ func (s *Sims) Handler() http.Handler {
 			s.Deploy.ServeHTTP(w, r)
 		case strings.HasPrefix(p, "/sim/permission/"):
 			s.Permission.ServeHTTP(w, r)
+		case p == "/sim/mailbox" || p == "/sim/webhooks" || strings.HasPrefix(p, "/sim/webhooks/"):
+			s.Mailbox.ServeHTTP(w, r)
 		case p == "/sim/faults" && r.Method == http.MethodGet:
 			writeJSON(w, http.StatusOK, s.FaultCounts())
 		default:
@@ -180,6 +184,7 @@ func (s *Sims) Stop(ctx context.Context) error {
 	err := s.bg.Wait(ctx)
 	// Kept-alive connections to bindery are goroutines of the transport (and of bindery's server).
 	s.transport.CloseIdleConnections()
+	s.Mailbox.stop()
 	s.save()
 	if err != nil {
 		return fmt.Errorf("simulators: %w", err)

@@ -348,10 +348,12 @@ const (
 	ActionDelete Action = "DELETE"
 )
 
-// Task kinds: the durable work of a request's own step (one per operation) and of a batch.
+// Task kinds: the durable work of a request's own step (one per operation), of a batch, and of
+// telling people (an event's routing, then each of its deliveries).
 const (
 	TaskRequest = "request"
 	TaskBatch   = "batch"
+	TaskNotify  = "notify"
 )
 
 // RoundOutcome is what one claim round did for a partition; the strings are the API's.

@@ -37,7 +37,12 @@ func (db *DB) RecordAudit(ctx context.Context, ev AuditEvent) (recorded bool, er
 	if ev.Key == "" {
 		return false, fmt.Errorf("audit %s: empty event key", ev.Action)
 	}
-	_, err = db.rw.ExecContext(ctx, "INSERT INTO audit_log (event_key, actor, action, params, request_id) VALUES (?, ?, ?, ?, ?)",
+	return recordAudit(ctx, db.rw, ev)
+}
+
+// recordAudit is RecordAudit through ex (the pool, or a transaction).
+func recordAudit(ctx context.Context, ex execer, ev AuditEvent) (recorded bool, err error) {
+	_, err = ex.ExecContext(ctx, "INSERT INTO audit_log (event_key, actor, action, params, request_id) VALUES (?, ?, ?, ?, ?)",
 		cut(ev.Key, 191), cut(ev.Actor, 254), cut(ev.Action, 64), string(redactParams(ev.Params)), cut(ev.RequestID, 64))
 	switch err = translate(err); {
 	case err == nil:

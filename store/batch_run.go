@@ -3,6 +3,7 @@ package store
 import (
 	"bindery/state"
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -122,11 +123,13 @@ func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 		}
 	}
 	var moved []Operation
-	if len(s.Requeue)+len(s.Drop)+len(s.Moves) > 0 {
-		held, err := holding(ctx, tx.tx, id)
-		if err != nil {
+	var held []Member
+	if len(s.Requeue)+len(s.Drop)+len(s.Moves) > 0 || opens(s.Batch, s.Change) {
+		if held, err = holding(ctx, tx.tx, id); err != nil {
 			return Batch{}, nil, err
 		}
+	}
+	if len(s.Requeue)+len(s.Drop)+len(s.Moves) > 0 {
 		requeue, args := "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = NULL", []any(nil)
 		if s.Bisect {
 			// The group: the bisection's first batch and this round of it (the batch as read
@@ -145,7 +148,60 @@ func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 		}
 	}
 	b, err := tx.Batch(ctx, id)
+	if err != nil {
+		return Batch{}, nil, err
+	}
+	left := setOf(append(append([]string{}, s.Requeue...), s.Drop...))
+	var kept []Member
+	for _, m := range held {
+		if !left[m.OperationID] {
+			kept = append(kept, m)
+		}
+	}
+	evs, err := tx.batchEvents(ctx, s.Batch, b, s.Change, kept)
+	if err == nil {
+		_, err = tx.insertEvents(ctx, evs, true)
+	}
 	return b, moved, err
+}
+
+// opens reports a write that records a new merge request of the batch.
+func opens(cur Batch, c BatchChange) bool { return c.MRIID != 0 && c.MRIID != cur.MRIID }
+
+// batchEvents is the news of one write of a batch (cur as read, b as written): it stopped for a
+// person (batch.blocked, operators), its merge request opened with the members it holds
+// (batch.opened) or a bisection isolated its culprit (batch.culprit) — the last two for the
+// merge request's note.
+func (tx *Tx) batchEvents(ctx context.Context, cur, b Batch, c BatchChange, held []Member) ([]Event, error) {
+	base := EventFacts{Project: b.Project, BatchID: b.ID, MRIID: b.MRIID, PipelineID: b.PipelineID}
+	var out []Event
+	if b.Status == state.BatchBlocked && cur.Status != state.BatchBlocked {
+		f := base
+		f.Why = c.Note
+		out = append(out, Event{Type: state.EventBatchBlocked, BatchID: b.ID, Facts: f})
+	}
+	if opens(cur, c) {
+		f := base
+		for _, m := range held {
+			f.Members = append(f.Members, m.OperationID)
+		}
+		out = append(out, Event{Type: state.EventBatchOpened, BatchID: b.ID, Facts: f})
+	}
+	if c.Culprit != nil && *c.Culprit != "" && *c.Culprit != cur.Culprit {
+		f := base
+		f.Culprit, f.RootBatch, f.Bisections, f.Why = *c.Culprit, b.BisectionRoot(), b.Bisections, c.Note
+		if f.RootBatch != b.ID {
+			root, err := tx.Batch(ctx, f.RootBatch)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, err
+			}
+			f.RootMRIID = root.MRIID
+		} else {
+			f.RootMRIID = b.MRIID
+		}
+		out = append(out, Event{Type: state.EventBatchCulprit, BatchID: b.ID, Facts: f})
+	}
+	return out, nil
 }
 
 // detach runs stmt (an UPDATE … SET or a DELETE FROM of merge_batch_request) on the rows of the

@@ -101,6 +101,11 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		if err := tx.trackRemovals(ctx, moved, c); err != nil {
 			return nil, err
 		}
+		moves := make([]state.Move, len(moved))
+		for i, o := range moved {
+			moves[i] = state.Move{From: o.Status, To: c.To, FromStep: o.Step, Step: c.Step, MR: c.MRIID != 0}
+		}
+		first := len(flipped)
 		for _, o := range moved {
 			o.Status, o.Step, o.Version = c.To, c.Step, o.Version+1
 			if c.MRIID != 0 {
@@ -113,6 +118,9 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 				o.BatchID = batchID
 			}
 			flipped = append(flipped, o)
+		}
+		if _, err := tx.insertEvents(ctx, requestEvents(flipped[first:], moves, c.Note), true); err != nil {
+			return nil, err
 		}
 	}
 	return flipped, nil

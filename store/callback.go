@@ -3,6 +3,7 @@ package store
 import (
 	"bindery/state"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -148,7 +149,12 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 		if out.Validated, err = tx.markValidated(ctx, targets, d.Project); err != nil {
 			return err
 		}
-		out.Closed, err = tx.closeRemovals(ctx, removals, d.Project, fmt.Sprintf("the deploy of MR !%d includes the removal", d.MRIID))
+		if out.Closed, err = tx.closeRemovals(ctx, removals, d.Project, fmt.Sprintf("the deploy of MR !%d includes the removal", d.MRIID)); err != nil {
+			return err
+		}
+		if len(out.Refused) > 0 {
+			_, err = tx.Tell(ctx, refusedEvent(d, out.Refused))
+		}
 		return err
 	})
 	return out, err
@@ -158,6 +164,33 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 func (tx *Tx) removalsByMR(ctx context.Context, project string, iid int64) ([]string, error) {
 	rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM removal_merged WHERE project = ? AND mr_iid = ?", project, iid)
 	return collect(rows, err, func(s scanner) (string, error) { var id string; return id, s.Scan(&id) })
+}
+
+// refusedEvent tells operators of a deploy callback that listed requests not of its MR (once per
+// callback: the same refusal sent again is the same event).
+func refusedEvent(d Deploy, refused []string) Event {
+	ids := slices.Sorted(slices.Values(refused))
+	sum := sha256.Sum256([]byte(strings.Join(ids, "\x00")))
+	return Event{Type: state.EventCallbackRefused, Key: fmt.Sprintf("callback.refused:%s!%d:%x", clipText(d.Project, 100), d.MRIID, sum[:8]),
+		Facts: EventFacts{Project: d.Project, MRIID: d.MRIID, SHA: d.SHA, Refused: ids,
+			Why: "the deploy callback lists requests that are not of this merge request; they were not validated by it"}}
+}
+
+// RefuseCallback records a callback bindery cannot believe: the audit entry ev (once per its
+// key) and, with it in the same transaction, the news for operators (callback.refused with
+// facts). recorded is false when ev was recorded already: nothing more is told.
+func (db *DB) RefuseCallback(ctx context.Context, ev AuditEvent, facts EventFacts) (recorded bool, err error) {
+	if ev.Key == "" {
+		return false, fmt.Errorf("audit %s: empty event key", ev.Action)
+	}
+	err = db.InTx(ctx, func(tx *Tx) error {
+		if recorded, err = recordAudit(ctx, tx.tx, ev); err != nil || !recorded {
+			return err
+		}
+		_, err = tx.Tell(ctx, Event{Type: state.EventCallbackRefused, Key: clipText("callback.refused:"+ev.Key, 191), Facts: facts})
+		return err
+	})
+	return recorded, err
 }
 
 // mrMembers reports whether bindery opened MR project!iid (a batch's MR, or a request's: legacy,

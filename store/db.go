@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -58,6 +59,8 @@ type DB struct {
 	applies *groups[*submission]
 	// shared gathers concurrent InSharedTx callers into shared transactions (SQLite only).
 	shared *groups[*sharedCall]
+	// routes decides which events get a routing task (SetEventRoutes; nil: all).
+	routes atomic.Pointer[EventRoutes]
 }
 
 // Options are the static pool settings (database.maxOpenConns, database.maxIdleConns) and an

@@ -235,11 +235,12 @@ func answered(opID, subject, target, hash string) store.Application {
 }
 
 // One commit per application (issue: three commits on the request path before): the
-// idempotency record with its answer, the operation, the binding, the first step and its task
-// are written in one transaction — one BEGIN, one COMMIT, no write outside it, and no read at
+// idempotency record with its answer, the operation, the binding, the first step, its news
+// (request.accepted) and the tasks of both are written in one transaction — one BEGIN, one COMMIT, no write outside it, and no read at
 // all for a first application. Counted by the driver wrapper on both databases.
 func TestAnApplicationIsOneCommitWithItsAnswer(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		_, verbs, all := st.during(t, func() { mustApply(t, db, answered("op-1", "alice", "t", "h1")) })
 		txs, seq := st.boundaries()
 		if txs["BEGIN"] != 1 || txs["COMMIT"] != 1 || txs["ROLLBACK"] != 0 {
@@ -248,9 +249,10 @@ func TestAnApplicationIsOneCommitWithItsAnswer(t *testing.T) {
 		if seq[0] != "BEGIN" || seq[len(seq)-1] != "COMMIT" {
 			t.Fatalf("a statement ran outside the application's transaction: %q", seq)
 		}
-		// The idempotency record, operation, binding, step history and task, and nothing read:
-		// a first application's relation has no row to read (the insert tells).
-		if verbs["INSERT"] != 5 || len(all) != 5 {
+		// The idempotency record, operation, binding, step history, event and tasks (the first
+		// step's and the event's routing, one statement), and nothing read: a first application's
+		// relation has no row to read (the insert tells).
+		if verbs["INSERT"] != 6 || len(all) != 6 {
 			t.Fatalf("statements %v: %q", verbs, seq)
 		}
 		if !strings.Contains(all[0].Query, "idempotency_record") {

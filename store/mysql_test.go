@@ -412,6 +412,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 // databases.
 func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		type counts struct{ claim, handoff, settle, reconcile int }
 		run := func(n int) counts {
 			t.Helper()
@@ -462,10 +463,11 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 		if small != full {
 			t.Fatalf("statements grew with rows inside one chunk: 10 rows %+v, 500 rows %+v", small, full)
 		}
-		// One chunk more: the claim's guarded update and history insert; the hand-off's and the
-		// settlement's locking read, two updates and history insert; reconciliation's per-chunk
-		// transaction (its two reads stay two).
-		want := counts{claim: small.claim + 2, handoff: small.handoff + 4, settle: small.settle + 4, reconcile: small.reconcile + 4}
+		// One chunk more: the claim's guarded update and history insert; the hand-off's locking
+		// read, two updates and history insert; the settlement's and reconciliation's the same and
+		// the news of their flips (request.merged, request.in_effect: the events and their routing
+		// tasks), reconciliation in a per-chunk transaction (its two reads stay two).
+		want := counts{claim: small.claim + 2, handoff: small.handoff + 4, settle: small.settle + 6, reconcile: small.reconcile + 6}
 		if large != want {
 			t.Fatalf("1,000 rows: %+v, want %+v (10 rows: %+v)", large, want, small)
 		}
@@ -477,6 +479,7 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 // the number of rows.
 func TestReconciliationReadsTwice(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		var ids []string
 		for i := range 1200 {
 			ids = append(ids, fmt.Sprintf("m-%04d", i))
@@ -499,7 +502,8 @@ func TestReconciliationReadsTwice(t *testing.T) {
 				reads++
 			}
 		}
-		if reads != 2 || verbs["UPDATE"] != 2*3 || verbs["INSERT"] != 3 {
+		// Per chunk: two updates; the step history, the events and their routing tasks.
+		if reads != 2 || verbs["UPDATE"] != 2*3 || verbs["INSERT"] != 3*3 {
 			t.Fatalf("reconciling 1,200 rows: %d reads, %v", reads, verbs)
 		}
 	})

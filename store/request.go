@@ -240,6 +240,18 @@ func (tx *Tx) insertFirstSteps(ctx context.Context, apps []Application) error {
 			return err
 		}
 	}
+	// The news of the applications (request.accepted), their routing tasks in the one statement
+	// of the applications' tasks.
+	ops, moves := make([]Operation, len(apps)), make([]state.Move, len(apps))
+	for i, a := range apps {
+		ops[i] = Operation{OperationID: a.OperationID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Project: a.Project, Flow: a.Flow}
+		moves[i] = state.Move{To: a.Status, Step: a.Step}
+	}
+	routes, err := tx.insertEvents(ctx, requestEvents(ops, moves, ""), false)
+	if err != nil {
+		return err
+	}
+	tasks = append(tasks, routes...)
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -352,6 +364,7 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if err := tx.trackRemovals(ctx, []Operation{op}, MemberChange{Step: c.Step, MRIID: c.MRIID}); err != nil {
 		return Request{}, err
 	}
+	move := state.Move{From: b.Status, To: c.To, FromStep: op.Step, Step: c.Step, MR: c.MRIID != 0}
 
 	op.Status, op.Step, op.Version = c.To, c.Step, op.Version+1
 	if c.MRIID != 0 {
@@ -364,6 +377,9 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 		op.TicketID = c.TicketID
 	}
 	b.Status, b.Version = c.To, b.Version+1
+	if _, err := tx.insertEvents(ctx, requestEvents([]Operation{op}, []state.Move{move}, c.Note), true); err != nil {
+		return Request{}, err
+	}
 	return Request{Operation: op, Binding: b}, nil
 }
 

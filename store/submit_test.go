@@ -34,9 +34,10 @@ func submitAll(t *testing.T, db *store.DB, g *writerGate, ctxs []context.Context
 
 // Group commit: applications that arrive while the writers are busy share one transaction —
 // one multi-row statement per table and one commit for each group — and every one of them is
-// written whole: its idempotency answer, operation, binding, first step and task.
+// written whole: its idempotency answer, operation, binding, first step, its news and the tasks.
 func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
+		db.SetEventRoutes(store.RouteAll)
 		g := heldWriters(t, db, "submit.write")
 		const n = 16
 		apps := make([]store.Application, n)
@@ -58,14 +59,15 @@ func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
 		// each (a group is a power of two, so that its statements' texts are few).
 		groups := store.GroupWriters(db)
 		txs, seq := st.boundaries()
-		if txs["BEGIN"] != groups || txs["COMMIT"] != groups || txs["ROLLBACK"] != 0 || verbs["INSERT"] != 5*groups || len(all) != 5*groups {
-			t.Fatalf("%d groups: transactions %v, statements %v, want %d commits of 5 inserts: %q …", groups, txs, verbs, groups, seq[:min(len(seq), 7)])
+		if txs["BEGIN"] != groups || txs["COMMIT"] != groups || txs["ROLLBACK"] != 0 || verbs["INSERT"] != 6*groups || len(all) != 6*groups {
+			t.Fatalf("%d groups: transactions %v, statements %v, want %d commits of 6 inserts: %q …", groups, txs, verbs, groups, seq[:min(len(seq), 7)])
 		}
 		for _, q := range []string{
 			"SELECT COUNT(*) FROM idempotency_record WHERE scope = 'apply' AND status = 202",
 			"SELECT COUNT(*) FROM operation o JOIN binding b ON b.operation_id = o.operation_id AND b.subject_id = o.subject_id WHERE b.status = 'APPROVAL_SENDING' AND b.version = 1",
 			"SELECT COUNT(*) FROM operation_step WHERE step = " + fmt.Sprint(int(state.StepApprovalSending)),
 			"SELECT COUNT(*) FROM task WHERE kind = 'request' AND ref LIKE 'op-%' AND owner IS NULL",
+			"SELECT COUNT(*) FROM notify_event e JOIN task t ON t.kind = 'notify' AND t.ref = e.event_id WHERE e.type = 'request.accepted' AND e.operation_id LIKE 'op-%'",
 		} {
 			if c := count(t, db, q); c != n {
 				t.Errorf("%s: %d, want %d", q, c, n)

@@ -92,6 +92,7 @@ func (f *fakeAPI) Handler() http.Handler {
 	mux.HandleFunc("POST /api/ops/reconcile", f.opsOnly(f.reconcile))
 	mux.HandleFunc("GET /api/ops/config", f.opsOnly(f.config))
 	mux.HandleFunc("GET /api/ops/audit", f.opsOnly(f.auditLog))
+	(&fakeNotify{}).register(mux, f)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "NOT_FOUND", "No such endpoint.")
 	})

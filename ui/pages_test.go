@@ -130,6 +130,8 @@ func tourPages(t *testing.T, p pageTour) {
 			page("request", "/requests/"+p.waiting, `document.querySelector('#waiting')`, nil)
 			page("request-validated", "/requests/"+p.validated, `document.querySelector('#status-card [data-status="VALIDATED"]')`, nil)
 			page("inbox", "/inbox", `document.querySelector('[data-ticket]')`, nil)
+			page("settings", "/settings", `document.querySelector('#email-prefs input[type=checkbox]')`, nil)
+			page("mailbox", "/mailbox", `[...document.querySelectorAll('main h2')].some((h) => h.textContent.startsWith('Webhooks'))`, nil)
 			b.do("sign in as ops", chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=ops; Path=/'`))
 			page("ops", "/ops", p.opsReady, nil)
 		})

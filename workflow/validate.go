@@ -72,16 +72,16 @@ func (w *Workflow) catalogProject(project string) bool {
 	return false
 }
 
-// refuseDeploy records a deploy callback bindery cannot verify for operators (the audit log,
-// once per project and MR; a metric; the log) and answers 422: the sender is told, nothing else
+// refuseDeploy records a deploy callback bindery cannot verify for operators (the audit log and
+// the callback.refused event, once per project and MR; a metric; the log) and answers 422: the sender is told, nothing else
 // happens.
 func (w *Workflow) refuseDeploy(ctx context.Context, cb api.DeployCallback, why string) error {
 	w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "unverified")
 	w.log.WarnContext(ctx, "deploy callback refused: "+why, "project", cb.Project, "mr", cb.MRIID, "operations", len(cb.OperationIDs))
-	if _, err := w.db.RecordAudit(ctx, store.AuditEvent{
+	if _, err := w.db.RefuseCallback(ctx, store.AuditEvent{
 		Key: fmt.Sprintf("hook.deploy.refused:%s!%d@%s", cb.Project, cb.MRIID, cb.SHA), Actor: "deploy pipeline", Action: "hook.deploy.refused",
 		RequestID: logging.RequestID(ctx), Params: map[string]any{"project": cb.Project, "mrIid": cb.MRIID, "sha": cb.SHA, "operationIds": cb.OperationIDs, "why": why},
-	}); err != nil {
+	}, store.EventFacts{Project: cb.Project, MRIID: cb.MRIID, SHA: cb.SHA, Refused: cb.OperationIDs, Why: why}); err != nil {
 		w.log.WarnContext(ctx, "refused deploy callback not audited", "err", err)
 	}
 	return apperr.New(apperr.CallbackRefused, "Deploy callback refused: %s. Nothing was recorded.", why)

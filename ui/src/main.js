@@ -10,6 +10,8 @@ const routes = [
   {path: /^\/requests\/?$/, nav: 'requests', load: () => import('./pages/requests.js')},
   {path: /^\/requests\/([^/]+)\/?$/, nav: 'requests', load: () => import('./pages/request.js')},
   {path: /^\/inbox\/?$/, nav: 'inbox', load: () => import('./pages/inbox.js')},
+  {path: /^\/mailbox\/?$/, nav: 'mailbox', load: () => import('./pages/mailbox.js')},
+  {path: /^\/settings\/?$/, nav: 'settings', load: () => import('./pages/settings.js')},
   {path: /^\/ops\/?$/, nav: 'ops', load: () => import('./pages/ops.js')},
 ];
 
@@ -32,8 +34,9 @@ function shell() {
 
 function renderNav(active) {
   const items = [['apply', '/', 'Apply'], ['requests', '/requests', 'My requests']];
-  if (me && me.demo) items.push(['inbox', '/inbox', 'Approval inbox']);
+  if (me && me.demo) items.push(['inbox', '/inbox', 'Approval inbox'], ['mailbox', '/mailbox', 'Mailbox']);
   if (me && me.ops) items.push(['ops', '/ops', 'Ops console']);
+  if (me) items.push(['settings', '/settings', 'Settings']);
   swap(nav, h('ul', {}, items.map(([key, href, label]) =>
     h('li', {}, h('a', {href, 'aria-current': key === active ? 'page' : null}, label)))));
 }

@@ -237,6 +237,67 @@ export function mount(root, ctx) {
   }, () => (recentMembers.length ? 30000 : 3000));
   stops.push(latencyPoll.stop);
 
+  // ---- notifications ----
+  const notify = section(root, 'notify', 'Notifications: receivers and deliveries', true);
+  const notifyPoll = poll(() => get('/api/ops/notify'), (eps) => {
+    notify.live.ok();
+    if (!busyReading(notify.body)) swap(notify.body, receivers(eps || []));
+  }, (err) => {
+    notify.live.failed();
+    swap(notify.body, errorBox(err, () => notifyPoll.now()));
+  }, 5000);
+  stops.push(notifyPoll.stop);
+
+  function receivers(eps) {
+    if (!eps.length) return empty(h('p', {}, 'No receiver is configured (notify.webhooks, notify.email, notify.chat) and nothing was sent yet.'));
+    return h('ul', {class: 'receivers'}, eps.map((e) => h('li', {class: 'card receiver', 'data-endpoint': e.name},
+      h('div', {class: 'title-row'}, h('strong', {}, e.name), ' ', health(e), e.disabledAt ? enableButton(e) : null),
+      h('p', {class: 'muted small'}, e.url || e.channel, e.configured ? '' : ' · no longer configured',
+        e.lastSuccess ? [' · last success ', time(e.lastSuccess)] : null, e.failingSince ? [' · failing since ', time(e.failingSince)] : null),
+      e.disabledReason ? h('p', {class: 'small'}, 'Disabled: ', e.disabledReason) : null,
+      e.deliveries.length ? remembered(`notify-${e.name}`, !!(e.failingSince || e.disabledAt), h('summary', {}, `Last ${e.deliveries.length} deliveries`),
+        h('table', {class: 'list'},
+          h('thead', {}, h('tr', {}, ['Event', 'Request', 'Status', 'Attempts', 'Next try', ''].map((c) => h('th', {scope: 'col'}, c)))),
+          h('tbody', {}, e.deliveries.map((d) => h('tr', {'data-delivery': d.id},
+            h('td', {'data-label': 'Event'}, h('code', {}, d.event || '—'), d.to ? h('div', {class: 'muted small'}, d.to) : null),
+            h('td', {'data-label': 'Request'}, d.operationId ? h('a', {href: `/requests/${encodeURIComponent(d.operationId)}`}, d.operationId.slice(0, 8)) : '—'),
+            h('td', {'data-label': 'Status'}, h('span', {class: `badge tone-${deliveryTone(d.status)}`}, d.status), d.lastError ? h('div', {class: 'small'}, d.lastError) : null),
+            h('td', {'data-label': 'Attempts'}, attempts(d)),
+            h('td', {'data-label': 'Next try'}, d.nextAt ? time(d.nextAt) : '—'),
+            h('td', {}, d.status === 'failed' || d.status === 'skipped' ? resendButton(d) : null)))))) : h('p', {class: 'muted small'}, 'Nothing sent yet.'))));
+  }
+
+  function health(e) {
+    if (e.disabledAt) return h('span', {class: 'badge tone-bad'}, 'disabled');
+    if (e.failingSince) return h('span', {class: 'badge tone-warn'}, 'failing');
+    return h('span', {class: 'badge tone-ok'}, 'healthy');
+  }
+
+  function attempts(d) {
+    const tries = d.tries || [];
+    if (!tries.length) return String(d.attempts);
+    return h('span', {title: tries.map((a) => `${a.class}${a.code ? ` ${a.code}` : ''} in ${a.latencyMs} ms${a.error ? `: ${a.error}` : ''}`).join('\n')},
+      `${d.attempts}: `, tries.slice(-3).map((a) => `${a.class}${a.code ? ` ${a.code}` : ''}`).join(', '));
+  }
+
+  function resendButton(d) {
+    const b = h('button', {type: 'button', 'data-focus': `resend-${d.id}`, 'data-resend': d.id}, 'Send again');
+    b.addEventListener('click', () => act(b, 'Sending…', () => post(`/api/ops/notify/deliveries/${d.id}/resend`, {operationId: newOperationId()}), () => {
+      tell('ok', `Delivery ${d.id} (${d.event}) is sent again from a fresh schedule.`);
+      notifyPoll.now();
+    }));
+    return b;
+  }
+
+  function enableButton(e) {
+    const b = h('button', {type: 'button', 'data-focus': `enable-${e.name}`, 'data-enable': e.name}, 'Enable again');
+    b.addEventListener('click', () => act(b, 'Enabling…', () => post(`/api/ops/notify/endpoints/${encodeURIComponent(e.name)}/enable`, {operationId: newOperationId()}), () => {
+      tell('ok', `${e.name} is enabled again: new events are delivered to it; send failed ones again below.`);
+      notifyPoll.now();
+    }));
+    return b;
+  }
+
   // ---- configuration ----
   const config = section(root, 'config', 'Effective configuration', true);
   const configPoll = poll(() => get('/api/ops/config'), (c) => {
@@ -268,6 +329,11 @@ export function mount(root, ctx) {
   stops.push(auditPoll.stop);
 
   return () => stops.forEach((s) => s());
+}
+
+/** deliveryTone is a delivery status's colour. */
+function deliveryTone(status) {
+  return {delivered: 'ok', pending: 'busy', failed: 'bad', skipped: 'off'}[status] || 'off';
 }
 
 /** retryEffect is what an operator's retry of a failure does, by the request's flow. */

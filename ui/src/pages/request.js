@@ -31,9 +31,18 @@ export function mount(root, ctx) {
       v.status === 'REJECTED' ? decisionCard(v) : null,
       h('div', {class: 'columns'},
         h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v))),
-        h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || [], moving(v)), details(v))),
+        h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || [], moving(v)), details(v),
+          messages(sent, v.subject === ctx.me.identity))),
       revokeSection(v));
   }
+
+  // sent: what bindery sent about the request (its emails; an operator sees every delivery),
+  // read beside the view and less often; null until the first read, or when it cannot be read.
+  let sent = null;
+  const sp = poll(() => get(`/api/requests/${encodeURIComponent(id)}/sent`), (data) => {
+    sent = Array.isArray(data) ? data : [];
+    if (view && !busyReading(region)) render();
+  }, () => {}, 5000);
 
   function revokeSection(v) {
     if (v.status !== 'VALIDATED' || v.nextAction !== 'NONE') return null;
@@ -119,7 +128,26 @@ export function mount(root, ctx) {
     }
     if (!view) swap(region, h('h1', {}, 'Request'), errorBox(err, () => p.now()));
   }, () => (!view || view.nextAction === 'WAIT' || view.nextAction === 'WAIT_MANUAL' ? 2000 : 10000));
-  return () => p.stop();
+  return () => { p.stop(); sp.stop(); };
+}
+
+// messages says what bindery told about the request: "emailed you at 10:42: in effect".
+function messages(sent, mine) {
+  if (!sent) return null;
+  const items = sent.map((m) => {
+    const who = m.channel === 'email' ? (mine ? 'you' : m.to) : m.to;
+    const verb = {email: 'emailed', webhook: 'sent to', chat: 'posted to', mrnote: 'noted on'}[m.channel] || 'sent to';
+    const state = m.status === 'delivered' ? null
+      : h('span', {class: `badge tone-${m.status === 'pending' ? 'busy' : m.status === 'failed' ? 'bad' : 'off'}`}, m.status);
+    return h('li', {'data-sent': m.event, 'data-channel': m.channel},
+      m.status === 'delivered' ? [verb, ' ', who, ' at ', time(m.at), ': ', h('strong', {}, m.label)]
+        : [h('strong', {}, m.label), ` (${m.channel} to ${who}) `, state],
+      m.note && m.status !== 'delivered' ? h('p', {class: 'small muted'}, m.note) : null);
+  });
+  return h('section', {'aria-labelledby': 'sent-title', id: 'sent'},
+    h('h2', {id: 'sent-title'}, 'What bindery told'),
+    items.length ? h('ul', {class: 'sent'}, items)
+      : h('p', {class: 'muted small'}, 'Nothing sent about this request yet. ', h('a', {href: '/settings'}, 'Choose what you are emailed about')));
 }
 
 // moving: bindery itself is taking the request further (nothing stopped, nothing finished).

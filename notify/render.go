@@ -1,0 +1,177 @@
+package notify
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"bindery/api"
+	"bindery/config"
+	"bindery/explain"
+	"bindery/state"
+	"bindery/store"
+)
+
+// Rendering: an event's facts, as recorded at the change, into what people read — the same words
+// the request page uses (explain), so that an email, a webhook and the page never disagree.
+
+// eventWords is each event type in plain words: the settings page's choices, an email's subject,
+// the request page's "emailed you: …".
+var eventWords = map[state.EventType]string{
+	state.EventRequestAccepted:       "accepted",
+	state.EventRequestApproved:       "approved",
+	state.EventRequestRejected:       "rejected",
+	state.EventRequestInCI:           "merge request opened, pipeline running",
+	state.EventRequestFailed:         "failed",
+	state.EventRequestMerged:         "merged, waiting for the deploy",
+	state.EventRequestInEffect:       "in effect",
+	state.EventRequestClosed:         "removed (revoked or expired)",
+	state.EventBatchBlocked:          "batch blocked: a person must act",
+	state.EventRequestNeedsAttention: "needs a person",
+	state.EventDeployOverdue:         "deploy callback overdue",
+	state.EventCallbackRefused:       "callback refused",
+	state.EventConfigRefused:         "configuration refused",
+	state.EventEndpointDisabled:      "delivery endpoint disabled",
+	state.EventBatchOpened:           "batch merge request opened",
+	state.EventBatchCulprit:          "culprit isolated",
+}
+
+// Words is an event type in plain words.
+func Words(t state.EventType) string {
+	if w, ok := eventWords[t]; ok {
+		return w
+	}
+	return string(t)
+}
+
+// links knows the web addresses a message links to.
+type links struct {
+	base   string // bindery's own (server.publicURL, or the listen address)
+	gitlab string // GitLab's web base
+}
+
+func (l links) request(operationID string) string {
+	return l.base + "/requests/" + url.PathEscape(operationID)
+}
+
+func (l links) ops() string { return l.base + "/ops" }
+
+func (l links) mr(project string, iid int64) *api.Link {
+	return l.gitlabLink(project, "merge_requests", iid)
+}
+
+func (l links) pipeline(project string, id int64) *api.Link {
+	return l.gitlabLink(project, "pipelines", id)
+}
+
+// gitlabLink is the web address of a project's merge request or pipeline (without an address
+// when GitLab's web base is not known; nil without a number).
+func (l links) gitlabLink(project, kind string, id int64) *api.Link {
+	if id == 0 {
+		return nil
+	}
+	if l.gitlab == "" {
+		return &api.Link{ID: id}
+	}
+	return &api.Link{ID: id, URL: fmt.Sprintf("%s/%s/-/%s/%d", l.gitlab, project, kind, id)}
+}
+
+// forProject is explain.Told's link maker for a project.
+func (l links) forProject(project string) func(kind string, id int64) string {
+	return func(kind string, id int64) string {
+		var k *api.Link
+		switch kind {
+		case "mr":
+			k = l.mr(project, id)
+		case "pipeline":
+			k = l.pipeline(project, id)
+		}
+		if k == nil {
+			return ""
+		}
+		return k.URL
+	}
+}
+
+// news is what e reports, as its audience reads it.
+func news(e store.Event, snap *config.Snapshot, l links) any {
+	f := e.Facts
+	switch e.Type.Info().Audience {
+	case state.AudienceRequester:
+		return requestNews(e, snap, l)
+	case state.AudienceBatch:
+		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.mr(f.Project, f.MRIID), Why: f.Why, Members: f.Members, Culprit: f.Culprit, URL: l.ops()}
+	}
+	switch e.Type {
+	case state.EventRequestNeedsAttention, state.EventDeployOverdue:
+		return requestNews(e, snap, l)
+	case state.EventBatchBlocked:
+		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.mr(f.Project, f.MRIID), Why: f.Why, URL: l.ops()}
+	}
+	n := &api.OpsNews{Why: f.Why, Project: f.Project, MRIID: f.MRIID, SHA: f.SHA, Refused: f.Refused, Endpoint: f.Endpoint, Instance: f.Instance, URL: l.ops()}
+	if e.Type == state.EventConfigRefused && f.Note != "" {
+		n.Keys = strings.Split(f.Note, ",")
+	}
+	return n
+}
+
+func requestNews(e store.Event, snap *config.Snapshot, l links) *api.RequestNews {
+	f := e.Facts
+	title := f.TargetKey
+	if t, ok := snap.Target(f.TargetKey); ok && t.Title != "" {
+		title = t.Title
+	}
+	action := state.NextActionFor(f.Status, f.Step)
+	return &api.RequestNews{
+		OperationID: f.OperationID, Subject: f.Subject, TargetKey: f.TargetKey, TargetTitle: title, Project: f.Project,
+		Status: f.Status, PreviousStatus: f.From,
+		Step: api.StepView{Code: int(f.Step), Name: f.Step.String(), Label: explain.Label(f.Step)},
+		Note: explain.Told(f.Step, f.Note, l.forProject(f.Project)), NextAction: action, NextActionText: explain.NextActionText(action),
+		MR: l.mr(f.Project, f.MRIID), Pipeline: l.pipeline(f.Project, f.PipelineID), BatchID: f.BatchID, Reason: f.Reason,
+		URL: l.request(f.OperationID),
+	}
+}
+
+// Summary is one line about e for people: a chat message's first line, an email's subject.
+func Summary(e store.Event, snap *config.Snapshot) string {
+	f := e.Facts
+	switch e.Type {
+	case state.EventBatchBlocked:
+		return fmt.Sprintf("Batch %d of %s is BLOCKED: %s", f.BatchID, f.Project, f.Why)
+	case state.EventCallbackRefused:
+		return fmt.Sprintf("A deploy callback for %s was refused: %s", f.Project, f.Why)
+	case state.EventConfigRefused:
+		return "The configuration was refused: " + f.Why
+	case state.EventEndpointDisabled:
+		return fmt.Sprintf("Delivery endpoint %s was disabled: %s", f.Endpoint, f.Why)
+	case state.EventDeployOverdue:
+		return fmt.Sprintf("Request %s (%s) merged, but its deploy has not been reported in time", f.OperationID, f.TargetKey)
+	case state.EventRequestNeedsAttention:
+		return fmt.Sprintf("Request %s (%s) needs a person: %s", f.OperationID, f.TargetKey, attentionWords(f))
+	case state.EventBatchOpened:
+		return fmt.Sprintf("Batch %d opened with %d changes", f.BatchID, len(f.Members))
+	case state.EventBatchCulprit:
+		return fmt.Sprintf("Batch %d isolated the change that fails: %s", f.BatchID, f.Culprit)
+	}
+	title := f.TargetKey
+	if t, ok := snap.Target(f.TargetKey); ok && t.Title != "" {
+		title = t.Title
+	}
+	return fmt.Sprintf("Your request for %s: %s", title, Words(e.Type))
+}
+
+// attentionWords says why a request needs a person.
+func attentionWords(f store.EventFacts) string {
+	switch f.Reason {
+	case store.AttentionFailed:
+		return "it failed (" + explain.Label(f.Step) + ")"
+	case store.AttentionApproval:
+		return "its approval has been waiting longer than approval.timeout"
+	case store.AttentionDeploy:
+		return "its deploy callback is overdue"
+	}
+	if f.Step == state.StepHandleMRBlocked {
+		return "someone must act on its merge request in GitLab"
+	}
+	return explain.Label(f.Step)
+}
