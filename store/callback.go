@@ -12,22 +12,8 @@ import (
 	"time"
 )
 
-// RecordApprovalCallback records an approval callback by its own request id and reports whether
-// it is new: false means it was already recorded (the duplicate key is the answer; the stored
-// row is never overwritten). Record it in the transaction that acts on it (Tx variant), so a
-// crash cannot leave a callback marked as seen but not acted upon.
-func (db *DB) RecordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
-	var fresh bool
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		fresh, err = tx.RecordApprovalCallback(ctx, callbackID, operationID, result)
-		return err
-	})
-	return fresh, err
-}
-
 // RecordApprovalCallback is DB.RecordApprovalCallback inside the transaction.
-func (tx *Tx) RecordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
+func (tx *Tx) recordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
 	_, err := tx.tx.ExecContext(ctx, "INSERT INTO approval_callback (callback_id, operation_id, result) VALUES (?, ?, ?)",
 		callbackID, operationID, result)
 	if err = translate(err); errors.Is(err, ErrDuplicate) {
