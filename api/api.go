@@ -220,7 +220,7 @@ type PartitionRound struct {
 const RoundError = "ERROR"
 
 // RoundOutcomes lists every outcome a partition's round answers; the page has words for each.
-var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), string(state.RoundPaused), RoundError}
+var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), string(state.RoundPaused), string(state.RoundSpaced), RoundError}
 
 // ReconcileResult is the answer of a reconciliation run.
 type ReconcileResult struct {

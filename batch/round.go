@@ -3,7 +3,9 @@ package batch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"time"
 
 	"bindery/engine"
 	"bindery/state"
@@ -49,11 +51,19 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 		o.Result, o.Err = state.RoundPaused, err
 		return o
 	}
+	size := snap.BatchMaxRequests()
+	if k := snap.BatchTrain(); k > 1 {
+		var spaced bool
+		if size, spaced, err = s.carSize(ctx, partition, k, size); err != nil || spaced {
+			o.Result, o.Err = state.RoundSpaced, err
+			return o
+		}
+	}
 	// The partition is the target's GitLab project (docs/invariants.md, 'Partitions'), so it also
 	// names the batch's project.
 	task := s.task(0, stepOpen, memo{})
 	c, err := s.db.Claim(ctx, store.ClaimInput{
-		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(), Train: snap.BatchTrain(), Members: &batchedStep, Task: &task,
+		Partition: partition, Project: partition, Max: size, Train: snap.BatchTrain(), Members: &batchedStep, Task: &task,
 	})
 	if err != nil {
 		o.Err = err
@@ -68,6 +78,46 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 	s.engine.Nudge(engine.LaneBackground)
 	s.observeWait(ctx, c)
 	return o
+}
+
+// recentPipelines is how many of a project's last pipelines its median is taken over.
+const recentPipelines = 20
+
+// carSize decides a round of a merge train's partition (k > 1 cars). Cars are spread over a
+// pipeline: the next car is claimed once the newest has been in CI for a k-th of the project's
+// median pipeline (spaced: not yet), so a free place is taken when a request arriving at any
+// moment waits least for it — claiming as soon as a car merges keeps the first cars' phases and
+// lets requests that just missed a clump of cars wait most of a pipeline. batch.maxRequests
+// waiting, or an empty train, claims at once. A backlog is shared among the free places (size:
+// the waiting requests over the free places), so no one car carries it all — nor, with it,
+// the next poison pill.
+func (s *Service) carSize(ctx context.Context, partition string, k, most int) (size int, spaced bool, err error) {
+	load, err := s.db.TrainLoad(ctx, partition, most*k)
+	if err != nil {
+		return 0, false, err
+	}
+	free := k - load.Cars
+	if load.Cars > 0 && load.Waiting < most {
+		durations, err := s.db.PipelineDurations(ctx, partition, recentPipelines)
+		if err != nil {
+			return 0, false, err
+		}
+		if len(durations) >= 3 && load.SinceNewest < median(durations)/time.Duration(k) {
+			return 0, true, nil
+		}
+	}
+	if free < 1 {
+		return most, false, nil // the claim answers that the train is full
+	}
+	size = (load.Waiting + free - 1) / free
+	return min(max(size, 1), most), false, nil
+}
+
+// median of ds (not empty).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // observeWait records how long each member waited in line (admission → claim, by the database

@@ -368,6 +368,14 @@ func (r *run) open(ctx context.Context) error {
 		_, _, long, _ := r.s.cfg.Current().PollStages()
 		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart, Note: fmt.Sprintf("waiting for car %d ahead of it to write its branch", baseBatch)}, nil)
 	}
+	if on, ok := t.builtOn(b); ok {
+		// A car moved to the end of the train (bisected) finds ahead of it cars built on its own
+		// old branch: their branches still carry its files. It waits until they are rebuilt
+		// without it (its move woke them), or it would build on itself.
+		_, _, long, _ := r.s.cfg.Current().PollStages()
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart,
+			Note: fmt.Sprintf("waiting for car %d ahead of it to be rebuilt without this batch's old branch", on)}, nil)
+	}
 	r.spec.Base = baseSHA
 	digest := r.digest()
 	why, err := r.stale(ctx, t)
@@ -436,7 +444,10 @@ func (r *run) pipeline(ctx context.Context) error {
 	// A failure while a car ahead is still being tested may be that car's: it is not retried or
 	// counted until the cars ahead passed (or left, and this car is rebuilt without them).
 	hold := !t.aheadPassed(b)
-	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo, hold)
+	// The halves of a bisection get no flaky retry: the failure of the set they come from
+	// outlived its retries already, and each retry would cost every level of the search a pipeline.
+	retry := !hold && b.Bisections == 0 && b.BisectOf == 0
+	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo, retry)
 	if err != nil {
 		return err
 	}

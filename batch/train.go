@@ -94,6 +94,26 @@ func (r *run) rebuild(ctx context.Context, why string) error {
 	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale}, Moves: rebuilt(note)})
 }
 
+// builtOn reports a car ahead of b whose branch, through the cars it was built on, stands on b
+// itself (b moved to the end of the train after they were built on it): the car found.
+func (t train) builtOn(b store.Batch) (int64, bool) {
+	byID := map[int64]store.Batch{}
+	for _, c := range t.cars {
+		byID[c.ID] = c
+	}
+	for c, seen := t.ahead, 0; c != nil && seen <= len(t.cars); seen++ {
+		if c.BaseBatch == b.ID {
+			return c.ID, true
+		}
+		next, ok := byID[c.BaseBatch]
+		if !ok {
+			break
+		}
+		c = &next
+	}
+	return 0, false
+}
+
 // base is what the car's branch is to be built on: the head of the car ahead, or the target
 // branch (wait: the car ahead has no branch yet).
 func (t train) base() (batch int64, sha string, wait bool) {

@@ -155,9 +155,13 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 		e.gl.SetFaults(slow)
 		car1 := e.claimCarPaused(t, svc, "a1")
 		e.gl.SetFaults(f)
+		// Three wait for two free places: a round shares them out (car 2: the pill and b1; car 3: c1).
 		e.admit(t, "op-p", "p", "t1", "poison")
-		car2 := e.claimCarPaused(t, svc, "b1")
-		car3 := e.claimCarPaused(t, svc, "c1")
+		car2 := e.claimCarPaused(t, svc, "b1", "c1")
+		car3 := e.claimCarPaused(t, svc)
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", car2.ID); n != 2 {
+			t.Fatalf("car 2 holds %d requests, want the pill and b1", n)
+		}
 		if car3.BaseBatch != car2.ID || car2.BaseBatch != car1.ID {
 			t.Fatalf("cars not built on one another: %+v %+v", car2, car3)
 		}
@@ -259,4 +263,52 @@ func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A merge train spreads its cars over a pipeline: with room in the train, the next car is claimed
+// once the newest has been in CI for a batch.train-th of the project's median pipeline (SPACED
+// before), and at once when batch.maxRequests wait; a backlog is shared among the free places.
+func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: time.Hour, pollTimeout: 2 * time.Hour, train: 3, maxRequests: 5})
+		svc, _ := e.held(t, "i1") // nothing runs: the cars stay as claimed
+		// The project's recent pipelines took 9 minutes.
+		for i := range 3 {
+			if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch (partition_key, project, status, ci_started_at, ci_passed_at) VALUES (?, ?, ?, ?, ?)",
+				projectA, projectA, state.BatchSucceeded, fmt.Sprintf("2026-01-0%d 10:00:00", i+1), fmt.Sprintf("2026-01-0%d 10:09:00", i+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 6 {
+			e.admit(t, fmt.Sprintf("op-%d", i), fmt.Sprintf("s%d", i), "t1", "backlog")
+		}
+		first := e.round(t, svc, projectA)
+		if first.Result != state.RoundClaimed || first.Claimed != 2 {
+			t.Fatalf("an empty train with 6 waiting and 3 places: %+v, want a car of 2", first)
+		}
+		started := func(ago time.Duration) {
+			now, err := db.Now(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Raw().ExecContext(bg, "UPDATE merge_batch SET ci_started_at = ? WHERE id = ?", now.Add(-ago).UTC().Format("2006-01-02 15:04:05.000000"), first.BatchID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		started(time.Minute)
+		if o := e.round(t, svc, projectA); o.Result != state.RoundSpaced {
+			t.Fatalf("a minute into the newest car's pipeline: %+v, want SPACED", o)
+		}
+		started(4 * time.Minute) // past 9 minutes ÷ 3
+		if o := e.round(t, svc, projectA); o.Result != state.RoundClaimed || o.Claimed != 2 {
+			t.Fatalf("a third of a pipeline later: %+v, want a car sharing the 4 left over 2 places", o)
+		}
+		// batch.maxRequests waiting do not wait for the spacing.
+		for i := 6; i < 10; i++ {
+			e.admit(t, fmt.Sprintf("op-%d", i), fmt.Sprintf("s%d", i), "t1", "a burst")
+		}
+		if o := e.round(t, svc, projectA); o.Result != state.RoundClaimed {
+			t.Fatalf("with batch.maxRequests waiting: %+v, want a car at once", o)
+		}
+	})
 }

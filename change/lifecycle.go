@@ -170,12 +170,13 @@ func CommitRefused(err error) bool {
 
 // Pipeline is one look at the pipeline of the MR's head: pending → the next look by the staged
 // schedule (after poll.timeout: a new pipeline once, then Stuck); passed → Passed; failed → a new
-// run on the same commit while batch.flakyRetries allow, then Failed. hold: a failure may not be
-// this MR's own (a merge train's car whose cars ahead are still tested): Failed at once, no
-// retry spent.
-func (l *Lifecycle) Pipeline(ctx context.Context, r *engine.Run, project string, iid int64, m *Memo, hold bool) (Outcome, error) {
+// run on the same commit while batch.flakyRetries allow (retry), then Failed. Without retry a
+// failure is Failed at once: it may not be this MR's own (a car of a merge train whose cars
+// ahead are still tested), or it was confirmed already (a bisection's half of a set whose failure
+// outlived its flaky retries).
+func (l *Lifecycle) Pipeline(ctx context.Context, r *engine.Run, project string, iid int64, m *Memo, retry bool) (Outcome, error) {
 	retries := l.Config.Current().BatchFlakyRetries() - m.Flaky
-	if hold {
+	if !retry {
 		retries = 0
 	}
 	look, err := l.LookAtPipeline(ctx, project, iid, retries)

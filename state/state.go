@@ -369,4 +369,7 @@ const (
 	// RoundPaused: an operator paused the partition's merge train; nothing is claimed until it is
 	// resumed.
 	RoundPaused RoundOutcome = "PAUSED"
+	// RoundSpaced: the partition's merge train has room, but its newest car started its pipeline
+	// less than a share of a pipeline ago; the next car follows at an even spacing.
+	RoundSpaced RoundOutcome = "SPACED"
 )

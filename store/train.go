@@ -181,3 +181,34 @@ func affectedOr(res interface{ RowsAffected() (int64, error) }, err error) (int6
 	n, err := res.RowsAffected()
 	return n, translate(err)
 }
+
+// TrainLoad is what a round of a merge train's partition weighs before it claims a car.
+type TrainLoad struct {
+	Cars int // active cars
+	// SinceNewest is how long the newest car's pipeline has run (0 while a car is not built
+	// yet), by the database clock.
+	SinceNewest time.Duration
+	Waiting     int // requests in the waiting set, counted up to the cap asked for
+}
+
+// TrainLoad reads partition's active cars and waiting requests (counted up to waitingCap): two
+// bounded reads on the train's and the claim's indexes.
+func (db *DB) TrainLoad(ctx context.Context, partition string, waitingCap int) (TrainLoad, error) {
+	var l TrainLoad
+	var since nullInt64
+	var unbuilt int
+	err := db.ro.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(ci_started_at), MIN("+db.elapsed("ci_started_at")+") FROM "+
+		db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", partition).Scan(&l.Cars, &unbuilt, &since)
+	if err != nil {
+		return TrainLoad{}, fmt.Errorf("the train of %s: %w", partition, translate(err))
+	}
+	if unbuilt == 0 && since > 0 {
+		l.SinceNewest = time.Duration(since) * time.Microsecond
+	}
+	err = db.ro.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL LIMIT ?) w",
+		partition, waitingCap).Scan(&l.Waiting)
+	if err != nil {
+		return TrainLoad{}, fmt.Errorf("the waiting set of %s: %w", partition, translate(err))
+	}
+	return l, nil
+}

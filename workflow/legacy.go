@@ -102,7 +102,7 @@ func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 		}
 		r.Memo.Restart = false
 	}
-	o, err := w.mr.Pipeline(ctx, r.Run, op.Project, op.MRIID, &r.Memo.Memo, false)
+	o, err := w.mr.Pipeline(ctx, r.Run, op.Project, op.MRIID, &r.Memo.Memo, true)
 	if err != nil {
 		return err
 	}

@@ -125,6 +125,7 @@ const roundWords = {
   NOTHING_WAITING: () => 'nothing was waiting',
   NOT_DUE: () => 'requests are waiting, but not enough to fill a batch and none long enough (batch.maxRequests, batch.maxWait)',
   PAUSED: () => 'the queue of this project is paused by an operator; nothing is batched until it is resumed',
+  SPACED: () => 'the next batch of this project follows its newest one at an even spacing over a pipeline (batch.train)',
   ERROR: () => 'the round failed here (the log has the cause); the next round tries again',
 };
 
