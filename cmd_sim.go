@@ -54,11 +54,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if src, err = config.Open(*cfgPath, log, nil); err != nil {
 			return err
 		}
-		go func() {
-			if err := src.Watch(ctx); err != nil {
-				log.Error("config watch stopped; edits need a restart", "err", err)
-			}
-		}()
+	}
+	// The services run until the shutdown below stops them, in the reverse order of their start.
+	bg := context.WithoutCancel(ctx)
+	watcher := config.NewWatcher(src)
+	if err := watcher.Start(bg); err != nil {
+		log.Error("config watch not started; edits need a restart", "err", err)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -73,8 +74,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	mux.Handle("/sim/", sims.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "bindery simulators listening at http://%s\n  GitLab:          http://%[1]s/sim/gitlab (gitlab.baseURL)\n  approval system: http://%[1]s/sim/approval (approvalSystem.url), inbox /sim/approvals\n  permission:      http://%[1]s/sim/permission (permission.url)\n  deploys:         http://%[1]s/sim/deploys\n", ln.Addr())
-	sctx, stopSims := context.WithCancel(ctx)
-	sims.Start(sctx)
+	if err := sims.Start(bg); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -85,9 +87,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			err = nil
 		}
 	}
-	stopSims()
-	sims.Stop() // ends hanging calls before the server waits for them
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return errors.Join(err, srv.Shutdown(shut))
+	// The simulators first: that ends the calls a fault left hanging, which the server's
+	// shutdown would otherwise wait for.
+	return errors.Join(err, sims.Stop(shut), srv.Shutdown(shut), watcher.Stop(shut))
 }

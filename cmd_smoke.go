@@ -14,8 +14,8 @@ import (
 // errSmokeFailed is a check that failed: exit 1, after the report says which.
 var errSmokeFailed = fmt.Errorf("checks failed")
 
-// runSmoke checks a running deployment's SPA serving rules (SPEC §8) and the browser protections
-// of its page and API, and fails on a mismatch.
+// runSmoke checks a running deployment's SPA serving rules (docs/api.md, 'Serving the page') and
+// the browser protections of its page and API, and fails on a mismatch.
 func runSmoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("smoke", flag.ContinueOnError)
 	base := fs.String("url", "", "base URL of the deployment, e.g. http://127.0.0.1:8080 (required)")

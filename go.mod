@@ -21,6 +21,7 @@ require (
 	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/wneessen/go-mail v0.8.1
 	gitlab.com/gitlab-org/api/client-go/v2 v2.64.0
+	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/time v0.15.0
 	modernc.org/sqlite v1.62.0

@@ -120,7 +120,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *dsn == "" {
 		*dsn = fileDSN
 	}
-	a, err := app.New(ctx, app.Options{Mode: app.ModeDemo, ConfigPath: configPath, Addr: *addr, DSN: *dsn, Assets: assets, LogOutput: stderr, Services: app.Services})
+	a, err := app.New(ctx, app.Options{Mode: app.ModeDemo, ConfigPath: configPath, Addr: *addr, DSN: *dsn, Assets: assets, LogOutput: stderr})
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	a, err := app.New(ctx, app.Options{Mode: app.ModeServe, ConfigPath: *configPath, Addr: *addr, Assets: assets, LogOutput: stderr, Services: app.Services})
+	a, err := app.New(ctx, app.Options{Mode: app.ModeServe, ConfigPath: *configPath, Addr: *addr, Assets: assets, LogOutput: stderr})
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,8 @@ type TimelineEntry struct {
 	Cause string `json:"cause,omitempty"`
 }
 
-// Waiting answers "why is my request waiting" in plain words (SPEC §12.2).
+// Waiting answers "why is my request waiting" in plain words (docs/workflow.md, 'What the requester
+// is told').
 type Waiting struct {
 	Stage      string    `json:"stage"`              // approval, batch, ci, merge, deploy, …
 	WaitingFor string    `json:"waitingFor"`         // plain words: "the approvers in the approval system"
@@ -123,13 +124,19 @@ type RequestView struct {
 	CreatedAt time.Time       `json:"createdAt"`
 	UpdatedAt time.Time       `json:"updatedAt"`
 	ExpiresAt *time.Time      `json:"expiresAt,omitempty"`
+	// Withdrawable: the request failed on its way to being in effect; its owner or an operator
+	// may withdraw it (POST /api/requests/{operationId}/withdraw), and then apply again.
+	Withdrawable bool `json:"withdrawable,omitempty"`
 
 	// Causes are the timeline's notes as recorded, for ForOperator only.
 	Causes []string `json:"-"`
+	// OperatorText is NextActionText in an operator's words ("": the same), for ForOperator only.
+	OperatorText string `json:"-"`
 }
 
 // ForOperator is the view an operator reads: each timeline entry also carries the cause bindery
-// recorded where it says more than what the requester reads. The view without it is the
+// recorded where it says more than what the requester reads, and the next action is in an
+// operator's words (a failure offers retry and withdraw, never "contact support"). The view without it is the
 // requester's: nothing but ForOperator puts a recorded cause into an answer.
 func (v RequestView) ForOperator() RequestView {
 	tl := make([]TimelineEntry, len(v.Timeline))
@@ -140,6 +147,9 @@ func (v RequestView) ForOperator() RequestView {
 		tl[i] = e
 	}
 	v.Timeline = tl
+	if v.OperatorText != "" {
+		v.NextActionText = v.OperatorText
+	}
 	return v
 }
 
@@ -155,6 +165,8 @@ type RequestSummary struct {
 	MR          *Link               `json:"mr,omitempty"`
 	UpdatedAt   time.Time           `json:"updatedAt"`
 	CreatedAt   time.Time           `json:"createdAt"`
+	// Withdrawable: it failed on its way; its owner or an operator may withdraw it.
+	Withdrawable bool `json:"withdrawable,omitempty"`
 }
 
 // Page is a cursor-paginated list; NextCursor is empty on the last page.
@@ -184,7 +196,7 @@ type BatchView struct {
 	UpdatedAt time.Time      `json:"updatedAt"`
 }
 
-// BisectionView is a batch's part in a bisection (SPEC §11.17).
+// BisectionView is a batch's part in a bisection (docs/workflow.md, 'Bisection').
 type BisectionView struct {
 	Of      int64  `json:"of"`                // the batch whose failure started the bisection (this one, when it did)
 	Rounds  int    `json:"rounds"`            // bisections run up to and in this batch
@@ -208,12 +220,13 @@ type PartitionRound struct {
 const RoundError = "ERROR"
 
 // RoundOutcomes lists every outcome a partition's round answers; the page has words for each.
-var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), RoundError}
+var RoundOutcomes = []string{string(state.RoundClaimed), string(state.RoundSlotOccupied), string(state.RoundNothingWaiting), string(state.RoundNotDue), string(state.RoundPaused), RoundError}
 
 // ReconcileResult is the answer of a reconciliation run.
 type ReconcileResult struct {
 	Scanned   int `json:"scanned"`
 	Validated int `json:"validated"`
+	Closed    int `json:"closed"` // removals whose deploy was inferred or replayed: CLOSED
 }
 
 // Approval callback results.
@@ -229,6 +242,10 @@ type ApprovalCallback struct {
 	OperationID string            `json:"operationId"`
 	Result      string            `json:"result"`
 	Ext         map[string]string `json:"ext,omitempty"` // ext.mrId present → legacy flow
+	// DecidedBy and Comment are who decided and what they wrote, when the approval system sends
+	// them: a rejection keeps them and the request page shows them.
+	DecidedBy string `json:"decidedBy,omitempty"`
+	Comment   string `json:"comment,omitempty"`
 }
 
 // Callback answer codes (always 2xx so the sender stops retrying).

@@ -23,12 +23,16 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/config"
+	"bindery/engine"
 	"bindery/logging"
 	"bindery/metric"
+	"bindery/notify"
 	"bindery/ratelimit"
 	"bindery/server"
+	"bindery/service"
 	"bindery/sim"
 	"bindery/store"
+	"bindery/workflow"
 )
 
 // Version is stamped at build time (-ldflags "-X bindery/app.Version=…").
@@ -56,10 +60,6 @@ type Options struct {
 	DSN        string
 	Assets     Assets
 	LogOutput  io.Writer // default os.Stderr
-	// Services builds the workflow and the permission service once the database is open; it is
-	// where the integrator wires package workflow and package permission. Nil, or nil results:
-	// the workflow routes answer 503 UNAVAILABLE and every permission check is refused (403).
-	Services func(ctx context.Context, a *App) (server.Workflow, server.Permissions, error)
 }
 
 // App is one running bindery instance.
@@ -79,16 +79,20 @@ type App struct {
 	sims        *sim.Sims // demo only: the simulators mounted under /sim/
 	limiter     *ratelimit.Limiter
 	share       *ratelimit.Share
-	// notifications serves the notification routes (set by Services; nil: they answer 503).
+	// notifications serves the notification routes (set by wire; nil: they answer 503).
 	notifications server.Notifications
 
-	// starts run when Run starts serving (the cron). drains run first at shutdown, in order,
-	// while the HTTP server and the demo simulators still answer, so that steps in flight can
-	// finish their calls (the cron stops, the worker pool drains). stops run in order after the
-	// HTTP server stopped accepting requests.
-	starts []func(context.Context)
-	drains []func(context.Context) error
-	stops  []func(context.Context) error
+	// The background services, built by New and started by Run (see Run for their order).
+	watcher *config.Watcher
+	beat    *heartbeat
+	engine  *engine.Engine
+	cron    *workflow.Cron
+	watch   *notify.Watch // the notifier's periodic look
+	// serveErr receives the error that ended the HTTP server's Serve (not a shutdown).
+	serveErr chan error
+
+	mu      sync.Mutex
+	started []service.Service // in the order they started; Close stops them in the reverse
 
 	closeOnce sync.Once
 	closeErr  error
@@ -100,7 +104,7 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
 	}
-	a := &App{opts: opts, metrics: metrics.NewSet(), level: new(slog.LevelVar)}
+	a := &App{opts: opts, metrics: metrics.NewSet(), level: new(slog.LevelVar), serveErr: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -168,21 +172,18 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 			return nil, fmt.Errorf("demo mailbox: %w", err)
 		}
 	}
-	var wf server.Workflow
-	var perms server.Permissions
-	if opts.Services != nil {
-		if wf, perms, err = opts.Services(ctx, a); err != nil {
-			return nil, err
-		}
-	}
-	if wf == nil || perms == nil {
-		a.log.Warn("services not wired: workflow routes answer 503 and permission checks are refused", "workflow", wf != nil, "permissions", perms != nil)
+	wf, perms, err := a.wire()
+	if err != nil {
+		return nil, err
 	}
 	// Each instance enforces its share of every rate limit: ⌈limit ÷ live instances⌉, the count
 	// refreshed with the heartbeat so that no request waits on the database for it.
 	a.limiter = ratelimit.New(ratelimit.Options{})
 	a.share = ratelimit.NewShare(func(ctx context.Context) (int, error) { return a.db.LiveInstances(ctx, liveWithin) })
 	a.metrics.NewGauge("bindery_ratelimit_live_instances", func() float64 { return float64(a.share.Live()) })
+	a.watcher = config.NewWatcher(a.cfg)
+	a.beat = &heartbeat{db: a.db, instance: a.instance, version: Version, cfg: a.cfg, share: a.share, limiter: a.limiter,
+		log: a.log, every: heartbeatEvery}
 	srv := server.New(server.Deps{
 		Config:        a.cfg,
 		DB:            a.db,
@@ -254,128 +255,74 @@ func (a *App) DB() *store.DB { return a.db }
 // Log is the process logger.
 func (a *App) Log() *slog.Logger { return a.log }
 
-// Run serves until ctx ends, then shuts down gracefully within server.shutdownTimeout: stop
-// accepting and finish in-flight requests, stop background services in order, close the
-// database. It returns the first error that stopped serving.
+// Run starts the background services and serves until ctx ends, then shuts down (Close):
+// every service stops, in the reverse order of its start, within server.shutdownTimeout. It
+// returns the first error that stopped serving.
+//
+// The order is what each service needs of the others while it stops. The configuration watcher
+// and the heartbeat come first and go last. In serve mode the HTTP server starts last, so it is
+// the first to stop accepting: then the cron stops (no new round) and the engine lets the steps
+// in flight finish until the deadline (one cut there writes nothing and runs again on any
+// instance). In demo mode the simulators those steps call are served by this same listener, so
+// the listener starts before them and the engine after them: the engine stops first, then the
+// simulators (their calls left hanging by a fault end, or the listener would wait for them),
+// then the listener.
 func (a *App) Run(ctx context.Context) error {
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); a.watchConfig(bg) }()
-	go func() { defer wg.Done(); a.heartbeat(bg) }()
-	if a.sims != nil {
-		a.sims.Start(bg)
+	// The services run until Close stops them, not until ctx: the shutdown orders their ends.
+	bg := context.WithoutCancel(ctx)
+	if err := a.start(bg, "config watcher", a.watcher); err != nil {
+		a.log.Error("config watch not started; edits need a restart", "err", err)
 	}
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- a.http.Serve(a.listener) }()
+	web := []named{{name: "http", Service: &httpServer{srv: a.http, ln: a.listener, failed: func(err error) { a.serveErr <- err }}}}
+	if a.metricsHTTP != nil {
+		web = append(web, named{name: "metrics listener", Service: &httpServer{srv: a.metricsHTTP, ln: a.metricsLn, failed: func(err error) {
+			a.log.Error("metrics listener stopped", "addr", a.metricsLn.Addr().String(), "err", err)
+		}}})
+	}
+	order := []named{{name: "heartbeat", Service: a.beat}}
+	if a.sims != nil {
+		order = append(append(order, web...), named{name: "simulators", Service: a.sims})
+	}
+	order = append(order, named{name: "engine", Service: a.engine}, named{name: "cron", Service: a.cron}, named{name: "notify watch", Service: a.watch})
+	if a.sims == nil {
+		order = append(order, web...)
+	}
+	for _, s := range order {
+		if err := a.start(bg, s.name, s.Service); err != nil {
+			return errors.Join(err, a.Close())
+		}
+	}
 	a.log.Info("bindery listening", "url", a.URL(), "mode", a.opts.Mode, "version", Version, "instance", a.instance)
 	if a.metricsHTTP != nil {
-		go func() {
-			if e := a.metricsHTTP.Serve(a.metricsLn); e != nil && !errors.Is(e, http.ErrServerClosed) {
-				a.log.Error("metrics listener stopped", "addr", a.metricsLn.Addr().String(), "err", e)
-			}
-		}()
 		a.log.Info("metrics listening", "url", "http://"+a.metricsLn.Addr().String()+"/metrics")
-	}
-	for _, start := range a.starts {
-		start(bg)
 	}
 
 	var err error
 	select {
 	case <-ctx.Done():
-	case err = <-serveErr:
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
+	case err = <-a.serveErr:
 	}
-
-	timeout := a.cfg.Current().ShutdownTimeout()
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	a.log.Info("shutting down", "timeout", timeout)
-	stopHTTP := func() {
-		if e := a.http.Shutdown(sctx); e != nil {
-			a.log.Warn("http shutdown incomplete", "err", e)
-		}
-		if a.metricsHTTP != nil {
-			_ = a.metricsHTTP.Shutdown(sctx)
-		}
-	}
-	// Stop accepting first, then let the cron and the pool finish. In demo mode the simulators
-	// that the draining steps call are served by this same listener, so it keeps answering
-	// until the pool has drained; new API requests meanwhile find a stopping pool, which leaves
-	// their step to the lease sweep of the next start, never in an invisible state.
-	if a.sims == nil {
-		stopHTTP()
-	}
-	for _, drain := range a.drains {
-		if e := drain(sctx); e != nil {
-			a.log.Warn("drain incomplete; interrupted steps resume on the next start (lease sweep)", "err", e)
-		}
-	}
-	if a.sims != nil {
-		a.sims.Stop() // before HTTP: a simulated hanging call would hold the shutdown to its timeout
-		stopHTTP()
-	}
-	for _, stop := range a.stops {
-		if e := stop(sctx); e != nil {
-			a.log.Warn("stop incomplete", "err", e)
-		}
-	}
-	stopBG()
-	wg.Wait()
-	if e := a.db.RemoveInstance(sctx, a.instance); e != nil {
-		a.log.Warn("deregister instance", "err", e)
-	}
+	a.log.Info("shutting down", "timeout", a.cfg.Current().ShutdownTimeout())
 	return errors.Join(err, a.Close())
 }
 
-func (a *App) watchConfig(ctx context.Context) {
-	if err := a.cfg.Watch(ctx); err != nil {
-		a.log.Error("config watch stopped; edits need a restart", "err", err)
-	}
-}
-
-// heartbeatEvery is how often the instance row is refreshed; an instance is live while its
-// heartbeat is younger than three periods.
-const (
-	heartbeatEvery = 5 * time.Second
-	liveWithin     = 3 * heartbeatEvery
-)
-
-// heartbeat refreshes this instance's row, then the live-instance count the rate limits are
-// divided by, and sweeps the idle rate-limit keys.
-func (a *App) heartbeat(ctx context.Context) {
-	t := time.NewTicker(heartbeatEvery)
-	defer t.Stop()
-	for {
-		if err := a.db.Heartbeat(ctx, a.instance, Version); err != nil && ctx.Err() == nil {
-			a.log.Warn("instance heartbeat failed", "err", err)
-		}
-		if err := a.share.Refresh(ctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("rate limit: live instance count not refreshed; keeping the last one", "live", a.share.Live(), "err", err)
-		}
-		a.limiter.Sweep(a.cfg.Current().RateWindow())
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// Close releases the listener and the database. It is safe to call more than once.
+// Close stops the services Run started, in the reverse order of their start, within
+// server.shutdownTimeout, then releases the listeners and the database. It is safe to call more
+// than once, and without Run.
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
-		// Without Run (a failed start, a test), the services were never drained: stop them
-		// before their database goes. After Run they are stopped already (each is idempotent).
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		for _, drain := range a.drains {
-			_ = drain(ctx)
+		timeout := time.Second // New failed before the configuration was loaded
+		if a.cfg != nil {
+			timeout = a.cfg.Current().ShutdownTimeout()
 		}
-		cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := a.stopServices(ctx); err != nil {
+			a.log.Warn("shutdown incomplete: work cut short resumes on any instance", "err", err)
+		}
+		if a.sims != nil {
+			a.sims.Mailbox.Close() // bound by New, before any service started
+		}
 		if a.listener != nil {
 			_ = a.listener.Close()
 		}

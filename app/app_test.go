@@ -23,8 +23,24 @@ import (
 type booted struct {
 	*app.App
 	configPath string
+	base       string // what boot put before the test's configuration (rewrite the file with it)
 	logs       *logtest.Buffer
 	stop       func() error
+}
+
+// wiredConfig is what the workflow's wiring needs that a test's configuration may leave out: the
+// bot's and the reviewers' tokens (demo mode's GitLab is the mounted simulator) and, in serve
+// mode, where GitLab and the approval system are (no test here reaches them).
+func wiredConfig(mode app.Mode, configText string) string {
+	if strings.Contains(configText, "gitlab:") {
+		return ""
+	}
+	base := "gitlab:\n  botToken: bot-token\n  reviewerTokens: [rev1-token, rev2-token]\n"
+	if mode == app.ModeServe {
+		base = "gitlab:\n  baseURL: http://gitlab.invalid\n  botToken: bot-token\n  reviewerTokens: [rev1-token, rev2-token]\n" +
+			"approvalSystem:\n  url: http://approvals.invalid\n"
+	}
+	return base
 }
 
 // boot starts the whole product in demo mode on :0 against dsn with the given config text.
@@ -43,7 +59,8 @@ func bootMode(t *testing.T, mode app.Mode, dsn, configText string) *booted {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, []byte(configText), 0o644); err != nil {
+	base := wiredConfig(mode, configText)
+	if err := os.WriteFile(path, []byte(base+configText), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logs := &logtest.Buffer{}
@@ -52,7 +69,7 @@ func bootMode(t *testing.T, mode app.Mode, dsn, configText string) *booted {
 		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs,
 	})
 	t.Cleanup(func() { _ = stop() })
-	return &booted{App: a, configPath: path, logs: logs, stop: stop}
+	return &booted{App: a, configPath: path, base: base, logs: logs, stop: stop}
 }
 
 // run starts an App with opts and runs it until stop, which returns Run's error and is safe to
@@ -136,7 +153,7 @@ func TestConfigEditAppliesWithoutRestartAndBrokenEditKeepsLastGood(t *testing.T)
 	}
 	// An editor-style atomic replace.
 	tmp := b.configPath + ".tmp"
-	os.WriteFile(tmp, []byte("ratelimit:\n  apply: 42\n"), 0o644)
+	os.WriteFile(tmp, []byte(b.base+"ratelimit:\n  apply: 42\n"), 0o644)
 	if err := os.Rename(tmp, b.configPath); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +162,7 @@ func TestConfigEditAppliesWithoutRestartAndBrokenEditKeepsLastGood(t *testing.T)
 		t.Fatalf("readyz: %s", body)
 	}
 
-	os.WriteFile(b.configPath, []byte("ratelimit:\n  apply: [oops\n"), 0o644)
+	os.WriteFile(b.configPath, []byte(b.base+"ratelimit:\n  apply: [oops\n"), 0o644)
 	waitFor(t, func() bool { return b.Config().LastError() != nil })
 	if limit() != 42 {
 		t.Fatalf("after a broken edit limit = %d, want the last good 42", limit())

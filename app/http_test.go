@@ -35,9 +35,9 @@ func send(t *testing.T, method, url, header, user, body string) (int, string) {
 	return resp.StatusCode, string(data)
 }
 
-// The booted demo serves the API with what exists: identities, catalog, ops config; the
-// workflow routes answer 503 until the workflow is wired, never a panic.
-func TestBootedDemoServesTheAPIWithoutAWorkflow(t *testing.T) {
+// The booted demo serves the API: identities, the catalog, an application through the wired
+// workflow; the ops console only to those the permission service says are operators.
+func TestBootedDemoServesTheAPI(t *testing.T) {
 	b := boot(t, storetest.SQLiteDSN(t), "apply:\n  mode: OPEN\ntargets:\n  - {key: a, title: A, project: p/q, path: \"x/{subject}.yaml\"}\n")
 	if code, body := do(t, "GET", b.URL()+"/api/me", "E1002", ""); code != 200 || !strings.Contains(body, `"identity":"bob@example.com"`) {
 		t.Fatalf("me: %d %s", code, body)
@@ -45,22 +45,25 @@ func TestBootedDemoServesTheAPIWithoutAWorkflow(t *testing.T) {
 	if code, body := do(t, "GET", b.URL()+"/api/targets", "alice", ""); code != 200 || !strings.Contains(body, `"key":"a"`) {
 		t.Fatalf("targets: %d %s", code, body)
 	}
-	if code, body := do(t, "POST", b.URL()+"/api/apply", "alice", `{"operationId":"op-1","targetKey":"a","reason":"r"}`); code != 503 || !strings.Contains(body, "UNAVAILABLE") {
-		t.Fatalf("apply without a workflow: %d %s", code, body)
+	if code, body := do(t, "POST", b.URL()+"/api/apply", "alice", `{"operationId":"op-1","targetKey":"a","reason":"r"}`); code != 202 || !strings.Contains(body, `"code":"ACCEPTED"`) {
+		t.Fatalf("apply: %d %s", code, body)
 	}
 	if code, _ := do(t, "GET", b.URL()+"/api/me", "", ""); code != 401 {
 		t.Fatalf("anonymous me: %d", code)
 	}
 	if code, _ := do(t, "GET", b.URL()+"/api/ops/config", "ops", ""); code != 403 {
-		t.Fatalf("ops config without a permission service: %d, want 403 (fails closed)", code)
+		t.Fatalf("ops config with no permission rule naming ops: %d, want 403 (fails closed)", code)
 	}
 }
 
-// SPEC §11.1: two instances on one database each enforce ⌈limit ÷ 2⌉, learnt from the
-// heartbeat table in the background.
+// docs/api.md, 'Rate limits': two instances on one database each enforce ⌈limit ÷ 2⌉, learnt from
+// the heartbeat table in the background.
 func TestTwoInstancesShareOneRateLimit(t *testing.T) {
 	dsn := storetest.MySQLDSN(t)
-	cfg := "apply:\n  mode: OPEN\nratelimit:\n  apply: 3\ntargets:\n  - {key: a, title: A, project: p/q, path: \"x/{subject}.yaml\"}\n"
+	cfg := "apply:\n  mode: OPEN\nratelimit:\n  apply: 3\ntargets:\n"
+	for _, k := range []string{"a", "b", "c"} {
+		cfg += "  - {key: " + k + ", title: " + k + ", project: p/q, path: \"" + k + "/{subject}.yaml\"}\n"
+	}
 	a := boot(t, dsn, cfg)
 	b2 := boot(t, dsn, cfg)
 	for _, inst := range []*booted{a, b2} {
@@ -71,11 +74,11 @@ func TestTwoInstancesShareOneRateLimit(t *testing.T) {
 	}
 	codes := []int{}
 	for i := 0; i < 3; i++ {
-		code, _ := do(t, "POST", a.URL()+"/api/apply", "alice", fmt.Sprintf(`{"operationId":"op-%d","targetKey":"a","reason":"r"}`, i))
+		code, _ := do(t, "POST", a.URL()+"/api/apply", "alice", fmt.Sprintf(`{"operationId":"op-%d","targetKey":%q,"reason":"r"}`, i, []string{"a", "b", "c"}[i]))
 		codes = append(codes, code)
 	}
-	// ⌈3 ÷ 2⌉ = 2 pass the limiter (and meet the unwired workflow: 503); the third is refused.
-	if codes[0] != 503 || codes[1] != 503 || codes[2] != 429 {
-		t.Fatalf("answers %v, want [503 503 429]", codes)
+	// ⌈3 ÷ 2⌉ = 2 pass the limiter (and are accepted); the third is refused.
+	if codes[0] != 202 || codes[1] != 202 || codes[2] != 429 {
+		t.Fatalf("answers %v, want [202 202 429]", codes)
 	}
 }

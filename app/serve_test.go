@@ -107,7 +107,7 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	simSrv := httptest.NewServer(sims.Handler())
 	sctx, stopSims := context.WithCancel(context.Background())
 	sims.Start(sctx)
-	t.Cleanup(func() { stopSims(); sims.Stop(); simSrv.Close() })
+	t.Cleanup(func() { stopSims(); sims.Stop(context.Background()); simSrv.Close() })
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
@@ -119,7 +119,7 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 		logs := &logtest.Buffer{}
 		a, stop := run(t, app.Options{
 			Mode: app.ModeServe, ConfigPath: path, Addr: addr, DSN: dsn,
-			Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services,
+			Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs,
 		})
 		t.Cleanup(func() {
 			if err := stop(); err != nil {
@@ -201,7 +201,7 @@ func TestServeModeWithoutGitLabRefusesToStart(t *testing.T) {
 			}
 			a, err := app.New(context.Background(), app.Options{
 				Mode: app.ModeServe, ConfigPath: path, Addr: "127.0.0.1:0", DSN: storetest.SQLiteDSN(t),
-				Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: io.Discard, Services: app.Services,
+				Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: io.Discard,
 			})
 			if err == nil {
 				a.Close()

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 
 	"bindery/approval"
@@ -20,16 +19,15 @@ import (
 
 var _ server.Workflow = (*workflow.Workflow)(nil)
 
-// Services is the product's wiring of the workflow (Options.Services for `serve` and `demo`):
-// the GitLab, approval-system and permission clients — in demo mode the simulators mounted on
-// this process, reached over HTTP like the real systems —, the engine that runs every step as a
-// task in two lanes (workers.first for a request's first steps, workers.size for the rest), the
-// batch service, the workflow and its cron jobs. The engine and the cron start with Run; at
-// shutdown the cron stops first, then the engine (an action still running at the deadline is
-// cancelled and writes nothing; its work falls due again on any instance), then the database.
-// A missing GitLab or approval-system setting in serve mode is an error here: bindery refuses to
-// start rather than accept requests it cannot carry out.
-func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions, error) {
+// wire builds the workflow and what serves it: the GitLab, approval-system and permission
+// clients — in demo mode the simulators mounted on this process, reached over HTTP like the real
+// systems —, the engine that runs every step as a task in three lanes (workers.first for a
+// request's first steps, workers.size for the rest, workers.notify for telling people), the
+// batch service, the workflow and its cron, the notifier and its watch. The engine, the cron
+// and the watch are services Run starts (and Close stops, see Run for the
+// order). A missing GitLab or approval-system setting in serve mode is an error here: bindery
+// refuses to start rather than accept requests it cannot carry out.
+func (a *App) wire() (server.Workflow, server.Permissions, error) {
 	snap := a.cfg.Current()
 	var gitlabURL, approvalURL, ticketURL string
 	if a.opts.Mode == ModeDemo {
@@ -76,9 +74,7 @@ func Services(ctx context.Context, a *App) (server.Workflow, server.Permissions,
 		return nil, nil, fmt.Errorf("notify: %w", err)
 	}
 	a.notifications = n
-	watch := n.NewWatch(liveWithin, a.metrics)
-	cron := workflow.NewCron(wf, a.db)
-	a.starts = append(a.starts, func(context.Context) { eng.Start(); cron.Start(); watch.Start() })
-	a.drains = append(a.drains, cron.Stop, watch.Stop, eng.Stop)
+	a.watch = n.NewWatch(liveWithin, a.metrics)
+	a.engine, a.cron = eng, workflow.NewCron(wf, a.db)
 	return wf, perms, nil
 }

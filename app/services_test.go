@@ -62,7 +62,7 @@ func startDemo(t *testing.T, configPath, dsn string) *demo {
 	logs := &logtest.Buffer{}
 	a, stop := run(t, app.Options{
 		Mode: app.ModeDemo, ConfigPath: configPath, Addr: "127.0.0.1:0", DSN: dsn,
-		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services,
+		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs,
 	})
 	d := &demo{App: a, logs: logs, stop: stop}
 	t.Cleanup(func() {

@@ -13,7 +13,8 @@ import (
 // Code is a machine-readable error code, UPPER_SNAKE, stable across releases.
 type Code string
 
-// The codes of SPEC §6. Add a code here and to the status table in package server together.
+// The codes (docs/api.md, 'Status codes'). Add a code here and to the status table in package
+// server together.
 const (
 	InvalidArgument      Code = "INVALID_ARGUMENT"
 	Unauthenticated      Code = "UNAUTHENTICATED"

@@ -109,6 +109,10 @@ type TicketState struct {
 	// here under that id makes its callback, should it still arrive, a duplicate.
 	RequestID string            `json:"requestId,omitempty"`
 	Ext       map[string]string `json:"ext,omitempty"`
+	// DecidedBy and Comment: who decided and what they wrote, as the decision's callback
+	// carries them ("": the system sends none).
+	DecidedBy string `json:"decidedBy,omitempty"`
+	Comment   string `json:"comment,omitempty"`
 }
 
 // Ticket statuses (a decided ticket's is the result its callback carries).

@@ -102,7 +102,7 @@ func setup(t *testing.T, cfg string) *bundle {
 	sims := sim.New(sim.Options{Config: src})
 	srv := httptest.NewServer(sims.Handler())
 	sims.Start(context.Background())
-	t.Cleanup(func() { sims.Stop(); srv.Close(); bindery.Close() })
+	t.Cleanup(func() { sims.Stop(context.Background()); srv.Close(); bindery.Close() })
 	c, err := approval.New(src, approval.Options{DefaultURL: srv.URL + "/sim/approval"})
 	if err != nil {
 		t.Fatal(err)

@@ -50,10 +50,11 @@ type Options struct {
 type Service struct {
 	db     *store.DB
 	cfg    *config.Source
-	change *change.Runner
+	mr     *change.Lifecycle
 	engine *engine.Engine
 	log    *slog.Logger
 	rec    *metric.Recorder
+	rows   []stepRow // the step table (steps)
 }
 
 // Errors of the operator calls (the workflow maps them to API codes).
@@ -70,8 +71,10 @@ func New(o Options) *Service {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{db: o.DB, cfg: o.Config, change: o.Change, engine: o.Engine, log: o.Log.With("component", "batch"), rec: o.Recorder}
-	o.Engine.Register(s.kind())
+	s := &Service{db: o.DB, cfg: o.Config, mr: &change.Lifecycle{Runner: o.Change, Config: o.Config}, engine: o.Engine,
+		log: o.Log.With("component", "batch"), rec: o.Recorder}
+	s.rows = s.steps()
+	o.Engine.Register(s.def().Kind())
 	return s
 }
 
@@ -101,17 +104,17 @@ func (s *Service) short() time.Duration {
 	return short
 }
 
-// batchTask is a batch's task at step, due now.
-func batchTask(id int64, step string, m memo) store.TaskSpec {
-	return store.TaskSpec{Kind: state.TaskBatch, Ref: ref(id), Lane: engine.LaneBackground, Step: step, Memo: *m.encode()}
+// task is a batch's task at step, due now.
+func (s *Service) task(id int64, step Step, m memo) store.TaskSpec {
+	return s.def().Spec(ref(id), step, 0, m)
 }
 
 // outside runs an operator's write to batch b (read by the caller) with its task put back to
 // step in the same transaction, unless a step of the batch runs right now (ErrBusy): the
 // reschedule bumps the task's epoch, so a run that started before fails its writes.
-func (s *Service) outside(ctx context.Context, b store.Batch, step string, m memo, c store.BatchChange, moves []store.MemberMove) error {
+func (s *Service) outside(ctx context.Context, b store.Batch, step Step, m memo, c store.BatchChange, moves []store.MemberMove) error {
 	err := s.db.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.PutTask(ctx, batchTask(b.ID, step, m), true); err != nil {
+		if err := tx.PutTask(ctx, s.task(b.ID, step, m), true); err != nil {
 			return err
 		}
 		_, _, err := tx.AdvanceBatch(ctx, store.BatchStep{Batch: b, Change: c, Moves: moves})
@@ -157,11 +160,12 @@ func RenderChange(t config.Target, op store.Operation, a state.Action) (change.F
 	return change.FileAction{}, fmt.Errorf("%w: unknown action %q", change.ErrInvalidChange, a)
 }
 
-// Admission renders and validates request op's change for its partition's waiting set (SPEC
-// §12.3): the workflow calls it when a request is approved (ADD) or its close phase starts
-// (DELETE), and on an error — which wraps change.ErrInvalidChange — fails the request with
-// CREATE_INVALID instead of admitting it. The admission carries the change as validated, so the
-// batch commits exactly that, even if the target leaves the catalog meanwhile (SPEC §4.1).
+// Admission renders and validates request op's change for its partition's waiting set
+// (docs/workflow.md, 'Admission'): the workflow calls it when a request is approved (ADD) or its
+// close phase starts (DELETE), and on an error — which wraps change.ErrInvalidChange — fails the
+// request with CREATE_INVALID instead of admitting it. The admission carries the change as
+// validated, so the batch commits exactly that, even if the target leaves the catalog meanwhile
+// (docs/workflow.md, 'Targets and the file change').
 func Admission(t config.Target, op store.Operation, a state.Action) (store.Admission, error) {
 	fa, err := RenderChange(t, op, a)
 	if err != nil {

@@ -30,8 +30,9 @@ func (e *env) closing(t *testing.T, opID string) {
 }
 
 // The close phase goes through the same batch path: deletes of validated bindings share a
-// batch with a new request's create; the deletes end CLOSED / CLOSE_SUCCEEDED (re-appliable) with
-// their files gone from the target branch, the create MERGED. A delete whose pipeline fails ends
+// batch with a new request's create; the deletes end VALIDATED / CLOSE_MERGED with their files gone
+// from the target branch (the create MERGED), then CLOSED / CLOSE_SUCCEEDED (re-appliable) when
+// the deploy that includes the merge calls back. A delete whose pipeline fails ends
 // HANDLE_FAILED / CLOSE_FAILED, its file kept; a delete of a file already gone ends CLOSED.
 func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -54,7 +55,8 @@ func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 			t.Fatalf("batches: %+v", batches)
 		}
 		for _, id := range []string{"op-alice", "op-bob"} {
-			e.expect(t, id, state.StatusClosed, state.StepCloseSucceeded, state.NextReapply)
+			// Merged, not yet deployed: still in effect until the deploy that includes the merge.
+			e.expect(t, id, state.StatusValidated, state.StepCloseMerged, state.NextWait)
 			if e.onMain(t, "t1", subjects[id]) {
 				t.Errorf("%s: file still on main", id)
 			}
@@ -62,6 +64,13 @@ func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 		e.expect(t, "op-carol", state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		if !e.onMain(t, "t1", "carol") {
 			t.Error("carol's file not on main")
+		}
+		// The batch MR's deploy: the grant is validated, the removals closed.
+		if d, err := db.RecordDeploy(bg, store.Deploy{Project: projectA, MRIID: batches[0].MRIID}); err != nil || len(d.Validated) != 1 || len(d.Closed) != 2 {
+			t.Fatalf("the deploy of the batch's MR: %+v %v", d, err)
+		}
+		for _, id := range []string{"op-alice", "op-bob"} {
+			e.expect(t, id, state.StatusClosed, state.StepCloseSucceeded, state.NextReapply)
 		}
 
 		f := e.gl.Faults()

@@ -103,7 +103,9 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 
 		let()
 		for _, eng := range engines {
-			eng.Start()
+			if err := eng.Start(bg); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for _, p := range []string{projectA, projectB} {
 			waitFor(t, "the first batches to finish", func() bool {
@@ -124,7 +126,9 @@ func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour})
 		a, engA := e.held(t, "instance-a")
-		engA.Start()
+		if err := engA.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 		ids := e.admitMany(t, "crash", "t1", 3)
 		o := e.round(t, a, projectA)
 		waitFor(t, "the batch to wait for the pipeline", func() bool {

@@ -48,6 +48,8 @@ type settings struct {
 	flakyRetries int           // default 1; -1 for 0
 	manualClock  bool          // the simulator's pipelines and rebases follow a hand-moved clock
 	pipelineTime time.Duration // simulated pipeline duration (default 0: instant)
+	train        int           // batch.train (default 1)
+	mergeMethod  string        // sim.gitlab.mergeMethod (default: the simulator's)
 }
 
 func (s settings) config() string {
@@ -60,6 +62,13 @@ func (s settings) config() string {
 	short, long := 2*time.Millisecond, 10*time.Millisecond
 	if s.pollInterval > 0 {
 		short, long = s.pollInterval, s.pollInterval
+	}
+	if s.train == 0 {
+		s.train = 1
+	}
+	method := ""
+	if s.mergeMethod != "" {
+		method = "\n    mergeMethod: " + s.mergeMethod
 	}
 	flaky := s.flakyRetries
 	switch flaky {
@@ -85,6 +94,7 @@ batch:
   flakyRetries: %d
   leaseTTL: 5s
   blockedTimeout: 1h
+  train: %d
 poll:
   short: %s
   shortCount: 50
@@ -94,7 +104,7 @@ sim:
   gitlab:
     pipelineDuration: %s
     rebaseDuration: 0s
-    approvalsRequired: 2
+    approvalsRequired: 2%s
 targets:
   - key: t1
     project: %s
@@ -108,7 +118,7 @@ targets:
     project: %s
     branch: main
     path: "grafana/{subject}.yaml"
-`, s.maxRequests, s.maxWait, flaky, short, long, s.pollTimeout, s.pipelineTime, projectA, projectA, projectB)
+`, s.maxRequests, s.maxWait, flaky, s.train, short, long, s.pollTimeout, s.pipelineTime, method, projectA, projectA, projectB)
 }
 
 type env struct {
@@ -154,7 +164,7 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 	}))
 	ctx, cancel := context.WithCancel(bg)
 	sims.Start(ctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close() })
 	t.Cleanup(func() {
 		// Whatever a test did, it left no active batch or in-flight request without its task.
 		if ops, bs, err := db.Orphans(bg, 10); err == nil && len(ops)+len(bs) > 0 {
@@ -174,7 +184,9 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 // ends).
 func (e *env) service(t *testing.T, instance string) *batch.Service {
 	svc, eng := e.held(t, instance)
-	eng.Start()
+	if err := eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	return svc
 }
 

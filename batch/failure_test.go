@@ -347,9 +347,9 @@ func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
 }
 
 // A target removed from the catalog after its requests were admitted: the requests whose change
-// was validated and recorded at admission still land (SPEC §4.1: in-flight requests finish);
-// one admitted without it cannot be rendered any more and fails alone (CREATE_INVALID) while
-// the rest of its batch goes on.
+// was validated and recorded at admission still land (in-flight requests finish: docs/workflow.md,
+// 'Targets and the file change'); one admitted without it cannot be rendered any more and fails
+// alone (CREATE_INVALID) while the rest of its batch goes on.
 func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})

@@ -10,8 +10,8 @@ import (
 
 // The member transitions of a batch, as tables. A batch carries two kinds of members: the create
 // phase's (action ADD; MR_CREATING → MR_CREATED → MERGING → MERGED) and the close phase's
-// (action DELETE; the binding stays VALIDATED, step CLOSE_STARTED, until its file is gone →
-// CLOSED). Each move names the statuses it applies to, so one move per phase covers members at
+// (action DELETE; the binding stays VALIDATED, step CLOSE_STARTED, until its removal merged,
+// then CLOSE_MERGED until the deploy that includes it → CLOSED). Each move names the statuses it applies to, so one move per phase covers members at
 // any point of the batch, and members already past it are left alone.
 
 var (
@@ -32,9 +32,13 @@ func del(ops []string, c store.MemberChange) store.MemberMove {
 // batchedStep is the claim's move: approved requests leave the waiting set for a batch.
 var batchedStep = store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepBatched}
 
-// mrOpened records the batch's MR on the members still being created.
+// mrOpened records the batch's MR on the members still being created, and on the close phase's:
+// the MR that carries a request's current action is the one its deploy callback names.
 func mrOpened(iid int64, note string) []store.MemberMove {
-	return []store.MemberMove{add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepCreateStarted, MRIID: iid, Note: note})}
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepCreateStarted, MRIID: iid, Note: note}),
+		del(nil, store.MemberChange{From: closing, FromStep: state.StepCloseStarted, To: state.StatusValidated, Step: state.StepCloseStarted, MRIID: iid, Note: note}),
+	}
 }
 
 // pipelinePassed: the MR is created (its pipeline passed) and the merge phase starts.
@@ -50,11 +54,17 @@ func handling(step state.Step, note string) []store.MemberMove {
 	return []store.MemberMove{add(nil, store.MemberChange{From: []state.BindingStatus{state.StatusMerging}, To: state.StatusMerging, Step: step, Note: note})}
 }
 
-// merged: the batch's MR landed.
+// merged: the batch's MR landed. A removal, like a grant, waits for the deploy that includes the
+// merge (the binding is in effect until then); one whose file was already absent (iid 0: no MR
+// merged, nothing to deploy) is closed at once.
 func merged(iid int64, note string) []store.MemberMove {
+	removed := store.MemberChange{From: closing, To: state.StatusValidated, Step: state.StepCloseMerged, MRIID: iid, Note: note}
+	if iid == 0 {
+		removed = store.MemberChange{From: closing, To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note}
+	}
 	return []store.MemberMove{
 		add(nil, store.MemberChange{From: inBatch, To: state.StatusMerged, Step: state.StepHandleMerged, MRIID: iid, Note: note}),
-		del(nil, store.MemberChange{From: closing, To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note}),
+		del(nil, removed),
 	}
 }
 
@@ -147,5 +157,14 @@ func resumed(note string) []store.MemberMove {
 	return []store.MemberMove{
 		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepCreateStarted, Note: note}),
 		add(nil, store.MemberChange{From: []state.BindingStatus{state.StatusMerging}, To: state.StatusMerging, Step: state.StepHandleStarted, Note: note}),
+	}
+}
+
+// rebuilt: the car's branch is built again on what is ahead of it now; its members wait for the
+// new branch's pipeline (the close phase's keep their CLOSE_STARTED step, now with the note).
+func rebuilt(note string) []store.MemberMove {
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: inBatch, To: state.StatusMRCreating, Step: state.StepCreateStarted, Note: note}),
+		del(nil, store.MemberChange{From: closing, To: state.StatusValidated, Step: state.StepCloseStarted, Note: note}),
 	}
 }

@@ -45,10 +45,15 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 		o.Result = state.RoundNotDue
 		return o
 	}
-	// The partition is the target's GitLab project (SPEC §5.5), so it also names the batch's project.
-	task := batchTask(0, stepOpen, memo{})
+	if _, paused, err := s.db.Paused(ctx, partition); err != nil || paused {
+		o.Result, o.Err = state.RoundPaused, err
+		return o
+	}
+	// The partition is the target's GitLab project (docs/invariants.md, 'Partitions'), so it also
+	// names the batch's project.
+	task := s.task(0, stepOpen, memo{})
 	c, err := s.db.Claim(ctx, store.ClaimInput{
-		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(), Members: &batchedStep, Task: &task,
+		Partition: partition, Project: partition, Max: snap.BatchMaxRequests(), Train: snap.BatchTrain(), Members: &batchedStep, Task: &task,
 	})
 	if err != nil {
 		o.Err = err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -22,56 +21,146 @@ import (
 	"bindery/store"
 )
 
-// A batch is one task of the engine (kind store.TaskBatch, ref = the batch id): each run of it
-// is one bounded action of its current step — open the MR, one look at the pipeline, approve,
-// one merge action, settle — and records the outcome and the next due time in one transaction
-// fenced on the task's epoch, whose next statement is the batch's own guarded write (I6). Every
-// step reads the remote state first, so any instance resumes a batch after a crash, an operator's
-// resume or a lost claim. The steps (stored as the task's step; never rename one):
+// A batch is one task of the engine (kind state.TaskBatch, ref = the batch id): each run of it is
+// one bounded action of its current step, done by the merge request's lifecycle (change.Lifecycle)
+// — open the MR, one look at the pipeline, approve, one merge action — or by the batch itself
+// (settle, the end of a BLOCKED window). The outcome and the next due time are recorded in one
+// transaction fenced on the task's epoch, whose next statement is the batch's own guarded write
+// (I6). Every step reads the remote state first, so any instance resumes a batch after a crash,
+// an operator's resume or a lost claim.
+
+// Step is a step of a batch's task (stored as the task's step: never rename one).
+type Step string
+
 const (
-	stepOpen     = "open"     // members rendered, branch + commit + MR (or the branch regenerated)
-	stepPipeline = "pipeline" // the MR's pipeline, one look per run (flaky retries, bisection)
-	stepApprove  = "approve"  // both reviewer accounts approve the head
-	// change.MergeAttempt, MergeRebasing, MergePipeline, MergeChecking, MergeBlocked: the merge,
-	// one action per run; in MergeBlocked the batch is BLOCKED until a person clears the MR
-	stepSettle  = "settle"  // the decided failure (merge_batch.failing) is carried out: MR closed, members failed
-	stepBlocked = "blocked" // BLOCKED: operators' window; when it ends, settled as failed
+	stepOpen     Step = "open"     // members rendered, branch + commit + MR (or the branch regenerated)
+	stepPipeline Step = "pipeline" // the MR's pipeline, one look per run (flaky retries, bisection)
+	stepApprove  Step = "approve"  // both reviewer accounts approve the head
+	stepTurn     Step = "turn"     // its turn to merge: the cars ahead merged, the target is what it was built on
+	// The merge, one action per run; in stepMergeBlocked the batch is BLOCKED until a person
+	// clears the MR.
+	stepMerge              = Step(change.MergeAttempt)
+	stepMergeRebase        = Step(change.MergeRebasing)
+	stepMergePipeline      = Step(change.MergePipeline)
+	stepMergeChecking      = Step(change.MergeChecking)
+	stepMergeBlocked       = Step(change.MergeBlocked)
+	stepSettle        Step = "settle"  // the decided failure (merge_batch.failing) is carried out: MR closed, members failed
+	stepBlocked       Step = "blocked" // BLOCKED: operators' window; when it ends, settled as failed
 )
 
-// memo is what a batch remembers between its runs (the task's memo).
+// memo is what a batch remembers between its runs (the task's memo): the lifecycle's memory of
+// its MR.
 type memo struct {
-	Flaky   int   `json:"flaky,omitempty"`   // flaky retries used on the current branch
-	Restart bool  `json:"restart,omitempty"` // an operator resumed it: replace a pipeline still running
-	Hung    int   `json:"hung,omitempty"`    // pipelines replaced because they gave no answer in time
-	Regen   bool  `json:"regen,omitempty"`   // the merge regenerated the branch once already
-	Refused int   `json:"refused,omitempty"` // merges GitLab refused in a row
-	CI      int64 `json:"ci,omitempty"`      // when the current pipeline wait started (unix ms, for the metric)
-	Merge   int64 `json:"merge,omitempty"`   // when the merge phase started (unix ms)
-	// Tested: the head whose pipeline passed (the only sha merged); Approved: the head the
-	// reviewer accounts approved.
-	Tested   string `json:"tested,omitempty"`
-	Approved string `json:"approved,omitempty"`
+	change.Memo
 }
 
-func decodeMemo(s string) memo {
-	var m memo
-	_ = json.Unmarshal([]byte(s), &m) // an unreadable memo is an empty one: the steps re-read
-	return m
+// job is one run of a batch's task.
+type job = engine.Job[memo, Step]
+
+// stepRow is one step of a batch: the engine's part (name, lane, how it waits and retries, its
+// action) and the batch's — the failure its members get when the step fails without deciding one
+// itself, what its members wait for while the batch is at the step ({mr}: the MR), and what the
+// step does, in words (docs/states.md is generated from this table).
+type stepRow struct {
+	engine.Step[memo, Step]
+	fail    failure
+	waiting string
+	does    string
 }
 
-func (m memo) encode() *string {
-	b, _ := json.Marshal(m)
-	s := string(b)
-	return &s
+// steps is the one table of a batch's steps. A batch whose dependency does not answer tries
+// again with backoff (poll.short doubling up to poll.long) until it is older than
+// batch.blockedTimeout (then the step's failure); an operator's resume starts it over at
+// stepOpen; an active batch found without a task (the repair sweep) resumes at stepOpen, a
+// BLOCKED one at stepBlocked (Repair).
+func (s *Service) steps() []stepRow {
+	type es = engine.Step[memo, Step]
+	bg := engine.LaneBackground
+	return []stepRow{
+		{Step: es{Name: stepOpen, Lane: bg, Run: s.run((*run).open)}, fail: failedCreate,
+			waiting: "the bot to open the batch's merge request",
+			does:    "render the members (failing or deferring those that cannot be in it), build the branch on the head of the car ahead in the merge train (the first car: on the target branch), one commit and the MR; rebuild when the member set or what is ahead changed"},
+		{Step: es{Name: stepPipeline, Lane: bg, Polls: true, Run: s.run((*run).pipeline)}, fail: failedCreate,
+			waiting: "the pipeline of {mr} to pass",
+			does:    "one look at the head's pipeline: pass → approve; fail → held while a car ahead is untested, else flaky retry, then bisection or the failure; no answer within `poll.timeout` → a new pipeline on the same commit once, then BLOCKED; what it was built on changed → rebuilt"},
+		{Step: es{Name: stepApprove, Lane: bg, Run: s.run((*run).approve)}, fail: failedApprove,
+			waiting: "the reviewer bots to approve {mr}", does: "both reviewer accounts approve the head"},
+		{Step: es{Name: stepTurn, Lane: bg, Polls: true, Run: s.run((*run).turn)}, fail: failedMerge,
+			waiting: "the batches ahead of it in the merge train to merge",
+			does:    "wait for the cars ahead to merge and the project's queue not to be paused; then the target must be what the branch was built on (else: rebase and test again first)"},
+		{Step: es{Name: stepMerge, Lane: bg, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "the bot to merge {mr}",
+			does:    "one merge action, decided from the MR's state in GitLab's order ([gitlab.md](gitlab.md)): locked → look again; computing → wait; conflict → regenerate (a conflict after that: bisected, never BLOCKED); behind → rebase; CI not passed or head not the tested one → wait for the head's pipeline; not approved → approve; merge at the tested SHA"},
+		{Step: es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "GitLab to rebase {mr} onto the target branch", does: "wait for GitLab's rebase (no answer within `poll.timeout` → BLOCKED)"},
+		{Step: es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "the pipeline of the new head of {mr} to pass", does: "wait for the pipeline of a head the merge moved (flaky retry, then bisection)"},
+		{Step: es{Name: stepMergeChecking, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			waiting: "GitLab to work out whether {mr} can be merged", does: "wait while GitLab computes whether the MR can be merged"},
+		{Step: es{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
+			does: "BLOCKED with the MR open: something only a person can clear (members HANDLE_MR_BLOCKED with the reason); one look per poll, a webhook sooner; cleared → RUNNING; not within `batch.blockedTimeout` → the failure is decided"},
+		{Step: es{Name: stepSettle, Lane: bg, Run: s.run((*run).settle)}, fail: failedCreate,
+			waiting: "bindery to settle the failed batch (closing {mr})",
+			does:    "carry out the decided failure (`merge_batch.failing`): close the MR, read it again (merged wins), settle"},
+		{Step: es{Name: stepBlocked, Lane: bg, Run: s.run((*run).expireBlocked)}, fail: failedCreate,
+			does: "the BLOCKED window (`batch.blockedTimeout`) ended: the failure is decided, then settled"},
+	}
 }
+
+// StepDocs is the batch kind's step table for docs/states.md.
+func StepDocs() []engine.StepDoc {
+	var out []engine.StepDoc
+	for _, r := range (&Service{}).steps() {
+		d := engine.DocOf(r.Step)
+		d.Does, d.Waiting = r.does, r.waiting
+		d.Fails = fmt.Sprintf("%s / %s", r.fail.create, r.fail.handle)
+		if !r.Polls {
+			d.Retry = "backoff on an unavailable dependency, until the batch is older than `batch.blockedTimeout`"
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// def is the batch kind as the engine runs it.
+func (s *Service) def() engine.Def[memo, Step] {
+	d := engine.Def[memo, Step]{
+		Name: state.TaskBatch, Fail: s.failBatch,
+		Short: func() time.Duration { short, _, _, _ := s.cfg.Current().PollStages(); return short },
+		Long:  func() time.Duration { _, _, long, _ := s.cfg.Current().PollStages(); return long },
+		// A batch whose dependency keeps failing is failed once it is older than
+		// batch.blockedTimeout: nothing stays in progress forever.
+		GiveUp: func(j *job) bool { return j.Task.Age > s.cfg.Current().BatchBlockedTimeout() },
+		Lease:  func() time.Duration { return s.cfg.Current().BatchLeaseTTL() },
+	}
+	for _, r := range s.rows {
+		st := r.Step
+		st.Attempts = 0 // GiveUp bounds a batch's retries, not a count
+		d.Steps = append(d.Steps, st)
+	}
+	return d
+}
+
+// row is the table's row of step (the zero row for a step not in it).
+func (s *Service) row(step Step) stepRow {
+	for _, r := range s.rows {
+		if r.Name == step {
+			return r
+		}
+	}
+	return stepRow{fail: failedCreate}
+}
+
+// Waiting is what the members of a batch wait for while its task is at step, in plain words
+// ({mr}: the merge request); "" when the step says nothing more than the members' own step.
+func (s *Service) Waiting(step string) string { return s.row(Step(step)).waiting }
 
 // run is one run of a batch's task.
 type run struct {
 	s       *Service
-	r       *engine.Run
+	r       *job
 	batch   store.Batch // as read at the start: its version guards the write
-	memo    memo
-	members []member // what the batch holds, rendered (loaded by steps that need them)
+	members []member    // what the batch holds, rendered (loaded by steps that need them)
 	spec    change.Spec
 	phase   failure // the declared failure of the step running now
 	// failed is the pipeline this step saw fail (0: none): recorded with the step's outcome, so
@@ -87,80 +176,44 @@ type member struct {
 	file   change.FileAction
 }
 
-func (s *Service) kind() engine.Kind {
-	return engine.Kind{
-		Name:  state.TaskBatch,
-		Run:   s.runBatch,
-		Fail:  s.failBatch,
-		Retry: s.retryBatch,
-		Lease: func() time.Duration { return s.cfg.Current().BatchLeaseTTL() },
+// run wraps a step's action: the batch read afresh (gone or settled: the task ends), a decided
+// failure carried out whatever the step (write-ahead), then the action.
+func (s *Service) run(action func(*run, context.Context) error) func(context.Context, *job) error {
+	return func(ctx context.Context, j *job) error {
+		id, err := strconv.ParseInt(j.Task.Ref, 10, 64)
+		if err != nil {
+			return j.Finish(ctx, nil) // not a batch id: nothing to run
+		}
+		b, err := s.db.Batch(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return j.Finish(ctx, nil)
+		case err != nil:
+			return engine.Unavailable(err)
+		case !b.Status.Active():
+			return j.Finish(ctx, nil) // settled elsewhere
+		}
+		r := &run{s: s, r: j, batch: b, phase: s.row(j.Step.Name).fail}
+		j.State = r
+		if b.Failing != "" && j.Step.Name != stepBlocked && j.Step.Name != stepSettle {
+			return r.settle(ctx) // decided (write-ahead): carried out, never run again
+		}
+		return action(r, ctx)
 	}
-}
-
-// runBatch is one run of a batch's task.
-func (s *Service) runBatch(ctx context.Context, er *engine.Run) error {
-	id, err := strconv.ParseInt(er.Task.Ref, 10, 64)
-	if err != nil {
-		return er.Finish(ctx, nil) // not a batch id: nothing to run
-	}
-	b, err := s.db.Batch(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return er.Finish(ctx, nil)
-	case err != nil:
-		return engine.Unavailable(err)
-	case !b.Status.Active():
-		return er.Finish(ctx, nil) // settled elsewhere
-	}
-	r := &run{s: s, r: er, batch: b, memo: decodeMemo(er.Task.Memo), phase: failedCreate}
-	er.State = r
-	step := er.Task.Step
-	if b.Failing != "" && step != stepBlocked {
-		step = stepSettle // decided (write-ahead): carried out, never run again
-	}
-	switch step {
-	case stepOpen:
-		return r.open(ctx)
-	case stepPipeline:
-		return r.pipeline(ctx)
-	case stepApprove:
-		return r.approve(ctx)
-	case string(change.MergeAttempt), string(change.MergeRebasing), string(change.MergePipeline),
-		string(change.MergeChecking), string(change.MergeBlocked):
-		return r.merge(ctx, change.MergePhase(step))
-	case stepSettle:
-		return r.settle(ctx)
-	case stepBlocked:
-		return r.expireBlocked(ctx)
-	}
-	return er.Park(ctx, fmt.Sprintf("no step %q of a batch here", step))
 }
 
 // failBatch is the declared failure of the step that failed: decided now, carried out by the
 // settle step (write-ahead), whatever happens in between. A failure decided already is never
 // replaced: the settle step goes on with it.
-func (s *Service) failBatch(ctx context.Context, er *engine.Run, err error) error {
-	r, ok := er.State.(*run)
+func (s *Service) failBatch(ctx context.Context, j *job, err error) error {
+	r, ok := j.State.(*run)
 	switch {
 	case !ok: // failed before the batch was read
-		return er.Next(ctx, store.TaskNext{In: s.short(), Note: "retrying after an internal error"}, nil)
+		return j.Next(ctx, store.TaskNext{In: s.short(), Note: "retrying after an internal error"}, nil)
 	case r.batch.Failing != "":
-		return er.Next(ctx, store.TaskNext{Step: stepSettle, In: s.short(), Note: "settling: " + publicNote(err)}, nil)
+		return j.Next(ctx, store.TaskNext{Step: string(stepSettle), In: s.short(), Note: "settling: " + publicNote(err)}, nil)
 	}
 	return r.decide(ctx, r.phase.with(publicNote(err)))
-}
-
-// retryBatch: a batch whose dependency does not answer tries again with backoff (poll.short
-// doubling up to poll.long) — until it is older than batch.blockedTimeout: nothing stays in
-// progress forever, it is then failed.
-func (s *Service) retryBatch(er *engine.Run, err error) (time.Duration, bool) {
-	snap := s.cfg.Current()
-	short, _, long, _ := snap.PollStages()
-	if er.Task.Age > snap.BatchBlockedTimeout() {
-		return 0, false
-	}
-	wait, _ := engine.Backoff(short, long)(er, err)
-	return wait, true
 }
 
 // next records the step's outcome with the batch's own write (step.Batch is filled in).
@@ -168,9 +221,6 @@ func (r *run) next(ctx context.Context, n store.TaskNext, step store.BatchStep) 
 	step.Batch = r.batch
 	if step.Change.PipelineID == 0 {
 		step.Change.PipelineID = r.failed
-	}
-	if n.Memo == nil {
-		n.Memo = r.memo.encode()
 	}
 	return r.r.Next(ctx, n, func(tx *store.Tx) error {
 		b, _, err := tx.AdvanceBatch(ctx, step)
@@ -252,7 +302,20 @@ func (r *run) changeOf(snap *config.Snapshot, q store.BatchRequest) (change.File
 	return fa, t.Branch, err
 }
 
-func branchName(id int64) string { return fmt.Sprintf("bindery/batch-%d", id) }
+// branchPrefix starts the branch of every batch: bindery/batch-<id>.
+const branchPrefix = "bindery/batch-"
+
+func branchName(id int64) string { return branchPrefix + strconv.FormatInt(id, 10) }
+
+// TaskOfBranch names the batch task behind a branch bindery wrote for a batch (a pipeline event
+// that names no MR names its branch); false for any other branch.
+func TaskOfBranch(branch string) (store.TaskRef, bool) {
+	id, ok := strings.CutPrefix(branch, branchPrefix)
+	if !ok || id == "" || strings.Trim(id, "0123456789") != "" {
+		return store.TaskRef{}, false
+	}
+	return store.TaskRef{Kind: state.TaskBatch, Ref: id}, true
+}
 
 // respec rebuilds the MR's title, description and actions from the members.
 func (r *run) respec() {
@@ -286,134 +349,144 @@ func operationIDs(ms []member) []string {
 	return out
 }
 
-func (r *run) stages() engine.Stages {
-	short, n, long, timeout := r.s.cfg.Current().PollStages()
-	return engine.Stages{Short: short, ShortCount: n, Long: long, Timeout: timeout}
-}
-
-// waitFor is the outcome "go to step and wait for GitLab there", the wait starting now.
-func (r *run) waitFor(step string) store.TaskNext {
-	return store.TaskNext{Step: step, Wait: store.WaitStart} // the first look at once
-}
-
 // open makes sure the MR exists and its branch carries exactly the members held: a new batch gets
 // its branch, one commit and its MR; a batch whose members changed since the branch was written
 // (bisection, and a crash before the new commit) gets the branch regenerated from the target
 // head; otherwise the recorded MR is read as it is. Then the pipeline wait starts. An MR created
 // by an attempt whose answer was lost is found by its branch (GitLab's 409 names it).
 func (r *run) open(ctx context.Context) error {
-	r.phase = failedCreate
 	if moved, err := r.load(ctx); moved || err != nil {
 		return err
 	}
-	digest := r.digest()
-	b := r.batch
-	rewrite := b.MRIID == 0 || b.BranchDigest != digest
-	mr, err := r.s.change.Open(ctx, r.spec, b.MRIID)
-	if err == nil && b.MRIID != 0 && rewrite && mr.Open() {
-		err = r.s.change.Regenerate(ctx, r.spec)
+	t, err := r.train(ctx)
+	if err != nil {
+		return engine.Unavailable(err)
 	}
-	switch {
-	case errors.Is(err, change.ErrNothingToChange):
-		// The only member deletes a file that is already gone: its change is in effect.
-		return r.settleAbsent(ctx)
-	case err != nil && commitRefused(err):
-		return r.deterministic(ctx, failedCreate.with("GitLab refused the batch's commit: "+publicNote(err)))
-	case err != nil:
+	b := r.batch
+	baseBatch, baseSHA, wait := t.base()
+	if wait {
+		_, _, long, _ := r.s.cfg.Current().PollStages()
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart, Note: fmt.Sprintf("waiting for car %d ahead of it to write its branch", baseBatch)}, nil)
+	}
+	r.spec.Base = baseSHA
+	digest := r.digest()
+	why, err := r.stale(ctx, t)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	rewrite := b.MRIID == 0 || b.BranchDigest != digest || why != "" || b.HeadSHA == ""
+	o, err := r.s.mr.Open(ctx, r.spec, b.MRIID, rewrite, &r.r.Memo.Memo)
+	if err != nil {
 		return err
 	}
-	restart := r.memo.Restart && !rewrite
-	r.memo.Restart = false
-	if restart {
-		started, err := r.s.change.RestartStuckPipeline(ctx, b.Project, mr.IID)
-		if err != nil {
-			r.memo.Restart = true // still to do when the step is tried again
-			return err
-		}
-		if started {
-			r.s.log.Info("batch resumed: a new pipeline replaces one still running", "batch", b.ID, "mr", mr.IID)
-			r.memo.CI = time.Now().UnixMilli()
-			return r.next(ctx, r.waitFor(stepPipeline), store.BatchStep{Change: store.BatchChange{
-				Note: fmt.Sprintf("resumed: MR !%d's pipeline was still running; a new pipeline was started on the same commit", mr.IID)}})
-		}
+	switch o.Result {
+	case change.Absent:
+		// The only member deletes a file that is already gone: its change is in effect.
+		return r.settleAbsent(ctx)
+	case change.Failed:
+		return r.deterministic(ctx, failedCreate.with("GitLab refused the batch's commit: "+publicNote(o.Cause)))
+	case change.Restarted:
+		r.s.log.Info("batch resumed: a new pipeline replaces one still running", "batch", b.ID, "mr", o.MR.IID)
+		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
 	}
 	c := store.BatchChange{}
 	var moves []store.MemberMove
-	if rewrite {
-		c = store.BatchChange{MRIID: mr.IID, BranchDigest: &digest, Note: fmt.Sprintf("MR !%d carries %d changes", mr.IID, len(r.members))}
-		if b.MRIID != mr.IID {
-			moves = mrOpened(mr.IID, fmt.Sprintf("batch %d, MR !%d: waiting for its pipeline", b.ID, mr.IID))
+	if o.New {
+		if baseSHA == "" {
+			baseSHA = o.Base // built on the target's head: the commit it was then
 		}
-		r.memo.Flaky, r.memo.Hung, r.memo.CI = 0, 0, time.Now().UnixMilli()
+		c = store.BatchChange{MRIID: o.MR.IID, BranchDigest: &digest, Built: &store.Build{BaseBatch: baseBatch, BaseSHA: baseSHA, HeadSHA: o.Head},
+			Note: fmt.Sprintf("MR !%d carries %d changes%s", o.MR.IID, len(r.members), onWords(baseBatch))}
+		if b.MRIID != o.MR.IID {
+			moves = mrOpened(o.MR.IID, fmt.Sprintf("batch %d, MR !%d: waiting for its pipeline", b.ID, o.MR.IID))
+		}
 	}
-	if r.memo.CI == 0 {
-		r.memo.CI = time.Now().UnixMilli()
+	if err := r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: c, Moves: moves}); err != nil {
+		return err
 	}
-	return r.next(ctx, r.waitFor(stepPipeline), store.BatchStep{Change: c, Moves: moves})
+	if o.New {
+		r.s.wakeBehind(ctx, r.batch) // they were built on its old branch, or wait for its first
+	}
+	return nil
 }
 
-// commitRefused: GitLab refused the commit for what it contains (a file to create exists, one
-// to delete is gone, two members touch one path) — a property of the member set, not of the
-// moment, so a multi-member batch is bisected like a failed pipeline.
-func commitRefused(err error) bool {
-	return errors.Is(err, change.ErrInvalidChange) || errors.Is(err, gitlab.ErrFileExists) ||
-		errors.Is(err, gitlab.ErrFileMissing) || errors.Is(err, gitlab.ErrFileChanged)
+// onWords says what a car was built on, for its note.
+func onWords(baseBatch int64) string {
+	if baseBatch == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", built on batch %d ahead of it in the merge train", baseBatch)
 }
 
 // pipeline is one look at the head's pipeline: pending → the next look by the staged schedule
-// (poll.timeout after the wait started: BLOCKED for operators); passed → approve; failed →
-// a new run on the same commit while batch.flakyRetries allow, then deterministic.
+// (no answer within poll.timeout, even from a new pipeline: BLOCKED for operators); passed →
+// approve; failed (after the flaky retries) → bisection, or the failure of a single member.
 func (r *run) pipeline(ctx context.Context) error {
-	r.phase = failedCreate
 	b := r.batch
-	look, err := r.s.change.LookAtPipeline(ctx, b.Project, b.MRIID, r.s.cfg.Current().BatchFlakyRetries()-r.memo.Flaky)
-	switch {
-	case errors.Is(err, change.ErrMRClosed):
-		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
-	case err != nil:
+	t, err := r.train(ctx)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	if why, err := r.stale(ctx, t); err != nil || why != "" {
+		if err != nil {
+			return engine.Unavailable(err)
+		}
+		return r.rebuild(ctx, why)
+	}
+	// A failure while a car ahead is still being tested may be that car's: it is not retried or
+	// counted until the cars ahead passed (or left, and this car is rebuilt without them).
+	hold := !t.aheadPassed(b)
+	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo, hold)
+	if err != nil {
 		return err
 	}
 	var pipeline int64
-	link := "the pipeline"
-	if look.Pipeline != nil {
-		pipeline, link = look.Pipeline.ID, fmt.Sprintf("pipeline %d (%s)", look.Pipeline.ID, look.Pipeline.WebURL)
+	if o.Pipeline != nil {
+		pipeline = o.Pipeline.ID
 	}
 	switch {
-	case look.Retried:
-		r.memo.Flaky++
-		r.memo.CI = time.Now().UnixMilli()
-		return r.next(ctx, r.waitFor(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline,
-			Note: fmt.Sprintf("%s failed; new run %d on the same commit (batch.flakyRetries)", link, r.memo.Flaky)}})
-	case look.Outcome == change.Passed && look.MR.Merged():
-		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), look.MR)
-	case look.Outcome == change.Passed:
-		note := link + " passed"
-		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.memo.CI), "project", b.Project)
-		r.memo.CI = 0
-		r.memo.Tested = look.MR.SHA
-		return r.next(ctx, store.TaskNext{Step: stepApprove}, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: note}, Moves: pipelinePassed(pipeline, note)})
-	case look.Outcome == change.Failed:
-		r.failed = pipeline
-		if look.Pipeline != nil {
-			r.failedURL = look.Pipeline.WebURL
+	case o.Result == change.Closed:
+		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
+	case o.Result == change.Retried:
+		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note}})
+	case o.Result == change.Merged:
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
+	case o.Result == change.Passed:
+		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.r.Memo.CI), "project", b.Project)
+		r.r.Memo.CI = 0
+		tested := o.MR.SHA
+		if err := r.next(ctx, r.r.To(stepApprove), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note, Tested: &tested},
+			Moves: pipelinePassed(pipeline, o.Note)}); err != nil {
+			return err
 		}
-		r.s.change.KeepFailedJob(ctx, r.s.db, r.batch.Project, pipeline)
-		return r.deterministic(ctx, failedPipeline.with(link+" failed"))
+		r.s.wakeBehind(ctx, r.batch) // a failure held behind it is now theirs to decide
+		return nil
+	case o.Result == change.Failed && hold:
+		_, _, long, _ := r.s.cfg.Current().PollStages()
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitKeep, Checks: r.r.Task.Checks,
+			Note: o.Note + "; decided once the batches ahead of it in the merge train passed (their changes are in its branch)"}, nil)
+	case o.Result == change.Failed:
+		r.failed = pipeline
+		if o.Pipeline != nil {
+			r.failedURL = o.Pipeline.WebURL
+		}
+		r.s.mr.KeepFailedJob(ctx, r.s.db, b.Project, pipeline)
+		return r.deterministic(ctx, failedPipeline.with(o.Note))
+	case o.Result == change.Replaced:
+		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
+	case o.Result == change.Stuck:
+		return r.block(ctx, pipelinePending, o.Reason+"; an operator can resume the batch")
 	}
-	next, timedOut := r.r.Poll(r.stages(), "waiting for "+link)
-	if timedOut {
-		return r.hung(ctx, stepPipeline, link)
-	}
+	// Waiting: the next look; a new pipeline id is worth recording (the request page links it).
 	if pipeline != 0 && pipeline != b.PipelineID {
-		return r.next(ctx, next, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline}})
+		return r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline}})
 	}
-	next.Memo = r.memo.encode()
-	return r.r.Next(ctx, next, nil)
+	return r.r.Next(ctx, o.Next, nil)
 }
 
-// deterministic handles a failure that is a property of the member set (SPEC §11.17): a batch
-// of several members is bisected, a single member fails with it — named the culprit when a
-// bisection led to it.
+// deterministic handles a failure that is a property of the member set (docs/architecture.md,
+// "Bisection without collateral"): a batch of several members is bisected, a single member
+// fails with it — named the culprit when a bisection led to it.
 func (r *run) deterministic(ctx context.Context, f failure) error {
 	if len(r.members) == 0 {
 		if moved, err := r.load(ctx); moved || err != nil {
@@ -465,14 +538,28 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 	note := fmt.Sprintf("%s: bisection %d of batch %d's members: %d stay in batch %d, %d return to the waiting set to be retried on their own before any newcomer",
 		why, round, b.BisectionRoot(), keep, b.ID, len(back))
 	stale := ""
-	r.memo = memo{}
-	if err := r.next(ctx, store.TaskNext{Step: stepOpen}, store.BatchStep{
-		Change: store.BatchChange{Note: note, BranchDigest: &stale}, Requeue: back, Bisect: true,
+	r.r.Memo = memo{}
+	// In a train, the kept half goes to the end of it: the cars behind it move up and are rebuilt
+	// without its members, so they merge without waiting for the search (with one car, or as the
+	// last car, it stays where it is).
+	t, err := r.train(ctx)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	toEnd := t.behind(b)
+	if toEnd {
+		note += "; it goes to the end of the merge train, and the batches behind it are rebuilt without its members"
+	}
+	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{
+		Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: toEnd}, Requeue: back, Bisect: true,
 		// The members read why in the words of the failure's step (the cause stays in the
 		// batch's note, for operators).
 		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, explain.Told(f.create, why, r.failedLink))),
 	}); err != nil {
 		return err
+	}
+	if toEnd {
+		r.s.wakeBehind(ctx, b) // as read before the move: the cars that were behind it
 	}
 	r.s.rec.Inc("bindery_batch_bisections_total", "project", b.Project)
 	r.s.log.Info("batch bisected", "batch", b.ID, "round", round, "bisection_of", b.BisectionRoot(), "kept", keep, "returned", len(back), "why", why)
@@ -481,141 +568,100 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 
 // approve has both reviewer accounts approve the MR's head.
 func (r *run) approve(ctx context.Context) error {
-	r.phase = failedApprove
 	b := r.batch
-	mr, err := r.s.change.Approve(ctx, b.Project, b.MRIID)
-	switch {
-	case errors.Is(err, change.ErrMRClosed):
-		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
-	case err != nil:
+	o, err := r.s.mr.Approve(ctx, b.Project, b.MRIID, &r.r.Memo.Memo)
+	if err != nil {
 		return err
-	case mr.Merged(): // remote state first: someone merged it, finish as merged
-		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), mr)
 	}
-	note := fmt.Sprintf("MR !%d approved by the reviewer accounts", b.MRIID)
-	r.memo.Merge, r.memo.Regen, r.memo.Refused, r.memo.Approved = time.Now().UnixMilli(), false, 0, mr.SHA
-	return r.next(ctx, store.TaskNext{Step: string(change.MergeAttempt)}, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(state.StepHandleApproved, note)})
+	switch o.Result {
+	case change.Closed:
+		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
+	case change.Merged:
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
+	}
+	return r.next(ctx, r.r.To(stepTurn), store.BatchStep{Change: store.BatchChange{Note: o.Note}, Moves: handling(state.StepHandleApproved, o.Note)})
 }
 
-var eventNotes = map[change.Event]string{
-	change.EventRebasing:     "rebasing onto the target branch",
-	change.EventRegenerating: "the rebase conflicts: regenerating the branch from the target head",
-	change.EventPipeline:     "the branch moved: waiting for the new head's pipeline",
-}
-
-// merge is one action of the merge: rebase and retry, regenerate on a conflict, then BLOCKED.
-func (r *run) merge(ctx context.Context, phase change.MergePhase) error {
-	r.phase = failedMerge
+// merge is one action of the merge (the lifecycle's merge phases), and what its outcome means for
+// a batch: a conflict that survives regeneration is bisected like a failed pipeline (never
+// BLOCKED, which would hold the partition behind a change that will not merge); an MR a person
+// must clear, or GitLab's own work that gives no answer, makes the batch BLOCKED.
+func (r *run) merge(ctx context.Context) error {
 	if moved, err := r.load(ctx); moved || err != nil { // the spec: a conflict regenerates from it
 		return err
 	}
 	b := r.batch
-	res, err := r.s.change.MergeStep(ctx, r.spec, b.MRIID, change.MergeState{Phase: phase, Regenerated: r.memo.Regen,
-		Refused: r.memo.Refused, Tested: r.memo.Tested, Approved: r.memo.Approved})
-	r.memo.Regen, r.memo.Refused = res.State.Regenerated, res.State.Refused
-	r.memo.Tested, r.memo.Approved = res.State.Tested, res.State.Approved
-	switch {
-	case err == nil && res.Merged:
-		if r.memo.Merge != 0 {
-			r.s.rec.Since("bindery_batch_merge_seconds", time.UnixMilli(r.memo.Merge), "project", b.Project)
-		}
-		return r.settleMerged(ctx, fmt.Sprintf("MR !%d merged", b.MRIID), res.MR)
-	case errors.Is(err, change.ErrMRClosed):
-		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
-	case errors.Is(err, change.ErrConflict):
-		// A property of the member set, not of the moment: bisected like a failed pipeline (the
-		// others land), a single member fails with it — never BLOCKED, which would hold the
-		// partition for batch.blockedTimeout behind a change that will not merge.
-		return r.deterministic(ctx, failedConflict.with("the rebase conflicts even after regenerating the branch from the target head"))
-	case errors.Is(err, change.ErrPipelineFailed):
-		return r.mergePipelineFailed(ctx, res)
-	case err != nil:
+	o, err := r.s.mr.Merge(ctx, r.r.Run, r.spec, b.MRIID, change.MergePhase(r.r.Step.Name), &r.r.Memo.Memo)
+	if err != nil {
 		return err
-	case res.Wait:
-		return r.mergeWait(ctx, phase, res)
-	case res.State.Phase == change.MergeBlocked:
-		return r.blockOnMR(ctx, res.Blocked)
-	case res.Unblocked:
-		note := fmt.Sprintf("MR !%d is no longer blocked; the merge goes on", b.MRIID)
-		return r.next(ctx, store.TaskNext{Step: string(res.State.Phase)}, store.BatchStep{
-			Change: store.BatchChange{Status: state.BatchRunning, Note: note}, Moves: resumed(note)})
 	}
-	n := store.TaskNext{Step: string(res.State.Phase)}
-	if res.Pause {
-		n.In = r.s.short()
+	if moved := o.MR.SHA != "" && o.MR.SHA != b.HeadSHA && o.Result != change.Merged; moved {
+		// A rebase or a regeneration gave the branch a new head: it is what the cars behind
+		// must be built on now, and nothing of it is tested yet.
+		return r.headMoved(ctx, o)
 	}
-	if res.State.Phase.Polls() && res.State.Phase != phase {
-		n = r.waitFor(string(res.State.Phase))
+	switch o.Result {
+	case change.Merged:
+		if r.r.Memo.Merge != 0 {
+			r.s.rec.Since("bindery_batch_merge_seconds", time.UnixMilli(r.r.Memo.Merge), "project", b.Project)
+		}
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d merged", b.MRIID), o.MR)
+	case change.Closed:
+		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
+	case change.Failed:
+		if errors.Is(o.Cause, change.ErrConflict) {
+			return r.deterministic(ctx, failedConflict.with(o.Note))
+		}
+		return r.deterministic(ctx, failedPipeline.with(o.Note))
+	case change.Retried, change.Replaced:
+		return r.next(ctx, r.r.To(Step(o.Phase)), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
+	case change.Waiting:
+		return r.r.Next(ctx, o.Next, nil)
+	case change.Blocked:
+		return r.blockOnMR(ctx, o.Reason)
+	case change.Expired:
+		reason := o.Reason
+		if reason == "" {
+			reason = b.Note
+		}
+		return r.decide(ctx, failedMerge.with(fmt.Sprintf("%s, and nobody did within batch.blockedTimeout (%s)", reason, r.s.cfg.Current().BatchBlockedTimeout())))
+	case change.Stuck:
+		if o.Phase == change.MergeRebasing {
+			return r.block(ctx, rebasePending, o.Reason+"; an operator can resume the batch")
+		}
+		return r.block(ctx, pipelinePending, o.Reason+"; an operator can resume the batch")
+	case change.Unblocked:
+		return r.next(ctx, r.r.To(Step(o.Phase)), store.BatchStep{
+			Change: store.BatchChange{Status: state.BatchRunning, Note: o.Note}, Moves: resumed(o.Note)})
 	}
-	if res.Event == "" {
-		n.Memo = r.memo.encode()
-		return r.r.Next(ctx, n, nil)
+	// Moved: progress is worth a step (the request view shows it).
+	if o.Event == "" {
+		return r.r.Next(ctx, o.Next, nil)
 	}
-	// Progress is worth a step (the request view shows it).
-	note := eventNotes[res.Event]
-	return r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note}, Moves: handling(state.StepHandleStarted, note)})
+	return r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{Note: o.Note}, Moves: handling(state.StepHandleStarted, o.Note)})
 }
 
-// mergeWait is a merge phase that found nothing decided yet: the same wait's next look, up to
-// its limit — poll.timeout for GitLab's own work (then BLOCKED for operators to resume), and
-// batch.blockedTimeout for a person to clear the MR (then the batch fails).
-func (r *run) mergeWait(ctx context.Context, phase change.MergePhase, res change.MergeResult) error {
-	st := r.stages()
-	if phase == change.MergeBlocked {
-		st.Timeout = r.s.cfg.Current().BatchBlockedTimeout()
+// headMoved records the branch's new head (a rebase or a regeneration in the merge) with the
+// merge action's own outcome, and wakes the cars behind: they were built on the old one.
+func (r *run) headMoved(ctx context.Context, o change.Outcome) error {
+	n := o.Next
+	switch o.Result {
+	case change.Waiting, change.Moved:
+	default:
+		// Anything else is decided on the next look, with the new head recorded.
+		n = store.TaskNext{Wait: store.WaitStart}
 	}
-	next, timedOut := r.r.Poll(st, waitNotes[phase])
-	switch {
-	case !timedOut:
-		next.Memo = r.memo.encode()
-		return r.r.Next(ctx, next, nil)
-	case phase == change.MergeRebasing:
-		return r.block(ctx, rebasePending, "the rebase gave no answer within poll.timeout; an operator can resume the batch")
-	case phase == change.MergeChecking:
-		return r.blockOnMR(ctx, fmt.Sprintf("GitLab kept computing whether MR !%d can be merged for longer than poll.timeout", r.batch.MRIID))
-	case phase == change.MergeBlocked:
-		if res.Blocked == "" {
-			res.Blocked = r.batch.Note
-		}
-		return r.decide(ctx, failedMerge.with(fmt.Sprintf("%s, and nobody did within batch.blockedTimeout (%s)", res.Blocked, r.s.cfg.Current().BatchBlockedTimeout())))
+	note := o.Note
+	if note == "" {
+		note = fmt.Sprintf("MR !%d has a new head %s", r.batch.MRIID, short(o.MR.SHA))
 	}
-	return r.hung(ctx, string(change.MergePipeline), "the new head's pipeline")
-}
-
-// hung: the pipeline gave no answer within poll.timeout. A hung runner or a job waiting for
-// nobody is specific to that pipeline, so the first time a new pipeline is started on the same
-// commit and waited for; a second silence means the project's CI is not answering — no other
-// batch of the partition could pass it either — and the batch is BLOCKED for operators.
-func (r *run) hung(ctx context.Context, step, link string) error {
-	b := r.batch
-	if r.memo.Hung < maxHungRestarts {
-		started, err := r.s.change.RestartStuckPipeline(ctx, b.Project, b.MRIID)
-		if err != nil {
-			return err
-		}
-		r.memo.CI = time.Now().UnixMilli()
-		if !started {
-			// It finished meanwhile (or a rebase moved the head): look again at once.
-			n := r.waitFor(step)
-			n.Memo = r.memo.encode()
-			return r.r.Next(ctx, n, nil)
-		}
-		r.memo.Hung++
-		return r.next(ctx, r.waitFor(step), store.BatchStep{Change: store.BatchChange{
-			Note: fmt.Sprintf("%s gave no answer within poll.timeout; a new pipeline was started on the same commit", link)}})
+	err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note, Built: &store.Build{HeadSHA: o.MR.SHA}},
+		Moves: handling(state.StepHandleStarted, note)})
+	if err != nil {
+		return err
 	}
-	return r.block(ctx, pipelinePending, link+" gave no answer within poll.timeout, nor did a new one; an operator can resume the batch")
-}
-
-// maxHungRestarts is how many pipelines that gave no answer are replaced before the batch blocks.
-const maxHungRestarts = 1
-
-// waitNotes say what each merge phase waits for.
-var waitNotes = map[change.MergePhase]string{
-	change.MergeRebasing: eventNotes[change.EventRebasing],
-	change.MergePipeline: eventNotes[change.EventPipeline],
-	change.MergeChecking: "GitLab is computing whether the MR can be merged",
-	change.MergeBlocked:  "waiting for a person to clear the MR in GitLab",
+	r.s.wakeBehind(ctx, r.batch)
+	return nil
 }
 
 // blockOnMR: something on the MR that bindery's accounts cannot clear keeps GitLab from merging
@@ -623,7 +669,7 @@ var waitNotes = map[change.MergePhase]string{
 // once a person clears it, the merge goes on by itself; nobody does within batch.blockedTimeout,
 // it fails. Its members show WAIT_MANUAL with the reason.
 func (r *run) blockOnMR(ctx context.Context, reason string) error {
-	n := r.waitFor(string(change.MergeBlocked))
+	n := r.r.To(stepMergeBlocked)
 	n.Note = "BLOCKED: " + reason
 	if err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Status: state.BatchBlocked, Note: reason},
 		Moves: mrBlocked.with(reason)}); err != nil {
@@ -634,26 +680,13 @@ func (r *run) blockOnMR(ctx context.Context, reason string) error {
 	return nil
 }
 
-// mergePipelineFailed: the pipeline of a head the merge moved failed. Like the first pipeline,
-// it gets batch.flakyRetries new runs, then bisection or the failure.
-func (r *run) mergePipelineFailed(ctx context.Context, res change.MergeResult) error {
-	b := r.batch
-	if r.memo.Flaky < r.s.cfg.Current().BatchFlakyRetries() {
-		if err := r.s.change.RetryPipeline(ctx, b.Project, res.MR, res.Pipeline); err != nil {
-			return err
-		}
-		r.memo.Flaky++
-		return r.next(ctx, r.waitFor(string(change.MergePipeline)), store.BatchStep{Change: store.BatchChange{
-			Note: fmt.Sprintf("the pipeline of the rebased head failed; new run %d on the same commit (batch.flakyRetries)", r.memo.Flaky)}})
-	}
-	return r.deterministic(ctx, failedPipeline.with("the pipeline of the rebased head failed"))
-}
-
 // block stops the batch at a step the same MR can resume from: BLOCKED keeps the partition's slot
 // for batch.blockedTimeout (the task's next run, which then settles it); its members show
 // WAIT_MANUAL.
 func (r *run) block(ctx context.Context, at stopAt, note string) error {
-	if err := r.next(ctx, store.TaskNext{Step: stepBlocked, In: r.s.cfg.Current().BatchBlockedTimeout(), Note: "BLOCKED: " + note}, store.BatchStep{
+	n := r.r.To(stepBlocked)
+	n.In, n.Note = r.s.cfg.Current().BatchBlockedTimeout(), "BLOCKED: "+note
+	if err := r.next(ctx, n, store.BatchStep{
 		Change: store.BatchChange{Status: state.BatchBlocked, Note: note},
 		Moves:  at.with(note),
 	}); err != nil {
@@ -667,9 +700,12 @@ func (r *run) block(ctx context.Context, at stopAt, note string) error {
 // expireBlocked: nobody resolved the BLOCKED batch within batch.blockedTimeout; its failure is
 // decided and settled.
 func (r *run) expireBlocked(ctx context.Context) error {
+	if r.batch.Failing != "" {
+		return r.settle(ctx)
+	}
 	if r.batch.Status != state.BatchBlocked {
 		// Resumed by an operator without a new task step (an older version): go on.
-		return r.r.Next(ctx, store.TaskNext{Step: stepOpen}, nil)
+		return r.r.Next(ctx, r.r.To(stepOpen), nil)
 	}
 	return r.decide(ctx, failedCreate.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", r.s.cfg.Current().BatchBlockedTimeout())))
 }
@@ -688,7 +724,7 @@ func (r *run) decideAs(ctx context.Context, f failure, culprit string) error {
 	if culprit != "" {
 		c.Culprit = &culprit
 	}
-	return r.next(ctx, store.TaskNext{Step: stepSettle}, store.BatchStep{Change: c})
+	return r.next(ctx, r.r.To(stepSettle), store.BatchStep{Change: c})
 }
 
 // settle carries out the decided failure: if the MR is still open, close it, then read it again
@@ -707,24 +743,23 @@ func (r *run) settle(ctx context.Context) error {
 	wasMerged, iid, err := r.s.closeMR(ctx, b)
 	switch {
 	case errors.Is(err, change.ErrLocked):
-		return r.r.Next(ctx, store.TaskNext{In: r.s.short(), Note: "the MR is being merged right now; looking again"}, nil)
+		return r.r.Next(ctx, store.TaskNext{Step: string(stepSettle), In: r.s.short(), Note: "the MR is being merged right now; looking again"}, nil)
 	case err != nil:
 		// Transient or not, the decided failure stands: the batch stays active and says why
 		// (an MR bindery cannot close must not be left to merge after its members failed).
 		short, _, long, _ := r.s.cfg.Current().PollStages()
-		wait, _ := engine.Backoff(short, long)(r.r, err)
+		wait, _ := engine.Backoff(short, long)(r.r.Run, err)
 		msg := engine.Public(err)
 		r.s.rec.Inc("bindery_batch_settle_failures_total", "project", b.Project)
 		r.s.log.Warn("batch settlement did not go through; retrying", "batch", b.ID, "failure", f.note, "error", err, "wait", wait)
-		return r.next(ctx, store.TaskNext{In: max(wait, outbound.RetryAfterOf(err)), Failures: r.r.Task.Failures + 1, Note: "settling did not go through: " + msg},
+		return r.next(ctx, store.TaskNext{Step: string(stepSettle), In: max(wait, outbound.RetryAfterOf(err)), Failures: r.r.Task.Failures + 1, Note: "settling did not go through: " + msg},
 			store.BatchStep{Change: store.BatchChange{LastError: &msg, Note: fmt.Sprintf("failed (%s), but settling it did not go through: %s; retrying", f.note, msg)}})
 	case wasMerged:
-		mr, err := r.s.change.GitLab.GetMergeRequest(ctx, b.Project, iid)
+		mr, err := r.s.mr.GitLab.GetMergeRequest(ctx, b.Project, iid)
 		if err != nil {
 			return fmt.Errorf("read the merged MR !%d: %w", iid, err)
 		}
-		note := fmt.Sprintf("MR !%d turned out merged: the merge wins over the close", iid)
-		return r.settleMerged(ctx, note, mr)
+		return r.settleMerged(ctx, fmt.Sprintf("MR !%d turned out merged: the merge wins over the close", iid), mr)
 	}
 	return r.settleAs(ctx, state.BatchFailed, f.note, f.moves(nil))
 }
@@ -765,6 +800,9 @@ func (r *run) settleWith(ctx context.Context, s store.Settlement) error {
 	}
 	r.s.rec.Inc("bindery_batches_settled_total", "project", b.Project, "status", string(status))
 	r.s.log.Info("batch settled", "batch", b.ID, "status", status, "members", len(res.Members), "moved", len(res.Flipped), "note", note)
+	// The cars behind it go on: their turn, or a rebuild without it. (Its place in the train is
+	// free for the next round.)
+	r.s.wakeBehind(ctx, b)
 	return nil
 }
 
@@ -778,4 +816,14 @@ func publicNote(err error) string {
 		}
 	}
 	return engine.Public(err)
+}
+
+// Repair is the task an active batch found without one gets (the repair sweep — never the
+// product's own writes): a RUNNING batch starts over at its open step, which reads everything
+// from GitLab; a BLOCKED one gets its operators' window again.
+func (s *Service) Repair(b store.Batch) store.TaskSpec {
+	if b.Status == state.BatchBlocked {
+		return s.def().Spec(ref(b.ID), stepBlocked, s.cfg.Current().BatchBlockedTimeout(), memo{})
+	}
+	return s.task(b.ID, stepOpen, memo{})
 }

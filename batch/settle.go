@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"bindery/change"
 	"bindery/gitlab"
 	"bindery/state"
 	"bindery/store"
@@ -58,7 +59,7 @@ func PendingFailure(b store.Batch) string {
 func (s *Service) closeMR(ctx context.Context, b store.Batch) (merged bool, iid int64, err error) {
 	iid = b.MRIID
 	if iid == 0 {
-		mrs, err := s.change.GitLab.MergeRequestsBySource(ctx, b.Project, branchName(b.ID))
+		mrs, err := s.mr.GitLab.MergeRequestsBySource(ctx, b.Project, branchName(b.ID))
 		if err != nil {
 			return false, 0, fmt.Errorf("look for an unrecorded MR of batch %d: %w", b.ID, err)
 		}
@@ -70,14 +71,14 @@ func (s *Service) closeMR(ctx context.Context, b store.Batch) (merged bool, iid 
 		}
 		if iid == 0 {
 			// Without an MR the branch can never be merged; a leftover only costs storage.
-			if err := s.change.GitLab.DeleteBranch(ctx, b.Project, branchName(b.ID)); err != nil && !errors.Is(err, gitlab.ErrNotFound) {
+			if err := s.mr.GitLab.DeleteBranch(ctx, b.Project, branchName(b.ID)); err != nil && !errors.Is(err, gitlab.ErrNotFound) {
 				s.log.Info("the branch of a batch without MR was not deleted", "batch", b.ID, "error", err)
 			}
 			return false, 0, nil
 		}
 		s.log.Warn("found an MR the batch never recorded", "batch", b.ID, "mr", iid)
 	}
-	merged, err = s.change.Close(ctx, b.Project, iid)
+	merged, err = s.mr.Close(ctx, b.Project, iid)
 	return merged, iid, err
 }
 
@@ -102,7 +103,7 @@ func (s *Service) Resume(ctx context.Context, batchID int64) error {
 		moves = resumed(note)
 	}
 	none := ""
-	err = s.outside(ctx, b, stepOpen, memo{Restart: true},
+	err = s.outside(ctx, b, stepOpen, memo{Memo: change.Memo{Restart: true}},
 		store.BatchChange{Status: state.BatchRunning, Note: note, Failing: &none, LastError: &none, Culprit: &none}, moves)
 	if err != nil {
 		return fmt.Errorf("resume batch %d: %w", batchID, err)

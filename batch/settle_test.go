@@ -245,7 +245,9 @@ func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.
 		var once sync.Once
 		crash := func() { once.Do(func() { go engA.Kill() }) } // dies while GitLab closes the MR
 		e.beforeClose.Store(&crash)
-		engA.Start()
+		if err := engA.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 		ids := e.admitMany(t, "crash", "t1", 2)
 		o := e.round(t, a, projectA)
 		waitFor(t, "the close to reach GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "closed" })

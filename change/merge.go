@@ -54,6 +54,10 @@ type MergeState struct {
 	// moved since waits for its own pipeline). Approved is the head the reviewer accounts
 	// approved.
 	Tested, Approved string
+	// Behind: the target branch moved since the head was built (a commit that its pipeline did
+	// not test): the branch is rebased before any merge, whatever GitLab reports — a merge
+	// commit would otherwise land a combination nobody tested.
+	Behind bool
 }
 
 // MergeResult is what one merge action did.
@@ -177,6 +181,8 @@ func (r *Runner) decide(ctx context.Context, spec Spec, res MergeResult) (MergeR
 		return res, nil
 	case status == "not_approved":
 		return res, r.approveHead(ctx, project, &res) // then read again: the approvals count now
+	case res.State.Behind:
+		return r.rebase(ctx, spec, res)
 	}
 	if res.State.Tested != mr.SHA {
 		pl, err := r.pipelineOf(ctx, project, mr)
@@ -231,7 +237,7 @@ func (r *Runner) rebase(ctx context.Context, spec Spec, res MergeResult) (MergeR
 	if err := r.GitLab.Rebase(ctx, spec.Project, res.MR.IID); err != nil && !errors.Is(err, gitlab.ErrRebaseBusy) {
 		return res, fmt.Errorf("rebase MR !%d: %w", res.MR.IID, err)
 	}
-	res.State.Phase, res.Event = MergeRebasing, EventRebasing
+	res.State.Phase, res.Event, res.State.Behind = MergeRebasing, EventRebasing, false
 	return res, nil
 }
 

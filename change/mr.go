@@ -15,9 +15,12 @@ type Spec struct {
 	Project      string
 	TargetBranch string
 	SourceBranch string // e.g. bindery/batch-42, bindery/op-<operationId>
-	Title        string
-	Description  string
-	Actions      []FileAction
+	// Base is the commit the branch is built on ("": the target branch's head): a car of a merge
+	// train is built on the head of the car ahead of it.
+	Base        string
+	Title       string
+	Description string
+	Actions     []FileAction
 }
 
 // Runner drives MRs through GitLab. Every method reads the remote state first, so calling it
@@ -43,72 +46,82 @@ var (
 // target head (force: a half-done earlier attempt is overwritten, never built upon) and the MR
 // is created; a 409 for an MR that already exists on the branch returns that MR.
 func (r *Runner) Open(ctx context.Context, s Spec, knownIID int64) (gitlab.MergeRequest, error) {
+	mr, _, err := r.open(ctx, s, knownIID)
+	return mr, err
+}
+
+// open is Open, also returning the commit it wrote (zero: it wrote none).
+func (r *Runner) open(ctx context.Context, s Spec, knownIID int64) (gitlab.MergeRequest, gitlab.Commit, error) {
 	if knownIID > 0 {
 		mr, err := r.GitLab.GetMergeRequest(ctx, s.Project, knownIID)
 		if err == nil {
-			return mr, nil
+			return mr, gitlab.Commit{}, nil
 		}
 		if !errors.Is(err, gitlab.ErrNotFound) {
-			return gitlab.MergeRequest{}, fmt.Errorf("read MR !%d: %w", knownIID, err)
+			return gitlab.MergeRequest{}, gitlab.Commit{}, fmt.Errorf("read MR !%d: %w", knownIID, err)
 		}
 	}
-	if err := r.commit(ctx, s); err != nil {
-		return gitlab.MergeRequest{}, err
+	c, err := r.commit(ctx, s)
+	if err != nil {
+		return gitlab.MergeRequest{}, gitlab.Commit{}, err
 	}
 	mr, err := r.GitLab.CreateMergeRequest(ctx, s.Project, gitlab.MergeRequestRequest{
 		SourceBranch: s.SourceBranch, TargetBranch: s.TargetBranch, Title: s.Title,
 		Description: s.Description, RemoveSourceBranch: true,
 	})
 	if iid, exists := gitlab.ExistingMergeRequest(err); exists {
-		return r.GitLab.GetMergeRequest(ctx, s.Project, iid)
+		mr, err = r.GitLab.GetMergeRequest(ctx, s.Project, iid)
+		return mr, c, err
 	}
 	if err != nil {
-		return gitlab.MergeRequest{}, fmt.Errorf("create MR: %w", err)
+		return gitlab.MergeRequest{}, gitlab.Commit{}, fmt.Errorf("create MR: %w", err)
 	}
-	return mr, nil
+	return mr, c, nil
 }
 
 // Regenerate rewrites the MR's branch from the current target head with the given actions: the
-// answer to a rebase conflict when the files are generated from requests (SPEC §12.4), and the
+// answer to a rebase conflict (docs/workflow.md, 'Regenerate instead of rebase'), and the
 // way a bisected batch drops half its members. GitLab starts a new pipeline for the new head.
 func (r *Runner) Regenerate(ctx context.Context, s Spec) error {
-	return r.commit(ctx, s)
+	_, err := r.commit(ctx, s)
+	return err
 }
 
-// commit writes one commit with every action on SourceBranch, started from TargetBranch's head.
-// A file that already exists (a create) or is already gone (a delete) is not worth failing a
-// whole batch for when it is the only action: it is retried as an update, or dropped.
-func (r *Runner) commit(ctx context.Context, s Spec) error {
+// commit writes one commit with every action on SourceBranch, started from Base (or
+// TargetBranch's head), and returns it. A file that already exists (a create) or is already gone
+// (a delete) is not worth failing a whole batch for when it is the only action: it is retried as
+// an update, or dropped.
+func (r *Runner) commit(ctx context.Context, s Spec) (gitlab.Commit, error) {
 	if err := ValidateBatch(s.Actions); err != nil {
-		return err
+		return gitlab.Commit{}, err
 	}
 	actions := toGitLab(s.Actions)
-	req := gitlab.CommitRequest{
-		Branch: s.SourceBranch, StartBranch: s.TargetBranch, Force: true,
-		Message: s.Title, Actions: actions,
+	req := gitlab.CommitRequest{Branch: s.SourceBranch, StartBranch: s.TargetBranch, Force: true, Message: s.Title, Actions: actions}
+	if s.Base != "" {
+		req.StartBranch, req.StartSHA = "", s.Base
 	}
-	_, err := r.GitLab.CreateCommit(ctx, s.Project, req)
+	c, err := r.GitLab.CreateCommit(ctx, s.Project, req)
 	if err == nil {
-		return nil
+		return c, nil
 	}
 	if len(actions) == 1 {
 		switch {
 		case errors.Is(err, gitlab.ErrFileExists) && actions[0].Action == gitlab.ActionCreate:
 			req.Actions[0].Action = gitlab.ActionUpdate
-			_, err = r.GitLab.CreateCommit(ctx, s.Project, req)
+			c, err = r.GitLab.CreateCommit(ctx, s.Project, req)
 		case errors.Is(err, gitlab.ErrFileMissing) && actions[0].Action == gitlab.ActionUpdate:
 			req.Actions[0].Action = gitlab.ActionCreate
-			_, err = r.GitLab.CreateCommit(ctx, s.Project, req)
+			c, err = r.GitLab.CreateCommit(ctx, s.Project, req)
 		case errors.Is(err, gitlab.ErrFileMissing) && actions[0].Action == gitlab.ActionDelete:
 			// Already gone, so the change is in effect — but an MR without changes cannot be
 			// opened. The caller finishes the member without an MR.
-			return ErrNothingToChange
+			return gitlab.Commit{}, ErrNothingToChange
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("commit to %s: %w", s.SourceBranch, err)
+		return gitlab.Commit{}, fmt.Errorf("commit to %s: %w", s.SourceBranch, err)
 	}
-	return nil
+	return c, nil
 }
 
 // ErrNothingToChange: the only action is a delete of a file that is already gone.

@@ -55,7 +55,7 @@ func setup(t *testing.T) *bundle {
 	srv := httptest.NewServer(sims.Handler())
 	cctx, cancel := context.WithCancel(context.Background())
 	sims.Start(cctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close() })
 	client, err := gitlab.New(src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: srv.URL + "/sim/gitlab"})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func (b *bundle) land(t *testing.T, s change.Spec) gitlab.MergeRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.Passed {
+	if res, err := b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.PipelinePassed {
 		t.Fatalf("pipeline: %v %v", res.Outcome, err)
 	}
 	if _, err := b.runner.Approve(ctx, project, mr.IID); err != nil {
@@ -97,7 +97,7 @@ func (b *bundle) waitPipeline(iid int64, looks int) (change.PipelineResult, erro
 	var res change.PipelineResult
 	var err error
 	for range looks {
-		if res, err = b.runner.CheckPipeline(ctx, project, iid); err != nil || res.Outcome != change.Pending {
+		if res, err = b.runner.CheckPipeline(ctx, project, iid); err != nil || res.Outcome != change.PipelinePending {
 			return res, err
 		}
 		time.Sleep(time.Millisecond)
@@ -167,19 +167,19 @@ func TestAFailedPipelineIsReportedAndCanBeRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := b.waitPipeline(mr.IID, 1000)
-	if err != nil || res.Outcome != change.Failed || res.Pipeline == nil || res.Pipeline.WebURL == "" {
+	if err != nil || res.Outcome != change.PipelineFailed || res.Pipeline == nil || res.Pipeline.WebURL == "" {
 		t.Fatalf("want a failed pipeline with a link: %+v %v", res, err)
 	}
 	b.gl.ResetFaults()
 	// With a retry left, a look at the failed pipeline starts a new one on the same commit.
 	look, err := b.runner.LookAtPipeline(ctx, project, mr.IID, 1)
-	if err != nil || !look.Retried || look.Outcome != change.Pending {
+	if err != nil || !look.Retried || look.Outcome != change.PipelinePending {
 		t.Fatalf("look with a retry left: %+v %v", look, err)
 	}
-	if res, err = b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.Passed {
+	if res, err = b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.PipelinePassed {
 		t.Fatalf("after retry: %v %v", res.Outcome, err)
 	}
-	if look, err := b.runner.LookAtPipeline(ctx, project, mr.IID, 0); err != nil || look.Retried || look.Outcome != change.Passed {
+	if look, err := b.runner.LookAtPipeline(ctx, project, mr.IID, 0); err != nil || look.Retried || look.Outcome != change.PipelinePassed {
 		t.Fatalf("look at the passed pipeline: %+v %v", look, err)
 	}
 }
@@ -196,7 +196,7 @@ func TestAStuckPipelineStaysPendingAndIsRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := b.waitPipeline(mr.IID, 20)
-	if err != nil || res.Outcome != change.Pending {
+	if err != nil || res.Outcome != change.PipelinePending {
 		t.Fatalf("got %v %v, want still pending", res.Outcome, err)
 	}
 	b.gl.ResetFaults()
@@ -207,7 +207,7 @@ func TestAStuckPipelineStaysPendingAndIsRestarted(t *testing.T) {
 	if n := b.gl.Calls("create_mr_pipeline") - before; n != 1 {
 		t.Fatalf("%d new pipelines", n)
 	}
-	if res, err = b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.Passed {
+	if res, err = b.waitPipeline(mr.IID, 1000); err != nil || res.Outcome != change.PipelinePassed {
 		t.Fatalf("after the restart: %v %v", res.Outcome, err)
 	}
 	if restarted, err := b.runner.RestartStuckPipeline(ctx, project, mr.IID); err != nil || restarted {

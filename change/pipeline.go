@@ -12,22 +12,22 @@ import (
 	"bindery/store"
 )
 
-// Outcome of one look at a pipeline.
-type Outcome int
+// Verdict of one look at a pipeline.
+type Verdict int
 
 const (
-	Pending Outcome = iota // no answer yet: look again later
-	Passed                 // it succeeded (or the MR is merged: nothing left to wait for)
-	Failed                 // it failed: deterministic, the same commit gives the same result
+	PipelinePending Verdict = iota // no answer yet: look again later
+	PipelinePassed                 // it succeeded (or the MR is merged: nothing left to wait for)
+	PipelineFailed                 // it failed: deterministic, the same commit gives the same result
 )
 
-func (o Outcome) String() string {
+func (o Verdict) String() string {
 	return [...]string{"pending", "passed", "failed"}[o]
 }
 
 // PipelineResult is what one look at the MR's head pipeline found.
 type PipelineResult struct {
-	Outcome  Outcome
+	Outcome  Verdict
 	Pipeline *gitlab.Pipeline // the head's pipeline, when there is one
 	MR       gitlab.MergeRequest
 }
@@ -43,7 +43,7 @@ func (r *Runner) CheckPipeline(ctx context.Context, project string, iid int64) (
 	res := PipelineResult{MR: mr}
 	switch {
 	case mr.Merged():
-		res.Outcome = Passed
+		res.Outcome = PipelinePassed
 		return res, nil
 	case mr.Closed():
 		return res, ErrMRClosed
@@ -55,9 +55,9 @@ func (r *Runner) CheckPipeline(ctx context.Context, project string, iid int64) (
 	res.Pipeline = pl
 	switch pl.Outcome() {
 	case gitlab.Passed:
-		res.Outcome = Passed
+		res.Outcome = PipelinePassed
 	case gitlab.Failed:
-		res.Outcome = Failed
+		res.Outcome = PipelineFailed
 	}
 	return res, nil
 }
@@ -75,14 +75,14 @@ type PipelineLook struct {
 // failed jobs run again (a flaky failure gets another chance before it counts).
 func (r *Runner) LookAtPipeline(ctx context.Context, project string, iid int64, retriesLeft int) (PipelineLook, error) {
 	res, err := r.CheckPipeline(ctx, project, iid)
-	if err != nil || res.Outcome != Failed || retriesLeft <= 0 {
+	if err != nil || res.Outcome != PipelineFailed || retriesLeft <= 0 {
 		return PipelineLook{PipelineResult: res}, err
 	}
 	if err := r.RetryPipeline(ctx, project, res.MR, res.Pipeline); err != nil {
 		return PipelineLook{PipelineResult: res}, err
 	}
 	r.Log.InfoContext(ctx, "pipeline failed; its failed jobs run again (flaky retry)", "project", project, "mr", iid, "pipeline", res.Pipeline.ID)
-	res.Outcome = Pending
+	res.Outcome = PipelinePending
 	return PipelineLook{PipelineResult: res, Retried: true}, nil
 }
 

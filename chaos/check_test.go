@@ -119,7 +119,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // timeline is a request's step history, for the message that names it.
 func (c *checker) timeline(operationID string) string {
-	rows := c.rowsOf(`SELECT step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY id`, operationID)
+	rows := c.rowsOf(`SELECT step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY seq`, operationID)
 	return "    " + strings.Join(rows, "\n    ")
 }
 
@@ -148,7 +148,7 @@ func (c *checker) leftovers(quiet bool) {
 			break
 		}
 		visible := l.status == "CREATE_FAILED" || l.status == "HANDLE_FAILED" || (l.step >= 10501 && l.step < 10601) ||
-			(l.status == "MERGED" && time.Since(l.at) > deployOverdue)
+			((l.status == "MERGED" || l.status == "VALIDATED" && l.step == 10204) && time.Since(l.at) > deployOverdue)
 		c.t.Errorf("request %s unfinished after the drain: status %s step %d batch %d task %q, unchanged since %s; in the ops console's stuck list: %t; timeline:\n%s",
 			l.id, l.status, l.step, l.batch, l.task, l.at.Format(time.RFC3339Nano), visible, c.timeline(l.id))
 	}
@@ -253,8 +253,10 @@ func (c *checker) invariants() {
 		`SELECT b.subject_id, b.target_key, b.version, COUNT(o.id) applications FROM binding b JOIN operation o ON o.subject_id = b.subject_id AND o.target_key = b.target_key
 		  GROUP BY b.id, b.subject_id, b.target_key, b.version HAVING b.version < COUNT(o.id)`)
 	c.none("I6: a step row earlier than the one before it",
-		`SELECT s2.operation_id, s1.at, s2.at FROM operation_step s1 JOIN operation_step s2 ON s2.operation_id = s1.operation_id AND s2.id > s1.id
+		`SELECT s2.operation_id, s1.at, s2.at FROM operation_step s1 JOIN operation_step s2 ON s2.operation_id = s1.operation_id AND s2.seq > s1.seq
 		  WHERE s2.at < s1.at - INTERVAL 1 SECOND`)
+	c.none("I6: a step row numbered past its operation's version (the history's order is the versions')",
+		`SELECT s.operation_id, s.seq, o.version FROM operation_step s JOIN operation o ON o.operation_id = s.operation_id WHERE s.seq > o.version OR s.seq < 1`)
 	c.none("I6: a batch or binding with a version below 1",
 		`SELECT 'batch' kind, id FROM merge_batch WHERE version < 1 UNION ALL SELECT 'binding', id FROM binding WHERE version < 1`)
 	// Validated exactly once: the MERGED → VALIDATED flip is written once per operation.
@@ -328,52 +330,72 @@ func (c *checker) mergeRequests() {
 
 // validatedAfterItsDeploy: no request is VALIDATED before a deploy that includes its merge — a
 // deploy of its own MR or of one merged after it in the same project (the simulator logs one
-// deploy per merge, in merge order), that had run (been called back or dropped) by then. MR
-// numbers are not merge order, so only the log's order counts.
+// deploy per merge, in merge order), that had run (been called back or dropped) by then — and
+// no removal is CLOSED before a deploy that includes the removal's merge. MR numbers are not
+// merge order, so only the log's order counts; a request's merges are found in the log by its
+// operationId (its grant's first, its removal's after it), not by the MR its operation names
+// now (a removal's MR replaces the grant's).
 func (c *checker) validatedAfterItsDeploy(deploys []deployRecord) {
 	c.t.Helper()
 	type place struct {
 		index int
 		at    time.Time // when the deploy ran (zero: not yet)
+		mr    int64
 	}
 	byProject := map[string][]place{}
-	where := map[string]int{}                // project!iid → index in its project's log
+	landed := map[string][]place{}           // operationId → the merges that carried it, in order
 	for i := len(deploys) - 1; i >= 0; i-- { // the simulator lists the newest first
 		d := deploys[i]
-		p := place{index: len(byProject[d.Project])}
+		p := place{index: len(byProject[d.Project]), mr: d.MRIID}
 		if d.Status != "PENDING" {
 			p.at = d.At
 		}
 		byProject[d.Project] = append(byProject[d.Project], p)
-		where[fmt.Sprintf("%s!%d", d.Project, d.MRIID)] = p.index
+		for _, id := range d.OperationIDs {
+			landed[id] = append(landed[id], p)
+		}
 	}
-	type validated struct {
+	type ended struct {
 		id, project string
-		iid         int64
+		step        int
 		at          time.Time
 	}
-	vs := all(c, func(r *sql.Rows, v *validated) error { return r.Scan(&v.id, &v.project, &v.iid, &v.at) },
-		`SELECT o.operation_id, o.project, o.mr_iid, MIN(s.at) FROM operation_step s JOIN operation o ON o.operation_id = s.operation_id
-		 WHERE s.step = 10301 AND s.status = 'VALIDATED' AND o.mr_iid IS NOT NULL GROUP BY o.operation_id, o.project, o.mr_iid`)
-	bad := 0
-	for _, v := range vs {
-		i, ok := where[fmt.Sprintf("%s!%d", v.project, v.iid)]
+	es := all(c, func(r *sql.Rows, e *ended) error { return r.Scan(&e.id, &e.project, &e.step, &e.at) },
+		`SELECT o.operation_id, o.project, s.step, MIN(s.at) FROM operation_step s JOIN operation o ON o.operation_id = s.operation_id
+		 WHERE (s.step = 10301 AND s.status = 'VALIDATED') OR (s.step = 10202 AND s.status = 'CLOSED') GROUP BY o.operation_id, o.project, s.step`)
+	bad, checked := 0, 0
+	for _, e := range es {
+		merges := landed[e.id]
+		what, which := "validated", 0 // the grant's merge
+		if e.step == 10202 {
+			if len(merges) < 2 {
+				continue // its file was already gone: no removal merged, nothing to deploy
+			}
+			what, which = "closed", len(merges)-1 // the removal's merge
+		}
+		checked++
 		covered := false
-		for _, p := range byProject[v.project] {
-			// The simulator stamps a deploy when its callback was answered: the validation
-			// it caused is a moment earlier.
-			if ok && p.index >= i && !p.at.IsZero() && !p.at.After(v.at.Add(5*time.Second)) {
-				covered = true
-				break
+		if which < len(merges) {
+			for _, p := range byProject[e.project] {
+				// The simulator stamps a deploy when its callback was answered: the flip it
+				// caused is a moment earlier.
+				if p.index >= merges[which].index && !p.at.IsZero() && !p.at.After(e.at.Add(5*time.Second)) {
+					covered = true
+					break
+				}
 			}
 		}
 		if !covered {
+			mr := int64(0)
+			if which < len(merges) {
+				mr = merges[which].mr
+			}
 			if bad++; bad <= 20 {
-				c.t.Errorf("request %s (MR %s!%d) was validated at %s before any deploy that includes its merge; timeline:\n%s", v.id, v.project, v.iid, v.at.Format(time.RFC3339Nano), c.timeline(v.id))
+				c.t.Errorf("request %s (MR %s!%d) was %s at %s before any deploy that includes its merge; timeline:\n%s", e.id, e.project, mr, what, e.at.Format(time.RFC3339Nano), c.timeline(e.id))
 			}
 		}
 	}
-	c.t.Logf("validated after a deploy including its merge: %d requests checked, %d not", len(vs), bad)
+	c.t.Logf("validated or closed after a deploy including its merge: %d requests checked, %d not", checked, bad)
 }
 
 // landedOnce: each request's change landed once per action. The simulator lists, for every

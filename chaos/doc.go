@@ -1,4 +1,4 @@
-// Package chaos holds the multi-process reliability test of SPEC §10 (issue 8): the built
+// Package chaos holds the multi-process reliability test (RELIABILITY.md; issue 8): the built
 // binary as `bindery sim` plus three `bindery serve` instances on one MariaDB database, behind
 // a round-robin proxy, under load from many simulated users with the simulators' faults on, while
 // instances are killed with SIGKILL and restarted; then the faults are turned off, the system

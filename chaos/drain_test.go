@@ -85,14 +85,14 @@ func (o *operator) key(kind string) string {
 	return fmt.Sprintf("%s-%s-%d", kind, o.runID, o.n)
 }
 
-// lateTraffic applies once more in every project whose MERGED requests wait for a deploy
-// callback the simulator dropped. Reconciliation validates a MERGED request only up to the
-// highest MR of its project that was called back (SPEC §4: MR numbers grow per project and
-// deploys run in merge order), so the last MR of a project whose callback was lost waits for
+// lateTraffic applies once more in every project whose MERGED requests (or merged removals,
+// CLOSE_MERGED) wait for a deploy callback the simulator dropped. Reconciliation validates a MERGED request only up to the
+// highest MR of its project that was called back (deploys run in merge order: docs/workflow.md,
+// 'Deploys and reconciliation'), so the last MR of a project whose callback was lost waits for
 // the next MR there — in production the next day's traffic; here one application per project,
 // as a user would send after the faults are gone. They are counted in the summary.
 func (o *operator) lateTraffic(ctx context.Context, t *testing.T) {
-	projects, err := column[string](o.db, `SELECT DISTINCT project FROM operation WHERE status = 'MERGED' AND updated_at < NOW(6) - INTERVAL 10 SECOND`)
+	projects, err := column[string](o.db, `SELECT DISTINCT project FROM operation WHERE (status = 'MERGED' OR (status = 'VALIDATED' AND step = 10204)) AND updated_at < NOW(6) - INTERVAL 10 SECOND`)
 	if err != nil {
 		t.Logf("late traffic: %v", err)
 		return
@@ -161,7 +161,7 @@ func (o *operator) act(ctx context.Context, t *testing.T) {
 			if it.Status == "HANDLE_FAILED" || it.Status == "CREATE_FAILED" {
 				// Why the operator had to act: the notes of the request's last steps (a
 				// long run's report explains each kind of retry).
-				notes, _ := column[string](o.db, `SELECT note FROM operation_step WHERE operation_id = ? ORDER BY id DESC LIMIT 3`, it.OperationID)
+				notes, _ := column[string](o.db, `SELECT note FROM operation_step WHERE operation_id = ? ORDER BY seq DESC LIMIT 3`, it.OperationID)
 				t.Logf("operator: retry %s at %s (%s): %q", it.OperationID, it.Step.Name, it.Status, notes)
 			}
 			status, _ := o.c.call(ctx, "POST", "/api/ops/requests/"+it.OperationID+"/retry", opsIdentity, fmt.Sprintf(`{"operationId":%q}`, o.key("retry")))

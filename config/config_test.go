@@ -109,6 +109,7 @@ var probes = map[string]func(*Snapshot) any{
 	"targets":                func(s *Snapshot) any { return len(s.Targets()) },
 	"server.loginURL":        func(s *Snapshot) any { return s.LoginURL() },
 	"approval.ticketURL":     func(s *Snapshot) any { return s.TicketURL() },
+	"support.contact":        func(s *Snapshot) any { return s.SupportContact() },
 }
 
 // context prepended to some keys' rows so the probe observes the key (e.g. the window only
@@ -119,6 +120,12 @@ var rowContext = map[string]map[string]*string{
 }
 
 var misconfigTable = map[string][]misconfigCase{
+	"support.contact": { // words a requester reads: nothing that garbles them
+		{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str(`"a\u0000b"`), ""},
+		{"negative/zero", str("0"), "0"}, {"valid", str("https://chat.example/bindery-help"), "https://chat.example/bindery-help"},
+		{"a short text", str("the platform team in #access"), "the platform team in #access"},
+		{"too long", str(strings.Repeat("x", 201)), ""}, {"a line break", str(`"ask\nus"`), ""},
+	},
 	"approval.ticketURL": { // a link that cannot work, or names no ticket, is no link
 		{"missing", nil, ""}, {"blank", nil, ""}, {"garbage", str("approvals.example/{id}"), ""},
 		{"negative/zero", str("0"), ""}, {"valid", str("https://approvals.example/tickets/{id}"), "https://approvals.example/tickets/{id}"},

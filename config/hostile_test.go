@@ -12,14 +12,14 @@ import (
 	"unicode/utf8"
 )
 
-// Hostile config files (issue 8, point 3; SPEC §2 "a file that fails to parse keeps the last good
-// config", §6.3 fallbacks): every key of the registry × values of the wrong YAML type, out of
-// range, huge, unprintable or aliased, and whole files that are binary, empty, truncated,
-// deeply nested or a "billion laughs". Each goes through the reload path of a Source opened on a
-// real file. The outcome is one of two: the file is refused with a short, printable error kept
-// for the ops console and the previous snapshot stays in force (the very same one), or the new
-// snapshot is installed whole, with the key at its value or its documented fallback — never a
-// panic, a hang, or a snapshot mixing both files.
+// Hostile config files (issue 8, point 3; docs/config.md, 'Reloads that keep the last good
+// configuration' and 'Defaults follow the lighter consequence'): every key of the registry × values
+// of the wrong YAML type, out of range, huge, unprintable or aliased, and whole files that are
+// binary, empty, truncated, deeply nested or a "billion laughs". Each goes through the reload path
+// of a Source opened on a real file. The outcome is one of two: the file is refused with a short,
+// printable error kept for the ops console and the previous snapshot stays in force (the very same
+// one), or the new snapshot is installed whole, with the key at its value or its documented
+// fallback — never a panic, a hang, or a snapshot mixing both files.
 
 // hostileValue is a value written for a key; prefix goes at the top of the file (anchors).
 type hostileValue struct {
@@ -301,7 +301,8 @@ gitlab:
 }
 
 // A catalog whose path template could leave the repository, or its directory, is refused whole
-// (SPEC §4.1): whatever {subject} becomes, the path stays where the template puts it.
+// (docs/workflow.md, 'Targets and the file change'): whatever {subject} becomes, the path stays
+// where the template puts it.
 func TestPathTemplatesThatLeaveTheRepositoryAreRefused(t *testing.T) {
 	for _, p := range []string{
 		"../{subject}", "../../etc/{subject}", "/etc/{subject}", "//{subject}", "a/../../{subject}", "a/./{subject}",

@@ -66,7 +66,7 @@ func init() {
 				return s.opsRule, "", nil
 			},
 		},
-		rateLimitKey("ratelimit.revoke", 10, "Revocations (POST /api/requests/:operationId/revoke) per subject per window."),
+		rateLimitKey("ratelimit.revoke", 10, "Revocations and withdrawals (POST /api/requests/:operationId/revoke and …/withdraw) per subject per window."),
 	)
 }
 

@@ -8,13 +8,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Key describes one configuration key. Keys is the single list of every key bindery reads:
 // the loader applies it, docs/config.md is generated from it (a test fails when the file is
 // stale), and the ops console reports it.
 //
-// Adding a key: declare it (here, or in an area file such as gitlab.go that calls register
+// Adding a key: declare it (here, or in an area file such as integrations.go that calls register
 // from init), give Snapshot a getter whose doc comment repeats Default and Misconfig (area
 // fields live in a struct embedded in Snapshot), add rows to the misconfig table test
 // (misconfigTable and probes; area test files add theirs from init) and regenerate the docs.
@@ -348,6 +350,24 @@ var coreKeys = []Key{
 		},
 	},
 	{
+		Name: "support.contact", Type: "URL or text", Default: "(none: \"the operators of bindery\")",
+		Doc:       "Where a requester whose request failed may ask for help — a URL (a chat channel, a ticket queue) or a short text (\"the platform team in #access\"). The failure's words on the request page name it beside the requester's own way out (withdraw and apply again).",
+		Misconfig: "missing/blank → the words say \"the operators of bindery\"; a value longer than 200 characters or with control characters is ignored (the default words) and reported. An http(s) URL is shown as a link, anything else as text.",
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			c, note := stringOr(v, "")
+			c = strings.TrimSpace(c)
+			s.supportContact = ""
+			switch {
+			case utf8.RuneCountInString(c) > 200:
+				return "", "longer than 200 characters: the default words", nil
+			case strings.ContainsFunc(c, unicode.IsControl):
+				return "", "control characters: the default words", nil
+			}
+			s.supportContact = c
+			return c, note, nil
+		},
+	},
+	{
 		Name: "approval.checklistMode", Type: "bool", Default: "false",
 		Doc:       "Approve MRs through the raw-HTTP call that carries the project's required checklist (true) or through the client library (false). Read at each call.",
 		Misconfig: "blank or invalid → false, as a switch fails off.",
@@ -399,7 +419,7 @@ func workerKey(name string, def int, field func(*Snapshot) *int, doc string) Key
 }
 
 // rateLimitKey declares a per-route rate limit key. Routes declare the same default beside
-// their route (SPEC §6.1); a test checks that the two agree.
+// their route (docs/api.md, 'Rate limits'); a test checks that the two agree.
 func rateLimitKey(name string, def int, doc string) Key {
 	return Key{
 		Name: name, Type: "int", Default: itoa(def),

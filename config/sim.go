@@ -28,7 +28,7 @@ type SimGitLab struct {
 	PipelineDuration    time.Duration // from creation to a final status
 	PipelineFailRate    float64       // share of pipelines that end "failed"
 	PipelineStuckRate   float64       // share of pipelines that never finish (a timeout for the poller)
-	PipelineFailOn      []string      // a pipeline fails when a file its MR changes has one of these in its path or content
+	PipelineFailOn      []string      // a pipeline fails when its tree changes, over the merge base with the target, a file with one of these in its path or content
 	RebaseDuration      time.Duration // from the rebase call to its result
 	MergeDuration       time.Duration // a merge call leaves the MR "locked" this long before it is merged
 	NeedRebaseRate      float64       // share of merge attempts that find the target branch moved
@@ -46,6 +46,7 @@ type SimGitLab struct {
 	RateLimitRate       float64       // share of calls answered 429 with Retry-After
 	Edition             string        // "ee" or "ce": the shape of the approvals answer
 	PipelineMustSucceed bool          // the project's "Pipelines must succeed": a merge needs the head's pipeline passed
+	MergeMethod         string        // the projects' merge method: MergeMethodMerge, MergeMethodRebaseMerge or MergeMethodFF
 }
 
 // Pipeline sources of sim.gitlab.pipelineSource: how a project's CI runs for an MR.
@@ -53,6 +54,13 @@ const (
 	PipelineMergeRequest = "merge_request_event" // MR pipelines on the MR's head (refs/merge-requests/<iid>/head)
 	PipelineMergedResult = "merged_result"       // merged-results pipelines on a merge commit (refs/merge-requests/<iid>/merge)
 	PipelinePush         = "push"                // branch pipelines only; an MR pipeline cannot be created
+)
+
+// Merge methods of sim.gitlab.mergeMethod, named as GitLab's project API names them.
+const (
+	MergeMethodMerge       = "merge"        // a merge commit; the target may have moved since the branch was made
+	MergeMethodRebaseMerge = "rebase_merge" // a merge commit, only when the target's head is in the branch (semi-linear history)
+	MergeMethodFF          = "ff"           // the target is moved to the head, only when its head is in the branch
 )
 
 // MergeBlockers are the detailed_merge_status values sim.gitlab.mergeBlocker accepts: checks a
@@ -109,13 +117,13 @@ func init() {
 			func(s *Snapshot) *float64 { return &g(s).PipelineFailRate }),
 		simRate("sim.gitlab.pipelineStuckRate", "Share of new pipelines that stay running forever, so the poller times out.",
 			func(s *Snapshot) *float64 { return &g(s).PipelineStuckRate }),
-		simList("sim.gitlab.pipelineFailOn", "Texts that make a pipeline fail deterministically: a new pipeline fails when a file its MR changes (against the target branch) has one of them in its path or content — a bad change, as opposed to the random sim.gitlab.pipelineFailRate.",
+		simList("sim.gitlab.pipelineFailOn", "Texts that make a pipeline fail deterministically, as a bad change fails real CI: a new (or retried) pipeline fails when the changes its commit's tree carries over the merge base with the target branch (its MR's target, else the default branch) touch a file with one of them in its path or content — added, changed or deleted. A branch built on a branch carries both changes: a pipeline on top of a bad change fails too, the same change rebuilt without it passes, and once the bad change's own branch is merged only what is added on top counts. As opposed to the random sim.gitlab.pipelineFailRate.",
 			func(s *Snapshot) *[]string { return &g(s).PipelineFailOn }),
 		simDuration("sim.gitlab.rebaseDuration", 3*time.Second, "Time an asynchronous rebase takes before rebase_in_progress clears.",
 			func(s *Snapshot) *time.Duration { return &g(s).RebaseDuration }),
-		simDuration("sim.gitlab.mergeDuration", 0, "Time GitLab takes to carry out a merge: the merge call answers with the MR \"locked\", and it becomes \"merged\" this long after (closing a locked MR changes nothing, as in GitLab). 0: merged at once.",
+		simDuration("sim.gitlab.mergeDuration", 0, "Time GitLab takes to carry out a merge: the merge call answers with the MR \"locked\", and it becomes \"merged\" this long after, or \"opened\" again with merge_error when the target moved meanwhile so that the merge method can no longer merge it (closing a locked MR changes nothing, as in GitLab). 0: merged at once.",
 			func(s *Snapshot) *time.Duration { return &g(s).MergeDuration }),
-		simRate("sim.gitlab.needRebaseRate", "Share of merge attempts that find the target branch moved (someone else merged first): the MR needs a rebase and the merge answers 405.",
+		simRate("sim.gitlab.needRebaseRate", "Share of merge attempts that find the target branch moved (someone else merged first): under the rebase_merge and ff merge methods the MR needs a rebase and the merge is refused; under merge it lands beside the other change.",
 			func(s *Snapshot) *float64 { return &g(s).NeedRebaseRate }),
 		simRate("sim.gitlab.rebaseConflictRate", "Share of rebases that fail with \"Rebase failed. Please rebase locally\".",
 			func(s *Snapshot) *float64 { return &g(s).RebaseConflictRate }),
@@ -157,6 +165,9 @@ func init() {
 			func(s *Snapshot) *float64 { return &g(s).RateLimitRate }),
 		simBool("sim.gitlab.pipelineMustSucceed", true, "The projects' \"Pipelines must succeed\" setting: a merge needs the head's pipeline passed. false: GitLab merges whatever the pipeline says (only the caller's sha guard keeps an untested head out).",
 			func(s *Snapshot) *bool { return &g(s).PipelineMustSucceed }),
+		simChoice("sim.gitlab.mergeMethod", MergeMethodRebaseMerge, []string{MergeMethodMerge, MergeMethodRebaseMerge, MergeMethodFF},
+			"The projects' merge method (merge_method of GET /projects/:id). merge: a merge commit whose tree is the three-way merge of the head and the target since their merge base; the MR needs no rebase. rebase_merge (merge commit with semi-linear history): the same merge commit, but only when the target's head is an ancestor of the MR's head, else detailed_merge_status need_rebase. ff (fast-forward): no merge commit, the target branch is moved to the MR's head (merge_commit_sha stays null), only when the target's head is an ancestor of it, else need_rebase. A file changed differently on both sides is a conflict in every method.",
+			func(s *Snapshot) *string { return &g(s).MergeMethod }),
 		simChoice("sim.gitlab.edition", "ee", []string{"ee", "ce"},
 			"GitLab edition whose approvals answer is simulated: ee adds approvals_required, approvals_left and the rules; ce has only approved, approved_by, user_has_approved and user_can_approve.",
 			func(s *Snapshot) *string { return &g(s).Edition }),
@@ -343,9 +354,11 @@ func (s *Snapshot) SimTimeScale() float64 { return s.simTimeScale }
 
 // SimGitLab returns the simulated GitLab's knobs (sim.gitlab.*). Every fault fails off:
 // blank/garbage rates → 0, durations → their defaults (pipelineDuration 20s, rebaseDuration 3s,
-// latency 0), repeatApprove → 401, deniedApproveStatus → 403, approvalsRequired → 2.
+// latency 0), repeatApprove → 401, deniedApproveStatus → 403, approvalsRequired → 2; a blank or
+// unknown mergeMethod → rebase_merge.
 func (s *Snapshot) SimGitLab() SimGitLab {
 	g := s.simGitLab
+	g.PipelineFailOn = append([]string(nil), g.PipelineFailOn...)
 	g.Endpoints = append([]string(nil), g.Endpoints...)
 	g.DeniedApprovers = append([]string(nil), g.DeniedApprovers...)
 	g.Checklist = append([]string(nil), g.Checklist...)

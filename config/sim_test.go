@@ -84,6 +84,7 @@ func init() {
 		"sim.gitlab.rateLimitRate":       {func(s *Snapshot) any { return gl(s).RateLimitRate }, rateRows()},
 		"sim.gitlab.pipelineMustSucceed": {func(s *Snapshot) any { return gl(s).PipelineMustSucceed }, boolRows(true)},
 		"sim.gitlab.edition":             {func(s *Snapshot) any { return gl(s).Edition }, choiceRows("ee", "premium", "ce")},
+		"sim.gitlab.mergeMethod":         {func(s *Snapshot) any { return gl(s).MergeMethod }, choiceRows("rebase_merge", "fast-forward", "ff")},
 		"sim.approval.latency":           {func(s *Snapshot) any { return ap(s).Latency }, durationRows(0, time.Second)},
 		"sim.approval.errorRate":         {func(s *Snapshot) any { return ap(s).ErrorRate }, rateRows()},
 		"sim.approval.hang":              {func(s *Snapshot) any { return ap(s).Hang }, boolRows(false)},

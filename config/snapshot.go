@@ -11,8 +11,9 @@ import (
 // Source.Current() and then a getter, at each use, so that a reload takes effect at once.
 //
 // Each getter's doc comment states the default and what a blank, unknown or invalid value does.
-// The direction of each fallback follows SPEC §6.3: rate limits fail open, feature switches fail
-// off, access-mode typos close, authorization fails closed.
+// The direction of each fallback follows docs/config.md, 'Defaults follow the lighter consequence':
+// rate limits fail open, feature switches fail off, access-mode typos close, authorization fails
+// closed.
 type Snapshot struct {
 	// Generation counts successful loads of this process, starting at 1.
 	Generation int64
@@ -30,6 +31,7 @@ type Snapshot struct {
 	serverAddr, serverPublicURL string
 	serverLoginURL              string
 	approvalTicketURL           string
+	supportContact              string
 	metricsAddr, metricsToken   string
 	dbRequestTimeout            time.Duration
 	shutdownTimeout             time.Duration
@@ -96,6 +98,12 @@ func (s *Snapshot) LoginURL() string { return s.serverLoginURL }
 // Default "" (the request page shows the id without a link; the demo links its simulator's
 // page); a value that is not an absolute http(s) URL with {id} is ignored ("") and reported.
 func (s *Snapshot) TicketURL() string { return s.approvalTicketURL }
+
+// SupportContact is support.contact, where a requester whose request failed may ask for help:
+// a URL or a short text, which the failure's words name. Default "" (the words say "the
+// operators of bindery"); a value longer than 200 characters or with control characters is
+// ignored ("") and reported.
+func (s *Snapshot) SupportContact() string { return s.supportContact }
 
 // ---- static keys: read once at start; a change logs "restart needed" ----
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/fsnotify/fsnotify"
+
+	"bindery/service"
 )
 
 // Source holds the current Snapshot and replaces it when the file changes. Readers call
@@ -215,21 +217,38 @@ const debounce = 100 * time.Millisecond
 // editors that write a temporary file and rename it over the original, or delete and recreate
 // it, replace the inode a file watch would hold. An event on the file's name triggers a
 // debounced read; an unchanged file (same hash) is not reloaded. A periodic re-read covers a
-// watch lost with its directory.
+// watch lost with its directory. A process runs it as a service: Watcher.
 func (s *Source) Watch(ctx context.Context) error {
 	if s.path == "" {
 		<-ctx.Done()
 		return nil
 	}
+	w, err := s.openWatch()
+	if err != nil {
+		return err
+	}
+	s.watch(ctx, w)
+	return nil
+}
+
+// openWatch sets up the directory watch: the part of Watch that can fail.
+func (s *Source) openWatch() (*fsnotify.Watcher, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("config watch: %w", err)
+		return nil, fmt.Errorf("config watch: %w", err)
 	}
+	dir := filepath.Dir(s.path)
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("config watch %s: %w", dir, err)
+	}
+	return w, nil
+}
+
+// watch is Watch's loop over an open watch, which it closes when ctx ends.
+func (s *Source) watch(ctx context.Context, w *fsnotify.Watcher) {
 	defer w.Close()
 	dir, base := filepath.Dir(s.path), filepath.Base(s.path)
-	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("config watch %s: %w", dir, err)
-	}
 	poll := time.NewTicker(s.PollInterval)
 	defer poll.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -237,10 +256,10 @@ func (s *Source) Watch(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case ev, ok := <-w.Events:
 			if !ok {
-				return nil
+				return
 			}
 			// Only the file's own entry, and the "..data"-style symlink swaps of mounted config
 			// volumes: the directory may hold busy neighbours (the demo's database and its WAL).
@@ -249,7 +268,7 @@ func (s *Source) Watch(ctx context.Context) error {
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
-				return nil
+				return
 			}
 			s.log.Warn("config watch error", "err", err)
 		case <-timer.C:
@@ -263,3 +282,37 @@ func (s *Source) Watch(ctx context.Context) error {
 		}
 	}
 }
+
+// Watcher keeps a Source in step with its file (Watch) as a service of the process: Start sets
+// the watch up — its error, a directory that cannot be watched, is Start's — and Stop ends it.
+// A static Source has nothing to watch: its Watcher starts and stops without running anything.
+type Watcher struct {
+	src *Source
+	bg  service.Base
+}
+
+// NewWatcher returns the watcher of src; nothing runs until Start.
+func NewWatcher(src *Source) *Watcher { return &Watcher{src: src} }
+
+// Start sets up the watch and runs it until Stop or ctx's end.
+func (w *Watcher) Start(ctx context.Context) error {
+	if _, ok, err := w.bg.StartInit(ctx); !ok {
+		return err
+	}
+	if w.src.path == "" {
+		return nil
+	}
+	fw, err := w.src.openWatch()
+	if err != nil {
+		w.bg.StopInit()
+		return err
+	}
+	if !w.bg.Go(func(ctx context.Context) { w.src.watch(ctx, fw) }) {
+		fw.Close() // a Stop came first
+	}
+	return nil
+}
+
+// Stop ends the watch and returns once it ended (or when ctx ends first, an error). Safe before
+// Start and more than once.
+func (w *Watcher) Stop(ctx context.Context) error { return w.bg.Stop(ctx) }

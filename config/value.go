@@ -103,6 +103,19 @@ func durationOr(v value, def time.Duration) (time.Duration, string) {
 	return d, ""
 }
 
+// nonNegativeDurationOr is durationOr for a duration that may be 0: only a negative one is
+// replaced by def.
+func nonNegativeDurationOr(v value, def time.Duration) (time.Duration, string) {
+	if s, ok := v.scalar(); ok && v.present && !v.blank() {
+		if d, err := time.ParseDuration(s); err == nil && d == 0 {
+			return 0, ""
+		} else if err == nil && d < 0 {
+			return def, fmt.Sprintf("%q is negative", s)
+		}
+	}
+	return durationOr(v, def)
+}
+
 // boolOr parses true/false (and yes/no, on/off, 1/0). Anything else → onBad.
 func boolOr(v value, def, onBad bool) (bool, string) {
 	if !v.present {

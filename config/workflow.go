@@ -16,6 +16,7 @@ import (
 type workflowSettings struct {
 	batchMaxWait        time.Duration
 	batchFlakyRetries   int
+	batchTrain          int
 	batchLeaseTTL       time.Duration
 	batchBlockedTimeout time.Duration
 	stepLeaseTTL        time.Duration
@@ -71,6 +72,11 @@ func durationKey(name, def, doc, misconfig string, field func(*Snapshot) *time.D
 		Name: name, Type: "duration", Default: def, Doc: doc, Misconfig: misconfig,
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			got, note := durationOr(v, d)
+			if minimum == 0 && note != "" {
+				// A key whose minimum is 0 takes 0 as a value of its own (batch.maxWait: no
+				// waiting), not as a mistake replaced by the default.
+				got, note = nonNegativeDurationOr(v, d)
+			}
 			if got < minimum {
 				got, note = d, fmt.Sprintf("below the minimum %s", minimum)
 			}
@@ -118,6 +124,23 @@ func init() {
 					n, note = 3, "capped at 3"
 				}
 				s.batchFlakyRetries = n
+				return strconv.Itoa(n), note, nil
+			},
+		},
+		Key{
+			Name: "batch.train", Type: "int", Default: "1",
+			Doc: "How many batches (cars) of one project may be in CI at once, each tested on top of the ones ahead of it (a merge train; docs/architecture.md, \"The merge train\"). 1: one batch at a time. " +
+				"Lowering it starts no new car until fewer are active; the cars already running finish.",
+			Misconfig: "blank, unparsable or ≤ 0 → 1 (one batch at a time, as without a train); above 20 → 20.",
+			apply: func(s *Snapshot, v value) (string, string, error) {
+				n, note := intOr(v, 1, 1)
+				switch {
+				case n <= 0:
+					n, note = 1, "must be > 0"
+				case n > maxTrain:
+					n, note = maxTrain, fmt.Sprintf("capped at %d", maxTrain)
+				}
+				s.batchTrain = n
 				return strconv.Itoa(n), note, nil
 			},
 		},
@@ -183,6 +206,14 @@ func (s *Snapshot) BatchMaxWait() time.Duration { return s.batchMaxWait }
 // BatchFlakyRetries is batch.flakyRetries. Default 1; negative → 0; blank/unparsable → 1;
 // above 3 → 3.
 func (s *Snapshot) BatchFlakyRetries() int { return s.batchFlakyRetries }
+
+// maxTrain is the longest train batch.train allows (GitLab's merge trains stop at 20 too): every
+// car's pipeline runs at once, and a failure ahead rebuilds every car behind it.
+const maxTrain = 20
+
+// BatchTrain is batch.train: how many batches of a project may be in CI at once. Default 1;
+// blank, unparsable or ≤ 0 → 1; above 20 → 20.
+func (s *Snapshot) BatchTrain() int { return s.batchTrain }
 
 // BatchLeaseTTL is batch.leaseTTL. Default 2m; blank, unparsable, ≤ 0 or < 5s → 2m.
 func (s *Snapshot) BatchLeaseTTL() time.Duration { return s.batchLeaseTTL }

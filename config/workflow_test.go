@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"testing"
+	"time"
+)
 
 func init() {
 	type durRow struct {
@@ -37,6 +40,11 @@ func init() {
 		{"missing", nil, 1}, {"blank", nil, 1}, {"garbage", str("once"), 1},
 		{"negative/zero", str("-1"), 0}, {"valid", str("9"), 3},
 	}
+	probes["batch.train"] = func(s *Snapshot) any { return s.BatchTrain() }
+	misconfigTable["batch.train"] = []misconfigCase{
+		{"missing", nil, 1}, {"blank", nil, 1}, {"garbage", str("long"), 1},
+		{"negative/zero", str("0"), 1}, {"valid", str("50"), 20},
+	}
 	probes["poll.shortCount"] = func(s *Snapshot) any { _, n, _, _ := s.PollStages(); return n }
 	misconfigTable["poll.shortCount"] = []misconfigCase{
 		{"missing", nil, 12}, {"blank", nil, 12}, {"garbage", str("few"), 12},
@@ -49,5 +57,27 @@ func init() {
 			{"missing", nil, def}, {"blank", nil, def}, {"garbage", str("every so often"), def},
 			{"negative/zero", str("'@every -1s'"), def}, {"valid", str("'*/5 * * * *'"), "*/5 * * * *"},
 		}
+	}
+}
+
+// batch.maxWait: 0s is the documented default ("every round takes what waits"): written out,
+// it is a valid value, not one reported as "not positive" and replaced at every load. Only a
+// negative wait is a mistake.
+func TestAZeroMaxWaitIsValid(t *testing.T) {
+	for _, written := range []string{"0s", "0"} {
+		snap, err := Parse([]byte("batch:\n  maxWait: " + written + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := reportFor(t, snap, "batch.maxWait"); r.Status != StatusSet || r.Note != "" || snap.BatchMaxWait() != 0 {
+			t.Errorf("maxWait %s: %+v, effective %s; want set, no note, 0s", written, r, snap.BatchMaxWait())
+		}
+	}
+	snap, err := Parse([]byte("batch:\n  maxWait: -1s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reportFor(t, snap, "batch.maxWait"); r.Status != StatusFallback || r.Note == "" {
+		t.Errorf("maxWait -1s: %+v; want a fallback with a note", r)
 	}
 }

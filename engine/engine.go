@@ -37,6 +37,7 @@ import (
 
 	"bindery/metric"
 	"bindery/outbound"
+	"bindery/service"
 	"bindery/state"
 	"bindery/store"
 )
@@ -91,13 +92,14 @@ type Engine struct {
 	kinds    map[string]*Kind
 	lanes    map[string]*lane
 
-	ctx    context.Context // every action's parent; cancelled by Kill or when Stop's deadline passes
+	// bg runs the lanes' dispatchers: their context ends when Stop begins, and nothing new is
+	// claimed from then on.
+	bg service.Base
+	// ctx is every action's parent: an action outlives the dispatcher that started it (Stop lets
+	// it finish), and ends when Stop's deadline passes or Kill.
+	ctx    context.Context
 	cancel context.CancelFunc
-	quit   chan struct{} // closed when dispatching stops
 	runs   sync.WaitGroup
-	loops  sync.WaitGroup
-	mu     sync.Mutex
-	state  int // 0 new, 1 started, 2 stopped
 	// killed: a crash, not a shutdown; running actions give nothing back.
 	killed atomic.Bool
 }
@@ -120,7 +122,7 @@ func New(o Options) *Engine {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{db: o.DB, log: o.Log.With("component", "engine"), rec: o.Recorder, instance: o.Instance, idle: o.IdlePoll,
-		kinds: map[string]*Kind{}, lanes: map[string]*lane{}, ctx: ctx, cancel: cancel, quit: make(chan struct{})}
+		kinds: map[string]*Kind{}, lanes: map[string]*lane{}, ctx: ctx, cancel: cancel}
 	for _, name := range []string{LaneFirst, LaneBackground, LaneNotify} {
 		size := o.Lanes[name]
 		if size < 1 {
@@ -150,21 +152,16 @@ func (e *Engine) Running(lane string) int {
 	return 0
 }
 
-// Start runs a dispatcher per lane.
-func (e *Engine) Start() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.state != 0 {
-		return
+// Start runs a dispatcher per lane until Stop (or until ctx ends, which stops dispatching the
+// same way; the actions then running go on until Stop's deadline or Kill).
+func (e *Engine) Start(ctx context.Context) error {
+	if _, ok, err := e.bg.StartInit(ctx); !ok {
+		return err
 	}
-	e.state = 1
 	for _, l := range e.lanes {
-		e.loops.Add(1)
-		go func() {
-			defer e.loops.Done()
-			e.dispatch(l)
-		}()
+		e.bg.Go(func(ctx context.Context) { e.dispatch(ctx, l) })
 	}
+	return nil
 }
 
 // Nudge tells this instance's dispatcher of lane that work there became due now (an
@@ -191,11 +188,19 @@ func signal(ch chan struct{}) {
 
 // Stop ends dispatching, lets the running actions finish until ctx ends, then cancels them: an
 // action cut short writes nothing and its work resumes on any instance. The claims of actions
-// that finished without an outcome are given back. Safe to call more than once, and without Start.
+// that finished without an outcome are given back. It returns once the dispatchers and every
+// action have ended — past ctx's end too, as a cancelled action only gives its claim back (at
+// most a couple of seconds) — so the database may close after it. Safe before Start (the engine
+// then never starts) and more than once.
 func (e *Engine) Stop(ctx context.Context) error {
-	e.stopDispatch()
+	e.bg.StopInit()
 	done := make(chan struct{})
-	go func() { e.runs.Wait(); close(done) }()
+	go func() {
+		// The dispatchers first: once they ended, nothing adds to runs.
+		_ = e.bg.Wait(context.Background())
+		e.runs.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 		e.cancel()
@@ -212,38 +217,20 @@ func (e *Engine) Stop(ctx context.Context) error {
 func (e *Engine) Kill() {
 	e.killed.Store(true)
 	e.cancel()
-	e.stopDispatch()
+	e.bg.StopInit()
+	_ = e.bg.Wait(context.Background())
 	e.runs.Wait()
 }
 
-func (e *Engine) stopDispatch() {
-	e.mu.Lock()
-	if e.state != 2 {
-		e.state = 2
-		close(e.quit)
-	}
-	e.mu.Unlock()
-	e.loops.Wait()
-}
-
-func (e *Engine) stopped() bool {
-	select {
-	case <-e.quit:
-		return true
-	default:
-		return false
-	}
-}
-
-// dispatch is one lane's loop: claim as much due work as there are free workers, run it, and
-// sleep until the next due time, a nudge, a free worker or the idle poll.
-func (e *Engine) dispatch(l *lane) {
+// dispatch is one lane's loop until quit ends: claim as much due work as there are free
+// workers, run it, and sleep until the next due time, a nudge, a free worker or the idle poll.
+func (e *Engine) dispatch(quit context.Context, l *lane) {
 	var errAt time.Time
-	for !e.stopped() {
+	for quit.Err() == nil {
 		wait := e.idle
 		free := l.size - int(l.running.Load())
 		if free > 0 {
-			more, next, err := e.fill(l, free)
+			more, next, err := e.fill(quit, l, free)
 			switch {
 			case err != nil:
 				if time.Since(errAt) > time.Minute { // the database is down: say so once a minute
@@ -258,7 +245,7 @@ func (e *Engine) dispatch(l *lane) {
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-e.quit:
+		case <-quit.Done():
 		case <-l.nudge:
 		case <-l.freed:
 		case <-t.C:
@@ -267,9 +254,11 @@ func (e *Engine) dispatch(l *lane) {
 	}
 }
 
-// fill claims up to free due tasks of lane and starts them. more: it filled every free worker
-// and more may be due; next: how long until the next task falls due when none was left.
-func (e *Engine) fill(l *lane, free int) (more bool, next time.Duration, err error) {
+// fill claims up to free due tasks of lane and starts them, until quit ends. more: it filled
+// every free worker and more may be due; next: how long until the next task falls due when none
+// was left. Its reads and claims run under the actions' context, not quit's: a claim cut in
+// its commit by a stop would leave the task claimed and unrun until its lease expired.
+func (e *Engine) fill(quit context.Context, l *lane, free int) (more bool, next time.Duration, err error) {
 	ctx := e.ctx
 	due, err := e.db.DueTasks(ctx, l.name, 2*free+2)
 	if err != nil {
@@ -287,7 +276,7 @@ func (e *Engine) fill(l *lane, free int) (more bool, next time.Duration, err err
 	start := rand.IntN(len(due))
 	claimed := 0
 	for i := range due {
-		if claimed == free || e.stopped() {
+		if claimed == free || quit.Err() != nil {
 			break
 		}
 		t := due[(start+i)%len(due)]
@@ -480,6 +469,7 @@ type Run struct {
 	// State is the kind's own data about this run (what its Fail needs to know: the rows the run
 	// read, whose versions guard the failure's write).
 	State any
+	job   any // the kind's typed job (Def.Kind), for its Fail and Retry
 	e     *Engine
 	kind  *Kind
 	done  bool

@@ -11,6 +11,7 @@ import (
 
 	"bindery/engine"
 	"bindery/outbound"
+	"bindery/service/servicetest"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -33,7 +34,9 @@ func start(t *testing.T, db *store.DB, instance string, lanes map[string]int, ki
 	for _, k := range kinds {
 		e.Register(k)
 	}
-	e.Start()
+	if err := e.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.Kill)
 	return e
 }
@@ -157,7 +160,9 @@ func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing
 			}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return nil }}
 		a := engine.New(engine.Options{DB: db, Instance: "a", IdlePoll: 10 * time.Millisecond})
 		a.Register(dying)
-		a.Start()
+		if err := a.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 		put(t, db, "batch", "1", engine.LaneBackground, "pipeline")
 		a.NudgeAll()
 		dead := <-stuck
@@ -338,7 +343,9 @@ func TestAShutdownWritesNothingAndGivesTheClaimBack(t *testing.T) {
 			}}
 		e := engine.New(engine.Options{DB: db, Instance: "i", IdlePoll: 10 * time.Millisecond})
 		e.Register(kind)
-		e.Start()
+		if err := e.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 		put(t, db, "batch", "1", engine.LaneBackground, "pipeline")
 		e.NudgeAll()
 		<-entered
@@ -402,6 +409,29 @@ func TestWorkOfAnUnknownKindIsParked(t *testing.T) {
 		})
 		if task.Owner != "" || task.Overdue > -4*time.Minute {
 			t.Fatalf("the unknown kind's task: %+v", task)
+		}
+	})
+}
+
+// The engine keeps the start/stop contract of every background service: a stop before the start
+// leaves it stopped for good, a second stop is harmless, and once Stop returns no dispatcher or
+// action of it is left running.
+func TestTheEngineStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
+	db := storetest.SQLite(t)
+	t.Run("stopped before it starts", func(t *testing.T) {
+		servicetest.StoppedBeforeStart(t, engine.New(engine.Options{DB: db, Instance: "i"}))
+	})
+	t.Run("started, working and stopped twice", func(t *testing.T) {
+		var ran atomic.Int32
+		e := engine.New(engine.Options{DB: db, Instance: "i", IdlePoll: 5 * time.Millisecond})
+		e.Register(finish("batch", &ran))
+		servicetest.StartedAndStoppedTwice(t, e, func() {
+			put(t, db, "batch", "leak-1", engine.LaneBackground, "pipeline")
+			e.NudgeAll()
+			waitFor(t, "the task to run", gone(db, "batch", "leak-1"))
+		})
+		if ran.Load() != 1 {
+			t.Fatalf("ran %d times", ran.Load())
 		}
 	})
 }

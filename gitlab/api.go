@@ -3,7 +3,7 @@
 // library's own retries off: the workflow owns retries), a dedicated HTTP client, a deadline
 // per call (gitlab.timeout), a circuit breaker per base URL and metrics per endpoint and status
 // class. Approving lives in one component (approve.go): two implementations chosen per call by
-// approval.checklistMode and the per-reviewer retry loop of SPEC §4.
+// approval.checklistMode, and the per-reviewer retry loop described there.
 //
 // Every failure is an *outbound.Error carrying the HTTP status and a classified reason (the
 // sentinels below work with errors.Is); its text never contains the upstream body, and for an
@@ -58,6 +58,12 @@ type API interface {
 	FailedJobs(ctx context.Context, project string, pipeline int64) ([]Job, error)
 	// GetCommit reads a commit (its parents tell a merged-results pipeline's head).
 	GetCommit(ctx context.Context, project, sha string) (Commit, error)
+	// MergeBase reads the best common ancestor of refs (branch names or commit ids, at least two;
+	// of the first against the others, as git merge-base). Commit A is in the history of B exactly
+	// when MergeBase(A, B) is A: how a branch built on another tells whether its base is still in
+	// the target's history. ErrNotFound when they share no history; ErrInvalidRef (400) when a
+	// ref is unknown.
+	MergeBase(ctx context.Context, project string, refs ...string) (Commit, error)
 	// Approvals reads who approved an MR.
 	Approvals(ctx context.Context, project string, iid int64) (Approvals, error)
 	// Approve has every reviewer account approve the MR at head sha, each with its own retry
@@ -100,8 +106,10 @@ type FileAction struct {
 }
 
 // CommitRequest is one commit. To create the branch with the commit, set StartBranch (or
-// StartSHA). Force with StartBranch rewrites an existing branch from the start point, which is
-// how a batch is regenerated on top of the current target instead of rebased (SPEC §12.4).
+// StartSHA, a full commit id: a branch built on another branch's commit). Force with a start
+// rewrites an existing branch from the start point, which is how a batch is regenerated on top of
+// the current target instead of rebased (docs/gitlab.md). Without Force, a start other than
+// Branch itself fails with ErrBranchExists when Branch exists.
 type CommitRequest struct {
 	Branch      string
 	Message     string
@@ -279,6 +287,7 @@ var (
 	ErrNotConfigured      = &outbound.Error{Kind: outbound.KindNotConfigured}
 	ErrNoMRPipelines      = &outbound.Error{Reason: ReasonNoMRPipelines}
 	ErrRebaseBusy         = &outbound.Error{Reason: ReasonRebaseBusy}
+	ErrInvalidRef         = &outbound.Error{Reason: ReasonInvalidRef}
 )
 
 // Reasons an *outbound.Error of this package may carry.

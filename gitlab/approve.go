@@ -15,7 +15,7 @@ import (
 	"bindery/outbound"
 )
 
-// The approve component (SPEC §4 "upstream approve-API change", the seed's §3.4 and §3.8).
+// The approve component (docs/gitlab.md, 'Approving'; docs/workflow.md, 'The approve step').
 //
 // GitLab is adding a required field to the approve call: a checklist, each item confirmed. The
 // client library cannot express it, so approving has two implementations, chosen at each call

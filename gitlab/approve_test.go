@@ -14,8 +14,8 @@ import (
 	"bindery/sim"
 )
 
-// The approve component against the simulated GitLab: SPEC §4's per-reviewer loop and the
-// upstream approve-API change.
+// The approve component against the simulated GitLab: the per-reviewer loop (docs/workflow.md,
+// 'The approve step') and the approve call with a checklist (docs/gitlab.md, 'Approving').
 
 func TestApproveHasBothReviewersApprove(t *testing.T) {
 	b := setup(t, "")

@@ -92,7 +92,7 @@ func (c *Client) CreateCommit(ctx context.Context, project string, r CommitReque
 	err := c.call(ctx, botAccount(c.cfg.Current()), "create_commit", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
 		cm, resp, err := l.Commits.CreateCommit(project, opt, o)
 		if err == nil {
-			out = Commit{ID: cm.ID, ShortID: cm.ShortID, Title: cm.Title, ParentIDs: cm.ParentIDs, WebURL: cm.WebURL}
+			out = toCommit(cm)
 		}
 		return resp, err
 	})
@@ -346,11 +346,27 @@ func (c *Client) GetCommit(ctx context.Context, project, sha string) (Commit, er
 	err := c.call(ctx, botAccount(c.cfg.Current()), "get_commit", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
 		cm, resp, err := l.Commits.GetCommit(project, sha, &gl.GetCommitOptions{Stats: gl.Ptr(false)}, o)
 		if err == nil {
-			out = Commit{ID: cm.ID, ShortID: cm.ShortID, Title: cm.Title, ParentIDs: cm.ParentIDs, WebURL: cm.WebURL}
+			out = toCommit(cm)
 		}
 		return resp, err
 	})
 	return out, err
+}
+
+func (c *Client) MergeBase(ctx context.Context, project string, refs ...string) (Commit, error) {
+	var out Commit
+	err := c.call(ctx, botAccount(c.cfg.Current()), "merge_base", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+		cm, resp, err := l.Repositories.MergeBase(project, &gl.MergeBaseOptions{Ref: &refs}, o)
+		if err == nil {
+			out = toCommit(cm)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func toCommit(cm *gl.Commit) Commit {
+	return Commit{ID: cm.ID, ShortID: cm.ShortID, Title: cm.Title, ParentIDs: cm.ParentIDs, WebURL: cm.WebURL}
 }
 
 func toPipelineInfo(p *gl.PipelineInfo) Pipeline {

@@ -111,7 +111,7 @@ func reviewerAccounts(snap *config.Snapshot) []account {
 }
 
 // lib returns the library client for a base URL and token, built once: retries off (the
-// workflow retries), no self-throttling from RateLimit headers (the worker pool bounds our
+// workflow retries), no self-throttling from RateLimit headers (the engine's lanes bound our
 // concurrency, and a hidden wait would eat the call's deadline), our HTTP client.
 func (c *Client) lib(base, token string) (*gl.Client, error) {
 	c.mu.Lock()
@@ -203,7 +203,7 @@ func statusError(endpoint string, status int, upstream string) *outbound.Error {
 }
 
 // reason classifies an answer by endpoint, status and GitLab's message (see
-// ../shared/reference/gitlab-api.md for the texts).
+// docs/gitlab.md; the texts are those of GitLab's lib/api/ and app/services/).
 func reason(endpoint string, status int, msg string) string {
 	has := func(s string) bool { return strings.Contains(msg, s) }
 	switch {
@@ -211,7 +211,7 @@ func reason(endpoint string, status int, msg string) string {
 		return ReasonBranchExists
 	case status == 400 && has("Branch name is invalid"):
 		return ReasonInvalidName
-	case status == 400 && has("invalid reference name"):
+	case status == 400 && (has("invalid reference name") || has("start_sha '") || has("Could not find ref")):
 		return ReasonInvalidRef
 	case status == 400 && has("A file with this name already exists"):
 		return ReasonFileExists

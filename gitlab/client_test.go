@@ -69,7 +69,7 @@ func setup(t testing.TB, cfg string, opts ...func(*sim.Options)) *bundle {
 	srv := httptest.NewServer(sims.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	sims.Start(ctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close() })
 	set := metrics.NewSet()
 	c, err := gitlab.New(src, gitlab.Options{Metrics: set, DefaultBaseURL: srv.URL + "/sim/gitlab"})
 	if err != nil {
@@ -407,5 +407,63 @@ func TestAutoMergeMergesWhenThePipelinePasses(t *testing.T) {
 	b.sim.Sync()
 	if got, _ := b.client.GetMergeRequest(ctx, project, mr.IID); !got.Merged() {
 		t.Fatalf("after the pipeline passed: %+v", got)
+	}
+}
+
+// A branch built on another branch's commit, remade elsewhere with force; MergeBase tells
+// whether a commit is still in a branch's history.
+func TestBranchesOnBranchesAndTheirMergeBase(t *testing.T) {
+	b := setup(t, "")
+	add := func(r gitlab.CommitRequest, path string) (gitlab.Commit, error) {
+		r.Message = "add " + path
+		r.Actions = []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: path, Content: "operationId: " + path + "\n"}}
+		return b.client.CreateCommit(ctx, project, r)
+	}
+	car1, err := add(gitlab.CommitRequest{Branch: "car/1", StartBranch: "main"}, "bindings/1.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := car1.ParentIDs[0]
+	car2, err := add(gitlab.CommitRequest{Branch: "car/2", StartSHA: car1.ID}, "bindings/2.yaml")
+	if err != nil || len(car2.ParentIDs) != 1 || car2.ParentIDs[0] != car1.ID {
+		t.Fatalf("car 2 on car 1's commit = %+v, %v", car2, err)
+	}
+	if _, err := add(gitlab.CommitRequest{Branch: "car/2", StartSHA: main}, "bindings/2.yaml"); !errors.Is(err, gitlab.ErrBranchExists) {
+		t.Fatalf("remaking car 2 without force: %v", err)
+	}
+	if _, err := add(gitlab.CommitRequest{Branch: "car/3", StartSHA: car1.ID[:8]}, "bindings/3.yaml"); !errors.Is(err, gitlab.ErrInvalidRef) || statusOf(err) != 400 {
+		t.Fatalf("a short start sha: %v", err)
+	}
+
+	for _, tc := range []struct {
+		refs []string
+		want string
+	}{
+		{[]string{car1.ID, "car/2"}, car1.ID}, // car 1's head is in car 2's history
+		{[]string{"car/2", car1.ID}, car1.ID},
+		{[]string{"car/2", "main"}, main},
+		{[]string{"main", "car/1", "car/2"}, main},
+	} {
+		if got, err := b.client.MergeBase(ctx, project, tc.refs...); err != nil || got.ID != tc.want || got.Title == "" {
+			t.Fatalf("MergeBase(%v) = %+v, %v; want %s", tc.refs, got, err, tc.want)
+		}
+	}
+	if _, err := b.client.MergeBase(ctx, project, "car/2", "nope"); !errors.Is(err, gitlab.ErrInvalidRef) || statusOf(err) != 400 {
+		t.Fatalf("MergeBase with an unknown ref: %v", err)
+	}
+	if _, err := b.client.MergeBase(ctx, project, "car/2"); statusOf(err) != 400 {
+		t.Fatalf("MergeBase of one ref: %v", err)
+	}
+
+	// Car 2 remade on main without car 1: car 1's head is no longer in its history.
+	car2b, err := add(gitlab.CommitRequest{Branch: "car/2", StartSHA: main, Force: true}, "bindings/2.yaml")
+	if err != nil || car2b.ParentIDs[0] != main {
+		t.Fatalf("car 2 remade on main = %+v, %v", car2b, err)
+	}
+	if got, err := b.client.MergeBase(ctx, project, car1.ID, "car/2"); err != nil || got.ID == car1.ID || got.ID != main {
+		t.Fatalf("MergeBase(car 1, remade car 2) = %+v, %v; want main %s", got, err, main)
+	}
+	if got := b.metric(`bindery_outbound_requests_total{system="gitlab",endpoint="merge_base",status="2xx"}`); got != "5" {
+		t.Fatalf("merge_base metric = %q", got)
 	}
 }

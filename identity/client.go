@@ -9,12 +9,12 @@ import (
 // attack or a loop, and the hops that matter are on the right.
 const maxHops = 32
 
-// ClientAddr returns the address a request came from, for rate limiting (SPEC §6.2). The peer
-// (remoteAddr) is believed; X-Forwarded-For hops are believed only as far as a trusted proxy
-// vouches for them: walking from the right, each hop appended by a trusted proxy is skipped, and
-// the first hop not in trusted is the client. The raw first hop is client-controlled and never
-// used just for being first. Entries that are not addresses stop the walk: the value is then
-// the sanitised text of that entry, so a client behind a misbehaving proxy still gets a bucket
+// ClientAddr returns the address a request came from, for rate limiting (docs/api.md, 'Rate
+// limits'). The peer (remoteAddr) is believed; X-Forwarded-For hops are believed only as far as a
+// trusted proxy vouches for them: walking from the right, each hop appended by a trusted proxy is
+// skipped, and the first hop not in trusted is the client. The raw first hop is client-controlled
+// and never used just for being first. Entries that are not addresses stop the walk: the value is
+// then the sanitised text of that entry, so a client behind a misbehaving proxy still gets a bucket
 // of its own rather than a shared one.
 //
 // IPv6 clients are keyed by their /64, the block one subscriber usually holds, so rotating

@@ -1,7 +1,7 @@
 package identity
 
-// Demo mode trusts a user picked in the SPA's switcher (SPEC §6.4): the header DemoHeader or the
-// cookie DemoCookie, only when the process runs as `bindery demo`.
+// Demo mode trusts a user picked in the SPA's switcher (docs/api.md, 'Who may call'): the header
+// DemoHeader or the cookie DemoCookie, only when the process runs as `bindery demo`.
 const (
 	DemoHeader = "X-Bindery-User"
 	DemoCookie = "bindery_user"

@@ -1,6 +1,7 @@
 // Package identity answers "who is calling": the one resolver that maps an email-shaped account,
-// an employee id or a directory name to the same canonical identity (SPEC §6.4, §11.2), its
-// strict variant for metrics, and the client address behind trusted proxies (SPEC §6.2).
+// an employee id or a directory name to the same canonical identity (docs/api.md, 'Who may call'),
+// its strict variant for metrics, and the client address behind trusted proxies (docs/api.md, 'Rate
+// limits').
 //
 // It depends on nothing of bindery's, so that config can validate the directory with it and
 // server can resolve callers with it: one set of rules, not three copies.
@@ -123,9 +124,9 @@ func Resolve(raw string, dirs ...*Directory) (Identity, error) {
 	return Identity{}, ErrUnknown
 }
 
-// Strict is the metrics-only parse (SPEC §6.6): an email-shaped value, normalised the same way
-// Resolve does, or nothing. A bare value that may be an employee id is skipped, never looked up
-// or guessed, and the result must never flow back into business logic.
+// Strict is the metrics-only parse (docs/api.md, 'Metrics never change a result'): an email-shaped
+// value, normalised the same way Resolve does, or nothing. A bare value that may be an employee id
+// is skipped, never looked up or guessed, and the result must never flow back into business logic.
 func Strict(raw string) (string, bool) {
 	return Canonical(strings.TrimSpace(raw))
 }

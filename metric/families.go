@@ -75,6 +75,7 @@ var families = map[string]Family{
 
 	// Requests and batches (business outcomes, counted after commit).
 	"bindery_requests_validated_total":       counter("Requests that reached VALIDATED, by how (callback, reconcile, operator) and project."),
+	"bindery_requests_closed_total":          counter("Removals (revocations, expiries) that reached CLOSED once their deploy came, by how (callback, reconcile, operator) and project."),
 	"bindery_request_stage_seconds":          histogram("Time requests spent in each finished stage: approval, batch, ci, merge, deploy.", flowBuckets),
 	"bindery_deploy_callbacks_refused_total": counter("Deploy callbacks not believed, by reason."),
 	"bindery_batch_wait_seconds":             histogram("Time a request waited in the queue until a batch round took it, by project.", flowBuckets),

@@ -1,4 +1,4 @@
-// Package metric records metrics under the rules of SPEC §6.6: a metric never changes a result.
+// Package metric records metrics under the rules of docs/api.md, 'Metrics never change a result'.
 // Every call recovers its own panics (logged, never raised), label values are normalised and cut
 // at 128 characters, a sample with an empty or invalid dimension is skipped, and the number of
 // label sets per metric is capped. Callers pass only values they already parsed; nothing here

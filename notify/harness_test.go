@@ -60,7 +60,9 @@ func startEnv(t *testing.T, db *store.DB, src *config.Source, instance string, o
 		t.Fatal(err)
 	}
 	n.schedule = fastSchedule
-	eng.Start()
+	if err := eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(eng.Kill)
 	return &env{t: t, db: db, src: src, eng: eng, n: n}
 }

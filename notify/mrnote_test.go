@@ -37,9 +37,10 @@ func TestTheBatchMergeRequestNote(t *testing.T) {
 		src := config.NewStatic(config.MustParse(gitlabConfig))
 		sims := sim.New(sim.Options{Config: src})
 		srv := httptest.NewServer(sims.Handler())
-		ctx, cancel := context.WithCancel(context.Background())
-		sims.Start(ctx)
-		t.Cleanup(func() { cancel(); sims.Stop(); srv.Close() })
+		if err := sims.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sims.Stop(context.Background()); srv.Close() })
 		gl, err := gitlab.New(src, gitlab.Options{DefaultBaseURL: srv.URL + "/sim/gitlab"})
 		if err != nil {
 			t.Fatal(err)

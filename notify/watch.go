@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/config"
+	"bindery/service"
 	"bindery/state"
 	"bindery/store"
 )
@@ -22,7 +22,7 @@ import (
 // matter of time — a merged request whose deploy callback is overdue (deploy.overdue), a request
 // sent for approval longer than approval.timeout (request.needs_attention) — refreshes the
 // gauges the alert rules read, and purges the attempts older than notify.keepAttempts. It is
-// self-contained: RunOnce does one look; Start and Stop run it every period.
+// self-contained: RunOnce does one look; as a service, Start and Stop run it every period.
 
 // WatchPeriod is how often the watch looks.
 const WatchPeriod = 30 * time.Second
@@ -40,10 +40,7 @@ type Watch struct {
 	live   time.Duration // an instance's heartbeat is stale after this
 
 	counts atomic.Pointer[store.OpsCounts]
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg     service.Base
 }
 
 // NewWatch returns the watch of n; live is how long a heartbeat keeps an instance live. Gauges
@@ -139,46 +136,25 @@ func (w *Watch) tellOverdue(ctx context.Context, status state.BindingStatus, aft
 	return told, nil
 }
 
-// Start runs a look every period until Stop.
-func (w *Watch) Start() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel != nil {
-		return
+// Start looks at once, then every period, until Stop (the service contract, package service).
+func (w *Watch) Start(ctx context.Context) error {
+	if _, ok, err := w.bg.StartInit(ctx); !ok {
+		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel, w.done = cancel, make(chan struct{})
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(w.period)
-		defer t.Stop()
-		for {
-			if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				w.n.log.Warn("notify watch: look failed; next look in a while", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	w.bg.Go(func(ctx context.Context) {
+		w.look(ctx)
+		service.Every(ctx, w.period, w.look)
+	})
+	return nil
 }
 
 // Stop ends the looks and waits for a running one until ctx ends.
-func (w *Watch) Stop(ctx context.Context) error {
-	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+func (w *Watch) Stop(ctx context.Context) error { return w.bg.Stop(ctx) }
+
+// look is one scheduled look: a failure is logged, and the next look tries again.
+func (w *Watch) look(ctx context.Context) {
+	if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		w.n.log.Warn("notify watch: look failed; next look in a while", "err", err)
 	}
 }
 

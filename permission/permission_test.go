@@ -67,7 +67,7 @@ func setup(t *testing.T) *bundle {
 	simSrc := config.NewStatic(config.MustParse(rules))
 	sims := sim.New(sim.Options{Config: simSrc})
 	srv := httptest.NewServer(sims.Handler())
-	t.Cleanup(func() { sims.Stop(); srv.Close() })
+	t.Cleanup(func() { sims.Stop(context.Background()); srv.Close() })
 	url := srv.URL + "/sim/permission"
 	src := config.NewStatic(config.MustParse("permission:\n  url: " + url + "\n  timeout: 100ms\nbreaker:\n  failures: 2\n  cooldown: 50ms\n"))
 	return &bundle{src: src, sims: sims, c: permission.New(src, permission.Options{}), url: url}

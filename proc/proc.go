@@ -1,5 +1,5 @@
 // Package proc runs the built bindery binary as child processes, for the tools that need real
-// processes (go run ./bench, the chaos test): build it, start a child with its output in a log
+// processes (go run ./cmd/bench, the chaos test): build it, start a child with its output in a log
 // file, wait until it answers, stop or kill it.
 package proc
 

@@ -1,5 +1,5 @@
-// Package ratelimit is a sliding-window-log limiter (SPEC §6.2) and the share of a global quota
-// that one instance enforces (SPEC §11.1).
+// Package ratelimit is a sliding-window-log limiter and the share of a global quota that one
+// instance enforces (docs/api.md, 'Rate limits').
 //
 // A key ("bucket:subject") keeps the arrival times of its admitted requests inside the window.
 // Check-prune-append runs under the key's shard lock, so it is atomic per key. A key whose log

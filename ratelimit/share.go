@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// Share divides a global quota between the live instances (SPEC §11.1): each enforces
-// ⌈limit ÷ live instances⌉, so the instances together admit about the configured quota. The
-// count comes from the heartbeat table, refreshed in the background; a request never waits on
+// Share divides a global quota between the live instances (docs/api.md, 'Rate limits'): each
+// enforces ⌈limit ÷ live instances⌉, so the instances together admit about the configured quota.
+// The count comes from the heartbeat table, refreshed in the background; a request never waits on
 // the database for it.
 type Share struct {
 	live  atomic.Int64

@@ -17,10 +17,11 @@ import (
 	"bindery/workflow"
 )
 
-// The handler suite: one row per behaviour of SPEC §6 that a client can observe, covering every
-// status code the API answers. Each row runs on a fresh server (fakes of the workflow and the
-// permission service, the real store on SQLite). The same rows are run again with metrics that
-// panic (TestMetricsThatPanicChangeNothing) and scanned for leaks (TestNoErrorBodyLeaksInternals).
+// The handler suite: one row per behaviour of the API (docs/api.md) that a client can observe,
+// covering every status code the API answers. Each row runs on a fresh server (fakes of the
+// workflow and the permission service, the real store on SQLite). The same rows are run again with
+// metrics that panic (TestMetricsThatPanicChangeNothing) and scanned for leaks
+// (TestNoErrorBodyLeaksInternals).
 
 func post(path, user, body string) call {
 	return call{method: "POST", path: path, user: user, body: body}
@@ -56,6 +57,10 @@ func rows() []row {
 	validated := func(h *harness) {
 		h.wf.put(api.RequestView{OperationID: "op-v", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated,
 			Step: api.StepView{Code: int(state.StepCalledBack), Name: state.StepCalledBack.String()}})
+	}
+	failed := func(h *harness) {
+		h.wf.put(api.RequestView{OperationID: "op-f", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusHandleFailed, Withdrawable: true,
+			Step: api.StepView{Code: int(state.StepHandlePipelineFailed), Name: state.StepHandlePipelineFailed.String()}, NextAction: state.NextContactSupport})
 	}
 	bobs := func(h *harness) {
 		h.wf.put(api.RequestView{OperationID: "op-bob", Subject: "bob@example.com", TargetKey: "public-a", Status: state.StatusMerging,
@@ -175,8 +180,13 @@ func rows() []row {
 			want: []string{`"code":"BODY_TOO_LARGE"`}, check: none},
 		{name: "a body that is not JSON by type is 415", call: call{method: "POST", path: "/api/apply", user: "alice", body: "operationId=op-1", ct: "application/x-www-form-urlencoded"}, status: 415,
 			want: []string{`"code":"UNSUPPORTED_MEDIA_TYPE"`}, check: none},
-		{name: "no workflow wired is 503, not a panic", opts: options{noWorkflow: true}, call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 503,
-			want: []string{`"code":"UNAVAILABLE"`}},
+		{name: "a workflow whose dependency is down is 503 UNAVAILABLE",
+			prep: func(h *harness) {
+				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
+					return api.ApplyResult{}, apperr.New(apperr.Unavailable, "The approval system is not answering; please retry later.")
+				}
+			},
+			call: post("/api/apply", "alice", applyJSON("op-1", "public-a")), status: 503, want: []string{`"code":"UNAVAILABLE"`}},
 		{name: "an unexpected workflow error is a generic 500 with the details only in the log",
 			prep: func(h *harness) {
 				h.wf.ApplyFn = func(context.Context, workflow.ApplyInput) (api.ApplyResult, error) {
@@ -248,6 +258,45 @@ func rows() []row {
 			before: []call{post("/api/requests/op-v/revoke", "alice", `{"operationId":"rv-1"}`), post("/api/requests/op-v/revoke", "alice", `{"operationId":"rv-2"}`)},
 			call:   post("/api/requests/op-v/revoke", "alice", `{"operationId":"rv-3"}`), status: 429},
 
+		// ---- withdraw ----
+		{name: "the owner withdraws a failed request, audited", prep: failed, call: post("/api/requests/op-f/withdraw", "alice", `{"operationId":"wd-1","reason":"I will fix it"}`), status: 202,
+			want: []string{`"status":"CLOSED"`, `"step":{"code":10205`},
+			check: func(t *testing.T, h *harness) {
+				if c := strings.Join(h.wf.Calls(), " "); !strings.Contains(c, "Withdraw(op-f,alice@example.com)") {
+					t.Errorf("calls %v", c)
+				}
+				if st := h.dbState(); !strings.Contains(st, "audit withdraw:wd-1 alice@example.com withdraw") || !strings.Contains(st, "I will fix it") {
+					t.Errorf("withdrawal not audited:\n%s", st)
+				}
+			}},
+		{name: "an operator withdraws someone's failed request", prep: failed, call: post("/api/requests/op-f/withdraw", "ops", `{"operationId":"wd-ops"}`), status: 202,
+			check: func(t *testing.T, h *harness) {
+				if c := strings.Join(h.wf.Calls(), " "); !strings.Contains(c, "Withdraw(op-f,ops@example.com)") {
+					t.Errorf("calls %v", c)
+				}
+			}},
+		{name: "a repeated withdrawal replays its answer", prep: failed, before: []call{post("/api/requests/op-f/withdraw", "alice", `{"operationId":"wd-1"}`)},
+			call: post("/api/requests/op-f/withdraw", "alice", `{"operationId":"wd-1"}`), status: 202,
+			check: func(t *testing.T, h *harness) {
+				if n := h.wf.count("Withdraw"); n != 1 {
+					t.Errorf("Withdraw ran %d times", n)
+				}
+			}},
+		{name: "the same withdrawal id with another payload is 422", prep: failed, before: []call{post("/api/requests/op-f/withdraw", "alice", `{"operationId":"wd-1"}`)},
+			call: post("/api/requests/op-f/withdraw", "alice", `{"operationId":"wd-1","reason":"other"}`), status: 422},
+		{name: "withdrawing a request that did not fail is 409, not audited", prep: validated, call: post("/api/requests/op-v/withdraw", "alice", `{"operationId":"wd-2"}`), status: 409,
+			want: []string{`"code":"CONFLICT"`, "VALIDATED"},
+			check: func(t *testing.T, h *harness) {
+				if n := h.wf.count("Withdraw"); n != 0 {
+					t.Errorf("Withdraw ran %d times", n)
+				}
+				if st := h.dbState(); strings.Contains(st, "audit withdraw") {
+					t.Errorf("a refused withdrawal was audited:\n%s", st)
+				}
+			}},
+		{name: "withdrawing someone else's request is 404 like an unknown one", prep: failed, call: post("/api/requests/op-f/withdraw", "bob", `{"operationId":"wd-3"}`), status: 404, want: []string{`"message":"No such request."`}},
+		{name: "a withdrawal without its operationId is 400", prep: failed, call: post("/api/requests/op-f/withdraw", "alice", `{}`), status: 400, want: []string{`"field":"operationId"`}},
+
 		// ---- catalog, preview, me ----
 		{name: "the catalog lists targets with their rule codes and ttl", call: get("/api/targets", "alice"), status: 200,
 			want: []string{`{"key":"public-a","title":"Public A","project":"infra/access-config","ruleCodes":[],"ttl":"720h","mayApply":true}`, `"ruleCodes":["b-owners"],"ttl":"","mayApply":false}`}},
@@ -263,7 +312,6 @@ func rows() []row {
 			},
 			call: get("/api/preview?target=public-a", "alice"), status: 200, want: []string{"{}"}},
 		{name: "a preview of an unknown target is 200 and empty", call: get("/api/preview?target=nope", "alice"), status: 200, want: []string{"{}"}},
-		{name: "a preview without a workflow is 200 and empty", opts: options{noWorkflow: true}, call: get("/api/preview?target=public-a", "alice"), status: 200, want: []string{"{}"}},
 		{name: "me names the caller and the demo users", call: get("/api/me", "E1001"), status: 200,
 			want: []string{`{"identity":"alice@example.com","displayName":"alice","ops":false,"demo":true,"demoUsers":["alice","bob","ops"]}`}},
 		{name: "me tells an operator the console is theirs", call: get("/api/me", "ops@example.com"), status: 200, want: []string{`"ops":true`}},
@@ -310,7 +358,7 @@ func rows() []row {
 		{name: "settling an unknown batch is 404", call: post("/api/ops/batches/99/settle", "ops", `{"operationId":"st-2"}`), status: 404},
 		{name: "a batch id that is not a number is 400 id", call: post("/api/ops/batches/abc/settle", "ops", `{"operationId":"st-3"}`), status: 400, want: []string{`"field":"id"`}},
 		{name: "an ops action without its operationId is 400", call: post("/api/ops/reconcile", "ops", `{}`), status: 400, want: []string{`"field":"operationId"`}},
-		{name: "ops reconciles", call: post("/api/ops/reconcile", "ops", `{"operationId":"rc-1"}`), status: 200, want: []string{`{"scanned":3,"validated":1}`}},
+		{name: "ops reconciles", call: post("/api/ops/reconcile", "ops", `{"operationId":"rc-1"}`), status: 200, want: []string{`{"scanned":3,"validated":1,"closed":0}`}},
 		{name: "ops lists stuck requests by status and step", call: lenient(get("/api/ops/requests?status=merging&step=10501", "ops")), status: 200, want: []string{`{"items":[]}`},
 			check: func(t *testing.T, h *harness) {
 				if c := h.wf.Calls(); len(c) != 1 || c[0] != "StuckRequests(MERGING,10501,,20)" {

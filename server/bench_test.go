@@ -21,15 +21,15 @@ import (
 	"bindery/workflow"
 )
 
-// BenchmarkChainOverhead compares routes served bare and behind the whole interceptor chain of
-// SPEC §6.1 (identity resolution, rate limit, authentication, API metrics, business-activity
-// metrics, body checks) on the same router (httprouter, registered as newRouter does), for three
-// real handlers: GET /api/targets (config only, a few microseconds), GET /api/requests/{id} (the
-// status; the workflow answers the owner's view at once) and POST /api/apply (its idempotency
-// record written to SQLite; the workflow accepts at once). It reports the time of each variant
-// (bare-ns/op, chain-ns/op) and their ratio. The limiter's clock advances a
-// second per request, so the key holds its steady-state window instead of growing with b.N.
-// `go run ./bench` reports the ratios (BENCHMARKS.md, section 1).
+// BenchmarkChainOverhead compares routes served bare and behind the whole interceptor chain
+// (docs/api.md, 'Interceptors': identity resolution, rate limit, authentication, API metrics,
+// business-activity metrics, body checks) on the same router (httprouter, registered as newRouter
+// does), for three real handlers: GET /api/targets (config only, a few microseconds), GET
+// /api/requests/{id} (the status; the workflow answers the owner's view at once) and POST
+// /api/apply (its idempotency record written to SQLite; the workflow accepts at once). It reports
+// the time of each variant (bare-ns/op, chain-ns/op) and their ratio. The limiter's clock advances
+// a second per request, so the key holds its steady-state window instead of growing with b.N.
+// `go run ./cmd/bench` reports the ratios (BENCHMARKS.md, section 1).
 func BenchmarkChainOverhead(b *testing.B) {
 	h := setup(b, options{config: map[string]string{"ratelimit.apply": "1000"}})
 	var mu sync.Mutex

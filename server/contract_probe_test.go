@@ -75,11 +75,13 @@ func fakeCursorCheck(cursor string) error {
 func probeHarness(t *testing.T) *harness {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
 	h.wf.put(api.RequestView{OperationID: "op-v", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
+	h.wf.put(api.RequestView{OperationID: "op-f", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusCreateFailed, Withdrawable: true})
 	// Stateless answers: a probe's answer must not depend on the probes before it.
 	h.wf.ApplyFn = func(_ context.Context, in workflow.ApplyInput) (api.ApplyResult, error) {
 		return api.ApplyResult{OperationID: in.OperationID, Status: state.StatusApprovalSending, NextAction: state.NextWait}, nil
 	}
 	h.wf.RevokeFn = func(ctx context.Context, id, _ string) (api.RequestView, error) { return h.wf.Request(ctx, id) }
+	h.wf.WithdrawFn = func(ctx context.Context, id, _ string) (api.RequestView, error) { return h.wf.Request(ctx, id) }
 	h.wf.MyRequestsFn = func(_ context.Context, _, cursor string, _ int) (api.Page[api.RequestSummary], error) {
 		return api.Page[api.RequestSummary]{Items: []api.RequestSummary{}}, fakeCursorCheck(cursor)
 	}
@@ -139,8 +141,12 @@ func exampleOf(t *testing.T, method, path string, op *openapi3.Operation) exampl
 	}
 	for _, p := range op.Parameters {
 		if p.Value.In == "path" {
-			// The probe harness's request and batch: examples that exist.
+			// The probe harness's request and batch: examples that exist (a withdrawal's: a
+			// request that failed).
 			e.params[p.Value.Name] = map[string]string{"operationId": "op-v", "id": "7", "name": "webhook:ci"}[p.Value.Name]
+			if p.Value.Name == "operationId" && strings.HasSuffix(path, "/withdraw") {
+				e.params[p.Value.Name] = "op-f"
+			}
 		}
 	}
 	if op.RequestBody != nil {

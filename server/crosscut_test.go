@@ -27,8 +27,8 @@ type panickingSink struct{}
 func (panickingSink) Inc(string)              { panic("metrics backend exploded") }
 func (panickingSink) Observe(string, float64) { panic("metrics backend exploded") }
 
-// SPEC §6.6: the whole handler suite, run with metrics that panic, gives identical statuses,
-// bodies, database state and workflow calls.
+// docs/api.md, 'Metrics never change a result': the whole handler suite, run with metrics that
+// panic, gives identical statuses, bodies, database state and workflow calls.
 func TestMetricsThatPanicChangeNothing(t *testing.T) {
 	for _, r := range rows() {
 		t.Run(r.name, func(t *testing.T) {
@@ -106,9 +106,9 @@ func leakyWorkflow(h *harness, mode int) {
 	h.perms.CheckFn = func(context.Context, string, []string) (bool, error) { return false, cause }
 }
 
-// SPEC §6 / §10: no error body carries a stack, SQL, a file path, a host name or an upstream
-// message. Every row of the suite, then every route against a workflow and a permission service
-// that fail with internals in every way they can.
+// docs/api.md, 'Errors': no error body carries a stack, SQL, a file path, a host name or an
+// upstream message. Every row of the suite, then every route against a workflow and a permission
+// service that fail with internals in every way they can.
 func TestNoErrorBodyLeaksInternals(t *testing.T) {
 	scan := func(t *testing.T, where, answer string) {
 		t.Helper()
@@ -179,8 +179,8 @@ func TestNoErrorBodyLeaksInternals(t *testing.T) {
 	}
 }
 
-// SPEC §6.1: a refused request consumes nothing after the refusing step — no workflow call, no
-// record, no business activity — whichever step refuses it.
+// docs/api.md, 'Interceptors': a refused request consumes nothing after the refusing step — no
+// workflow call, no record, no business activity — whichever step refuses it.
 func TestARefusedRequestReachesNoLaterStep(t *testing.T) {
 	refusals := []struct {
 		name   string
@@ -275,7 +275,7 @@ func TestAPIMetricsCoverEveryRouteAndActivityOnlyTheWhitelist(t *testing.T) {
 	}
 }
 
-// SPEC §6.2: the limit is read from config at every request.
+// docs/api.md, 'Rate limits': the limit is read from config at every request.
 func TestHotReloadChangesTheLimitOnTheNextRequest(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "1"}})
 	me := func(op string) int { return h.do(post("/api/apply", "alice", applyJSON(op, "public-a"))).Code }
@@ -408,8 +408,8 @@ func TestMisconfigOfEveryKeyTheHTTPLayerReads(t *testing.T) {
 	}
 }
 
-// SPEC §6.5 over HTTP, on both databases: concurrent duplicates of one application, exactly one
-// proceeds, every other gets the winner's answer.
+// docs/api.md, 'Idempotency', over HTTP, on both databases: concurrent duplicates of one
+// application, exactly one proceeds, every other gets the winner's answer.
 func TestConcurrentDuplicateApplicationsProceedOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, options{db: db, config: map[string]string{"ratelimit.apply": "100"}})
@@ -501,7 +501,8 @@ func TestTheLongestOperationIDIsRecordedAndALongerOneIsRefused(t *testing.T) {
 	})
 }
 
-// SPEC §6.2: the subject is the identity, else the client address behind trusted proxies.
+// docs/api.md, 'Rate limits': the subject is the identity, else the client address behind trusted
+// proxies.
 func TestRateLimitSubjectIsTheIdentityElseTheUntrustedClientAddress(t *testing.T) {
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "1"}})
 	from := func(user, peer, xff string) int {
@@ -529,8 +530,8 @@ func TestRateLimitSubjectIsTheIdentityElseTheUntrustedClientAddress(t *testing.T
 	}
 }
 
-// SPEC §11.1: each instance enforces ⌈limit ÷ live instances⌉, from a count refreshed in the
-// background.
+// docs/api.md, 'Rate limits': each instance enforces ⌈limit ÷ live instances⌉, from a count
+// refreshed in the background.
 func TestLiveInstancesShareTheQuota(t *testing.T) {
 	live := 3
 	share := ratelimit.NewShare(func(context.Context) (int, error) { return live, nil })
@@ -552,7 +553,8 @@ func TestLiveInstancesShareTheQuota(t *testing.T) {
 	}
 }
 
-// SPEC §6: the OpenAPI document lists every route with its auth and rate limit, and nothing else.
+// docs/api.md, 'Routes': the OpenAPI document lists every route with its auth and rate limit, and
+// nothing else.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]struct {

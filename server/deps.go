@@ -28,6 +28,8 @@ type Workflow interface {
 	MyRequests(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error)
 	// Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise).
 	Revoke(ctx context.Context, operationID, actor string) (api.RequestView, error)
+	// Withdraw closes a request that failed on its way (CONFLICT otherwise); idempotent.
+	Withdraw(ctx context.Context, operationID, actor string) (api.RequestView, error)
 	// Preview renders the file a request of subject for targetKey would change. Read-only.
 	Preview(ctx context.Context, targetKey, subject string) (api.Preview, error)
 

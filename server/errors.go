@@ -14,8 +14,8 @@ import (
 	"bindery/store"
 )
 
-// statusOf is the one table from error code to HTTP status (SPEC §6). An error that is not an
-// *apperr.Error is a 500 with the generic message.
+// statusOf is the one table from error code to HTTP status (docs/api.md, 'Status codes'). An error
+// that is not an *apperr.Error is a 500 with the generic message.
 var statusOf = map[apperr.Code]int{
 	apperr.InvalidArgument:      http.StatusBadRequest,
 	apperr.Unauthenticated:      http.StatusUnauthorized,
@@ -75,7 +75,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 
 // unavailable classifies an error no layer named: a dependency that did not answer — an outbound
 // call (its own classification says so; it unwraps to its transport error, so it is looked at
-// first), then the database — is 503, try again; anything else stays an internal error.
+// first), a database conflict, then the database — is 503, try again; anything else stays an
+// internal error.
 func unavailable(err error) error {
 	var oe *outbound.Error
 	switch {
@@ -83,6 +84,10 @@ func unavailable(err error) error {
 		return apperr.Wrap(err, apperr.Unavailable, "A service bindery depends on did not answer; try again shortly.")
 	case errors.As(err, &oe):
 		return err
+	case errors.Is(err, store.ErrRetry):
+		// A deadlock or a lock wait that outlasted its retries: the database answered, it refused
+		// this change because of another one at the same moment.
+		return apperr.Wrap(err, apperr.Unavailable, "A conflicting change in the database at the same moment kept bindery from handling this; try again shortly.")
 	case store.Unavailable(err):
 		return apperr.Wrap(err, apperr.Unavailable, "The database did not answer in time; try again shortly.")
 	}

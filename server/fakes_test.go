@@ -26,6 +26,7 @@ type fakeWorkflow struct {
 	RequestFn          func(ctx context.Context, id string) (api.RequestView, error)
 	MyRequestsFn       func(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error)
 	RevokeFn           func(ctx context.Context, id, actor string) (api.RequestView, error)
+	WithdrawFn         func(ctx context.Context, id, actor string) (api.RequestView, error)
 	PreviewFn          func(ctx context.Context, target, subject string) (api.Preview, error)
 	BatchesFn          func(ctx context.Context, cursor string, limit int, status state.BatchStatus) (api.Page[api.BatchView], error)
 	RunRoundFn         func(ctx context.Context) (api.RoundResult, error)
@@ -179,6 +180,21 @@ func (f *fakeWorkflow) Revoke(ctx context.Context, id, actor string) (api.Reques
 	f.mu.Unlock()
 	v.Step = api.StepView{Code: int(state.StepCloseStarted), Name: state.StepCloseStarted.String()}
 	v.NextAction = state.NextActionFor(v.Status, state.StepCloseStarted)
+	f.put(v)
+	return v, nil
+}
+
+func (f *fakeWorkflow) Withdraw(ctx context.Context, id, actor string) (api.RequestView, error) {
+	f.record("Withdraw(%s,%s)", id, actor)
+	if f.WithdrawFn != nil {
+		return f.WithdrawFn(ctx, id, actor)
+	}
+	f.mu.Lock()
+	v := f.requests[id]
+	f.mu.Unlock()
+	v.Status, v.Withdrawable = state.StatusClosed, false
+	v.Step = api.StepView{Code: int(state.StepWithdrawn), Name: state.StepWithdrawn.String()}
+	v.NextAction = state.NextActionFor(v.Status, state.StepWithdrawn)
 	f.put(v)
 	return v, nil
 }

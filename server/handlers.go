@@ -21,9 +21,6 @@ import (
 
 // The requester's API. Every handler here runs after authentication: infoOf(r).caller is set.
 
-// errNoWorkflow is the answer of workflow routes until the workflow is wired.
-var errNoWorkflow = apperr.New(apperr.Unavailable, "The request service is not available; please retry later.")
-
 // maxReason bounds an application's reason (characters).
 const maxReason = 1000
 
@@ -47,9 +44,9 @@ type applyBody struct {
 	Reason      string `json:"reason"`
 }
 
-// apply is POST /api/apply. The synchronous checks run in the order of SPEC §4 — arguments,
-// target, (the target's permission), access mode, idempotency — and then the workflow writes
-// the first state and answers 202 at once.
+// apply is POST /api/apply. The synchronous checks run in the order of docs/workflow.md, 'Applying'
+// — arguments, target, (the target's permission), access mode, idempotency — and then the workflow
+// writes the first state and answers 202 at once.
 func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var b applyBody
 	if err := bindJSON(r, &b, true); err != nil {
@@ -82,16 +79,11 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	if !snap.ApplyOpen(s.now()) {
 		// A resend of an application accepted while the window was open (its 202 was lost) is
 		// not a new application: it gets its own answer, DUPLICATE_SUBMIT, not APPLY_CLOSED.
-		if wf != nil {
-			status, res, ok, err := s.resentApplication(r.Context(), b, caller.ID)
-			if err != nil || ok {
-				return status, res, err
-			}
+		status, res, ok, err := s.resentApplication(r.Context(), b, caller.ID)
+		if err != nil || ok {
+			return status, res, err
 		}
 		return 0, nil, apperr.New(apperr.ApplyClosed, "Applications are closed right now (access mode %s).", snap.ApplyMode())
-	}
-	if wf == nil {
-		return 0, nil, errNoWorkflow
 	}
 	// One commit per application: its idempotency record and answer go into its transaction.
 	return s.answeredOnce(r, "apply", b.OperationID, b, http.StatusAccepted, func(rec store.Answer) (any, error) {
@@ -147,11 +139,7 @@ func (s *Server) ownedRequest(r *http.Request) (api.RequestView, error) {
 	if err := checkOperationID("operationId", id); err != nil {
 		return api.RequestView{}, err
 	}
-	wf := s.deps.Workflow
-	if wf == nil {
-		return api.RequestView{}, errNoWorkflow
-	}
-	v, err := wf.Request(r.Context(), id)
+	v, err := s.deps.Workflow.Request(r.Context(), id)
 	if err != nil {
 		return api.RequestView{}, err
 	}
@@ -175,13 +163,40 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) (int, any, erro
 }
 
 type revokeBody struct {
-	OperationID string `json:"operationId"` // the client's id of this revocation (idempotency key)
+	OperationID string `json:"operationId"` // the client's id of this action (idempotency key)
 	Reason      string `json:"reason,omitempty"`
 }
 
 // revoke is POST /api/requests/:operationId/revoke (owner or ops): starts the close phase of a
 // VALIDATED request; 409 otherwise.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.ownerAction(w, r, "revoke", func(v *api.RequestView) error {
+		if v.Status != state.StatusValidated {
+			return apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", v.Status)
+		}
+		return nil
+	}, s.deps.Workflow.Revoke)
+}
+
+// withdraw is POST /api/requests/:operationId/withdraw (owner or ops): closes a request that
+// failed on its way to being in effect, so that its requester can apply again; 409 otherwise.
+// Withdrawing a withdrawn request answers its view again.
+func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.ownerAction(w, r, "withdraw", func(v *api.RequestView) error {
+		withdrawn := v.Status == state.StatusClosed && v.Step.Code == int(state.StepWithdrawn)
+		if !v.Withdrawable && !withdrawn {
+			return apperr.New(apperr.Conflict, "Only a request that failed can be withdrawn; this one is %s.", v.Status)
+		}
+		return nil
+	}, s.deps.Workflow.Withdraw)
+}
+
+// ownerAction runs an owner-checked action on a request (revoke, withdraw): its body is the
+// action's own id and an optional reason; at most once per id (idempotent, the answer replayed);
+// refused says why the request's state does not allow it (before anything is audited); the
+// action is audited as scope, then run by the caller's identity.
+func (s *Server) ownerAction(w http.ResponseWriter, r *http.Request, scope string, refused func(*api.RequestView) error,
+	run func(ctx context.Context, operationID, actor string) (api.RequestView, error)) (int, any, error) {
 	var b revokeBody
 	if err := bindJSON(r, &b, true); err != nil {
 		return 0, nil, err
@@ -194,14 +209,14 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 	}
 	v := infoOf(r).owned
 	params := map[string]any{"request": v.OperationID, "reason": b.Reason, operatorParam: infoOf(r).caller.ID}
-	return s.idempotent(w, r, "revoke", b.OperationID, params, func() (int, any, error) {
-		if v.Status != state.StatusValidated {
-			return 0, nil, apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", v.Status)
-		}
-		if err := s.audit(r, "revoke", b.OperationID, params); err != nil {
+	return s.idempotent(w, r, scope, b.OperationID, params, func() (int, any, error) {
+		if err := refused(v); err != nil {
 			return 0, nil, err
 		}
-		out, err := s.deps.Workflow.Revoke(r.Context(), v.OperationID, infoOf(r).caller.ID)
+		if err := s.audit(r, scope, b.OperationID, params); err != nil {
+			return 0, nil, err
+		}
+		out, err := run(r.Context(), v.OperationID, infoOf(r).caller.ID)
 		return http.StatusAccepted, out, err
 	}, replayStored)
 }
@@ -219,12 +234,9 @@ func (s *Server) myRequests(w http.ResponseWriter, r *http.Request) (int, any, e
 	return http.StatusOK, page, err
 }
 
-// listQuery reads a list's paging and checks the workflow is there to answer it.
+// listQuery reads a list's paging; it returns the workflow that answers the list.
 func (s *Server) listQuery(r *http.Request) (string, int, Workflow, error) {
 	cursor, limit, err := pageQuery(r)
-	if err == nil && s.deps.Workflow == nil {
-		err = errNoWorkflow
-	}
 	return cursor, limit, s.deps.Workflow, err
 }
 
@@ -277,9 +289,6 @@ func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, erro
 func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*targetYours, error) {
 	out := map[string]*targetYours{}
 	wf := s.deps.Workflow
-	if wf == nil {
-		return out, nil
-	}
 	seen := map[string]bool{}
 	cursor := ""
 	for range maxOwnPages {
@@ -323,7 +332,7 @@ func shortDuration(d time.Duration) string {
 // preview is GET /api/preview?target=K. It never blocks applying: any failure is 200 {}.
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	key := r.URL.Query().Get("target")
-	if _, ok := s.deps.Config.Current().Target(key); !ok || s.deps.Workflow == nil {
+	if _, ok := s.deps.Config.Current().Target(key); !ok {
 		return http.StatusOK, api.Preview{}, nil
 	}
 	p, err := s.deps.Workflow.Preview(r.Context(), key, infoOf(r).caller.ID)

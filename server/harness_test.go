@@ -84,12 +84,11 @@ func configYAML(overrides map[string]string) string {
 }
 
 type options struct {
-	config     map[string]string
-	serve      bool        // serve mode: no demo identities
-	noWorkflow bool        // the workflow is not wired
-	sink       metric.Sink // nil → the process metric set
-	db         *store.DB   // nil → a fresh SQLite database
-	jsonLogs   bool        // log lines as JSON (else text)
+	config   map[string]string
+	serve    bool        // serve mode: no demo identities
+	sink     metric.Sink // nil → the process metric set
+	db       *store.DB   // nil → a fresh SQLite database
+	jsonLogs bool        // log lines as JSON (else text)
 }
 
 // harness is a server on fakes and a real store.
@@ -138,9 +137,6 @@ func setup(t testing.TB, o options) *harness {
 		Workflow: h.wf, Permissions: h.perms, Notifications: h.notes, Limiter: h.limiter, Recorder: metric.New(sink, log),
 		Now: func() time.Time { return t0 }, PermissionTimeout: 100 * time.Millisecond,
 		UI: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>spa</title>")}, "assets/app-3f9a1c2b.js": {Data: []byte("console.log(1)")}, "favicon.svg": {Data: []byte("<svg/>")}},
-	}
-	if o.noWorkflow {
-		d.Workflow = nil
 	}
 	h.srv = New(d)
 	return h

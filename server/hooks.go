@@ -31,9 +31,6 @@ func (s *Server) approvalHook(w http.ResponseWriter, r *http.Request) (int, any,
 	case cb.Result != api.ApprovalApproved && cb.Result != api.ApprovalRejected && cb.Result != api.ApprovalWithdrawn:
 		return 0, nil, apperr.Invalid("result", "must be APPROVED, REJECTED or WITHDRAWN")
 	}
-	if s.deps.Workflow == nil {
-		return 0, nil, errNoWorkflow
-	}
 	res, err := s.deps.Workflow.ApprovalCallback(r.Context(), cb)
 	return http.StatusOK, res, err
 }
@@ -61,9 +58,6 @@ func (s *Server) deployHook(w http.ResponseWriter, r *http.Request) (int, any, e
 		if err := checkOperationID("operationIds", id); err != nil {
 			return 0, nil, err
 		}
-	}
-	if s.deps.Workflow == nil {
-		return 0, nil, errNoWorkflow
 	}
 	res, err := s.deps.Workflow.DeployCallback(r.Context(), cb)
 	return http.StatusOK, res, err
@@ -118,9 +112,6 @@ func (s *Server) gitlabHook(w http.ResponseWriter, r *http.Request) (int, any, e
 	}
 	if ev.Project == "" {
 		return 0, nil, apperr.Invalid("project.path_with_namespace", "is required")
-	}
-	if s.deps.Workflow == nil {
-		return 0, nil, errNoWorkflow
 	}
 	res, err := s.deps.Workflow.GitLabEvent(r.Context(), ev)
 	return http.StatusOK, res, err

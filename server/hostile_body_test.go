@@ -18,10 +18,11 @@ import (
 )
 
 // Oversized, deeply nested and malformed bodies on every route that reads one (issue 8, point
-// 3; SPEC §6: 413 over the limit, 415 for non-JSON, 400 naming the field, never a 500, never a
-// leak). The routes come from the route table, so a new body-reading route is covered without
-// editing this file. Everything goes over a real listener: chunked bodies, lying Content-Length
-// headers and endless uploads are transport matters an in-process recorder would hide.
+// 3; docs/api.md, 'Status codes': 413 over the limit, 415 for non-JSON, 400 naming the field, never
+// a 500, never a leak). The routes come from the route table, so a new body-reading route is
+// covered without editing this file. Everything goes over a real listener: chunked bodies, lying
+// Content-Length headers and endless uploads are transport matters an in-process recorder would
+// hide.
 
 // bodyRoute is a body-reading route with what it takes to get past authentication.
 type bodyRoute struct {
@@ -62,7 +63,8 @@ func padded(n int) string {
 	return `{"pad":"` + strings.Repeat("x", n-10) + `"}`
 }
 
-// checkAnswer: never a 5xx; an error has the SPEC's body and leaks nothing.
+// checkAnswer: never a 5xx; an error has the API's error body (docs/api.md, 'Errors') and leaks
+// nothing.
 func checkAnswer(t *testing.T, what string, status int, body []byte) {
 	t.Helper()
 	if status >= 500 || status == 0 {
@@ -74,7 +76,7 @@ func checkAnswer(t *testing.T, what string, status int, body []byte) {
 	}
 	var e ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil || e.Code == "" || e.Message == "" || e.RequestID == "" {
-		t.Errorf("%s: %d, not the SPEC's error body: %.300s", what, status, body)
+		t.Errorf("%s: %d, not the API's error body: %.300s", what, status, body)
 	}
 	if m := leakPatterns.FindString(string(body)); m != "" {
 		t.Errorf("%s: error body leaks %q: %.300s", what, m, body)

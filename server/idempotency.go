@@ -14,9 +14,9 @@ import (
 	"bindery/store"
 )
 
-// Idempotency of write requests (SPEC §6.5): one request proceeds, a repeat with the same
-// payload replays the original answer, a repeat with another payload is 422, and a duplicate
-// arriving while the first is still running waits briefly for its answer. Two ways: an
+// Idempotency of write requests (docs/api.md, 'Idempotency'): one request proceeds, a repeat with
+// the same payload replays the original answer, a repeat with another payload is 422, and a
+// duplicate arriving while the first is still running waits briefly for its answer. Two ways: an
 // application knows its answer before it commits, so its record is written complete in its own
 // transaction (answeredOnce: one commit); other writes claim the key first and store the answer
 // after (idempotent: claim, work, answer).

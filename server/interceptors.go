@@ -18,8 +18,8 @@ import (
 	"bindery/identity"
 )
 
-// The interceptors of SPEC §6.1. Each is a plain func(http.Handler) http.Handler that either
-// passes the request on or writes its own answer; none knows a handler's response type.
+// The interceptors (docs/api.md, 'Interceptors'). Each is a plain func(http.Handler) http.Handler
+// that either passes the request on or writes its own answer; none knows a handler's response type.
 
 // reqInfo is what the chain learned about a request before the handler runs.
 type reqInfo struct {
@@ -215,7 +215,9 @@ func (s *Server) permit(ctx context.Context, id string, codes ...string) bool {
 		log.WarnContext(ctx, "permission refused: no rule code configured", "identity", id)
 		return false
 	}
-	if s.deps.Permissions == nil { // said once at start; /api/me asks on every page load
+	// Only a server built without a permission service (the UI's tests of pages): debug, as
+	// /api/me asks on every page load.
+	if s.deps.Permissions == nil {
 		log.DebugContext(ctx, "permission refused: no permission service wired", "identity", id, "rules", rules)
 		return false
 	}

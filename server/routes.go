@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// authKind is a route's authentication and authorization requirement (SPEC §6.4).
+// authKind is a route's authentication and authorization requirement (docs/api.md, 'Who may call').
 type authKind int
 
 const (
@@ -19,16 +19,16 @@ const (
 	authMetrics                      // loopback, server.trustedProxies or Bearer server.metricsToken
 )
 
-// rateSpec is a route's rate limit (SPEC §6.1): the bucket, the config key read at each request,
-// the default when the key is missing (equal to the key's registered default; a test checks),
-// and the message of the 429.
+// rateSpec is a route's rate limit (docs/api.md, 'Rate limits'): the bucket, the config key read at
+// each request, the default when the key is missing (equal to the key's registered default; a test
+// checks), and the message of the 429.
 type rateSpec struct {
 	bucket, key string
 	def         int
 	message     string
 }
 
-// Body limits (SPEC §6): larger bodies get 413.
+// Body limits (docs/api.md, 'Status codes'): larger bodies get 413.
 const (
 	apiBody  = 64 << 10
 	hookBody = 1 << 20
@@ -44,24 +44,27 @@ type route struct {
 	name         string    // metric label, idempotency scope and audit action
 	auth         authKind  // see authKind
 	limit        *rateSpec // nil: not rate limited
-	activity     bool      // in the business-activity whitelist (SPEC §6.1 step 4)
+	activity     bool      // in the business-activity whitelist (interceptor 4)
 	body         int64     // largest body read; 0: the route reads no body
 	handle       handlerFunc
 }
 
 // routes is the whole route table, on one screen. Each route shows its auth requirement and its
-// rate limit; the interceptors run in the order of SPEC §6.1 (see chain).
+// rate limit; the interceptors run in the order of docs/api.md, 'Interceptors' (see chain).
 func (s *Server) routes() []route {
 	// POST /api/apply: the rate limit runs before idempotency, so an over-limit duplicate of an
-	// accepted application gets 429, not DUPLICATE_SUBMIT. Accepted trade-off (SPEC §6.1): a
-	// rejected request consumes nothing, and the client retries after Retry-After anyway.
+	// accepted application gets 429, not DUPLICATE_SUBMIT. Accepted trade-off (docs/api.md,
+	// 'Interceptors'): a rejected request consumes nothing, and the client retries after
+	// Retry-After anyway.
 	applyLimit := &rateSpec{"apply", "ratelimit.apply", 10, "Too many applications; please wait before applying again."}
-	revokeLimit := &rateSpec{"revoke", "ratelimit.revoke", 10, "Too many revocations; please wait before trying again."}
+	// A withdrawal shares the revocations' bucket: both end a request on its owner's word.
+	revokeLimit := &rateSpec{"revoke", "ratelimit.revoke", 10, "Too many revocations or withdrawals; please wait before trying again."}
 	return []route{
 		// method, path, name, auth, rate limit, business activity, body limit, handler
 		{"POST", "/api/apply", "apply", authUser, applyLimit, true, apiBody, s.apply},
 		{"GET", "/api/requests/{operationId}", "request", authOwnerOrOps, nil, false, 0, s.request},
 		{"POST", "/api/requests/{operationId}/revoke", "revoke", authOwnerOrOps, revokeLimit, true, apiBody, s.revoke},
+		{"POST", "/api/requests/{operationId}/withdraw", "withdraw", authOwnerOrOps, revokeLimit, true, apiBody, s.withdraw},
 		{"GET", "/api/my/requests", "my.requests", authUser, nil, false, 0, s.myRequests},
 		{"GET", "/api/targets", "targets", authUser, nil, false, 0, s.targets},
 		{"GET", "/api/preview", "preview", authUser, nil, false, 0, s.preview},
@@ -94,11 +97,10 @@ func (s *Server) routes() []route {
 }
 
 // chain wraps a route's handler in the interceptors, outermost first: who is calling (parsed,
-// never answered), then SPEC §6.1 — 1 rate limit, 2 authentication/authorization, 3 API latency
-// and status metrics, 4 business-activity metrics — then the body checks (413, 415) and the
-// handler, which binds the body. Each interceptor that refuses writes its own response and stops
-// the chain, so a refused request reaches no later step and no handler, and a malformed body
-// can never answer before authentication does.
+// never answered), then the steps of docs/api.md, 'Interceptors' — 1 rate limit, 2 authentication
+// and authorization, 3 API latency and status metrics, 4 business-activity metrics — then the body checks (413, 415) and the handler, which binds the body. Each interceptor that
+// refuses writes its own response and stops the chain, so a refused request reaches no later step
+// and no handler, and a malformed body can never answer before authentication does.
 func (s *Server) chain(rt route) http.Handler {
 	h := s.endpoint(rt)
 	if rt.activity {

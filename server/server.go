@@ -35,9 +35,12 @@ type Deps struct {
 	ListenAddr string
 	AddrFlag   bool
 
-	// Demo trusts the demo identity header and cookie (SPEC §6.4). Never set in serve mode.
+	// Demo trusts the demo identity header and cookie (docs/api.md, 'Who may call'). Never set in
+	// serve mode.
 	Demo bool
-	// Workflow serves the workflow routes; nil → they answer 503 UNAVAILABLE (preview: {}).
+	// Workflow serves the workflow routes. Required by every route that reads or changes a
+	// request or a batch (a server built without it — the UI's tests of pages and assets — only
+	// serves what needs none).
 	Workflow Workflow
 	// Permissions answers rule-code checks; nil → every check fails closed (403).
 	Permissions Permissions
@@ -52,7 +55,8 @@ type Deps struct {
 	// Share divides each limit between the live instances; nil → this instance enforces the
 	// whole limit.
 	Share *ratelimit.Share
-	// Recorder records metrics under the guard of SPEC §6.6; nil → one writing to Metrics.
+	// Recorder records metrics under the guard of docs/api.md, 'Metrics never change a result';
+	// nil → one writing to Metrics.
 	Recorder *metric.Recorder
 	// Now is the clock of the access window and the callback skew; nil → time.Now.
 	Now func() time.Time

@@ -16,9 +16,11 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/go-sql-driver/mysql"
 
+	"bindery/api"
 	"bindery/apperr"
 	"bindery/outbound"
 	"bindery/store"
+	"bindery/workflow"
 )
 
 // downDB is the real store whose Ping fails, as when the database is unreachable.
@@ -149,6 +151,22 @@ func TestADatabaseThatDidNotAnswerIs503(t *testing.T) {
 			strings.Contains(rec.Body.String(), "sql") || strings.Contains(rec.Body.String(), "connection") {
 			t.Errorf("%v → %d %s (Retry-After %q)", err, rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
 		}
+	}
+}
+
+// A webhook that lost a database conflict more often than its retries allow is refused with
+// what happened — a conflicting change at the same moment — not a timeout that did not happen
+// (GitLab's hook log shows the message to the people who look after the hook).
+func TestAConflictIsNotCalledATimeout(t *testing.T) {
+	h := setup(t, options{})
+	h.wf.GitLabEventFn = func(context.Context, workflow.GitLabEvent) (api.CallbackResult, error) {
+		return api.CallbackResult{}, fmt.Errorf("wake tasks: %w: Error 1213 (40001): Deadlock found", store.ErrRetry)
+	}
+	rec := h.do(call{method: "POST", path: "/hooks/gitlab", header: map[string]string{"X-Gitlab-Token": "gtok"},
+		body: `{"object_kind":"merge_request","project":{"path_with_namespace":"p"},"object_attributes":{"iid":3}}`})
+	body := rec.Body.String()
+	if rec.Code != 503 || !strings.Contains(body, "conflicting change") || strings.Contains(body, "in time") || strings.Contains(body, "1213") {
+		t.Fatalf("%d %s; want 503 naming a conflict, not a timeout, without the driver's words", rec.Code, body)
 	}
 }
 

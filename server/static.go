@@ -16,9 +16,9 @@ import (
 // their content never changes under that name, so browsers may keep them for a year.
 var hashedAsset = regexp.MustCompile(`[.-][A-Za-z0-9_]{8,}\.[a-z0-9]+$`)
 
-// staticHandler serves the SPA (SPEC §8): index.html never cached; hashed assets immutable; a
-// missing file gets the SPA page when it is a navigation (Accept has text/html and the path has
-// no extension) and 404 JSON otherwise — never a 500 — both no-store.
+// staticHandler serves the SPA (docs/api.md, 'Serving the page'): index.html never cached; hashed
+// assets immutable; a missing file gets the SPA page when it is a navigation (Accept has text/html
+// and the path has no extension) and 404 JSON otherwise — never a 500 — both no-store.
 type staticHandler struct {
 	files fs.FS
 	serve func(w http.ResponseWriter, r *http.Request, err error)

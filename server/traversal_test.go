@@ -18,11 +18,11 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 )
 
-// Path traversal against the SPA's static handler (issue 8, point 3; SPEC §8): the build is a
-// directory beside files it must never serve. Raw request lines go over a real listener, so
-// neither a client nor a router normalises the path before the handler sees it. Whatever the
-// spelling, the answer is the page, a file of the build, a 404 or a 400 — never the secret,
-// never a 500.
+// Path traversal against the SPA's static handler (issue 8, point 3; docs/api.md, 'Serving the
+// page'): the build is a directory beside files it must never serve. Raw request lines go over a
+// real listener, so neither a client nor a router normalises the path before the handler sees it.
+// Whatever the spelling, the answer is the page, a file of the build, a 404 or a 400 — never the
+// secret, never a 500.
 func TestStaticPathTraversalNeverLeavesTheBuild(t *testing.T) {
 	const secret = "TOP-SECRET-CONTENT"
 	dir := t.TempDir()
@@ -86,7 +86,7 @@ func TestStaticPathTraversalNeverLeavesTheBuild(t *testing.T) {
 					if status >= 400 && status != 400 && status != 404 && status != 414 && status != 431 {
 						t.Errorf("%s: %d %.200s", what, status, body)
 					}
-					if status == 404 { // ours: the SPEC's error body, no path or internals echoed
+					if status == 404 { // ours: the API's error body, no path or internals echoed
 						checkAnswer(t, what, status, []byte(body))
 					}
 				}

@@ -10,15 +10,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"bindery/api"
 	"bindery/approval"
 	"bindery/config"
+	"bindery/service"
 )
 
 // The simulated approval system. bindery opens tickets with POST /sim/approval/tickets (the
 // approval system protocol); people decide them in the inbox (GET /sim/approvals, POST
-// /sim/approvals/:id/decide); each decision goes back to the ticket's callback URL as a real
+// /sim/approvals/:id/decide, with who decided and their comment); each decision goes back to the ticket's callback URL as a real
 // callback signed with hooks.approvalSecret, retried until bindery answers 2xx.
 
 // ApprovalFaults are the approval simulator's knobs; the struct the sim.approval.* keys fill.
@@ -41,6 +43,9 @@ type Ticket struct {
 	Status      string     `json:"status"` // PENDING, APPROVED, REJECTED
 	CreatedAt   time.Time  `json:"createdAt"`
 	DecidedAt   *time.Time `json:"decidedAt"`
+	// DecidedBy and Comment: who decided and what they wrote; the callback carries them.
+	DecidedBy string `json:"decidedBy,omitempty"`
+	Comment   string `json:"comment,omitempty"`
 
 	title       string
 	callbackURL string
@@ -75,9 +80,7 @@ type Approval struct {
 	nextID    int
 	nextCB    int
 
-	stopCh chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	bg *service.Base // the simulators' service: timed callbacks are its goroutines
 }
 
 type pendingCallback struct {
@@ -85,9 +88,9 @@ type pendingCallback struct {
 	body   api.ApprovalCallback
 }
 
-func newApproval(o Options) *Approval {
+func newApproval(o Options, bg *service.Base) *Approval {
 	return &Approval{opts: o, cfg: o.Config, log: o.Log, gate: newGate(), hc: &http.Client{Timeout: 10 * time.Second},
-		byOp: map[string]*Ticket{}, stopCh: make(chan struct{})}
+		byOp: map[string]*Ticket{}, bg: bg}
 }
 
 // SetFaults pins the knobs for a test, instead of the sim.approval.* configuration.
@@ -158,8 +161,23 @@ var (
 
 // Decide records a decision and sends the signed callback (after sim.approval.callbackDelay).
 func (a *Approval) Decide(id, decision string) (Ticket, error) {
+	return a.DecideAs(id, decision, "", "")
+}
+
+// maxComment bounds an approver's comment, as an approval system's form would.
+const maxComment = 2000
+
+// ErrLongComment is DecideAs's refusal of a comment longer than maxComment characters.
+var ErrLongComment = fmt.Errorf("comment must be at most %d characters", maxComment)
+
+// DecideAs is Decide by the approver by ("": unnamed), with their comment (""), both sent in
+// the callback.
+func (a *Approval) DecideAs(id, decision, by, comment string) (Ticket, error) {
 	if decision != TicketApproved && decision != TicketRejected {
 		return Ticket{}, ErrBadDecision
+	}
+	if utf8.RuneCountInString(comment) > maxComment || utf8.RuneCountInString(by) > 255 {
+		return Ticket{}, ErrLongComment
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -171,7 +189,7 @@ func (a *Approval) Decide(id, decision string) (Ticket, error) {
 			return *t, ErrTicketDecided
 		}
 		now := time.Now()
-		t.Status, t.DecidedAt = decision, &now
+		t.Status, t.DecidedAt, t.DecidedBy, t.Comment = decision, &now, strings.TrimSpace(by), strings.TrimSpace(comment)
 		a.nextCB++
 		t.callbackID = fmt.Sprintf("cb-%s-%d", newUUID()[:8], a.nextCB)
 		a.enqueue(t.callback())
@@ -181,7 +199,8 @@ func (a *Approval) Decide(id, decision string) (Ticket, error) {
 }
 
 func (t *Ticket) callback() pendingCallback {
-	return pendingCallback{ticket: t, body: api.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext}}
+	return pendingCallback{ticket: t, body: api.ApprovalCallback{CallbackID: t.callbackID, OperationID: t.OperationID, Result: t.Status, Ext: t.ext,
+		DecidedBy: t.DecidedBy, Comment: t.Comment}}
 }
 
 func (a *Approval) faultsLocked() ApprovalFaults { // holds a.mu
@@ -191,22 +210,22 @@ func (a *Approval) faultsLocked() ApprovalFaults { // holds a.mu
 	return a.cfg.Current().SimApproval()
 }
 
-// later runs fn after the simulated delay d, unless the simulator stops first.
-func (a *Approval) later(d time.Duration, fn func()) {
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+// later runs fn after the simulated delay d, unless the simulators stop first. While they do not
+// run (before Start, after Stop) nothing is sent: the decision stays undelivered on its ticket,
+// and the next Start sends it (resendUndelivered).
+func (a *Approval) later(d time.Duration, fn func(ctx context.Context)) {
+	a.bg.Go(func(ctx context.Context) {
 		if d = scaled(a.cfg, d); d > 0 {
 			t := time.NewTimer(d)
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-a.stopCh:
+			case <-ctx.Done():
 				return
 			}
 		}
-		fn()
-	}()
+		fn(ctx)
+	})
 }
 
 // enqueue schedules a decided ticket's callback under the knobs in force. Reordering is
@@ -216,18 +235,18 @@ func (a *Approval) enqueue(cb pendingCallback) { // holds a.mu
 	switch {
 	case f.Reorder && a.held == nil:
 		a.held = &cb // wait for the next decision; a lone one goes out after 2s anyway
-		a.later(f.CallbackDelay+2*time.Second, func() { a.flushHeld(cb.body.CallbackID) })
+		a.later(f.CallbackDelay+2*time.Second, func(ctx context.Context) { a.flushHeld(ctx, cb.body.CallbackID) })
 	case f.Reorder:
 		a.gate.faults.add("callbacks_reordered")
 		held := *a.held
 		a.held = nil
-		a.later(f.CallbackDelay, func() { a.sendAll(cb, held) })
+		a.later(f.CallbackDelay, func(ctx context.Context) { a.sendAll(ctx, cb, held) })
 	default:
-		a.later(f.CallbackDelay, func() { a.sendAll(cb) })
+		a.later(f.CallbackDelay, func(ctx context.Context) { a.sendAll(ctx, cb) })
 	}
 }
 
-func (a *Approval) flushHeld(callbackID string) {
+func (a *Approval) flushHeld(ctx context.Context, callbackID string) {
 	a.mu.Lock()
 	held := a.held
 	if held == nil || held.body.CallbackID != callbackID {
@@ -236,12 +255,12 @@ func (a *Approval) flushHeld(callbackID string) {
 	}
 	a.held = nil
 	a.mu.Unlock()
-	a.sendAll(*held)
+	a.sendAll(ctx, *held)
 }
 
 // sendAll sends callbacks in order, each twice when the duplicate knob says so; a lost one
 // (sim.approval.callbackLossRate) is recorded as never delivered.
-func (a *Approval) sendAll(cbs ...pendingCallback) {
+func (a *Approval) sendAll(ctx context.Context, cbs ...pendingCallback) {
 	for _, cb := range cbs {
 		if chance(a.faults().CallbackLossRate) {
 			a.gate.faults.add("callback_lost")
@@ -250,29 +269,29 @@ func (a *Approval) sendAll(cbs ...pendingCallback) {
 			a.mu.Unlock()
 			continue
 		}
-		a.send(cb)
+		a.send(ctx, cb)
 		if chance(a.faults().DuplicateRate) {
 			a.gate.faults.add("callback_duplicated")
-			a.send(cb)
+			a.send(ctx, cb)
 		}
 	}
 }
 
 // send delivers one callback, signed at each attempt, retrying (up to 6 attempts) until bindery
 // answers 2xx. IGNORED_STALE and DUPLICATE answers are 2xx, so they end the retries too.
-func (a *Approval) send(cb pendingCallback) {
+func (a *Approval) send(ctx context.Context, cb pendingCallback) {
 	body, _ := json.Marshal(cb.body)
 	rec := CallbackRecord{TicketID: cb.ticket.ID, CallbackID: cb.body.CallbackID, Result: cb.body.Result}
 	backoff := 100 * time.Millisecond
 	for attempt := 1; attempt <= 6; attempt++ {
 		rec.Attempts = attempt
-		rec.Status = a.post(cb.ticket.callbackURL, body)
+		rec.Status = a.post(ctx, cb.ticket.callbackURL, body)
 		if rec.Status >= 200 && rec.Status < 300 {
 			break
 		}
 		select {
 		case <-time.After(scaled(a.cfg, backoff)):
-		case <-a.stopCh:
+		case <-ctx.Done():
 			attempt = 6
 		}
 		backoff *= 2
@@ -288,16 +307,7 @@ func (a *Approval) send(cb pendingCallback) {
 	a.mu.Unlock()
 }
 
-func (a *Approval) post(url string, body []byte) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-a.stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+func (a *Approval) post(ctx context.Context, url string, body []byte) int {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0
@@ -312,12 +322,6 @@ func (a *Approval) post(url string, body []byte) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func (a *Approval) stop() {
-	a.once.Do(func() { close(a.stopCh) })
-	a.gate.stop()
-	a.wg.Wait()
 }
 
 // ---- HTTP ----
@@ -397,7 +401,8 @@ func (a *Approval) getTicket(w http.ResponseWriter, id string) {
 	defer a.mu.Unlock()
 	for _, t := range a.tickets {
 		if t.ID == id {
-			writeJSON(w, http.StatusOK, approval.TicketState{TicketID: t.ID, OperationID: t.OperationID, Status: t.Status, RequestID: t.callbackID, Ext: t.ext})
+			writeJSON(w, http.StatusOK, approval.TicketState{TicketID: t.ID, OperationID: t.OperationID, Status: t.Status, RequestID: t.callbackID, Ext: t.ext,
+				DecidedBy: t.DecidedBy, Comment: t.Comment})
 			return
 		}
 	}
@@ -406,13 +411,15 @@ func (a *Approval) getTicket(w http.ResponseWriter, id string) {
 
 func (a *Approval) decide(w http.ResponseWriter, r *http.Request, id string) {
 	var req struct {
-		Decision string `json:"decision"`
+		Decision  string `json:"decision"`
+		DecidedBy string `json:"decidedBy"`
+		Comment   string `json:"comment"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be {\"decision\": \"APPROVED\"|\"REJECTED\"}"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be {\"decision\": \"APPROVED\"|\"REJECTED\", \"decidedBy\"?, \"comment\"?}"})
 		return
 	}
-	t, err := a.Decide(id, req.Decision)
+	t, err := a.DecideAs(id, req.Decision, req.DecidedBy, req.Comment)
 	switch err {
 	case nil:
 		writeJSON(w, http.StatusOK, t)
@@ -440,6 +447,12 @@ func (a *Approval) ticketPage(w http.ResponseWriter, id string) {
 				{"reason", t.Reason},
 				{"opened", t.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC")},
 			}}
+			if t.DecidedBy != "" {
+				v.Rows = append(v.Rows, [2]string{"decided by", t.DecidedBy})
+			}
+			if t.Comment != "" {
+				v.Rows = append(v.Rows, [2]string{"comment", t.Comment})
+			}
 		}
 	}
 	a.mu.Unlock()

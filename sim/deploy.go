@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"bindery/api"
 	"bindery/config"
+	"bindery/service"
 )
 
 // The simulated deploy pipeline: sim.deploy.delay after each merge in the simulated GitLab it
@@ -54,13 +56,11 @@ type Deploy struct {
 	records  []*DeployRecord
 	injected faultCounts
 
-	stopCh chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	bg *service.Base // the simulators' service: timed callbacks are its goroutines
 }
 
-func newDeploy(o Options) *Deploy {
-	return &Deploy{opts: o, cfg: o.Config, log: o.Log, hc: &http.Client{Timeout: 10 * time.Second}, stopCh: make(chan struct{})}
+func newDeploy(o Options, bg *service.Base) *Deploy {
+	return &Deploy{opts: o, cfg: o.Config, log: o.Log, hc: &http.Client{Timeout: 10 * time.Second}, bg: bg}
 }
 
 // SetFaults pins the knobs for a test, instead of the sim.deploy.* configuration.
@@ -96,7 +96,8 @@ func (d *Deploy) Records() []DeployRecord {
 }
 
 // merged schedules the deploy of a merge. It runs with the GitLab simulator locked, so it only
-// records and starts a timer.
+// records and starts a timer. While the simulators do not run (before Start, after Stop) the
+// deploy stays PENDING: nothing is sent.
 func (d *Deploy) merged(info MergeInfo) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -109,21 +110,19 @@ func (d *Deploy) merged(info MergeInfo) {
 		d.injected.add("callback_dropped")
 	}
 	delay := scaled(d.cfg, f.Delay)
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.bg.Go(func(ctx context.Context) {
 		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-d.stopCh:
+		case <-ctx.Done():
 			return
 		}
-		d.deliver(rec, drop)
-	}()
+		d.deliver(ctx, rec, drop)
+	})
 }
 
-func (d *Deploy) deliver(rec *DeployRecord, drop bool) {
+func (d *Deploy) deliver(ctx context.Context, rec *DeployRecord, drop bool) {
 	status := DeploySent
 	answer := 0
 	switch {
@@ -138,12 +137,12 @@ func (d *Deploy) deliver(rec *DeployRecord, drop bool) {
 		}
 		body, _ := json.Marshal(cb)
 		for attempt := 0; attempt < 3; attempt++ {
-			if answer = d.post(body); answer >= 200 && answer < 300 {
+			if answer = d.post(ctx, body); answer >= 200 && answer < 300 {
 				break
 			}
 			select {
 			case <-time.After(scaled(d.cfg, 500*time.Millisecond) << attempt):
-			case <-d.stopCh:
+			case <-ctx.Done():
 				attempt = 3
 			}
 		}
@@ -157,8 +156,8 @@ func (d *Deploy) deliver(rec *DeployRecord, drop bool) {
 	d.mu.Unlock()
 }
 
-func (d *Deploy) post(body []byte) int {
-	req, err := http.NewRequest(http.MethodPost, d.opts.BinderyURL+"/hooks/deploy", bytes.NewReader(body))
+func (d *Deploy) post(ctx context.Context, body []byte) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.opts.BinderyURL+"/hooks/deploy", bytes.NewReader(body))
 	if err != nil {
 		return 0
 	}
@@ -170,11 +169,6 @@ func (d *Deploy) post(body []byte) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func (d *Deploy) stop() {
-	d.once.Do(func() { close(d.stopCh) })
-	d.wg.Wait()
 }
 
 // ServeHTTP serves GET /sim/deploys: the deploys, newest first.

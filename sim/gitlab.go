@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -72,7 +71,7 @@ type GitLab struct {
 type MergeInfo struct {
 	Project string
 	IID     int64
-	SHA     string // the merge commit: what a deploy of this merge ships
+	SHA     string // what the merge put on the target (its merge commit, or the head it fast-forwarded to): what a deploy ships
 	// OperationIDs are the operationId values of the YAML files the merge added, changed or
 	// deleted (bindery's rendered binding files carry one each), sorted.
 	OperationIDs []string
@@ -328,24 +327,6 @@ func (g *GitLab) Sync() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.advance(g.clock.Now())
-}
-
-// run progresses time-driven state and delivers webhooks until ctx ends.
-func (g *GitLab) run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { defer close(done); g.hooks.run(ctx) }()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			g.gate.stop()
-			<-done
-			return
-		case <-t.C:
-			g.Sync()
-		}
-	}
 }
 
 // ---- accounts ----

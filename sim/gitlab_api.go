@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +18,8 @@ import (
 )
 
 // The REST surface of the simulated GitLab, under /sim/gitlab/api/v4. Status codes, error
-// bodies and pagination headers follow ../shared/reference/gitlab-api.md §12.
+// bodies and pagination headers are GitLab's own (lib/api/ and app/services/ of its source);
+// what bindery relies on is in docs/gitlab.md.
 
 type gitlabRoute struct {
 	method   string
@@ -30,6 +32,7 @@ var gitlabRoutes = []gitlabRoute{
 	{"GET", "current_user", path("user"), (*call).currentUser},
 	{"GET", "get_project", path("projects/:id"), (*call).getProject},
 	{"GET", "get_commit", path("projects/:id/repository/commits/:sha"), (*call).getCommit},
+	{"GET", "merge_base", path("projects/:id/repository/merge_base"), (*call).mergeBase},
 	{"POST", "create_branch", path("projects/:id/repository/branches"), (*call).createBranch},
 	{"GET", "get_branch", path("projects/:id/repository/branches/:branch"), (*call).getBranch},
 	{"DELETE", "delete_branch", path("projects/:id/repository/branches/:branch"), (*call).deleteBranch},
@@ -53,8 +56,8 @@ var gitlabRoutes = []gitlabRoute{
 	{"POST", "retry_pipeline", path("projects/:id/pipelines/:pipeline_id/retry"), (*call).retryPipeline},
 	{"GET", "pipeline_jobs", path("projects/:id/pipelines/:pipeline_id/jobs"), (*call).listPipelineJobs},
 	{"POST", "create_pipeline", path("projects/:id/pipeline"), (*call).createPipeline},
-	// Not a GitLab endpoint today: the upstream approve-API change (SPEC §4) adds a required
-	// checklist to approve, read from here. See gitlab/approve.go.
+	// Not a GitLab endpoint today: the upstream approve-API change adds a required checklist to
+	// approve, read from here. See gitlab/approve.go.
 	{"GET", "checklist", path("projects/:id/approval_checklist"), (*call).checklist},
 }
 
@@ -223,6 +226,9 @@ func (c *call) mr() *mergeRequest {
 	return nil
 }
 
+// commitIDRE is a full commit id, what GitLab accepts as start_sha (Gitlab::Git.commit_id?).
+var commitIDRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
 // resolve turns a ref (branch name or commit id, full or at least 7 characters) into a commit.
 func (p *project) resolve(ref string) string {
 	if h := p.branches[ref]; h != "" {
@@ -258,6 +264,50 @@ func (c *call) getCommit() {
 	writeJSON(c.w, http.StatusOK, c.commitJSON(cm, true))
 }
 
+// mergeBase is GET /projects/:id/repository/merge_base?refs[]=a&refs[]=b: the best common
+// ancestor of the refs (branch names or commit ids; refs=a,b too), as git merge-base answers for
+// the first ref against the others. A is in B's history exactly when the merge base of A and B
+// is A. 400 for fewer than two refs or an unknown one, 404 when they share no history.
+func (c *call) mergeBase() {
+	q := c.r.URL.Query()
+	var refs []string
+	for _, v := range append(q["refs[]"], q["refs"]...) {
+		for _, r := range strings.Split(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				refs = append(refs, r)
+			}
+		}
+	}
+	if len(refs) == 0 {
+		writeJSON(c.w, http.StatusBadRequest, map[string]string{"error": "refs is missing"})
+		return
+	}
+	if len(refs) < 2 {
+		c.fail(http.StatusBadRequest, "Provide at least 2 refs")
+		return
+	}
+	var ids, unknown []string
+	for _, r := range refs {
+		if id := c.p.resolve(r); id != "" {
+			ids = append(ids, id)
+		} else {
+			unknown = append(unknown, r)
+		}
+	}
+	switch {
+	case len(unknown) == 1:
+		c.fail(http.StatusBadRequest, "Could not find ref: "+unknown[0])
+	case len(unknown) > 1:
+		c.fail(http.StatusBadRequest, "Could not find refs: "+strings.Join(unknown, ", "))
+	default:
+		if base := c.p.mergeBase(ids[0], ids[1:]...); base != "" {
+			writeJSON(c.w, http.StatusOK, c.commitJSON(c.p.commits[base], false))
+		} else {
+			c.fail(http.StatusNotFound, "404 Merge Base Not Found")
+		}
+	}
+}
+
 func (c *call) createBranch() {
 	if c.missing("branch", "ref") {
 		return
@@ -276,7 +326,10 @@ func (c *call) createBranch() {
 	case c.p.resolve(ref) == "":
 		c.fail(http.StatusBadRequest, fmt.Sprintf("Failed to create branch '%s': invalid reference name '%s'", name, ref))
 	default:
+		// A push like any other: a branch pipeline where the project runs them, and an open MR
+		// from a branch of that name (deleted, made again) follows it.
 		c.p.branches[name] = c.p.resolve(ref)
+		c.g.headMoved(c.p, name, c.user.ID, c.now)
 		writeJSON(c.w, http.StatusCreated, c.branchJSON(name))
 	}
 }
@@ -347,25 +400,35 @@ func (c *call) createCommit() {
 	}
 	branch, _ := c.in.str("branch")
 	message, _ := c.in.str("commit_message")
-	head := c.p.branches[branch]
-	parent := head
-	if hasSB || hasSS {
-		if head != "" && !c.in.flag("force") {
-			c.fail(http.StatusBadRequest, fmt.Sprintf("A branch called '%s' already exists. Switch to that branch in order to make changes", branch))
-			return
-		}
-		if hasSB {
-			parent = c.p.branches[startBranch]
-		} else {
-			parent = c.p.resolve(startSHA)
-		}
+	// GitLab's Commits::CreateService: without a start the commit goes on branch itself (its
+	// start_branch defaults to branch); a start elsewhere makes (or with force, remakes) branch
+	// from it.
+	if !hasSB && !hasSS {
+		startBranch, hasSB = branch, true
 	}
-	if parent == "" {
+	elsewhere := startBranch != branch || hasSS
+	var parent string
+	switch {
+	case hasSS && !commitIDRE.MatchString(startSHA):
+		c.fail(http.StatusBadRequest, fmt.Sprintf("Invalid start_sha '%s'", startSHA))
+		return
+	case hasSS && c.p.commits[startSHA] == nil:
+		c.fail(http.StatusBadRequest, fmt.Sprintf("Cannot find start_sha '%s'", startSHA))
+		return
+	case hasSS:
+		parent = startSHA
+	case c.p.branches[startBranch] == "":
 		c.fail(http.StatusBadRequest, "You can only create or edit files when you are on a branch")
 		return
+	default:
+		parent = c.p.branches[startBranch]
 	}
-	if head == "" && !validBranchName(branch) {
-		c.fail(http.StatusBadRequest, "Branch name is invalid")
+	if elsewhere && c.p.branches[branch] != "" && !c.in.flag("force") {
+		c.fail(http.StatusBadRequest, fmt.Sprintf("A branch called '%s' already exists. Switch to that branch in order to make changes", branch))
+		return
+	}
+	if elsewhere && !validBranchName(branch) {
+		c.fail(http.StatusBadRequest, fmt.Sprintf("Something went wrong when we tried to create '%s' for you: Branch name is invalid", branch))
 		return
 	}
 	cm := c.g.newCommit(c.p, []string{parent}, message, nil, c.now)
@@ -721,7 +784,7 @@ func (c *call) merge() {
 		c.fail(http.StatusUnauthorized, "401 Unauthorized")
 		return
 	}
-	if mr.state == "opened" && !mr.needsRebase() && chance(c.g.faults().NeedRebaseRate) {
+	if mr.state == "opened" && !mr.needsRebase(c.g.mergeMethod()) && chance(c.g.faults().NeedRebaseRate) {
 		c.g.gate.faults.add("merge_needs_rebase")
 		c.g.moveTargetForward(mr, c.now)
 	}
@@ -734,7 +797,7 @@ func (c *call) merge() {
 		c.fail(http.StatusMethodNotAllowed, "405 Method Not Allowed")
 		return
 	}
-	if c.g.isChecking(mr, c.now, false) || gitCheck(mr) != "" {
+	if c.g.isChecking(mr, c.now, false) || c.g.gitCheck(mr) != "" {
 		c.gitRefusal()
 		return
 	}

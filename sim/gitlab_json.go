@@ -64,8 +64,8 @@ type projectJSON struct {
 	JobsEnabled                      bool          `json:"jobs_enabled"`
 }
 
-// projectJSON is the project as GET /projects/:id shows it: a namespace from the path, merges
-// with merge commits on semi-linear history (rebase_merge), pipelines required.
+// projectJSON is the project as GET /projects/:id shows it: a namespace from the path, the merge
+// method of sim.gitlab.mergeMethod, pipelines required unless sim.gitlab.pipelineMustSucceed is off.
 func (c *call) projectJSON() projectJSON {
 	p := c.p
 	ns, name := "", p.path
@@ -84,7 +84,7 @@ func (c *call) projectJSON() projectJSON {
 		ID: p.id, Name: name, NameWithNamespace: strings.ReplaceAll(p.path, "/", " / "), Path: name, PathWithNamespace: p.path,
 		CreatedAt: created, DefaultBranch: p.defaultBranch, WebURL: c.projectURL(), HTTPURLToRepo: c.projectURL() + ".git",
 		Namespace:  namespaceJSON{ID: p.id, Name: nsName, Path: nsName, Kind: "group", FullPath: ns, WebURL: c.base + "/groups/" + ns},
-		Visibility: "private", MergeMethod: "rebase_merge", OnlyAllowMergeIfPipelineSucceeds: c.g.faults().PipelineMustSucceed,
+		Visibility: "private", MergeMethod: c.g.mergeMethod(), OnlyAllowMergeIfPipelineSucceeds: c.g.faults().PipelineMustSucceed,
 		MergePipelinesEnabled: c.g.faults().PipelineSource == config.PipelineMergedResult, MergeRequestsEnabled: true, JobsEnabled: true,
 	}
 }

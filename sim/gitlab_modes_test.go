@@ -15,8 +15,8 @@ import (
 )
 
 // The simulated GitLab's modes (sim.gitlab.pipelineSource, mergeBlocker, checkingFor, version,
-// rateLimitRate, edition) and the endpoints real clients call first, against
-// ../shared/reference/gitlab-api.md §14.
+// rateLimitRate, edition) and the endpoints real clients call first, as docs/gitlab.md describes
+// them.
 
 // withKnobs returns simConfig with lines added under sim.gitlab.
 func withKnobs(lines ...string) string {

@@ -12,9 +12,11 @@ import (
 	"bindery/config"
 )
 
-// Merge requests, their pipelines, approvals, rebase and merge. The project merges with a merge
-// commit and semi-linear history: an MR whose source branch does not contain the target's head
-// needs a rebase before it can be merged (GitLab's detailed_merge_status "need_rebase").
+// Merge requests, their pipelines, approvals, rebase and merge. The project merges by the method
+// of sim.gitlab.mergeMethod (docs/gitlab.md): a merge commit of the three-way merge (merge), the
+// same only on top of the target's head (rebase_merge, semi-linear history: an MR whose head does
+// not contain the target's head needs a rebase, GitLab's detailed_merge_status "need_rebase"), or
+// a fast-forward of the target to the head under the same rule (ff).
 
 type mergeRequest struct {
 	project      *project
@@ -176,30 +178,30 @@ func (mr *mergeRequest) approvedBy(userID int64) bool {
 	return false
 }
 
-// needsRebase: the source branch does not contain the target's head.
-func (mr *mergeRequest) needsRebase() bool {
+// behind: the MR's head does not contain the target's head (a fast-forward is not possible).
+func (mr *mergeRequest) behind() bool {
 	p := mr.project
-	return !p.ancestors(mr.head())[p.branches[mr.target]]
+	return !p.isAncestor(p.branches[mr.target], mr.head())
 }
 
-// conflicts: both sides changed a file differently since they diverged.
+// needsRebase is GitLab's MergeRequest#should_be_rebased?: the merge method needs a fast-forward
+// to be possible (rebase_merge, ff) and it is not.
+func (mr *mergeRequest) needsRebase(method string) bool {
+	return method != config.MergeMethodMerge && mr.behind()
+}
+
+// conflicts: merging the head into the target's head conflicts (see merge3).
 func (mr *mergeRequest) conflicts() bool {
-	p := mr.project
-	src, tgt := p.commits[mr.head()], p.commits[p.branches[mr.target]]
-	if src == nil || tgt == nil {
-		return false
+	_, conflicts, ok := mr.project.merged(mr.project.branches[mr.target], mr.head())
+	return ok && len(conflicts) > 0
+}
+
+// mergeMethod is sim.gitlab.mergeMethod in force (blank in a test's own knobs: the default).
+func (g *GitLab) mergeMethod() string { // holds g.mu
+	if m := g.faults().MergeMethod; m == config.MergeMethodMerge || m == config.MergeMethodFF {
+		return m
 	}
-	base := p.commits[p.mergeBase(src.id, tgt.id)]
-	if base == nil {
-		return false
-	}
-	ours, theirs := changes(base.files, src.files), changes(base.files, tgt.files)
-	for path := range ours {
-		if theirs[path] && src.files[path].content != tgt.files[path].content {
-			return true
-		}
-	}
-	return false
+	return config.MergeMethodRebaseMerge
 }
 
 // detailedStatus is detailed_merge_status, in GitLab's order: while mergeability is being
@@ -216,7 +218,7 @@ func (g *GitLab) detailedStatus(mr *mergeRequest, now time.Time, poll bool) stri
 	if st := g.stateCheck(mr); st != "" {
 		return st
 	}
-	if st := gitCheck(mr); st != "" {
+	if st := g.gitCheck(mr); st != "" {
 		return st
 	}
 	if st := g.ciCheck(mr, now); st != "" {
@@ -242,12 +244,13 @@ func (mr *mergeRequest) draft() bool {
 	return strings.HasPrefix(strings.ToLower(mr.title), "draft:") || mr.blocker == "draft_status"
 }
 
-// gitCheck is what keeps git from merging the MR: "conflict", "need_rebase" or "".
-func gitCheck(mr *mergeRequest) string {
+// gitCheck is what keeps git from merging the MR: "conflict", "need_rebase" (by the merge
+// method) or "".
+func (g *GitLab) gitCheck(mr *mergeRequest) string { // holds g.mu
 	switch {
 	case mr.conflicts():
 		return "conflict"
-	case mr.needsRebase():
+	case mr.needsRebase(g.mergeMethod()):
 		return "need_rebase"
 	}
 	return ""
@@ -316,24 +319,12 @@ func (g *GitLab) branchPipeline(p *project, branch, source string, userID int64,
 // target's head (parents: target, head), on no branch. "" when they conflict.
 func (g *GitLab) mergeRef(mr *mergeRequest, now time.Time) string { // holds g.mu
 	p := mr.project
-	tgt := p.commits[p.branches[mr.target]]
-	src := p.commits[mr.head()]
-	if tgt == nil || src == nil || mr.conflicts() {
+	tgt, src := p.branches[mr.target], mr.head()
+	files, conflicts, ok := p.merged(tgt, src)
+	if !ok || len(conflicts) > 0 {
 		return ""
 	}
-	base := p.commits[p.mergeBase(src.id, tgt.id)]
-	files := tgt.files.clone()
-	c := g.newCommit(p, []string{tgt.id, src.id}, "Merge branch '"+mr.source+"' into '"+mr.target+"'", files, now)
-	if base != nil {
-		for path := range changes(base.files, src.files) {
-			if e, ok := src.files[path]; ok {
-				files[path] = e
-			} else {
-				delete(files, path)
-			}
-		}
-	}
-	return c.id
+	return g.newCommit(p, []string{tgt, src}, "Merge branch '"+mr.source+"' into '"+mr.target+"'", files, now).id
 }
 
 // startPipeline numbers a new pipeline and draws its fate (success, failure, never finishing)
@@ -385,9 +376,10 @@ func (pl *pipeline) targetOf() string {
 	return pl.project.defaultBranch
 }
 
-// changesMatch reports whether a file that sha changes against target (since their merge base)
-// has one of texts in its path or content: the pipeline of a bad change fails every time,
-// whatever else the commit carries.
+// changesMatch reports whether a file that sha's tree changes over its merge base with target
+// (added, changed or deleted) has one of texts in its path or content: the pipeline of a bad
+// change fails every time, whatever else the commit carries — and so does the pipeline of a
+// branch built on top of it, until the bad change is merged into target or left out.
 func (g *GitLab) changesMatch(p *project, target, sha string, texts []string) bool { // holds g.mu
 	if len(texts) == 0 {
 		return false
@@ -516,7 +508,7 @@ func (g *GitLab) finishRebase(mr *mergeRequest, now time.Time) { // holds g.mu
 		mr.mergeError = "Rebase failed. Please rebase locally"
 		return
 	}
-	if !mr.needsRebase() {
+	if !mr.behind() {
 		return // already on top of the target: nothing to do, the sha stays
 	}
 	p := mr.project
@@ -535,23 +527,41 @@ func (g *GitLab) finishRebase(mr *mergeRequest, now time.Time) { // holds g.mu
 	g.headMoved(p, mr.source, mr.authorID, now)
 }
 
-// doMerge merges an MR that is mergeable: a merge commit on the target, the source branch
-// removed if asked, a "merge" webhook and the deploy pipeline told.
+// doMerge carries out the merge of an MR found mergeable, by the merge method: a merge commit of
+// the three-way merge on the target (merge, rebase_merge), or the target moved to the head (ff);
+// then the source branch removed if asked, a "merge" webhook and the deploy pipeline told. The
+// target may have moved since the MR was found mergeable (a merge GitLab carries out in the
+// background): what git can no longer do fails the merge as GitLab's does, the MR open again
+// with merge_error.
 func (g *GitLab) doMerge(mr *mergeRequest, userID int64, removeSource bool, now time.Time) { // holds g.mu
 	p := mr.project
 	tgtBefore := p.commits[p.branches[mr.target]]
 	src := p.commits[mr.head()]
-	c := g.newCommit(p, []string{tgtBefore.id, src.id}, "Merge branch '"+mr.source+"' into '"+mr.target+"'\n\n"+mr.title, src.files.clone(), now)
-	p.branches[mr.target] = c.id
+	method := g.mergeMethod()
+	files, conflicts, _ := p.merged(tgtBefore.id, src.id)
+	switch {
+	case mr.needsRebase(method):
+		mr.state, mr.mergeError, mr.updatedAt = "opened", "Only fast-forward merge is allowed for your project. Please update your source branch", now
+		return
+	case len(conflicts) > 0:
+		mr.state, mr.mergeError, mr.updatedAt = "opened", "Conflicts detected during merge", now
+		return
+	}
+	landed, mergeCommit := src.id, ""
+	if method != config.MergeMethodFF {
+		c := g.newCommit(p, []string{tgtBefore.id, src.id}, "Merge branch '"+mr.source+"' into '"+mr.target+"'\n\n"+mr.title, files, now)
+		landed, mergeCommit = c.id, c.id
+	}
+	p.branches[mr.target] = landed
 	mr.headSHA = src.id
-	mr.state, mr.mergedAt, mr.mergeUserID, mr.mergeCommit, mr.updatedAt = "merged", &now, userID, c.id, now
+	mr.state, mr.mergedAt, mr.mergeUserID, mr.mergeCommit, mr.updatedAt = "merged", &now, userID, mergeCommit, now
 	mr.autoMerge, mr.mergeError = nil, ""
 	if removeSource || mr.removeSource {
 		delete(p.branches, mr.source)
 	}
 	g.mrHook(mr, "merge", userID, "", now)
 	g.headMoved(p, mr.target, userID, now)
-	info := MergeInfo{Project: p.path, IID: mr.iid, SHA: c.id, OperationIDs: operationIDs(tgtBefore.files, c.files)}
+	info := MergeInfo{Project: p.path, IID: mr.iid, SHA: landed, OperationIDs: operationIDs(tgtBefore.files, p.commits[landed].files)}
 	for _, fn := range g.onMerge {
 		fn(info)
 	}

@@ -5,6 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -113,26 +116,121 @@ func (p *project) ancestors(id string) map[string]bool {
 	return seen
 }
 
-// mergeBase is the nearest common ancestor of a and b (breadth-first from b).
-func (p *project) mergeBase(a, b string) string {
+// isAncestor reports whether commit a is in the history of b (a commit is in its own), as
+// git merge-base --is-ancestor does.
+func (p *project) isAncestor(a, b string) bool {
+	return a != "" && p.ancestors(b)[a]
+}
+
+// mergeBase is git merge-base a others...: a best common ancestor of a and any of others, one
+// that no other common ancestor descends from, or "" when they share no history. The nearest
+// common commit by distance is not enough: from a merge commit (parents: the old target, a
+// branch) the old target is one step away, yet the branch's head is the better base of a branch
+// built on that branch.
+func (p *project) mergeBase(a string, others ...string) string {
 	ofA := p.ancestors(a)
-	queue := []string{b}
+	// Walking back from others and stopping at common commits finds every best base: a path to
+	// one that passed another common commit would make it that commit's ancestor.
+	var found []string
 	seen := map[string]bool{}
+	queue := append([]string(nil), others...)
 	for len(queue) > 0 {
 		c := queue[0]
 		queue = queue[1:]
-		if seen[c] {
+		if c == "" || seen[c] {
 			continue
 		}
 		seen[c] = true
 		if ofA[c] {
-			return c
+			found = append(found, c)
+			continue
 		}
 		if cm := p.commits[c]; cm != nil {
 			queue = append(queue, cm.parents...)
 		}
 	}
-	return ""
+	dominated := map[string]bool{}
+	if len(found) > 1 {
+		for _, f := range found {
+			for anc := range p.ancestors(f) {
+				dominated[anc] = dominated[anc] || anc != f
+			}
+		}
+	}
+	// Several best bases (criss-cross merges, which bindery never makes): git picks one; here the
+	// newest, for a stable answer.
+	best := ""
+	for _, f := range found {
+		if dominated[f] {
+			continue
+		}
+		if best == "" || p.commits[f].at.After(p.commits[best].at) || (p.commits[f].at.Equal(p.commits[best].at) && f > best) {
+			best = f
+		}
+	}
+	return best
+}
+
+// merged is git's merge of commit theirs into commit ours against their merge base: the merged
+// tree and the paths that conflict (none: it merges cleanly). ok is false when either is unknown.
+func (p *project) merged(ours, theirs string) (files tree, conflicts []string, ok bool) {
+	o, t := p.commits[ours], p.commits[theirs]
+	if o == nil || t == nil {
+		return nil, nil, false
+	}
+	var base tree
+	if b := p.commits[p.mergeBase(o.id, t.id)]; b != nil {
+		base = b.files
+	}
+	files, conflicts = merge3(base, o.files, t.files)
+	return files, conflicts, true
+}
+
+// merge3 merges whole files as git's three-way merge does: a path changed (added, edited or
+// deleted) on one side since base takes that side; changed on both to the same result (the same
+// content added, or deleted on both) takes it; changed on both differently is a conflict, and so
+// is a file where the merged tree has a directory. Unlike git it does not merge edits to
+// different lines of one file: bindery writes one file per binding and never edits one file from
+// two branches, so such a merge would mean a bug worth seeing. The result keeps each file's last
+// commit (what last_commit_id is checked against).
+func merge3(base, ours, theirs tree) (tree, []string) {
+	out := ours.clone()
+	mine := changes(base, ours)
+	var conflicts []string
+	touched := maps.Clone(mine)
+	for path := range changes(base, theirs) {
+		o, inOurs := ours[path]
+		t, inTheirs := theirs[path]
+		switch {
+		case !mine[path]:
+			if inTheirs {
+				out[path] = t
+			} else {
+				delete(out, path)
+			}
+		case inOurs != inTheirs || o.content != t.content:
+			conflicts = append(conflicts, path)
+		}
+		touched[path] = true
+	}
+	for path := range touched {
+		if _, ok := out[path]; !ok {
+			continue
+		}
+		for dir := path; ; {
+			i := strings.LastIndex(dir, "/")
+			if i < 0 {
+				break
+			}
+			dir = dir[:i]
+			if _, file := out[dir]; file {
+				conflicts = append(conflicts, path)
+				break
+			}
+		}
+	}
+	sort.Strings(conflicts)
+	return out, slices.Compact(conflicts)
 }
 
 // changes are the paths whose content differs between two trees (added, changed or removed).

@@ -19,7 +19,7 @@ import (
 	"bindery/sim"
 )
 
-// The simulated GitLab over raw HTTP, against ../shared/reference/gitlab-api.md §12.
+// The simulated GitLab over raw HTTP, answering as GitLab does (docs/gitlab.md).
 
 const simConfig = `
 gitlab:
@@ -95,7 +95,7 @@ func newEnv(t *testing.T, cfg string, clock sim.Clock) *env {
 	srv := httptest.NewServer(sims.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	sims.Start(ctx)
-	t.Cleanup(func() { cancel(); sims.Stop(); srv.Close(); bindery.Close() })
+	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close(); bindery.Close() })
 	return &env{sims: sims, url: srv.URL, bindery: bindery.URL, hook: rec, src: src}
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 // python-gitlab (Debian package python3-gitlab), a client we did not write, drives the simulated
-// GitLab through every endpoint bindery uses, once per pipeline source
-// (testdata/python_gitlab_conformance.py). Without it the test skips loudly, unless
+// GitLab through every endpoint bindery uses, once per pipeline source and once with fast-forward
+// merges (testdata/python_gitlab_conformance.py). Without it the test skips loudly, unless
 // BINDERY_REQUIRE_PYGITLAB=1 (as in CI) makes that a failure.
 
 // pythonWithGitLab is an interpreter that can import gitlab: BINDERY_PYTHON, else the system
@@ -35,10 +35,14 @@ func pythonWithGitLab(t *testing.T) string {
 
 func TestPythonGitLabDrivesTheSimulator(t *testing.T) {
 	python := pythonWithGitLab(t)
-	for _, source := range []string{"merge_request_event", "merged_result", "push"} {
-		t.Run(source, func(t *testing.T) {
-			e := newEnv(t, withKnobs("pipelineSource: "+source), nil)
-			cmd := exec.Command(python, "testdata/python_gitlab_conformance.py", e.url+"/sim/gitlab", source)
+	for _, run := range []struct{ source, method string }{
+		{"merge_request_event", "rebase_merge"}, {"merged_result", "rebase_merge"}, {"push", "rebase_merge"},
+		{"merge_request_event", "ff"}, // a fast-forward merge has no merge commit
+	} {
+		t.Run(run.source+"/"+run.method, func(t *testing.T) {
+			source := run.source
+			e := newEnv(t, withKnobs("pipelineSource: "+source, "mergeMethod: "+run.method), nil)
+			cmd := exec.Command(python, "testdata/python_gitlab_conformance.py", e.url+"/sim/gitlab", source, run.method)
 			cmd.Env = append(os.Environ(), "BOT_TOKEN=bot-token", "REVIEWER1_TOKEN=rev1-token", "REVIEWER2_TOKEN=rev2-token")
 			out, err := cmd.CombinedOutput()
 			if err != nil {

@@ -1,6 +1,6 @@
 // Package sim holds the simulators bindery is demonstrated and tested against: a GitLab that
 // speaks the REST subset bindery uses (faithful in paths, status codes, bodies and pagination
-// headers, see ../shared/reference/gitlab-api.md), the external approval system, the deploy
+// headers; what bindery relies on is in docs/gitlab.md), the external approval system, the deploy
 // pipeline and the permission service. They are product code: `bindery demo` mounts them under
 // /sim/ and `bindery sim` serves them alone, so several bindery instances can share one.
 //
@@ -11,6 +11,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"bindery/config"
+	"bindery/service"
 )
 
 // Options configure the simulators.
@@ -77,9 +79,11 @@ type Sims struct {
 	Mailbox    *Mailbox
 
 	opts     Options
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	bg       service.Base // webhook delivery, time's progress, timed callbacks, periodic saves
 	savedSum [32]byte
+	// transport carries every call the simulators make (webhooks, callbacks): theirs alone, so
+	// that Stop closes the connections they keep open.
+	transport *http.Transport
 }
 
 // New builds the simulators. Nothing runs in the background until Start.
@@ -96,12 +100,16 @@ func New(o Options) *Sims {
 	o.BinderyURL = strings.TrimRight(o.BinderyURL, "/")
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Sims{opts: o}
-	s.Deploy = newDeploy(o)
+	s.Deploy = newDeploy(o, &s.bg)
 	s.GitLab = newGitLab(o)
 	s.GitLab.OnMerge(s.Deploy.merged)
-	s.Approval = newApproval(o)
+	s.Approval = newApproval(o, &s.bg)
 	s.Permission = newPermission(o)
 	s.Mailbox = newMailbox(o)
+	s.transport = http.DefaultTransport.(*http.Transport).Clone()
+	for _, hc := range []*http.Client{s.GitLab.hooks.hc, s.Deploy.hc, s.Approval.hc} {
+		hc.Transport = s.transport
+	}
 	s.load()
 	return s
 }
@@ -144,33 +152,44 @@ func (s *Sims) FaultCounts() map[string]map[string]int {
 	}
 }
 
-// Start runs the background work until Stop: webhook delivery, pipeline and rebase progress
-// (also computed on every read), timed callbacks.
-func (s *Sims) Start(ctx context.Context) {
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.GitLab.run(ctx) }()
+// Start runs the background work until Stop (or ctx's end): webhook delivery, pipeline and
+// rebase progress (also computed on every read), timed callbacks, periodic saves of the state
+// (Options.StateFile). Decisions whose callback was never delivered are sent again.
+func (s *Sims) Start(ctx context.Context) error {
+	if _, ok, err := s.bg.StartInit(ctx); !ok {
+		return err
+	}
+	s.bg.Go(s.GitLab.hooks.run)
+	s.bg.Go(func(ctx context.Context) {
+		service.Every(ctx, 100*time.Millisecond, func(context.Context) { s.GitLab.Sync() })
+	})
 	if s.opts.StateFile != "" {
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.saveEvery(ctx, 2*time.Second) }()
+		s.bg.Go(func(ctx context.Context) { service.Every(ctx, 2*time.Second, func(context.Context) { s.save() }) })
 	}
 	s.Approval.resendUndelivered()
+	return nil
 }
 
-// Stop ends the background work and waits for it, then saves the state (Options.StateFile).
-// Timed callbacks not yet sent are dropped (an undelivered approval decision is sent again by
-// the next Start). Safe to call more than once, and without Start.
-func (s *Sims) Stop() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
-	s.GitLab.gate.stop() // hanging calls end now
+// Stop ends the background work and the calls left hanging by a fault, waits for them (until
+// ctx ends), then saves the state (Options.StateFile). Timed callbacks not yet sent are dropped
+// (an undelivered approval decision is sent again by the next Start). Safe before Start and
+// more than once.
+func (s *Sims) Stop(ctx context.Context) error {
+	s.bg.StopInit()
+	// Hanging calls are HTTP handlers, not goroutines of the service: they end now, so the
+	// server that serves them can shut down.
+	s.GitLab.gate.stop()
 	s.Permission.gate.stop()
-	s.Approval.stop()
-	s.Deploy.stop()
+	s.Approval.gate.stop()
 	s.Mailbox.stop()
+	err := s.bg.Wait(ctx)
+	// Kept-alive connections to bindery are goroutines of the transport (and of bindery's server).
+	s.transport.CloseIdleConnections()
 	s.save()
+	if err != nil {
+		return fmt.Errorf("simulators: %w", err)
+	}
+	return nil
 }
 
 // scaled divides a simulated duration by sim.timeScale.

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -380,18 +379,4 @@ func (s *Sims) save() {
 		return
 	}
 	s.savedSum = sum
-}
-
-// saveEvery saves the state periodically until ctx ends.
-func (s *Sims) saveEvery(ctx context.Context, d time.Duration) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.save()
-		}
-	}
 }

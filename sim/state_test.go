@@ -20,7 +20,7 @@ func startAt(t *testing.T, file string, rec *receiver, bindery *httptest.Server)
 	sims := sim.New(sim.Options{Config: src, BinderyURL: bindery.URL, StateFile: file})
 	srv := httptest.NewServer(sims.Handler())
 	sims.Start(context.Background())
-	stop := func() { sims.Stop(); srv.Close() }
+	stop := func() { sims.Stop(context.Background()); srv.Close() }
 	return &env{sims: sims, url: srv.URL, bindery: bindery.URL, hook: rec, src: src}, stop
 }
 

@@ -1,10 +1,11 @@
 // Package smoke verifies, from outside, that a running bindery serves its SPA by the release
-// rules of SPEC §8: index.html never cached; hashed assets cached for a year; a missing asset
-// and an unknown API path are 404 JSON (never a 500, never the page); a client-side route
-// navigated to directly gets the SPA page; the answers for missing things are no-store. The page
-// and an API route carry the browser protections: a content policy that runs no inline script
-// and allows no framing, no content-type sniffing, a referrer policy that keeps paths home.
-// `bindery smoke -url URL` runs it against any deployment, so a release is checked where it runs.
+// rules of docs/api.md, 'Serving the page': index.html never cached; hashed assets cached for a
+// year; a missing asset and an unknown API path are 404 JSON (never a 500, never the page); a
+// client-side route navigated to directly gets the SPA page; the answers for missing things are
+// no-store. The page and an API route carry the browser protections: a content policy that runs no
+// inline script and allows no framing, no content-type sniffing, a referrer policy that keeps paths
+// home. `bindery smoke -url URL` runs it against any deployment, so a release is checked where it
+// runs.
 package smoke
 
 import (
@@ -281,7 +282,7 @@ func wantType(r response, prefix string) error {
 	return nil
 }
 
-// wantErrorJSON checks the SPEC §6 error body: JSON with a code.
+// wantErrorJSON checks the API's error body (docs/api.md, 'Errors'): JSON with a code.
 func wantErrorJSON(r response, body string) error {
 	if err := wantType(r, "application/json"); err != nil {
 		return err

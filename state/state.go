@@ -50,6 +50,19 @@ func (s BindingStatus) Failed() bool {
 	return s == StatusCreateFailed || s == StatusHandleFailed
 }
 
+// Withdrawable reports whether a request at status and step may be withdrawn by its owner or an
+// operator (→ CLOSED): it failed on its way to being in effect. A removal that failed (its
+// step CLOSE_FAILED) may not: its file is still in the repository, the binding in effect.
+func Withdrawable(status BindingStatus, step Step) bool {
+	return status.Failed() && step != StepCloseFailed
+}
+
+// AwaitsDeploy reports a request whose change merged and waits for the deploy that includes the
+// merge: a grant (MERGED) or a removal (VALIDATED at CLOSE_MERGED).
+func AwaitsDeploy(status BindingStatus, step Step) bool {
+	return status == StatusMerged || (status == StatusValidated && step == StepCloseMerged)
+}
+
 // bindingTransitions is the one table of legal binding transitions (from → allowed tos). Every
 // binding write checks it; anything else is an ErrIllegalTransition, logged and counted, never
 // written. "" is the state of a row that does not exist yet. A write that keeps the status
@@ -59,8 +72,10 @@ func (s BindingStatus) Failed() bool {
 // batch] → MR_CREATED [MR open, pipeline passed] → MERGING → MERGED → VALIDATED.
 // Legacy (MR-first): MR_CREATING → MR_CREATED → APPROVAL_SENDING → APPROVAL_SENT → (approved)
 // MERGING → MERGED → VALIDATED.
-// Close phase (revoke, expiry): VALIDATED stays VALIDATED while the delete is batched (steps
-// 10201+), → CLOSED when it merged, → HANDLE_FAILED if it fails.
+// Close phase (revoke, expiry): VALIDATED stays VALIDATED while the delete is batched and until
+// the deploy that includes its merge (steps 10201+: CLOSE_STARTED, CLOSE_MERGED), → CLOSED when
+// it is deployed, → HANDLE_FAILED if it fails. A failed request (CREATE_FAILED, HANDLE_FAILED
+// but a failed removal) may be withdrawn: → CLOSED (WITHDRAWN).
 // Failures go to CREATE_FAILED / HANDLE_FAILED; an operator retry moves them back to the
 // in-progress status of the step being re-run. Settlement may find the MR merged after all
 // ("merge wins"), hence the edges into MERGED from every in-progress and failed status.
@@ -75,9 +90,12 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	StatusMerging:         {StatusMerged, StatusHandleFailed, StatusMRCreating},
 	StatusMerged:          {StatusValidated},
 	StatusValidated:       {StatusClosed, StatusHandleFailed},
-	StatusCreateFailed:    {StatusApprovalSending, StatusMRCreating, StatusMRCreated, StatusMerging, StatusMerged, StatusRejected},
+	StatusCreateFailed:    {StatusApprovalSending, StatusMRCreating, StatusMRCreated, StatusMerging, StatusMerged, StatusRejected, StatusClosed},
 	StatusHandleFailed:    {StatusMRCreating, StatusMerging, StatusMerged, StatusValidated, StatusClosed, StatusRejected},
 }
+
+// Allowed lists the statuses from may move to, in the table's order (documentation, tests).
+func Allowed(from BindingStatus) []BindingStatus { return slices.Clone(bindingTransitions[from]) }
 
 // CanTransition reports whether from → to is legal. Staying in the same status is legal.
 func CanTransition(from, to BindingStatus) bool {
@@ -132,10 +150,12 @@ const (
 	StepHandleMRClosed       Step = 10109 // the MR was closed outside bindery
 	// 10110 was HANDLE_HANDOFF_REJECTED, written by versions with a worker pool: never reuse it
 
-	// close phase: revoke or expiry
+	// close phase: revoke or expiry, and the withdrawal of a failed request
 	StepCloseStarted   Step = 10201
-	StepCloseSucceeded Step = 10202
+	StepCloseSucceeded Step = 10202 // the removal's deploy came: CLOSED
 	StepCloseFailed    Step = 10203
+	StepCloseMerged    Step = 10204 // the removal merged; still in effect until its deploy
+	StepWithdrawn      Step = 10205 // a failed request withdrawn by its owner or an operator: CLOSED
 
 	// callback
 	StepCalledBack Step = 10301
@@ -169,9 +189,6 @@ type StepInfo struct {
 	Deterministic bool
 	// Pending: the outcome is unknown and the same MR can be retried (an operator's retry).
 	Pending bool
-	// Resume is the request task step an operator's retry of a legacy request stopped here runs
-	// (a pending step restarts the pipeline or rebase that never answered); "": the status decides.
-	Resume string
 	// Person: the request waits for a person to act outside bindery, not for an operator's
 	// retry; it goes on by itself once that is done.
 	Person bool
@@ -201,11 +218,13 @@ var steps = map[Step]StepInfo{
 	StepCloseStarted:          {Name: "CLOSE_STARTED", Stage: StageClose},
 	StepCloseSucceeded:        {Name: "CLOSE_SUCCEEDED"},
 	StepCloseFailed:           {Name: "CLOSE_FAILED"},
+	StepCloseMerged:           {Name: "CLOSE_MERGED", Stage: StageClose},
+	StepWithdrawn:             {Name: "WITHDRAWN"},
 	StepCalledBack:            {Name: "CALLED_BACK"},
-	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_pipeline"},
-	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true, Resume: "create_pipeline"},
-	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true, Resume: "merge_rebase"},
-	StepHandleMRBlocked:       {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Resume: "merge", Person: true},
+	StepHandlePipelinePending: {Name: "HANDLE_PIPELINE_PENDING", Stage: StageMerge, Pending: true},
+	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true},
+	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true},
+	StepHandleMRBlocked:       {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Person: true},
 }
 
 // Steps lists every defined step, in code order.
@@ -347,4 +366,7 @@ const (
 	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
 	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
 	RoundNotDue RoundOutcome = "NOT_DUE"
+	// RoundPaused: an operator paused the partition's merge train; nothing is claimed until it is
+	// resumed.
+	RoundPaused RoundOutcome = "PAUSED"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -32,7 +31,8 @@ type AuditEntry struct {
 }
 
 // RecordAudit stores ev with its parameters redacted and truncated. A duplicate key is an
-// answer, not an error: recorded is false and the existing row is left as it is (SPEC §5.4).
+// answer, not an error: recorded is false and the existing row is left as it is
+// (docs/invariants.md, 'Duplicate key is an answer').
 func (db *DB) RecordAudit(ctx context.Context, ev AuditEvent) (recorded bool, err error) {
 	if ev.Key == "" {
 		return false, fmt.Errorf("audit %s: empty event key", ev.Action)
@@ -53,12 +53,18 @@ func recordAudit(ctx context.Context, ex execer, ev AuditEvent) (recorded bool, 
 	return false, err
 }
 
-// ListAudit returns up to limit entries older than beforeID (0: the newest), newest first.
+// ListAudit returns up to limit entries older than entry beforeID (0: the newest), newest first:
+// by the database clock (at, then id), since ids are no order on a distributed MySQL. The API's
+// cursor stays an entry's id; the entry itself says where the page goes on (an id no entry has:
+// an empty page).
 func (db *DB) ListAudit(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
-	if beforeID <= 0 {
-		beforeID = math.MaxInt64
+	q := "SELECT a.id, a.at, a.actor, a.action, a.params, a.request_id FROM audit_log a"
+	var args []any
+	if beforeID > 0 {
+		q += " JOIN audit_log c ON c.id = ? WHERE a.at < c.at OR (a.at = c.at AND a.id < c.id)"
+		args = append(args, beforeID)
 	}
-	rows, err := db.ro.QueryContext(ctx, "SELECT id, at, actor, action, params, request_id FROM audit_log WHERE id < ? ORDER BY id DESC LIMIT ?", beforeID, limit)
+	rows, err := db.ro.QueryContext(ctx, q+" ORDER BY a.at DESC, a.id DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -32,14 +33,32 @@ type Batch struct {
 	// attempt failed. A settlement clears both.
 	Failing   string
 	LastError string
-	// Bisection (SPEC §11.17): BisectOf is the batch whose failure started the bisection this
-	// batch's members come from (0: none, or this batch started it), Bisections how many
-	// bisections of it ran up to and in this batch, Culprit the member this batch failed alone
+	// Bisection (docs/workflow.md, 'Bisection'): BisectOf is the batch whose failure started the
+	// bisection this batch's members come from (0: none, or this batch started it), Bisections how
+	// many bisections of it ran up to and in this batch, Culprit the member this batch failed alone
 	// with at the end of one ("": none).
 	BisectOf   int64
 	Bisections int
 	Culprit    string
+	// The merge train (docs/architecture.md, "The merge train"): TrainSeq orders the cars of a
+	// partition (0: a batch claimed before the train existed, first in line); SlotNo is its
+	// place among the active cars, TrainK the train's length when it was claimed. BaseBatch is
+	// the car its branch was built on (0: the target branch) and BaseSHA that commit; HeadSHA
+	// the commit its branch carries and TestedSHA the head whose pipeline passed ("": none yet).
+	// CIStartedAt and CIPassedAt bound its current pipeline wait (the database clock).
+	TrainSeq    int64
+	TrainK      int
+	SlotNo      int
+	BaseBatch   int64
+	BaseSHA     string
+	HeadSHA     string
+	TestedSHA   string
+	CIStartedAt *time.Time
+	CIPassedAt  *time.Time
 }
+
+// Passed reports whether the car's pipeline passed for the head its branch carries now.
+func (b Batch) Passed() bool { return b.HeadSHA != "" && b.TestedSHA == b.HeadSHA }
 
 // BisectionRoot is the batch whose failure started the bisection this batch takes part in
 // (the batch itself when it was not claimed from a suspect group).
@@ -50,7 +69,8 @@ func (b Batch) BisectionRoot() int64 {
 	return b.ID
 }
 
-const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit"
+const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit, " +
+	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
 const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error"
@@ -68,14 +88,16 @@ func scanBatchBrief(s scanner) (Batch, error) {
 
 func scanBatch(s scanner) (Batch, error) {
 	var b Batch
-	var mr, pipeline, of nullInt64
-	var created, updated, settled dbTime
+	var mr, pipeline, of, seq, base nullInt64
+	var created, updated, settled, ciStarted, ciPassed dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
-		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit); err != nil {
+		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit,
+		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed); err != nil {
 		return Batch{}, translate(err)
 	}
-	b.MRIID, b.PipelineID, b.BisectOf = int64(mr), int64(pipeline), int64(of)
+	b.MRIID, b.PipelineID, b.BisectOf, b.TrainSeq, b.BaseBatch = int64(mr), int64(pipeline), int64(of), int64(seq), int64(base)
 	b.CreatedAt, b.UpdatedAt, b.SettledAt = created.T, updated.T, settled.ptr()
+	b.CIStartedAt, b.CIPassedAt = ciStarted.ptr(), ciPassed.ptr()
 	return b, nil
 }
 
@@ -106,23 +128,13 @@ type Member struct {
 	QueuedAt    time.Time
 }
 
-// RoundOutcome is what one claim round did; the strings are the API's PartitionRound outcomes.
-type RoundOutcome string
-
-const (
-	RoundClaimed        state.RoundOutcome = "CLAIMED"
-	RoundSlotOccupied   state.RoundOutcome = "SLOT_OCCUPIED"
-	RoundNothingWaiting state.RoundOutcome = "NOTHING_WAITING"
-	// RoundNotDue: requests wait, but fewer than batch.maxRequests and none longer than
-	// batch.maxWait (a batch closes by size or by age); decided by the round, not the claim.
-	RoundNotDue state.RoundOutcome = "NOT_DUE"
-)
-
 // ClaimInput is one claim round for one partition.
 type ClaimInput struct {
 	Partition string
 	Project   string
 	Max       int // batch.maxRequests
+	// Train is how many cars of the partition may be active at once (batch.train; ≤ 1: one).
+	Train int
 	// Members, when set, moves the claimed requests in the claim's transaction (the batch
 	// runner's BATCHED step), so no claimed request is ever seen still "queued".
 	Members *MemberChange
@@ -145,20 +157,23 @@ var errNothingToClaim = errors.New("nothing to claim")
 // errSlotOccupied rolls back after the slot insert hit the unique key (or lost a deadlock on it).
 var errSlotOccupied = errors.New("slot occupied")
 
-// Claim runs one batch round for a partition (SPEC §5.1). Concurrent rounds — cron on every
-// instance, a manual trigger — are safe: at most one active batch per partition (I1), a request
-// in at most one batch (I2), and enqueues never wait for a claim (I3).
+// Claim runs one batch round for a partition (docs/invariants.md, 'The claim'). Concurrent rounds —
+// cron on every instance, a manual trigger — are safe: at most in.Train active batches ("cars")
+// per partition, each behind the last one (I1, docs/invariants.md), a request in at most one batch
+// (I2), and enqueues never wait for a claim (I3).
 //
 // The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
-// the round without touching the slot); the batch insert, whose unique active_slot is the mutual
-// exclusion (duplicate → SLOT_OCCUPIED); a plain read of one suspect group (the half of a
-// bisected batch, see readSuspects) — found, the batch takes only its rows and records the
-// bisection it continues; else a plain read of up to Max waiting rows created before the
-// database's now, in (created_at, id) order; nothing read → roll back, releasing the slot;
-// the guarded update by primary key, which must change exactly the rows read; the member history
-// as multi-row inserts; with in.Members, the members' transition (transitionMany's statements).
-// Statements per round: 4 + 2 per 500 members (+ 4 per 500 with in.Members, + 1 continuing a
-// bisection), whatever the waiting set.
+// the round without touching the train); the end of the train read with a lock on it (claims of
+// one partition go one after another; lastCar) and the active cars' slots (a full train →
+// SLOT_OCCUPIED); the batch insert behind the last car, in a free slot, whose unique keys are the
+// mutual exclusion (duplicate → SLOT_OCCUPIED); plain reads of the requests an operator sent in
+// the next car, else of one suspect group (the half of a bisected batch, see readSuspects) —
+// found, the batch takes only its rows and records the bisection it continues — and of up to Max
+// waiting rows created before the database's now, in (created_at, id) order; nothing read → roll
+// back, releasing the place; the guarded update by primary key, which must change exactly the
+// rows read; the member history as multi-row inserts; with in.Members, the members' transition
+// (transitionMany's statements). Statements per round: 8 + 2 per 500 members (+ 4 per 500 with
+// in.Members, + 1 continuing a bisection), whatever the waiting set.
 func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	if in.Max <= 0 || in.Partition == "" {
 		return BatchClaim{}, fmt.Errorf("claim %q: max %d: want a partition and a positive maximum", in.Partition, in.Max)
@@ -188,7 +203,9 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		return err
 	})
 	switch {
-	case errors.Is(err, errSlotOccupied):
+	case errors.Is(err, errSlotOccupied), errors.Is(err, ErrRetry):
+		// A deadlock victim among claimers of one partition: another claim is making the car
+		// (nothing was written; the next round looks again).
 		return BatchClaim{Outcome: state.RoundSlotOccupied}, nil
 	case errors.Is(err, errNothingToClaim):
 		return BatchClaim{Outcome: state.RoundNothingWaiting}, nil
@@ -200,11 +217,16 @@ func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 
 func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	db := tx.db
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status) VALUES (?, ?, ?)", in.Partition, in.Project, state.BatchRunning)
+	place, err := tx.trainPlace(ctx, in)
+	if err != nil {
+		return BatchClaim{}, err
+	}
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status, train_seq, train_k, slot_no) VALUES (?, ?, ?, ?, ?, ?)",
+		in.Partition, in.Project, state.BatchRunning, place.seq, place.k, place.slot)
 	if err = translate(err); errors.Is(err, ErrDuplicate) || errors.Is(err, ErrRetry) {
-		// Duplicate: another batch of this partition is active. Deadlock (MySQL, when several
-		// claimers wait on a slot whose holder rolled back): another claimer holds it now.
-		// Nothing was written; the caller rolls back.
+		// Duplicate: another claimer took this place in the train (its sequence or its slot)
+		// first. Deadlock (MySQL, when several claimers wait on a place whose holder rolled
+		// back): another claimer holds it now. Nothing was written; the caller rolls back.
 		return BatchClaim{}, errSlotOccupied
 	}
 	if err != nil {
@@ -220,32 +242,31 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	// the waiting range, exactly the gap new requests insert into, and block every enqueue until
 	// this transaction ends. Without the lock, other claimers are kept out by the slot, and any
 	// unexpected writer is caught by the guarded update below.
-	members, group, err := tx.readSuspects(ctx, in, batchID)
+	// Requests an operator sent in the next car go first, then — when none — a suspect group
+	// alone, then the waiting set in order.
+	members, err := tx.readWaiting(ctx, in, batchID, "next_by IS NOT NULL", in.Max)
 	if err != nil {
 		return BatchClaim{}, err
 	}
+	var group suspectGroup
 	if len(members) == 0 {
-		q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < " +
-			db.now() + " ORDER BY created_at, id LIMIT ?"
-		if db.lockingClaimRead {
-			q += db.forUpdate()
+		if members, group, err = tx.readSuspects(ctx, in, batchID); err != nil {
+			return BatchClaim{}, err
 		}
-		rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
-		members, err = collect(rows, err, func(s scanner) (Member, error) {
-			m := Member{BatchID: batchID}
-			var queued dbTime
-			err := s.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued)
-			m.QueuedAt = queued.T
-			return m, err
-		})
+	}
+	if group.of == 0 && len(members) < in.Max {
+		// Newcomers fill the car; a suspect is never among them.
+		more, err := tx.readWaiting(ctx, in, batchID, "suspect_round IS NULL AND next_by IS NULL", in.Max-len(members))
 		if err != nil {
-			return BatchClaim{}, fmt.Errorf("read waiting: %w", err)
+			return BatchClaim{}, err
 		}
+		members = append(members, more...)
 	}
 	if len(members) == 0 {
 		return BatchClaim{}, errNothingToClaim
 	}
-	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: state.BatchRunning, Version: 1}
+	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: state.BatchRunning, Version: 1,
+		TrainSeq: place.seq, TrainK: place.k, SlotNo: place.slot}
 	if group.of != 0 {
 		// The batch goes on with the bisection its members come from: it counts its rounds on.
 		if _, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET bisect_of = ?, bisections = ? WHERE id = ?",
@@ -264,7 +285,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		for _, m := range chunk {
 			args = append(args, m.RequestID)
 		}
-		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = ? WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
+		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = ?, next_by = NULL WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
 		if err != nil {
 			return BatchClaim{}, fmt.Errorf("claim rows: %w", translate(err))
 		}
@@ -303,6 +324,91 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	}
 	db.hook("claim.written")
 	return BatchClaim{Outcome: state.RoundClaimed, Batch: batch, Members: members}, nil
+}
+
+// readWaiting is a plain read (I3) of up to max waiting rows of the partition matching cond,
+// admitted before the database's now, in the order they came: by the database clock, the id only
+// ordering rows admitted in the same microsecond (millisecond on SQLite) — never by itself, since
+// a distributed MySQL hands ids out in blocks per server.
+func (tx *Tx) readWaiting(ctx context.Context, in ClaimInput, batchID int64, cond string, max int) ([]Member, error) {
+	db := tx.db
+	q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND " + cond +
+		" AND created_at < " + db.now() + " ORDER BY created_at, id LIMIT ?"
+	if db.lockingClaimRead {
+		q += db.forUpdate()
+	}
+	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, max)
+	members, err := collect(rows, err, func(s scanner) (Member, error) {
+		m := Member{BatchID: batchID}
+		var queued dbTime
+		err := s.Scan(&m.RequestID, &m.OperationID, &m.Action, &queued)
+		m.QueuedAt = queued.T
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read waiting: %w", err)
+	}
+	return members, nil
+}
+
+// place is where a new car joins its partition's train.
+type place struct {
+	seq  int64 // the partition's highest sequence plus one: behind the last car
+	k    int   // the train's length in force
+	slot int   // the lowest place in [0, k) no active car holds
+}
+
+// trainPlace reads where a new car of in's partition would go: behind the last car (lastCar locks
+// the partition's train, so claims of one partition go one after another), in a free slot;
+// errSlotOccupied when the train already has in.Train active cars. The unique keys of the insert
+// that follows keep the shape whatever happens: two cars never share a place or a slot.
+func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
+	p := place{k: max(in.Train, 1)}
+	last, err := tx.lastCar(ctx, in.Partition)
+	if err != nil {
+		return place{}, err
+	}
+	p.seq = last + 1
+	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", in.Partition)
+	slots, err := collect(rows, err, func(s scanner) (int, error) {
+		var n int
+		return n, s.Scan(&n)
+	})
+	if err != nil {
+		return place{}, fmt.Errorf("the train of %s: %w", in.Partition, err)
+	}
+	if len(slots) >= p.k {
+		return place{}, errSlotOccupied
+	}
+	// Fewer than k slots are held, so one below k is free (after batch.train was lowered, a
+	// car may hold one past the new length).
+	for slices.Contains(slots, p.slot) {
+		p.slot++
+	}
+	return p, nil
+}
+
+// lastCar is the highest place taken in partition's train (0: none), read after locking the
+// partition's row of train_lock: a claim or a move to the end that runs at the same moment waits
+// until this transaction ends and then reads past what it wrote, so no car ever joins ahead of
+// one placed behind it. The lock is on that one row, never on the waiting set (I3); the read
+// after it sees every claim that committed before (MySQL takes a transaction's snapshot at its
+// first plain read). SQLite has one writer: its transactions never overlap.
+func (tx *Tx) lastCar(ctx context.Context, partition string) (int64, error) {
+	db := tx.db
+	lock := "INSERT INTO train_lock (partition_key) VALUES (?) ON CONFLICT (partition_key) DO NOTHING"
+	if db.dialect == MySQL {
+		lock = "INSERT INTO train_lock (partition_key) VALUES (?) ON DUPLICATE KEY UPDATE partition_key = VALUES(partition_key)"
+	}
+	if _, err := tx.tx.ExecContext(ctx, lock, partition); err != nil {
+		return 0, fmt.Errorf("lock the train of %s: %w", partition, translate(err))
+	}
+	var last nullInt64
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT MAX(train_seq) FROM merge_batch WHERE partition_key = ?", partition).Scan(&last))
+	if err != nil {
+		return 0, fmt.Errorf("the end of the train of %s: %w", partition, err)
+	}
+	return int64(last), nil
 }
 
 // suspectGroup names the rows one bisection returned to the waiting set: the batch whose
@@ -351,10 +457,12 @@ func (tx *Tx) readSuspects(ctx context.Context, in ClaimInput, batchID int64) ([
 	return out, read[0].g, nil
 }
 
-// Members returns the requests batch id claimed, from the append-only history, in claim order:
-// every request it ever claimed, also those bisection later returned to the waiting set.
+// Members returns the requests batch id claimed, from the append-only history: every request it
+// ever claimed, also those bisection later returned to the waiting set. They come in the order
+// they were admitted — the waiting rows' (created_at, id), which the history keeps as (queued_at,
+// request_id) — as Holding and BatchRequests give them; the history's own ids are no order.
 func (db *DB) Members(ctx context.Context, batchID int64) ([]Member, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY id", batchID)
+	rows, err := db.ro.QueryContext(ctx, "SELECT request_id, batch_id, operation_id, action, queued_at FROM merge_batch_member WHERE batch_id = ? ORDER BY queued_at, request_id", batchID)
 	return collect(rows, err, scanMember)
 }
 
@@ -443,6 +551,43 @@ type BatchChange struct {
 	// Culprit, when set, names the member a single-member batch of a bisection fails alone with
 	// ("" clears it: an operator resumed the batch instead).
 	Culprit *string
+	// Built, when set, records the branch the car now carries: the car it was built on (0: the
+	// target branch), that commit and its own head; its pipeline wait starts now and nothing of
+	// it is tested yet.
+	Built *Build
+	// Tested, when set, records the head whose pipeline passed (now, on the database clock).
+	Tested *string
+	// ToEnd moves the car to the end of its partition's train: the partition's highest sequence
+	// plus one (ErrRetry when another car took that place at the same moment).
+	ToEnd bool
+}
+
+func nullIfZero(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+// toEnd moves car id of partition behind the last car of its train (lastCar holds the end while
+// it does); a duplicate key is a claim that took the place first: ErrRetry, the step runs again.
+func (tx *Tx) toEnd(ctx context.Context, partition string, id int64) error {
+	last, err := tx.lastCar(ctx, partition)
+	if err != nil {
+		return err
+	}
+	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET train_seq = ? WHERE id = ?", last+1, id)
+	if err = translate(err); errors.Is(err, ErrDuplicate) {
+		return fmt.Errorf("move batch %d to the end of its train: %w", id, ErrRetry)
+	}
+	return err
+}
+
+// Build is what a car's branch was built on and carries.
+type Build struct {
+	BaseBatch int64
+	BaseSHA   string
+	HeadSHA   string
 }
 
 // UpdateBatch writes c to the batch cur, guarded on cur.Version (0 rows → ErrPreempted) and on the
@@ -483,6 +628,13 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	if bisect {
 		a.set("bisections = bisections + 1")
 	}
+	if c.Built != nil {
+		a.set("base_batch = ?, base_sha = ?, head_sha = ?, tested_sha = '', ci_started_at = "+db.now()+", ci_passed_at = NULL",
+			nullIfZero(c.Built.BaseBatch), c.Built.BaseSHA, c.Built.HeadSHA)
+	}
+	if c.Tested != nil {
+		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
+	}
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }
 
@@ -510,14 +662,16 @@ type Settled struct {
 	Removed int         // processing rows removed (FAILED)
 }
 
-// Settle ends a batch (SPEC §5.3, §4 settlement). Its first statement is the guarded batch write
-// — RUNNING/BLOCKED → terminal at the version read, which also frees the partition's slot — so
-// that a second settler (the lease sweep racing the running worker) fails at once with
-// ErrPreempted and the member resets never run twice. Then, for FAILED, the members' rows in the
-// waiting set are removed in the same transaction (they may be admitted again; the member
-// history keeps them); then the optional member transitions. Members are those the batch holds
-// (Holding), not its history: requests bisection returned are not this batch's to settle. The
-// batch's task is the settler's to finish, in the same transaction (Tx.Settle after FinishTask).
+// Settle ends a batch (docs/invariants.md, 'Settlement is write-ahead and guarded first'). Its
+// first statement is the guarded batch write — RUNNING/BLOCKED → terminal at the version read,
+// which also frees the partition's slot — so that a second settler (two runs of the batch's task
+// that both read it active: the task's fence stops the stale one first, this guard stands
+// beneath it) fails at once with ErrPreempted and the member resets never run twice. Then, for
+// FAILED, the members' rows in the waiting set are removed in the same transaction (they may be
+// admitted again; the member history keeps them); then the optional member transitions. Members are
+// those the batch holds (Holding), not its history: requests bisection returned are not this
+// batch's to settle. The batch's task is the settler's to finish, in the same transaction
+// (Tx.Settle after FinishTask).
 func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
 	var out Settled
 	err := db.InTx(ctx, func(tx *Tx) error {
@@ -595,19 +749,30 @@ type BatchFilter struct {
 	Page
 }
 
-// BatchWithMembers is a batch and its members' applications, in claim order.
+// BatchWithMembers is a batch and its members' applications, in the order they were admitted.
 type BatchWithMembers struct {
 	Batch   Batch
 	Members []Operation
 }
 
-// Batches lists batches newest first, each with its members (two queries per page).
+// Batches lists batches newest first, each with its members (two queries per page). Newest by
+// the database clock (created_at, then id): ids are no order on a distributed MySQL.
 func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, string, error) {
-	c, after, err := decodeCursor(f.Cursor, false)
+	c, after, err := decodeCursor(f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	q := "SELECT " + batchColumns + " FROM merge_batch WHERE 1 = 1"
+	// Through the index of the filter, walked from its newest end until the page is full: on a
+	// table of a few dozen batches the optimizers would rather sort it whole, and the page must
+	// stay a bounded walk when it holds years of them.
+	through := "idx_merge_batch_created"
+	switch {
+	case f.Partition != "":
+		through = "idx_merge_batch_partition_created"
+	case f.Status != "":
+		through = "idx_merge_batch_status_created"
+	}
+	q := "SELECT " + batchColumns + " FROM " + db.hinted("merge_batch", through) + " WHERE 1 = 1"
 	var args []any
 	if f.Partition != "" {
 		q += " AND partition_key = ?"
@@ -618,17 +783,17 @@ func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, s
 		args = append(args, f.Status)
 	}
 	if after {
-		q += " AND id < ?"
-		args = append(args, c.ID)
+		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
 	}
-	q += " ORDER BY id DESC LIMIT ?"
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
 	args = append(args, f.limit()+1)
 	rows, err := db.ro.QueryContext(ctx, q, args...)
 	batches, err := collect(rows, err, scanBatch)
 	if err != nil {
 		return nil, "", err
 	}
-	batches, next := trimPage(batches, f.limit(), func(b Batch) cursor { return cursor{ID: b.ID} }, false)
+	batches, next := trimPage(batches, f.limit(), func(b Batch) cursor { return cursor{ID: b.ID, At: b.CreatedAt} })
 	out := make([]BatchWithMembers, len(batches))
 	index := map[int64]int{}
 	ids := make([]any, len(batches))
@@ -641,7 +806,7 @@ func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, s
 		return out, next, nil
 	}
 	mrows, err := db.ro.QueryContext(ctx, "SELECT m.batch_id, "+prefixed("o.", operationColumns)+" FROM merge_batch_member m "+
-		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id IN "+inList(len(ids))+" ORDER BY m.batch_id, m.id", ids...)
+		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id IN "+inList(len(ids))+" ORDER BY m.batch_id, m.queued_at, m.request_id", ids...)
 	if err != nil {
 		return nil, "", translate(err)
 	}

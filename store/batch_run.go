@@ -69,9 +69,9 @@ type BatchStep struct {
 	// Requeue returns these members to the waiting set: their rows lose the batch and keep their
 	// created_at (and a suspect group they came from), so they keep their place in line.
 	Requeue []string
-	// Bisect makes the Requeue rows the half a bisection returns (SPEC §11.17): the batch counts
-	// one more bisection and the rows become one suspect group, which the claim takes alone
-	// before any other waiting row of the partition (Claim).
+	// Bisect makes the Requeue rows the half a bisection returns (docs/workflow.md, 'Bisection'):
+	// the batch counts one more bisection and the rows become one suspect group, which the claim
+	// takes alone before any other waiting row of the partition (Claim).
 	Bisect bool
 	// Drop removes these members from the waiting set: they failed on their own (their file
 	// could not be rendered) and the batch goes on without them.
@@ -116,6 +116,11 @@ func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 	res, err := tx.tx.ExecContext(ctx, q, args...)
 	if err := requireOne(res, err, "advance batch %d", id); err != nil {
 		return Batch{}, nil, err
+	}
+	if s.Change.ToEnd {
+		if err := tx.toEnd(ctx, s.Batch.Partition, id); err != nil {
+			return Batch{}, nil, err
+		}
 	}
 	var moved []Operation
 	var held []Member

@@ -1,10 +1,10 @@
 package store_test
 
-// Store benchmarks (SPEC §9), reported in BENCHMARKS.md ("Store"):
+// Store benchmarks, reported in BENCHMARKS.md ("Store"):
 //
 //	BINDERY_REQUIRE_MYSQL=1 go test ./store -run '^$' -bench . -benchtime 5x
 //
-// `go run ./bench` runs them with its own counts (BenchmarkScale with -benchtime 1x).
+// `go run ./cmd/bench` runs them with its own counts (BenchmarkScale with -benchtime 1x).
 //
 // Each reports, besides time per operation, the statements it ran (stmts/op) and, for the
 // enqueue benchmark, the latency percentiles of enqueues issued while a claim is open.
@@ -398,7 +398,7 @@ func benchRows(b *testing.B) []int {
 // BenchmarkStatusRead: status reads (RequestDetail) by 16 goroutines, of requests awaiting
 // approval (the page a requester watches longest), waiting for a batch, and in a batch — beside
 // the raw operation a status read stands on, a point read of three rows by a unique index, at the
-// same concurrency on the same database (go run ./bench's baseline). ns/op is per read.
+// same concurrency on the same database (go run ./cmd/bench's baseline). ns/op is per read.
 func BenchmarkStatusRead(b *testing.B) {
 	benchDBs(b, func(b *testing.B, db *store.DB, _ *statements) {
 		const n = 600

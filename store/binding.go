@@ -97,7 +97,7 @@ func (db *DB) FillExpiry(ctx context.Context, targetKey string, ttl time.Duratio
 	}
 	if len(operationIDs) == 0 {
 		// A plain read first, then the guarded update by the unique key: the update never walks
-		// the status index with locks (SPEC §5.7, see hinted).
+		// the status index with locks (docs/invariants.md, 'Indexes'; see hinted).
 		rows, err := db.ro.QueryContext(ctx, "SELECT operation_id FROM binding WHERE status = ? AND target_key = ? AND expires_at IS NULL",
 			state.StatusValidated, targetKey)
 		operationIDs, err = collect(rows, err, func(s scanner) (string, error) {

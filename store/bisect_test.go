@@ -13,9 +13,9 @@ import (
 	"bindery/store/storetest"
 )
 
-// The store's part of bisection (SPEC §11.17): the half a bisected batch returns is one suspect
-// group, which the claim takes alone — only its rows, before older and newer waiting rows — and
-// the batch that takes it goes on counting the bisection's rounds.
+// The store's part of bisection (docs/workflow.md, 'Bisection'): the half a bisected batch returns
+// is one suspect group, which the claim takes alone — only its rows, before older and newer waiting
+// rows — and the batch that takes it goes on counting the bisection's rounds.
 
 // bisected returns the last n members batch b holds to the waiting set as a bisection does.
 func bisected(t *testing.T, db *store.DB, b store.Batch, n int) (store.Batch, []string) {

@@ -17,6 +17,9 @@ type MemberChange struct {
 	Note       string
 	MRIID      int64 // > 0: record the batch's MR on every flipped operation
 	PipelineID int64 // > 0: record its pipeline
+	// FromStep, when set, narrows From to the operations at that step: a removal waiting for
+	// its deploy (CLOSE_MERGED) is VALIDATED like a binding in effect.
+	FromStep state.Step
 }
 
 func (c MemberChange) check() error {
@@ -60,7 +63,7 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		var eligible []string
 		var moved []Operation
 		for _, o := range ops {
-			if slices.Contains(c.From, o.Status) && (project == "" || o.Project == project) {
+			if slices.Contains(c.From, o.Status) && (c.FromStep == 0 || o.Step == c.FromStep) && (project == "" || o.Project == project) {
 				eligible = append(eligible, o.OperationID)
 				moved = append(moved, o)
 			}
@@ -88,7 +91,14 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		if err := requireN(res, err, len(eligible), "move %d bindings to %s", len(eligible), c.To); err != nil {
 			return nil, err
 		}
-		if err := insertSteps(ctx, tx.tx, eligible, c.Step, c.To, c.Note); err != nil {
+		steps := make([]stepRow, len(moved))
+		for i, o := range moved {
+			steps[i] = stepRow{o.OperationID, o.Version + 1}
+		}
+		if err := insertSteps(ctx, tx.tx, steps, c.Step, c.To, c.Note); err != nil {
+			return nil, err
+		}
+		if err := tx.trackRemovals(ctx, moved, c); err != nil {
 			return nil, err
 		}
 		moves := make([]state.Move, len(moved))
@@ -114,6 +124,43 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		}
 	}
 	return flipped, nil
+}
+
+// trackRemovals keeps removal_merged beside the moves of ops (as read, before c): a removal that
+// reaches CLOSE_MERGED is listed with the MR that merged it, one that leaves it (closed by its
+// deploy, or by an operator's confirmation) is no longer. Written after the binding, in the
+// move's transaction.
+func (tx *Tx) trackRemovals(ctx context.Context, ops []Operation, c MemberChange) error {
+	var merged, left []any
+	var args []any
+	for _, o := range ops {
+		switch {
+		case c.Step == state.StepCloseMerged && o.Step != state.StepCloseMerged:
+			mr := c.MRIID
+			if mr == 0 {
+				mr = o.MRIID
+			}
+			merged = append(merged, o.OperationID)
+			args = append(args, o.OperationID, o.Project, mr)
+		case c.Step != state.StepCloseMerged && o.Step == state.StepCloseMerged:
+			left = append(left, o.OperationID)
+		}
+	}
+	if len(merged) > 0 {
+		upsert := " ON CONFLICT (operation_id) DO UPDATE SET project = excluded.project, mr_iid = excluded.mr_iid"
+		if tx.db.dialect == MySQL {
+			upsert = " ON DUPLICATE KEY UPDATE project = VALUES(project), mr_iid = VALUES(mr_iid)"
+		}
+		if _, err := tx.tx.ExecContext(ctx, "INSERT INTO removal_merged (operation_id, project, mr_iid) VALUES "+rowsOf("(?, ?, ?)", len(merged))+upsert, args...); err != nil {
+			return fmt.Errorf("record %d merged removals: %w", len(merged), translate(err))
+		}
+	}
+	if len(left) > 0 {
+		if _, err := tx.tx.ExecContext(ctx, tx.db.deleteFrom("removal_merged", "PRIMARY")+" WHERE operation_id IN "+inList(len(left)), left...); err != nil {
+			return fmt.Errorf("forget %d merged removals: %w", len(left), translate(err))
+		}
+	}
+	return nil
 }
 
 // requireN checks that a bulk guarded write changed exactly n rows (else ErrPreempted: a row
@@ -168,6 +215,26 @@ func (db *DB) ConfirmDeploy(ctx context.Context, operationID, note string) ([]Op
 		return err
 	})
 	return out, err
+}
+
+// ConfirmRemoval is ConfirmDeploy of a removal waiting for its deploy (CLOSE_MERGED): it is
+// closed. Empty when it no longer waits.
+func (db *DB) ConfirmRemoval(ctx context.Context, operationID, note string) ([]Operation, error) {
+	var out []Operation
+	err := db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		out, err = tx.closeRemovals(ctx, []string{operationID}, "", note)
+		return err
+	})
+	return out, err
+}
+
+// closeRemovals closes the removals among operationIDs that wait for their deploy (VALIDATED at
+// CLOSE_MERGED; the others are left alone) and returns those it closed. project != "" limits
+// it to that project's.
+func (tx *Tx) closeRemovals(ctx context.Context, operationIDs []string, project, note string) ([]Operation, error) {
+	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []state.BindingStatus{state.StatusValidated}, FromStep: state.StepCloseMerged,
+		To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note}, 0, project)
 }
 
 func (tx *Tx) markValidated(ctx context.Context, operationIDs []string, project string) ([]Operation, error) {

@@ -53,6 +53,7 @@ type Deploy struct {
 type Deployed struct {
 	Fresh     bool        // false: this (project, MR) was already recorded
 	Validated []Operation // the requests flipped MERGED → VALIDATED by this call
+	Closed    []Operation // the removals it closed (VALIDATED at CLOSE_MERGED → CLOSED)
 	// Refused are the listed operationIds that are not requests of that MR: never validated by
 	// it, and not recorded with it.
 	Refused []string
@@ -69,10 +70,13 @@ var ErrUnknownCommit = errors.New("no merge bindery recorded in this project lan
 // RecordDeploy verifies the callback against what bindery knows — the MR must be one bindery
 // opened in that project (a batch's or a legacy request's; merged or about to be: a deploy may
 // call back before the merge is recorded), else ErrUnknownMR; listed OperationIDs must be
-// requests of that MR, the others are Refused — then records it (duplicate (project, mrIid) =
-// already recorded) and, in the same transaction, validates its requests: exactly the verified
-// OperationIDs when ids were given, else the MERGED operations of that MR. Validated lists only
-// real flips, for the metric after commit. A duplicate still validates: it is idempotent. A
+// requests whose current action (the grant, or the removal once a revocation or expiry opened
+// one) that MR carries, the others are Refused — then records it (duplicate (project, mrIid) =
+// already recorded) and, in the same transaction, acts on its requests: exactly the verified
+// OperationIDs when ids were given, else the MERGED operations of that MR and the removals it
+// merged. A grant is validated, a removal waiting for its deploy closed. Validated and Closed
+// list only real flips, for the metric after commit. A deploy that carried only removals is
+// recorded like any other: it proves deployed what merged before it (reconciliation). A duplicate still validates: it is idempotent. A
 // callback naming only a commit (SHA) stands for the MR whose recorded merge landed it, else
 // ErrUnknownCommit. The commit is kept: reconciliation places the deploy by it as well.
 func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
@@ -104,7 +108,9 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 				}
 			}
 			if len(members) == 0 {
-				return nil // it names none of this MR's requests: nothing to record or validate
+				// It names none of this MR's requests: nothing to record or validate, only to tell.
+				_, err := tx.Tell(ctx, refusedEvent(d, out.Refused))
+				return err
 			}
 			raw, err := json.Marshal(members)
 			if err != nil {
@@ -129,7 +135,7 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 				return fmt.Errorf("record deploy %s!%d: %w", d.Project, d.MRIID, translate(err))
 			}
 		}
-		targets := d.OperationIDs
+		targets, removals := d.OperationIDs, d.OperationIDs
 		if len(targets) == 0 {
 			ops, err := operationsByMR(ctx, tx.tx, d.Project, d.MRIID)
 			if err != nil {
@@ -138,8 +144,14 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 			for _, o := range ops {
 				targets = append(targets, o.OperationID)
 			}
+			if removals, err = tx.removalsByMR(ctx, d.Project, d.MRIID); err != nil {
+				return err
+			}
 		}
 		if out.Validated, err = tx.markValidated(ctx, targets, d.Project); err != nil {
+			return err
+		}
+		if out.Closed, err = tx.closeRemovals(ctx, removals, d.Project, fmt.Sprintf("the deploy of MR !%d includes the removal", d.MRIID)); err != nil {
 			return err
 		}
 		if len(out.Refused) > 0 {
@@ -177,8 +189,16 @@ func (db *DB) RefuseCallback(ctx context.Context, ev AuditEvent, facts EventFact
 	return recorded, err
 }
 
+// removalsByMR lists the removals MR project!iid merged that wait for their deploy.
+func (tx *Tx) removalsByMR(ctx context.Context, project string, iid int64) ([]string, error) {
+	rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM removal_merged WHERE project = ? AND mr_iid = ?", project, iid)
+	return collect(rows, err, func(s scanner) (string, error) { var id string; return id, s.Scan(&id) })
+}
+
 // mrMembers reports whether bindery opened MR project!iid (a batch's MR, or a request's: legacy,
-// or a batch member's, recorded when the MR opened) and which of ids are requests of that MR.
+// or a batch member's, recorded when the MR opened) and which of ids are requests of that MR:
+// an operation names the MR of its current action (a removal's MR replaces its grant's when it
+// opens), so a removal's deploy is checked against the removal's MR.
 func (tx *Tx) mrMembers(ctx context.Context, project string, iid int64, ids []string) (known bool, members []string, err error) {
 	var n int
 	err = tx.tx.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM merge_batch WHERE project = ? AND mr_iid = ?) + "+
@@ -199,10 +219,11 @@ func (tx *Tx) mrMembers(ctx context.Context, project string, iid int64, ids []st
 }
 
 // LastDeploy is the deploy callback of project received last (ok false: none yet): what bindery
-// last knew of the project's deploys, for a request whose own callback is overdue.
+// last knew of the project's deploys, for a request whose own callback is overdue. Last by the
+// database clock, never by id (ids are no order on a distributed MySQL).
 func (db *DB) LastDeploy(ctx context.Context, project string) (mrIID int64, at time.Time, ok bool, err error) {
 	var t dbTime
-	err = db.ro.QueryRowContext(ctx, "SELECT mr_iid, received_at FROM deploy_callback WHERE project = ? ORDER BY id DESC LIMIT 1", project).Scan(&mrIID, &t)
+	err = db.ro.QueryRowContext(ctx, "SELECT mr_iid, received_at FROM deploy_callback WHERE project = ? ORDER BY received_at DESC, id DESC LIMIT 1", project).Scan(&mrIID, &t)
 	switch err = translate(err); {
 	case errors.Is(err, ErrNotFound):
 		return 0, time.Time{}, false, nil
@@ -221,25 +242,34 @@ type Merged struct {
 	MRIID       int64
 	Merge       MergeRecord
 	Exact       bool
+	// Removal: a removal waiting for its deploy (VALIDATED at CLOSE_MERGED; its deploy closes
+	// it), not a grant.
+	Removal bool
 }
 
 // MergedBetween returns, in one query, the MERGED requests whose last change lies inside
 // (now − maxAge, now − minAge) by the database clock, with their MR's merge record: younger ones
 // may only have a callback on its way, older ones left the window (bounding one run's work).
-// Uses the binding index (status, updated_at).
+// Uses the binding index (status, updated_at). The removals waiting for their deploy come with
+// them, from removal_merged by the time they merged: the same window, the same columns.
 func (db *DB) MergedBetween(ctx context.Context, minAge, maxAge time.Duration) ([]Merged, error) {
+	const exact = "EXISTS (SELECT 1 FROM deploy_callback d WHERE d.project = m.project AND d.mr_iid = m.mr_iid AND d.operation_ids IS NOT NULL)"
 	rows, err := db.ro.QueryContext(ctx, "SELECT b.operation_id, o.project, o.mr_iid, m.seq, m.branch, m.merged_at, "+
-		"EXISTS (SELECT 1 FROM deploy_callback d WHERE d.project = o.project AND d.mr_iid = o.mr_iid AND d.operation_ids IS NOT NULL) "+
+		strings.ReplaceAll(exact, "m.", "o.")+", 0 "+
 		"FROM binding b JOIN operation o ON o.operation_id = b.operation_id "+
 		"LEFT JOIN mr_merge m ON m.project = o.project AND m.mr_iid = o.mr_iid "+
-		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus()+" AND b.updated_at < "+db.nowPlus()+" AND o.mr_iid IS NOT NULL",
-		state.StatusMerged, -micros(maxAge), -micros(minAge))
+		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus()+" AND b.updated_at < "+db.nowPlus()+" AND o.mr_iid IS NOT NULL "+
+		"UNION ALL SELECT r.operation_id, r.project, r.mr_iid, m.seq, m.branch, m.merged_at, "+
+		strings.ReplaceAll(exact, "m.", "r.")+", 1 "+
+		"FROM removal_merged r LEFT JOIN mr_merge m ON m.project = r.project AND m.mr_iid = r.mr_iid "+
+		"WHERE r.created_at > "+db.nowPlus()+" AND r.created_at < "+db.nowPlus(),
+		state.StatusMerged, -micros(maxAge), -micros(minAge), -micros(maxAge), -micros(minAge))
 	return collect(rows, err, func(s scanner) (Merged, error) {
 		var m Merged
 		var seq nullInt64
 		var branch nullString
 		var at dbTime
-		err := s.Scan(&m.OperationID, &m.Project, &m.MRIID, &seq, &branch, &at, &m.Exact)
+		err := s.Scan(&m.OperationID, &m.Project, &m.MRIID, &seq, &branch, &at, &m.Exact, &m.Removal)
 		if seq != 0 {
 			m.Merge = MergeRecord{Project: m.Project, MRIID: m.MRIID, Seq: int64(seq), Branch: string(branch), MergedAt: at.T}
 		}
@@ -272,6 +302,7 @@ func (db *DB) DeployedUpTo(ctx context.Context, project, branch string) (m Merge
 type Reconciled struct {
 	Scanned   int
 	Validated []Operation // real flips only: emit the metric for these, after return
+	Closed    []Operation // the removals closed (real flips only)
 }
 
 // Reconcile closes the gap left by lost deploy callbacks by merge order: a MERGED request whose
@@ -289,7 +320,8 @@ func (db *DB) Reconcile(ctx context.Context, minAge, maxAge time.Duration) (Reco
 	out := Reconciled{Scanned: len(merged)}
 	type line struct{ project, branch string }
 	frontier := map[line]*MergeRecord{}
-	due := map[int64][]string{} // by the deploy inferred from (its MR)
+	due := map[int64][]string{}      // grants, by the deploy inferred from (its MR)
+	removals := map[int64][]string{} // removals, likewise
 	var from []MergeRecord
 	for _, m := range merged {
 		if m.Exact || m.Merge.MergedAt.IsZero() {
@@ -309,31 +341,51 @@ func (db *DB) Reconcile(ctx context.Context, minAge, maxAge time.Duration) (Reco
 			frontier[l] = f
 		}
 		if f != nil && m.Merge.before(*f) {
-			due[f.MRIID] = append(due[f.MRIID], m.OperationID)
+			if m.Removal {
+				removals[f.MRIID] = append(removals[f.MRIID], m.OperationID)
+			} else {
+				due[f.MRIID] = append(due[f.MRIID], m.OperationID)
+			}
 		}
 	}
 	for _, f := range from {
-		ids := due[f.MRIID]
-		if len(ids) == 0 {
-			continue
+		merged := f.MergedAt.UTC().Format(time.RFC3339)
+		validate := MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack,
+			Note: fmt.Sprintf("in effect: the deploy of MR !%d (merged %s) includes this one's merge", f.MRIID, merged)}
+		remove := MemberChange{From: []state.BindingStatus{state.StatusValidated}, FromStep: state.StepCloseMerged, To: state.StatusClosed, Step: state.StepCloseSucceeded,
+			Note: fmt.Sprintf("removed: the deploy of MR !%d (merged %s) includes the removal's merge", f.MRIID, merged)}
+		flipped, err := db.flipInChunks(ctx, due[f.MRIID], validate, f.Project)
+		out.Validated = append(out.Validated, flipped...)
+		if err != nil {
+			return out, fmt.Errorf("reconcile: %w", err)
 		}
-		slices.Sort(ids)
-		note := fmt.Sprintf("in effect: the deploy of MR !%d (merged %s) includes this one's merge", f.MRIID, f.MergedAt.UTC().Format(time.RFC3339))
-		// One transaction per 5,000 rows (ten statement chunks): a 100,000-row run never holds
-		// 100,000 row locks at once, a failure keeps what was committed (each flip is final and
-		// idempotent), and there are 20 commits instead of 200 (-20% time on MariaDB).
-		for _, chunk := range chunks(ids, 10*maxInList) {
-			var flipped []Operation
-			err := db.InTx(ctx, func(tx *Tx) error {
-				var err error
-				flipped, err = tx.transitionMany(ctx, chunk, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note}, 0, f.Project)
-				return err
-			})
-			if err != nil {
-				return out, fmt.Errorf("reconcile: %w", err)
-			}
-			out.Validated = append(out.Validated, flipped...)
+		flipped, err = db.flipInChunks(ctx, removals[f.MRIID], remove, f.Project)
+		out.Closed = append(out.Closed, flipped...)
+		if err != nil {
+			return out, fmt.Errorf("reconcile: %w", err)
 		}
+	}
+	return out, nil
+}
+
+// flipInChunks applies c to ids of project, one transaction per 5,000 rows (ten statement
+// chunks): a 100,000-row run never holds 100,000 row locks at once, a failure keeps what was
+// committed (each flip is final and idempotent), and there are 20 commits instead of 200 (-20%
+// time on MariaDB). It returns the flips committed, also when it fails later.
+func (db *DB) flipInChunks(ctx context.Context, ids []string, c MemberChange, project string) ([]Operation, error) {
+	slices.Sort(ids)
+	var out []Operation
+	for _, chunk := range chunks(ids, 10*maxInList) {
+		var flipped []Operation
+		err := db.InTx(ctx, func(tx *Tx) error {
+			var err error
+			flipped, err = tx.transitionMany(ctx, chunk, c, 0, project)
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, flipped...)
 	}
 	return out, nil
 }
@@ -368,8 +420,8 @@ func (d *Deploy) setOperationIDs(ids nullString) error {
 }
 
 // EarlyDeploys returns, in one query, the recorded deploy callbacks whose MR still carries
-// MERGED requests changed within maxAge that the callback validates (it names them, or names
-// none): callbacks that arrived before their MR's requests were recorded MERGED (a quick deploy
+// MERGED requests changed within maxAge (or removals merged within it that wait for their
+// deploy) that the callback validates (it names them, or names none): callbacks that arrived before their MR's requests were recorded MERGED (a quick deploy
 // pipeline beats the merge's own write). Replaying them through RecordDeploy validates exactly
 // what they named, without waiting out reconcile.minAge. A callback that names other requests
 // of the MR only is left out: its replay would validate nothing, on every run within maxAge.
@@ -377,12 +429,15 @@ func (db *DB) EarlyDeploys(ctx context.Context, maxAge time.Duration) ([]Deploy,
 	type early struct {
 		id     int64
 		deploy Deploy
-		merged string // a MERGED request of the callback's MR
+		merged string // a MERGED request of the callback's MR, or a removal it merged
 	}
 	rows, err := db.ro.QueryContext(ctx, "SELECT d.id, d.project, d.mr_iid, d.operation_ids, b.operation_id FROM binding b "+
 		"JOIN operation o ON o.operation_id = b.operation_id "+
 		"JOIN deploy_callback d ON d.project = o.project AND d.mr_iid = o.mr_iid "+
-		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus(), state.StatusMerged, -micros(maxAge))
+		"WHERE b.status = ? AND b.updated_at > "+db.nowPlus()+
+		" UNION ALL SELECT d.id, d.project, d.mr_iid, d.operation_ids, r.operation_id FROM removal_merged r "+
+		"JOIN deploy_callback d ON d.project = r.project AND d.mr_iid = r.mr_iid WHERE r.created_at > "+db.nowPlus(),
+		state.StatusMerged, -micros(maxAge), -micros(maxAge))
 	found, err := collect(rows, err, func(s scanner) (early, error) {
 		var e early
 		var ids nullString

@@ -29,22 +29,21 @@ func (p Page) limit() int {
 	return p.Limit
 }
 
-// cursor is the position after the last row of a page: an id, and for lists ordered by time the
-// row's time too. It is opaque to clients (base64 of "id" or "unixmicro.id").
+// cursor is the position after the last row of a page: the row's time and its id. Every list
+// is ordered by a time of the database clock (newest first, or longest unchanged first), and
+// the id only orders the rows of one time: ids alone are no order, since a distributed MySQL
+// hands them out in blocks per server. It is opaque to clients (base64 of "unixmicro.id").
 type cursor struct {
 	ID int64
 	At time.Time
 }
 
-func (c cursor) encode(withTime bool) string {
-	s := strconv.FormatInt(c.ID, 10)
-	if withTime {
-		s = strconv.FormatInt(c.At.UnixMicro(), 10) + "." + s
-	}
+func (c cursor) encode() string {
+	s := strconv.FormatInt(c.At.UnixMicro(), 10) + "." + strconv.FormatInt(c.ID, 10)
 	return base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
-func decodeCursor(s string, withTime bool) (cursor, bool, error) {
+func decodeCursor(s string) (cursor, bool, error) {
 	if s == "" {
 		return cursor{}, false, nil
 	}
@@ -52,21 +51,16 @@ func decodeCursor(s string, withTime bool) (cursor, bool, error) {
 	if err != nil {
 		return cursor{}, false, fmt.Errorf("%w: %q", ErrBadCursor, s)
 	}
-	var c cursor
-	idPart := string(raw)
-	if withTime {
-		at, id, ok := strings.Cut(idPart, ".")
-		if !ok {
-			return cursor{}, false, fmt.Errorf("%w: %q", ErrBadCursor, s)
-		}
-		us, err := strconv.ParseInt(at, 10, 64)
-		if err != nil {
-			return cursor{}, false, fmt.Errorf("%w: %q", ErrBadCursor, s)
-		}
-		c.At = time.UnixMicro(us).UTC()
-		idPart = id
+	at, id, ok := strings.Cut(string(raw), ".")
+	if !ok {
+		return cursor{}, false, fmt.Errorf("%w: %q", ErrBadCursor, s)
 	}
-	c.ID, err = strconv.ParseInt(idPart, 10, 64)
+	us, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return cursor{}, false, fmt.Errorf("%w: %q", ErrBadCursor, s)
+	}
+	c := cursor{At: time.UnixMicro(us).UTC()}
+	c.ID, err = strconv.ParseInt(id, 10, 64)
 	if err != nil || c.ID <= 0 {
 		return cursor{}, false, fmt.Errorf("%w: %q", ErrBadCursor, s)
 	}

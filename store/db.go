@@ -1,6 +1,6 @@
 // Package store is bindery's data layer: the SQL, next to the method that runs it, for MySQL
-// (production) and SQLite (demo, single instance). The invariants of SPEC §5 are kept by the
-// database itself — unique indexes, guarded writes, database-clock comparisons — so that they
+// (production) and SQLite (demo, single instance). The invariants (docs/invariants.md) are kept by
+// the database itself — unique indexes, guarded writes, database-clock comparisons — so that they
 // hold whatever the timing or the number of instances.
 //
 // Driver errors are translated once, here: no rows → ErrNotFound, duplicate key → ErrDuplicate,
@@ -22,6 +22,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"modernc.org/sqlite"
+
+	"bindery/service"
 )
 
 // Dialect names the SQL dialect of a DB.
@@ -50,8 +52,9 @@ type DB struct {
 	// skipClaimPrecheck goes straight to the claim transaction (tests only: it is how a test
 	// reaches the "read found nothing" rollback on SQLite, where nothing can interleave).
 	skipClaimPrecheck bool
-	// stopCheckpoints ends SQLite's background WAL checkpoints (nil on MySQL).
-	stopCheckpoints func()
+	// checkpoints copies SQLite's WAL into the database file in the background (nil on MySQL);
+	// it runs from Open to Close.
+	checkpoints *checkpointer
 	// applies gathers concurrent applications into shared transactions (Submit).
 	applies *groups[*submission]
 	// shared gathers concurrent InSharedTx callers into shared transactions (SQLite only).
@@ -108,7 +111,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 
 // MySQLConfig parses a go-sql-driver DSN (without the mysql:// prefix) and applies the settings
 // bindery relies on: parsed DATETIMEs, UTC on both sides (every comparison uses the database's
-// clock, so the session zone must not vary by host), utf8mb4.
+// clock, so the session zone must not vary by host), utf8mb4, changed-row counts.
 func MySQLConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -120,6 +123,10 @@ func MySQLConfig(dsn string) (*mysql.Config, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	// Affected rows are the rows a statement changed, not the rows it found: an application's
+	// binding insert reads 0 for a relation that has its row (ON DUPLICATE KEY UPDATE id = id) and
+	// then refuses an active one (I5). A DSN's clientFoundRows would make it read 1.
+	cfg.ClientFoundRows = false
 	if cfg.Collation == "" {
 		cfg.Collation = "utf8mb4_bin"
 	}
@@ -203,7 +210,11 @@ func openSQLite(dsn string, opts Options) (*DB, error) {
 	}
 	cp := sql.OpenDB(cpConn)
 	cp.SetMaxOpenConns(1)
-	return &DB{dialect: SQLite, rw: rw, ro: ro, stopCheckpoints: checkpoints(cp, checkpointEvery), applies: newApplyGroups(groupWritersSQLite),
+	checkpoints := &checkpointer{cp: cp, every: checkpointEvery}
+	// The checkpointer belongs to the handle, not to a process's services: every user of the
+	// database (a tool, a test, a serving process) needs its WAL kept short.
+	_ = checkpoints.Start(context.Background())
+	return &DB{dialect: SQLite, rw: rw, ro: ro, checkpoints: checkpoints, applies: newApplyGroups(groupWritersSQLite),
 		shared: &groups[*sharedCall]{max: 1, take: func(n int) int { return min(n, maxShared) },
 			left: func(c *sharedCall, err error) { c.err = err }}}, nil
 }
@@ -234,36 +245,45 @@ const checkpointPatience = 100
 // makes the next writer start the WAL over.
 const walRestartFrames = 4000
 
-// checkpoints copies the WAL into the database file every interval (PASSIVE: it takes no lock
-// a reader or the writer waits for, and copies what no reader still needs) until the returned
-// function is called, which waits for a checkpoint in progress to end and closes cp.
-func checkpoints(cp *sql.DB, interval time.Duration) (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				// A failure (the file is busy or gone) is tried again at the next tick; the WAL
-				// only grows meanwhile, nothing is lost.
-				var busy, frames, copied int
-				if err := cp.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil || frames < walRestartFrames {
-					continue
-				}
-				// Under steady writes a passive checkpoint never catches up with the last frame,
-				// and only a checkpoint that did lets the next writer start the WAL over: past
-				// walRestartFrames one waits for the writer (what is left to copy is a tick's
-				// worth), so the file stops growing.
-				_, _ = cp.Exec("PRAGMA wal_checkpoint(RESTART)")
-			}
-		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(done); <-stopped; cp.Close() }) }
+// checkpointer copies the WAL into the database file every interval (PASSIVE: it takes no lock
+// a reader or the writer waits for, and copies what no reader still needs), as a service: Stop
+// interrupts a checkpoint in progress (SQLite takes up an interrupted one where it stopped, at
+// the next), waits for it to end, then closes cp.
+type checkpointer struct {
+	cp    *sql.DB
+	every time.Duration
+	bg    service.Base
+	close sync.Once
+}
+
+func (c *checkpointer) Start(ctx context.Context) error {
+	if _, ok, err := c.bg.StartInit(ctx); !ok {
+		return err
+	}
+	c.bg.Go(func(ctx context.Context) { service.Every(ctx, c.every, c.runOnce) })
+	return nil
+}
+
+// runOnce is one checkpoint. A failure (the file is busy or gone) is tried again at the next
+// tick; the WAL only grows meanwhile, nothing is lost.
+func (c *checkpointer) runOnce(ctx context.Context) {
+	var busy, frames, copied int
+	if err := c.cp.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil || frames < walRestartFrames {
+		return
+	}
+	// Under steady writes a passive checkpoint never catches up with the last frame, and only a
+	// checkpoint that did lets the next writer start the WAL over: past walRestartFrames one
+	// waits for the writer (what is left to copy is a tick's worth), so the file stops growing.
+	_, _ = c.cp.ExecContext(ctx, "PRAGMA wal_checkpoint(RESTART)")
+}
+
+// Stop ends the checkpoints and closes their connection once the last one ended.
+func (c *checkpointer) Stop(ctx context.Context) error {
+	err := c.bg.Stop(ctx)
+	if err == nil {
+		c.close.Do(func() { _ = c.cp.Close() })
+	}
+	return err
 }
 
 // uriPath escapes what a SQLite URI filename would read as syntax: '%' starts an escape, '?'
@@ -352,8 +372,9 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // Close closes the pools.
 func (db *DB) Close() error {
-	if db.stopCheckpoints != nil {
-		db.stopCheckpoints()
+	if db.checkpoints != nil {
+		// No deadline: a checkpoint waits for readers 100 ms at most (checkpointPatience).
+		_ = db.checkpoints.Stop(context.Background())
 	}
 	err := db.rw.Close()
 	if db.ro != db.rw {

@@ -263,7 +263,7 @@ func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
 	db := storetest.SQLite(t)
 	for query, index := range map[string]string{
 		"SELECT id FROM task WHERE slot = 'x'":                                                                                                                                                           "uk_task_slot",
-		"SELECT id FROM task WHERE waits_for = 'x' ORDER BY id LIMIT 1":                                                                                                                                  "idx_task_waits",
+		"SELECT id FROM task WHERE waits_for = 'x' ORDER BY created_at, id LIMIT 1":                                                                                                                      "idx_task_waits_created",
 		"SELECT operation_id FROM operation WHERE project = 'p' AND mr_iid = 3":                                                                                                                          "idx_operation_mr",
 		"SELECT id FROM binding WHERE status = 'VALIDATED' AND expires_at < '2026-01-01' ORDER BY expires_at LIMIT 5":                                                                                    "idx_binding_status_expires",
 		"SELECT id FROM merge_batch_request WHERE partition_key = 'p' AND batch_id IS NULL AND created_at < '2027-01-01' ORDER BY created_at, id LIMIT 5":                                                "idx_merge_batch_request_claim",

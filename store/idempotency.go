@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// Idempotency records (SPEC §6.5, §5.4): a write request's client operationId is claimed with
-// check → insert → on conflict re-read the winner. The unique key does the work; nothing locks.
+// Idempotency records (docs/api.md, 'Idempotency'; docs/invariants.md, 'Duplicate key is an
+// answer'): a write request's client operationId is claimed with check → insert → on conflict
+// re-read the winner. The unique key does the work; nothing locks.
 
 // ClaimOutcome is what a claim found.
 type ClaimOutcome int

@@ -295,12 +295,12 @@ func TestAnIdleRoundIsOneReadAndNoSlot(t *testing.T) {
 	})
 }
 
-// SPEC §5.1 asks what the driver does after a duplicate-key error inside a transaction. The
-// answer, on both databases with our drivers: the failed statement alone is undone (MySQL rolls
-// back the statement; SQLite's default ABORT resolution undoes the statement), the transaction
-// stays usable — later statements run and COMMIT succeeds — and nothing marks it rollback-only.
-// The claim still rolls back after a duplicate slot (it has nothing to keep); admission and
-// callback recording rely on the transaction going on.
+// What the driver does after a duplicate-key error inside a transaction (docs/invariants.md,
+// 'Duplicate key is an answer'). The answer, on both databases with our drivers: the failed
+// statement alone is undone (MySQL rolls back the statement; SQLite's default ABORT resolution
+// undoes the statement), the transaction stays usable — later statements run and COMMIT succeeds —
+// and nothing marks it rollback-only. The claim still rolls back after a duplicate slot (it has
+// nothing to keep); admission and callback recording rely on the transaction going on.
 func TestDuplicateKeyInsideATransactionLeavesItUsable(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch (partition_key, project, status) VALUES ('p', 'p', 'RUNNING')"); err != nil {
@@ -561,8 +561,8 @@ func TestConcurrentTransitionsFromOneReadHaveOneWinner(t *testing.T) {
 	})
 }
 
-// Two settlers at once (the lease sweep and the running worker): the first statement of the
-// second one fails, so the member resets run once.
+// Two settlers at once (two runs of the batch's task that both read it active): the first
+// statement of the second one fails, so the member resets run once.
 func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 30)

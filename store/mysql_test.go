@@ -407,8 +407,9 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 }
 
 // Statements must not be issued per row: the hot bulk paths run the same statements for 10 and
-// for 500 rows, and one more per chunked statement for each further 500 (SPEC §5.6: IN lists and
-// multi-row inserts of at most 500). Counted by the driver wrapper, on both databases.
+// for 500 rows, and one more per chunked statement for each further 500 (docs/invariants.md, 'Bulk
+// paths': IN lists and multi-row inserts of at most 500). Counted by the driver wrapper, on both
+// databases.
 func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		db.SetEventRoutes(store.RouteAll)

@@ -28,14 +28,12 @@ func (c observedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &observedConn{Conn: conn, fn: c.fn}, nil
+	return &observedConn{passthroughConn: passthroughConn{conn}, fn: c.fn}, nil
 }
 
-// observedConn forwards every optional interface both drivers implement: a wrapper that hid them
-// would make database/sql fall back to prepare+execute (a different statement count and, on
-// MySQL, a different protocol) and lose context cancellation of lock waits.
+// observedConn reports what runs on a connection and forwards the rest (passthroughConn).
 type observedConn struct {
-	driver.Conn
+	passthroughConn
 	fn func(Statement)
 }
 
@@ -50,9 +48,6 @@ var (
 	_ driver.NamedValueChecker  = (*observedConn)(nil)
 )
 
-// Unwrap returns the driver's connection (modernc's sqlite.Limit looks through wrappers this way).
-func (c *observedConn) Unwrap() driver.Conn { return c.Conn }
-
 func (c *observedConn) report(query string, args []driver.NamedValue) {
 	vals := make([]any, len(args))
 	for i, a := range args {
@@ -63,13 +58,7 @@ func (c *observedConn) report(query string, args []driver.NamedValue) {
 
 func (c *observedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	c.fn(Statement{Query: "BEGIN"})
-	var tx driver.Tx
-	var err error
-	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
-		tx, err = b.BeginTx(ctx, opts)
-	} else {
-		tx, err = c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
-	}
+	tx, err := c.passthroughConn.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -93,63 +82,29 @@ func (t observedTx) Rollback() error {
 }
 
 func (c *observedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	var st driver.Stmt
-	var err error
-	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
-		st, err = p.PrepareContext(ctx, query)
-	} else {
-		st, err = c.Conn.Prepare(query)
-	}
+	st, err := c.passthroughConn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	return &observedStmt{Stmt: st, query: query, conn: c}, nil
 }
 
+// ExecContext and QueryContext report a statement only when the driver runs it directly: when it
+// answers ErrSkip, database/sql prepares it, and observedStmt reports it then.
 func (c *observedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	e, ok := c.Conn.(driver.ExecerContext)
-	if !ok {
+	if _, ok := c.Conn.(driver.ExecerContext); !ok {
 		return nil, driver.ErrSkip
 	}
 	c.report(query, args)
-	return e.ExecContext(ctx, query, args)
+	return c.passthroughConn.ExecContext(ctx, query, args)
 }
 
 func (c *observedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	q, ok := c.Conn.(driver.QueryerContext)
-	if !ok {
+	if _, ok := c.Conn.(driver.QueryerContext); !ok {
 		return nil, driver.ErrSkip
 	}
 	c.report(query, args)
-	return q.QueryContext(ctx, query, args)
-}
-
-func (c *observedConn) Ping(ctx context.Context) error {
-	if p, ok := c.Conn.(driver.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
-
-func (c *observedConn) ResetSession(ctx context.Context) error {
-	if r, ok := c.Conn.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
-	}
-	return nil
-}
-
-func (c *observedConn) IsValid() bool {
-	if v, ok := c.Conn.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
-}
-
-func (c *observedConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if ch, ok := c.Conn.(driver.NamedValueChecker); ok {
-		return ch.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
+	return c.passthroughConn.QueryContext(ctx, query, args)
 }
 
 // observedStmt reports prepared statements when they run (database/sql prepares when the driver

@@ -2,8 +2,10 @@ package store
 
 import (
 	"bindery/state"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -69,26 +71,27 @@ func operationByID(ctx context.Context, q queryer, operationID string) (Operatio
 	return o, nil
 }
 
-// OperationsBySubject lists a subject's applications newest first ("my requests").
+// OperationsBySubject lists a subject's applications newest first ("my requests"): by the
+// database clock (created_at, then id), since ids are no order on a distributed MySQL.
 func (db *DB) OperationsBySubject(ctx context.Context, subjectID string, p Page) ([]Operation, string, error) {
-	c, after, err := decodeCursor(p.Cursor, false)
+	c, after, err := decodeCursor(p.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	q := "SELECT " + operationColumns + " FROM operation WHERE subject_id = ?"
 	args := []any{subjectID}
 	if after {
-		q += " AND id < ?"
-		args = append(args, c.ID)
+		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
 	}
-	q += " ORDER BY id DESC LIMIT ?"
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
 	args = append(args, p.limit()+1)
 	rows, err := db.ro.QueryContext(ctx, q, args...)
 	ops, err := collect(rows, err, scanOp)
 	if err != nil {
 		return nil, "", err
 	}
-	ops, next := trimPage(ops, p.limit(), func(o Operation) cursor { return cursor{ID: o.ID} }, false)
+	ops, next := trimPage(ops, p.limit(), func(o Operation) cursor { return cursor{ID: o.ID, At: o.CreatedAt} })
 	return ops, next, nil
 }
 
@@ -101,7 +104,8 @@ type StuckFilter struct {
 	// (CREATE_FAILED, HANDLE_FAILED) or a pending step (10501+, e.g. a pipeline that timed out),
 	// and, when DeployOverdue > 0, a MERGED request unchanged for longer than DeployOverdue by
 	// the database clock: its deploy callback is lost and no later MR of its project will let
-	// reconciliation infer it, so only an operator's confirmation validates it.
+	// reconciliation infer it, so only an operator's confirmation validates it. A removal
+	// waiting for its deploy (VALIDATED at CLOSE_MERGED) as long is listed likewise.
 	NeedsOperator bool
 	DeployOverdue time.Duration
 	// ApprovalOverdue > 0 (with NeedsOperator) adds the requests APPROVAL_SENT for longer than it:
@@ -117,7 +121,7 @@ var unfinished = []state.BindingStatus{
 
 // StuckOperations lists applications by status (and step), the longest unchanged first.
 func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, string, error) {
-	c, after, err := decodeCursor(f.Cursor, true)
+	c, after, err := decodeCursor(f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -158,8 +162,42 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 	if err != nil {
 		return nil, "", err
 	}
-	ops, next := trimPage(ops, f.limit(), func(o Operation) cursor { return cursor{ID: o.ID, At: o.UpdatedAt} }, true)
+	if f.NeedsOperator && f.DeployOverdue > 0 && len(f.Statuses) == 0 {
+		// Removals whose deploy is overdue are VALIDATED, which the list above leaves out (every
+		// binding in effect is): they come from removal_merged, in the same order, and the two
+		// sorted lists are merged into the page.
+		removals, err := db.overdueRemovals(ctx, f, c, after)
+		if err != nil {
+			return nil, "", err
+		}
+		ops = append(ops, removals...)
+		slices.SortFunc(ops, func(a, b Operation) int {
+			if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
+		if len(ops) > f.limit()+1 {
+			ops = ops[:f.limit()+1]
+		}
+	}
+	ops, next := trimPage(ops, f.limit(), func(o Operation) cursor { return cursor{ID: o.ID, At: o.UpdatedAt} })
 	return ops, next, nil
+}
+
+// overdueRemovals is the stuck list's page of removals waiting for their deploy for longer than
+// f.DeployOverdue (after the cursor c when after), in the list's order.
+func (db *DB) overdueRemovals(ctx context.Context, f StuckFilter, c cursor, after bool) ([]Operation, error) {
+	q := "SELECT " + prefixed("o.", operationColumns) + " FROM removal_merged r JOIN operation o ON o.operation_id = r.operation_id" +
+		" WHERE r.created_at < " + db.nowPlus() + " AND o.status = ? AND o.step = ?"
+	args := []any{-micros(f.DeployOverdue), state.StatusValidated, state.StepCloseMerged}
+	if after {
+		q += " AND (o.updated_at > ? OR (o.updated_at = ? AND o.id > ?))"
+		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
+	}
+	q += " ORDER BY o.updated_at, o.id LIMIT ?"
+	rows, err := db.ro.QueryContext(ctx, q, append(args, f.limit()+1)...)
+	return collect(rows, err, scanOp)
 }
 
 // OperationsByMR returns the MERGED applications carried by MR mrIID of project: the members a

@@ -221,14 +221,14 @@ func (tx *Tx) insertFirstSteps(ctx context.Context, apps []Application) error {
 		status state.BindingStatus
 	}
 	var order []first
-	ids := map[first][]string{}
+	ids := map[first][]stepRow{}
 	var tasks []TaskSpec
 	for _, a := range apps {
 		f := first{a.Step, a.Status}
 		if _, ok := ids[f]; !ok {
 			order = append(order, f)
 		}
-		ids[f] = append(ids[f], a.OperationID)
+		ids[f] = append(ids[f], stepRow{a.OperationID, 1})
 		if a.Task != nil {
 			t := *a.Task
 			t.Ref = a.OperationID
@@ -310,11 +310,11 @@ type Change struct {
 	ExpiresIn time.Duration
 }
 
-// Transition moves a request to c.To / c.Step (SPEC §3): it checks the one transition table
-// (illegal → *ErrIllegalTransition, nothing written), then writes operation then binding, each
-// guarded on the version read (I6: 0 rows → ErrPreempted, nothing written), and appends the step
-// to the history, all in one transaction. The returned Request carries the new status, step,
-// versions and MR/pipeline; its times are the database's and are not re-read.
+// Transition moves a request to c.To / c.Step (docs/states.md, 'Binding status'): it checks the one
+// transition table (illegal → *ErrIllegalTransition, nothing written), then writes operation then
+// binding, each guarded on the version read (I6: 0 rows → ErrPreempted, nothing written), and
+// appends the step to the history, all in one transaction. The returned Request carries the new
+// status, step, versions and MR/pipeline; its times are the database's and are not re-read.
 func (db *DB) Transition(ctx context.Context, cur Request, c Change) (Request, error) {
 	var r Request
 	err := db.InTx(ctx, func(tx *Tx) error {
@@ -358,7 +358,10 @@ func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, e
 	if err := requireOne(res, err, "transition binding of %s", op.OperationID); err != nil {
 		return Request{}, err
 	}
-	if err := insertSteps(ctx, tx.tx, []string{op.OperationID}, c.Step, c.To, c.Note); err != nil {
+	if err := insertSteps(ctx, tx.tx, []stepRow{{op.OperationID, op.Version + 1}}, c.Step, c.To, c.Note); err != nil {
+		return Request{}, err
+	}
+	if err := tx.trackRemovals(ctx, []Operation{op}, MemberChange{Step: c.Step, MRIID: c.MRIID}); err != nil {
 		return Request{}, err
 	}
 	move := state.Move{From: b.Status, To: c.To, FromStep: op.Step, Step: c.Step, MR: c.MRIID != 0}
@@ -704,7 +707,7 @@ func (db *DB) statusRequestQuery() string {
 		// The failed job of the request's own pipeline (legacy); statusMore reads its batch's.
 		" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = o.pipeline_id" +
 		" LEFT JOIN operation_step s ON s.operation_id = o.operation_id" +
-		" WHERE o.operation_id = ? ORDER BY s.id"
+		" WHERE o.operation_id = ? ORDER BY s.seq"
 }
 
 // statusMoreTexts builds statusMore's query for every combination of parts.
@@ -744,10 +747,15 @@ func (db *DB) statusMoreQuery(p statusParts) string {
 		cols = append(cols, prefixed("mb.", batchBriefColumns),
 			"w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, "+ahead, prefixed("bb.", batchBriefColumns),
 			db.taskBriefColumnsOf("bt."), db.queuedAhead("bt"), "fj.job_id, fj.name, fj.web_url")
-		from += " LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.id DESC LIMIT 1)" +
-			// MAX, not ORDER BY id DESC LIMIT 1: the latter tempts MariaDB into walking the primary
-			// key backwards through the whole waiting set, looking for this operation's row.
-			" LEFT JOIN merge_batch_request w ON w.id = (SELECT MAX(r.id) FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL)" +
+		// The latest claim and the latest waiting row, by the database clock: ids are no order
+		// (a distributed MySQL hands them out in blocks per server). A request's claims are a
+		// batch's run apart; the id breaks a tie of SQLite's milliseconds, where it is the order
+		// of insertion. A request has at most one waiting row per action, found on its unique
+		// key; no index holds them in this order (an id order once tempted MariaDB into walking
+		// the primary key backwards through the whole waiting set).
+		from += " LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.claimed_at DESC, m.id DESC LIMIT 1)" +
+			" LEFT JOIN merge_batch_request w ON w.id = (SELECT r.id FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL" +
+			" ORDER BY r.created_at DESC, r.id DESC LIMIT 1)" +
 			" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
 			" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
 			" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = mb.pipeline_id"

@@ -37,25 +37,34 @@ func clipText(s string, n int) string {
 	return ""
 }
 
+// stepRow is one operation's row of a history append: its version after the change, which
+// orders its history (operation_step.seq; never the row's id, which a distributed MySQL hands out
+// in blocks per server).
+type stepRow struct {
+	operationID string
+	version     int64
+}
+
 // insertSteps appends one history row per operation, with one multi-row insert per chunk.
-func insertSteps(ctx context.Context, tx *sql.Tx, operationIDs []string, step state.Step, status state.BindingStatus, note string) error {
+func insertSteps(ctx context.Context, tx *sql.Tx, ops []stepRow, step state.Step, status state.BindingStatus, note string) error {
 	note = clipNote(note)
-	for _, ids := range chunks(operationIDs, maxInList) {
-		args := make([]any, 0, 4*len(ids))
-		for _, id := range ids {
-			args = append(args, id, step, status, note)
+	for _, chunk := range chunks(ops, maxInList) {
+		args := make([]any, 0, 5*len(chunk))
+		for _, o := range chunk {
+			args = append(args, o.operationID, o.version, step, status, note)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO operation_step (operation_id, step, status, note) VALUES "+
-			rowsOf("(?, ?, ?, ?)", len(ids)), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO operation_step (operation_id, seq, step, status, note) VALUES "+
+			rowsOf("(?, ?, ?, ?, ?)", len(chunk)), args...); err != nil {
 			return fmt.Errorf("append step %s: %w", step, err)
 		}
 	}
 	return nil
 }
 
-// Steps returns operationID's step history, oldest first.
+// Steps returns operationID's step history, oldest first: in the order of the operation's
+// versions, which its changes took one after another.
 func (db *DB) Steps(ctx context.Context, operationID string) ([]StepRecord, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY id", operationID)
+	rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id = ? ORDER BY seq", operationID)
 	return collect(rows, err, scanStep)
 }
 

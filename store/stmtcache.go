@@ -34,13 +34,14 @@ func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}, refused: map[string]bool{}}, nil
+	return &cachingConn{passthroughConn: passthroughConn{conn}, stmts: map[string]*cachedStmt{}, refused: map[string]bool{}}, nil
 }
 
 // cachingConn is one connection and its prepared statements. database/sql uses a connection from
-// one goroutine at a time, so it needs no lock.
+// one goroutine at a time, so it needs no lock. What it does not cache it forwards
+// (passthroughConn).
 type cachingConn struct {
-	driver.Conn
+	passthroughConn
 	stmts   map[string]*cachedStmt
 	order   []string        // query texts of stmts, oldest first (eviction order)
 	refused map[string]bool // texts the database would not prepare: run directly
@@ -63,9 +64,6 @@ var (
 	_ driver.Validator          = (*cachingConn)(nil)
 	_ driver.NamedValueChecker  = (*cachingConn)(nil)
 )
-
-// Unwrap returns the driver's connection (modernc's sqlite.Limit looks through wrappers this way).
-func (c *cachingConn) Unwrap() driver.Conn { return c.Conn }
 
 // stmt returns the idle prepared statement of query, preparing it on first use; nil: run the
 // query directly (not a plain read or write, too long, refused by the database, or its
@@ -132,11 +130,7 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 			return e.ExecContext(ctx, args)
 		}
 	}
-	e, ok := c.Conn.(driver.ExecerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	return e.ExecContext(ctx, query, args)
+	return c.passthroughConn.ExecContext(ctx, query, args)
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -150,11 +144,7 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 			return &cachedRows{Rows: rows, s: s}, nil
 		}
 	}
-	q, ok := c.Conn.(driver.QueryerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	return q.QueryContext(ctx, query, args)
+	return c.passthroughConn.QueryContext(ctx, query, args)
 }
 
 // cachedRows frees its statement for the next run when closed.
@@ -177,46 +167,4 @@ func (c *cachingConn) Close() error {
 	}
 	c.stmts, c.order = nil, nil
 	return errors.Join(append(errs, c.Conn.Close())...)
-}
-
-func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
-		return p.PrepareContext(ctx, query)
-	}
-	return c.Conn.Prepare(query)
-}
-
-func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
-		return b.BeginTx(ctx, opts)
-	}
-	return c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
-}
-
-func (c *cachingConn) Ping(ctx context.Context) error {
-	if p, ok := c.Conn.(driver.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
-
-func (c *cachingConn) ResetSession(ctx context.Context) error {
-	if r, ok := c.Conn.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
-	}
-	return nil
-}
-
-func (c *cachingConn) IsValid() bool {
-	if v, ok := c.Conn.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
-}
-
-func (c *cachingConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if ch, ok := c.Conn.(driver.NamedValueChecker); ok {
-		return ch.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
 }

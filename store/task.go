@@ -356,14 +356,15 @@ func (tx *Tx) FinishTask(ctx context.Context, t Task) error {
 	return tx.wakeWaiter(ctx, t.Slot)
 }
 
-// wakeWaiter makes the first task waiting for slot (the oldest) due now. A waiter that missed it
-// (it began to wait just after) comes back at its safety net.
+// wakeWaiter makes the first task waiting for slot (the oldest, by the database clock: ids are no
+// order on a distributed MySQL) due now. A waiter that missed it (it began to wait just after)
+// comes back at its safety net.
 func (tx *Tx) wakeWaiter(ctx context.Context, slot string) error {
 	db := tx.db
 	var id int64
 	// A locking read (MySQL): a task that starts waiting right now is seen once it commits,
 	// never missed by both sides (see AdvanceTask's WaitsFor check).
-	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM task WHERE waits_for = ? ORDER BY id LIMIT 1"+db.forUpdate(), slot).Scan(&id))
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM task WHERE waits_for = ? ORDER BY created_at, id LIMIT 1"+db.forUpdate(), slot).Scan(&id))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
@@ -480,7 +481,8 @@ func itoa(s state.Step) string { return strconv.Itoa(int(s)) }
 // Orphans lists in-flight work that has no task — which the product never leaves (a task is
 // written in the transaction of the state that needs it) but an old database, a hand edit or a
 // bug may: up to limit operations in a state that needs bindery to act (see inFlight) and active
-// batches (RUNNING, BLOCKED). The sweep gives each a task and says so loudly.
+// batches (RUNNING, BLOCKED). The sweep gives each a task and says so loudly. The id order only
+// makes the bounded read stable; which orphans come first means nothing, each run takes the rest.
 func (db *DB) Orphans(ctx context.Context, limit int) ([]Operation, []Batch, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("o.", operationColumns)+" FROM operation o WHERE "+inFlight("o.")+
 		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = o.operation_id) ORDER BY o.id LIMIT ?", state.TaskRequest, limit)
@@ -506,18 +508,20 @@ func (db *DB) text(column string) string {
 }
 
 // ActiveBatchByMR is the id of the active batch carried by MR mrIID of project (ErrNotFound:
-// none): a GitLab webhook names the MR, and the batch's task is woken.
+// none): a GitLab webhook names the MR, and the batch's task is woken. Should two be found, the
+// newest by the database clock (ids are no order on a distributed MySQL).
 func (db *DB) ActiveBatchByMR(ctx context.Context, project string, mrIID int64) (int64, error) {
 	var id int64
-	err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch WHERE project = ? AND mr_iid = ? AND status IN (?, ?) ORDER BY id DESC LIMIT 1",
+	err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch WHERE project = ? AND mr_iid = ? AND status IN (?, ?) ORDER BY created_at DESC, id DESC LIMIT 1",
 		project, mrIID, state.BatchRunning, state.BatchBlocked).Scan(&id)
 	return id, translate(err)
 }
 
-// LegacyByMR is the legacy request whose own MR is mrIID of project (ErrNotFound: none).
+// LegacyByMR is the legacy request whose own MR is mrIID of project (ErrNotFound: none); should
+// two name it, the newest application by the database clock.
 func (db *DB) LegacyByMR(ctx context.Context, project string, mrIID int64) (string, error) {
 	var op string
-	err := db.ro.QueryRowContext(ctx, "SELECT operation_id FROM operation WHERE project = ? AND mr_iid = ? AND flow = ? ORDER BY id DESC LIMIT 1",
+	err := db.ro.QueryRowContext(ctx, "SELECT operation_id FROM operation WHERE project = ? AND mr_iid = ? AND flow = ? ORDER BY created_at DESC, id DESC LIMIT 1",
 		project, mrIID, state.FlowLegacy).Scan(&op)
 	return op, translate(err)
 }

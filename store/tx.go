@@ -34,8 +34,8 @@ type scanner interface {
 }
 
 // maxInList bounds the placeholders of one IN list and the rows of one multi-row insert
-// (SPEC §5.6): bulk paths issue one statement per chunk, never one per row, and never an
-// unbounded statement.
+// (docs/invariants.md, 'Bulk paths'): bulk paths issue one statement per chunk, never one per row,
+// and never an unbounded statement.
 const maxInList = 500
 
 // chunks splits items into slices of at most n.
@@ -164,12 +164,12 @@ func collect[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([
 
 // trimPage keeps the first limit items of a list read with LIMIT limit+1 and returns the cursor
 // after the last one kept, "" when there is no further page.
-func trimPage[T any](items []T, limit int, after func(T) cursor, withTime bool) ([]T, string) {
+func trimPage[T any](items []T, limit int, after func(T) cursor) ([]T, string) {
 	if len(items) <= limit {
 		return items, ""
 	}
 	items = items[:limit]
-	return items, after(items[limit-1]).encode(withTime)
+	return items, after(items[limit-1]).encode()
 }
 
 // assignments is an UPDATE's SET list and its arguments, built from parts that may be absent.

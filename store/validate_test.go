@@ -562,9 +562,9 @@ func TestAStatusReadHasTheWholeHistory(t *testing.T) {
 		// 2,500 more steps of 512 bytes each (1.3 MB of notes).
 		var rows []string
 		for i := range 2500 {
-			rows = append(rows, fmt.Sprintf("('op-1', %d, 'MERGING', '%s')", int(state.StepHandleStarted), strings.Repeat(string(rune('a'+i%26)), 512)))
+			rows = append(rows, fmt.Sprintf("('op-1', %d, %d, 'MERGING', '%s')", 100+i, int(state.StepHandleStarted), strings.Repeat(string(rune('a'+i%26)), 512)))
 		}
-		if _, err := db.Raw().Exec("INSERT INTO operation_step (operation_id, step, status, note) VALUES " + strings.Join(rows, ", ")); err != nil {
+		if _, err := db.Raw().Exec("INSERT INTO operation_step (operation_id, seq, step, status, note) VALUES " + strings.Join(rows, ", ")); err != nil {
 			t.Fatal(err)
 		}
 		// Admitted: its place in batching is a second query.

@@ -13,10 +13,10 @@ import (
 type Admission struct {
 	OperationID string
 	Action      state.Action
-	Partition   string // the target's GitLab project (SPEC §5.5)
-	// Change is the change as rendered and validated at admission (SPEC §12.3); the batch runner
-	// commits it as it is, so the request finishes even if its target leaves the catalog. Zero:
-	// not recorded, the runner renders from the catalog (batch.Admit fills it).
+	Partition   string // the target's GitLab project (docs/invariants.md, 'Partitions')
+	// Change is the change as rendered and validated at admission (docs/workflow.md, 'Admission');
+	// the batch runner commits it as it is, so the request finishes even if its target leaves the
+	// catalog. Zero: not recorded, the runner renders from the catalog (batch.Admit fills it).
 	Change AdmittedChange
 }
 
@@ -59,7 +59,7 @@ func (tx *Tx) Admit(ctx context.Context, a Admission) (bool, error) {
 }
 
 // WaitingPlace is where a request stands in its partition's waiting set: "why is my request
-// waiting" (SPEC §12.2).
+// waiting" (docs/workflow.md, 'What the requester is told').
 type WaitingPlace struct {
 	Partition string
 	Action    state.Action
@@ -80,14 +80,17 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	var id int64
 	var since dbTime
 	var of, round sql.NullInt64
+	// Its latest admission by the database clock, never by id (ids are no order on a distributed
+	// MySQL); a request has at most one waiting row per action.
 	err := db.ro.QueryRowContext(ctx, "SELECT id, partition_key, action, created_at, suspect_of, suspect_round FROM merge_batch_request "+
-		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since, &of, &round)
+		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since, &of, &round)
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
 	}
 	w.Since = since.T
 	// Counted in the claim's order: the suspect groups of a bisection first (latest round
-	// first, see readSuspects), then (created_at, id).
+	// first, see readSuspects), then (created_at, id) — the id only orders rows admitted in the
+	// same microsecond (millisecond on SQLite), the same way for the claim and the count.
 	at := db.timeArg(w.Since)
 	q := "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL " +
 		"AND (suspect_round IS NOT NULL OR created_at < ? OR (created_at = ? AND id < ?))"
@@ -126,10 +129,10 @@ func (db *DB) PartitionsWaiting(ctx context.Context) ([]string, error) {
 }
 
 // PartitionDue reports whether partition's waiting set should be batched now: a batch closes
-// by size or by age (SPEC §12.5), so it is due when at least max requests wait or the oldest has
-// waited longer than maxWait, by the database clock, or a suspect group (bisection) waits.
-// maxWait ≤ 0: whatever waits is due. Up to three bounded reads on the claim and suspect
-// indexes (at most max rows counted, one row probed for each of the other two).
+// by size or by age (docs/workflow.md, 'Batch rounds'), so it is due when at least max requests
+// wait or the oldest has waited longer than maxWait, by the database clock, or a suspect group
+// (bisection) waits. maxWait ≤ 0: whatever waits is due. Up to three bounded reads on the claim and
+// suspect indexes (at most max rows counted, one row probed for each of the other two).
 func (db *DB) PartitionDue(ctx context.Context, partition string, max int, maxWait time.Duration) (bool, error) {
 	if maxWait <= 0 {
 		return true, nil
@@ -170,4 +173,28 @@ func nullIfEmpty(s string) any {
 		return nil
 	}
 	return s
+}
+
+// Batching says where a request's actions are on the batch path: the active batch (RUNNING,
+// BLOCKED) that holds one of them (0: none), and whether one waits in the waiting set.
+func (tx *Tx) Batching(ctx context.Context, operationID string) (activeBatch int64, waiting bool, err error) {
+	type row struct {
+		batch  int64
+		status string
+	}
+	rows, err := tx.tx.QueryContext(ctx, "SELECT COALESCE(r.batch_id, 0), COALESCE(b.status, '') FROM merge_batch_request r "+
+		"LEFT JOIN merge_batch b ON b.id = r.batch_id WHERE r.operation_id = ?", operationID)
+	found, err := collect(rows, err, func(s scanner) (row, error) { var r row; return r, s.Scan(&r.batch, &r.status) })
+	if err != nil {
+		return 0, false, fmt.Errorf("batching of %s: %w", operationID, err)
+	}
+	for _, r := range found {
+		switch {
+		case r.batch == 0:
+			waiting = true
+		case state.BatchStatus(r.status).Active():
+			activeBatch = r.batch
+		}
+	}
+	return activeBatch, waiting, nil
 }

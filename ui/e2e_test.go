@@ -36,7 +36,7 @@ func bootDemo(t *testing.T) string {
 	}
 	logs := &bytes.Buffer{}
 	a, err := app.New(context.Background(), app.Options{Mode: app.ModeDemo, ConfigPath: configPath, Addr: "127.0.0.1:0", DSN: dsn,
-		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs, Services: app.Services})
+		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,11 @@ type fakeAPI struct {
 	applies []string          // operationId of every POST /api/apply, in order
 	bodies  map[string]string // the body each operationId was first applied with
 	retries []string          // "operationId by identity" of every retry
-	audit   []map[string]any
+	// withdrawals are the "operationId by identity" of every withdrawal that ran; answered
+	// holds each withdrawal's answer by its operationId (replayed, as server/idempotency.go).
+	withdrawals []string
+	answered    map[string]api.RequestView
+	audit       []map[string]any
 	// rounds is the answer of a batch round (nil: nothing waited in the catalog's project).
 	rounds []api.PartitionRound
 	// listenAddr is the address the fake says the process listens on, set by the -addr flag.
@@ -59,6 +63,8 @@ type fakeTicket struct {
 	Status      string     `json:"status"`
 	CreatedAt   time.Time  `json:"createdAt"`
 	DecidedAt   *time.Time `json:"decidedAt"`
+	DecidedBy   string     `json:"decidedBy,omitempty"`
+	Comment     string     `json:"comment,omitempty"`
 }
 
 func newFakeAPI() *fakeAPI {
@@ -74,6 +80,8 @@ func (f *fakeAPI) Handler() http.Handler {
 	mux.HandleFunc("POST /api/apply", f.apply)
 	mux.HandleFunc("GET /api/my/requests", f.myRequests)
 	mux.HandleFunc("GET /api/requests/{id}", f.request)
+	mux.HandleFunc("POST /api/requests/{id}/revoke", f.revoke)
+	mux.HandleFunc("POST /api/requests/{id}/withdraw", f.withdraw)
 	mux.HandleFunc("GET /sim/approvals", f.approvals)
 	mux.HandleFunc("POST /sim/approvals/{id}/decide", f.decide)
 	mux.HandleFunc("GET /api/ops/requests", f.opsOnly(f.stuck))
@@ -255,8 +263,16 @@ func (fr *fakeRequest) move(status state.BindingStatus, step state.Step, at time
 	}
 	v.Stage = workflow.CurrentStage(status, step, last)
 	v.NextAction = state.NextActionFor(status, step)
-	v.NextActionText = workflow.ActionText(status, v.NextAction)
+	v.NextActionText = explain.NextActionText(v.NextAction)
 	v.UpdatedAt = at
+}
+
+// lastStage is the newest stage the request entered ("approval" before any).
+func (fr *fakeRequest) lastStage() string {
+	if n := len(fr.view.Stages); n > 0 {
+		return fr.view.Stages[n-1].Stage
+	}
+	return "approval"
 }
 
 // enter closes the running stage and starts the next one ("" ends the last).
@@ -309,7 +325,38 @@ func (f *fakeAPI) advance(fr *fakeRequest, now time.Time) {
 		exp := now.Add(720 * time.Hour)
 		v.ExpiresAt = &exp
 		fr.approved = false
+	case v.Status == state.StatusValidated && v.Step.Code == int(state.StepCloseStarted):
+		fr.removalMerged(now, 64)
+	case v.Status == state.StatusValidated && v.Step.Code == int(state.StepCloseMerged):
+		fr.removed(now)
+		fr.approved = false
 	}
+}
+
+// removalMerged: the removal's MR !mr merged; the binding is in effect until its deploy.
+func (fr *fakeRequest) removalMerged(at time.Time, mr int64) {
+	v := &fr.view
+	v.MR = &api.Link{ID: mr, URL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", v.Project, mr)}
+	fr.move(state.StatusValidated, state.StepCloseMerged, at)
+	v.Timeline[len(v.Timeline)-1].Note = fmt.Sprintf("MR !%d merged", mr)
+	v.Waiting = &api.Waiting{Stage: "close", WaitingFor: fmt.Sprintf("the deploy pipeline to report that the removal (merge request !%d) is deployed; until then the binding is still in effect", mr), Since: at}
+	v.NextActionText = explain.Removing(true)
+}
+
+// removed: the removal's deploy came (CLOSED), as workflow/outcome.go words it.
+func (fr *fakeRequest) removed(at time.Time) {
+	v := &fr.view
+	fr.enter("", at)
+	fr.move(state.StatusClosed, state.StepCloseSucceeded, at)
+	v.Timeline[len(v.Timeline)-1].Note = fmt.Sprintf("the deploy of MR !%d includes the removal", v.MR.ID)
+	by := ""
+	for _, e := range v.Timeline {
+		if e.Step.Code == int(state.StepCloseStarted) {
+			by = strings.TrimSuffix(strings.TrimPrefix(e.Note, "Revoked by "), ".")
+			break
+		}
+	}
+	v.NextActionText, v.Waiting, v.ExpiresAt = explain.Closed(explain.EndRevoked, by), nil, nil
 }
 
 // snapshot returns the view with durations filled in (until the next entry, or now).
@@ -333,7 +380,7 @@ func (fr *fakeRequest) snapshot(now time.Time) api.RequestView {
 func (fr *fakeRequest) summary() api.RequestSummary {
 	v := fr.view
 	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step,
-		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt}
+		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt, Withdrawable: v.Withdrawable}
 }
 
 func (f *fakeAPI) request(w http.ResponseWriter, r *http.Request) {
@@ -349,7 +396,83 @@ func (f *fakeAPI) request(w http.ResponseWriter, r *http.Request) {
 	if fr.approved {
 		f.advance(fr, now)
 	}
-	reply(w, 200, fr.snapshot(now))
+	v := fr.snapshot(now)
+	if fr.view.Subject != id { // an operator reads someone's request (server/handlers.go ownedRequest)
+		v = v.ForOperator()
+	}
+	reply(w, 200, v)
+}
+
+// owned is the request of the path as the owner-checked routes find it (nil: answered 404).
+func (f *fakeAPI) owned(w http.ResponseWriter, r *http.Request) (*fakeRequest, string) {
+	name, id := identity(r)
+	fr, ok := f.reqs[r.PathValue("id")]
+	if !ok || (fr.view.Subject != id && name != "ops") {
+		fail(w, 404, "NOT_FOUND", "No such request.")
+		return nil, id
+	}
+	return fr, id
+}
+
+// revoke starts the close phase of a request in effect; the request then moves on as it is read:
+// its removal merges, then its deploy closes it (advance).
+func (f *fakeAPI) revoke(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr, who := f.owned(w, r)
+	if fr == nil {
+		return
+	}
+	if fr.view.Status != state.StatusValidated {
+		fail(w, 409, "CONFLICT", "Only a request in effect (VALIDATED) can be revoked; this one is "+string(fr.view.Status)+".")
+		return
+	}
+	now := time.Now()
+	fr.enter("close", now)
+	fr.move(state.StatusValidated, state.StepCloseStarted, now)
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "Revoked by " + who + "."
+	fr.view.Waiting = &api.Waiting{Stage: "close", WaitingFor: "the next batch round of " + fr.view.Project + " to remove the file (0 ahead in the queue)", Since: now, Position: 1}
+	fr.view.NextActionText = explain.Removing(false)
+	fr.approved = true
+	reply(w, 202, fr.snapshot(now))
+}
+
+// withdraw closes a failed request (server/handlers.go withdraw, workflow/withdraw.go): once
+// per operationId, 409 for a request that did not fail.
+func (f *fakeAPI) withdraw(w http.ResponseWriter, r *http.Request) {
+	var body struct{ OperationID string }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.OperationID == "" {
+		fail(w, 400, "INVALID_ARGUMENT", "operationId: required")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr, who := f.owned(w, r)
+	if fr == nil {
+		return
+	}
+	if v, ok := f.answered[body.OperationID]; ok {
+		reply(w, 202, v)
+		return
+	}
+	if !fr.view.Withdrawable {
+		fail(w, 409, "CONFLICT", "Only a request that failed can be withdrawn; this one is "+string(fr.view.Status)+".")
+		return
+	}
+	now := time.Now()
+	f.withdrawals = append(f.withdrawals, fr.view.OperationID+" by "+who)
+	f.audit = append(f.audit, map[string]any{"at": now, "actor": who, "action": "withdraw",
+		"params": map[string]any{"operationId": body.OperationID, "request": fr.view.OperationID, "__authenticatedOperator": who}, "requestId": "fake"})
+	fr.move(state.StatusClosed, state.StepWithdrawn, now)
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "Withdrawn by " + who + "."
+	fr.view.Stage = workflow.CurrentStage(state.StatusClosed, state.StepWithdrawn, fr.lastStage())
+	fr.view.NextActionText = explain.Closed(explain.EndWithdrawn, who)
+	fr.view.Withdrawable, fr.view.OperatorText, fr.view.FailedJob, fr.view.Waiting = false, "", nil, nil
+	if f.answered == nil {
+		f.answered = map[string]api.RequestView{}
+	}
+	f.answered[body.OperationID] = fr.snapshot(now)
+	reply(w, 202, f.answered[body.OperationID])
 }
 
 func (f *fakeAPI) myRequests(w http.ResponseWriter, r *http.Request) {
@@ -372,7 +495,7 @@ func (f *fakeAPI) approvals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
-	var body struct{ Decision string }
+	var body struct{ Decision, DecidedBy, Comment string }
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || (body.Decision != "APPROVED" && body.Decision != "REJECTED") {
 		fail(w, 400, "INVALID_ARGUMENT", "decision: APPROVED or REJECTED")
 		return
@@ -388,7 +511,7 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		now := time.Now()
-		t.Status, t.DecidedAt = body.Decision, &now
+		t.Status, t.DecidedAt, t.DecidedBy, t.Comment = body.Decision, &now, body.DecidedBy, body.Comment
 		// What bindery does with the signed callback.
 		if fr := f.reqs[t.OperationID]; fr != nil && fr.view.Status.AwaitingApproval() {
 			if body.Decision == "APPROVED" {
@@ -400,6 +523,16 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 				fr.enter("", now)
 				fr.move(state.StatusRejected, state.StepApprovalRejected, now)
 				fr.view.Waiting = nil
+				// As workflow/rejection.go words it (who and their comment, when sent).
+				note := "Decision: rejected."
+				switch {
+				case body.DecidedBy != "" && body.Comment != "":
+					note = "Rejected by " + body.DecidedBy + ": " + body.Comment
+				case body.DecidedBy != "":
+					note = "Rejected by " + body.DecidedBy + "."
+				}
+				fr.view.Timeline[len(fr.view.Timeline)-1].Note = note
+				fr.view.NextActionText = explain.Rejected(note)
 			}
 		}
 		reply(w, 200, t)
@@ -491,7 +624,7 @@ func (f *fakeAPI) settle(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) reconcile(w http.ResponseWriter, r *http.Request) {
-	reply(w, 200, api.ReconcileResult{Scanned: 3, Validated: 1})
+	reply(w, 200, api.ReconcileResult{Scanned: 3, Validated: 1, Closed: 1})
 }
 
 func (f *fakeAPI) config(w http.ResponseWriter, r *http.Request) {
@@ -610,12 +743,24 @@ func (f *fakeAPI) seedFailedInCI(opID, subject, targetKey string, at time.Time) 
 		func(string, int64) string { return b.Pipeline.URL })
 	fr.enter("", at.Add(16*time.Minute))
 	fr.view.FailedJob = &api.JobLink{ID: 77031, Name: "test", URL: "https://gitlab.example.com/" + t.Project + "/-/jobs/77031"}
-	fr.view.Waiting = &api.Waiting{Stage: "ci", WaitingFor: "the maintainers: this failure will not go away by waiting", Since: at.Add(16 * time.Minute)}
+	fr.view.Waiting = &api.Waiting{Stage: "ci", WaitingFor: "its requester or an operator: waiting will not fix this failure (withdraw the request and apply again, or retry it)", Since: at.Add(16 * time.Minute)}
+	// As workflow/outcome.go words it: the cause with the failed job, both ways out.
+	failed := explain.Failed{Step: state.StepCreatePipelineFailed, Note: "batch 63 isolated the culprit " + opID + " after 1 bisection: pipeline 8831 failed",
+		Job: "test #77031", Links: func(string, int64) string { return b.Pipeline.URL }}
+	fr.view.Withdrawable = true
+	fr.view.NextActionText, fr.view.OperatorText = explain.WayOut(failed), explain.ForOperator(failed)
 }
 
-// seedRevoked adds a request that was in effect and whose binding is being removed (closing)
-// or was removed (!closing: CLOSED).
-func (f *fakeAPI) seedRevoked(opID, subject, targetKey string, at time.Time, closing bool) {
+// Where a seeded revocation stands (seedRevoked).
+const (
+	revocationQueued = iota // CLOSE_STARTED: waiting for a batch
+	removalMerged           // CLOSE_MERGED: merged, waiting for the deploy
+	removalDeployed         // CLOSED
+)
+
+// seedRevoked adds a request that was in effect and whose binding is being removed: its
+// revocation queued, its removal merged, or removed and deployed (CLOSED).
+func (f *fakeAPI) seedRevoked(opID, subject, targetKey string, at time.Time, stage int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, _ := f.cfg.Target(targetKey)
@@ -624,12 +769,17 @@ func (f *fakeAPI) seedRevoked(opID, subject, targetKey string, at time.Time, clo
 	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(5*time.Minute))
 	fr.enter("", at.Add(6*time.Minute))
 	fr.move(state.StatusValidated, state.StepCalledBack, at.Add(6*time.Minute))
+	exp := at.Add(720 * time.Hour)
+	fr.view.ExpiresAt = &exp
 	fr.enter("close", at.Add(20*time.Minute))
 	fr.move(state.StatusValidated, state.StepCloseStarted, at.Add(20*time.Minute))
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "Revoked by " + subject + "."
 	fr.view.Waiting = &api.Waiting{Stage: "close", WaitingFor: "the next batch round of " + t.Project + " to remove the file (0 ahead in the queue)", Since: at.Add(20 * time.Minute), Position: 1}
-	if !closing {
-		fr.enter("", at.Add(25*time.Minute))
-		fr.move(state.StatusClosed, state.StepCloseSucceeded, at.Add(25*time.Minute))
-		fr.view.Waiting = nil
+	fr.view.NextActionText = explain.Removing(false)
+	if stage >= removalMerged {
+		fr.removalMerged(at.Add(24*time.Minute), 66)
+	}
+	if stage >= removalDeployed {
+		fr.removed(at.Add(25 * time.Minute))
 	}
 }

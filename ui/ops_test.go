@@ -30,7 +30,7 @@ func TestTheOpsConsoleSaysWhatHappenedInWords(t *testing.T) {
 	b.click("#run-round")
 	b.waitFor("the round's notice", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Batch round done'))`, 20*time.Second)
 	notice := evalJS[string](b, `[...document.querySelectorAll('.notice')].find(n => n.innerText.includes('Batch round done')).innerText`)
-	for _, want := range []string{"started batch #77 with 3 requests", "a batch of this project is still running", "nothing was waiting", "not enough to fill a batch", "the round failed here"} {
+	for _, want := range []string{"started batch #77 with 3 requests", "the merge train of this project is full", "nothing was waiting", "not enough to fill a batch", "the round failed here"} {
 		if !strings.Contains(notice, want) {
 			t.Errorf("round notice lacks %q: %s", want, notice)
 		}

@@ -21,14 +21,14 @@ func stageView(t *testing.T, b *browser, base, op string) (track, badge, text st
 
 // Each stage of the way is shown as the server's stage says: CI with its pipeline link and live
 // duration, a finished failure as finished (no waiting card, no running bar) with the failing
-// pipeline and the bisection, a removal as Revoking and then Revoked — never "without effect".
+// pipeline and the bisection, a removal as Removing and then Removed — never "without effect".
 func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
 	fake := newFakeAPI()
 	const inCI, failedOp, revoking, revoked = "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa1", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa2", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa3", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa4"
 	fake.seedInCI(inCI, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
 	fake.seedFailedInCI(failedOp, "alice@example.com", "grafana-editor", time.Now().Add(-time.Hour))
-	fake.seedRevoked(revoking, "alice@example.com", "payments-db-admin", time.Now().Add(-2*time.Hour), true)
-	fake.seedRevoked(revoked, "alice@example.com", "payments-db-readwrite", time.Now().Add(-3*time.Hour), false)
+	fake.seedRevoked(revoking, "alice@example.com", "payments-db-admin", time.Now().Add(-2*time.Hour), revocationQueued)
+	fake.seedRevoked(revoked, "alice@example.com", "payments-db-readwrite", time.Now().Add(-3*time.Hour), removalDeployed)
 	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
 
@@ -86,12 +86,12 @@ func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
 	if want := "approval:done batch:done ci:done merge:done deploy:done effect:done close:current revoked:todo"; track != want {
 		t.Errorf("revoking: track %q, want %q", track, want)
 	}
-	if badge != "Revoking: in progress" {
+	if badge != "Removing: in progress" {
 		t.Errorf("revoking: badge %q", badge)
 	}
 
 	track, badge, text = stageView(t, b, s.URL, revoked)
-	if !strings.HasSuffix(track, "close:done revoked:done current") || badge != "Revoked" {
+	if !strings.HasSuffix(track, "close:done revoked:done current") || badge != "Removed" {
 		t.Errorf("revoked: track %q, badge %q", track, badge)
 	}
 	if strings.Contains(text, "without effect") {

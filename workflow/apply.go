@@ -13,13 +13,26 @@ import (
 	"bindery/store"
 )
 
-// Apply does the synchronous part of an application (SPEC §4 "async entry"): the target exists,
-// the access mode allows it, the subject can be rendered into the target's path, the relation has
-// no active request; then it writes the first state of the flow workflow.approvalFirst selects —
-// APPROVAL_SENDING (approval-first) or MR_CREATING (legacy) — with its first step's task in the
-// same transaction, and answers at once. The step is data from that commit on: this instance's
-// first-steps lane runs it now (however many batches wait on CI), and if this instance dies
-// before, any other one does.
+// ApplyInput is a validated application: the subject is the caller's canonical identity, never
+// a client-supplied value.
+type ApplyInput struct {
+	OperationID string `json:"operationId"`
+	TargetKey   string `json:"targetKey"`
+	Reason      string `json:"reason"`
+	Subject     string `json:"-"`
+	// Idempotency, when set, is the request's idempotency record (its Body is filled here with
+	// the ApplyResult as JSON): it is written in the application's own transaction, so the
+	// application and its answer are one commit.
+	Idempotency *store.Answer `json:"-"`
+}
+
+// Apply does the synchronous part of an application (docs/workflow.md, 'Applying'): the target
+// exists, the access mode allows it, the subject can be rendered into the target's path, the
+// relation has no active request; then it writes the first state of the flow workflow.approvalFirst
+// selects — APPROVAL_SENDING (approval-first) or MR_CREATING (legacy) — with its first step's task
+// in the same transaction, and answers at once. The step is data from that commit on: this
+// instance's first-steps lane runs it now (however many batches wait on CI), and if this instance
+// dies before, any other one does.
 func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (api.ApplyResult, error) {
 	snap := w.cfg.Current()
 	t, ok := snap.Target(in.TargetKey)
@@ -32,13 +45,13 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (api.ApplyResult, e
 	if _, err := change.RenderPath(t, in.Subject); err != nil {
 		return api.ApplyResult{}, apperr.Wrap(err, apperr.InvalidArgument, "Your identity cannot be used in this target's file path; please contact the maintainers.")
 	}
-	first := requestTask("", stepCreate, 0, reqMemo{})
+	first := w.requestTask("", stepCreate, 0, reqMemo{})
 	a := store.Application{
 		OperationID: in.OperationID, SubjectID: in.Subject, TargetKey: t.Key, Project: t.Project, Reason: in.Reason,
 		Flow: FlowLegacy, Status: state.StatusMRCreating, Step: state.StepCreateStarted, Task: &first,
 	}
 	if snap.ApprovalFirst() {
-		first = requestTask("", stepTicket, 0, reqMemo{})
+		first = w.requestTask("", stepTicket, 0, reqMemo{})
 		a.Flow, a.Status, a.Step = FlowApprovalFirst, state.StatusApprovalSending, state.StepApprovalSending
 	}
 	// The answer is known before the commit: the first state is what this transaction writes.

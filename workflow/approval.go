@@ -34,7 +34,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 		// first, the call in the next run.
 		return r.move(ctx, store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, store.TaskNext{})
 	case !st.AwaitingApproval():
-		return r.r.Finish(ctx, nil) // a callback or an operator moved it on
+		return r.Finish(ctx, nil) // a callback or an operator moved it on
 	}
 	snap := w.cfg.Current()
 	title := op.TargetKey
@@ -58,7 +58,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	if r.req.Binding.Status == state.StatusApprovalSent {
 		note, poll = note+" sent again.", 0
 	}
-	r.memo = reqMemo{Ticket: id}
+	r.Memo = reqMemo{Ticket: id}
 	shown := id // the request page shows and links only an id that looks like one (ticketWords)
 	if !ticketID.MatchString(id) {
 		shown = ""
@@ -84,31 +84,31 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
 	if r.req.Binding.Status != state.StatusApprovalSent {
-		return r.r.Finish(ctx, nil) // decided, or sent again by another step
+		return r.Finish(ctx, nil) // decided, or sent again by another step
 	}
 	every := w.cfg.Current().ApprovalPollAfter()
 	later := func(why string, err error) error {
-		w.log.WarnContext(ctx, "could not read the approval ticket; asking again later", "operation", op.OperationID, "ticket", r.memo.Ticket, "why", why, "error", err)
-		return r.r.Next(ctx, store.TaskNext{In: every, Failures: r.r.Task.Failures + 1, Note: why}, nil)
+		w.log.WarnContext(ctx, "could not read the approval ticket; asking again later", "operation", op.OperationID, "ticket", r.Memo.Ticket, "why", why, "error", err)
+		return r.Next(ctx, store.TaskNext{In: every, Failures: r.Task.Failures + 1, Note: why}, nil)
 	}
-	if r.memo.Ticket == "" {
+	if r.Memo.Ticket == "" {
 		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent, Note: "Asking the approval system about the ticket."})
 	}
-	t, err := w.tickets.Get(ctx, r.memo.Ticket)
+	t, err := w.tickets.Get(ctx, r.Memo.Ticket)
 	switch {
 	case errors.Is(err, approval.ErrNoTicket):
 		// Sent again from APPROVAL_SENT (the ticket step re-opens it, idempotent by operationId,
 		// and reads it at once).
 		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent,
-			Note: "The approval system no longer knows ticket " + ticketWords(r.memo.Ticket) + "; sending it again."})
+			Note: "The approval system no longer knows ticket " + ticketWords(r.Memo.Ticket) + "; sending it again."})
 	case err != nil:
 		return later("the approval system did not answer about the ticket: "+engine.Public(err), err)
 	case t.OperationID != "" && t.OperationID != op.OperationID:
 		return later("the approval system answered for another request's ticket", nil)
 	case t.Status == approval.StatusPending:
-		return r.r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " is still waiting for a decision"}, nil)
+		return r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " is still waiting for a decision"}, nil)
 	}
-	cb := api.ApprovalCallback{CallbackID: t.RequestID, OperationID: op.OperationID, Result: t.Status, Ext: t.Ext}
+	cb := api.ApprovalCallback{CallbackID: t.RequestID, OperationID: op.OperationID, Result: t.Status, Ext: t.Ext, DecidedBy: t.DecidedBy, Comment: t.Comment}
 	if cb.CallbackID == "" {
 		cb.CallbackID = "ticket-" + t.TicketID // the system gives no callback id: one per ticket
 	}
@@ -118,23 +118,23 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 	}
 	w.log.InfoContext(ctx, "approval decision read from the ticket (its callback did not come)", "operation", op.OperationID, "ticket", t.TicketID, "result", t.Status, "answer", res.Code)
 	if res.Code == api.CallbackAccepted {
-		r.r.HandedOver() // the decision's transaction replaced or ended this task
+		r.HandedOver() // the decision's transaction replaced or ended this task
 		return nil
 	}
 	// DUPLICATE or IGNORED_STALE: the decision was seen before and changed nothing here (a
 	// stale one, a ticket of another flow). The request still waits for a decision: keep
 	// asking, never leave it without its task.
-	return r.r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " answered " + strings.ToLower(t.Status) + ", which did not decide this request"}, nil)
+	return r.Next(ctx, store.TaskNext{In: every, Note: "ticket " + t.TicketID + " answered " + strings.ToLower(t.Status) + ", which did not decide this request"}, nil)
 }
 
-// ApprovalCallback handles a verified approval-system callback (SPEC §4 "callback guard"). In
-// one transaction: the callback is recorded by its own id (a repeat is DUPLICATE), the request is
-// found by operationId and must be the relation's current one and awaiting a decision (SENDING
-// included, and a send that only looked failed: see awaitingDecision), else IGNORED_STALE — 2xx
-// so that the sender stops — with nothing changed. The payload decides the flow: ext.mrId
-// present → the legacy MR-first flow (its MR is approved and merged), absent → approval-first
-// (validated and admitted to the waiting set). So tickets opened before workflow.approvalFirst
-// was switched finish in their own flow.
+// ApprovalCallback handles a verified approval-system callback (docs/workflow.md, 'Approval
+// decisions'). In one transaction: the callback is recorded by its own id (a repeat is DUPLICATE),
+// the request is found by operationId and must be the relation's current one and awaiting a
+// decision (SENDING included, and a send that only looked failed: see awaitingDecision), else
+// IGNORED_STALE — 2xx so that the sender stops — with nothing changed. The payload decides the
+// flow: ext.mrId present → the legacy MR-first flow (its MR is approved and merged), absent →
+// approval-first (validated and admitted to the waiting set). So tickets opened before
+// workflow.approvalFirst was switched finish in their own flow.
 func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error) {
 	mrID, legacy, err := legacyMR(cb)
 	if err != nil {
@@ -192,7 +192,7 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback
 			}
 			// The work the decision starts, or none: written first (task before operation, the one
 			// lock order), and it fences out a ticket step that may still be running.
-			if next := decisionTask(cur.Operation, legacy, approved, c.MRIID); next != nil {
+			if next := w.decisionTask(cur.Operation, legacy, approved, c.MRIID); next != nil {
 				err = tx.PutTask(ctx, *next, false)
 			} else {
 				err = tx.DeleteTask(ctx, state.TaskRequest, cb.OperationID)
@@ -230,13 +230,13 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback
 // decisionTask is the work a fresh decision starts: the legacy flow's approved MR is approved
 // and merged, a rejected one's MR closed; nil when the decision ends the request's own work (the
 // approval-first flow goes on in the waiting set).
-func decisionTask(op store.Operation, legacy, approved bool, mrIID int64) *store.TaskSpec {
+func (w *Workflow) decisionTask(op store.Operation, legacy, approved bool, mrIID int64) *store.TaskSpec {
 	switch {
 	case legacy && approved:
-		t := requestTask(op.OperationID, stepApprove, 0, reqMemo{})
+		t := w.requestTask(op.OperationID, stepApprove, 0, reqMemo{})
 		return &t
 	case legacy && mrIID > 0:
-		t := requestTask(op.OperationID, stepCloseMR, 0, reqMemo{})
+		t := w.requestTask(op.OperationID, stepCloseMR, 0, reqMemo{})
 		return &t
 	}
 	return nil
@@ -260,7 +260,7 @@ func awaitingDecision(cur store.Request) bool {
 func decide(cb api.ApprovalCallback, legacy, approved bool, invalid error) store.Change {
 	switch {
 	case !approved:
-		return store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected, Note: "Decision: " + strings.ToLower(cb.Result) + "."}
+		return store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected, Note: rejectionNote(cb)}
 	case legacy:
 		return store.Change{To: state.StatusMerging, Step: state.StepHandleStarted, Note: "Approved."}
 	case invalid != nil:

@@ -77,8 +77,9 @@ func TestApprovalFirstRejectedAndWithdrawnEndRejected(t *testing.T) {
 	})
 }
 
-// SPEC §4 callback guard: deduplicated by the callback's id, accepted only for the current
-// application awaiting approval (SENDING included), anything else 2xx IGNORED_STALE, unchanged.
+// docs/workflow.md, 'Approval decisions': deduplicated by the callback's id, accepted only for the
+// current application awaiting approval (SENDING included), anything else 2xx IGNORED_STALE,
+// unchanged.
 func TestCallbacksDuplicateStaleReorderedAndForgedChangeNothing(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
@@ -203,8 +204,8 @@ func TestSwitchingTheFlowWithTicketsInFlight(t *testing.T) {
 	})
 }
 
-// SPEC §12.3: the change is validated at admission; a member that would collide with another
-// active binding's file never enters a batch.
+// docs/workflow.md, 'Admission': the change is validated at admission; a member that would collide
+// with another active binding's file never enters a batch.
 func TestAChangeThatCollidesIsRefusedAtAdmissionAndTakesNoDecision(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, extra: fastSims + `

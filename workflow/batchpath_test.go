@@ -88,8 +88,8 @@ func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
 	})
 }
 
-// SPEC §11.17: a deterministic pipeline failure of a multi-member batch is bisected until the
-// culprit is alone and failed; the other seven merge.
+// docs/workflow.md, 'Bisection': a deterministic pipeline failure of a multi-member batch is
+// bisected until the culprit is alone and failed; the other seven merge.
 func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 	var targets strings.Builder
 	targets.WriteString("targets:\n")

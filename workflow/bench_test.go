@@ -16,10 +16,10 @@ import (
 	"bindery/store/storetest"
 )
 
-// SPEC §9: N approved requests → validated against the simulator, batched (approval-first, one
-// MR per batch) vs. one MR per request (legacy), reported as GitLab calls, MRs and pipelines per
-// request. Target: GitLab calls per request ≤ 1/20 of one MR per request at the default batch
-// size (50). Run with
+// BENCHMARKS.md, section 5 (end to end): N approved requests → validated against the simulator,
+// batched (approval-first, one MR per batch) vs. one MR per request (legacy), reported as GitLab
+// calls, MRs and pipelines per request. Target: GitLab calls per request ≤ 1/20 of one MR per request at the
+// default batch size (50). Run with
 //
 //	go test ./workflow -run '^$' -bench EndToEnd -benchtime 1x
 func BenchmarkEndToEndGitLabCallsPerRequest(b *testing.B) {
@@ -70,11 +70,11 @@ var gitlabEndpoints = []string{
 	"retry_pipeline", "create_pipeline", "get_commit", "get_project",
 }
 
-// SPEC §9 and §11.14: an application's first step (its approval ticket) with 0, 10, 100 and 1,000
-// batches waiting on CI on one instance, against the same figure idle: goal ≤ 1.5× idle at 1,000.
-// Every batch sits in a pipeline of an hour (the product's polling schedule: poll.short 5s × 12,
-// then poll.long 30s); the instance has the default lanes (workers.first 4, workers.size 8). The
-// latency is the database's own: from the application's APPROVAL_SENDING row to its
+// docs/architecture.md, 'Lanes': an application's first step (its approval ticket) with 0, 10, 100
+// and 1,000 batches waiting on CI on one instance, against the same figure idle: goal ≤ 1.5× idle
+// at 1,000. Every batch sits in a pipeline of an hour (the product's polling schedule: poll.short
+// 5s × 12, then poll.long 30s); the instance has the default lanes (workers.first 4, workers.size
+// 8). The latency is the database's own: from the application's APPROVAL_SENDING row to its
 // APPROVAL_SENT row. Also reported: goroutines and background workers in use while the batches
 // wait. Run with
 //
@@ -169,11 +169,11 @@ func firstStepWithBatchesInCI(b *testing.B, db *store.DB, extra string, levels [
 	measure(fmt.Sprintf("%d-in-ci-steady", top))
 }
 
-// SPEC §11.14: a GitLab webhook received by one instance makes the batch waiting on that MR go on
-// at once — on the receiving instance (it runs the work itself), or on another one whose idle
-// lane looks for work other instances made due (workers.idlePoll, 1s). The batch waits on a
-// pipeline of 2s with polls an hour apart, so only the webhook moves it; the latency is from the
-// pipeline's end (GitLab's update time) to the members' CREATE_SUCCEEDED row. Run with
+// docs/architecture.md, 'Wakes': a GitLab webhook received by one instance makes the batch waiting
+// on that MR go on at once — on the receiving instance (it runs the work itself), or on another one
+// whose idle lane looks for work other instances made due (workers.idlePoll, 1s). The batch waits
+// on a pipeline of 2s with polls an hour apart, so only the webhook moves it; the latency is from
+// the pipeline's end (GitLab's update time) to the members' CREATE_SUCCEEDED row. Run with
 //
 //	go test ./workflow -run '^$' -bench WebhookToNextAction -benchtime 1x
 func BenchmarkWebhookToNextAction(b *testing.B) {

@@ -19,15 +19,15 @@ import (
 	"bindery/store/storetest"
 )
 
-// Callback chaos at scale (issue 8, point 2; SPEC §4 "callback guard", §6 hooks, §10): hundreds
-// of requests await approval; then many goroutines deliver, through the real HTTP server and its
-// HMAC check, the real decisions duplicated, reordered and racing, early ones for operations not
-// applied yet, stale ones for an application replaced by a re-application, forged ones (wrong
-// secret, stale or future timestamp, body changed after signing, no signature), decisions of the
-// wrong ticket for a real operation, and deploy and GitLab webhooks with duplicated, unknown or
-// forged contents. Afterwards SQL says: each request is in the state its first genuine decision
-// implies, its version and timeline moved exactly once per real change, forged callbacks left no
-// trace but their refusal counter.
+// Callback chaos at scale (issue 8, point 2; docs/workflow.md, 'Approval decisions'; docs/api.md,
+// 'Callbacks'): hundreds of requests await approval; then many goroutines deliver, through the real
+// HTTP server and its HMAC check, the real decisions duplicated, reordered and racing, early ones
+// for operations not applied yet, stale ones for an application replaced by a re-application,
+// forged ones (wrong secret, stale or future timestamp, body changed after signing, no signature),
+// decisions of the wrong ticket for a real operation, and deploy and GitLab webhooks with
+// duplicated, unknown or forged contents. Afterwards SQL says: each request is in the state its
+// first genuine decision implies, its version and timeline moved exactly once per real change,
+// forged callbacks left no trace but their refusal counter.
 
 // chaosClass is what happens to one request of the chaos test.
 type chaosClass int

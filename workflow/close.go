@@ -11,15 +11,15 @@ import (
 	"bindery/store"
 )
 
-// The close phase (SPEC §4.2): a VALIDATED binding is removed by revocation (owner or ops) or
-// expiry. The binding stays VALIDATED with step CLOSE_STARTED while a delete action of its file
-// goes through the waiting set and a batch like any other member; the batch ends it in CLOSED /
-// CLOSE_SUCCEEDED (re-appliable) or HANDLE_FAILED / CLOSE_FAILED.
+// The close phase (docs/workflow.md, 'Closing a binding'): a VALIDATED binding is removed by
+// revocation (owner or ops) or expiry. The binding stays VALIDATED with step CLOSE_STARTED while a
+// delete action of its file goes through the waiting set and a batch like any other member; the
+// batch ends it in CLOSED / CLOSE_SUCCEEDED (re-appliable) or HANDLE_FAILED / CLOSE_FAILED.
 
 // Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise). Revoking a request
 // whose close phase already started changes nothing and answers its view.
 func (w *Workflow) Revoke(ctx context.Context, operationID, actor string) (api.RequestView, error) {
-	if err := w.startClose(ctx, operationID, "Revoked by "+actor+"."); err != nil {
+	if err := w.startClose(ctx, operationID, revokedBy+actor+"."); err != nil {
 		return api.RequestView{}, err
 	}
 	return w.Request(ctx, operationID)
@@ -83,7 +83,7 @@ func (w *Workflow) Expire(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, b := range bs {
-		err := w.startClose(ctx, b.OperationID, "Expired.")
+		err := w.startClose(ctx, b.OperationID, expiredNote+".")
 		var ae *apperr.Error
 		switch {
 		case err == nil:

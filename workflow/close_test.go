@@ -21,8 +21,9 @@ func (h *harness) validated(user, target string) string {
 	return op
 }
 
-// SPEC §4.2: revoking (owner or ops) removes the binding's file through the batch path and ends
-// CLOSED, which is re-appliable; a request that is not VALIDATED cannot be revoked (409).
+// docs/workflow.md, 'Closing a binding': revoking (owner or ops) removes the binding's file through
+// the batch path and ends CLOSED, which is re-appliable; a request that is not VALIDATED cannot be
+// revoked (409).
 func TestRevokeClosesThroughTheBatchPath(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true})

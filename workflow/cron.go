@@ -13,15 +13,62 @@ import (
 
 	"bindery/config"
 	"bindery/metric"
+	"bindery/service"
 	"bindery/store"
 )
 
-// Cron runs the workflow's periodic jobs (robfig/cron/v3) on every instance: batch rounds,
-// reconciliation, the sweep of expired leases (operations and batches), expiry, and the purge of
-// expired idempotency records. No leader: every job is safe to run on every instance at once
-// (claims, lease take-overs, flips and admissions are guarded writes that one instance wins).
-// Schedules come from cron.<job> and are re-applied when the configuration changes. A run that
-// is still going when its next tick comes is skipped, not queued; a panic is contained and
+// The periodic jobs. Each is one type whose runOnce does one pass and says how much it did;
+// the Cron schedules them. No leader: every job is safe to run on every instance at once
+// (claims, flips, repairs and deletions are guarded writes that one instance wins).
+
+// periodic is one periodic job.
+type periodic interface {
+	// runOnce does one pass of the job and returns how many items it acted on.
+	runOnce(ctx context.Context) (int, error)
+}
+
+// roundJob is the batch round: every partition with waiting requests gets a batch.
+type roundJob struct{ w *Workflow }
+
+func (j roundJob) runOnce(ctx context.Context) (int, error) {
+	res, err := j.w.RunRound(ctx)
+	n := 0
+	for _, p := range res.Partitions {
+		n += p.Claimed
+	}
+	return n, err
+}
+
+// reconcileJob validates merged requests whose deploy callback was lost.
+type reconcileJob struct{ w *Workflow }
+
+func (j reconcileJob) runOnce(ctx context.Context) (int, error) {
+	res, err := j.w.Reconcile(ctx)
+	return res.Validated, err
+}
+
+// sweepJob is the repair sweep: in-flight work without a task gets one.
+type sweepJob struct{ w *Workflow }
+
+func (j sweepJob) runOnce(ctx context.Context) (int, error) { return j.w.Sweep(ctx) }
+
+// expiryJob closes the bindings whose ttl passed.
+type expiryJob struct{ w *Workflow }
+
+func (j expiryJob) runOnce(ctx context.Context) (int, error) { return j.w.Expire(ctx) }
+
+// purgeJob deletes expired idempotency records, a bounded number per pass.
+type purgeJob struct{ db *store.DB }
+
+func (j purgeJob) runOnce(ctx context.Context) (int, error) {
+	n, err := j.db.PurgeExpiredIdempotency(ctx, 1000)
+	return int(n), err
+}
+
+// Cron runs the workflow's periodic jobs on every instance (robfig/cron/v3), as a service:
+// Start schedules them, Stop ends the scheduling, cancels the runs in progress and waits for
+// them. Schedules come from cron.<job> and are re-applied when the configuration changes. A run
+// that is still going when its next tick comes is skipped, not queued; a panic is contained and
 // logged; a failed run is logged and counted, and the next tick tries again.
 type Cron struct {
 	c    *cron.Cron
@@ -29,19 +76,14 @@ type Cron struct {
 	log  *slog.Logger
 	rec  *metric.Recorder
 	jobs []*cronJob
+	bg   service.Base // every run is a goroutine of it
 
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	running sync.WaitGroup // every run, scheduled or RunNow
+	mu sync.Mutex // the jobs' entries (a configuration change re-schedules)
 }
 
 type cronJob struct {
 	name    string
-	run     func(ctx context.Context) (int, error)
+	job     periodic
 	spec    string
 	id      cron.EntryID
 	running atomic.Bool
@@ -49,48 +91,43 @@ type cronJob struct {
 
 // NewCron prepares the jobs; nothing runs until Start.
 func NewCron(w *Workflow, db *store.DB) *Cron {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cron{c: cron.New(), cfg: w.cfg, log: w.log.With("component", "cron"), rec: w.rec, ctx: ctx, cancel: cancel}
-	c.jobs = []*cronJob{
-		{name: config.JobRounds, run: func(ctx context.Context) (int, error) {
-			res, err := w.RunRound(ctx)
-			n := 0
-			for _, p := range res.Partitions {
-				n += p.Claimed
-			}
-			return n, err
-		}},
-		{name: config.JobReconcile, run: func(ctx context.Context) (int, error) {
-			res, err := w.Reconcile(ctx)
-			return res.Validated, err
-		}},
-		{name: config.JobSweep, run: w.Sweep},
-		{name: config.JobExpiry, run: w.Expire},
-		{name: config.JobPurge, run: func(ctx context.Context) (int, error) {
-			n, err := db.PurgeExpiredIdempotency(ctx, 1000)
-			return int(n), err
-		}},
+	c := &Cron{c: cron.New(), cfg: w.cfg, log: w.log.With("component", "cron"), rec: w.rec}
+	for _, j := range []struct {
+		name string
+		job  periodic
+	}{
+		{config.JobRounds, roundJob{w}},
+		{config.JobReconcile, reconcileJob{w}},
+		{config.JobSweep, sweepJob{w}},
+		{config.JobExpiry, expiryJob{w}},
+		{config.JobPurge, purgeJob{db}},
+	} {
+		c.jobs = append(c.jobs, &cronJob{name: j.name, job: j.job})
 	}
 	return c
 }
 
-// Start schedules every job and starts the scheduler.
-func (c *Cron) Start() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started || c.stopped {
-		return
+// Start schedules every job and starts the scheduler; the runs' context ends with ctx or Stop.
+func (c *Cron) Start(ctx context.Context) error {
+	if _, ok, err := c.bg.StartInit(ctx); !ok {
+		return err
 	}
-	c.started = true
-	c.schedule(c.cfg.Current())
 	c.cfg.OnChange(func(_, cur *config.Snapshot) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if !c.stopped {
+		if c.bg.Running() {
 			c.schedule(cur)
 		}
 	})
-	c.c.Start()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Under c.mu, which Stop takes to stop the scheduler: a Stop that began meanwhile finds the
+	// scheduler either running (and stops it) or never started here.
+	if c.bg.Running() {
+		c.schedule(c.cfg.Current())
+		c.c.Start()
+	}
+	return nil
 }
 
 // schedule (re)places the entries whose schedule changed. Holds c.mu.
@@ -108,7 +145,8 @@ func (c *Cron) schedule(snap *config.Snapshot) {
 		if j.id != 0 {
 			c.c.Remove(j.id)
 		}
-		j.id, j.spec = c.c.Schedule(sched, cron.FuncJob(func() { c.runJob(j) })), spec
+		// The scheduler's own goroutine only hands the run to the service, which Stop waits for.
+		j.id, j.spec = c.c.Schedule(sched, cron.FuncJob(func() { c.bg.Go(func(ctx context.Context) { _ = c.runJob(ctx, j) }) })), spec
 		c.log.Info("cron job scheduled", "job", j.name, "schedule", spec)
 	}
 }
@@ -124,11 +162,16 @@ func (c *Cron) Schedules() map[string]string {
 	return out
 }
 
-// RunNow runs one job at once, under the same overlap guard (tests, tools).
+// RunNow runs one job at once as a tick would — the overlap guard, the panic guard, the metrics —
+// and returns its error (tests, tools). It runs only while the cron runs.
 func (c *Cron) RunNow(name string) error {
 	for _, j := range c.jobs {
 		if j.name == name {
-			return c.runJob(j)
+			done := make(chan error, 1)
+			if !c.bg.Go(func(ctx context.Context) { done <- c.runJob(ctx, j) }) {
+				return errNotRunning
+			}
+			return <-done
 		}
 	}
 	return fmt.Errorf("no cron job %q", name)
@@ -137,27 +180,17 @@ func (c *Cron) RunNow(name string) error {
 // errSkipped: the previous run of the job was still going.
 var errSkipped = fmt.Errorf("skipped: the previous run is still going")
 
-// errStopped: the cron is stopping or stopped (shutdown); nothing new starts.
-var errStopped = fmt.Errorf("not run: the cron is stopped")
+// errNotRunning: the cron is not started, or stopped (shutdown); nothing new starts.
+var errNotRunning = fmt.Errorf("not run: the cron is not started or stopped")
 
 // runJob runs one tick of a job: skipped while the previous run goes on, panics contained.
-func (c *Cron) runJob(j *cronJob) (err error) {
+func (c *Cron) runJob(ctx context.Context, j *cronJob) (err error) {
 	if !j.running.CompareAndSwap(false, true) {
 		c.log.Debug("cron job skipped: previous run still going", "job", j.name)
 		c.rec.Inc("bindery_cron_runs_total", "job", j.name, "outcome", "skipped")
 		return errSkipped
 	}
 	defer j.running.Store(false)
-	// Counted under the lock that Stop sets stopped with: a run that starts after Stop began
-	// must not Add while Stop waits (the WaitGroup forbids it), so it does not start at all.
-	c.mu.Lock()
-	if c.stopped {
-		c.mu.Unlock()
-		return errStopped
-	}
-	c.running.Add(1)
-	c.mu.Unlock()
-	defer c.running.Done()
 	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
@@ -171,9 +204,9 @@ func (c *Cron) runJob(j *cronJob) (err error) {
 		c.rec.Inc("bindery_cron_runs_total", "job", j.name, "outcome", outcome)
 		c.rec.Since("bindery_cron_run_seconds", start, "job", j.name)
 	}()
-	n, err := j.run(c.ctx)
+	n, err := j.job.runOnce(ctx)
 	switch {
-	case err != nil && c.ctx.Err() == nil:
+	case err != nil && ctx.Err() == nil:
 		c.log.Error("cron job failed", "job", j.name, "err", err)
 	case n > 0:
 		c.log.Info("cron job did work", "job", j.name, "count", n, "took", time.Since(start).Round(time.Millisecond))
@@ -181,23 +214,22 @@ func (c *Cron) runJob(j *cronJob) (err error) {
 	return err
 }
 
-// Stop stops scheduling, cancels running jobs' context and waits for them until ctx ends.
-// Safe to call more than once, and without Start.
+// Stop ends the scheduling, cancels the runs in progress and returns once they ended, or when
+// ctx ends first (an error). Safe before Start (the cron then never starts) and more than once.
 func (c *Cron) Stop(ctx context.Context) error {
+	c.bg.StopInit()
 	c.mu.Lock()
-	c.stopped = true
+	stopped := c.c.Stop()
 	c.mu.Unlock()
-	c.cancel()
-	done := make(chan struct{})
-	go func() {
-		<-c.c.Stop().Done()
-		c.running.Wait()
-		close(done)
-	}()
+	// The scheduler's goroutines only hand runs over; its Stop waits for them, then ours for the
+	// runs themselves.
 	select {
-	case <-done:
-		return nil
+	case <-stopped.Done():
 	case <-ctx.Done():
 		return fmt.Errorf("cron: jobs still running at shutdown: %w", ctx.Err())
 	}
+	if err := c.bg.Wait(ctx); err != nil {
+		return fmt.Errorf("cron: jobs still running at shutdown: %w", err)
+	}
+	return nil
 }

@@ -9,22 +9,29 @@ import (
 
 	"bindery/batch"
 	"bindery/config"
+	"bindery/service/servicetest"
 	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
 )
 
+// idleCron schedules every job once a year: a test that runs the cron drives the runs itself.
+const idleCron = "cron:\n  rounds: \"0 0 1 1 *\"\n  reconcile: \"0 0 1 1 *\"\n  sweep: \"0 0 1 1 *\"\n  expiry: \"0 0 1 1 *\"\n  purge: \"0 0 1 1 *\"\n"
+
+var cronJobs = []string{config.JobRounds, config.JobReconcile, config.JobSweep, config.JobExpiry, config.JobPurge}
+
 // Every job of config/workflow.go runs from the cron with the schedule in force; a change of
-// the configuration re-schedules; a run that is still going skips the next tick; a panic is
-// contained; Stop waits for running jobs within its deadline.
+// the configuration re-schedules.
 func TestCronSchedulesEveryJobAndFollowsTheConfiguration(t *testing.T) {
 	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})
 	c := workflow.NewCron(h.wf, h.db)
-	c.Start()
+	if err := c.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	defer c.Stop(bg)
 	got := c.Schedules()
-	for _, job := range []string{config.JobRounds, config.JobReconcile, config.JobSweep, config.JobExpiry, config.JobPurge} {
+	for _, job := range cronJobs {
 		if got[job] == "" || got[job] != h.cfg.Current().Schedule(job) {
 			t.Fatalf("job %s scheduled %q, config says %q", job, got[job], h.cfg.Current().Schedule(job))
 		}
@@ -36,12 +43,13 @@ func TestCronSchedulesEveryJobAndFollowsTheConfiguration(t *testing.T) {
 	}
 }
 
+// Each job's one pass is the workflow's own code: the round asks the batch service, the sweep
+// repairs an orphan, the purge deletes expired idempotency records.
 func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		h.fake.outcome = []batch.Outcome{{Partition: project, Result: state.RoundNothingWaiting}}
 		c := workflow.NewCron(h.wf, h.db)
-		defer c.Stop(bg)
 		// An orphan for the sweep: in-flight work without its task (an old database, a hand edit).
 		orphan := h.apply("bob", "db-read")
 		h.waitState(orphan, state.StatusApprovalSent, state.StepApprovalSent)
@@ -54,12 +62,13 @@ func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 		if _, err := db.Raw().Exec("DELETE FROM task WHERE kind = 'request' AND ref = ?", orphan); err != nil {
 			t.Fatal(err)
 		}
-		for _, job := range []string{config.JobRounds, config.JobReconcile, config.JobSweep, config.JobExpiry, config.JobPurge} {
-			if err := c.RunNow(job); err != nil {
+		for _, job := range cronJobs {
+			n, err := c.RunOnce(bg, job)
+			if err != nil {
 				t.Fatalf("%s: %v", job, err)
 			}
-			if got := h.metric(`bindery_cron_runs_total{job="` + job + `",outcome="ok"}`); got != "1" {
-				t.Fatalf("%s runs: %q", job, got)
+			if want := map[string]int{config.JobSweep: 1}[job]; n != want {
+				t.Fatalf("%s did %d, want %d", job, n, want)
 			}
 		}
 		if h.fake.rounds != 1 {
@@ -79,8 +88,8 @@ func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 		if _, err := db.Raw().Exec("UPDATE idempotency_record SET expires_at = " + expired); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.RunNow(config.JobPurge); err != nil {
-			t.Fatal(err)
+		if n, err := c.RunOnce(bg, config.JobPurge); err != nil || n < 1 {
+			t.Fatalf("purge: %d %v", n, err)
 		}
 		var n int
 		db.Raw().QueryRow("SELECT COUNT(*) FROM idempotency_record").Scan(&n)
@@ -90,9 +99,26 @@ func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 	})
 }
 
+// The runner around the jobs: every run is counted; a run that is still going skips the next
+// tick; a panic is contained; Stop cancels the runs and gives up at its deadline on one that
+// does not end, and a later Stop waits for it; nothing runs before Start or after Stop.
 func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
-	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})
+	h := setup(t, storetest.SQLite(t), options{approvalFirst: true, extra: fastSims + idleCron})
 	c := workflow.NewCron(h.wf, h.db)
+	if err := c.RunNow(config.JobSweep); err == nil || !strings.Contains(err.Error(), "not started") {
+		t.Fatalf("a run before Start: %v", err)
+	}
+	if err := c.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range cronJobs {
+		if err := c.RunNow(job); err != nil {
+			t.Fatalf("%s: %v", job, err)
+		}
+		if got := h.metric(`bindery_cron_runs_total{job="` + job + `",outcome="ok"}`); got != "1" {
+			t.Fatalf("%s runs: %q", job, got)
+		}
+	}
 	release, inside := make(chan struct{}), make(chan struct{})
 	h.fake.onRound = func() { close(inside); <-release }
 	done := make(chan error)
@@ -104,14 +130,13 @@ func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
 	if got := h.metric(`bindery_cron_runs_total{job="rounds",outcome="skipped"}`); got != "1" {
 		t.Fatalf("skipped runs %q", got)
 	}
-	// Stop waits for the running job until its deadline.
+	// Stop waits for the running job until its deadline (this one ignores its context).
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
-	c.Start()
 	if err := c.Stop(ctx); err == nil {
 		t.Fatal("Stop returned while a job was still running")
 	}
-	// Once stopping, nothing new starts (it would race Stop's wait).
+	// Once stopping, nothing new starts.
 	if err := c.RunNow(config.JobSweep); err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Fatalf("a run after Stop: %v", err)
 	}
@@ -119,8 +144,15 @@ func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Stop(bg); err != nil {
+		t.Fatalf("a second Stop once the run ended: %v", err)
+	}
 
 	c2 := workflow.NewCron(h.wf, h.db)
+	if err := c2.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Stop(bg)
 	h.fake.onRound = func() { panic("round exploded") }
 	if err := c2.RunNow(config.JobRounds); err == nil {
 		t.Fatal("a panicking job reported success")
@@ -132,4 +164,25 @@ func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
 	if err := c2.RunNow("no-such-job"); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("unknown job: %v", err)
 	}
+}
+
+// The cron keeps the start/stop contract: stopped before it starts it never schedules anything;
+// started, run and stopped twice, it leaves no goroutine behind.
+func TestTheCronStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
+	h := setup(t, storetest.SQLite(t), options{approvalFirst: true, extra: fastSims + idleCron})
+	t.Run("stopped before it starts", func(t *testing.T) {
+		c := workflow.NewCron(h.wf, h.db)
+		servicetest.StoppedBeforeStart(t, c)
+		if got := c.Schedules(); got[config.JobRounds] != "" {
+			t.Fatalf("a stopped cron scheduled: %v", got)
+		}
+	})
+	t.Run("started, run and stopped twice", func(t *testing.T) {
+		c := workflow.NewCron(h.wf, h.db)
+		servicetest.StartedAndStoppedTwice(t, c, func() {
+			if err := c.RunNow(config.JobPurge); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
 }

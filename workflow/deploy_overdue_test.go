@@ -14,9 +14,10 @@ import (
 )
 
 // The deploy callback of a project's last merged MR is lost: reconciliation has no later
-// callback to infer from, so nothing but an operator validates the request (SPEC §10: every
-// request ends terminal or visible and resolvable). Once reconcile.deployOverdue passed, it is in
-// the ops stuck list and its view says the deploy is overdue; the ops retry confirms the deploy.
+// callback to infer from, so nothing but an operator validates the request (docs/workflow.md,
+// 'Nothing is lost': every request ends terminal or visible and resolvable). Once
+// reconcile.deployOverdue passed, it is in the ops stuck list and its view says the deploy is
+// overdue; the ops retry confirms the deploy.
 
 // lostDeploys is the batch path with every deploy callback dropped by the simulator.
 func lostDeploys(overdue string) string {

@@ -19,7 +19,7 @@ import (
 	"bindery/workflow"
 )
 
-// Every failure path ends in its documented binding status, step and next action (SPEC §3, §4);
+// Every failure path ends in its documented binding status, step and next action (docs/states.md);
 // the retryable ones are finished by an operator's retry.
 
 // ops retries a request through the API and returns the HTTP status.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,7 +191,9 @@ func (h *harness) start(o options) {
 	h.handler.Store(srv.Handler())
 	h.t.Cleanup(eng.Kill)
 	if !o.noDispatch {
-		eng.Start()
+		if err := eng.Start(bg); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -308,7 +311,7 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()
 		_ = h.currentEngine().Stop(sctx)
-		h.sims.Stop()
+		h.sims.Stop(sctx)
 		ts.Close()
 	})
 	return h
@@ -514,6 +517,18 @@ type fakeBatches struct {
 }
 
 var _ workflow.Batches = (*fakeBatches)(nil)
+
+// Repair answers as package batch does: a RUNNING batch resumes at its open step, a BLOCKED one
+// gets its window again.
+func (f *fakeBatches) Repair(b store.Batch) store.TaskSpec {
+	t := store.TaskSpec{Kind: state.TaskBatch, Ref: strconv.FormatInt(b.ID, 10), Lane: engine.LaneBackground, Step: "open", Memo: "{}"}
+	if b.Status == state.BatchBlocked {
+		t.Step, t.In = "blocked", time.Hour
+	}
+	return t
+}
+
+func (f *fakeBatches) Waiting(string) string { return "" }
 
 func (f *fakeBatches) Round(ctx context.Context) ([]batch.Outcome, error) {
 	f.mu.Lock()

@@ -3,7 +3,6 @@ package workflow
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 
 	"bindery/api"
@@ -15,7 +14,7 @@ import (
 	"bindery/store"
 )
 
-// Recovery (SPEC §11.14): every piece of in-flight work is a task with a due time, written in the
+// Recovery (docs/architecture.md): each piece of in-flight work is a task with a due time, in the
 // transaction of the state that needs it, so an instance that dies leaves work that falls due
 // again by itself (a claim's due time is its expiry) and any instance's dispatcher resumes it
 // from the remote state. Operators re-run a stopped step (retry) or settle a batch; the same
@@ -39,15 +38,12 @@ func (w *Workflow) Sweep(ctx context.Context) (int, error) {
 		if step == "" {
 			continue
 		}
-		if w.repair(ctx, requestTask(op.OperationID, step, 0, reqMemo{}), "operation", op.OperationID, string(op.Status)) {
+		if w.repair(ctx, w.requestTask(op.OperationID, step, 0, reqMemo{}), "operation", op.OperationID, string(op.Status)) {
 			n++
 		}
 	}
 	for _, b := range batches {
-		t := store.TaskSpec{Kind: state.TaskBatch, Ref: strconv.FormatInt(b.ID, 10), Lane: engine.LaneBackground, Step: "open"}
-		if b.Status == state.BatchBlocked {
-			t.Step, t.In = "blocked", w.cfg.Current().BatchBlockedTimeout()
-		}
+		t := w.batches.Repair(b)
 		if w.repair(ctx, t, "batch", t.Ref, string(b.Status)) {
 			n++
 		}
@@ -75,7 +71,7 @@ func (w *Workflow) repair(ctx context.Context, t store.TaskSpec, what, id, statu
 // currentStep is the task step that drives op in its current state ("" when none of its own:
 // waiting for a person, in the waiting set or a batch, stopped, finished). It is the Go side of
 // the store's in-flight predicate (store.Orphans); a test holds the two together.
-func currentStep(op store.Operation) string {
+func currentStep(op store.Operation) Step {
 	switch st := op.Status; {
 	case st == state.StatusApprovalSending:
 		return stepTicket
@@ -88,7 +84,7 @@ func currentStep(op store.Operation) string {
 	case st == state.StatusMRCreating && op.Step == state.StepCreateStarted:
 		return stepCreate
 	case st == state.StatusMerging && op.Step.Info().Person:
-		return string(change.MergeBlocked) // it looks at the MR until a person cleared it
+		return stepMergeBlocked // it looks at the MR until a person cleared it
 	case st == state.StatusMerging && !op.Step.Pending():
 		return stepApprove
 	}
@@ -99,8 +95,8 @@ func currentStep(op store.Operation) string {
 // it safe). A request carried by an active batch resumes its batch. A stopped single-request
 // step (failed, pending, or waiting for a decision too long) gets its task again, due now on any
 // instance. A request of the batch path whose batch failed goes back to the waiting set. A merged
-// request whose deploy callback is overdue (reconcile.deployOverdue) is validated: the operator
-// confirms the deploy. Anything else — a step running right now, queued, finished, a deploy
+// request whose deploy callback is overdue (reconcile.deployOverdue) is validated, a removal
+// closed: the operator confirms the deploy. Anything else — a step running right now, queued, finished, a deploy
 // callback not yet overdue — is a CONFLICT with a sentence that says why.
 func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.RequestView, error) {
 	d, err := w.db.RequestDetail(ctx, operationID)
@@ -119,8 +115,8 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.Re
 		}
 		return w.Request(ctx, operationID)
 	}
-	if deployOverdue(status, op.UpdatedAt, w.deployCutoff(ctx, op)) {
-		return w.confirmDeploy(ctx, operationID, actor)
+	if deployOverdue(status, op.Step, op.UpdatedAt, w.deployCutoff(ctx, op)) {
+		return w.confirmDeploy(ctx, operationID, status == state.StatusValidated, actor)
 	}
 	cur := store.Request{Operation: op, Binding: *d.Binding}
 	move, step, m, err := w.retryPlan(ctx, cur)
@@ -135,7 +131,7 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.Re
 		return w.Request(ctx, operationID)
 	}
 	err = w.db.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.PutTask(ctx, requestTask(operationID, step, 0, m), true); err != nil {
+		if err := tx.PutTask(ctx, w.requestTask(operationID, step, 0, m), true); err != nil {
 			return err
 		}
 		_, err := tx.Transition(ctx, cur, move)
@@ -151,7 +147,9 @@ func (w *Workflow) Retry(ctx context.Context, operationID, actor string) (api.Re
 	case err != nil:
 		return api.RequestView{}, err
 	}
-	w.engine.Nudge(laneOf(step))
+	if row, ok := w.row(step); ok {
+		w.engine.Nudge(row.Lane)
+	}
 	w.log.InfoContext(ctx, "retry: step due now", "operation", operationID, "step", step, "actor", actor)
 	return w.Request(ctx, operationID)
 }
@@ -172,12 +170,17 @@ func batchConflict(err error, batchID int64) error {
 // confirmDeploy validates a merged request whose deploy callback is overdue, on an operator's
 // word, through the validate path the callback and reconciliation use: the flip happens once
 // whoever races it, and the metric and the "validated" line follow only a real flip.
-func (w *Workflow) confirmDeploy(ctx context.Context, operationID, actor string) (api.RequestView, error) {
-	flipped, err := w.db.ConfirmDeploy(ctx, operationID, "Deploy confirmed by "+actor+".")
+// A removal waiting for its deploy is closed the same way.
+func (w *Workflow) confirmDeploy(ctx context.Context, operationID string, removal bool, actor string) (api.RequestView, error) {
+	confirm, after := w.db.ConfirmDeploy, w.validated
+	if removal {
+		confirm, after = w.db.ConfirmRemoval, w.removed
+	}
+	flipped, err := confirm(ctx, operationID, "Deploy confirmed by "+actor+".")
 	if err != nil {
 		return api.RequestView{}, err
 	}
-	w.validated(ctx, flipped, "operator")
+	after(ctx, flipped, "operator")
 	if len(flipped) == 0 {
 		w.log.InfoContext(ctx, "retry: the deploy was already validated (a callback or reconciliation came first)", "operation", operationID, "actor", actor)
 	} else {
@@ -224,11 +227,11 @@ func inBatchPhase(status state.BindingStatus, step state.Step) bool {
 }
 
 // retryPlan is what a retry writes and which task step it makes due ("": re-admission), with the
-// step's memo. The resume of a legacy step comes from the step table (store.StepInfo.Resume);
+// step's memo. The resume of a legacy step comes from the request kind's step table (resumes);
 // the rest is decided by the status.
-func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, string, reqMemo, error) {
+func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Change, Step, reqMemo, error) {
 	op, status := cur.Operation, cur.Binding.Status
-	conflict := func(what string) (store.Change, string, reqMemo, error) {
+	conflict := func(what string) (store.Change, Step, reqMemo, error) {
 		return store.Change{}, "", reqMemo{}, apperr.New(apperr.Conflict, "Nothing to retry: the request is %s.", what)
 	}
 	switch {
@@ -243,21 +246,25 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 		return store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, stepTicket, reqMemo{}, nil
 	case status == state.StatusMerged:
 		return conflict("merged and waiting for the deploy pipeline; reconciliation validates it")
+	case status == state.StatusValidated && op.Step == state.StepCloseMerged:
+		return conflict("removed in a merged merge request and waiting for the deploy pipeline; reconciliation closes it")
+	case status == state.StatusHandleFailed && op.Step == state.StepCloseFailed,
+		status == state.StatusValidated && op.Step == state.StepCloseStarted:
+		// The close phase goes through the batch path in both flows (a legacy request's removal
+		// too): back to the waiting set, never to the legacy request's own MR.
+		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
+			return conflict("queued for a batch round")
+		}
+		return store.Change{To: state.StatusValidated, Step: state.StepCloseStarted}, "", reqMemo{}, nil
 	}
 	if op.Flow == FlowLegacy {
-		if r, ok := legacyResume(status, op); ok {
+		if r, ok := w.legacyResume(status, op); ok {
 			return r.move, r.step, r.memo, nil
 		}
 		return conflict(string(status))
 	}
 	// The batch path: a request whose batch ended without it goes back to the waiting set.
 	switch {
-	case status == state.StatusHandleFailed && op.Step == state.StepCloseFailed,
-		status == state.StatusValidated && op.Step == state.StepCloseStarted:
-		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
-			return conflict("queued for a batch round")
-		}
-		return store.Change{To: state.StatusValidated, Step: state.StepCloseStarted}, "", reqMemo{}, nil
 	case status == state.StatusCreateFailed && op.Step == state.StepCreateInvalid:
 		// Re-validated at the re-admission (a fixed catalog may make it valid now).
 		return store.Change{To: state.StatusMRCreating, Step: state.StepQueued}, "", reqMemo{}, nil
@@ -273,20 +280,21 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 // resume is a legacy retry: the transition and the task step it makes due.
 type resume struct {
 	move store.Change
-	step string
+	step Step
 	memo reqMemo
 }
 
 // legacyResume is how an operator's retry resumes a legacy request stopped in status at op.Step:
-// the phase it stopped in, from the step table (a pending step restarts a pipeline that never
-// answered), else from the status.
-func legacyResume(status state.BindingStatus, op store.Operation) (resume, bool) {
-	info := op.Step.Info()
+// the step of the request kind's table that resumes it (a pending step restarts a pipeline that
+// never answered), else from the status.
+func (w *Workflow) legacyResume(status state.BindingStatus, op store.Operation) (resume, bool) {
+	at := w.resumeAt(op.Step)
+	restart := reqMemo{Memo: change.Memo{Restart: true}}
 	switch {
-	case status == state.StatusMRCreating && info.Resume != "":
-		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, info.Resume, reqMemo{Restart: true}}, true
-	case status == state.StatusMerging && info.Resume != "":
-		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, info.Resume, reqMemo{Restart: true}}, true
+	case status == state.StatusMRCreating && at != "":
+		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, at, restart}, true
+	case status == state.StatusMerging && at != "":
+		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, at, restart}, true
 	case status == state.StatusMRCreating, status == state.StatusCreateFailed:
 		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, stepCreate, reqMemo{}}, true
 	case status == state.StatusMRCreated:
@@ -334,7 +342,22 @@ func (w *Workflow) RunRound(ctx context.Context) (api.RoundResult, error) {
 // GitLabEvent takes a verified GitLab webhook as a hint: the work waiting on that MR (a batch, a
 // legacy request) is due now, on whichever instance claims it first — this one is nudged. The
 // steps still read the remote state before acting, so a forged or stale event changes nothing.
-func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
+//
+// A database conflict (a deadlock with a step or a claim that holds the same task's row) is
+// tried again within the request: the wakes are idempotent, and a 5xx would count towards the
+// failures that make GitLab disable the hook.
+func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (res api.CallbackResult, err error) {
+	err = retryPreempted(ctx, func() error {
+		var err error
+		if res, err = w.gitlabEvent(ctx, ev); errors.Is(err, store.ErrRetry) {
+			w.log.InfoContext(ctx, "a GitLab webhook lost a database conflict; handling it again", "project", ev.Project, "mr", ev.MRIID, "err", err)
+		}
+		return err
+	})
+	return res, err
+}
+
+func (w *Workflow) gitlabEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
 	if ev.MRIID <= 0 {
 		return w.branchPipelineEvent(ctx, ev)
 	}
@@ -364,12 +387,11 @@ func (w *Workflow) GitLabEvent(ctx context.Context, ev GitLabEvent) (api.Callbac
 // bindery/op-<operationId> — and the work behind that branch is due now.
 func (w *Workflow) branchPipelineEvent(ctx context.Context, ev GitLabEvent) (api.CallbackResult, error) {
 	ref := strings.TrimPrefix(ev.Ref, "refs/heads/")
-	var task store.TaskRef
-	if id, ok := strings.CutPrefix(ref, "bindery/batch-"); ok && id != "" && strings.Trim(id, "0123456789") == "" {
-		task = store.TaskRef{Kind: state.TaskBatch, Ref: id}
-	} else if op, ok := strings.CutPrefix(ref, "bindery/op-"); ok && op != "" {
-		task = store.TaskRef{Kind: state.TaskRequest, Ref: op}
-	} else {
+	task, ok := batch.TaskOfBranch(ref)
+	if !ok {
+		task, ok = legacyTaskOfBranch(ref)
+	}
+	if !ok {
 		return api.CallbackResult{Code: api.CallbackIgnored}, nil
 	}
 	n, err := w.db.WakeTasks(ctx, []store.TaskRef{task})
@@ -380,4 +402,23 @@ func (w *Workflow) branchPipelineEvent(ctx context.Context, ev GitLabEvent) (api
 		w.engine.Nudge(engine.LaneBackground)
 	}
 	return api.CallbackResult{Code: api.CallbackAccepted}, nil
+}
+
+// GitLab event kinds bindery reads from POST /hooks/gitlab.
+const (
+	GitLabMergeRequest = "merge_request"
+	GitLabPipeline     = "pipeline"
+)
+
+// GitLabEvent is the part of a verified GitLab webhook the workflow may use to shortcut polling.
+// It is a hint: the workflow still reads the remote state before acting.
+type GitLabEvent struct {
+	Kind       string // GitLabMergeRequest or GitLabPipeline
+	EventID    string // Idempotency-Key (stable across resends) or X-Gitlab-Event-UUID
+	Project    string // path_with_namespace
+	MRIID      int64  // the MR (0 when the pipeline is not an MR pipeline)
+	Ref        string // pipeline events: the branch or ref it ran for (a branch pipeline's MR is found by it)
+	PipelineID int64  // pipeline events
+	Status     string // pipeline status (success, failed, …) or MR state (opened, merged, closed)
+	Action     string // MR action (open, merge, close, approved, …)
 }

@@ -16,10 +16,10 @@ import (
 	"bindery/workflow"
 )
 
-// SPEC §11.14: a process stopped in the middle of a step leaves the step's task, claimed; the
-// claim expires and any instance's dispatcher re-runs the step from the remote state and the
-// request finishes. A stop writes nothing (no failure), and a stalled holder that comes back
-// cannot overwrite what the new holder did.
+// docs/architecture.md, 'Durable execution': a process stopped in the middle of a step leaves the
+// step's task, claimed; the claim expires and any instance's dispatcher re-runs the step from the
+// remote state and the request finishes. A stop writes nothing (no failure), and a stalled holder
+// that comes back cannot overwrite what the new holder did.
 
 func TestAStepStoppedByACrashIsResumedByAnotherInstance(t *testing.T) {
 	extra := strings.Replace(fastSims, "pipelineDuration: 0s", "pipelineDuration: 1s", 1)

@@ -22,13 +22,14 @@ func fileOf(t config.Target, op store.Operation) (change.FileAction, error) {
 // errTargetGone: the request's target left the catalog; its file cannot be rendered any more.
 var errTargetGone = fmt.Errorf("%w: the target is no longer in the catalog", change.ErrInvalidChange)
 
-// admission renders and validates a request's change for its partition's waiting set (SPEC
-// §12.3), so that a batch rarely fails because of one bad member: the file renders (path inside
-// the repository, size cap; batch.Admission), and — for an ADD — no other target of the same
-// project renders the same path for the same subject while that binding is active (two members
-// writing one path fail a whole commit). The admission carries the change as validated, so the
-// batch commits exactly that even if the target leaves the catalog meanwhile. An error wrapping
-// change.ErrInvalidChange is the request's (CREATE_INVALID); any other is the database's.
+// admission renders and validates a request's change for its partition's waiting set
+// (docs/workflow.md, 'Admission'), so that a batch rarely fails because of one bad member: the file
+// renders (path inside the repository, size cap; batch.Admission), and — for an ADD — no other
+// target of the same project renders the same path for the same subject while that binding is
+// active (two members writing one path fail a whole commit). The admission carries the change as
+// validated, so the batch commits exactly that even if the target leaves the catalog meanwhile. An
+// error wrapping change.ErrInvalidChange is the request's (CREATE_INVALID); any other is the
+// database's.
 func (w *Workflow) admission(ctx context.Context, op store.Operation, action state.Action) (store.Admission, error) {
 	snap := w.cfg.Current()
 	t, ok := snap.Target(op.TargetKey)

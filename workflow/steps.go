@@ -1,11 +1,10 @@
 package workflow
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"bindery/change"
@@ -16,36 +15,55 @@ import (
 )
 
 // A single request's own steps (the approval ticket, the legacy flow's MR, its merge) are tasks
-// of the engine (kind store.TaskRequest, ref = the operationId), written in the transaction of
+// of the engine (kind state.TaskRequest, ref = the operationId), written in the transaction of
 // the state that needs them. Each run is one bounded action: one call to the approval system,
-// one look at a pipeline, one merge action; the outcome and the next due time are written in one
-// transaction fenced on the task's epoch, then guarded on the request's version (I6). Every step
-// reads the remote state first, so a re-run after a crash, an operator's retry or a lost claim is
-// safe. Every step declares its failure state: the engine has it written for any error or panic
-// the step did not turn into a state itself — a request is never left "in progress" without work
-// due for it.
+// one action of the MR's lifecycle (change.Lifecycle); the outcome and the next due time are
+// written in one transaction fenced on the task's epoch, then guarded on the request's version
+// (I6). Every step reads the remote state first, so a re-run after a crash, an operator's retry
+// or a lost claim is safe. Every step declares its failure state: the engine has it written for
+// any error or panic the step did not turn into a state itself — a request is never left "in
+// progress" without work due for it.
 
-// The steps (stored as the task's step; never rename one), each with its lane, its declared
-// failure, and how it takes an unavailable dependency.
+// Step is a step of a request's task (stored as the task's step: never rename one).
+type Step string
+
 const (
-	stepTicket         = "ticket"          // open the approval ticket (both flows)
-	stepCreate         = "create"          // legacy: branch, commit and MR
-	stepCreatePipeline = "create_pipeline" // legacy: the MR's pipeline, one look per run
-	stepApprove        = "approve"         // legacy, after the approval: the reviewer accounts approve
-	stepCloseMR        = "close_mr"        // legacy, rejected: close the request's MR
-	stepTicketPoll     = "ticket_poll"     // waiting for the decision: ask the approval system now and then
-	// change.MergeAttempt, MergeRebasing, MergePipeline, MergeChecking, MergeBlocked: legacy merge,
-	// one action per run (MergeBlocked waits for a person, without the project's merge slot)
+	stepTicket         Step = "ticket"          // open the approval ticket (both flows)
+	stepTicketPoll     Step = "ticket_poll"     // waiting for the decision: ask the approval system now and then
+	stepCreate         Step = "create"          // legacy: branch, commit and MR
+	stepCreatePipeline Step = "create_pipeline" // legacy: the MR's pipeline, one look per run
+	stepApprove        Step = "approve"         // legacy, after the approval: the reviewer accounts approve
+	// The legacy merge, one action per run (stepMergeBlocked waits for a person, without the
+	// project's merge slot).
+	stepMerge              = Step(change.MergeAttempt)
+	stepMergeRebase        = Step(change.MergeRebasing)
+	stepMergePipeline      = Step(change.MergePipeline)
+	stepMergeChecking      = Step(change.MergeChecking)
+	stepMergeBlocked       = Step(change.MergeBlocked)
+	stepCloseMR       Step = "close_mr" // legacy, rejected: close the request's MR
 )
 
-type stepDef struct {
-	failTo   state.BindingStatus
+// reqMemo is what a request's task remembers between runs: its MR's lifecycle, and the approval
+// ticket once sent.
+type reqMemo struct {
+	change.Memo
+	Ticket string `json:"ticket,omitempty"`
+}
+
+type reqJob = engine.Job[reqMemo, Step]
+
+// stepRow is one step of a request: the engine's part (lane, how it waits and retries, its
+// action), the failure the request gets when the step fails without deciding one itself, what
+// the request waits for while its task is at the step ({mr}: its merge request; "": the
+// request's own step says it), the stopped steps an operator's retry resumes here, and what the
+// step does, in words (docs/states.md is generated from this table).
+type stepRow struct {
+	engine.Step[reqMemo, Step]
+	failTo   state.BindingStatus // "": a cleanup or a poll, nothing to fail
 	failStep state.Step
-	// attempts bounds the runs of a step whose dependency does not answer (0: a polling step,
-	// which keeps looking until its wait times out); backoff is the wait before the second.
-	attempts int
-	backoff  time.Duration
-	run      func(w *Workflow, ctx context.Context, r *reqRun) error
+	waiting  string
+	resumes  []state.Step
+	does     string
 }
 
 // ticketAttempts and ticketBackoff: a 5xx or a lost answer from the approval system is often
@@ -59,117 +77,138 @@ const (
 	mrAttempts = 6
 )
 
-var steps map[string]stepDef
-
-func init() { // in init: the step functions themselves read the table
-	steps = map[string]stepDef{
-		stepTicket:                   {state.StatusCreateFailed, state.StepApprovalSendFailed, ticketAttempts, ticketBackoff, (*Workflow).openTicket},
-		stepCreate:                   {state.StatusCreateFailed, state.StepCreateFailed, mrAttempts, 0, (*Workflow).createMR},
-		stepCreatePipeline:           {state.StatusCreateFailed, state.StepCreateFailed, 0, 0, (*Workflow).createPipeline},
-		stepApprove:                  {state.StatusHandleFailed, state.StepHandleApproveFailed, mrAttempts, 0, (*Workflow).approveMR},
-		string(change.MergeAttempt):  {state.StatusHandleFailed, state.StepHandleMergeFailed, mrAttempts, 0, (*Workflow).mergeMR},
-		string(change.MergeRebasing): {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
-		string(change.MergePipeline): {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
-		string(change.MergeChecking): {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
-		string(change.MergeBlocked):  {state.StatusHandleFailed, state.StepHandleMergeFailed, 0, 0, (*Workflow).mergeMR},
-		stepCloseMR:                  {"", 0, mrAttempts, 0, (*Workflow).closeRejectedMR},
-		stepTicketPoll:               {"", 0, 0, 0, (*Workflow).pollTicket},
+// steps is the one table of a request's steps. A request's first steps — the approval ticket, a
+// legacy MR's creation — run in their own lane, so that no number of batches in CI delays them.
+func (w *Workflow) steps() []stepRow {
+	first, bg := engine.LaneFirst, engine.LaneBackground
+	type es = engine.Step[reqMemo, Step]
+	return []stepRow{
+		{Step: es{Name: stepTicket, Lane: first, Attempts: ticketAttempts, Backoff: ticketBackoff, Run: w.run((*Workflow).openTicket)},
+			failTo: state.StatusCreateFailed, failStep: state.StepApprovalSendFailed,
+			does: "send the approval ticket (both flows; the legacy flow's with `ext.mrId`)"},
+		{Step: es{Name: stepTicketPoll, Lane: bg, Polls: true, Run: w.run((*Workflow).pollTicket)},
+			does: "APPROVAL_SENT: every `approval.pollAfter`, read the ticket; a decision found is applied as its callback would be; a ticket the approval system lost is sent again"},
+		{Step: es{Name: stepCreate, Lane: first, Attempts: mrAttempts, Run: w.run((*Workflow).createMR)},
+			failTo: state.StatusCreateFailed, failStep: state.StepCreateFailed, does: "legacy: branch, commit, MR"},
+		{Step: es{Name: stepCreatePipeline, Lane: bg, Polls: true, Run: w.run((*Workflow).createPipeline)},
+			failTo: state.StatusCreateFailed, failStep: state.StepCreateFailed, waiting: "the pipeline of {mr} to pass",
+			resumes: []state.Step{state.StepCreatePipelinePending},
+			does:    "legacy: one look at the MR's pipeline (flaky retries; no answer within `poll.timeout` → a new pipeline once, then CREATE_PIPELINE_PENDING)"},
+		{Step: es{Name: stepApprove, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).approveMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleApproveFailed, does: "legacy, approved: both reviewer accounts approve"},
+		{Step: es{Name: stepMerge, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, resumes: []state.Step{state.StepHandleMRBlocked},
+			does: "legacy: one merge action, holding the project's merge slot"},
+		{Step: es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "GitLab to rebase {mr} onto the target branch",
+			resumes: []state.Step{state.StepHandleRebasePending}, does: "legacy: wait for GitLab's rebase"},
+		{Step: es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "the pipeline of the new head of {mr} to pass",
+			resumes: []state.Step{state.StepHandlePipelinePending}, does: "legacy: wait for the pipeline of a head the merge moved"},
+		{Step: es{Name: stepMergeChecking, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "GitLab to work out whether {mr} can be merged",
+			does: "legacy: wait while GitLab computes whether the MR can be merged"},
+		{Step: es{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
+			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed,
+			does: "legacy: the MR waits for a person (HANDLE_MR_BLOCKED), one look per poll, without the merge slot; cleared → `merge`; not within `batch.blockedTimeout` → failed"},
+		{Step: es{Name: stepCloseMR, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).closeRejectedMR)},
+			waiting: "bindery to close {mr}", does: "legacy, rejected or withdrawn: close the request's MR (a cleanup: nothing to fail)"},
 	}
 }
 
-// laneOf is a step's lane: a request's first steps — the approval ticket, a legacy MR's creation —
-// run in their own lane, so that no number of batches in CI delays them.
-func laneOf(step string) string {
-	if step == stepTicket || step == stepCreate {
-		return engine.LaneFirst
+// StepDocs is the request kind's step table for docs/states.md.
+func StepDocs() []engine.StepDoc {
+	var out []engine.StepDoc
+	for _, r := range (&Workflow{}).steps() {
+		d := engine.DocOf(r.Step)
+		d.Does, d.Waiting = r.does, r.waiting
+		if r.failTo != "" {
+			d.Fails = fmt.Sprintf("%s / %s", r.failTo, r.failStep)
+		}
+		for _, s := range r.resumes {
+			d.Resumes = append(d.Resumes, s.String())
+		}
+		out = append(out, d)
 	}
-	return engine.LaneBackground
+	return out
 }
 
-// polls reports the steps that wait for GitLab by the staged schedule.
-func polls(step string) bool { return step == stepCreatePipeline || change.MergePhase(step).Polls() }
-
-// reqMemo is what a request's task remembers between runs.
-type reqMemo struct {
-	Flaky   int    `json:"flaky,omitempty"`   // flaky retries used on the current pipeline wait
-	Restart bool   `json:"restart,omitempty"` // an operator's retry: replace a pipeline still running
-	Regen   bool   `json:"regen,omitempty"`   // the merge regenerated the branch once already
-	Refused int    `json:"refused,omitempty"` // merges GitLab refused in a row
-	Ticket  string `json:"ticket,omitempty"`  // the approval ticket's id, once sent
-	// Tested: the head whose pipeline passed (the only sha merged); Approved: the head the
-	// reviewer accounts approved.
-	Tested   string `json:"tested,omitempty"`
-	Approved string `json:"approved,omitempty"`
+// def is the request kind as the engine runs it.
+func (w *Workflow) def() engine.Def[reqMemo, Step] {
+	d := engine.Def[reqMemo, Step]{
+		Name: state.TaskRequest, Fail: w.failRequest,
+		Short:   func() time.Duration { return w.mr.Stages().Short },
+		Long:    func() time.Duration { return w.mr.Stages().Long },
+		Timeout: func() time.Duration { return w.mr.Stages().Timeout },
+		Lease:   func() time.Duration { return w.cfg.Current().StepLeaseTTL() },
+	}
+	for _, r := range w.rows {
+		d.Steps = append(d.Steps, r.Step)
+	}
+	return d
 }
 
-func (m reqMemo) encode() *string {
-	b, _ := json.Marshal(m)
-	s := string(b)
-	return &s
+// row is the table's row of step (ok false: not in it).
+func (w *Workflow) row(step Step) (stepRow, bool) {
+	i := slices.IndexFunc(w.rows, func(r stepRow) bool { return r.Name == step })
+	if i < 0 {
+		return stepRow{}, false
+	}
+	return w.rows[i], true
+}
+
+// resumeAt is the step an operator's retry of a request stopped at the pending step s runs
+// ("": none in the table).
+func (w *Workflow) resumeAt(s state.Step) Step {
+	for _, r := range w.rows {
+		if slices.Contains(r.resumes, s) {
+			return r.Name
+		}
+	}
+	return ""
+}
+
+// requestTask is the task of a request's step, due in `in`.
+func (w *Workflow) requestTask(operationID string, step Step, in time.Duration, m reqMemo) store.TaskSpec {
+	return w.def().Spec(operationID, step, in, m)
 }
 
 // reqRun is one run of a request's task: the request as this run last wrote it, so that every
 // write — the failure included — is guarded on the version this run knows.
 type reqRun struct {
-	r    *engine.Run
-	req  store.Request
-	memo reqMemo
-	def  stepDef
+	*reqJob
+	req store.Request
+	row stepRow
 }
 
-// requestTask is the task of a request's step, due in `in`.
-func requestTask(operationID, step string, in time.Duration, m reqMemo) store.TaskSpec {
-	return store.TaskSpec{Kind: state.TaskRequest, Ref: operationID, Lane: laneOf(step), Step: step, In: in, Memo: *m.encode(), Wait: polls(step)}
-}
-
-func (w *Workflow) requestKind() engine.Kind {
-	return engine.Kind{
-		Name: state.TaskRequest,
-		Run:  w.runRequest,
-		Fail: w.failRequest,
-		Retry: func(er *engine.Run, err error) (time.Duration, bool) {
-			def := steps[er.Task.Step]
-			short, _, long, timeout := w.cfg.Current().PollStages()
-			if def.attempts == 0 { // a poll: a failed look tells nothing; keep looking until the wait times out
-				wait, _ := engine.Backoff(short, long)(er, err)
-				return wait, er.Task.Waited < timeout
-			}
-			return engine.Attempts(def.attempts, cmp.Or(def.backoff, short))(er, err)
-		},
-		Lease: func() time.Duration { return w.cfg.Current().StepLeaseTTL() },
+// run wraps a step's action: the request read afresh (gone or replaced: the task ends), then the
+// action.
+func (w *Workflow) run(action func(*Workflow, context.Context, *reqRun) error) func(context.Context, *reqJob) error {
+	return func(ctx context.Context, j *reqJob) error {
+		req, err := w.db.Request(ctx, j.Task.Ref)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return j.Finish(ctx, nil)
+		case err != nil:
+			return engine.Unavailable(err)
+		case !req.Current():
+			return j.Finish(ctx, nil) // replaced by a re-application: nothing of it runs any more
+		}
+		row, _ := w.row(j.Step.Name)
+		r := &reqRun{reqJob: j, req: req, row: row}
+		j.State = r
+		return action(w, ctx, r)
 	}
-}
-
-// runRequest is one run of a request's task: the request read afresh, then its step.
-func (w *Workflow) runRequest(ctx context.Context, er *engine.Run) error {
-	def, ok := steps[er.Task.Step]
-	if !ok {
-		return er.Park(ctx, fmt.Sprintf("no step %q of a request here", er.Task.Step))
-	}
-	req, err := w.db.Request(ctx, er.Task.Ref)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return er.Finish(ctx, nil)
-	case err != nil:
-		return engine.Unavailable(err)
-	case !req.Current():
-		return er.Finish(ctx, nil) // replaced by a re-application: nothing of it runs any more
-	}
-	var m reqMemo
-	_ = json.Unmarshal([]byte(er.Task.Memo), &m) // unreadable: empty, the step re-reads
-	r := &reqRun{r: er, req: req, memo: m, def: def}
-	er.State = r
-	return def.run(w, ctx, r)
 }
 
 // failRequest writes the step's declared failure (or the specific one it recognised), guarded on
 // the version the run last wrote, and ends the task.
-func (w *Workflow) failRequest(ctx context.Context, er *engine.Run, err error) error {
-	r, ok := er.State.(*reqRun)
-	if !ok || r.def.failTo == "" {
-		return er.Finish(ctx, nil) // nothing to fail: the request could not be read, or a cleanup
+func (w *Workflow) failRequest(ctx context.Context, j *reqJob, err error) error {
+	r, ok := j.State.(*reqRun)
+	if !ok || r.row.failTo == "" {
+		return j.Finish(ctx, nil) // nothing to fail: the request could not be read, or a cleanup
 	}
-	to, step, pipeline := r.def.failTo, r.def.failStep, int64(0)
+	to, step, pipeline := r.row.failTo, r.row.failStep, int64(0)
 	var f *failure
 	if errors.As(err, &f) {
 		to, step, pipeline = f.to, f.step, f.pipeline
@@ -179,24 +218,19 @@ func (w *Workflow) failRequest(ctx context.Context, er *engine.Run, err error) e
 
 // move writes a transition of the request with the task's next state, in one fenced transaction.
 func (r *reqRun) move(ctx context.Context, c store.Change, n store.TaskNext) error {
-	if n.Memo == nil {
-		n.Memo = r.memo.encode()
-	}
-	return r.r.Next(ctx, n, func(tx *store.Tx) error { return r.transition(ctx, tx, c) })
+	return r.Next(ctx, n, func(tx *store.Tx) error { return r.transition(ctx, tx, c) })
 }
 
 // then goes on to step (due in `in`) with a transition, in one fenced transaction.
-func (r *reqRun) then(ctx context.Context, step string, in time.Duration, c store.Change) error {
-	n := store.TaskNext{Step: step, Lane: laneOf(step), In: in}
-	if polls(step) {
-		n.Wait = store.WaitStart
-	}
+func (r *reqRun) then(ctx context.Context, step Step, in time.Duration, c store.Change) error {
+	n := r.To(step)
+	n.In = in
 	return r.move(ctx, c, n)
 }
 
 // finish writes the request's last transition of this task and ends the task.
 func (r *reqRun) finish(ctx context.Context, c store.Change) error {
-	return r.r.Finish(ctx, func(tx *store.Tx) error { return r.transition(ctx, tx, c) })
+	return r.Finish(ctx, func(tx *store.Tx) error { return r.transition(ctx, tx, c) })
 }
 
 func (r *reqRun) transition(ctx context.Context, tx *store.Tx, c store.Change) error {

@@ -12,11 +12,12 @@ import (
 	"bindery/store/storetest"
 )
 
-// Path traversal in target paths (issue 8, point 3; SPEC §4.1: the path template must resolve
-// inside the repository): a target key that spells a path is refused with a clear 4xx before
-// anything is stored or sent, the preview of one answers empty, a catalog whose templates leave
-// their directory is refused whole, and after real requests went all the way to VALIDATED
-// through batches, every file the GitLab simulator holds lies inside a target's directory.
+// Path traversal in target paths (issue 8, point 3; docs/workflow.md, 'Targets and the file
+// change': the path template must resolve inside the repository): a target key that spells a path
+// is refused with a clear 4xx before anything is stored or sent, the preview of one answers empty,
+// a catalog whose templates leave their directory is refused whole, and after real requests went
+// all the way to VALIDATED through batches, every file the GitLab simulator holds lies inside a
+// target's directory.
 func TestTargetPathsNeverLeaveTheirDirectory(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: fastSims + "ratelimit:\n  apply: ''\n"})

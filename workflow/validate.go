@@ -15,7 +15,7 @@ import (
 
 // Validation: a MERGED request becomes VALIDATED when the deploy pipeline reports its MR (exact
 // operationIds when the callback carries them), or when reconciliation infers it from a later MR
-// of the same project. Both go through the store's MarkValidated, which returns only the rows it
+// of the same project. A removal that merged (VALIDATED at CLOSE_MERGED) is CLOSED the same way. Both go through the store's MarkValidated, which returns only the rows it
 // really flipped; the metric and the stage durations are emitted for exactly those, after the
 // commit, so a race between the two paths counts each request once.
 
@@ -33,7 +33,12 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (a
 	if !w.catalogProject(cb.Project) {
 		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
 	}
-	d, err := w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
+	var d store.Deployed
+	err := retryPreempted(ctx, func() error { // a deadlock is tried again here, not by the sender
+		var err error
+		d, err = w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
+		return err
+	})
 	switch {
 	case errors.Is(err, store.ErrUnknownMR):
 		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("bindery opened no merge request !%d in %s", cb.MRIID, cb.Project))
@@ -44,13 +49,14 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (a
 		return api.CallbackResult{}, err
 	}
 	w.validated(ctx, d.Validated, "callback")
+	w.removed(ctx, d.Closed, "callback")
 	res := api.CallbackResult{Code: api.CallbackAccepted, Refused: d.Refused}
 	if len(d.Refused) > 0 {
 		w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "not_members")
 		w.log.WarnContext(ctx, "deploy callback names requests that are not of its MR; they are not validated",
 			"project", cb.Project, "mr", cb.MRIID, "refused", d.Refused)
 	}
-	if !d.Fresh && len(d.Validated) == 0 && len(d.Refused) == 0 {
+	if !d.Fresh && len(d.Validated)+len(d.Closed) == 0 && len(d.Refused) == 0 {
 		res.Code = api.CallbackDuplicate
 	}
 	return res, nil
@@ -94,22 +100,39 @@ func (w *Workflow) Reconcile(ctx context.Context) (api.ReconcileResult, error) {
 	if err != nil {
 		return api.ReconcileResult{}, err
 	}
-	replayed := 0
+	replayed, closed := 0, 0
 	for _, d := range early {
 		res, err := w.db.RecordDeploy(ctx, d)
 		if err != nil {
 			return api.ReconcileResult{}, err
 		}
 		w.validated(ctx, res.Validated, "callback")
+		w.removed(ctx, res.Closed, "callback")
 		replayed += len(res.Validated)
+		closed += len(res.Closed)
 	}
 	res, err := w.db.Reconcile(ctx, minAge, maxAge)
 	// What was committed before an error is real: report and count it either way.
 	w.validated(ctx, res.Validated, "reconcile")
+	w.removed(ctx, res.Closed, "reconcile")
 	if err != nil {
 		return api.ReconcileResult{}, err
 	}
-	return api.ReconcileResult{Scanned: res.Scanned + replayed, Validated: len(res.Validated) + replayed}, nil
+	return api.ReconcileResult{Scanned: res.Scanned + replayed + closed, Validated: len(res.Validated) + replayed, Closed: len(res.Closed) + closed}, nil
+}
+
+// removed runs after the commit that closed removals whose deploy came (or was inferred, or
+// confirmed): one "removed" log line per request, the close stage's time, and the metric.
+func (w *Workflow) removed(ctx context.Context, ops []store.Operation, via string) {
+	for _, o := range ops {
+		w.rec.Inc("bindery_requests_closed_total", "via", via, "project", o.Project)
+		w.log.InfoContext(ctx, "removed", "operation", o.OperationID, "instance", w.engine.Instance(), "project", o.Project, "mr", o.MRIID, "via", via)
+		for _, st := range o.Stages {
+			if st.Stage == stageClose {
+				w.rec.Observe(metricStage, st.Spent.Seconds(), "stage", st.Stage)
+			}
+		}
+	}
 }
 
 // validated runs after the commit that flipped ops to VALIDATED: the expiry of each binding from

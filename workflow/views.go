@@ -20,7 +20,7 @@ import (
 )
 
 // What the API shows: the request view with its timeline, stage durations and "why is it
-// waiting" (SPEC §12.1, §12.2), the lists, the batches, the preview.
+// waiting" (docs/workflow.md, 'What the requester is told'), the lists, the batches, the preview.
 
 // Stage names (the SPA words them): the step table's (store.StepInfo.Stage).
 const (
@@ -44,6 +44,8 @@ const (
 // merge; a failure is at the stage it stopped in (last: the newest stage of its history).
 func CurrentStage(status state.BindingStatus, step state.Step, last string) string {
 	switch {
+	case status == state.StatusClosed && step == state.StepWithdrawn:
+		return last // withdrawn where it failed: never in effect
 	case status == state.StatusClosed:
 		return StageRevoked
 	case status == state.StatusValidated && step >= state.StepCloseStarted && step < state.StepCalledBack:
@@ -107,11 +109,11 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (api.Request
 	}
 	// The database clock came with the read: no query of its own.
 	var cutoff time.Time
-	if d.Operation.Status == state.StatusMerged {
+	if state.AwaitsDeploy(d.Operation.Status, d.Operation.Step) {
 		cutoff = d.Now.Add(-w.cfg.Current().DeployOverdue())
 	}
 	v := w.view(d, time.Now(), cutoff)
-	if deployOverdue(v.Status, d.Operation.UpdatedAt, cutoff) && v.Waiting != nil {
+	if deployOverdue(v.Status, d.Operation.Step, d.Operation.UpdatedAt, cutoff) && v.Waiting != nil {
 		v.Waiting.WaitingFor += "; " + w.lastDeployWords(ctx, d.Operation.Project)
 	}
 	return v, nil
@@ -130,12 +132,12 @@ func (w *Workflow) lastDeployWords(ctx context.Context, project string) string {
 	return fmt.Sprintf("the last deploy reported for %s was of merge request !%d, at %s UTC", project, iid, at.UTC().Format("2006-01-02 15:04"))
 }
 
-// deployCutoff is the database clock minus reconcile.deployOverdue: a MERGED request unchanged
-// since before it waits for a deploy callback that is overdue. The clock is read only when one
-// of ops is MERGED; zero (nothing overdue) when none is or the clock cannot be read — the view
+// deployCutoff is the database clock minus reconcile.deployOverdue: a MERGED request (or a
+// removal at CLOSE_MERGED) unchanged since before it waits for a deploy callback that is
+// overdue. The clock is read only when one of ops waits for its deploy; zero (nothing overdue) when none is or the clock cannot be read — the view
 // then shows the ordinary deploy wait, and the stuck list still lists the request.
 func (w *Workflow) deployCutoff(ctx context.Context, ops ...store.Operation) time.Time {
-	if !slices.ContainsFunc(ops, func(o store.Operation) bool { return o.Status == state.StatusMerged }) {
+	if !slices.ContainsFunc(ops, func(o store.Operation) bool { return state.AwaitsDeploy(o.Status, o.Step) }) {
 		return time.Time{}
 	}
 	now, err := w.db.Now(ctx)
@@ -146,17 +148,17 @@ func (w *Workflow) deployCutoff(ctx context.Context, ops ...store.Operation) tim
 	return now.Add(-w.cfg.Current().DeployOverdue())
 }
 
-// deployOverdue: the request merged and its deploy callback is later than reconcile.deployOverdue.
-// Reconciliation cannot validate the last merged MR of a project until a later MR of it is called
-// back, so an operator confirms the deploy (a retry).
-func deployOverdue(status state.BindingStatus, updated, cutoff time.Time) bool {
-	return status == state.StatusMerged && !cutoff.IsZero() && updated.Before(cutoff)
+// deployOverdue: the request's grant or removal merged and its deploy callback is later than
+// reconcile.deployOverdue. Reconciliation cannot infer the last merged MR of a project until a
+// later MR of it is called back, so an operator confirms the deploy (a retry).
+func deployOverdue(status state.BindingStatus, step state.Step, updated, cutoff time.Time) bool {
+	return state.AwaitsDeploy(status, step) && !cutoff.IsZero() && updated.Before(cutoff)
 }
 
 // nextAction is store.NextActionFor, except that a request whose deploy callback is overdue
 // waits for an operator.
 func nextAction(status state.BindingStatus, step state.Step, updated, cutoff time.Time) state.NextAction {
-	if deployOverdue(status, updated, cutoff) {
+	if deployOverdue(status, step, updated, cutoff) {
 		return state.NextWaitManual
 	}
 	return state.NextActionFor(status, step)
@@ -166,15 +168,6 @@ func nextAction(status state.BindingStatus, step state.Step, updated, cutoff tim
 const deployOverdueText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: " +
 	"check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
 
-// ActionText is the next action in plain words; a CLOSED binding was in effect, so it is not
-// "finished without effect" as a rejected one is.
-func ActionText(status state.BindingStatus, a state.NextAction) string {
-	if status == state.StatusClosed {
-		return "The binding was in effect and has been removed (revoked or expired). You can apply again."
-	}
-	return explain.NextActionText(a)
-}
-
 func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.RequestView {
 	op := d.Operation
 	status := op.Status
@@ -182,7 +175,7 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 	if d.Binding != nil {
 		status, expires = d.Binding.Status, d.Binding.ExpiresAt
 	}
-	overdue := deployOverdue(status, op.UpdatedAt, cutoff)
+	overdue := deployOverdue(status, op.Step, op.UpdatedAt, cutoff)
 	action := nextAction(status, op.Step, op.UpdatedAt, cutoff)
 	v := api.RequestView{
 		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, TargetTitle: op.TargetKey,
@@ -194,9 +187,6 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 	}
 	if overdue {
 		v.NextActionText = deployOverdueText
-	}
-	if status == state.StatusClosed {
-		v.NextActionText = ActionText(status, action)
 	}
 	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
 		v.TargetTitle = t.Title
@@ -232,28 +222,30 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 		v.FailedJob = &api.JobLink{ID: j.JobID, Name: j.Name, URL: j.WebURL}
 	}
 	v.Ticket = w.ticketLink(op.TicketID)
-	v.Waiting = waitingFor(d, status, action, overdue, v)
+	w.outcome(&v, d, status)
+	v.Waiting = w.waitingFor(d, status, action, overdue, v)
 	if op.Step.Info().Person && v.Waiting != nil {
 		v.NextActionText = "Your request waits for " + v.Waiting.WaitingFor
 	}
 	return v
 }
 
-// taskWaiting is what a request waits for while its driving task is at a step ("" : the step
-// table of the request's own step says it); {mr} is the merge request.
-var taskWaiting = map[string]string{
-	"pipeline":         "the pipeline of {mr} to pass",
-	stepCreatePipeline: "the pipeline of {mr} to pass",
-	"merge_rebase":     "GitLab to rebase {mr} onto the target branch",
-	"merge_pipeline":   "the pipeline of the new head of {mr} to pass",
-	"merge_checking":   "GitLab to work out whether {mr} can be merged",
-	"settle":           "bindery to settle the failed batch (closing {mr})",
-	stepCloseMR:        "bindery to close {mr}",
+// taskWaiting is what a request waits for while the task that drives it is at its step, from the
+// table of the task's kind ("" : the request's own step says it); {mr} is the merge request.
+func (w *Workflow) taskWaiting(t *store.Task) string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Kind == state.TaskBatch:
+		return w.batches.Waiting(t.Step)
+	}
+	row, _ := w.row(Step(t.Step))
+	return row.waiting
 }
 
 // waitingFor answers "why is my request waiting" in plain words, from the step table and the work
 // that drives the request; nil when it is not waiting. It never names a party not asked yet.
-func waitingFor(d store.RequestDetail, status state.BindingStatus, action state.NextAction, overdue bool, v api.RequestView) *api.Waiting {
+func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus, action state.NextAction, overdue bool, v api.RequestView) *api.Waiting {
 	if len(d.Steps) == 0 || action == state.NextNone || action == state.NextReapply {
 		return nil
 	}
@@ -270,8 +262,11 @@ func waitingFor(d store.RequestDetail, status state.BindingStatus, action state.
 	switch {
 	case overdue:
 		wt.Stage, wt.WaitingFor = stageDeploy, "the deploy pipeline to report that "+mr+" is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
+		if status == state.StatusValidated {
+			wt.Stage = stageClose // the removal's deploy
+		}
 	case action == state.NextContactSupport:
-		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "the maintainers: this failure will not go away by waiting"
+		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "its requester or an operator: waiting will not fix this failure (withdraw the request and apply again, or retry it)"
 	case action == state.NextWaitManual && op.Step.Info().Person:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), words(explain.Waiting(op.Step))
 	case action == state.NextWaitManual:
@@ -289,8 +284,8 @@ func waitingFor(d store.RequestDetail, status state.BindingStatus, action state.
 			wt.BatchID = b.ID
 			wt.WaitingFor = fmt.Sprintf("the next batch round of %s, behind blocked batch %d: %s (%d ahead in the queue)", d.Waiting.Partition, b.ID, blockedWords(*b), d.Waiting.Ahead)
 		}
-	case taskWaiting[taskStep(d)] != "":
-		wt.WaitingFor = words(taskWaiting[taskStep(d)])
+	case w.taskWaiting(d.Task) != "":
+		wt.WaitingFor = words(w.taskWaiting(d.Task))
 	case explain.Waiting(op.Step) != "":
 		wt.WaitingFor = words(explain.Waiting(op.Step))
 	case status == state.StatusMRCreated:
@@ -339,14 +334,6 @@ func blockedWords(b store.Batch) string {
 		return "it failed and is being settled"
 	}
 	return b.Note
-}
-
-// taskStep is the step of the request's driving task ("" : none).
-func taskStep(d store.RequestDetail) string {
-	if d.Task == nil {
-		return ""
-	}
-	return d.Task.Step
 }
 
 // laneWords names n tasks of a lane for people.
@@ -426,7 +413,7 @@ func (w *Workflow) summary(o store.Operation, cutoff time.Time) api.RequestSumma
 	return api.RequestSummary{
 		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Flow: o.Flow, Status: o.Status,
 		Step: StepOf(o.Step), NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
-		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt,
+		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt, Withdrawable: state.Withdrawable(o.Status, o.Step),
 	}
 }
 
@@ -541,4 +528,17 @@ func (w *Workflow) Preview(ctx context.Context, targetKey, subject string) (api.
 		return api.Preview{}, err
 	}
 	return api.Preview{Path: f.Path, Content: f.Content}, nil
+}
+
+// StepOf is the view of a step.
+func StepOf(s state.Step) api.StepView {
+	return api.StepView{Code: int(s), Name: s.String(), Label: explain.Label(s)}
+}
+
+// StuckFilter narrows GET /api/ops/requests (both optional) and pages it.
+type StuckFilter struct {
+	Status state.BindingStatus // "" → any
+	Step   state.Step          // 0 → any
+	Cursor string
+	Limit  int
 }

@@ -30,7 +30,7 @@ func TestAQueuedRequestSaysHowManyAreAheadOrThatMoreAre(t *testing.T) {
 			Task:      &store.Task{Lane: engine.LaneFirst, DueAt: at},
 			Ahead:     c.ahead, AheadMore: c.more,
 		}
-		w := waitingFor(d, state.StatusApprovalSending, state.NextWait, false, api.RequestView{})
+		w := (&Workflow{}).waitingFor(d, state.StatusApprovalSending, state.NextWait, false, api.RequestView{})
 		if w == nil || w.QueuedBehind != c.ahead || w.QueuedBehindMore != c.more || !strings.Contains(w.WaitingFor, c.words) {
 			t.Errorf("%d ahead (more: %t): %+v, want %q in the words", c.ahead, c.more, w, c.words)
 		}

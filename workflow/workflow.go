@@ -39,6 +39,11 @@ type Batches interface {
 	// Wake makes the batch waiting on (project, mrIID) look now (a GitLab webhook); it returns
 	// how many tasks it woke.
 	Wake(ctx context.Context, project string, mrIID int64) (int, error)
+	// Repair is the task an active batch found without one gets (the repair sweep).
+	Repair(b store.Batch) store.TaskSpec
+	// Waiting is what a batch's members wait for while its task is at step ({mr}: its merge
+	// request); "": their own step says it.
+	Waiting(step string) string
 }
 
 // Tickets opens approval tickets: *approval.Client. Idempotent by operationId.
@@ -76,7 +81,8 @@ type Workflow struct {
 	cfg     *config.Source
 	batches Batches
 	tickets Tickets
-	change  *change.Runner
+	mr      *change.Lifecycle // the legacy flow's per-request MR
+	rows    []stepRow         // the request kind's step table (steps)
 	engine  *engine.Engine
 	log     *slog.Logger
 	rec     *metric.Recorder
@@ -94,12 +100,14 @@ func New(o Options) (*Workflow, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	w := &Workflow{
-		db: o.DB, cfg: o.Config, batches: o.Batches, tickets: o.Tickets, change: o.Change, engine: o.Engine,
+		db: o.DB, cfg: o.Config, batches: o.Batches, tickets: o.Tickets, engine: o.Engine,
+		mr:  &change.Lifecycle{Runner: o.Change, Config: o.Config},
 		log: o.Log, rec: o.Recorder,
 		baseURL: strings.TrimRight(o.BaseURL, "/"), gitlab: strings.TrimRight(o.GitLabURL, "/"),
 		ticket: o.TicketURL,
 	}
-	o.Engine.Register(w.requestKind())
+	w.rows = w.steps()
+	o.Engine.Register(w.def().Kind())
 	return w, nil
 }
 

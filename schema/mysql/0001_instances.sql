@@ -1,5 +1,6 @@
 -- Every running bindery process registers here and heartbeats. The rate limiter divides the
--- global quota by the live instances (SPEC §11.1); leases name their owner by instance id.
+-- global quota by the live instances (docs/api.md, 'Rate limits'); leases name their owner by
+-- instance id.
 CREATE TABLE IF NOT EXISTS instance (
   id           VARCHAR(64)  NOT NULL,
   version      VARCHAR(64)  NOT NULL,

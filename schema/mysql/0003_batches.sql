@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS merge_batch (
   KEY idx_merge_batch_status_lease (status, lease_until),
   KEY idx_merge_batch_partition (partition_key, id),
   KEY idx_merge_batch_mr (project, mr_iid)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
 
 -- The waiting set and the in-flight members: batch_id NULL while waiting. I4: UNIQUE
 -- (operation_id, action) makes admission idempotent (a duplicate key means "already queued").
@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS merge_batch_request (
   UNIQUE KEY uk_merge_batch_request_operation (operation_id, action),
   KEY idx_merge_batch_request_claim (partition_key, batch_id, created_at, id),
   KEY idx_merge_batch_request_waiting (batch_id, partition_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
 
 -- Append-only member history: one row per claimed request, written by the claim with a multi-row
 -- insert. Never updated or deleted; settlement reads a batch's members from here.
@@ -58,4 +58,4 @@ CREATE TABLE IF NOT EXISTS merge_batch_member (
   PRIMARY KEY (id),
   KEY idx_merge_batch_member_batch (batch_id, id),
   KEY idx_merge_batch_member_operation (operation_id, id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;

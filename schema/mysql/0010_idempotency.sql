@@ -1,6 +1,7 @@
--- Idempotency records of write requests (SPEC §6.5): one row per (scope, client operationId).
--- status 0 is "in progress" (the winner holds it until lease_until); otherwise the row holds the
--- answer to replay. expires_at is indexed for the cleanup cron (SPEC §5.8).
+-- Idempotency records of write requests (docs/api.md, 'Idempotency'): one row per (scope, client
+-- operationId). status 0 is "in progress" (the winner holds it until lease_until); otherwise the
+-- row holds the answer to replay. expires_at is indexed for the cleanup cron (docs/invariants.md,
+-- 'Idempotency records expire').
 CREATE TABLE IF NOT EXISTS idempotency_record (
   scope        VARCHAR(64)  NOT NULL,
   idem_key     VARCHAR(128) NOT NULL,

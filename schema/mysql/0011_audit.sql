@@ -1,6 +1,6 @@
--- Audit log of operator and owner actions (SPEC §6.4): who, what, redacted and truncated
--- parameters, when. event_key is unique: recording the same event twice is "already recorded",
--- never an overwrite.
+-- Audit log of operator and owner actions (docs/api.md, 'Who may call'): who, what, redacted and
+-- truncated parameters, when. event_key is unique: recording the same event twice is "already
+-- recorded", never an overwrite.
 CREATE TABLE IF NOT EXISTS audit_log (
   id         BIGINT       NOT NULL AUTO_INCREMENT,
   event_key  VARCHAR(191) NOT NULL,
@@ -11,4 +11,4 @@ CREATE TABLE IF NOT EXISTS audit_log (
   request_id VARCHAR(64)  NOT NULL,
   PRIMARY KEY (id),
   UNIQUE KEY uq_audit_event (event_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;

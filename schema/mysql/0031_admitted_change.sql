@@ -1,8 +1,9 @@
--- The change a request makes, rendered and validated when it was admitted (SPEC §12.3): the
--- target branch, the file path and, for a create, the file's content. The batch runner commits
--- these as they were validated, so a request whose target left the catalog (or whose path
--- template changed) after admission still finishes as it was approved (SPEC §4.1). NULL: not
--- recorded at admission; the runner renders from the catalog.
+-- The change a request makes, rendered and validated when it was admitted (docs/workflow.md,
+-- 'Admission'): the target branch, the file path and, for a create, the file's content. The batch
+-- runner commits these as they were validated, so a request whose target left the catalog (or
+-- whose path template changed) after admission still finishes as it was approved
+-- (docs/workflow.md, 'Targets and the file change'). NULL: not recorded at admission; the runner
+-- renders from the catalog.
 --
 -- Guarded like 0030 (MySQL has no ADD COLUMN IF NOT EXISTS).
 SET @bindery_ddl = IF((SELECT COUNT(*) FROM information_schema.COLUMNS

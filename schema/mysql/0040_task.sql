@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS task (
   UNIQUE KEY uk_task_ref (kind, ref),
   UNIQUE KEY uk_task_slot (slot),
   KEY idx_task_due (lane, due_at)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
 
 -- The work in flight when this version starts, as tasks (it ran under the old per-row leases):
 -- each resumes from the remote state, due when its old lease ends (now when it had none).

@@ -1,6 +1,6 @@
--- Audit log of operator and owner actions (SPEC §6.4): who, what, redacted and truncated
--- parameters, when. event_key is unique: recording the same event twice is "already recorded",
--- never an overwrite.
+-- Audit log of operator and owner actions (docs/api.md, 'Who may call'): who, what, redacted and
+-- truncated parameters, when. event_key is unique: recording the same event twice is "already
+-- recorded", never an overwrite.
 CREATE TABLE IF NOT EXISTS audit_log (
   id         INTEGER  NOT NULL PRIMARY KEY AUTOINCREMENT,
   event_key  TEXT     NOT NULL,

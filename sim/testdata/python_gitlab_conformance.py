@@ -4,7 +4,7 @@
 Every endpoint bindery uses, in the order a batch uses them, with the status codes and fields
 GitLab's own source gives them (docs: ../../docs/gitlab.md). Run by sim/pygitlab_test.go:
 
-    python_gitlab_conformance.py <base URL> <pipeline source>
+    python_gitlab_conformance.py <base URL> <pipeline source> [<merge method>]
 
 Tokens come from the environment: BOT_TOKEN, REVIEWER1_TOKEN, REVIEWER2_TOKEN. Exit status 0
 when every check held; each failed check is printed.
@@ -18,6 +18,7 @@ import time
 import gitlab
 
 URL, SOURCE = sys.argv[1], sys.argv[2]
+METHOD = sys.argv[3] if len(sys.argv) > 3 else "rebase_merge"
 PROJECT = "grp/sub.proj"
 failures = []
 
@@ -51,6 +52,7 @@ check(bot.user.username == "bindery-bot", f"current user {bot.user.username}")
 project = bot.projects.get(PROJECT)
 check(project.path_with_namespace == PROJECT, f"project {project.path_with_namespace}")
 check(project.default_branch == "main", f"default branch {project.default_branch}")
+check(project.merge_method == METHOD, f"merge method {project.merge_method}")
 base = f"/projects/{project.id}"
 
 # One commit with several actions, creating the branch from main.
@@ -72,6 +74,32 @@ try:
     check(False, "creating an existing file was accepted")
 except gitlab.exceptions.GitlabCreateError as e:
     check(e.response_code == 400, f"creating an existing file: {e.response_code}")
+
+# Branches on branches, as a merge train builds its cars: a branch at a commit id, a commit on
+# another branch's commit, remade elsewhere with force; their merge base.
+car0 = project.branches.create({"branch": "bindery/car-0", "ref": commit.id})
+check(car0.commit["id"] == commit.id, f"branch at a commit: {car0.commit['id']}")
+car = project.commits.create({"branch": "bindery/car-2", "start_sha": commit.id, "commit_message": "car 2", "actions": [
+    {"action": "create", "file_path": "bindings/dave.yaml", "content": "operationId: op-d\n"}]})
+check(car.parent_ids == [commit.id], f"car on a commit: parents {car.parent_ids}")
+mb = project.repository_merge_base(["bindery/car-2", "main"])
+check(mb["id"] == commit.parent_ids[0] and "stats" not in mb, f"merge base with main {mb}")
+mb = project.repository_merge_base([commit.id, "bindery/car-2"])
+check(mb["id"] == commit.id, f"merge base of a commit and a branch built on it {mb['id']}")
+try:
+    project.repository_merge_base(["main", "nope"])
+    check(False, "a merge base of an unknown ref was answered")
+except gitlab.exceptions.GitlabGetError as e:
+    check(e.response_code == 400 and "Could not find ref: nope" in str(e.error_message), f"unknown ref: {e.response_code} {e.error_message}")
+try:
+    project.commits.create({"branch": "bindery/car-2", "start_branch": "main", "commit_message": "again", "actions": [
+        {"action": "create", "file_path": "bindings/dave.yaml", "content": "operationId: op-d\n"}]})
+    check(False, "remaking a branch elsewhere without force was accepted")
+except gitlab.exceptions.GitlabCreateError as e:
+    check(e.response_code == 400 and "already exists" in str(e.error_message), f"remake without force: {e.response_code} {e.error_message}")
+remade = project.commits.create({"branch": "bindery/car-2", "start_branch": "main", "force": True, "commit_message": "car 2 again",
+                                 "actions": [{"action": "create", "file_path": "bindings/dave.yaml", "content": "operationId: op-d\n"}]})
+check(remade.parent_ids == commit.parent_ids, f"car remade on main: parents {remade.parent_ids}")
 
 # The MR.
 mr = project.mergerequests.create({"source_branch": "bindery/batch-1", "target_branch": "main",
@@ -166,7 +194,13 @@ check(m.detailed_merge_status == "mergeable", f"after the rebase: {m.detailed_me
 code = status_of(bot, "put", f"{base}/merge_requests/{mr.iid}/merge", query_data={"sha": commit.id})
 check(code == 409, f"merge with a stale sha: {code}")
 merged = m.merge(should_remove_source_branch=True, sha=m.sha)
-check(merged["state"] == "merged" and merged["merge_commit_sha"], f"merge answer {merged['state']}")
+landed = project.branches.get("main").commit["id"]
+if METHOD == "ff":
+    # No merge commit: main is the head itself.
+    check(merged["state"] == "merged" and merged["merge_commit_sha"] is None and landed == m.sha,
+          f"fast-forward answer {merged['state']} {merged['merge_commit_sha']} (main {landed}, head {m.sha})")
+else:
+    check(merged["state"] == "merged" and merged["merge_commit_sha"] == landed, f"merge answer {merged['state']} {merged['merge_commit_sha']}")
 
 # Close: an open MR closes; closing a merged one changes nothing.
 project.commits.create({"branch": "bindery/batch-2", "start_branch": "main", "commit_message": "batch 2", "actions": [
@@ -182,5 +216,5 @@ check(project.mergerequests.get(mr.iid).state == "merged", "closing a merged MR 
 found = project.mergerequests.list(source_branch="bindery/batch-2", state="all")
 check([x.iid for x in found] == [mr2.iid], f"MRs by source branch {[x.iid for x in found]}")
 
-print(json.dumps({"source": SOURCE, "failures": failures}))
+print(json.dumps({"source": SOURCE, "method": METHOD, "failures": failures}))
 sys.exit(1 if failures else 0)

@@ -8,7 +8,7 @@ import (
 )
 
 // The raw baselines: the least database work each of bindery's figures stands on, written once
-// for the store's benchmarks and `go run ./bench`, so that both divide by the same operation.
+// for the store's benchmarks and `go run ./cmd/bench`, so that both divide by the same operation.
 //
 //   - an application: a transaction of two inserts with unique keys (a key that refuses a
 //     duplicate, and the row it guards);

@@ -1,5 +1,5 @@
 // The one way the SPA talks to bindery: JSON in, JSON out, errors as ApiError with the
-// server's code (SPEC §6 error body: {code, message, field?, requestId}).
+// server's code (docs/api.md, 'Errors': {code, message, field?, requestId}).
 
 export class ApiError extends Error {
   constructor(status, body, retryAfter) {
@@ -42,8 +42,9 @@ export const get = async (path) => (await request('GET', path)).data;
 export const post = (path, body) => request('POST', path, body === undefined ? {} : body);
 
 /**
- * newOperationId is the idempotency key of one form (SPEC §6.5). crypto.randomUUID exists only
- * in secure contexts; a plain-HTTP deployment falls back to getRandomValues (same format, v4).
+ * newOperationId is the idempotency key of one form (docs/api.md, 'Idempotency').
+ * crypto.randomUUID exists only in secure contexts; a plain-HTTP deployment falls back to
+ * getRandomValues (same format, v4).
  */
 export function newOperationId() {
   if (crypto.randomUUID) return crypto.randomUUID();

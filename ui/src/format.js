@@ -29,11 +29,15 @@ export function statusBadge(status) {
 
 const actionTone = {NONE: 'ok', WAIT: 'busy', WAIT_MANUAL: 'warn', CONTACT_SUPPORT: 'bad', REAPPLY: 'off'};
 const actionWords = {
-  NONE: 'Done', WAIT: 'Nothing to do', WAIT_MANUAL: 'Operators will retry', CONTACT_SUPPORT: 'Contact support', REAPPLY: 'You can apply again',
+  NONE: 'Done', WAIT: 'Nothing to do', WAIT_MANUAL: 'Operators will retry', CONTACT_SUPPORT: 'Withdraw or ask for help', REAPPLY: 'You can apply again',
 };
+// What an operator reads of the same: they are the ones who act, never "contact support".
+const opsActionWords = {...actionWords, WAIT_MANUAL: 'Retry', CONTACT_SUPPORT: 'Retry or withdraw'};
 
-export function nextActionBadge(action) {
-  return h('span', {class: `badge tone-${actionTone[action] || 'busy'}`, 'data-next-action': action}, actionWords[action] || action);
+/** nextActionBadge says what to do next, for the requester or (forOps) for an operator. */
+export function nextActionBadge(action, forOps = false) {
+  const words = forOps ? opsActionWords : actionWords;
+  return h('span', {class: `badge tone-${actionTone[action] || 'busy'}`, 'data-next-action': action}, words[action] || action);
 }
 
 export function toneOfAction(action) {
@@ -55,7 +59,7 @@ export function stepName(step) {
 
 const stageWords = {
   approval: 'Approval', batch: 'Waiting for a batch', ci: 'CI pipeline', merge: 'Merge', deploy: 'Deploy',
-  effect: 'In effect', close: 'Revoking', revoked: 'Revoked',
+  effect: 'In effect', close: 'Removing', revoked: 'Removed',
 };
 export function stageName(stage) {
   return stageWords[stage] || (stage ? stage.charAt(0).toUpperCase() + stage.slice(1) : '—');
@@ -64,7 +68,8 @@ export function stageName(stage) {
 /** linkify shows a server note with its web addresses (pipelines, MRs) as links. */
 export function linkify(text) {
   if (!text) return [];
-  return text.split(/(https?:\/\/[^\s)]+)/).map((part, i) => (i % 2 ? externalLink(part, part) : part));
+  // An address ends before the punctuation of the sentence it ends ("…: https://x/help.").
+  return text.split(/(https?:\/\/[^\s)]*[^\s).,;:!?])/).map((part, i) => (i % 2 ? externalLink(part, part) : part));
 }
 
 /** duration formats nanoseconds (the API's durationNs) or milliseconds (ms=true) compactly. */
@@ -113,12 +118,13 @@ export function ttl(value) {
 }
 
 // What one project's batch round did: the server's RoundOutcome codes (server/openapi.json,
-// workflow.RoundOutcomes), each in words. A test holds this table to the server's list.
+// api.RoundOutcomes), each in words. A test holds this table to the server's list.
 const roundWords = {
   CLAIMED: (p) => `started batch #${p.batchId} with ${p.claimed || 0} request${p.claimed === 1 ? '' : 's'}`,
-  SLOT_OCCUPIED: () => 'a batch of this project is still running; the waiting requests go into the next one',
+  SLOT_OCCUPIED: () => 'the merge train of this project is full; the waiting requests go into the next batch',
   NOTHING_WAITING: () => 'nothing was waiting',
   NOT_DUE: () => 'requests are waiting, but not enough to fill a batch and none long enough (batch.maxRequests, batch.maxWait)',
+  PAUSED: () => 'the queue of this project is paused by an operator; nothing is batched until it is resumed',
   ERROR: () => 'the round failed here (the log has the cause); the next round tries again',
 };
 
@@ -139,7 +145,7 @@ export function keySource(status) {
 // The actions of the audit log, in words (server/ops.go, the revoke handler, workflow/validate.go).
 const auditActionWords = {
   'ops.batches.run': 'Ran a batch round', 'ops.batches.settle': 'Settled a batch', 'ops.requests.retry': 'Retried a request',
-  'ops.reconcile': 'Ran reconciliation', revoke: 'Revoked a request', 'hook.deploy.refused': 'Refused a deploy callback',
+  'ops.reconcile': 'Ran reconciliation', revoke: 'Revoked a request', withdraw: 'Withdrew a failed request', 'hook.deploy.refused': 'Refused a deploy callback',
 };
 export function auditAction(action) {
   return h('span', {}, auditActionWords[action] || action, auditActionWords[action] ? [' ', h('code', {class: 'muted small'}, action)] : null);

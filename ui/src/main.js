@@ -65,7 +65,7 @@ function demoUsersOf(err) {
   return m ? m[1].split(',').map((u) => u.trim()).filter(Boolean) : [];
 }
 
-// The demo identity is a cookie the server trusts in demo mode only (SPEC §6.4).
+// The demo identity is a cookie the server trusts in demo mode only (docs/api.md, 'Who may call').
 async function switchUser(name) {
   document.cookie = `bindery_user=${encodeURIComponent(name)}; Path=/; SameSite=Lax; Max-Age=31536000`;
   await loadMe();

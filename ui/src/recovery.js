@@ -1,5 +1,6 @@
-// Release recovery (SPEC §8): index.html loads it first, as a classic script of its own (the
-// content policy allows no inline script), so it listens before any other asset loads.
+// Release recovery (docs/api.md, 'Serving the page'): index.html loads it first, as a classic
+// script of its own (the content policy allows no inline script), so it listens before any other
+// asset loads.
 //
 // After a release, an open page may ask for a hashed asset that the new deployment no longer
 // has (a page chunk it had not loaded yet), or a cached index may name an old bundle. When one

@@ -74,9 +74,12 @@ export function mount(root, ctx) {
         const blocked = t.mayApply === false || !!t.yours;
         const radio = h('input', {type: 'radio', name: 'target', id, value: t.key, checked: t.key === selected && !blocked, disabled: blocked, 'data-focus': id});
         radio.addEventListener('change', () => select(t.key));
+        // A failed request of the caller's holds the target too: its page offers the way out.
+        const failedOne = t.yours && (t.yours.status === 'CREATE_FAILED' || t.yours.status === 'HANDLE_FAILED');
         const yours = t.yours ? h('span', {class: 'small block', 'data-yours': t.yours.state},
-          t.yours.state === 'IN_EFFECT' ? 'You already have this in effect. ' : 'You already have a request for this on its way. ',
-          h('a', {href: `/requests/${encodeURIComponent(t.yours.operationId)}`}, t.yours.state === 'IN_EFFECT' ? 'View it' : 'Follow it')) : null;
+          t.yours.state === 'IN_EFFECT' ? 'You already have this in effect. '
+            : failedOne ? 'Your request for this failed: withdraw it on its page, then apply again. ' : 'You already have a request for this on its way. ',
+          h('a', {href: `/requests/${encodeURIComponent(t.yours.operationId)}`}, t.yours.state === 'IN_EFFECT' ? 'View it' : failedOne ? 'Open it' : 'Follow it')) : null;
         return h('label', {class: `target${blocked ? ' blocked' : ''}`, for: id, 'data-may-apply': String(t.mayApply !== false)},
           radio,
           h('span', {class: 'target-body'},

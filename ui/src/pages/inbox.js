@@ -29,27 +29,45 @@ export function mount(root, ctx) {
       decided.length ? [h('h2', {}, 'Decided'), h('ul', {class: 'tickets decided'}, decided.slice(0, 30).map(ticket))] : null);
   }
 
+  // What an approver typed stays while the list refreshes (by ticket).
+  const comments = new Map();
+
   function ticket(t) {
-    const buttons = t.status === 'PENDING' ? h('div', {class: 'actions'},
-      decide(t, 'APPROVED', 'Approve', 'primary'),
-      decide(t, 'REJECTED', 'Reject', 'danger')) : null;
+    let decision = null;
+    if (t.status === 'PENDING') {
+      const id = `comment-${t.id}`;
+      const comment = h('textarea', {id, rows: 2, maxlength: 2000, 'data-focus': id, 'data-comment': t.id,
+        placeholder: 'Optional: why (the requester reads it)'});
+      comment.value = comments.get(t.id) || '';
+      comment.addEventListener('input', () => comments.set(t.id, comment.value));
+      decision = [
+        h('label', {for: id, class: 'small'}, 'Comment for the requester'), comment,
+        h('div', {class: 'actions'},
+          decide(t, 'APPROVED', 'Approve', 'primary', comment),
+          decide(t, 'REJECTED', 'Reject', 'danger', comment))];
+    }
     return h('li', {class: 'card ticket', 'data-ticket': t.id, 'data-operation-id': t.operationId},
       h('div', {class: 'ticket-head'},
         h('strong', {}, t.subject), ' asks for ', h('code', {}, t.targetKey),
         t.status !== 'PENDING' ? [' ', h('span', {class: `badge tone-${t.status === 'APPROVED' ? 'ok' : 'off'}`}, t.status)] : null),
       t.reason ? h('blockquote', {}, t.reason) : null,
-      h('p', {class: 'muted small'}, 'Opened ', time(t.createdAt), t.decidedAt ? [', decided ', time(t.decidedAt)] : null, ' · ',
+      h('p', {class: 'muted small'}, 'Opened ', time(t.createdAt), t.decidedAt ? [', decided ', time(t.decidedAt)] : null,
+        t.decidedBy ? ` by ${t.decidedBy}` : null, ' · ',
         h('a', {href: `/requests/${encodeURIComponent(t.operationId)}`}, 'request page')),
-      buttons);
+      t.comment ? h('p', {class: 'small', 'data-decision-comment': t.id}, 'Comment: ', t.comment) : null,
+      decision);
   }
 
-  function decide(t, decision, label, cls) {
+  function decide(t, decision, label, cls, comment) {
     const b = h('button', {type: 'button', class: cls, 'data-focus': `${decision}-${t.id}`, 'data-decide': decision},
       label, h('span', {class: 'sr-only'}, ` ${t.targetKey} for ${t.subject}`));
     b.addEventListener('click', async () => {
       for (const other of b.parentNode.querySelectorAll('button')) other.disabled = true;
+      comment.disabled = true;
       try {
-        await request('POST', `/sim/approvals/${encodeURIComponent(t.id)}/decide`, {decision});
+        // The approval system sends who decided and their comment in its callback.
+        await request('POST', `/sim/approvals/${encodeURIComponent(t.id)}/decide`, {decision, decidedBy: ctx.me.identity, comment: comment.value.trim()});
+        comments.delete(t.id);
         swap(notice, h('div', {class: 'notice tone-ok', role: 'status'}, h('p', {}, `${decision === 'APPROVED' ? 'Approved' : 'Rejected'}: ${t.subject} → ${t.targetKey}. `,
           h('a', {href: `/requests/${encodeURIComponent(t.operationId)}`}, 'Follow the request'))));
       } catch (err) {

@@ -44,7 +44,7 @@ export function mount(root, ctx) {
     stuckPoll.now();
   }));
   reconcileBtn.addEventListener('click', () => act(reconcileBtn, 'Reconciling…', () => post('/api/ops/reconcile', {operationId: newOperationId()}), (r) => {
-    tell('ok', `Reconciliation done: scanned ${(r && r.scanned) || 0}, validated ${(r && r.validated) || 0}.`);
+    tell('ok', `Reconciliation done: scanned ${(r && r.scanned) || 0}, validated ${(r && r.validated) || 0}, removals closed ${(r && r.closed) || 0}.`);
     stuckPoll.now();
   }));
 
@@ -90,7 +90,8 @@ export function mount(root, ctx) {
     stuck.live.ok();
     if (busyReading(stuckList)) return;
     const items = (page && page.items) || [];
-    swap(stuckList, items.length ? requestTable(items, {showSubject: true, actions: retryButton}) : empty(h('p', {}, 'Nothing is stuck. Every request is moving or finished.')));
+    swap(stuckList, items.length ? requestTable(items, {showSubject: true, forOps: true, actions: (r) => [retryButton(r), r.withdrawable ? withdrawButton(r) : null]})
+      : empty(h('p', {}, 'Nothing is stuck. Every request is moving or finished.')));
   }, (err) => {
     stuck.live.failed();
     swap(stuckList, errorBox(err, () => stuckPoll.now()));
@@ -132,6 +133,32 @@ export function mount(root, ctx) {
       h('div', {class: 'actions'}, yes, no));
     dialog.showModal();
     no.focus(); // the safe choice is the default one
+  }
+
+  // A failed request can also be withdrawn for its requester (closed for good; they can apply
+  // again), after the operator confirmed.
+  function withdrawButton(r) {
+    const b = h('button', {type: 'button', class: 'danger', 'data-focus': `withdraw-${r.operationId}`, 'data-withdraw': r.operationId},
+      'Withdraw…', h('span', {class: 'sr-only'}, ` ${r.targetKey} for ${r.subject}`));
+    const go = () => act(b, 'Withdrawing…', () => post(`/api/requests/${encodeURIComponent(r.operationId)}/withdraw`, {operationId: newOperationId()}), () => {
+      tell('ok', 'Withdrawn for its requester: ', h('a', {href: `/requests/${encodeURIComponent(r.operationId)}`}, `${r.targetKey} (${r.subject})`), '. They can apply again.');
+      stuckPoll.now();
+    });
+    b.addEventListener('click', () => confirmWithdraw(r, go));
+    return b;
+  }
+
+  function confirmWithdraw(r, go) {
+    const yes = h('button', {type: 'button', class: 'primary', id: 'withdraw-confirm-yes'}, 'Withdraw it');
+    const no = h('button', {type: 'button', id: 'withdraw-confirm-no'}, 'Cancel');
+    yes.addEventListener('click', () => { dialog.close(); go(); });
+    no.addEventListener('click', () => dialog.close());
+    swap(dialog,
+      h('h2', {id: 'retry-confirm-title'}, `Withdraw ${r.targetKey} for ${r.subject}?`),
+      h('p', {}, `It stopped at “${stepName(r.step)}”. Withdrawing closes the request for good${r.flow === 'legacy' ? ' and its merge request' : ''}; nothing of it is in effect, and ${r.subject} can apply again.`),
+      h('div', {class: 'actions'}, yes, no));
+    dialog.showModal();
+    no.focus();
   }
 
   // ---- batches ----

@@ -1,5 +1,6 @@
 // Request detail: where one request is, why it waits, what happened when, and what to do next
-// (SPEC §8, §12.1–2). Refreshed live until it settles, then slowly (an operator may retry it).
+// (docs/workflow.md, 'What the requester is told'). Refreshed live until it settles, then slowly
+// (an operator may retry it).
 import {h, swap, loading, errorBox, externalLink, describeError, busyReading, announce} from '../dom.js';
 import {get, post, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
@@ -10,9 +11,12 @@ export function mount(root, ctx) {
   ctx.title('Request');
   const live = liveIndicator();
   const region = h('div', {});
-  root.append(h('p', {class: 'crumbs'}, h('a', {href: '/requests'}, '← My requests')), region);
+  // The confirmation is a modal dialog of the page, outside the region the live refresh
+  // redraws, so a refresh never takes it away mid-decision.
+  const dialog = h('dialog', {id: 'action-confirm', 'aria-labelledby': 'action-confirm-title'});
+  root.append(h('p', {class: 'crumbs'}, h('a', {href: '/requests'}, '← My requests')), region, dialog);
   let view = null;
-  let notice = null; // outcome of a revoke, shown above the status
+  let notice = null; // outcome of a revoke or a withdrawal, shown above the status until the request moves
 
   function render() {
     const v = view;
@@ -23,7 +27,8 @@ export function mount(root, ctx) {
       notice,
       statusCard(v),
       stageTrack(v),
-      failed(v) ? failureCard(v) : v.waiting ? waitingCard(v) : null,
+      failed(v) ? failureCard(v, waysOut(v)) : v.waiting ? waitingCard(v) : null,
+      v.status === 'REJECTED' ? decisionCard(v) : null,
       h('div', {class: 'columns'},
         h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v))),
         h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || [], moving(v)), details(v),
@@ -41,25 +46,75 @@ export function mount(root, ctx) {
 
   function revokeSection(v) {
     if (v.status !== 'VALIDATED' || v.nextAction !== 'NONE') return null;
-    const button = h('button', {type: 'button', class: 'danger', 'data-focus': 'revoke'}, 'Revoke this binding');
-    button.addEventListener('click', async () => {
-      if (!confirm(`Revoke ${v.targetKey} for ${v.subject}? The binding is removed through a merge request.`)) return;
-      button.disabled = true;
-      try {
-        await post(`/api/requests/${encodeURIComponent(id)}/revoke`, {operationId: newOperationId()});
-        notice = h('div', {class: 'notice tone-ok', role: 'status'}, 'Revocation started. This page follows it.');
-      } catch (err) {
-        notice = h('div', {class: 'notice tone-bad', role: 'alert'}, describeError(err));
-      }
-      p.now();
-    });
+    const button = h('button', {type: 'button', class: 'danger', id: 'revoke-request', 'data-focus': 'revoke'}, 'Revoke this binding');
+    button.addEventListener('click', () => confirmThen(button, `Revoke ${v.targetKey} for ${v.subject}?`,
+      'The binding is removed through a merge request; it stays in effect until the deploy that includes the removal.', 'Revoke',
+      () => post(`/api/requests/${encodeURIComponent(id)}/revoke`, {operationId: newOperationId()}),
+      'Revocation started. This page follows it.'));
     return h('section', {'aria-labelledby': 'revoke-title', class: 'revoke'},
       h('h2', {id: 'revoke-title'}, 'No longer needed?'), h('p', {class: 'muted'}, 'Revoking removes the file again through the same review path.'), button);
   }
 
+  // waysOut are the actions a failed request offers the reader: its owner withdraws it (and
+  // applies again); an operator retries or withdraws it — never "contact support".
+  function waysOut(v) {
+    const mine = v.subject === ctx.me.identity;
+    if (!v.withdrawable || (!mine && !ctx.me.ops)) return null;
+    const buttons = [];
+    if (ctx.me.ops) {
+      const retry = h('button', {type: 'button', id: 'retry-request', 'data-focus': 'retry-request'}, 'Retry');
+      retry.addEventListener('click', () => confirmThen(retry, `Retry ${v.targetKey} for ${v.subject}?`,
+        v.nextAction === 'CONTACT_SUPPORT'
+          ? 'It stopped at a failure of the change itself: a retry fails the same way unless the change or its pipeline was fixed meanwhile.'
+          : 'The step that stopped runs again.',
+        'Retry', () => post(`/api/ops/requests/${encodeURIComponent(id)}/retry`, {operationId: newOperationId()}),
+        'Retry started. This page follows it.'));
+      buttons.push(retry);
+    }
+    const withdraw = h('button', {type: 'button', class: 'danger', id: 'withdraw-request', 'data-focus': 'withdraw-request'},
+      mine ? 'Withdraw this request' : 'Withdraw it');
+    withdraw.addEventListener('click', () => confirmThen(withdraw, `Withdraw ${v.targetKey}${mine ? '' : ` for ${v.subject}`}?`,
+      `The request is closed for good${v.flow === 'legacy' ? ' and its merge request is closed' : ''}; nothing of it is in effect. ` +
+        `${mine ? 'You' : 'Its requester'} can then apply again.`,
+      'Withdraw', () => post(`/api/requests/${encodeURIComponent(id)}/withdraw`, {operationId: newOperationId()}),
+      mine ? 'Withdrawn. You can apply again.' : 'Withdrawn. Its requester can apply again.'));
+    buttons.push(withdraw);
+    return h('div', {class: 'ways-out', id: 'ways-out'},
+      h('h3', {}, mine && !ctx.me.ops ? 'Your ways out' : 'What you can do'),
+      h('div', {class: 'actions'}, ...buttons));
+  }
+
+  // confirmThen asks in the page's dialog, the safe choice focused; yes runs call and tells the
+  // outcome in the notice.
+  function confirmThen(button, title, body, yesWords, call, done) {
+    const yes = h('button', {type: 'button', class: 'primary', id: 'action-confirm-yes'}, yesWords);
+    const no = h('button', {type: 'button', id: 'action-confirm-no'}, 'Cancel');
+    no.addEventListener('click', () => dialog.close());
+    yes.addEventListener('click', async () => {
+      dialog.close();
+      button.disabled = true;
+      try {
+        await call();
+        notice = h('div', {class: 'notice tone-ok', role: 'status', id: 'action-notice'}, done);
+        noticeAt = null;
+      } catch (err) {
+        notice = h('div', {class: 'notice tone-bad', role: 'alert', id: 'action-notice'}, describeError(err));
+        button.disabled = false;
+      }
+      p.now();
+    });
+    swap(dialog, h('h2', {id: 'action-confirm-title'}, title), h('p', {}, body), h('div', {class: 'actions'}, yes, no));
+    dialog.showModal();
+    no.focus();
+  }
+
+  let noticeAt = null; // the state the notice was told at: it goes once the request moves on
   swap(region, loading('the request'));
   const p = poll(() => get(`/api/requests/${encodeURIComponent(id)}`), (data) => {
     const moved = view && (view.status !== data.status || (view.step && view.step.code) !== (data.step && data.step.code));
+    const at = `${data.status} ${data.step && data.step.code}`;
+    if (notice && noticeAt === null) noticeAt = at;
+    else if (notice && noticeAt !== at) notice = null;
     view = data;
     live.ok();
     if (moved) announce(`${stepName(data.step)}. ${data.nextActionText || ''}`);
@@ -106,6 +161,11 @@ function failed(v) {
   return v.nextAction === 'CONTACT_SUPPORT' || v.status === 'CREATE_FAILED' || v.status === 'HANDLE_FAILED';
 }
 
+// withdrawn: a failed request its owner or an operator withdrew (CLOSED, never in effect).
+function withdrawn(v) {
+  return v.status === 'CLOSED' && v.step && v.step.code === 10205;
+}
+
 // The stage view's way, in order: the approval-first flow batches after the approval; the legacy
 // flow opens its own MR (CI) before it. A removal continues after "In effect".
 function stagesOfFlow(v) {
@@ -120,6 +180,7 @@ function stageBadge(v) {
   let words = at;
   let tone = 'busy';
   if (v.status === 'REJECTED') [words, tone] = ['Rejected at approval', 'off'];
+  else if (withdrawn(v)) [words, tone] = [`Withdrawn at ${at}`, 'off'];
   else if (v.nextAction === 'CONTACT_SUPPORT') [words, tone] = [`Failed at ${at}`, 'bad'];
   else if (failed(v)) [words, tone] = [`Stopped at ${at}: operators will retry`, 'warn'];
   else if (v.nextAction === 'WAIT_MANUAL') [words, tone] = [`${at}: waiting for an operator`, 'warn'];
@@ -135,7 +196,7 @@ function statusCard(v) {
   return h('section', {class: `card status tone-${tone}`, 'aria-labelledby': 'status-title', id: 'status-card'},
     h('h2', {id: 'status-title', class: 'sr-only'}, 'Status'),
     h('div', {class: 'status-line'}, badge, statusBadge(v.status)),
-    h('p', {class: 'next-text', id: 'next-action-text'}, v.nextActionText || ''),
+    h('p', {class: 'next-text', id: 'next-action-text'}, linkify(v.nextActionText || '')),
     h('p', {class: 'small'}, 'Current step: ', h('strong', {}, stepName(v.step)), v.step && v.step.name ? h('span', {class: 'muted'}, ` (${v.step.name})`) : null),
     h('p', {class: 'links'},
       v.mr ? externalLink(v.mr.url, `Merge request !${v.mr.id}`) : h('span', {class: 'muted'}, 'No merge request yet'),
@@ -164,7 +225,7 @@ function stageTrack(v) {
   return h('ol', {class: 'stage-track', id: 'stage-track', 'aria-label': 'Stages'}, way.map((stage, i) => {
     let state = i < here ? 'done' : i === here ? 'current' : 'todo';
     if (i === here && failed(v)) state = 'failed';
-    if (i === here && v.status === 'REJECTED') state = 'failed';
+    if (i === here && (v.status === 'REJECTED' || withdrawn(v))) state = 'failed';
     if (i === here && finished) state = 'done current';
     const s = spent[stage];
     let when = null;
@@ -179,8 +240,9 @@ function stageTrack(v) {
 }
 
 // failureCard says what failed, where, with the links to look at and the notes bindery left
-// (the failing pipeline, a bisection), instead of a "why is it waiting" for a finished failure.
-function failureCard(v) {
+// (the failing pipeline, a bisection), instead of a "why is it waiting" for a finished failure;
+// then the ways out the reader has.
+function failureCard(v, ways) {
   const entries = v.timeline || [];
   const last = entries[entries.length - 1];
   const bisection = entries.filter((e) => e.note && /bisect/i.test(e.note));
@@ -197,7 +259,20 @@ function failureCard(v) {
         : `Job ${v.failedJob.name} #${v.failedJob.id}`)] : null,
       v.mr ? [h('dt', {}, 'Merge request'), h('dd', {}, externalLink(v.mr.url, `Merge request !${v.mr.id}`))] : null,
       bisection.length ? [h('dt', {}, 'Bisection'), h('dd', {}, bisection.map((e) => h('p', {class: 'small'}, linkify(e.note))))] : null,
-      h('dt', {}, 'Since'), h('dd', {}, last ? time(last.at) : '—')));
+      h('dt', {}, 'Since'), h('dd', {}, last ? time(last.at) : '—')),
+    ways);
+}
+
+// decisionCard shows the approvers' decision of a rejected request: who decided and what they
+// wrote, as the approval system sent them.
+function decisionCard(v) {
+  const entries = (v.timeline || []).filter((e) => e.step && e.step.code === 10009);
+  const decision = entries.length ? entries[entries.length - 1] : null;
+  if (!decision) return null;
+  return h('section', {class: 'card decision', 'aria-labelledby': 'decision-title', id: 'decision'},
+    h('h2', {id: 'decision-title'}, 'The approvers\' decision'),
+    h('blockquote', {}, linkify(decision.note || 'Rejected by the approvers.')),
+    h('p', {class: 'muted small'}, time(decision.at)));
 }
 
 function waitingCard(v) {
@@ -252,6 +327,6 @@ function details(v) {
     h('dt', {}, 'Flow'), h('dd', {}, v.flow || '—'),
     h('dt', {}, 'Requested'), h('dd', {}, time(v.createdAt)),
     h('dt', {}, 'Last change'), h('dd', {}, time(v.updatedAt)),
-    v.expiresAt ? [h('dt', {}, 'Expires'), h('dd', {}, time(v.expiresAt))] : null,
+    v.expiresAt && v.status === 'VALIDATED' ? [h('dt', {}, 'Expires'), h('dd', {}, time(v.expiresAt))] : null,
     h('dt', {}, 'Operation id'), h('dd', {}, h('code', {}, v.operationId)));
 }

@@ -58,8 +58,9 @@ export function mount(root, ctx) {
   return () => p.stop();
 }
 
-/** requestTable lists request summaries; rows link to the request page. Used by ops too. */
-export function requestTable(items, {showSubject, actions}) {
+/** requestTable lists request summaries; rows link to the request page. Used by ops too (forOps:
+ * the next action in an operator's words). */
+export function requestTable(items, {showSubject, actions, forOps = false}) {
   return h('div', {class: 'table-scroll'}, h('table', {class: 'list'},
     h('thead', {}, h('tr', {},
       h('th', {scope: 'col'}, 'Target'),
@@ -75,7 +76,7 @@ export function requestTable(items, {showSubject, actions}) {
       showSubject ? h('td', {'data-label': 'Subject'}, r.subject) : null,
       h('td', {'data-label': 'Status'}, statusBadge(r.status)),
       h('td', {'data-label': 'Step'}, stepName(r.step)),
-      h('td', {'data-label': 'Next'}, nextActionBadge(r.nextAction)),
+      h('td', {'data-label': 'Next'}, nextActionBadge(r.nextAction, forOps)),
       h('td', {'data-label': 'Updated'}, time(r.updatedAt), h('span', {class: 'muted small block'}, `${since(r.updatedAt)} ago`)),
       h('td', {'data-label': 'MR'}, r.mr ? externalLink(r.mr.url, `!${r.mr.id}`) : h('span', {class: 'muted'}, '—')),
       actions ? h('td', {class: 'row-actions'}, actions(r)) : null)))));

@@ -1,0 +1,12 @@
+package batch_test
+
+import (
+	"testing"
+
+	"bindery/engine/steptest"
+)
+
+// Every step of a batch is a row of its step table, and no step is named by a raw string.
+func TestEveryBatchStepIsInItsTable(t *testing.T) {
+	steptest.Check(t, ".", "Step", "steps")
+}

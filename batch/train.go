@@ -1,0 +1,190 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+
+	"bindery/state"
+	"bindery/store"
+)
+
+// The merge train (docs/architecture.md, "The merge train"): up to batch.train batches ("cars")
+// of a partition in CI at once. A car's branch is built on the head of the car ahead of it (the
+// first car's on the target branch), so its pipeline tests exactly what the target holds once it
+// merges; cars merge in order, each at the head its pipeline passed, and only when the target is
+// what the car was built on — never an untested combination. What a car's steps ask of the train
+// is here: what to build on, whether what it was built on still stands, whether a failure is its
+// own, and whether it is its turn to merge.
+
+// train is a car's view of its partition's train, as read at one step.
+type train struct {
+	cars  []store.Batch // the active cars, in order
+	ahead *store.Batch  // the car directly ahead (nil: the car is first)
+}
+
+func (r *run) train(ctx context.Context) (train, error) {
+	cars, err := r.s.db.Train(ctx, r.batch.Partition)
+	if err != nil {
+		return train{}, err
+	}
+	t := train{cars: cars}
+	if a, ok := store.Ahead(cars, r.batch); ok {
+		t.ahead = &a
+	}
+	return t, nil
+}
+
+// behind reports whether a car follows b in the train.
+func (t train) behind(b store.Batch) bool {
+	for i, c := range t.cars {
+		if c.ID == b.ID {
+			return i+1 < len(t.cars)
+		}
+	}
+	return false
+}
+
+// aheadPassed reports whether every car ahead of b passed its pipeline for the head it carries:
+// only then is a failure of b's pipeline b's own (its branch carries theirs).
+func (t train) aheadPassed(b store.Batch) bool {
+	for _, c := range t.cars {
+		if c.ID == b.ID {
+			return true
+		}
+		if !c.Passed() {
+			return false
+		}
+	}
+	return true
+}
+
+// stale says why the car's branch no longer stands on what is ahead of it ("" : it does): the car
+// ahead was rebuilt, left the train or moved behind it, or the car it was built on ended without
+// merging what the branch carries.
+func (r *run) stale(ctx context.Context, t train) (string, error) {
+	b := r.batch
+	if b.HeadSHA == "" {
+		return "", nil // not built yet: the open step builds it on what is ahead
+	}
+	if a := t.ahead; a != nil {
+		if b.BaseBatch != a.ID || b.BaseSHA != a.HeadSHA {
+			return fmt.Sprintf("car %d ahead of it changed", a.ID), nil
+		}
+		return "", nil
+	}
+	if b.BaseBatch == 0 {
+		return "", nil // built on the target: whether the target moved is asked before the merge
+	}
+	base, err := r.s.db.Batch(ctx, b.BaseBatch)
+	if err != nil {
+		return "", err
+	}
+	if base.Status == state.BatchSucceeded && base.TestedSHA == b.BaseSHA {
+		return "", nil // the car it was built on merged exactly what it carries
+	}
+	return fmt.Sprintf("car %d it was built on left the train without merging it", base.ID), nil
+}
+
+// rebuild sends the car back to its open step, which builds its branch again on what is ahead of
+// it now (a new pipeline); its members say why.
+func (r *run) rebuild(ctx context.Context, why string) error {
+	stale := ""
+	note := fmt.Sprintf("rebuilding batch %d: %s", r.batch.ID, why)
+	r.r.Memo = memo{}
+	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale}, Moves: rebuilt(note)})
+}
+
+// base is what the car's branch is to be built on: the head of the car ahead, or the target
+// branch (wait: the car ahead has no branch yet).
+func (t train) base() (batch int64, sha string, wait bool) {
+	if a := t.ahead; a != nil {
+		return a.ID, a.HeadSHA, a.HeadSHA == ""
+	}
+	return 0, "", false
+}
+
+// turn waits for the car's turn to merge: the cars ahead merged (each one's end wakes it), the
+// partition is not paused, and the target branch is what the car was built on — the target's head
+// when it was built, or what the car it was built on put there. A target that moved otherwise (a
+// commit from outside the train) would make the merge an untested combination: the car is rebuilt
+// on the new head instead.
+func (r *run) turn(ctx context.Context) error {
+	t, err := r.train(ctx)
+	if err != nil {
+		return err
+	}
+	if why, err := r.stale(ctx, t); err != nil || why != "" {
+		if err != nil {
+			return err
+		}
+		return r.rebuild(ctx, why)
+	}
+	_, _, long, _ := r.s.cfg.Current().PollStages()
+	if p, paused, err := r.s.db.Paused(ctx, r.batch.Partition); err != nil {
+		return err
+	} else if paused {
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart, Note: fmt.Sprintf("the queue of %s is paused by %s: %s", p.Partition, p.By, p.Reason)}, nil)
+	}
+	if a := t.ahead; a != nil {
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart, Note: fmt.Sprintf("waiting for car %d ahead of it to merge", a.ID)}, nil)
+	}
+	if moved, err := r.load(ctx); moved || err != nil {
+		return err
+	}
+	head, err := r.s.mr.GitLab.GetBranch(ctx, r.batch.Project, r.spec.TargetBranch)
+	if err != nil {
+		return fmt.Errorf("read the target branch %s: %w", r.spec.TargetBranch, err)
+	}
+	ok, err := r.builtOn(ctx, head.CommitSHA)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// A commit from outside the train: the merge rebases the branch onto the new head and
+		// tests it again before merging (GitLab's own rebase, as a project that asks for a
+		// linear history would anyway; the cars behind are rebuilt on the new head).
+		r.r.Memo.Behind = true
+		n := r.r.To(stepMerge)
+		n.Note = fmt.Sprintf("the target branch %s moved to %s, which the branch was not built on (a commit from outside the train): rebasing and testing again before the merge",
+			r.spec.TargetBranch, short(head.CommitSHA))
+		return r.r.Next(ctx, n, nil)
+	}
+	return r.r.Next(ctx, r.r.To(stepMerge), nil)
+}
+
+// builtOn reports whether the car's branch was built on target head: that commit itself, or the
+// commit the car it was built on put on the target when it merged.
+func (r *run) builtOn(ctx context.Context, head string) (bool, error) {
+	b := r.batch
+	switch {
+	case head == "" || b.BaseSHA == "":
+		return false, nil
+	case head == b.BaseSHA:
+		return true, nil
+	case b.BaseBatch == 0:
+		return false, nil
+	}
+	base, err := r.s.db.Batch(ctx, b.BaseBatch)
+	if err != nil {
+		return false, err
+	}
+	landed, err := r.s.db.LandedSHA(ctx, base)
+	return err == nil && landed != "" && landed == head && base.TestedSHA == b.BaseSHA, err
+}
+
+func short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
+}
+
+// wakeBehind makes the cars behind b look again now: what they were built on or wait for changed.
+// Best effort: a car not woken looks again at its next scheduled look.
+func (s *Service) wakeBehind(ctx context.Context, b store.Batch) {
+	if n, err := s.db.WakeBehind(ctx, b); err != nil {
+		s.log.Warn("the cars behind a batch were not woken; they look again at their next check", "batch", b.ID, "error", err)
+	} else if n > 0 {
+		s.engine.NudgeAll()
+	}
+}

@@ -1,0 +1,262 @@
+package batch_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"bindery/batch"
+	"bindery/state"
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// The merge train (batch.train): cars tested on top of one another, merged in order at the heads
+// their pipelines passed; a failure costs only what depends on it; a commit from outside the
+// train is never merged untested beside a car.
+
+// claimCar admits one request per subject, runs a round and waits until the new car has written
+// its branch (it waits at its pipeline).
+func (e *env) claimCar(t *testing.T, svc *batch.Service, subjects ...string) store.Batch {
+	t.Helper()
+	for _, s := range subjects {
+		e.admit(t, "op-"+s, s, "t1", "needs access for "+s)
+	}
+	o := e.round(t, svc, projectA)
+	if o.Result != state.RoundClaimed {
+		t.Fatalf("round for %v: %+v", subjects, o)
+	}
+	return e.batchWhen(t, o.BatchID, "to write its branch", func(b store.Batch) bool { return b.HeadSHA != "" && b.MRIID != 0 })
+}
+
+// waitQuiet advances the simulator's clock past every pipeline and runs a round, until every
+// listed request is merged or failed.
+func (e *env) waitQuiet(t *testing.T, svc *batch.Service, ops ...string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		done := true
+		for _, op := range ops {
+			if st := e.request(t, op).Binding.Status; st != state.StatusMerged && !st.Failed() {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		e.clock.Advance(11 * time.Minute)
+		if _, err := svc.Round(bg); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, op := range ops {
+		r := e.request(t, op)
+		t.Logf("%s: %s / %s", op, r.Binding.Status, r.Operation.Step)
+	}
+	t.Fatal("the train did not come to rest")
+}
+
+// mergedAt is the head an MR was merged at (the simulator's word for the MR's sha).
+func (e *env) mergedInOrder(t *testing.T, batches ...int64) {
+	t.Helper()
+	var last int64
+	for _, id := range batches {
+		b := e.settled(t, id)
+		if b.Status != state.BatchSucceeded {
+			t.Fatalf("batch %d: %+v", id, b)
+		}
+		var seq int64
+		if err := e.db.Raw().QueryRowContext(bg, "SELECT seq FROM mr_merge WHERE project = ? AND mr_iid = ?", projectA, b.MRIID).Scan(&seq); err != nil {
+			t.Fatalf("merge of batch %d: %v", id, err)
+		}
+		if seq <= last {
+			t.Fatalf("batch %d merged at %d, not after the one before it (%d)", id, seq, last)
+		}
+		last = seq
+	}
+}
+
+// Three cars are in CI at once, each built on the one ahead of it: car 3's pipeline runs on the
+// target plus cars 1 and 2 plus its own. A fourth waits (the train is full). They merge in order,
+// each at the head its pipeline passed, without a rebase or a second pipeline — under a merge
+// commit and under fast-forward merges alike.
+func TestThreeCarsInCIAtOnceMergeInOrderAtTheirTestedSHAs(t *testing.T) {
+	for _, method := range []string{"merge", "ff"} {
+		t.Run(method, func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: method})
+				svc := e.service(t, "i1")
+				car1 := e.claimCar(t, svc, "a1", "a2")
+				car2 := e.claimCar(t, svc, "b1")
+				car3 := e.claimCar(t, svc, "c1", "c2")
+				e.admit(t, "op-d1", "d1", "t1", "waits for a free place")
+				if o := e.round(t, svc, projectA); o.Result != state.RoundSlotOccupied {
+					t.Fatalf("a fourth car with batch.train 3: %+v", o)
+				}
+				if n := e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE partition_key = ? AND status IN ('RUNNING', 'BLOCKED')", projectA); n != 3 {
+					t.Fatalf("%d cars active, want 3", n)
+				}
+				if car1.BaseBatch != 0 || car2.BaseBatch != car1.ID || car2.BaseSHA != car1.HeadSHA || car3.BaseBatch != car2.ID || car3.BaseSHA != car2.HeadSHA {
+					t.Fatalf("cars not built on one another:\n%+v\n%+v\n%+v", car1, car2, car3)
+				}
+				// What car 3's pipeline tests: everything ahead of it and its own.
+				for _, s := range []string{"a1", "a2", "b1", "c1", "c2"} {
+					if _, ok := e.gl.File(projectA, fmt.Sprintf("bindery/batch-%d", car3.ID), "bindings/t1/"+s+".yaml"); !ok {
+						t.Errorf("car 3's branch lacks %s's file", s)
+					}
+				}
+				if _, ok := e.gl.File(projectA, fmt.Sprintf("bindery/batch-%d", car1.ID), "bindings/t1/b1.yaml"); ok {
+					t.Error("car 1's branch carries car 2's change")
+				}
+
+				e.waitQuiet(t, svc, "op-a1", "op-a2", "op-b1", "op-c1", "op-c2")
+				e.mergedInOrder(t, car1.ID, car2.ID, car3.ID)
+				for _, c := range []store.Batch{car1, car2, car3} {
+					b := e.settled(t, c.ID)
+					if b.TestedSHA != c.HeadSHA {
+						t.Errorf("batch %d merged %q, built and tested %q", c.ID, b.TestedSHA, c.HeadSHA)
+					}
+				}
+				if n := e.gl.Calls("rebase"); n != 0 {
+					t.Errorf("%d rebases: a car built on the one ahead needs none", n)
+				}
+				for _, s := range []string{"a1", "a2", "b1", "c1", "c2"} {
+					if !e.onMain(t, "t1", s) {
+						t.Errorf("%s's file is not on main", s)
+					}
+				}
+				// The fourth request goes into a car of its own once there is room.
+				e.waitQuiet(t, svc, "op-d1")
+				e.expect(t, "op-d1", state.StatusMerged, state.StepHandleMerged, state.NextWait)
+			})
+		})
+	}
+}
+
+// A poison pill in car 2 fails car 2's pipeline and, since car 3 carries car 2's changes, car
+// 3's too. While car 1 is still in CI neither failure is decided (either could be car 1's): not
+// retried, not bisected. Once car 1 passed, car 2's failure is its own: it is bisected and goes
+// to the end of the train; car 3 — whose failure was car 2's — is rebuilt on car 1 without car
+// 2's members, never bisected; car 1 merges, then car 3; the culprit fails alone and everyone
+// else merges. (The queue is paused while car 1 passes so that it is still ahead when the
+// failure is decided.)
+func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: -1})
+		f := e.gl.Faults()
+		f.PipelineFailOn = []string{"poison"}
+		e.gl.SetFaults(f)
+		svc := e.service(t, "i1")
+		e.pause(t, projectA)
+		slow := f
+		slow.PipelineDuration = 20 * time.Minute // car 1 is still in CI when cars 2 and 3 end
+		e.gl.SetFaults(slow)
+		car1 := e.claimCarPaused(t, svc, "a1")
+		e.gl.SetFaults(f)
+		e.admit(t, "op-p", "p", "t1", "poison")
+		car2 := e.claimCarPaused(t, svc, "b1")
+		car3 := e.claimCarPaused(t, svc, "c1")
+		if car3.BaseBatch != car2.ID || car2.BaseBatch != car1.ID {
+			t.Fatalf("cars not built on one another: %+v %+v", car2, car3)
+		}
+
+		e.clock.Advance(11 * time.Minute) // cars 2 and 3 fail; car 1 runs on
+		for _, c := range []store.Batch{car2, car3} {
+			waitFor(t, fmt.Sprintf("batch %d to hold its failure", c.ID), func() bool {
+				return strings.Contains(e.task(t, c.ID).Note, "decided once the batches ahead")
+			})
+			if b, _ := db.Batch(bg, c.ID); b.Bisections != 0 || b.Failing != "" {
+				t.Fatalf("batch %d decided a failure while car 1 was untested: %+v", c.ID, b)
+			}
+		}
+
+		e.clock.Advance(10 * time.Minute) // car 1 passes (and waits for the resume to merge)
+		e.batchWhen(t, car2.ID, "to be bisected and sent to the end of the train", func(b store.Batch) bool { return b.Bisections == 1 && b.TrainSeq > car3.TrainSeq })
+		e.batchWhen(t, car3.ID, "to be rebuilt on car 1", func(b store.Batch) bool { return b.BaseBatch == car1.ID && b.BaseSHA == car1.HeadSHA })
+		if b1 := e.request(t, "op-b1"); b1.Binding.Status != state.StatusMRCreating || b1.Operation.Step != state.StepQueued {
+			t.Fatalf("the returned half: %+v", b1.Operation)
+		}
+		if a1 := e.request(t, "op-a1"); a1.Binding.Status == state.StatusMerged {
+			t.Fatal("car 1 merged while its queue was paused")
+		}
+
+		e.resume(t, projectA)
+		e.waitQuiet(t, svc, "op-a1", "op-p", "op-b1", "op-c1")
+		e.expect(t, "op-p", state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
+		for _, op := range []string{"op-a1", "op-b1", "op-c1"} {
+			e.expect(t, op, state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		}
+		e.mergedInOrder(t, car1.ID, car3.ID)
+		if b := e.settled(t, car3.ID); b.Bisections != 0 || b.BaseBatch != car1.ID {
+			t.Fatalf("car 3 paid for car 2's failure: %+v", b)
+		}
+		var culprit string
+		if err := db.Raw().QueryRowContext(bg, "SELECT culprit FROM merge_batch WHERE culprit <> '' ORDER BY id LIMIT 1").Scan(&culprit); err != nil || culprit != "op-p" {
+			t.Fatalf("the culprit named: %q %v", culprit, err)
+		}
+	})
+}
+
+// claimCarPaused is claimCar while the partition is paused: the claim is the store's (a paused
+// partition's round claims nothing), the car then runs as any other.
+func (e *env) claimCarPaused(t *testing.T, svc *batch.Service, subjects ...string) store.Batch {
+	t.Helper()
+	e.resume(t, projectA)
+	defer e.pause(t, projectA)
+	return e.claimCar(t, svc, subjects...)
+}
+
+func (e *env) pause(t *testing.T, partition string) {
+	t.Helper()
+	if err := e.db.InTx(bg, func(tx *store.Tx) error {
+		_, err := tx.PauseTrain(bg, partition, "ops@example.com", "test")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) resume(t *testing.T, partition string) {
+	t.Helper()
+	if err := e.db.InTx(bg, func(tx *store.Tx) error { _, err := tx.ResumeTrain(bg, partition); return err }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A commit from outside the train lands on the target while the first car is in CI: the car
+// is not merged beside it untested — it is rebased onto the new head and tested again — and the
+// car behind it is rebuilt on the first car's new head.
+func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
+	for _, method := range []string{"merge", "ff"} {
+		t.Run(method, func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, mergeMethod: method})
+				svc := e.service(t, "i1")
+				car1 := e.claimCar(t, svc, "a1")
+				car2 := e.claimCar(t, svc, "b1")
+				if _, err := e.gl.PushToBranch(projectA, "main", "README.md", "a person's change\n"); err != nil {
+					t.Fatal(err)
+				}
+				e.waitQuiet(t, svc, "op-a1", "op-b1")
+				e.mergedInOrder(t, car1.ID, car2.ID)
+				c1, c2 := e.settled(t, car1.ID), e.settled(t, car2.ID)
+				if c1.TestedSHA == car1.HeadSHA {
+					t.Fatalf("car 1 merged the head it had before the outside commit: %+v", c1)
+				}
+				if c2.TestedSHA == car2.HeadSHA || c2.BaseSHA == car2.BaseSHA {
+					t.Fatalf("car 2 was not rebuilt on car 1's new head: before %+v, after %+v", car2, c2)
+				}
+				if content, ok := e.gl.File(projectA, "main", "README.md"); !ok || content != "a person's change\n" {
+					t.Fatalf("the outside commit is gone from main: %q %v", content, ok)
+				}
+				for _, s := range []string{"a1", "b1"} {
+					if !e.onMain(t, "t1", s) {
+						t.Errorf("%s's file is not on main", s)
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary is also the load generator of the smoke run: the bench re-runs its own
+// executable with the spec in loadgenEnv.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(loadgenEnv); spec != "" {
+		os.Exit(loadgenMain(spec, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// The whole command in -quick mode on SQLite, every section, tiny sizes: it must finish, keep
+// the file's intro, replace its figures, and write well-formed tables for every section. The
+// figures themselves are not judged (no timed assertions); a section that cannot measure must
+// say why.
+func TestQuickRunWritesEverySection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs every section (about 15 s)")
+	}
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	intro := "# Benchmarks\n\nA hand-written intro that must survive.\n"
+	if err := os.WriteFile(out, []byte(intro+"\n"+marker+"\n\n## Stale figures\n\nthese go away\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stderr strings.Builder
+	args := []string{"-quick", "-mysql", "", "-n", "3", "-duration", "300ms", "-conc", "4", "-out", out}
+	if code := run(ctx, args, os.Stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	if !strings.HasPrefix(text, intro) || strings.Count(text, marker) != 1 || strings.Contains(text, "Stale figures") {
+		t.Fatalf("intro not kept or old figures not replaced:\n%s", text)
+	}
+	for _, want := range []string{"## Run", "## Targets", "go run ./cmd/bench -quick", "load average before"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, s := range sections {
+		if !strings.Contains(text, "\n## "+s.title+"\n") {
+			t.Errorf("report lacks section %q", s.title)
+		}
+	}
+	// The sections that need nothing but SQLite and the binary must measure; MariaDB ones and
+	// the workflow ones must say why they did not.
+	for _, s := range strings.Split(text, "\n## ")[1:] {
+		title, body, _ := strings.Cut(s, "\n")
+		if strings.Contains(body, "**Not measured:") {
+			t.Errorf("section %q failed:\n%s", title, body)
+		}
+		if strings.Contains(body, "Not measured") && !strings.Contains(body, "MariaDB only") && !strings.Contains(body, "workflow is not wired") {
+			t.Errorf("section %q does not say why it did not measure:\n%s", title, body)
+		}
+	}
+	checkTables(t, text)
+}
+
+var numberCell = regexp.MustCompile(`\d`)
+
+// checkTables: every table row has its header's number of cells, and every table has a row
+// holding a figure.
+func checkTables(t *testing.T, text string) {
+	t.Helper()
+	lines := strings.Split(text, "\n")
+	tables := 0
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], "| ") {
+			continue
+		}
+		tables++
+		cells := strings.Count(lines[i], " | ") + 1
+		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "|---") {
+			t.Errorf("table at line %d has no separator row", i+1)
+		}
+		figures := false
+		j := i + 2
+		for ; j < len(lines) && strings.HasPrefix(lines[j], "| "); j++ {
+			if got := strings.Count(lines[j], " | ") + 1; got != cells {
+				t.Errorf("line %d has %d cells, its header %d: %q", j+1, got, cells, lines[j])
+			}
+			figures = figures || numberCell.MatchString(lines[j])
+		}
+		if !figures {
+			t.Errorf("table at line %d holds no figure:\n%s", i+1, strings.Join(lines[i:j], "\n"))
+		}
+		i = j
+	}
+	if tables < len(sections) {
+		t.Errorf("%d tables for %d sections", tables, len(sections))
+	}
+}
+
+func TestBenchmarkLinesAreParsed(t *testing.T) {
+	out := `goos: linux
+BenchmarkChainOverhead/targets-2         	   19880	     52373 ns/op	     10655 bare-ns/op	     15003 chain-ns/op	         1.408 chain/bare	   16158 B/op	      81 allocs/op
+BenchmarkChainOverhead/targets-2         	   43179	     30346 ns/op	      6754 bare-ns/op	      8322 chain-ns/op	         1.232 chain/bare	   16163 B/op	      81 allocs/op
+BenchmarkScale/mysql/rows=100000-2          	       1	      9654 ns/op	      3739 claim-ms	       403.0 claim-stmts
+BenchmarkMemoryPerKey/slidinglog/10req 	 5	 1 ns/op	 170.5 B/key
+--- SKIP: BenchmarkSomething
+PASS
+`
+	runs := parseBench(out)
+	if got := runs.values("ChainOverhead/targets", "chain/bare"); len(got) != 2 || got[0] != 1.408 || got[1] != 1.232 {
+		t.Errorf("chain/bare: %v", got)
+	}
+	if got := runs.values("Scale/mysql/rows=100000", "claim-stmts"); len(got) != 1 || got[0] != 403 {
+		t.Errorf("claim-stmts: %v", got)
+	}
+	if got := runs.values("MemoryPerKey/slidinglog/10req", "B/key"); len(got) != 1 || got[0] != 170.5 {
+		t.Errorf("B/key without a GOMAXPROCS suffix: %v", got)
+	}
+	if len(runs) != 3 {
+		t.Errorf("parsed %d benchmarks: %v", len(runs), runs)
+	}
+}
+
+func TestFiguresShowMedianAndRange(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		unit func(float64) string
+		want string
+	}{
+		{[]float64{3e6, 1e6, 2e6}, nanos, "2 ms (1 ms–3 ms)"},
+		{[]float64{1500}, nanos, "1.5 µs"},
+		{[]float64{1, 2, 3, 4}, times, "2.5× (1×–4×)"},
+		{[]float64{1234567}, count, "1,234,567"},
+		{[]float64{40 << 20}, byteSize, "40 MiB"},
+		{nil, count, "—"},
+	} {
+		if got := distOf(c.xs).show(c.unit); got != c.want {
+			t.Errorf("%v: %q, want %q", c.xs, got, c.want)
+		}
+	}
+	if got := ratios([]float64{2, 9}, []float64{1, 3}); got.min != 2 || got.max != 3 {
+		t.Errorf("paired ratios: %+v", got)
+	}
+}
+
+func TestBadFlagsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"-runs", "0"}, {"-only", "nope"}, {"extra"}, {"-duration", "-1s"}} {
+		var stderr strings.Builder
+		if code := run(context.Background(), args, os.Stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr.String())
+		}
+	}
+}
+
+// A file without the marker is all intro: hand-written text is never dropped.
+func TestAFileWithoutTheMarkerIsKeptAsTheIntro(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "B.md")
+	if err := os.WriteFile(out, []byte("# Mine\n\nnotes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{options: options{out: out}}
+	if err := writeReport(e, "\n## Run\n\nfigures\n", os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(out)
+	if want := "# Mine\n\nnotes\n\n" + marker + "\n\n## Run\n\nfigures\n"; string(data) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", data, want)
+	}
+}

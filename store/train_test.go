@@ -1,0 +1,209 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"bindery/state"
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// checkTrainShape re-checks the merge train's shape with SQL: at most k active cars per partition,
+// every car's place in its train unique, and the active cars' slots unique.
+func checkTrainShape(t *testing.T, db *store.DB, k int) {
+	t.Helper()
+	for _, c := range []struct{ what, query string }{
+		{fmt.Sprintf("partitions with more than %d active cars", k), fmt.Sprintf("SELECT COUNT(*) FROM (SELECT partition_key FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') GROUP BY partition_key HAVING COUNT(*) > %d) x", k)},
+		{"two cars at one place of a train", "SELECT COUNT(*) FROM (SELECT partition_key, train_seq FROM merge_batch WHERE train_seq IS NOT NULL GROUP BY partition_key, train_seq HAVING COUNT(*) > 1) x"},
+		{"two active cars in one slot", "SELECT COUNT(*) FROM (SELECT partition_key, slot_no FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') GROUP BY partition_key, slot_no HAVING COUNT(*) > 1) x"},
+		{"active cars out of their train's slots", fmt.Sprintf("SELECT COUNT(*) FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') AND (slot_no < 0 OR slot_no >= %d)", k)},
+		{"requests claimed twice in the history (I2)", "SELECT COUNT(*) FROM (SELECT request_id FROM merge_batch_member GROUP BY request_id HAVING COUNT(*) > 1) x"},
+		{"claimed rows missing from the history", "SELECT COUNT(*) FROM merge_batch_request r JOIN merge_batch b ON b.id = r.batch_id WHERE NOT EXISTS (SELECT 1 FROM merge_batch_member m WHERE m.request_id = r.id AND m.batch_id = r.batch_id)"},
+		{"batches without members", "SELECT COUNT(*) FROM merge_batch b WHERE NOT EXISTS (SELECT 1 FROM merge_batch_member m WHERE m.batch_id = b.id)"},
+	} {
+		if n := count(t, db, c.query); n != 0 {
+			t.Errorf("%s: %d", c.what, n)
+		}
+	}
+}
+
+// Rounds of several instances at once, with cars ending and cars moved to the end of their train
+// meanwhile, never break the train's shape: at most batch.train cars active (sampled by SQL while
+// they run, and after), each at a place of its own, claimed behind the last one.
+func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		const partition, k = "infra/acl", 3
+		queued(t, db, partition, 150)
+		stop := make(chan struct{})
+		var maxActive atomic.Int32
+		monitorDone := make(chan struct{})
+		go func() {
+			defer close(monitorDone)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if n := activeBatches(t, db.Raw(), partition); int32(n) > maxActive.Load() {
+					maxActive.Store(int32(n))
+				}
+			}
+		}()
+		var mu sync.Mutex
+		var active []store.Batch // claimed and not ended, as the claims returned them
+		var claims, moved atomic.Int32
+		var movedIDs sync.Map // cars sent to the end: their place is no longer their claim's
+		var wg sync.WaitGroup
+		for w := range 6 { // two instances, three dispatchers each
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), 7))
+				for range 30 {
+					c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 3, Train: k})
+					switch {
+					case errors.Is(err, store.ErrRetry):
+						continue
+					case err != nil:
+						t.Errorf("claim: %v", err)
+						return
+					}
+					if c.Outcome == state.RoundClaimed {
+						claims.Add(1)
+						mu.Lock()
+						active = append(active, c.Batch)
+						mu.Unlock()
+					}
+					// End one car now and then, or send one to the end of its train.
+					mu.Lock()
+					if len(active) == 0 {
+						mu.Unlock()
+						continue
+					}
+					i := rng.IntN(len(active))
+					b := active[i]
+					end := rng.IntN(3) > 0
+					if end {
+						active = append(active[:i], active[i+1:]...)
+					}
+					mu.Unlock()
+					cur, err := db.Batch(bg, b.ID)
+					if err != nil {
+						t.Errorf("read car %d: %v", b.ID, err)
+						continue
+					}
+					if end {
+						// A move of the same car to the end may win the version first: read again.
+						err = store.ErrRetry
+						for try := 0; (errors.Is(err, store.ErrRetry) || errors.Is(err, store.ErrPreempted)) && try < 20; try++ {
+							cur, _ = db.Batch(bg, b.ID)
+							_, err = db.Settle(bg, store.Settlement{BatchID: cur.ID, Version: cur.Version, Status: state.BatchSucceeded})
+						}
+						if err != nil {
+							t.Errorf("end car %d: %v", b.ID, err)
+						}
+						continue
+					}
+					_, _, err = db.AdvanceBatch(bg, store.BatchStep{Batch: cur, Change: store.BatchChange{Note: "to the end", ToEnd: true}})
+					var settled *state.ErrIllegalBatchTransition
+					switch {
+					case err == nil:
+						moved.Add(1)
+						movedIDs.Store(b.ID, true)
+					case errors.Is(err, store.ErrRetry), errors.Is(err, store.ErrPreempted), errors.As(err, &settled):
+						// another car took the end first, or the car ended meanwhile
+					default:
+						t.Errorf("move car %d to the end: %v", b.ID, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		<-monitorDone
+		if got := maxActive.Load(); got > k {
+			t.Fatalf("saw %d active cars in one partition with batch.train %d", got, k)
+		}
+		if maxActive.Load() < 2 {
+			t.Fatalf("at most %d car active at once: the test did not exercise the train", maxActive.Load())
+		}
+		if claims.Load() < 5 || moved.Load() == 0 {
+			t.Fatalf("%d claims, %d cars moved to the end: the test did not exercise the train", claims.Load(), moved.Load())
+		}
+		checkTrainShape(t, db, k)
+		// A new car only ever joins behind the last one: the cars that kept the place their
+		// claim gave them stand in the order the claims were written (the database clock of each
+		// insert, which runs only once the claim before it committed).
+		rows, err := db.Raw().Query("SELECT id, train_seq FROM merge_batch WHERE partition_key = ? ORDER BY created_at, train_seq", partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lastSeq int64
+		for rows.Next() {
+			var id, seq int64
+			if err := rows.Scan(&id, &seq); err != nil {
+				t.Fatal(err)
+			}
+			if _, wasMoved := movedIDs.Load(id); wasMoved {
+				continue
+			}
+			if seq <= lastSeq {
+				t.Errorf("car %d was claimed at place %d, ahead of a car claimed before it at place %d", id, seq, lastSeq)
+			}
+			lastSeq = seq
+		}
+		rows.Close()
+		// The active cars, read in train order, are the ones still running, each at its place.
+		train, err := db.Train(bg, partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(train); i++ {
+			if train[i].TrainSeq <= train[i-1].TrainSeq {
+				t.Fatalf("train out of order: %+v", train)
+			}
+		}
+	})
+}
+
+// Lowering batch.train lets the cars already running finish and starts no new one until fewer
+// than the new length are active; a car keeps its slot.
+func TestALowerTrainLengthLetsTheExtraCarsFinish(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		const partition = "infra/acl"
+		queued(t, db, partition, 10)
+		var cars []store.Batch
+		for range 3 {
+			c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 3})
+			if err != nil || c.Outcome != state.RoundClaimed {
+				t.Fatalf("claim with batch.train 3: %+v %v", c, err)
+			}
+			cars = append(cars, c.Batch)
+		}
+		if c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1}); err != nil || c.Outcome != state.RoundSlotOccupied {
+			t.Fatalf("claim with batch.train lowered to 1: %+v %v", c, err)
+		}
+		for _, c := range cars[:2] {
+			if _, err := db.Settle(bg, store.Settlement{BatchID: c.ID, Version: c.Version, Status: state.BatchSucceeded}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1}); err != nil || c.Outcome != state.RoundSlotOccupied {
+			t.Fatalf("one car still runs, batch.train 1: %+v %v", c, err)
+		}
+		if _, err := db.Settle(bg, store.Settlement{BatchID: cars[2].ID, Version: cars[2].Version, Status: state.BatchSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1})
+		if err != nil || c.Outcome != state.RoundClaimed || c.Batch.TrainSeq != cars[2].TrainSeq+1 {
+			t.Fatalf("after the train emptied: %+v %v", c, err)
+		}
+		checkTrainShape(t, db, 3)
+	})
+}

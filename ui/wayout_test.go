@@ -1,0 +1,204 @@
+package ui_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"bindery/state"
+)
+
+// signInAs sets the demo user for the next pages.
+func signInAs(b *browser, base, user string) {
+	b.t.Helper()
+	b.do("sign in as "+user, chromedp.Navigate(base+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=`+user+`; Path=/'`))
+}
+
+// A failed request is no dead end for its owner: the page says what bindery knows of the cause
+// (bisection isolated the change, the failed job) and offers both ways out; the apply form
+// sends the owner there. Withdrawing asks first (cancel sends nothing), then the request is
+// closed and can be applied for again.
+func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
+	fake := newFakeAPI()
+	const op = "5f0c3a52-7d1e-4a8b-9c2d-999999999991"
+	fake.seedFailedInCI(op, "alice@example.com", "grafana-editor", time.Now().Add(-time.Hour))
+	s := startSite(t, fake)
+	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
+
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	b.waitFor("the failed target on the form", `document.querySelector('label[for="target-grafana-editor"] [data-yours]')`, 20*time.Second)
+	if txt := evalJS[string](b, `document.querySelector('label[for="target-grafana-editor"] [data-yours]').innerText`); !strings.Contains(txt, "Your request for this failed: withdraw it on its page, then apply again.") {
+		t.Errorf("the apply form says %q of a failed request", txt)
+	}
+
+	b.do("open the request", chromedp.Navigate(s.URL+"/requests/"+op))
+	b.waitFor("the ways out", `document.querySelector('#ways-out #withdraw-request')`, 20*time.Second)
+	next := evalJS[string](b, `document.querySelector('#next-action-text').innerText`)
+	for _, want := range []string{"Your change made the pipeline fail: batch 63 isolated this request as the change that fails, after 1 bisection",
+		"(failed job: test #77031)", "Waiting will not fix it.", "You can withdraw this request and apply again, or ask the operators of bindery."} {
+		if !strings.Contains(next, want) {
+			t.Errorf("the failure's words lack %q: %s", want, next)
+		}
+	}
+	if strings.Contains(strings.ToLower(next), "contact") || evalJS[bool](b, `!!document.querySelector('#retry-request')`) {
+		t.Errorf("the requester is told to contact support, or offered an operator's retry: %s", next)
+	}
+	b.screenshot("request-failed-way-out-laptop.png")
+
+	b.click("#withdraw-request")
+	b.waitFor("the confirmation", `document.querySelector('#action-confirm').open`, 10*time.Second)
+	if focused := evalJS[string](b, `document.activeElement.id`); focused != "action-confirm-no" {
+		t.Errorf("focus on %q, want Cancel", focused)
+	}
+	if txt := evalJS[string](b, `document.querySelector('#action-confirm').innerText`); !strings.Contains(txt, "You can then apply again") {
+		t.Errorf("the confirmation says %q", txt)
+	}
+	b.click("#action-confirm-no")
+	b.waitFor("the dialog closed", `!document.querySelector('#action-confirm').open`, 10*time.Second)
+	fake.mu.Lock()
+	sent := len(fake.withdrawals)
+	fake.mu.Unlock()
+	if sent != 0 {
+		t.Fatal("cancelled, yet withdrawn")
+	}
+	b.click("#withdraw-request")
+	b.waitFor("the confirmation again", `document.querySelector('#action-confirm').open`, 10*time.Second)
+	b.click("#action-confirm-yes")
+	b.waitFor("the closed request", `document.querySelector('#status-card [data-status="CLOSED"]')`, 10*time.Second)
+	text := evalJS[string](b, `document.querySelector('main').innerText`)
+	for _, want := range []string{"Withdrawn. You can apply again.", "Withdrawn by alice@example.com after it failed: nothing of it is in effect. You can apply again.", "Withdrawn at CI pipeline", "Apply again"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the withdrawn request's page lacks %q:\n%s", want, text)
+		}
+	}
+	if evalJS[bool](b, `!!document.querySelector('#ways-out') || !!document.querySelector('#failure')`) {
+		t.Error("a withdrawn request still offers its ways out")
+	}
+	fake.mu.Lock()
+	got := append([]string(nil), fake.withdrawals...)
+	fake.mu.Unlock()
+	if len(got) != 1 || got[0] != op+" by alice@example.com" {
+		t.Fatalf("withdrawals %v", got)
+	}
+	b.click(`#status-card a.button[href^="/?target="]`)
+	b.waitFor("the apply form with the target free", `document.querySelector('#target-grafana-editor:not(:disabled)')`, 20*time.Second)
+}
+
+// An operator reads a failed request in an operator's words and acts on it: on its page Retry
+// and Withdraw, never "contact support"; on the console the next action reads "Retry or
+// withdraw", and the withdrawal is confirmed first and audited.
+func TestAnOperatorRetriesOrWithdrawsAFailedRequest(t *testing.T) {
+	fake := newFakeAPI()
+	const op = "5f0c3a52-7d1e-4a8b-9c2d-999999999992"
+	fake.seedFailedInCI(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
+	s := startSite(t, fake)
+	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "ops")
+
+	b.do("open bob's request", chromedp.Navigate(s.URL+"/requests/"+op))
+	b.waitFor("the operator's actions", `document.querySelector('#ways-out #retry-request') && document.querySelector('#ways-out #withdraw-request')`, 20*time.Second)
+	text := evalJS[string](b, `document.querySelector('main').innerText`)
+	if strings.Contains(strings.ToLower(text), "contact") || !strings.Contains(text, "or withdraw it, which closes it for its requester") {
+		t.Errorf("the operator's page:\n%s", text)
+	}
+
+	openOpsConsole(b, s.URL)
+	withdraw := `#stuck [data-withdraw="` + op + `"]`
+	b.waitFor("the failed request with its withdraw button", `document.querySelector('`+withdraw+`') && document.querySelector('#stuck [data-retry="`+op+`"]')`, 20*time.Second)
+	if badge := evalJS[string](b, `document.querySelector('#stuck tr[data-operation-id="`+op+`"] [data-next-action]').innerText`); badge != "Retry or withdraw" {
+		t.Errorf("the console's next action reads %q", badge)
+	}
+	b.click(withdraw)
+	b.waitFor("the confirmation", `document.querySelector('#retry-confirm').open`, 10*time.Second)
+	if txt := evalJS[string](b, `document.querySelector('#retry-confirm').innerText`); !strings.Contains(txt, "bob@example.com can apply again") {
+		t.Errorf("the confirmation says %q", txt)
+	}
+	b.click("#withdraw-confirm-yes")
+	b.waitFor("the withdrawal's notice", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Withdrawn for its requester'))`, 10*time.Second)
+	b.waitFor("its audit entry", `[...document.querySelectorAll('#audit tbody tr')].some(r => r.innerText.includes('Withdrew a failed request'))`, 20*time.Second)
+	fake.mu.Lock()
+	got, status := append([]string(nil), fake.withdrawals...), fake.reqs[op].view.Status
+	fake.mu.Unlock()
+	if len(got) != 1 || got[0] != op+" by ops@example.com" || status != state.StatusClosed {
+		t.Fatalf("withdrawals %v, status %s", got, status)
+	}
+}
+
+// A revocation reads as what it is until its deploy: the removal merged, still in effect, the
+// page says what it waits for; once deployed the page says who revoked it, shows no expiry and
+// no longer the "Revocation started" notice.
+func TestARevocationEndsWithItsDeploy(t *testing.T) {
+	fake := newFakeAPI()
+	const merged, live = "5f0c3a52-7d1e-4a8b-9c2d-999999999993", "5f0c3a52-7d1e-4a8b-9c2d-999999999994"
+	fake.seedRevoked(merged, "alice@example.com", "payments-db-admin", time.Now().Add(-2*time.Hour), removalMerged)
+	fake.seedRevoked(live, "alice@example.com", "payments-db-readwrite", time.Now().Add(-3*time.Hour), revocationQueued)
+	// live is in effect again, as before its revocation (the page revokes it below).
+	fake.mu.Lock()
+	fr := fake.reqs[live]
+	fr.view.Timeline = fr.view.Timeline[:len(fr.view.Timeline)-1]
+	fr.view.Stages = fr.view.Stages[:len(fr.view.Stages)-1]
+	fr.view.Status, fr.view.Step, fr.view.Stage, fr.view.NextAction, fr.view.NextActionText, fr.view.Waiting =
+		state.StatusValidated, fr.view.Timeline[len(fr.view.Timeline)-1].Step, "effect", state.NextNone, "Done: the binding is in effect.", nil
+	fake.mu.Unlock()
+	s := startSite(t, fake)
+	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
+
+	b.do("open the merged removal", chromedp.Navigate(s.URL+"/requests/"+merged))
+	b.waitFor("its waiting card", `document.querySelector('#waiting')`, 20*time.Second)
+	text := evalJS[string](b, `document.querySelector('main').innerText`)
+	for _, want := range []string{"Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed.", "the deploy pipeline to report that the removal (merge request !66) is deployed; until then the binding is still in effect", "Removing: in progress"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the merged removal's page lacks %q:\n%s", want, text)
+		}
+	}
+	b.screenshot("request-removal-merged-laptop.png")
+
+	b.do("open the request in effect", chromedp.Navigate(s.URL+"/requests/"+live))
+	b.click("#revoke-request")
+	b.waitFor("the confirmation", `document.querySelector('#action-confirm').open`, 10*time.Second)
+	b.click("#action-confirm-yes")
+	b.waitFor("the notice", `document.querySelector('#action-notice')`, 10*time.Second)
+	b.waitFor("the removal deployed", `document.querySelector('#status-card [data-status="CLOSED"]')`, 30*time.Second)
+	text = evalJS[string](b, `document.querySelector('main').innerText`)
+	if !strings.Contains(text, "Revoked by alice@example.com: the binding's file was removed and the removal is deployed. You can apply again.") {
+		t.Errorf("the closed page does not say who revoked it:\n%s", text)
+	}
+	for _, stale := range []string{"Revocation started", "Expires"} {
+		if strings.Contains(text, stale) {
+			t.Errorf("the closed page still shows %q:\n%s", stale, text)
+		}
+	}
+}
+
+// A rejection's page shows who decided and their comment, typed in the approval inbox.
+func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
+	s := startSite(t, newFakeAPI())
+	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
+	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
+	op := applyFor(b, "payments-db-readonly", "quarterly revenue report")
+	b.waitFor("the accepted notice", `document.querySelector('#apply-accepted')`, 10*time.Second)
+
+	signInAs(b, s.URL, "ops")
+	b.do("open the inbox", chromedp.Navigate(s.URL+"/inbox"))
+	ticket := `[data-ticket][data-operation-id=` + jsString(op) + `]`
+	b.waitFor("the ticket with a comment box", `document.querySelector('`+ticket+` [data-comment]')`, 20*time.Second)
+	b.do("type a comment", chromedp.SendKeys(chromedp.CSS(ticket+` [data-comment]`), "read-only access is enough for reports"))
+	b.click(ticket + ` [data-decide=REJECTED]`)
+	b.waitFor("the decided ticket with its comment", `[...document.querySelectorAll('[data-decision-comment]')].some(p => p.innerText.includes('read-only access is enough'))`, 20*time.Second)
+
+	signInAs(b, s.URL, "alice")
+	b.do("open the request", chromedp.Navigate(s.URL+"/requests/"+op))
+	b.waitFor("the decision", `document.querySelector('#decision')`, 20*time.Second)
+	decision := "Rejected by ops@example.com: read-only access is enough for reports"
+	if got := evalJS[string](b, `document.querySelector('#decision blockquote').innerText`); got != decision {
+		t.Errorf("the decision card shows %q, want %q", got, decision)
+	}
+	if got := evalJS[string](b, `document.querySelector('#next-action-text').innerText`); got != decision+". This request is finished without effect. You can apply again." {
+		t.Errorf("the next action reads %q", got)
+	}
+}
