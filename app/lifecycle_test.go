@@ -32,8 +32,8 @@ func TestCloseStopsEveryServiceInTheReverseOrderOfItsStart(t *testing.T) {
 		mode    app.Mode
 		started []string
 	}{
-		{app.ModeServe, []string{"config watcher", "heartbeat", "engine", "cron", "http"}},
-		{app.ModeDemo, []string{"config watcher", "heartbeat", "http", "simulators", "engine", "cron"}},
+		{app.ModeServe, []string{"config watcher", "heartbeat", "engine", "cron", "notify watch", "http"}},
+		{app.ModeDemo, []string{"config watcher", "heartbeat", "http", "simulators", "engine", "cron", "notify watch"}},
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			b := bootMode(t, tc.mode, storetest.SQLiteDSN(t), "log:\n  level: debug\n  format: json\n")
