@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS notify_event (
   UNIQUE KEY uk_notify_event_dedupe (dedupe_key),
   KEY idx_notify_event_operation (operation_id, id),
   KEY idx_notify_event_batch (batch_id, type)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
 
 -- notify_delivery is one event for one receiver: a webhook endpoint, a requester's mailbox, a
 -- chat, a batch's merge request. endpoint names the receiver whose health is tracked
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS notify_delivery (
   PRIMARY KEY (id),
   UNIQUE KEY uk_notify_delivery (event_id, channel, endpoint, target),
   KEY idx_notify_delivery_endpoint (endpoint, id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
 
 -- notify_attempt is every attempt of a delivery: its answer, how long it took, the class of its
 -- failure. Kept notify.keepAttempts, then purged.
@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS notify_attempt (
   PRIMARY KEY (id),
   KEY idx_notify_attempt_delivery (delivery_id, id),
   KEY idx_notify_attempt_at (at)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin /*T![auto_id_cache] AUTO_ID_CACHE=1 */;
 
 -- notify_endpoint is a receiver's health, shared by every instance: failing since when (the
 -- first failure after the last success), its last success, and when and why it was disabled.
