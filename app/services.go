@@ -21,10 +21,9 @@ var _ server.Workflow = (*workflow.Workflow)(nil)
 
 // wire builds the workflow and what serves it: the GitLab, approval-system and permission
 // clients — in demo mode the simulators mounted on this process, reached over HTTP like the real
-// systems —, the engine that runs every step as a task in three lanes (workers.first for a
-// request's first steps, workers.size for the rest, workers.notify for telling people), the
-// batch service, the workflow and its cron, the notifier and its watch. The engine, the cron
-// and the watch are services Run starts (and Close stops, see Run for the
+// systems —, the engine that runs every step as a task in two lanes (workers.first for a
+// request's first steps, workers.size for the rest), the batch service, the workflow and its
+// cron. The engine and the cron are services Run starts (and Close stops, see Run for the
 // order). A missing GitLab or approval-system setting in serve mode is an error here: bindery
 // refuses to start rather than accept requests it cannot carry out.
 func (a *App) wire() (server.Workflow, server.Permissions, error) {
@@ -74,7 +73,6 @@ func (a *App) wire() (server.Workflow, server.Permissions, error) {
 		return nil, nil, fmt.Errorf("notify: %w", err)
 	}
 	a.notifications = n
-	a.watch = n.NewWatch(liveWithin, a.metrics)
-	a.engine, a.cron = eng, workflow.NewCron(wf, a.db)
+	a.engine, a.cron, a.watch = eng, workflow.NewCron(wf, a.db), n.NewWatch(liveWithin, a.metrics)
 	return wf, perms, nil
 }

@@ -37,10 +37,11 @@ func TestTheBatchMergeRequestNote(t *testing.T) {
 		src := config.NewStatic(config.MustParse(gitlabConfig))
 		sims := sim.New(sim.Options{Config: src})
 		srv := httptest.NewServer(sims.Handler())
-		if err := sims.Start(context.Background()); err != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := sims.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = sims.Stop(context.Background()); srv.Close() })
+		t.Cleanup(func() { cancel(); _ = sims.Stop(context.Background()); srv.Close() })
 		gl, err := gitlab.New(src, gitlab.Options{DefaultBaseURL: srv.URL + "/sim/gitlab"})
 		if err != nil {
 			t.Fatal(err)

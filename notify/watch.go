@@ -22,7 +22,7 @@ import (
 // matter of time — a merged request whose deploy callback is overdue (deploy.overdue), a request
 // sent for approval longer than approval.timeout (request.needs_attention) — refreshes the
 // gauges the alert rules read, and purges the attempts older than notify.keepAttempts. It is
-// self-contained: RunOnce does one look; as a service, Start and Stop run it every period.
+// self-contained: RunOnce does one look; Start and Stop run it every period.
 
 // WatchPeriod is how often the watch looks.
 const WatchPeriod = 30 * time.Second
@@ -40,7 +40,7 @@ type Watch struct {
 	live   time.Duration // an instance's heartbeat is stale after this
 
 	counts atomic.Pointer[store.OpsCounts]
-	bg     service.Base
+	base   service.Base
 }
 
 // NewWatch returns the watch of n; live is how long a heartbeat keeps an instance live. Gauges
@@ -136,27 +136,28 @@ func (w *Watch) tellOverdue(ctx context.Context, status state.BindingStatus, aft
 	return told, nil
 }
 
-// Start looks at once, then every period, until Stop (the service contract, package service).
+// Start runs a look at once and then every period, until Stop (the service contract,
+// docs/architecture.md, "Starting and stopping").
 func (w *Watch) Start(ctx context.Context) error {
-	if _, ok, err := w.bg.StartInit(ctx); !ok {
+	run, ok, err := w.base.StartInit(ctx)
+	if !ok {
 		return err
 	}
-	w.bg.Go(func(ctx context.Context) {
-		w.look(ctx)
-		service.Every(ctx, w.period, w.look)
+	w.base.Go(func(context.Context) {
+		w.look(run)
+		service.Every(run, w.period, w.look)
 	})
 	return nil
 }
 
-// Stop ends the looks and waits for a running one until ctx ends.
-func (w *Watch) Stop(ctx context.Context) error { return w.bg.Stop(ctx) }
-
-// look is one scheduled look: a failure is logged, and the next look tries again.
 func (w *Watch) look(ctx context.Context) {
 	if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
 		w.n.log.Warn("notify watch: look failed; next look in a while", "err", err)
 	}
 }
+
+// Stop ends the looks and waits for a running one until ctx ends; safe before Start and twice.
+func (w *Watch) Stop(ctx context.Context) error { return w.base.Stop(ctx) }
 
 // tellConfigRefused tells operators that a configuration (a file, or keys of one) was refused:
 // once an hour per distinct message, however many instances refuse it.

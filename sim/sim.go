@@ -105,11 +105,11 @@ func New(o Options) *Sims {
 	s.GitLab.OnMerge(s.Deploy.merged)
 	s.Approval = newApproval(o, &s.bg)
 	s.Permission = newPermission(o)
-	s.Mailbox = newMailbox(o)
 	s.transport = http.DefaultTransport.(*http.Transport).Clone()
 	for _, hc := range []*http.Client{s.GitLab.hooks.hc, s.Deploy.hc, s.Approval.hc} {
 		hc.Transport = s.transport
 	}
+	s.Mailbox = newMailbox(o)
 	s.load()
 	return s
 }
@@ -181,10 +181,10 @@ func (s *Sims) Stop(ctx context.Context) error {
 	s.GitLab.gate.stop()
 	s.Permission.gate.stop()
 	s.Approval.gate.stop()
-	s.Mailbox.stop()
 	err := s.bg.Wait(ctx)
 	// Kept-alive connections to bindery are goroutines of the transport (and of bindery's server).
 	s.transport.CloseIdleConnections()
+	s.Mailbox.stop()
 	s.save()
 	if err != nil {
 		return fmt.Errorf("simulators: %w", err)

@@ -101,16 +101,6 @@ func scanBatch(s scanner) (Batch, error) {
 	return b, nil
 }
 
-// Batch returns batch id (ErrNotFound when unknown).
-func (db *DB) Batch(ctx context.Context, id int64) (Batch, error) {
-	return batchByID(ctx, db.ro, id)
-}
-
-// Batch is DB.Batch inside the transaction.
-func (tx *Tx) Batch(ctx context.Context, id int64) (Batch, error) {
-	return batchByID(ctx, tx.tx, id)
-}
-
 func batchByID(ctx context.Context, q queryer, id int64) (Batch, error) {
 	b, err := scanBatch(q.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE id = ?", id))
 	if err != nil {
@@ -662,31 +652,8 @@ type Settled struct {
 	Removed int         // processing rows removed (FAILED)
 }
 
-// Settle ends a batch (docs/invariants.md, 'Settlement is write-ahead and guarded first'). Its
-// first statement is the guarded batch write — RUNNING/BLOCKED → terminal at the version read,
-// which also frees the partition's slot — so that a second settler (two runs of the batch's task
-// that both read it active: the task's fence stops the stale one first, this guard stands
-// beneath it) fails at once with ErrPreempted and the member resets never run twice. Then, for
-// FAILED, the members' rows in the waiting set are removed in the same transaction (they may be
-// admitted again; the member history keeps them); then the optional member transitions. Members are
-// those the batch holds (Holding), not its history: requests bisection returned are not this
-// batch's to settle. The batch's task is the settler's to finish, in the same transaction
-// (Tx.Settle after FinishTask).
-func (db *DB) Settle(ctx context.Context, s Settlement) (Settled, error) {
-	var out Settled
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		out, err = tx.Settle(ctx, s)
-		return err
-	})
-	if err != nil {
-		return Settled{}, err
-	}
-	return out, nil
-}
-
 // Settle is DB.Settle inside the transaction (after the fenced write of the settling task).
-func (tx *Tx) Settle(ctx context.Context, s Settlement) (Settled, error) {
+func (tx *Tx) settle(ctx context.Context, s Settlement) (Settled, error) {
 	if s.Status != state.BatchSucceeded && s.Status != state.BatchFailed {
 		return Settled{}, &state.ErrIllegalBatchTransition{From: state.BatchRunning, To: s.Status}
 	}

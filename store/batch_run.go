@@ -79,28 +79,9 @@ type BatchStep struct {
 	Moves []MemberMove
 }
 
-// AdvanceBatch writes one step of a running batch in one transaction: first the guarded batch
-// write (0 rows → ErrPreempted, nothing else runs), then one read of the members it holds, the
-// requeued and dropped rows (by primary key, each set must match members held, else the whole
-// step rolls back), then the member moves — which see the members as held before this step, so
-// a move can name the requeued ones. It returns the batch as written and the operations moved.
-func (db *DB) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation, error) {
-	var b Batch
-	var moved []Operation
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		b, moved, err = tx.AdvanceBatch(ctx, s)
-		return err
-	})
-	if err != nil {
-		return Batch{}, nil, err
-	}
-	return b, moved, nil
-}
-
 // AdvanceBatch is DB.AdvanceBatch inside the transaction (after the fenced write of the batch's
 // task, when a step of the engine writes it).
-func (tx *Tx) AdvanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation, error) {
+func (tx *Tx) advanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation, error) {
 	db := tx.db
 	if s.Bisect && len(s.Requeue) == 0 {
 		return Batch{}, nil, fmt.Errorf("bisect batch %d: no member returned", s.Batch.ID)

@@ -34,18 +34,6 @@ func scanBinding(s scanner) (Binding, error) {
 	return b, nil
 }
 
-// BindingByOperation returns the binding whose current application is operationID. After a
-// re-application replaced the operationId, the old one finds nothing (ErrNotFound): that is how
-// a late callback for an old application is recognised as stale.
-func (db *DB) BindingByOperation(ctx context.Context, operationID string) (Binding, error) {
-	return bindingByOperation(ctx, db.ro, operationID)
-}
-
-// BindingByOperation is DB.BindingByOperation inside the transaction.
-func (tx *Tx) BindingByOperation(ctx context.Context, operationID string) (Binding, error) {
-	return bindingByOperation(ctx, tx.tx, operationID)
-}
-
 func bindingByOperation(ctx context.Context, q queryer, operationID string) (Binding, error) {
 	b, err := scanBinding(q.QueryRowContext(ctx, "SELECT "+bindingColumns+" FROM binding WHERE operation_id = ?", operationID))
 	if err != nil {

@@ -12,22 +12,8 @@ import (
 	"time"
 )
 
-// RecordApprovalCallback records an approval callback by its own request id and reports whether
-// it is new: false means it was already recorded (the duplicate key is the answer; the stored
-// row is never overwritten). Record it in the transaction that acts on it (Tx variant), so a
-// crash cannot leave a callback marked as seen but not acted upon.
-func (db *DB) RecordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
-	var fresh bool
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		fresh, err = tx.RecordApprovalCallback(ctx, callbackID, operationID, result)
-		return err
-	})
-	return fresh, err
-}
-
 // RecordApprovalCallback is DB.RecordApprovalCallback inside the transaction.
-func (tx *Tx) RecordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
+func (tx *Tx) recordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error) {
 	_, err := tx.tx.ExecContext(ctx, "INSERT INTO approval_callback (callback_id, operation_id, result) VALUES (?, ?, ?)",
 		callbackID, operationID, result)
 	if err = translate(err); errors.Is(err, ErrDuplicate) {
@@ -162,6 +148,12 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 	return out, err
 }
 
+// removalsByMR lists the removals MR project!iid merged that wait for their deploy.
+func (tx *Tx) removalsByMR(ctx context.Context, project string, iid int64) ([]string, error) {
+	rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM removal_merged WHERE project = ? AND mr_iid = ?", project, iid)
+	return collect(rows, err, func(s scanner) (string, error) { var id string; return id, s.Scan(&id) })
+}
+
 // refusedEvent tells operators of a deploy callback that listed requests not of its MR (once per
 // callback: the same refusal sent again is the same event).
 func refusedEvent(d Deploy, refused []string) Event {
@@ -187,12 +179,6 @@ func (db *DB) RefuseCallback(ctx context.Context, ev AuditEvent, facts EventFact
 		return err
 	})
 	return recorded, err
-}
-
-// removalsByMR lists the removals MR project!iid merged that wait for their deploy.
-func (tx *Tx) removalsByMR(ctx context.Context, project string, iid int64) ([]string, error) {
-	rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM removal_merged WHERE project = ? AND mr_iid = ?", project, iid)
-	return collect(rows, err, func(s scanner) (string, error) { var id string; return id, s.Scan(&id) })
 }
 
 // mrMembers reports whether bindery opened MR project!iid (a batch's MR, or a request's: legacy,

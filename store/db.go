@@ -36,7 +36,8 @@ const (
 
 // DB is a handle on bindery's database. It is safe for concurrent use.
 type DB struct {
-	dialect Dialect
+	executor // the shared reads and writes, each write a transaction of its own
+	dialect  Dialect
 	// rw runs every write and every read-then-write transaction. On SQLite it is one
 	// connection with BEGIN IMMEDIATE, so writers queue in Go instead of failing with
 	// SQLITE_BUSY mid-transaction. On MySQL it is the only pool.
@@ -98,6 +99,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.executor = executor{db: db}
 	db.applies.hook = func() { db.hook("submit.write") }
 	if db.shared != nil {
 		db.shared.hook = func() { db.hook("shared.write") }

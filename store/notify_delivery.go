@@ -301,20 +301,20 @@ func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, err
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	rows, err := db.ro.QueryContext(ctx, q+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
+	rows, err := db.ro.QueryContext(ctx, q+" ORDER BY created_at DESC, id DESC LIMIT ?", append(args, limit)...) // by time: ids need not follow it (docs/architecture.md)
 	return collect(rows, err, scanDelivery)
 }
 
 // SentAbout lists the deliveries of the events about a request, with their events, oldest first.
 func (db *DB) SentAbout(ctx context.Context, operationID string) ([]Delivery, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("d.", deliveryColumns)+" FROM notify_event e JOIN notify_delivery d ON d.event_id = e.event_id "+
-		"WHERE e.operation_id = ? ORDER BY d.id LIMIT 200", operationID)
+		"WHERE e.operation_id = ? ORDER BY d.created_at, d.id LIMIT 200", operationID)
 	return collect(rows, err, scanDelivery)
 }
 
 // Attempts lists the attempts of a delivery, oldest first.
 func (db *DB) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT id, delivery_id, at, code, latency_ms, class, error, instance FROM notify_attempt WHERE delivery_id = ? ORDER BY id", deliveryID)
+	rows, err := db.ro.QueryContext(ctx, "SELECT id, delivery_id, at, code, latency_ms, class, error, instance FROM notify_attempt WHERE delivery_id = ? ORDER BY at, id", deliveryID)
 	return collect(rows, err, func(s scanner) (Attempt, error) {
 		var a Attempt
 		var at dbTime

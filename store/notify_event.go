@@ -237,12 +237,13 @@ func (tx *Tx) EventByID(ctx context.Context, id string) (Event, error) {
 
 // EventsOf lists the events about a request, oldest first (at most limit).
 func (db *DB) EventsOf(ctx context.Context, operationID string, limit int) ([]Event, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT "+eventColumns+" FROM notify_event WHERE operation_id = ? ORDER BY id LIMIT ?", operationID, limit)
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+eventColumns+" FROM notify_event WHERE operation_id = ? ORDER BY created_at, id LIMIT ?", operationID, limit)
 	return collect(rows, err, scanEvent)
 }
 
-// Events lists events after seq (0: from the first), oldest first, at most limit: the outbox as
-// a log (tests, the chaos check).
+// Events lists events after seq (0: from the first), at most limit, in id order: the outbox as
+// a log for tests and the chaos check, which page through every row (the order only keeps the
+// pages apart; it claims nothing about time).
 func (db *DB) Events(ctx context.Context, afterSeq int64, limit int) ([]Event, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT "+eventColumns+" FROM notify_event WHERE id > ? ORDER BY id LIMIT ?", afterSeq, limit)
 	return collect(rows, err, scanEvent)

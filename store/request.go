@@ -23,16 +23,6 @@ func (r Request) Current() bool {
 	return r.Binding.ID != 0 && r.Binding.OperationID == r.Operation.OperationID
 }
 
-// Request reads operationID's operation and binding (ErrNotFound for an unknown operation).
-func (db *DB) Request(ctx context.Context, operationID string) (Request, error) {
-	return readRequest(ctx, db.ro, operationID)
-}
-
-// Request is DB.Request inside the transaction.
-func (tx *Tx) Request(ctx context.Context, operationID string) (Request, error) {
-	return readRequest(ctx, tx.tx, operationID)
-}
-
 // readRequest reads the operation and its binding in one query: every step of a request begins
 // with it.
 func readRequest(ctx context.Context, q queryer, operationID string) (Request, error) {
@@ -99,30 +89,8 @@ func (e *ErrApplyInProgress) Error() string {
 		e.Binding.OperationID, e.Binding.Status)
 }
 
-// Apply records a new application (I5): it inserts the operation, then either inserts the
-// relation's binding row or — when the row exists in a REAPPLIABLE status — resets it in place
-// with the new operationId (reapply); the first step goes to the history. Concurrent
-// applications for one relation queue on its row: one wins, the others then find it active.
-// Answers:
-//   - ErrKeyTaken: a.Answer's idempotency key is held (the idempotency layer replays it);
-//   - ErrDuplicate: the operationId is already taken (a resend whose idempotency record is gone);
-//   - *ErrApplyInProgress: the relation's row is active or waiting for recovery — overwriting it
-//     would orphan the recovery of its operation;
-//   - ErrPreempted: the relation's row changed between its read and the guarded update (the
-//     row is locked by then, so only a write outside the rules could); nothing was written. The
-//     caller may answer 409 like the above.
-func (db *DB) Apply(ctx context.Context, a Application) (Request, error) {
-	var r Request
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		r, err = tx.Apply(ctx, a)
-		return err
-	})
-	return r, err
-}
-
 // Apply is DB.Apply inside the transaction.
-func (tx *Tx) Apply(ctx context.Context, a Application) (Request, error) {
+func (tx *Tx) apply(ctx context.Context, a Application) (Request, error) {
 	if !state.CanTransition("", a.Status) {
 		return Request{}, &state.ErrIllegalTransition{From: "", To: a.Status}
 	}
@@ -310,23 +278,8 @@ type Change struct {
 	ExpiresIn time.Duration
 }
 
-// Transition moves a request to c.To / c.Step (docs/states.md, 'Binding status'): it checks the one
-// transition table (illegal → *ErrIllegalTransition, nothing written), then writes operation then
-// binding, each guarded on the version read (I6: 0 rows → ErrPreempted, nothing written), and
-// appends the step to the history, all in one transaction. The returned Request carries the new
-// status, step, versions and MR/pipeline; its times are the database's and are not re-read.
-func (db *DB) Transition(ctx context.Context, cur Request, c Change) (Request, error) {
-	var r Request
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		r, err = tx.Transition(ctx, cur, c)
-		return err
-	})
-	return r, err
-}
-
 // Transition is DB.Transition inside the transaction.
-func (tx *Tx) Transition(ctx context.Context, cur Request, c Change) (Request, error) {
+func (tx *Tx) transition(ctx context.Context, cur Request, c Change) (Request, error) {
 	op, b := cur.Operation, cur.Binding
 	if !cur.Current() {
 		return Request{}, fmt.Errorf("transition %s: replaced by a re-application: %w", op.OperationID, ErrPreempted)

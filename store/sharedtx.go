@@ -66,7 +66,7 @@ func (db *DB) writeShared(ctx context.Context, live []*sharedCall) {
 		}
 		return
 	}
-	shared := &Tx{db: db, tx: tx}
+	shared := newTx(db, tx)
 	var written []*sharedCall
 	// lost ends the transaction that SQLite rolled back by itself: what ran in it is gone, and
 	// the calls not run yet run alone.

@@ -11,15 +11,23 @@ import (
 // approval callback, moving the binding and admitting it to the waiting set. Get one from
 // DB.InTx; it is valid only inside the function given there.
 type Tx struct {
-	db *DB
-	tx *sql.Tx
+	executor // the shared reads and writes, run in this transaction
+	db       *DB
+	tx       *sql.Tx
+}
+
+// newTx wraps a database transaction of db.
+func newTx(db *DB, tx *sql.Tx) *Tx {
+	t := &Tx{db: db, tx: tx}
+	t.executor = executor{db: db, tx: t}
+	return t
 }
 
 // InTx runs fn in one write transaction: committed when fn returns nil, rolled back otherwise.
 // Inside fn use only tx: on SQLite the write connection is single, so a call through db would
 // wait for the transaction that is waiting for it.
 func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error { return fn(&Tx{db: db, tx: tx}) })
+	return db.inTx(ctx, func(tx *sql.Tx) error { return fn(newTx(db, tx)) })
 }
 
 // queryer is what reads need from *sql.DB and *sql.Tx alike.

@@ -28,22 +28,9 @@ type AdmittedChange struct {
 	Content string
 }
 
-// Admit adds the request to the waiting set and reports whether it was added: false means it
-// was already queued (I4: the duplicate key is the answer, not an error). Its created_at is the
-// database clock; a claim takes it from the next statement on (sub-second precision).
-func (db *DB) Admit(ctx context.Context, a Admission) (bool, error) {
-	var added bool
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		added, err = tx.Admit(ctx, a)
-		return err
-	})
-	return added, err
-}
-
 // Admit is DB.Admit inside the transaction. A duplicate leaves the transaction usable on both
 // databases (the failed statement alone is undone; TestDuplicateKeyInsideATransaction pins it).
-func (tx *Tx) Admit(ctx context.Context, a Admission) (bool, error) {
+func (tx *Tx) admit(ctx context.Context, a Admission) (bool, error) {
 	if a.Action != state.ActionAdd && a.Action != state.ActionDelete {
 		return false, fmt.Errorf("admit %s: unknown action %q", a.OperationID, a.Action)
 	}
