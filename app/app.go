@@ -79,7 +79,7 @@ type App struct {
 	sims        *sim.Sims // demo only: the simulators mounted under /sim/
 	limiter     *ratelimit.Limiter
 	share       *ratelimit.Share
-	// notifications serves the notification routes (set by Services; nil: they answer 503).
+	// notifications serves the notification routes (set by wire; nil: they answer 503).
 	notifications server.Notifications
 
 	// The background services, built by New and started by Run (see Run for their order).
@@ -319,6 +319,9 @@ func (a *App) Close() error {
 		defer cancel()
 		if err := a.stopServices(ctx); err != nil {
 			a.log.Warn("shutdown incomplete: work cut short resumes on any instance", "err", err)
+		}
+		if a.sims != nil {
+			a.sims.Mailbox.Close() // bound by New, before any service started
 		}
 		if a.listener != nil {
 			_ = a.listener.Close()

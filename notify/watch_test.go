@@ -12,6 +12,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/config"
+	"bindery/service/servicetest"
 	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -172,5 +173,20 @@ func TestARefusedConfigurationIsToldOnce(t *testing.T) {
 		if file == nil || !strings.Contains(file["why"].(string), "parse") {
 			t.Fatalf("the refused file's news %v", file)
 		}
+	})
+}
+
+// The watch keeps the start/stop contract of package service: stopped before it starts it
+// never starts; started, it looks at once (the gauges count), and its Stop ends its goroutine.
+func TestTheWatchIsAService(t *testing.T) {
+	db := storetest.SQLite(t)
+	e := newEnv(t, db, "notify:\n  mrNotes: false\n")
+	servicetest.StoppedBeforeStart(t, e.n.NewWatch(15*time.Second, nil))
+	if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch (partition_key, project, status) VALUES ('p', 'p', 'BLOCKED')"); err != nil {
+		t.Fatal(err)
+	}
+	w := e.n.NewWatch(15*time.Second, nil)
+	servicetest.StartedAndStoppedTwice(t, w, func() {
+		waitFor(t, "the first look", func() bool { return w.Counts().BatchesBlocked == 1 })
 	})
 }

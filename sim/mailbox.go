@@ -104,6 +104,9 @@ func (m *Mailbox) SMTPAddr() string {
 	return m.ln.Addr().String()
 }
 
+// Close stops the SMTP sink (also done by the simulators' Stop); safe more than once.
+func (m *Mailbox) Close() { m.stop() }
+
 func (m *Mailbox) stop() {
 	m.mu.Lock()
 	s := m.srv

@@ -94,7 +94,9 @@ func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
 				}
 			}
 			if len(members) == 0 {
-				return nil // it names none of this MR's requests: nothing to record or validate
+				// It names none of this MR's requests: nothing to record or validate, only to tell.
+				_, err := tx.Tell(ctx, refusedEvent(d, out.Refused))
+				return err
 			}
 			raw, err := json.Marshal(members)
 			if err != nil {

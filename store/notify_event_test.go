@@ -264,3 +264,23 @@ func TestUnroutedEventsCostNoTask(t *testing.T) {
 		}
 	})
 }
+
+// A deploy callback that lists only requests not of its MR records nothing and validates
+// nothing, and operators are told (once, however often it is sent).
+func TestACallbackListingNoneOfItsMRsRequestsIsTold(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		seedRequests(t, db, "team/a", []string{"op-1"}, state.StatusMerged, state.StepHandleMerged, 5)
+		for range 2 {
+			d, err := db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 5, OperationIDs: []string{"stranger"}})
+			if err != nil || len(d.Refused) != 1 || len(d.Validated) != 0 {
+				t.Fatalf("deploy %+v %v", d, err)
+			}
+		}
+		if c := count(t, db, "SELECT COUNT(*) FROM notify_event WHERE type = 'callback.refused'"); c != 1 {
+			t.Fatalf("%d callback.refused events", c)
+		}
+		if c := count(t, db, "SELECT COUNT(*) FROM deploy_callback"); c != 0 {
+			t.Fatalf("%d callbacks recorded", c)
+		}
+	})
+}
