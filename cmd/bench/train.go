@@ -76,10 +76,7 @@ func trainSection(ctx context.Context, e *env) (string, []goal, error) {
 	}
 	var failures []error
 	for i, err := range errs {
-		switch {
-		case errors.Is(err, errNoWorkflow):
-			return "Not measured: " + err.Error() + ".\n", trainGoals(nil, nil), nil
-		case err != nil:
+		if err != nil {
 			failures = append(failures, fmt.Errorf("%s: %w", configs[i], err))
 		}
 	}
@@ -204,9 +201,8 @@ type trainRequest struct {
 	owned
 	index  int
 	poison bool
-	// The view read right after the approval: when, and the estimate it gave (zero: none).
-	approvalRead time.Time
-	estimate     time.Time
+	// The estimate of the view read right after the approval (zero: none).
+	estimate time.Time
 	// The view read once it ended, or when the run stopped waiting (pending: it had not ended).
 	status   state.BindingStatus
 	step     string
@@ -344,7 +340,6 @@ func arrive(ctx context.Context, url string, start time.Time, p trainPlan, reqs 
 	jobs := make(chan *trainRequest)
 	errs := make(chan error, len(reqs))
 	var late time.Duration
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -375,9 +370,7 @@ loop:
 			err = ctx.Err()
 			break loop
 		}
-		mu.Lock()
 		late = max(late, time.Since(due))
-		mu.Unlock()
 	}
 	close(jobs)
 	wg.Wait()
@@ -401,9 +394,6 @@ func applyAndRead(ctx context.Context, a *apiClient, q *trainRequest, target str
 	body := fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":%q}`, q.id, target, reason)
 	var answer api.ApplyResult
 	if err := a.call(ctx, "POST", "/api/apply", q.identity, body, &answer); err != nil {
-		if strings.Contains(err.Error(), ": 503 ") {
-			return errNoWorkflow
-		}
 		return err
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -413,7 +403,6 @@ func applyAndRead(ctx context.Context, a *apiClient, q *trainRequest, target str
 			return err
 		}
 		if !v.Status.AwaitingApproval() {
-			q.approvalRead = time.Now()
 			q.estimate, _ = v.mergeAt()
 			return nil
 		}
