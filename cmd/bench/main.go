@@ -1,5 +1,5 @@
 // Command bench measures bindery against its baselines, side by side, and rewrites
-// BENCHMARKS.md. One command, about ten minutes on the project's 2-core machine:
+// BENCHMARKS.md. One command, about 40 minutes on the project's 2-core machine:
 //
 //	go run ./cmd/bench                 # every section, 3 runs each, MariaDB at 127.0.0.1:3306
 //	go run ./cmd/bench -quick -out -   # a fast smoke of every section, report on stdout
