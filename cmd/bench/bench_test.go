@@ -153,7 +153,7 @@ func TestFiguresShowMedianAndRange(t *testing.T) {
 }
 
 func TestBadFlagsAreUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"-runs", "0"}, {"-only", "nope"}, {"extra"}, {"-duration", "-1s"}} {
+	for _, args := range [][]string{{"-runs", "0"}, {"-only", "nope"}, {"-train-configs", "2x"}, {"-train-maxwait", "-1"}, {"extra"}, {"-duration", "-1s"}} {
 		var stderr strings.Builder
 		if code := run(context.Background(), args, os.Stdout, &stderr); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr.String())

@@ -197,56 +197,17 @@ type e2eResult struct {
 // With realistic, the catalog and the simulated CI are realistic's (see realisticCI).
 func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run, n int, realistic *realisticCI) (e2eResult, error) {
 	dir := filepath.Join(e.work, fmt.Sprintf("e2e-%t-%d-%t", approvalFirst, run, realistic != nil))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return e2eResult{}, err
-	}
-	db, err := newDatabase(ctx, e, kind, dir)
-	if err != nil {
-		return e2eResult{}, err
-	}
-	defer db.drop()
-	addr, err := proc.FreeAddr()
-	if err != nil {
-		return e2eResult{}, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return e2eResult{}, err
-	}
-	c := stackConfig{addr: addr, simURL: "http://" + ln.Addr().String(), db: db, approvalFirst: approvalFirst, autoApprove: true,
-		fast: realistic == nil, realistic: realistic}
+	c := stackConfig{approvalFirst: approvalFirst, autoApprove: true, fast: realistic == nil, realistic: realistic}
 	targets := targetKeys()
 	if realistic != nil {
 		targets = realistic.targets()
 	}
-	snap, err := config.Parse([]byte(configYAML(c)))
-	if err != nil {
-		ln.Close()
-		return e2eResult{}, fmt.Errorf("generated configuration: %w", err)
-	}
-	simLog, err := os.Create(filepath.Join(dir, "sim.log"))
-	if err != nil {
-		ln.Close()
-		return e2eResult{}, err
-	}
-	defer simLog.Close()
-	sims := sim.New(sim.Options{Config: config.NewStatic(snap), BinderyURL: "http://" + addr, PublicURL: c.simURL + "/sim",
-		Log: slog.New(slog.NewTextHandler(simLog, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	srv := &http.Server{Handler: sims.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	sctx, stopSims := context.WithCancel(ctx)
-	sims.Start(sctx)
-	defer func() {
-		stopSims()
-		_ = sims.Stop(context.Background())
-		srv.Close()
-	}()
-
-	st, err := startStack(ctx, e, c, dir)
+	p, err := startInProcess(ctx, e, kind, dir, c)
 	if err != nil {
 		return e2eResult{}, err
 	}
-	defer st.stop()
+	defer p.stop()
+	st, sims := p.st, p.sims
 
 	start := time.Now()
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -265,6 +226,71 @@ func e2eRun(ctx context.Context, e *env, kind string, approvalFirst bool, run, n
 		return e2eResult{}, err
 	}
 	return e2eResult{wall: wall, usage: sims.GitLab.Usage(), retries: retries, busyMean: w.mean, busyPeak: w.peak, workers: w.workers}, nil
+}
+
+// inProcess is `bindery serve` on a fresh database against simulators that run in this process,
+// so that their counters (sim.GitLab.Usage) are read exactly.
+type inProcess struct {
+	st   *stack
+	sims *sim.Sims
+	stop func() // serve, then the simulators, then the database
+}
+
+// startInProcess starts the simulators in this process and serve on configuration c (its
+// addresses and database filled in here), in dir.
+func startInProcess(ctx context.Context, e *env, kind, dir string, c stackConfig) (*inProcess, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	db, err := newDatabase(ctx, e, kind, dir)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := proc.FreeAddr()
+	if err != nil {
+		db.drop()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		db.drop()
+		return nil, err
+	}
+	c.addr, c.simURL, c.db = addr, "http://"+ln.Addr().String(), db
+	snap, err := config.Parse([]byte(configYAML(c)))
+	if err != nil {
+		ln.Close()
+		db.drop()
+		return nil, fmt.Errorf("generated configuration: %w", err)
+	}
+	simLog, err := os.Create(filepath.Join(dir, "sim.log"))
+	if err != nil {
+		ln.Close()
+		db.drop()
+		return nil, err
+	}
+	sims := sim.New(sim.Options{Config: config.NewStatic(snap), BinderyURL: "http://" + addr, PublicURL: c.simURL + "/sim",
+		Log: slog.New(slog.NewTextHandler(simLog, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv := &http.Server{Handler: sims.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	sctx, stopSims := context.WithCancel(ctx)
+	sims.Start(sctx)
+	p := &inProcess{sims: sims}
+	p.stop = func() {
+		if p.st != nil {
+			p.st.stop()
+		}
+		stopSims()
+		_ = sims.Stop(context.Background())
+		srv.Close()
+		simLog.Close()
+		db.drop()
+	}
+	if p.st, err = startStack(ctx, e, c, dir); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
 }
 
 type workerUse struct{ mean, peak, workers float64 }

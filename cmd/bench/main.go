@@ -1,5 +1,5 @@
 // Command bench measures bindery against its baselines, side by side, and rewrites
-// BENCHMARKS.md. One command, about ten minutes on the project's 2-core machine:
+// BENCHMARKS.md. One command, about 40 minutes on the project's 2-core machine:
 //
 //	go run ./cmd/bench                 # every section, 3 runs each, MariaDB at 127.0.0.1:3306
 //	go run ./cmd/bench -quick -out -   # a fast smoke of every section, report on stdout
@@ -55,6 +55,7 @@ var sections = []struct {
 	{"limiter", "6. Rate limiter vs. golang.org/x/time/rate", limiterSection},
 	{"footprint", "7. Binary size, start-to-ready, memory", footprintSection},
 	{"engine", "8. Durable execution: a first step beside 1,000 batches in CI; webhooks across instances", engineSection},
+	{"train", "9. Merge train: approval to merge with batch.train 1 and 3, steady arrivals, realistic CI", trainSection},
 }
 
 // options are the command line.
@@ -75,6 +76,13 @@ type options struct {
 	keep                bool
 	binary              string
 	profile             string // directory for CPU profiles of serve under each HTTP load; "" → none
+
+	// The merge train's runs: projects, sim.timeScale, and pipelines of arrivals before and
+	// during the measurement.
+	trainProjects                       int
+	trainScale, trainWarm, trainMeasure float64
+	trainMaxWait                        float64 // batch.maxWait in pipelines (an experiment; 0: the default)
+	trainConfigs                        string  // the runs: batch.train values, "p" for poison pills
 }
 
 // env is what every section gets: the options, the module root, a scratch directory, and the
@@ -133,6 +141,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.realN, "real-n", 5000, "end-to-end with realistic CI: requests per flow")
 	fs.IntVar(&o.realProjects, "real-projects", 50, "end-to-end with realistic CI: projects (one target each)")
 	fs.Float64Var(&o.realScale, "real-scale", 300, "end-to-end with realistic CI: sim.timeScale (10-minute pipelines take 10m ÷ this)")
+	fs.IntVar(&o.trainProjects, "train-projects", 20, "merge train: projects (one target each, one arrival per project every sixth of a pipeline)")
+	fs.Float64Var(&o.trainScale, "train-scale", 30, "merge train: sim.timeScale (10-minute pipelines take 10m ÷ this)")
+	fs.Float64Var(&o.trainWarm, "train-warmup", 2, "merge train: pipelines of arrivals before the measured ones")
+	fs.Float64Var(&o.trainMeasure, "train-measure", 5, "merge train: pipelines of measured arrivals")
+	fs.Float64Var(&o.trainMaxWait, "train-maxwait", 0, "merge train: batch.maxWait in pipelines, an experiment (0: the default, none)")
+	fs.StringVar(&o.trainConfigs, "train-configs", "1,3,1p,3p", "merge train: the runs, one column each: batch.train values, with p for the run with 2 % poison pills")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "HTTP load: measured time per endpoint and run (after a warm-up)")
 	fs.IntVar(&o.conc, "conc", 16, "HTTP load: concurrent connections of the load generator")
 	fs.Float64Var(&o.maxLoad, "maxload", 1.0, "wait until the 1-minute load average is below this before measuring (0: do not wait)")
@@ -165,11 +179,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		setIfDefault(fs, "real-n", func() { o.realN = 100 })
 		setIfDefault(fs, "real-projects", func() { o.realProjects = 5 })
 		setIfDefault(fs, "real-scale", func() { o.realScale = 600 })
+		setIfDefault(fs, "train-projects", func() { o.trainProjects = 2 })
+		setIfDefault(fs, "train-scale", func() { o.trainScale = 600 })
+		setIfDefault(fs, "train-warmup", func() { o.trainWarm = 1 })
+		setIfDefault(fs, "train-measure", func() { o.trainMeasure = 1 })
 		setIfDefault(fs, "duration", func() { o.duration = time.Second })
 		setIfDefault(fs, "maxload", func() { o.maxLoad = 0 })
 	}
-	if o.runs < 1 || o.n < 1 || o.duration <= 0 || o.conc < 1 || o.realN < 1 || o.realProjects < 1 || o.realScale <= 0 {
-		fmt.Fprintln(stderr, "-runs, -n, -duration, -conc and -real-* must be positive")
+	if o.runs < 1 || o.n < 1 || o.duration <= 0 || o.conc < 1 || o.realN < 1 || o.realProjects < 1 || o.realScale <= 0 ||
+		o.trainProjects < 1 || o.trainScale <= 0 || o.trainWarm < 0 || o.trainMeasure <= 0 || o.trainMaxWait < 0 {
+		fmt.Fprintln(stderr, "-runs, -n, -duration, -conc, -real-* and -train-* must be positive (-train-warmup and -train-maxwait may be 0)")
+		return 2
+	}
+	if _, err := parseTrainConfigs(o.trainConfigs); err != nil {
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	if o.profile != "" {
@@ -242,6 +265,7 @@ func bench(ctx context.Context, o options, args []string, stdout, stderr io.Writ
 	var out strings.Builder
 	var goals []goal
 	var failed []string
+	bodies := map[string]string{} // title → text, for a -only run into an existing report
 	for _, s := range sections {
 		if o.only != nil && !o.only[s.name] {
 			continue
@@ -260,11 +284,17 @@ func bench(ctx context.Context, o options, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "   %s\n", time.Since(t0).Round(time.Second))
 		goals = append(goals, gs...)
 		fmt.Fprintf(&out, "\n## %s\n\n%s", s.title, strings.TrimLeft(body, "\n"))
+		bodies[s.title] = body
 	}
 	m.loadAfter = loadAverage()
 	m.elapsed = time.Since(started)
 
 	report := renderHeader(e, m) + renderGoals(goals) + out.String()
+	if o.only != nil && o.out != "-" {
+		if merged, ok := mergeOnly(generatedPart(e), bodies, goals, onlyNote(e, m)); ok {
+			report = merged
+		}
+	}
 	if err := writeReport(e, report, stdout); err != nil {
 		return err
 	}

@@ -163,6 +163,12 @@ type realisticCI struct {
 	projects  int
 	pipeline  time.Duration // before scaling
 	timeScale float64
+	// The merge train's run (trainSection) sets these; zero values keep the defaults.
+	train       int           // batch.train
+	mergeMethod string        // sim.gitlab.mergeMethod
+	failOn      string        // sim.gitlab.pipelineFailOn: a pipeline whose tree carries it fails
+	pollShort   time.Duration // poll.short (poll.long is four times it); 0: 250ms and 1s
+	maxWait     time.Duration // batch.maxWait
 }
 
 // targets are the catalog's target keys: one per project, bench-pNN in bench/pNN.
@@ -216,7 +222,7 @@ workflow:
   approvalFirst: %t
 batch:
   maxRequests: 50
-hooks:
+%shooks:
   approvalSecret: bench-approval-secret
   deployToken: bench-deploy-token
   gitlabToken: bench-gitlab-token
@@ -234,7 +240,7 @@ sim:
   approval:
     autoApprove: %t
     callbackDelay: 0s
-`, c.addr, c.db.dsn, loginHeader, c.approvalFirst, c.simURL, c.simURL, c.simURL, c.autoApprove)
+`, c.addr, c.db.dsn, loginHeader, c.approvalFirst, trainKey(c.realistic), c.simURL, c.simURL, c.simURL, c.autoApprove)
 	if c.fast {
 		b.WriteString(`  gitlab:
     pipelineDuration: 0s
@@ -254,17 +260,25 @@ poll:
 		// Every simulated duration is divided by timeScale (the pipeline, rebases, the deploy
 		// pipeline's 3s); bindery's own polling is not, so it polls at a pace that suits the
 		// scaled pipeline (a few looks per pipeline), and waits long enough for a queue of them.
-		fmt.Fprintf(&b, `  timeScale: %g
-  gitlab:
-    pipelineDuration: %s
-  deploy:
+		short := r.pollShort
+		if short <= 0 {
+			short = 250 * time.Millisecond
+		}
+		fmt.Fprintf(&b, "  timeScale: %g\n  gitlab:\n    pipelineDuration: %s\n", r.timeScale, r.pipeline)
+		if r.mergeMethod != "" {
+			fmt.Fprintf(&b, "    mergeMethod: %s\n", r.mergeMethod)
+		}
+		if r.failOn != "" {
+			fmt.Fprintf(&b, "    pipelineFailOn: [%q]\n", r.failOn)
+		}
+		fmt.Fprintf(&b, `  deploy:
     dropRate: 0
 poll:
-  short: 250ms
+  short: %s
   shortCount: 100000
-  long: 1s
+  long: %s
   timeout: 2h
-`, r.timeScale, r.pipeline)
+`, short, 4*short)
 		b.WriteString(quickCrons + "targets:\n")
 		for _, key := range r.targets() {
 			fmt.Fprintf(&b, "  - key: %s\n    title: %s\n    project: bench/%s\n    branch: main\n    path: bindings/%s/{subject}.yaml\n    ruleCodes: []\n",
@@ -278,6 +292,18 @@ poll:
 			t.key, t.key, t.project, t.key)
 	}
 	return b.String()
+}
+
+// trainKey is the batch.train and batch.maxWait lines of r's configuration ("" : the defaults).
+func trainKey(r *realisticCI) string {
+	out := ""
+	if r != nil && r.train > 0 {
+		out += fmt.Sprintf("  train: %d\n", r.train)
+	}
+	if r != nil && r.maxWait > 0 {
+		out += fmt.Sprintf("  maxWait: %s\n", r.maxWait)
+	}
+	return out
 }
 
 // quickCrons: the end-to-end runs reconcile soon after a merge and run their rounds and sweeps
