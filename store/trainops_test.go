@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -116,6 +117,37 @@ func TestAPartitionIsKnownByWhatBinderyDidWithIt(t *testing.T) {
 		}
 		if !known("team/a") || !known("team/p") || known("team/b") {
 			t.Fatalf("known: a %v, p %v, b %v", known("team/a"), known("team/p"), known("team/b"))
+		}
+	})
+}
+
+// Sent next, a newcomer goes before the suspect groups of a bisection too; both readers of a
+// place agree with the claims' order.
+func TestARequestSentNextGoesBeforeTheSuspectsOfABisection(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		const partition = "infra/acl"
+		queued(t, db, partition, 8)
+		first, err := db.Claim(bg, claimInput(partition, 50))
+		if err != nil || len(first.Members) != 8 {
+			t.Fatalf("first claim: %+v %v", first, err)
+		}
+		seedQueued(t, db, partition, []string{"new-1", "new-2", "new-3"})
+		b, round1 := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: state.BatchRunning}, 4)
+		b, round2 := bisected(t, db, b, 2)
+		settled(t, db, b)
+		if !sendNext(t, db, "new-3", "ops@example.com") {
+			t.Fatal("new-3 was not sent next")
+		}
+		for i, id := range slices.Concat([]string{"new-3"}, round2, round1, []string{"new-1", "new-2"}) {
+			w, err := db.Waiting(bg, id)
+			d, derr := db.RequestDetail(bg, id)
+			if err != nil || derr != nil || d.Waiting == nil || w.Position() != i+1 || d.Waiting.Position() != i+1 {
+				t.Errorf("%s: place %d (%v), status read %+v (%v), want %d", id, w.Position(), err, d.Waiting, derr, i+1)
+			}
+		}
+		c, err := db.Claim(bg, claimInput(partition, 50))
+		if err != nil || len(c.Members) == 0 || c.Members[0].OperationID != "new-3" {
+			t.Fatalf("the next claim: %+v %v", c, err)
 		}
 	})
 }

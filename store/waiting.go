@@ -94,7 +94,7 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	case round.Valid:
 		q = "SELECT (SELECT COUNT(*) FROM " + db.hinted("merge_batch_request", "idx_merge_batch_request_suspect") + " WHERE partition_key = ? AND batch_id IS NULL " +
 			"AND suspect_round IS NOT NULL AND next_by IS NULL AND (suspect_round > ? OR (suspect_round = ? AND (suspect_of < ? OR (suspect_of = ? " +
-			"AND (created_at < ? OR (created_at = ? AND id < ?)))))))) + (" + sentNext + ")"
+			"AND (created_at < ? OR (created_at = ? AND id < ?))))))) + (" + sentNext + ")"
 		args = []any{w.Partition, round.Int64, round.Int64, of.Int64, of.Int64, at, at, id, w.Partition}
 	}
 	err = db.ro.QueryRowContext(ctx, q, args...).Scan(&w.Ahead)
