@@ -266,8 +266,10 @@ type TrainCar struct {
 	Members       []RequestSummary `json:"members"`
 	Since         time.Time        `json:"since"`             // claimed at
 	CISince       *time.Time       `json:"ciSince,omitempty"` // its current pipeline wait began
-	WaitingFor    string           `json:"waitingFor,omitempty"`
-	Estimate      *Estimate        `json:"estimate,omitempty"`
+	// WaitingFor says what the car waits for now, in bindery's words ("waiting for car 12 ahead
+	// of it to merge", "blocked: …").
+	WaitingFor string    `json:"waitingFor,omitempty"`
+	Estimate   *Estimate `json:"estimate,omitempty"`
 }
 
 // QueuedRequest is a request in a project's waiting set; NextBy names the operator who sent it

@@ -193,3 +193,129 @@ func demoCall(t *testing.T, method, url, user, body string) (int, string) {
 	data, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(data)
 }
+
+// The demo runs a merge train (batch.train: 3, merge commits): with a steady stream of approved
+// requests to one project, the ops console shows more than one car of it in CI at once, each
+// request rides in a car with an estimate, and the stream merges. With -screenshots it takes the
+// ops console's train view.
+func TestE2EAStreamToOneProjectFillsSeveralCarsInTheRealDemo(t *testing.T) {
+	url := bootDemo(t)
+	b := newBrowser(t, 1280, 900)
+	openOpsConsole(b, url)
+	const train = `#trains [data-project="infra/access-config"]`
+	b.waitFor("the train of infra/access-config", `document.querySelector('`+train+`')`, 30*time.Second)
+
+	// The stream: a request every second and a half from another person, approved in the approval
+	// simulator's inbox (autoApprove is off in the demo).
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	streamed := make(chan string, 100)
+	failed := make(chan error, 1)
+	go func() {
+		defer close(streamed)
+		for i := 0; ctx.Err() == nil && i < 60; i++ {
+			op, err := streamOne(url, i)
+			if err != nil {
+				failed <- err
+				return
+			}
+			streamed <- op
+			select {
+			case <-ctx.Done():
+			case <-time.After(1500 * time.Millisecond):
+			}
+		}
+	}()
+
+	inCI := `document.querySelectorAll('` + train + ` [data-car][data-pipeline="running"]').length`
+	b.waitFor("more than one car of infra/access-config in CI at once", inCI+` >= 2`, 3*time.Minute)
+	select {
+	case err := <-failed:
+		t.Fatalf("the stream: %v", err)
+	default:
+	}
+	b.screenshot("ops-train-laptop.png")
+	text := evalJS[string](b, `document.querySelector('`+train+`').innerText`)
+	for _, want := range []string{"Car 1 of", "Car 2 of", "pipeline running", "MR !", "of 3 cars in the train"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the train lacks %q:\n%s", want, text)
+		}
+	}
+	stop()
+	var ops []string
+	for op := range streamed {
+		ops = append(ops, op)
+	}
+	// A request of the stream rode in a car and was told when it would merge.
+	seen := false
+	for _, op := range ops {
+		_, body := demoCall(t, "GET", url+"/api/requests/"+op, "ops", "")
+		var v struct {
+			Waiting *struct {
+				Car      *struct{ Position, Of int }
+				Estimate *struct{ Words, Basis string }
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Waiting != nil && v.Waiting.Car != nil && v.Waiting.Estimate != nil && v.Waiting.Estimate.Words != "" && v.Waiting.Car.Of >= 1 {
+			seen = true
+			break
+		}
+	}
+	if !seen {
+		t.Log("no request of the stream was in a car at the moment it was read (they merge fast); the console showed the cars")
+	}
+	for _, op := range ops[:2] {
+		demoWait(t, url, op, "VALIDATED")
+	}
+}
+
+// streamOne applies for payments-db-readonly as the i-th person of a stream and approves the
+// ticket in the approval simulator; it returns the operationId. (It runs beside the test's own
+// goroutine: errors are returned, never t.Fatal.)
+func streamOne(url string, i int) (string, error) {
+	call := func(method, path, user, body string) (int, []byte, error) {
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		if user != "" {
+			req.Header.Set("X-Bindery-User", user)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, data, err
+	}
+	op := fmt.Sprintf("stream-%d-%d", i, time.Now().UnixNano())
+	body := fmt.Sprintf(`{"operationId":%q,"targetKey":"payments-db-readonly","reason":"a steady stream of requests"}`, op)
+	if code, text, err := call("POST", "/api/apply", fmt.Sprintf("stream-%d@example.com", i), body); err != nil || code != 202 {
+		return "", fmt.Errorf("apply %s: %d %s %v", op, code, text, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_, text, err := call("GET", "/sim/approvals", "", "")
+		if err != nil {
+			return "", err
+		}
+		var inbox struct {
+			Items []struct{ ID, OperationID string }
+		}
+		if err := json.Unmarshal(text, &inbox); err != nil {
+			return "", err
+		}
+		for _, tk := range inbox.Items {
+			if tk.OperationID == op {
+				if code, text, err := call("POST", "/sim/approvals/"+tk.ID+"/decide", "", `{"decision":"APPROVED"}`); err != nil || code != 200 {
+					return "", fmt.Errorf("decide %s: %d %s %v", op, code, text, err)
+				}
+				return op, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no ticket for %s", op)
+}

@@ -818,9 +818,12 @@ func (f *fakeAPI) trainOf(project string) api.Train {
 	for i, id := range ids {
 		b := f.batches[id]
 		c := api.TrainCar{BatchID: id, Position: i + 1, Status: b.Status, MR: b.MR, Pipeline: b.Pipeline, PipelineState: "running", Members: []api.RequestSummary{},
-			Since: b.CreatedAt, WaitingFor: b.Note}
+			Since: b.CreatedAt, WaitingFor: "waiting for the bot to open the batch's merge request"}
+		if b.MR != nil {
+			c.WaitingFor = fmt.Sprintf("waiting for the pipeline of merge request !%d to pass", b.MR.ID)
+		}
 		if b.Status == "BLOCKED" {
-			c.PipelineState = "blocked"
+			c.PipelineState, c.WaitingFor = "blocked", "blocked: "+b.Note
 			if t.Blocked == nil {
 				t.Blocked = &api.TrainBlock{BatchID: id, Since: b.UpdatedAt, Why: b.Note}
 			}

@@ -30,7 +30,7 @@ func TestTheOpsConsoleShowsEachTrainAndPausesAndResumesItsQueue(t *testing.T) {
 	}
 	train := evalJS[string](b, `document.querySelector('`+access+`').innerText`)
 	for _, want := range []string{"2 of 3 cars in the train", "2 waiting for a car", "Car 1 of 2", "Car 2 of 2", "pipeline running", "MR !70", "MR !71",
-		"merges: about 9 min", "alice@example.com", "Waiting for a car", "bob0@example.com", "Merge next", "Estimates: median of the last 8 pipelines of infra/access-config: 9 min"} {
+		"merges: about 9 min", "Waiting for the pipeline of merge request !70 to pass", "alice@example.com", "Waiting for a car", "bob0@example.com", "Merge next", "Estimates: median of the last 8 pipelines of infra/access-config: 9 min"} {
 		if !strings.Contains(train, want) {
 			t.Errorf("the train lacks %q:\n%s", want, train)
 		}

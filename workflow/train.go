@@ -425,11 +425,11 @@ func (w *Workflow) trainView(ctx context.Context, project string, r trainRead, n
 	return t
 }
 
-// carWaiting is what a car waits for: its task's note (the turn's "waiting for car 12 ahead of it
-// to merge", a pause), else its step's words; a BLOCKED car's reason.
+// carWaiting says what a car waits for, as a phrase: its task's note (bindery's words of the step:
+// "waiting for car 12 ahead of it to merge", a pause), else its step's; a BLOCKED car's reason.
 func (w *Workflow) carWaiting(c store.Batch, tasks map[string]store.Task) string {
 	if c.Status == state.BatchBlocked {
-		return blockedWords(c)
+		return "blocked: " + blockedWords(c)
 	}
 	t, ok := tasks[strconv.FormatInt(c.ID, 10)]
 	if !ok {
@@ -442,7 +442,10 @@ func (w *Workflow) carWaiting(c store.Batch, tasks map[string]store.Task) string
 	if c.MRIID != 0 {
 		mr = fmt.Sprintf("merge request !%d", c.MRIID)
 	}
-	return strings.ReplaceAll(w.batches.Waiting(t.Step), "{mr}", mr)
+	if words := w.batches.Waiting(t.Step); words != "" {
+		return "waiting for " + strings.ReplaceAll(words, "{mr}", mr)
+	}
+	return ""
 }
 
 // pipelinesBasis is what a project's estimates stand on, in the words of their basis.

@@ -95,7 +95,7 @@ export function mount(root, ctx) {
         c.pipeline ? externalLink(c.pipeline.url, `Pipeline #${c.pipeline.id}`) : null,
         h('span', {class: 'muted small'}, 'claimed ', time(c.since), c.ciSince ? [', pipeline since ', time(c.ciSince)] : null),
         c.estimate ? h('span', {class: 'small', title: c.estimate.basis, 'data-estimate': c.batchId}, `merges: ${c.estimate.words}`) : null),
-      c.waitingFor ? h('p', {class: 'small muted'}, 'Waiting for ', c.waitingFor) : null,
+      c.waitingFor ? h('p', {class: 'small muted', 'data-car-waiting': c.batchId}, c.waitingFor.charAt(0).toUpperCase() + c.waitingFor.slice(1)) : null,
       h('ul', {class: 'members'}, members.map((m) => h('li', {},
         h('a', {href: `/requests/${encodeURIComponent(m.operationId)}`}, m.targetKey), ' ', h('span', {class: 'muted'}, m.subject), ' ', statusBadge(m.status)))));
   }
