@@ -71,11 +71,12 @@ func estimateMerge(t trainState, p trainPlace) api.Estimate {
 	none := func(format string, args ...any) api.Estimate {
 		return api.Estimate{Words: noEstimate, Basis: fmt.Sprintf(format, args...)}
 	}
-	if len(t.Durations) < estimateMinimum {
-		return none("%d %s of %s recorded so far; an estimate needs at least %d", len(t.Durations), plural(len(t.Durations), "pipeline"), t.Project, estimateMinimum)
-	}
+	// A pause first: it is what holds everything, however many pipelines were recorded.
 	if t.Paused {
 		return none("the queue of %s is paused: nothing merges until an operator resumes it", t.Project)
+	}
+	if len(t.Durations) < estimateMinimum {
+		return none("%d %s of %s recorded so far; an estimate needs at least %d", len(t.Durations), plural(len(t.Durations), "pipeline"), t.Project, estimateMinimum)
 	}
 	median := medianOf(t.Durations)
 	basis := fmt.Sprintf("median of the last %d pipelines of %s: %s", len(t.Durations), t.Project, durationWords(median))

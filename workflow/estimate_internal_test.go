@@ -56,6 +56,8 @@ func TestTheEstimateOfAMergeFollowsTheTrain(t *testing.T) {
 		{name: "its own car blocked", durations: nine, cars: []carState{car(1, "blocked", ago(min(30)))}, place: in(0), in: -1, words: noEstimate,
 			basis: "its car (batch 1) is blocked: it waits for a person or an operator"},
 		{name: "a blocked car behind it changes nothing", durations: nine, cars: []carState{car(1, "running", ago(min(4))), car(2, "blocked", ago(min(3)))}, place: in(0), in: min(5), words: "about 5 min", basis: basis},
+		{name: "a paused queue before enough pipelines: the pause is what holds it", durations: nine[:1], paused: true, cars: []carState{car(1, "running", ago(min(2)))}, place: in(0), in: -1,
+			words: noEstimate, basis: "the queue of infra/access-config is paused: nothing merges until an operator resumes it"},
 		{name: "a paused queue: nobody knows", durations: nine, paused: true, cars: []carState{car(1, "passed", ago(min(10)))}, place: in(0), in: -1, words: noEstimate,
 			basis: "the queue of infra/access-config is paused: nothing merges until an operator resumes it"},
 		{name: "waiting, the train has room: a car now, then a pipeline after the cars ahead", durations: nine, length: 3,

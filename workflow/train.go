@@ -206,7 +206,11 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 		}
 	}
 	if p := s.pause; p != nil && v.NextAction == state.NextWait {
-		if carID != 0 {
+		switch {
+		case carID != 0 && at == 0 && s.carState(s.cars[0]) == batch.CarPassed:
+			// Its car is next and ready: only the pause holds it.
+			wt.WaitingFor = fmt.Sprintf("the queue of %s to be resumed — %s; its car merges next", partition, pausedWords(*p))
+		case carID != 0:
 			wt.WaitingFor = fmt.Sprintf("%s; the queue of %s is %s, so its car does not merge until an operator resumes it", wt.WaitingFor, partition, pausedWords(*p))
 		}
 		v.NextActionText = fmt.Sprintf("Your request waits: the queue of %s is %s. It goes on when an operator resumes the queue.", partition, pausedWords(*p))
