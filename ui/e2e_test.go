@@ -178,6 +178,15 @@ func demoWait(t *testing.T, url, op, status string) {
 
 func demoCall(t *testing.T, method, url, user, body string) (int, string) {
 	t.Helper()
+	code, data, err := demoSend(method, url, user, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(data)
+}
+
+// demoSend is demoCall for a goroutine beside the test's own: it returns its error.
+func demoSend(method, url, user, body string) (int, []byte, error) {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if user != "" {
 		req.Header.Set("X-Bindery-User", user)
@@ -187,11 +196,11 @@ func demoCall(t *testing.T, method, url, user, body string) (int, string) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
 }
 
 // The demo runs a merge train (batch.train: 3, merge commits): with a steady stream of approved
@@ -246,8 +255,39 @@ func TestE2EAStreamToOneProjectFillsSeveralCarsInTheRealDemo(t *testing.T) {
 	for op := range streamed {
 		ops = append(ops, op)
 	}
-	// A request of the stream rode in a car and was told when it would merge.
-	seen := false
+
+	// Pause the project's queue from the console: the reason is asked for.
+	b.click(train + ` [data-pause]`)
+	b.waitFor("the pause dialog", `document.querySelector('#pause-dialog').open`, 10*time.Second)
+	b.do("type the reason", chromedp.SendKeys(chromedp.CSS("#pause-reason"), "release freeze until 18:00"))
+	b.click("#pause-confirm")
+	b.waitFor("the train paused", `document.querySelector('`+train+` [data-paused]')`, 20*time.Second)
+
+	// Requests approved now wait (nothing is claimed); one is sent into the next car.
+	var waiting []string
+	for i := 100; i < 102; i++ {
+		op, err := streamOne(url, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, op)
+	}
+	hotfix := waiting[1]
+	b.click(train + ` [data-merge-next=` + jsString(hotfix) + `]`)
+	b.waitFor("the request sent next, first in the queue", `document.querySelector('`+train+` [data-sent-next=`+jsString(hotfix)+`]') && document.querySelector('`+train+` [data-queued]').dataset.queued === `+jsString(hotfix), 30*time.Second)
+
+	// Its page: what holds it (the pause, with its reason), who sent it next, an estimate that
+	// makes nothing up.
+	b.do("open the request sent next", chromedp.Navigate(url+"/requests/"+hotfix))
+	b.waitFor("its waiting card with the pause and the estimate", `document.querySelector('#waiting') && document.querySelector('#estimate')`, 30*time.Second)
+	page := evalJS[string](b, `document.querySelector('main').innerText`)
+	for _, want := range []string{"paused by ops@example.com: release freeze until 18:00", "no estimate yet", "sent into the next car of infra/access-config by ops@example.com"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the request page lacks %q:\n%s", want, page)
+		}
+	}
+	// A request of the stream in a car: which car, and the pause that holds it.
+	inCar := ""
 	for _, op := range ops {
 		_, body := demoCall(t, "GET", url+"/api/requests/"+op, "ops", "")
 		var v struct {
@@ -259,15 +299,24 @@ func TestE2EAStreamToOneProjectFillsSeveralCarsInTheRealDemo(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &v); err != nil {
 			t.Fatal(err)
 		}
-		if v.Waiting != nil && v.Waiting.Car != nil && v.Waiting.Estimate != nil && v.Waiting.Estimate.Words != "" && v.Waiting.Car.Of >= 1 {
-			seen = true
-			break
+		if w := v.Waiting; w != nil && w.Car != nil && w.Estimate != nil {
+			if w.Car.Position < 1 || w.Car.Position > w.Car.Of || w.Estimate.Words != "no estimate yet" || !strings.Contains(w.Estimate.Basis, "paused") {
+				t.Fatalf("%s in a car of a paused train: %s", op, body)
+			}
+			inCar = op
 		}
 	}
-	if !seen {
-		t.Log("no request of the stream was in a car at the moment it was read (they merge fast); the console showed the cars")
+	if inCar == "" {
+		t.Fatal("no request of the stream is in a car while the queue is paused")
 	}
-	for _, op := range ops[:2] {
+	b.do("open a request in a car", chromedp.Navigate(url+"/requests/"+inCar))
+	b.waitFor("its car", `/^car \d+ of \d+/.test(document.querySelector('#car').innerText)`, 30*time.Second)
+
+	// Resume: everything merges, the hotfix too.
+	openOpsConsole(b, url)
+	b.click(train + ` [data-resume]`)
+	b.waitFor("the pause gone", `!document.querySelector('`+train+` [data-paused]')`, 20*time.Second)
+	for _, op := range append(ops[:2], hotfix) {
 		demoWait(t, url, op, "VALIDATED")
 	}
 }
@@ -277,20 +326,7 @@ func TestE2EAStreamToOneProjectFillsSeveralCarsInTheRealDemo(t *testing.T) {
 // goroutine: errors are returned, never t.Fatal.)
 func streamOne(url string, i int) (string, error) {
 	call := func(method, path, user, body string) (int, []byte, error) {
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		if user != "" {
-			req.Header.Set("X-Bindery-User", user)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, data, err
+		return demoSend(method, url+path, user, body)
 	}
 	op := fmt.Sprintf("stream-%d-%d", i, time.Now().UnixNano())
 	body := fmt.Sprintf(`{"operationId":%q,"targetKey":"payments-db-readonly","reason":"a steady stream of requests"}`, op)

@@ -127,10 +127,7 @@ func TestTheRequestPageShowsItsCarTheCarsAheadAndTheEstimate(t *testing.T) {
 	fake := newFakeAPI()
 	inCar, waiting := fake.seedTrain("infra/access-config", time.Now().Add(-20*time.Minute))
 	s := startSite(t, fake)
-	for _, size := range []struct {
-		name          string
-		width, height int
-	}{{"laptop", 1280, 900}, {"phone", 390, 844}} {
+	for _, size := range screenSizes {
 		t.Run(size.name, func(t *testing.T) {
 			b := newBrowser(t, size.width, size.height)
 			b.do("size the viewport", chromedp.EmulateViewport(int64(size.width), int64(size.height)))
