@@ -226,6 +226,24 @@ func rows() []row {
 		// ---- requests ----
 		{name: "the owner sees the request with its next action in plain words", prep: validated, call: get("/api/requests/op-v", "alice"), status: 200,
 			want: []string{`"operationId":"op-v"`, `"nextAction":"NONE"`, `"nextActionText":"Done: the binding is in effect."`}},
+		{name: "a request in a car reads its car, the cars ahead and the estimate of its merge",
+			prep: func(h *harness) {
+				at := t0.Add(14 * time.Minute)
+				h.wf.put(api.RequestView{OperationID: "op-car", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusMRCreating,
+					Waiting: &api.Waiting{Stage: "ci", WaitingFor: "the pipeline of merge request !8 to pass", Since: t0, BatchID: 9,
+						Car:      &api.Car{BatchID: 9, Position: 2, Of: 3, Ahead: []api.CarAhead{{BatchID: 8, MR: &api.Link{ID: 7, URL: "https://gitlab.example.com/infra/access-config/-/merge_requests/7"}, Pipeline: "passed"}}},
+						Estimate: &api.Estimate{MergeAt: &at, Words: "about 14 min", Basis: "median of the last 8 pipelines of infra/access-config: 9 min"}}})
+			},
+			call: get("/api/requests/op-car", "alice"), status: 200,
+			want: []string{`"car":{"batchId":9,"position":2,"of":3,"ahead":[{"batchId":8,"mr":{`, `"pipeline":"passed"}]}`,
+				`"estimate":{"mergeAt":"<time>","words":"about 14 min","basis":"median of the last 8 pipelines of infra/access-config: 9 min"}`}},
+		{name: "a request without an estimate says so, with no time", prep: func(h *harness) {
+			h.wf.put(api.RequestView{OperationID: "op-wait", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusMRCreating,
+				Waiting: &api.Waiting{Stage: "batch", WaitingFor: "the queue of infra/access-config to be resumed — paused by ops@example.com: release freeze until 18:00 (0 ahead in the queue)",
+					Since: t0, Position: 1, NextBy: "ops@example.com", Estimate: &api.Estimate{Words: "no estimate yet", Basis: "the queue of infra/access-config is paused: nothing merges until an operator resumes it"}}})
+		},
+			call: get("/api/requests/op-wait", "alice"), status: 200, want: []string{`"nextBy":"ops@example.com"`, `"estimate":{"words":"no estimate yet","basis":"the queue of`},
+			notWant: []string{"mergeAt", `"car"`}},
 		{name: "a stopped retryable step tells the owner to keep waiting", prep: bobs, call: get("/api/requests/op-bob", "bob"), status: 200,
 			want: []string{`"nextAction":"WAIT_MANUAL"`, "You can keep waiting"}},
 		{name: "another user's request is 404 like an unknown one", prep: bobs, call: get("/api/requests/op-bob", "alice"), status: 404, want: []string{`"message":"No such request."`}},
