@@ -86,6 +86,41 @@ type Waiting struct {
 	QueuedBehindMore bool       `json:"queuedBehindMore,omitempty"`
 	Running          bool       `json:"running,omitempty"`
 	NextCheckAt      *time.Time `json:"nextCheckAt,omitempty"`
+	// NextBy is the operator who sent the request into the next car of its project, ahead of the
+	// waiting set ("": nobody).
+	NextBy string `json:"nextBy,omitempty"`
+	// Car is the car of its project's merge train that carries the request (nil: it is in none —
+	// waiting in the waiting set, or past the merge).
+	Car *Car `json:"car,omitempty"`
+	// Estimate is when the request's change is likely to merge, while it waits in the waiting set
+	// or rides in a car (nil otherwise).
+	Estimate *Estimate `json:"estimate,omitempty"`
+}
+
+// Car is a request's place in its project's merge train (docs/workflow.md, 'The merge train').
+type Car struct {
+	BatchID  int64      `json:"batchId"`
+	Position int        `json:"position"` // 1 merges next
+	Of       int        `json:"of"`       // cars in the train
+	Ahead    []CarAhead `json:"ahead"`    // the cars ahead of it, the first one first
+}
+
+// CarAhead is a car ahead of a request's, with what its pipeline does.
+type CarAhead struct {
+	BatchID int64 `json:"batchId"`
+	MR      *Link `json:"mr,omitempty"`
+	// Pipeline is what the car's pipeline does: building (its branch is being written, no
+	// pipeline yet), running, passed, failed (decided, or held until the cars ahead passed) or
+	// blocked (the car waits for a person or an operator); batch.CarState decides it.
+	Pipeline string `json:"pipeline"`
+}
+
+// Estimate is when a request is likely to merge. MergeAt is absent when there is no estimate:
+// then Words says "no estimate yet" and Basis why — a number is never made up.
+type Estimate struct {
+	MergeAt *time.Time `json:"mergeAt,omitempty"`
+	Words   string     `json:"words"` // "about 14 min", "no estimate yet"
+	Basis   string     `json:"basis"` // "median of the last 8 pipelines of infra/access-config: 9 min"
 }
 
 // StageDuration is how long one stage took (approval wait, batch wait, CI, merge, deploy).
@@ -201,6 +236,62 @@ type BisectionView struct {
 	Of      int64  `json:"of"`                // the batch whose failure started the bisection (this one, when it did)
 	Rounds  int    `json:"rounds"`            // bisections run up to and in this batch
 	Culprit string `json:"culprit,omitempty"` // the member this batch isolated and failed alone
+}
+
+// Train is one project's merge train in the ops console (GET /api/ops/trains): its cars in order,
+// what waits for a car, and what holds it — an operator's pause, a BLOCKED car.
+type Train struct {
+	Project string     `json:"project"`
+	Length  int        `json:"length"` // batch.train in force: how many cars may be in CI at once
+	Cars    []TrainCar `json:"cars"`
+	// Waiting counts the project's requests in the waiting set; MergeNext how many of them an
+	// operator sent into the next car. Queue is the first of them, in the order cars take them.
+	Waiting   int             `json:"waiting"`
+	MergeNext int             `json:"mergeNext"`
+	Queue     []QueuedRequest `json:"queue"`
+	Paused    *TrainPause     `json:"paused,omitempty"`
+	Blocked   *TrainBlock     `json:"blocked,omitempty"`
+	// Pipelines is the basis of the project's estimates ("median of the last 8 pipelines of …").
+	Pipelines string `json:"pipelines,omitempty"`
+}
+
+// TrainCar is one car of a train.
+type TrainCar struct {
+	BatchID       int64            `json:"batchId"`
+	Position      int              `json:"position"` // 1 merges next
+	Status        string           `json:"status"`   // RUNNING or BLOCKED
+	MR            *Link            `json:"mr,omitempty"`
+	Pipeline      *Link            `json:"pipeline,omitempty"`
+	PipelineState string           `json:"pipelineState"` // as CarAhead.Pipeline
+	Members       []RequestSummary `json:"members"`
+	Since         time.Time        `json:"since"`             // claimed at
+	CISince       *time.Time       `json:"ciSince,omitempty"` // its current pipeline wait began
+	// WaitingFor says what the car waits for now, in bindery's words ("waiting for car 12 ahead
+	// of it to merge", "blocked: …").
+	WaitingFor string    `json:"waitingFor,omitempty"`
+	Estimate   *Estimate `json:"estimate,omitempty"`
+}
+
+// QueuedRequest is a request in a project's waiting set; NextBy names the operator who sent it
+// into the next car ("": nobody).
+type QueuedRequest struct {
+	RequestSummary
+	Since  time.Time `json:"since"` // admitted at
+	NextBy string    `json:"nextBy,omitempty"`
+}
+
+// TrainPause is an operator's pause of a project's queue: no car is claimed and none merges.
+type TrainPause struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
+// TrainBlock is the first BLOCKED car of a train: the cars behind it cannot merge before it.
+type TrainBlock struct {
+	BatchID int64     `json:"batchId"`
+	Since   time.Time `json:"since"`
+	Why     string    `json:"why"`
 }
 
 // RoundResult is the answer of a batch round (cron or POST /api/ops/batches/run).

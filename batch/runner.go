@@ -475,7 +475,7 @@ func (r *run) pipeline(ctx context.Context) error {
 	case o.Result == change.Failed && hold:
 		_, _, long, _ := r.s.cfg.Current().PollStages()
 		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitKeep, Checks: r.r.Task.Checks,
-			Note: o.Note + "; decided once the batches ahead of it in the merge train passed (their changes are in its branch)"}, nil)
+			Note: o.Note + heldFailure}, nil)
 	case o.Result == change.Failed:
 		r.failed = pipeline
 		if o.Pipeline != nil {

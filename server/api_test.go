@@ -226,6 +226,24 @@ func rows() []row {
 		// ---- requests ----
 		{name: "the owner sees the request with its next action in plain words", prep: validated, call: get("/api/requests/op-v", "alice"), status: 200,
 			want: []string{`"operationId":"op-v"`, `"nextAction":"NONE"`, `"nextActionText":"Done: the binding is in effect."`}},
+		{name: "a request in a car reads its car, the cars ahead and the estimate of its merge",
+			prep: func(h *harness) {
+				at := t0.Add(14 * time.Minute)
+				h.wf.put(api.RequestView{OperationID: "op-car", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusMRCreating,
+					Waiting: &api.Waiting{Stage: "ci", WaitingFor: "the pipeline of merge request !8 to pass", Since: t0, BatchID: 9,
+						Car:      &api.Car{BatchID: 9, Position: 2, Of: 3, Ahead: []api.CarAhead{{BatchID: 8, MR: &api.Link{ID: 7, URL: "https://gitlab.example.com/infra/access-config/-/merge_requests/7"}, Pipeline: "passed"}}},
+						Estimate: &api.Estimate{MergeAt: &at, Words: "about 14 min", Basis: "median of the last 8 pipelines of infra/access-config: 9 min"}}})
+			},
+			call: get("/api/requests/op-car", "alice"), status: 200,
+			want: []string{`"car":{"batchId":9,"position":2,"of":3,"ahead":[{"batchId":8,"mr":{`, `"pipeline":"passed"}]}`,
+				`"estimate":{"mergeAt":"<time>","words":"about 14 min","basis":"median of the last 8 pipelines of infra/access-config: 9 min"}`}},
+		{name: "a request without an estimate says so, with no time", prep: func(h *harness) {
+			h.wf.put(api.RequestView{OperationID: "op-wait", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusMRCreating,
+				Waiting: &api.Waiting{Stage: "batch", WaitingFor: "the queue of infra/access-config to be resumed — paused by ops@example.com: release freeze until 18:00 (0 ahead in the queue)",
+					Since: t0, Position: 1, NextBy: "ops@example.com", Estimate: &api.Estimate{Words: "no estimate yet", Basis: "the queue of infra/access-config is paused: nothing merges until an operator resumes it"}}})
+		},
+			call: get("/api/requests/op-wait", "alice"), status: 200, want: []string{`"nextBy":"ops@example.com"`, `"estimate":{"words":"no estimate yet","basis":"the queue of`},
+			notWant: []string{"mergeAt", `"car"`}},
 		{name: "a stopped retryable step tells the owner to keep waiting", prep: bobs, call: get("/api/requests/op-bob", "bob"), status: 200,
 			want: []string{`"nextAction":"WAIT_MANUAL"`, "You can keep waiting"}},
 		{name: "another user's request is 404 like an unknown one", prep: bobs, call: get("/api/requests/op-bob", "alice"), status: 404, want: []string{`"message":"No such request."`}},
@@ -354,6 +372,79 @@ func rows() []row {
 			},
 			call: post("/api/ops/requests/op-bob/retry", "ops", `{"operationId":"rt-busy"}`), status: 409,
 			want: []string{"look again in a moment"}, header: map[string]string{"Retry-After": "1"}},
+		// ---- the merge trains (docs/operations.md, 'Merge trains') ----
+		{name: "ops lists each project's merge train", call: get("/api/ops/trains", "ops"), status: 200,
+			want: []string{`"items":[{"project":"infra/access-config","length":3,"cars":[{"batchId":7,"position":1,"status":"RUNNING"`, `"pipelineState":"running"`}},
+		{name: "a requester cannot list the trains", call: get("/api/ops/trains", "alice"), status: 403, want: []string{"Access denied"}, check: none},
+		{name: "ops pauses a project's queue with a reason, audited",
+			call:   post("/api/ops/trains/pause", "ops", `{"operationId":"pz-1","project":"infra/access-config","reason":"  release freeze until 18:00 "}`),
+			status: 200, want: []string{`"paused":{"by":"ops@example.com","reason":"release freeze until 18:00","since":"`},
+			check: func(t *testing.T, h *harness) {
+				if c := h.wf.Calls(); len(c) != 1 || c[0] != `PauseTrain(infra/access-config,"release freeze until 18:00",ops@example.com)` {
+					t.Errorf("calls %v", c)
+				}
+				if st := h.dbState(); !strings.Contains(st, `audit ops.trains.pause:pz-1 ops@example.com ops.trains.pause {"__authenticatedOperator":"ops@example.com","operationId":"pz-1","project":"infra/access-config","reason":"  release freeze until 18:00 "}`) {
+					t.Errorf("pause not audited:\n%s", st)
+				}
+			}},
+		{name: "a pause sent again answers as the first time and pauses once",
+			before: []call{post("/api/ops/trains/pause", "ops", `{"operationId":"pz-1","project":"infra/access-config","reason":"freeze"}`)},
+			call:   post("/api/ops/trains/pause", "ops", `{"operationId":"pz-1","project":"infra/access-config","reason":"freeze"}`), status: 200,
+			want: []string{`"reason":"freeze"`},
+			check: func(t *testing.T, h *harness) {
+				if n := h.wf.count("PauseTrain"); n != 1 {
+					t.Errorf("paused %d times", n)
+				}
+			}},
+		{name: "the same operationId for another pause is 422",
+			before: []call{post("/api/ops/trains/pause", "ops", `{"operationId":"pz-1","project":"infra/access-config","reason":"freeze"}`)},
+			call:   post("/api/ops/trains/pause", "ops", `{"operationId":"pz-1","project":"infra/access-config","reason":"another freeze"}`), status: 422},
+		{name: "a requester cannot pause a queue, and nothing is recorded",
+			call: post("/api/ops/trains/pause", "alice", `{"operationId":"pz-2","project":"infra/access-config","reason":"freeze"}`), status: 403, check: none},
+		{name: "a pause without a reason is 400 reason, recorded nowhere",
+			call: post("/api/ops/trains/pause", "ops", `{"operationId":"pz-3","project":"infra/access-config","reason":" "}`), status: 400,
+			want: []string{`"field":"reason"`}, check: none},
+		{name: "a pause reason over 512 characters is 400 reason",
+			call:   post("/api/ops/trains/pause", "ops", `{"operationId":"pz-4","project":"infra/access-config","reason":"`+strings.Repeat("é", 513)+`"}`),
+			status: 400, want: []string{`"field":"reason"`, "at most 512 characters"}, check: none},
+		{name: "a project that is not a path is 400 project",
+			call: post("/api/ops/trains/pause", "ops", `{"operationId":"pz-5","project":"infra access","reason":"freeze"}`), status: 400,
+			want: []string{`"field":"project"`}, check: none},
+		{name: "pausing a project bindery knows nothing of is 404",
+			call: post("/api/ops/trains/pause", "ops", `{"operationId":"pz-6","project":"infra/unknown","reason":"freeze"}`), status: 404, want: []string{"infra/unknown"}},
+		{name: "ops resumes a project's queue, audited",
+			call: post("/api/ops/trains/resume", "ops", `{"operationId":"rs-1","project":"infra/access-config"}`), status: 200, notWant: []string{`"paused"`},
+			check: func(t *testing.T, h *harness) {
+				if st := h.dbState(); !strings.Contains(st, `audit ops.trains.resume:rs-1 ops@example.com ops.trains.resume`) {
+					t.Errorf("resume not audited:\n%s", st)
+				}
+			}},
+		{name: "resuming without a project is 400 project", call: post("/api/ops/trains/resume", "ops", `{"operationId":"rs-2"}`), status: 400,
+			want: []string{`"field":"project"`}, check: none},
+		{name: "ops sends a waiting request into the next car, audited", prep: bobs,
+			call: post("/api/ops/requests/op-bob/next", "ops", `{"operationId":"nx-1"}`), status: 200, want: []string{`"operationId":"op-bob"`},
+			check: func(t *testing.T, h *harness) {
+				if c := h.wf.Calls(); !strings.Contains(strings.Join(c, " "), "MergeNext(op-bob,ops@example.com)") {
+					t.Errorf("calls %v", c)
+				}
+				if st := h.dbState(); !strings.Contains(st, `audit ops.requests.next:nx-1 ops@example.com ops.requests.next {"__authenticatedOperator":"ops@example.com","operationId":"nx-1","request":"op-bob"}`) {
+					t.Errorf("merge next not audited:\n%s", st)
+				}
+			}},
+		{name: "a request that is not waiting for a car cannot be sent next: 409",
+			prep: func(h *harness) {
+				h.wf.MergeNextFn = func(context.Context, string, string) (api.RequestView, error) {
+					return api.RequestView{}, apperr.New(apperr.Conflict, "This request is not waiting for a car (it is MERGING): only a request in a project's waiting set can be sent into the next car.")
+				}
+			},
+			call: post("/api/ops/requests/op-bob/next", "ops", `{"operationId":"nx-2"}`), status: 409, want: []string{"not waiting for a car"}},
+		{name: "sending an unknown request next is 404", call: post("/api/ops/requests/op-nobody/next", "ops", `{"operationId":"nx-3"}`), status: 404},
+		{name: "a requester cannot send a request next", prep: bobs, call: post("/api/ops/requests/op-bob/next", "bob", `{"operationId":"nx-4"}`), status: 403,
+			check: func(t *testing.T, h *harness) {
+				if n := h.wf.count("MergeNext"); n != 0 {
+					t.Errorf("a requester's merge next reached the workflow")
+				}
+			}},
 		{name: "ops settles a batch", call: post("/api/ops/batches/7/settle", "ops", `{"operationId":"st-1"}`), status: 200, want: []string{`"status":"FAILED"`}},
 		{name: "settling an unknown batch is 404", call: post("/api/ops/batches/99/settle", "ops", `{"operationId":"st-2"}`), status: 404},
 		{name: "a batch id that is not a number is 400 id", call: post("/api/ops/batches/abc/settle", "ops", `{"operationId":"st-3"}`), status: 400, want: []string{`"field":"id"`}},

@@ -45,6 +45,15 @@ type Workflow interface {
 	Retry(ctx context.Context, operationID, actor string) (api.RequestView, error)
 	// Reconcile runs the reconciliation of merged requests now.
 	Reconcile(ctx context.Context) (api.ReconcileResult, error)
+	// Trains is each project's merge train, BLOCKED and paused projects first.
+	Trains(ctx context.Context) (api.Page[api.Train], error)
+	// PauseTrain pauses a project's queue (NOT_FOUND: a project bindery knows nothing of).
+	PauseTrain(ctx context.Context, project, reason, actor string) (api.Train, error)
+	// ResumeTrain resumes a project's queue and wakes its cars.
+	ResumeTrain(ctx context.Context, project, actor string) (api.Train, error)
+	// MergeNext sends a waiting request into the next car of its project (CONFLICT: it is not
+	// in a waiting set).
+	MergeNext(ctx context.Context, operationID, actor string) (api.RequestView, error)
 
 	// ApprovalCallback handles a verified approval-system callback.
 	ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error)

@@ -34,6 +34,10 @@ type fakeWorkflow struct {
 	StuckRequestsFn    func(ctx context.Context, f workflow.StuckFilter) (api.Page[api.RequestSummary], error)
 	RetryFn            func(ctx context.Context, id, actor string) (api.RequestView, error)
 	ReconcileFn        func(ctx context.Context) (api.ReconcileResult, error)
+	TrainsFn           func(ctx context.Context) (api.Page[api.Train], error)
+	PauseTrainFn       func(ctx context.Context, project, reason, actor string) (api.Train, error)
+	ResumeTrainFn      func(ctx context.Context, project, actor string) (api.Train, error)
+	MergeNextFn        func(ctx context.Context, id, actor string) (api.RequestView, error)
 	ApprovalCallbackFn func(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error)
 	DeployCallbackFn   func(ctx context.Context, cb api.DeployCallback) (api.CallbackResult, error)
 	GitLabEventFn      func(ctx context.Context, ev workflow.GitLabEvent) (api.CallbackResult, error)
@@ -256,6 +260,50 @@ func (f *fakeWorkflow) Reconcile(ctx context.Context) (api.ReconcileResult, erro
 		return f.ReconcileFn(ctx)
 	}
 	return api.ReconcileResult{Scanned: 3, Validated: 1}, nil
+}
+
+// fakeTrain is the one project the fake knows: infra/access-config, the catalog's.
+func fakeTrain(paused *api.TrainPause) api.Train {
+	return api.Train{Project: "infra/access-config", Length: 3, Cars: []api.TrainCar{{BatchID: 7, Position: 1, Status: "RUNNING", PipelineState: "running",
+		Members: []api.RequestSummary{}, Since: t0}}, Queue: []api.QueuedRequest{}, Paused: paused}
+}
+
+func (f *fakeWorkflow) Trains(ctx context.Context) (api.Page[api.Train], error) {
+	f.record("Trains()")
+	if f.TrainsFn != nil {
+		return f.TrainsFn(ctx)
+	}
+	return api.Page[api.Train]{Items: []api.Train{fakeTrain(nil)}}, nil
+}
+
+func (f *fakeWorkflow) PauseTrain(ctx context.Context, project, reason, actor string) (api.Train, error) {
+	f.record("PauseTrain(%s,%q,%s)", project, reason, actor)
+	if f.PauseTrainFn != nil {
+		return f.PauseTrainFn(ctx, project, reason, actor)
+	}
+	if project != "infra/access-config" {
+		return api.Train{}, apperr.New(apperr.NotFound, "No such project: %s is not in the catalog and bindery has no batches of it.", project)
+	}
+	return fakeTrain(&api.TrainPause{By: actor, Reason: reason, Since: t0}), nil
+}
+
+func (f *fakeWorkflow) ResumeTrain(ctx context.Context, project, actor string) (api.Train, error) {
+	f.record("ResumeTrain(%s,%s)", project, actor)
+	if f.ResumeTrainFn != nil {
+		return f.ResumeTrainFn(ctx, project, actor)
+	}
+	if project != "infra/access-config" {
+		return api.Train{}, apperr.New(apperr.NotFound, "No such project: %s is not in the catalog and bindery has no batches of it.", project)
+	}
+	return fakeTrain(nil), nil
+}
+
+func (f *fakeWorkflow) MergeNext(ctx context.Context, id, actor string) (api.RequestView, error) {
+	f.record("MergeNext(%s,%s)", id, actor)
+	if f.MergeNextFn != nil {
+		return f.MergeNextFn(ctx, id, actor)
+	}
+	return f.Request(ctx, id)
 }
 
 func (f *fakeWorkflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error) {

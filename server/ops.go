@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"bindery/api"
 	"bindery/apperr"
@@ -44,9 +46,21 @@ func opsParams(r *http.Request) (map[string]any, string, error) {
 
 // opsAction runs an audited, idempotent ops action.
 func (s *Server) opsAction(w http.ResponseWriter, r *http.Request, action string, extra map[string]any, run func(operator string) (int, any, error)) (int, any, error) {
+	return s.checkedOpsAction(w, r, action, extra, nil, run)
+}
+
+// checkedOpsAction is opsAction whose parameters check first refuses (400) before anything is
+// recorded.
+func (s *Server) checkedOpsAction(w http.ResponseWriter, r *http.Request, action string, extra map[string]any, check func(params map[string]any) error,
+	run func(operator string) (int, any, error)) (int, any, error) {
 	params, key, err := opsParams(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	if check != nil {
+		if err := check(params); err != nil {
+			return 0, nil, err
+		}
 	}
 	for k, v := range extra {
 		params[k] = v
@@ -89,6 +103,103 @@ func (s *Server) opsRetry(w http.ResponseWriter, r *http.Request) (int, any, err
 	return s.opsAction(w, r, "ops.requests.retry", map[string]any{"request": id}, func(op string) (int, any, error) {
 		res, err := s.deps.Workflow.Retry(r.Context(), id, op)
 		return http.StatusAccepted, res, err
+	})
+}
+
+// opsMergeNext is POST /api/ops/requests/:operationId/next: the request goes into the next car of
+// its project, ahead of the waiting set.
+func (s *Server) opsMergeNext(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id := r.PathValue("operationId")
+	if err := checkOperationID("operationId", id); err != nil {
+		return 0, nil, err
+	}
+	return s.opsAction(w, r, "ops.requests.next", map[string]any{"request": id}, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.MergeNext(r.Context(), id, op)
+		return http.StatusOK, res, err
+	})
+}
+
+// opsTrains is GET /api/ops/trains: each project's merge train.
+func (s *Server) opsTrains(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	page, err := s.deps.Workflow.Trains(r.Context())
+	if page.Items == nil {
+		page.Items = []api.Train{}
+	}
+	return http.StatusOK, page, err
+}
+
+// Bounds of a pause's parameters (characters): a project path as GitLab allows it, and the reason
+// every waiting requester reads (train_pause.reason).
+const (
+	maxProject     = 255
+	maxPauseReason = 512
+)
+
+// projectParam is the project an action on a train names.
+func projectParam(params map[string]any) (string, error) {
+	v, present := params["project"]
+	p, ok := v.(string)
+	switch {
+	case !present || v == nil:
+		return "", apperr.Invalid("project", "is required (a GitLab project path, e.g. infra/access-config)")
+	case !ok:
+		return "", apperr.Invalid("project", "must be a string")
+	case p == "":
+		return "", apperr.Invalid("project", "is required (a GitLab project path, e.g. infra/access-config)")
+	case utf8.RuneCountInString(p) > maxProject:
+		return "", apperr.Invalid("project", "must be at most %d characters", maxProject)
+	case strings.ContainsFunc(p, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }):
+		return "", apperr.Invalid("project", "must be a GitLab project path (no spaces or control characters)")
+	}
+	return p, nil
+}
+
+// pauseReason is a pause's reason: what every requester waiting for the project reads.
+func pauseReason(params map[string]any) (string, error) {
+	v, present := params["reason"]
+	reason, ok := v.(string)
+	switch {
+	case !present || v == nil:
+		return "", apperr.Invalid("reason", "is required: tell the waiting requesters why their queue is paused")
+	case !ok:
+		return "", apperr.Invalid("reason", "must be a string")
+	case utf8.RuneCountInString(reason) > maxPauseReason:
+		return "", apperr.Invalid("reason", "must be at most %d characters", maxPauseReason)
+	case strings.TrimSpace(reason) == "":
+		return "", apperr.Invalid("reason", "is required: tell the waiting requesters why their queue is paused")
+	case strings.ContainsFunc(reason, func(c rune) bool { return unicode.IsControl(c) && c != '\n' && c != '\r' && c != '\t' }):
+		return "", apperr.Invalid("reason", "must not contain control characters (line breaks and tabs are fine)")
+	}
+	return strings.TrimSpace(reason), nil
+}
+
+// opsPause is POST /api/ops/trains/pause: a project's queue claims nothing and merges nothing
+// until it is resumed; its waiting requesters read who paused it and why.
+func (s *Server) opsPause(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var project, reason string
+	check := func(params map[string]any) (err error) {
+		if project, err = projectParam(params); err != nil {
+			return err
+		}
+		reason, err = pauseReason(params)
+		return err
+	}
+	return s.checkedOpsAction(w, r, "ops.trains.pause", nil, check, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.PauseTrain(r.Context(), project, reason, op)
+		return http.StatusOK, res, err
+	})
+}
+
+// opsResume is POST /api/ops/trains/resume: the project's queue runs again and its cars merge.
+func (s *Server) opsResume(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var project string
+	check := func(params map[string]any) (err error) {
+		project, err = projectParam(params)
+		return err
+	}
+	return s.checkedOpsAction(w, r, "ops.trains.resume", nil, check, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.ResumeTrain(r.Context(), project, op)
+		return http.StatusOK, res, err
 	})
 }
 

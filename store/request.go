@@ -413,7 +413,7 @@ func (p statusParts) index() int {
 }
 
 // Column counts of the status read's parts, in the order they are selected.
-const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 16, 9, 10, 6, 9, 3, 5
+const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 16, 9, 10, 7, 9, 3, 5
 
 // columnsOf hands out a row's columns part by part.
 type columnsOf values
@@ -550,10 +550,11 @@ func (d *RequestDetail) position(row *columnsOf) error {
 		var id int64
 		var since dbTime
 		var of, round nullInt64
-		if err := v.Scan(&id, &w.Partition, &w.Action, &since, &of, &round, &w.Ahead); err != nil {
+		var next nullString
+		if err := v.Scan(&id, &w.Partition, &w.Action, &since, &of, &round, &next, &w.Ahead); err != nil {
 			return err
 		}
-		w.Since = since.T
+		w.Since, w.NextBy = since.T, string(next)
 		d.Waiting = &w
 	}
 	if v := row.next(nBatchBrief); present(v) && d.Waiting != nil {
@@ -691,14 +692,19 @@ func (db *DB) statusMoreQuery(p statusParts) string {
 		// Named indexes: with the ORs of the claim's order the optimizers otherwise merge indexes.
 		suspect := db.hinted("merge_batch_request x", "idx_merge_batch_request_suspect")
 		claim := db.hinted("merge_batch_request x", "idx_merge_batch_request_claim")
-		ahead := "CASE WHEN w.id IS NULL THEN 0 WHEN w.suspect_round IS NULL THEN " +
+		// The rows an operator sent into the next car go first (see Claim), in the order they came.
+		sentNext := "(SELECT COUNT(*) FROM " + db.hinted("merge_batch_request x", "idx_merge_batch_request_next") +
+			" WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL AND x.next_by IS NOT NULL"
+		earlier := "(x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))"
+		ahead := "CASE WHEN w.id IS NULL THEN 0 WHEN w.next_by IS NOT NULL THEN " + sentNext + " AND " + earlier + ") " +
+			"WHEN w.suspect_round IS NULL THEN " +
 			"(SELECT COUNT(*) FROM " + claim + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
-			"AND (x.suspect_round IS NOT NULL OR x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))) ELSE " +
+			"AND (x.next_by IS NOT NULL OR x.suspect_round IS NOT NULL OR " + earlier + ")) ELSE " +
 			"(SELECT COUNT(*) FROM " + suspect + " WHERE x.partition_key = w.partition_key AND x.batch_id IS NULL " +
-			"AND x.suspect_round IS NOT NULL AND (x.suspect_round > w.suspect_round OR (x.suspect_round = w.suspect_round AND (x.suspect_of < w.suspect_of " +
-			"OR (x.suspect_of = w.suspect_of AND (x.created_at < w.created_at OR (x.created_at = w.created_at AND x.id < w.id))))))) END"
+			"AND x.suspect_round IS NOT NULL AND x.next_by IS NULL AND (x.suspect_round > w.suspect_round OR (x.suspect_round = w.suspect_round AND (x.suspect_of < w.suspect_of " +
+			"OR (x.suspect_of = w.suspect_of AND " + earlier + "))))) + " + sentNext + ") END"
 		cols = append(cols, prefixed("mb.", batchBriefColumns),
-			"w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, "+ahead, prefixed("bb.", batchBriefColumns),
+			"w.id, w.partition_key, w.action, w.created_at, w.suspect_of, w.suspect_round, w.next_by, "+ahead, prefixed("bb.", batchBriefColumns),
 			db.taskBriefColumnsOf("bt."), db.queuedAhead("bt"), "fj.job_id, fj.name, fj.web_url")
 		// The latest claim and the latest waiting row, by the database clock: ids are no order
 		// (a distributed MySQL hands them out in blocks per server). A request's claims are a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"bindery/state"
 )
@@ -115,16 +116,28 @@ type Pause struct {
 	At        time.Time
 }
 
+// maxPauseReason bounds a pause's reason in characters (train_pause.reason is VARCHAR(512), which
+// MySQL counts in characters: a reason in another script than Latin must not lose its half).
+const maxPauseReason = 512
+
+func clipReason(s string) string {
+	if utf8.RuneCountInString(s) <= maxPauseReason {
+		return s
+	}
+	return string([]rune(s)[:maxPauseReason])
+}
+
 // PauseTrain pauses partition's train (a pause already there is replaced: the latest reason
 // stands). It reports whether the partition was running before.
 func (tx *Tx) PauseTrain(ctx context.Context, partition, by, reason string) (bool, error) {
+	reason = clipReason(reason)
 	res, err := tx.tx.ExecContext(ctx, "UPDATE train_pause SET paused_by = ?, reason = ?, paused_at = "+tx.db.now()+" WHERE partition_key = ?",
-		by, clipNote(reason), partition)
+		by, reason, partition)
 	n, err := affectedOr(res, err)
 	if err != nil || n > 0 {
 		return false, err
 	}
-	_, err = tx.tx.ExecContext(ctx, "INSERT INTO train_pause (partition_key, paused_by, reason) VALUES (?, ?, ?)", partition, by, clipNote(reason))
+	_, err = tx.tx.ExecContext(ctx, "INSERT INTO train_pause (partition_key, paused_by, reason) VALUES (?, ?, ?)", partition, by, reason)
 	if err = translate(err); errors.Is(err, ErrDuplicate) {
 		return false, ErrRetry // paused by someone else at this moment: read again
 	}
@@ -211,4 +224,108 @@ func (db *DB) TrainLoad(ctx context.Context, partition string, waitingCap int) (
 		return TrainLoad{}, fmt.Errorf("the waiting set of %s: %w", partition, translate(err))
 	}
 	return l, nil
+}
+
+// The ops console's view of the trains (GET /api/ops/trains) reads the cars' members, the
+// waiting sets and whether a project is known, below.
+
+// CarMembers returns the requests each of the given cars holds now (see Holding), with their
+// applications, in claim order: one read for the whole train.
+func (db *DB) CarMembers(ctx context.Context, ids []int64) (map[int64][]Operation, error) {
+	out := make(map[int64][]Operation, len(ids))
+	for _, chunk := range chunks(ids, maxInList) {
+		rows, err := db.ro.QueryContext(ctx, "SELECT m.batch_id, "+prefixed("o.", operationColumns)+" FROM merge_batch_request m "+
+			"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id IN "+inList(len(chunk))+" ORDER BY m.batch_id, m.created_at, m.id", anys(chunk)...)
+		type member struct {
+			batch int64
+			op    Operation
+		}
+		ms, err := collect(rows, err, func(s scanner) (member, error) {
+			var m member
+			var err error
+			m.op, err = scanOperation(s, &m.batch)
+			return m, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("members of the cars: %w", err)
+		}
+		for _, m := range ms {
+			out[m.batch] = append(out[m.batch], m.op)
+		}
+	}
+	return out, nil
+}
+
+// WaitingCount is a partition's waiting set at a glance: how many requests wait, and how many of
+// them an operator sent into the next car.
+type WaitingCount struct {
+	Waiting int
+	Next    int
+}
+
+// WaitingCounts counts the waiting set of every partition that has one (one grouped read on
+// idx_merge_batch_request_waiting, which holds only the waiting rows' partitions).
+func (db *DB) WaitingCounts(ctx context.Context) (map[string]WaitingCount, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT partition_key, COUNT(*), COUNT(next_by) FROM merge_batch_request WHERE batch_id IS NULL GROUP BY partition_key")
+	type counted struct {
+		partition string
+		n         WaitingCount
+	}
+	cs, err := collect(rows, err, func(s scanner) (counted, error) {
+		var c counted
+		return c, s.Scan(&c.partition, &c.n.Waiting, &c.n.Next)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the waiting sets: %w", err)
+	}
+	out := make(map[string]WaitingCount, len(cs))
+	for _, c := range cs {
+		out[c.partition] = c.n
+	}
+	return out, nil
+}
+
+// Queued is a request in a partition's waiting set: its application, when it was admitted, and
+// the operator who sent it into the next car ("": none).
+type Queued struct {
+	Operation Operation
+	Since     time.Time
+	NextBy    string
+}
+
+// WaitingQueue returns up to limit requests of partition's waiting set in the order a claim takes
+// them (see Claim): the ones an operator sent into the next car, the suspect groups of a
+// bisection (latest round first), then the others as they came.
+func (db *DB) WaitingQueue(ctx context.Context, partition string, limit int) ([]Queued, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT r.created_at, r.next_by, "+prefixed("o.", operationColumns)+" FROM merge_batch_request r "+
+		"JOIN operation o ON o.operation_id = r.operation_id WHERE r.partition_key = ? AND r.batch_id IS NULL "+
+		"ORDER BY CASE WHEN r.next_by IS NOT NULL THEN 0 WHEN r.suspect_round IS NOT NULL THEN 1 ELSE 2 END, "+
+		"CASE WHEN r.next_by IS NULL THEN r.suspect_round END DESC, CASE WHEN r.next_by IS NULL THEN r.suspect_of END, r.created_at, r.id LIMIT ?", partition, limit)
+	out, err := collect(rows, err, func(s scanner) (Queued, error) {
+		var q Queued
+		var since dbTime
+		var next nullString
+		var err error
+		q.Operation, err = scanOperation(s, &since, &next)
+		q.Since, q.NextBy = since.T, string(next)
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the waiting set of %s: %w", partition, err)
+	}
+	return out, nil
+}
+
+// PartitionKnown reports whether bindery ever batched, queued or paused anything of partition: an
+// operator may pause a project that left the catalog while its requests finish, never one bindery
+// knows nothing of.
+func (db *DB) PartitionKnown(ctx context.Context, partition string) (bool, error) {
+	var known bool
+	err := db.ro.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM merge_batch WHERE partition_key = ?) "+
+		"OR EXISTS (SELECT 1 FROM merge_batch_request WHERE partition_key = ?) OR EXISTS (SELECT 1 FROM train_pause WHERE partition_key = ?)",
+		partition, partition, partition).Scan(&known)
+	if err != nil {
+		return false, fmt.Errorf("partition %s: %w", partition, translate(err))
+	}
+	return known, nil
 }

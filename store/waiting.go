@@ -51,7 +51,9 @@ type WaitingPlace struct {
 	Partition string
 	Action    state.Action
 	Since     time.Time // admitted at
-	Ahead     int       // requests admitted before it, still waiting
+	Ahead     int       // requests a claim takes before it, still waiting
+	// NextBy is the operator who sent it into the next car, ahead of the waiting set ("": none).
+	NextBy string
 	// BlockedBy is the partition's BLOCKED batch, when one holds it: nothing of the partition is
 	// batched until it is resolved (nil: none).
 	BlockedBy *Batch
@@ -67,26 +69,33 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	var id int64
 	var since dbTime
 	var of, round sql.NullInt64
+	var next sql.NullString
 	// Its latest admission by the database clock, never by id (ids are no order on a distributed
 	// MySQL); a request has at most one waiting row per action.
-	err := db.ro.QueryRowContext(ctx, "SELECT id, partition_key, action, created_at, suspect_of, suspect_round FROM merge_batch_request "+
-		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since, &of, &round)
+	err := db.ro.QueryRowContext(ctx, "SELECT id, partition_key, action, created_at, suspect_of, suspect_round, next_by FROM merge_batch_request "+
+		"WHERE operation_id = ? AND batch_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1", operationID).Scan(&id, &w.Partition, &w.Action, &since, &of, &round, &next)
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
 	}
-	w.Since = since.T
-	// Counted in the claim's order: the suspect groups of a bisection first (latest round
-	// first, see readSuspects), then (created_at, id) — the id only orders rows admitted in the
-	// same microsecond (millisecond on SQLite), the same way for the claim and the count.
+	w.Since, w.NextBy = since.T, next.String
+	// Counted in the claim's order: the rows an operator sent into the next car first, then the
+	// suspect groups of a bisection (latest round first, see readSuspects), then (created_at, id) —
+	// the id only orders rows admitted in the same microsecond (millisecond on SQLite), the same
+	// way for the claim and the count.
 	at := db.timeArg(w.Since)
+	sentNext := "SELECT COUNT(*) FROM " + db.hinted("merge_batch_request", "idx_merge_batch_request_next") +
+		" WHERE partition_key = ? AND batch_id IS NULL AND next_by IS NOT NULL"
 	q := "SELECT COUNT(*) FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL " +
-		"AND (suspect_round IS NOT NULL OR created_at < ? OR (created_at = ? AND id < ?))"
+		"AND (next_by IS NOT NULL OR suspect_round IS NOT NULL OR created_at < ? OR (created_at = ? AND id < ?))"
 	args := []any{w.Partition, at, at, id}
-	if round.Valid {
-		q = "SELECT COUNT(*) FROM " + db.hinted("merge_batch_request", "idx_merge_batch_request_suspect") + " WHERE partition_key = ? AND batch_id IS NULL " +
-			"AND suspect_round IS NOT NULL AND (suspect_round > ? OR (suspect_round = ? AND (suspect_of < ? OR (suspect_of = ? " +
-			"AND (created_at < ? OR (created_at = ? AND id < ?))))))"
-		args = []any{w.Partition, round.Int64, round.Int64, of.Int64, of.Int64, at, at, id}
+	switch {
+	case next.Valid:
+		q = sentNext + " AND (created_at < ? OR (created_at = ? AND id < ?))"
+	case round.Valid:
+		q = "SELECT (SELECT COUNT(*) FROM " + db.hinted("merge_batch_request", "idx_merge_batch_request_suspect") + " WHERE partition_key = ? AND batch_id IS NULL " +
+			"AND suspect_round IS NOT NULL AND next_by IS NULL AND (suspect_round > ? OR (suspect_round = ? AND (suspect_of < ? OR (suspect_of = ? " +
+			"AND (created_at < ? OR (created_at = ? AND id < ?))))))) + (" + sentNext + ")"
+		args = []any{w.Partition, round.Int64, round.Int64, of.Int64, of.Int64, at, at, id, w.Partition}
 	}
 	err = db.ro.QueryRowContext(ctx, q, args...).Scan(&w.Ahead)
 	if err != nil {

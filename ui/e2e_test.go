@@ -178,6 +178,15 @@ func demoWait(t *testing.T, url, op, status string) {
 
 func demoCall(t *testing.T, method, url, user, body string) (int, string) {
 	t.Helper()
+	code, data, err := demoSend(method, url, user, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(data)
+}
+
+// demoSend is demoCall for a goroutine beside the test's own: it returns its error.
+func demoSend(method, url, user, body string) (int, []byte, error) {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if user != "" {
 		req.Header.Set("X-Bindery-User", user)
@@ -187,9 +196,162 @@ func demoCall(t *testing.T, method, url, user, body string) (int, string) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// The demo runs a merge train (batch.train: 3, merge commits): with a steady stream of approved
+// requests to one project, the ops console shows more than one car of it in CI at once, each
+// request rides in a car with an estimate, and the stream merges. With -screenshots it takes the
+// ops console's train view.
+func TestE2EAStreamToOneProjectFillsSeveralCarsInTheRealDemo(t *testing.T) {
+	url := bootDemo(t)
+	b := newBrowser(t, 1280, 900)
+	openOpsConsole(b, url)
+	const train = `#trains [data-project="infra/access-config"]`
+	b.waitFor("the train of infra/access-config", `document.querySelector('`+train+`')`, 30*time.Second)
+
+	// The stream: a request every second and a half from another person, approved in the approval
+	// simulator's inbox (autoApprove is off in the demo).
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	streamed := make(chan string, 100)
+	failed := make(chan error, 1)
+	go func() {
+		defer close(streamed)
+		for i := 0; ctx.Err() == nil && i < 60; i++ {
+			op, err := streamOne(url, i)
+			if err != nil {
+				failed <- err
+				return
+			}
+			streamed <- op
+			select {
+			case <-ctx.Done():
+			case <-time.After(1500 * time.Millisecond):
+			}
+		}
+	}()
+
+	inCI := `document.querySelectorAll('` + train + ` [data-car][data-pipeline="running"]').length`
+	b.waitFor("more than one car of infra/access-config in CI at once", inCI+` >= 2`, 3*time.Minute)
+	select {
+	case err := <-failed:
+		t.Fatalf("the stream: %v", err)
+	default:
+	}
+	b.screenshot("ops-train-laptop.png")
+	text := evalJS[string](b, `document.querySelector('`+train+`').innerText`)
+	for _, want := range []string{"Car 1 of", "Car 2 of", "pipeline running", "MR !", "of 3 cars in the train"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the train lacks %q:\n%s", want, text)
+		}
+	}
+	stop()
+	var ops []string
+	for op := range streamed {
+		ops = append(ops, op)
+	}
+
+	// Pause the project's queue from the console: the reason is asked for.
+	b.click(train + ` [data-pause]`)
+	b.waitFor("the pause dialog", `document.querySelector('#pause-dialog').open`, 10*time.Second)
+	b.do("type the reason", chromedp.SendKeys(chromedp.CSS("#pause-reason"), "release freeze until 18:00"))
+	b.click("#pause-confirm")
+	b.waitFor("the train paused", `document.querySelector('`+train+` [data-paused]')`, 20*time.Second)
+
+	// Requests approved now wait (nothing is claimed); one is sent into the next car.
+	var waiting []string
+	for i := 100; i < 102; i++ {
+		op, err := streamOne(url, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, op)
+	}
+	hotfix := waiting[1]
+	b.click(train + ` [data-merge-next=` + jsString(hotfix) + `]`)
+	b.waitFor("the request sent next, first in the queue", `document.querySelector('`+train+` [data-sent-next=`+jsString(hotfix)+`]') && document.querySelector('`+train+` [data-queued]').dataset.queued === `+jsString(hotfix), 30*time.Second)
+
+	// Its page: what holds it (the pause, with its reason), who sent it next, an estimate that
+	// makes nothing up.
+	b.do("open the request sent next", chromedp.Navigate(url+"/requests/"+hotfix))
+	b.waitFor("its waiting card with the pause and the estimate", `document.querySelector('#waiting') && document.querySelector('#estimate')`, 30*time.Second)
+	page := evalJS[string](b, `document.querySelector('main').innerText`)
+	for _, want := range []string{"paused by ops@example.com: release freeze until 18:00", "no estimate yet", "sent into the next car of infra/access-config by ops@example.com"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the request page lacks %q:\n%s", want, page)
+		}
+	}
+	// A request of the stream in a car: which car, and the pause that holds it.
+	inCar := ""
+	for _, op := range ops {
+		_, body := demoCall(t, "GET", url+"/api/requests/"+op, "ops", "")
+		var v struct {
+			Waiting *struct {
+				Car      *struct{ Position, Of int }
+				Estimate *struct{ Words, Basis string }
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatal(err)
+		}
+		if w := v.Waiting; w != nil && w.Car != nil && w.Estimate != nil {
+			if w.Car.Position < 1 || w.Car.Position > w.Car.Of || w.Estimate.Words != "no estimate yet" || !strings.Contains(w.Estimate.Basis, "paused") {
+				t.Fatalf("%s in a car of a paused train: %s", op, body)
+			}
+			inCar = op
+		}
+	}
+	if inCar == "" {
+		t.Fatal("no request of the stream is in a car while the queue is paused")
+	}
+	b.do("open a request in a car", chromedp.Navigate(url+"/requests/"+inCar))
+	b.waitFor("its car", `/^car \d+ of \d+/.test(document.querySelector('#car').innerText)`, 30*time.Second)
+
+	// Resume: everything merges, the hotfix too.
+	openOpsConsole(b, url)
+	b.click(train + ` [data-resume]`)
+	b.waitFor("the pause gone", `!document.querySelector('`+train+` [data-paused]')`, 20*time.Second)
+	for _, op := range append(ops[:2], hotfix) {
+		demoWait(t, url, op, "VALIDATED")
+	}
+}
+
+// streamOne applies for payments-db-readonly as the i-th person of a stream and approves the
+// ticket in the approval simulator; it returns the operationId. (It runs beside the test's own
+// goroutine: errors are returned, never t.Fatal.)
+func streamOne(url string, i int) (string, error) {
+	call := func(method, path, user, body string) (int, []byte, error) {
+		return demoSend(method, url+path, user, body)
+	}
+	op := fmt.Sprintf("stream-%d-%d", i, time.Now().UnixNano())
+	body := fmt.Sprintf(`{"operationId":%q,"targetKey":"payments-db-readonly","reason":"a steady stream of requests"}`, op)
+	if code, text, err := call("POST", "/api/apply", fmt.Sprintf("stream-%d@example.com", i), body); err != nil || code != 202 {
+		return "", fmt.Errorf("apply %s: %d %s %v", op, code, text, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_, text, err := call("GET", "/sim/approvals", "", "")
+		if err != nil {
+			return "", err
+		}
+		var inbox struct {
+			Items []struct{ ID, OperationID string }
+		}
+		if err := json.Unmarshal(text, &inbox); err != nil {
+			return "", err
+		}
+		for _, tk := range inbox.Items {
+			if tk.OperationID == op {
+				if code, text, err := call("POST", "/sim/approvals/"+tk.ID+"/decide", "", `{"decision":"APPROVED"}`); err != nil || code != 200 {
+					return "", fmt.Errorf("decide %s: %d %s %v", op, code, text, err)
+				}
+				return op, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no ticket for %s", op)
 }

@@ -46,6 +46,10 @@ type fakeAPI struct {
 	rounds []api.PartitionRound
 	// listenAddr is the address the fake says the process listens on, set by the -addr flag.
 	listenAddr string
+	// paused holds the projects whose queue an operator paused; nexts every merge-next
+	// ("operationId by identity").
+	paused map[string]*api.TrainPause
+	nexts  []string
 }
 
 type fakeRequest struct {
@@ -68,7 +72,8 @@ type fakeTicket struct {
 }
 
 func newFakeAPI() *fakeAPI {
-	return &fakeAPI{cfg: config.MustParse(string(config.Sample)), reqs: map[string]*fakeRequest{}, batches: map[int64]*api.BatchView{}, nextID: 40}
+	return &fakeAPI{cfg: config.MustParse(string(config.Sample)), reqs: map[string]*fakeRequest{}, batches: map[int64]*api.BatchView{}, nextID: 40,
+		paused: map[string]*api.TrainPause{}}
 }
 
 // Handler serves /api/ and /sim/.
@@ -86,6 +91,10 @@ func (f *fakeAPI) Handler() http.Handler {
 	mux.HandleFunc("POST /sim/approvals/{id}/decide", f.decide)
 	mux.HandleFunc("GET /api/ops/requests", f.opsOnly(f.stuck))
 	mux.HandleFunc("POST /api/ops/requests/{id}/retry", f.opsOnly(f.retry))
+	mux.HandleFunc("POST /api/ops/requests/{id}/next", f.opsOnly(f.mergeNext))
+	mux.HandleFunc("GET /api/ops/trains", f.opsOnly(f.trains))
+	mux.HandleFunc("POST /api/ops/trains/pause", f.opsOnly(f.pause))
+	mux.HandleFunc("POST /api/ops/trains/resume", f.opsOnly(f.resume))
 	mux.HandleFunc("GET /api/ops/batches", f.opsOnly(f.listBatches))
 	mux.HandleFunc("POST /api/ops/batches/run", f.opsOnly(f.round))
 	mux.HandleFunc("POST /api/ops/batches/{id}/settle", f.opsOnly(f.settle))
@@ -782,4 +791,222 @@ func (f *fakeAPI) seedRevoked(opID, subject, targetKey string, at time.Time, sta
 	if stage >= removalDeployed {
 		fr.removed(at.Add(25 * time.Minute))
 	}
+}
+
+// The merge trains, as workflow/train.go shows them: each catalog project's active batches as
+// its cars (batch.train 3), its requests waiting in the queue (a view with a place in line and no
+// batch), its pause. The caller holds f.mu.
+
+const fakeTrainLength = 3
+
+// waitingIn reports whether fr's request waits in project's waiting set.
+func (fr *fakeRequest) waitingIn(project string) bool {
+	v := fr.view
+	return v.Project == project && v.Waiting != nil && v.Waiting.Position > 0 && v.Waiting.Car == nil && v.BatchID == 0
+}
+
+func (f *fakeAPI) trainOf(project string) api.Train {
+	t := api.Train{Project: project, Length: fakeTrainLength, Cars: []api.TrainCar{}, Queue: []api.QueuedRequest{}, Paused: f.paused[project],
+		Pipelines: "median of the last 8 pipelines of " + project + ": 9 min"}
+	var ids []int64
+	for id, b := range f.batches {
+		if b.Partition == project && (b.Status == "RUNNING" || b.Status == "BLOCKED") {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for i, id := range ids {
+		b := f.batches[id]
+		c := api.TrainCar{BatchID: id, Position: i + 1, Status: b.Status, MR: b.MR, Pipeline: b.Pipeline, PipelineState: "running", Members: []api.RequestSummary{},
+			Since: b.CreatedAt, WaitingFor: "waiting for the bot to open the batch's merge request"}
+		if b.MR != nil {
+			c.WaitingFor = fmt.Sprintf("waiting for the pipeline of merge request !%d to pass", b.MR.ID)
+		}
+		if b.Status == "BLOCKED" {
+			c.PipelineState, c.WaitingFor = "blocked", "blocked: "+b.Note
+			if t.Blocked == nil {
+				t.Blocked = &api.TrainBlock{BatchID: id, Since: b.UpdatedAt, Why: b.Note}
+			}
+		} else {
+			c.Estimate = &api.Estimate{Words: fmt.Sprintf("about %d min", 9*(i+1)), Basis: t.Pipelines}
+		}
+		for _, op := range f.order {
+			if fr := f.reqs[op]; fr.view.BatchID == id {
+				c.Members = append(c.Members, fr.summary())
+			}
+		}
+		t.Cars = append(t.Cars, c)
+	}
+	var queue []api.QueuedRequest
+	for _, op := range f.order {
+		if fr := f.reqs[op]; fr.waitingIn(project) {
+			t.Waiting++
+			q := api.QueuedRequest{RequestSummary: fr.summary(), Since: fr.view.Waiting.Since, NextBy: fr.view.Waiting.NextBy}
+			if q.NextBy != "" {
+				t.MergeNext++
+			}
+			queue = append(queue, q)
+		}
+	}
+	// In the order cars take them: the ones sent next first.
+	sort.SliceStable(queue, func(i, j int) bool { return queue[i].NextBy != "" && queue[j].NextBy == "" })
+	t.Queue = append(t.Queue, queue...)
+	return t
+}
+
+func (f *fakeAPI) projects() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range f.cfg.Targets() {
+		if !seen[t.Project] {
+			seen[t.Project] = true
+			out = append(out, t.Project)
+		}
+	}
+	return out
+}
+
+func (f *fakeAPI) trains(w http.ResponseWriter, r *http.Request) {
+	page := api.Page[api.Train]{Items: []api.Train{}}
+	for _, p := range f.projects() {
+		page.Items = append(page.Items, f.trainOf(p))
+	}
+	rank := func(t api.Train) int {
+		switch {
+		case t.Blocked != nil:
+			return 0
+		case t.Paused != nil:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(page.Items, func(i, j int) bool { return rank(page.Items[i]) < rank(page.Items[j]) })
+	reply(w, 200, page)
+}
+
+// trainBody reads an action on a train as server/ops.go does: a known project, and for a pause a
+// reason of at most 512 characters.
+func (f *fakeAPI) trainBody(w http.ResponseWriter, r *http.Request, needReason bool) (project, reason string, ok bool) {
+	var body struct{ OperationID, Project, Reason string }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.OperationID == "" {
+		fail(w, 400, "INVALID_ARGUMENT", "operationId: required")
+		return "", "", false
+	}
+	reason = strings.TrimSpace(body.Reason)
+	switch {
+	case needReason && reason == "":
+		fail(w, 400, "INVALID_ARGUMENT", "reason: is required: tell the waiting requesters why their queue is paused")
+		return "", "", false
+	case len([]rune(body.Reason)) > 512:
+		fail(w, 400, "INVALID_ARGUMENT", "reason: must be at most 512 characters")
+		return "", "", false
+	case !contains(f.projects(), body.Project) || body.Project == "":
+		fail(w, 404, "NOT_FOUND", "No such project: "+body.Project+" is not in the catalog and bindery has no batches of it.")
+		return "", "", false
+	}
+	_, who := identity(r)
+	action := "ops.trains.resume"
+	params := map[string]any{"operationId": body.OperationID, "project": body.Project, "__authenticatedOperator": who}
+	if needReason {
+		action, params["reason"] = "ops.trains.pause", body.Reason
+	}
+	f.audit = append(f.audit, map[string]any{"at": time.Now(), "actor": who, "action": action, "params": params, "requestId": "fake"})
+	return body.Project, reason, true
+}
+
+func (f *fakeAPI) pause(w http.ResponseWriter, r *http.Request) {
+	project, reason, ok := f.trainBody(w, r, true)
+	if !ok {
+		return
+	}
+	_, who := identity(r)
+	f.paused[project] = &api.TrainPause{By: who, Reason: reason, Since: time.Now()}
+	// Every requester waiting for the project reads it (workflow/train.go, waitingForACar).
+	for _, op := range f.order {
+		if fr := f.reqs[op]; fr.waitingIn(project) {
+			fr.view.Waiting.WaitingFor = fmt.Sprintf("the queue of %s to be resumed — paused by %s: %s (%d ahead in the queue)", project, who, reason, fr.view.Waiting.Ahead)
+			fr.view.NextActionText = fmt.Sprintf("Your request waits: the queue of %s is paused by %s: %s. It goes on when an operator resumes the queue.", project, who, reason)
+		}
+	}
+	reply(w, 200, f.trainOf(project))
+}
+
+func (f *fakeAPI) resume(w http.ResponseWriter, r *http.Request) {
+	project, _, ok := f.trainBody(w, r, false)
+	if !ok {
+		return
+	}
+	delete(f.paused, project)
+	for _, op := range f.order {
+		if fr := f.reqs[op]; fr.waitingIn(project) {
+			fr.view.Waiting.WaitingFor = fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", project, fr.view.Waiting.Ahead)
+			fr.view.NextActionText = explain.NextActionText(fr.view.NextAction)
+		}
+	}
+	reply(w, 200, f.trainOf(project))
+}
+
+func (f *fakeAPI) mergeNext(w http.ResponseWriter, r *http.Request) {
+	_, who := identity(r)
+	fr, ok := f.reqs[r.PathValue("id")]
+	switch {
+	case !ok:
+		fail(w, 404, "NOT_FOUND", "No such request.")
+		return
+	case !fr.waitingIn(fr.view.Project):
+		fail(w, 409, "CONFLICT", fmt.Sprintf("This request is not waiting for a car (it is %s): only a request in a project's waiting set can be sent into the next car.", fr.view.Status))
+		return
+	case fr.view.Waiting.NextBy != "":
+		fail(w, 409, "CONFLICT", "This request was already sent into the next car of "+fr.view.Project+" by "+fr.view.Waiting.NextBy+".")
+		return
+	}
+	f.nexts = append(f.nexts, fr.view.OperationID+" by "+who)
+	f.audit = append(f.audit, map[string]any{"at": time.Now(), "actor": who, "action": "ops.requests.next",
+		"params": map[string]any{"operationId": "form-" + strconv.Itoa(len(f.audit)), "request": fr.view.OperationID, "__authenticatedOperator": who}, "requestId": "fake"})
+	now := time.Now()
+	fr.move(fr.view.Status, state.Step(fr.view.Step.Code), now)
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = "sent into the next car of " + fr.view.Project + " by " + who
+	fr.view.Waiting.NextBy, fr.view.Waiting.Position, fr.view.Waiting.Ahead = who, 1, 0
+	fr.view.Waiting.WaitingFor = "the next car of " + fr.view.Project + ", sent ahead of the queue by " + who
+	reply(w, 200, fr.snapshot(now))
+}
+
+// seedTrain gives project a train of two cars in CI (alice's request in the second: car 2 of 2,
+// an estimate) and two requests of bob waiting for a car.
+func (f *fakeAPI) seedTrain(project string, at time.Time) (inCar string, waiting []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var t config.Target
+	for _, c := range f.cfg.Targets() {
+		if c.Project == project && len(c.RuleCodes) == 0 {
+			t = c
+			break
+		}
+	}
+	var cars []*api.BatchView
+	for i, subject := range []string{"carol@example.com", "alice@example.com"} {
+		fr := f.add(fmt.Sprintf("7a1b2c3d-0000-4000-8000-00000000000%d", i+1), subject, t, "on-call rotation", at)
+		fr.enter("batch", at.Add(time.Minute))
+		fr.move(state.StatusMRCreating, state.StepQueued, at.Add(time.Minute))
+		b := f.addBatch(fr, "RUNNING", int64(70+i), int64(8900+i), at.Add(2*time.Minute), at.Add(2*time.Minute))
+		b.Note = fmt.Sprintf("MR !%d carries 1 changes", 70+i)
+		fr.enter("ci", at.Add(2*time.Minute))
+		fr.move(state.StatusMRCreating, state.StepCreateStarted, at.Add(2*time.Minute))
+		fr.view.Waiting = &api.Waiting{Stage: "ci", WaitingFor: fmt.Sprintf("the pipeline of merge request !%d to pass", 70+i), Since: at.Add(2 * time.Minute), BatchID: b.ID}
+		cars = append(cars, b)
+		inCar = fr.view.OperationID
+	}
+	merge := time.Now().Add(14 * time.Minute)
+	v := f.reqs[inCar].view.Waiting
+	v.Car = &api.Car{BatchID: cars[1].ID, Position: 2, Of: 2, Ahead: []api.CarAhead{{BatchID: cars[0].ID, MR: cars[0].MR, Pipeline: "running"}}}
+	v.Estimate = &api.Estimate{MergeAt: &merge, Words: "about 14 min", Basis: "median of the last 8 pipelines of " + project + ": 9 min"}
+	for i := range 2 {
+		fr := f.add(fmt.Sprintf("7a1b2c3d-0000-4000-8000-00000000001%d", i), fmt.Sprintf("bob%d@example.com", i), t, "on-call rotation", at.Add(time.Duration(i)*time.Minute))
+		fr.enter("batch", at.Add(3*time.Minute))
+		fr.move(state.StatusMRCreating, state.StepQueued, at.Add(3*time.Minute))
+		fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", project, i), Since: at.Add(3 * time.Minute),
+			Position: i + 1, Ahead: i, Estimate: &api.Estimate{Words: "no estimate yet", Basis: "2 pipelines of " + project + " recorded so far; an estimate needs at least 3"}}
+		waiting = append(waiting, fr.view.OperationID)
+	}
+	return inCar, waiting
 }

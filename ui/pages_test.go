@@ -85,15 +85,18 @@ type pageTour struct {
 	opsReady           string
 }
 
+// screenSizes are the screens the pages must read well on: a laptop and a phone.
+var screenSizes = []struct {
+	name          string
+	width, height int
+}{{"laptop", 1280, 900}, {"phone", 390, 844}}
+
 // tourPages opens every main page at laptop and phone widths, as alice and then as ops, and
 // checks that nothing needs sideways scrolling; with -screenshots it writes the pictures the
 // README shows (every page at laptop width, the request page at both).
 func tourPages(t *testing.T, p pageTour) {
 	t.Helper()
-	for _, size := range []struct {
-		name          string
-		width, height int
-	}{{"laptop", 1280, 900}, {"phone", 390, 844}} {
+	for _, size := range screenSizes {
 		t.Run(size.name, func(t *testing.T) {
 			b := newBrowser(t, size.width, size.height)
 			// Headless windows have a minimum width; the viewport is what a phone has.

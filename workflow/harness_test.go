@@ -265,6 +265,7 @@ type options struct {
 	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
 	wrapGitLab    func(gitlab.API) gitlab.API             // e.g. record the GitLab calls
 	realBatch     bool                                    // package batch's Service instead of the recording fake
+	clock         *sim.ManualClock                        // the simulators' pipelines and rebases follow it (nil: the real clock)
 	instance      string
 }
 
@@ -298,7 +299,11 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 		handler.Load().(http.Handler).ServeHTTP(w, r)
 	}))
 	h.url = "http://" + ts.Listener.Addr().String()
-	h.sims = sim.New(sim.Options{Config: h.cfg, BinderyURL: h.url, PublicURL: h.url + "/sim", Log: log.With("component", "sim")})
+	var clock sim.Clock
+	if o.clock != nil {
+		clock = o.clock
+	}
+	h.sims = sim.New(sim.Options{Config: h.cfg, BinderyURL: h.url, PublicURL: h.url + "/sim", Log: log.With("component", "sim"), Clock: clock})
 
 	h.handler = &handler
 	h.log = log

@@ -116,6 +116,7 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (api.Request
 	if deployOverdue(v.Status, d.Operation.Step, d.Operation.UpdatedAt, cutoff) && v.Waiting != nil {
 		v.Waiting.WaitingFor += "; " + w.lastDeployWords(ctx, d.Operation.Project)
 	}
+	w.describeTrain(ctx, d, &v)
 	return v, nil
 }
 
@@ -272,7 +273,7 @@ func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus,
 	case action == state.NextWaitManual:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "an operator to retry the step that stopped"
 	case d.Waiting != nil:
-		wt.Since, wt.Position, wt.Ahead = d.Waiting.Since, d.Waiting.Position(), d.Waiting.Ahead
+		wt.Since, wt.Position, wt.Ahead, wt.NextBy = d.Waiting.Since, d.Waiting.Position(), d.Waiting.Ahead, d.Waiting.NextBy
 		wt.Stage, wt.BatchID = stageBatch, 0
 		wt.WaitingFor = fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
 		if d.Waiting.Action == state.ActionDelete {

@@ -83,6 +83,7 @@ type Workflow struct {
 	tickets Tickets
 	mr      *change.Lifecycle // the legacy flow's per-request MR
 	rows    []stepRow         // the request kind's step table (steps)
+	trains  trainCache        // each project's merge train, as the request views read it
 	engine  *engine.Engine
 	log     *slog.Logger
 	rec     *metric.Recorder

@@ -49,6 +49,16 @@ export function batchBadge(status) {
   return h('span', {class: `badge tone-${batchTone[status] || 'busy'}`, 'data-batch-status': status}, status);
 }
 
+// What a car's pipeline does (api.CarAhead.Pipeline, batch.CarState), in words and a tone.
+const pipelineWords = {
+  building: ['building its branch', 'busy'], running: ['pipeline running', 'busy'], passed: ['pipeline passed', 'ok'],
+  failed: ['pipeline failed', 'bad'], blocked: ['blocked', 'warn'],
+};
+export function pipelineBadge(state) {
+  const [words, tone] = pipelineWords[state] || [state, 'busy'];
+  return h('span', {class: `badge tone-${tone}`, 'data-pipeline-state': state}, words);
+}
+
 /** stepName is a step in plain words: the server's step table gives them (step.label). */
 export function stepName(step) {
   if (step && step.label) return step.label;
@@ -147,6 +157,7 @@ export function keySource(status) {
 const auditActionWords = {
   'ops.batches.run': 'Ran a batch round', 'ops.batches.settle': 'Settled a batch', 'ops.requests.retry': 'Retried a request',
   'ops.reconcile': 'Ran reconciliation', revoke: 'Revoked a request', withdraw: 'Withdrew a failed request', 'hook.deploy.refused': 'Refused a deploy callback',
+  'ops.trains.pause': 'Paused a queue', 'ops.trains.resume': 'Resumed a queue', 'ops.requests.next': 'Sent a request into the next car',
 };
 export function auditAction(action) {
   return h('span', {}, auditActionWords[action] || action, auditActionWords[action] ? [' ', h('code', {class: 'muted small'}, action)] : null);

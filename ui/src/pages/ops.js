@@ -1,11 +1,12 @@
-// Ops console: what needs attention (stuck requests → retry), batches with their members and
-// links (→ settle), the manual round and reconciliation, per-stage latency at a glance, the
+// Ops console: each project's merge train at a glance (cars, members, pipelines, what waits,
+// what is paused or blocked → pause, resume, merge next), what needs attention (stuck requests →
+// retry), batches with their members and links (→ settle), the manual round and reconciliation, per-stage latency at a glance, the
 // effective configuration and its errors, and the audit log. Every section loads and fails
 // on its own, so one broken endpoint never blanks the console.
 import {h, swap, loading, empty, errorBox, externalLink, describeError, busyReading} from '../dom.js';
 import {get, post, qs, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
-import {batchBadge, statusBadge, stageName, stepName, duration, since, time, roundOutcome, keySource, auditAction, paramList} from '../format.js';
+import {batchBadge, statusBadge, stageName, stepName, duration, since, time, roundOutcome, keySource, auditAction, paramList, pipelineBadge} from '../format.js';
 import {requestTable} from './requests.js';
 
 const STATUSES = ['APPROVAL_SENDING', 'APPROVAL_SENT', 'MR_CREATING', 'MR_CREATED', 'MERGING', 'MERGED', 'VALIDATED', 'CREATE_FAILED', 'HANDLE_FAILED', 'REJECTED', 'CLOSED'];
@@ -30,6 +31,132 @@ export function mount(root, ctx) {
     while (notices.children.length > 3) notices.lastChild.remove();
   }
 
+  // ---- merge trains ----
+  const trains = section(root, 'trains', 'Merge trains', true);
+  // The pause's dialog stays outside the regions the live refresh redraws, and the refresh waits
+  // while it is open.
+  const pauseDialog = h('dialog', {id: 'pause-dialog', 'aria-labelledby': 'pause-title'});
+  root.append(pauseDialog);
+  const trainsPoll = poll(() => get('/api/ops/trains'), (page) => {
+    trains.live.ok();
+    if (busyReading(trains.body) || pauseDialog.open) return;
+    const items = (page && page.items) || [];
+    swap(trains.body, items.length ? h('ul', {class: 'trains'}, items.map(trainItem)) : empty(h('p', {}, 'No project in the catalog yet.')));
+  }, (err) => {
+    trains.live.failed();
+    swap(trains.body, errorBox(err, () => trainsPoll.now()));
+  }, 3000);
+  stops.push(trainsPoll.stop);
+
+  // One project's train: what holds it first (a pause, a BLOCKED car), then its cars in the order
+  // they merge, then what waits for a car.
+  function trainItem(t) {
+    const cars = t.cars || [];
+    const queue = t.queue || [];
+    const steer = t.paused
+      ? h('button', {type: 'button', 'data-focus': `resume-${t.project}`, 'data-resume': t.project}, 'Resume', h('span', {class: 'sr-only'}, ` the queue of ${t.project}`))
+      : h('button', {type: 'button', 'data-focus': `pause-${t.project}`, 'data-pause': t.project}, 'Pause…', h('span', {class: 'sr-only'}, ` the queue of ${t.project}`));
+    if (t.paused) {
+      steer.addEventListener('click', () => act(steer, 'Resuming…', () => post('/api/ops/trains/resume', {operationId: newOperationId(), project: t.project}), () => {
+        tell('ok', `The queue of ${t.project} runs again: its cars merge and the next round claims.`);
+        trainsPoll.now();
+      }));
+    } else {
+      steer.addEventListener('click', () => askPause(t.project));
+    }
+    return h('li', {class: `card train${t.blocked ? ' tone-bad' : t.paused ? ' tone-warn' : ''}`, 'data-project': t.project},
+      h('div', {class: 'batch-head'},
+        h('h3', {}, t.project),
+        t.blocked ? h('span', {class: 'badge tone-bad'}, 'BLOCKED') : null,
+        t.paused ? h('span', {class: 'badge tone-warn'}, 'Paused') : null,
+        h('span', {class: 'muted small', 'data-cars': cars.length}, `${cars.length} of ${t.length} car${t.length === 1 ? '' : 's'} in the train`),
+        h('span', {class: 'muted small'}, t.waiting ? `${t.waiting} waiting for a car${t.mergeNext ? ` (${t.mergeNext} sent next)` : ''}` : 'nothing waiting'),
+        steer),
+      t.paused ? h('div', {class: 'notice tone-warn small', role: 'status', 'data-paused': t.project},
+        h('p', {}, h('strong', {}, `Paused by ${t.paused.by}`), ' since ', time(t.paused.since), `: ${t.paused.reason}`),
+        h('p', {class: 'muted'}, 'No car is claimed and none merges until the queue is resumed; the cars in CI finish their pipelines. Every waiting requester reads this reason.')) : null,
+      t.blocked ? h('div', {class: 'notice tone-bad small', role: 'status', 'data-blocked': t.blocked.batchId},
+        h('p', {}, h('strong', {}, `Batch #${t.blocked.batchId} is blocked`), ' since ', time(t.blocked.since), `: ${t.blocked.why}`),
+        h('p', {class: 'muted'}, 'The cars behind it cannot merge before it. Settle or retry it in the batch list below.')) : null,
+      cars.length ? h('ol', {class: 'cars'}, cars.map((c) => carItem(t, c))) : h('p', {class: 'muted small'}, 'No car in CI.'),
+      queue.length ? h('div', {class: 'queue'},
+        h('p', {class: 'small'}, h('strong', {}, 'Waiting for a car'), t.waiting > queue.length ? ` (the first ${queue.length} of ${t.waiting})` : ''),
+        h('ul', {class: 'members'}, queue.map((q) => queueItem(t, q)))) : null,
+      t.pipelines ? h('p', {class: 'muted small'}, `Estimates: ${t.pipelines}.`) : null);
+  }
+
+  function carItem(t, c) {
+    const members = c.members || [];
+    return h('li', {'data-car': c.batchId, 'data-pipeline': c.pipelineState},
+      h('div', {class: 'batch-head'},
+        h('strong', {}, `Car ${c.position} of ${(t.cars || []).length}`),
+        h('span', {}, `Batch #${c.batchId}`), batchBadge(c.status), pipelineBadge(c.pipelineState),
+        c.mr ? externalLink(c.mr.url, `MR !${c.mr.id}`) : null,
+        c.pipeline ? externalLink(c.pipeline.url, `Pipeline #${c.pipeline.id}`) : null,
+        h('span', {class: 'muted small'}, 'claimed ', time(c.since), c.ciSince ? [', pipeline since ', time(c.ciSince)] : null),
+        c.estimate ? h('span', {class: 'small', title: c.estimate.basis, 'data-estimate': c.batchId}, `merges: ${c.estimate.words}`) : null),
+      c.waitingFor ? h('p', {class: 'small muted', 'data-car-waiting': c.batchId}, c.waitingFor.charAt(0).toUpperCase() + c.waitingFor.slice(1)) : null,
+      h('ul', {class: 'members'}, members.map((m) => h('li', {},
+        h('a', {href: `/requests/${encodeURIComponent(m.operationId)}`}, m.targetKey), ' ', h('span', {class: 'muted'}, m.subject), ' ', statusBadge(m.status)))));
+  }
+
+  // A waiting request: sent into the next car already, or a button that sends it there.
+  function queueItem(t, q) {
+    let next;
+    if (q.nextBy) {
+      next = h('span', {class: 'badge tone-busy', 'data-sent-next': q.operationId}, `next car: sent by ${q.nextBy}`);
+    } else {
+      next = h('button', {type: 'button', 'data-focus': `next-${q.operationId}`, 'data-merge-next': q.operationId}, 'Merge next',
+        h('span', {class: 'sr-only'}, ` ${q.targetKey} for ${q.subject}`));
+      next.addEventListener('click', () => act(next, 'Sending…', () => post(`/api/ops/requests/${encodeURIComponent(q.operationId)}/next`, {operationId: newOperationId()}), () => {
+        tell('ok', h('a', {href: `/requests/${encodeURIComponent(q.operationId)}`}, `${q.targetKey} (${q.subject})`), ` goes into the next car of ${t.project}, ahead of the queue.`);
+        trainsPoll.now();
+      }));
+    }
+    return h('li', {'data-queued': q.operationId},
+      h('a', {href: `/requests/${encodeURIComponent(q.operationId)}`}, q.targetKey), ' ', h('span', {class: 'muted'}, q.subject), ' ',
+      h('span', {class: 'muted small'}, 'waiting since ', time(q.since)), ' ', next);
+  }
+
+  // The pause asks for the reason every waiting requester will read.
+  function askPause(project) {
+    const operationId = newOperationId(); // one form, one action: a resend after an error is the same one
+    const reason = h('textarea', {id: 'pause-reason', rows: '3', maxlength: '512', 'aria-required': 'true', 'aria-describedby': 'pause-hint pause-error'});
+    const error = h('p', {class: 'field-error', id: 'pause-error', role: 'alert'});
+    const yes = h('button', {type: 'submit', class: 'primary', id: 'pause-confirm'}, 'Pause the queue');
+    const no = h('button', {type: 'button', id: 'pause-cancel'}, 'Cancel');
+    const form = h('form', {method: 'dialog'},
+      h('h2', {id: 'pause-title'}, `Pause the queue of ${project}?`),
+      h('p', {}, 'No new car is claimed and no car merges until the queue is resumed; the cars in CI finish their pipelines.'),
+      h('div', {class: 'field'}, h('label', {for: 'pause-reason'}, 'Reason'),
+        h('p', {class: 'hint', id: 'pause-hint'}, 'Every requester waiting for this project reads it, e.g. “release freeze until 18:00”. At most 512 characters.'),
+        reason, error),
+      h('div', {class: 'actions'}, yes, no));
+    no.addEventListener('click', () => pauseDialog.close());
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      if (!reason.value.trim()) {
+        error.textContent = 'Say why: every waiting requester reads it.';
+        reason.focus();
+        return;
+      }
+      yes.disabled = true;
+      try {
+        await post('/api/ops/trains/pause', {operationId, project, reason: reason.value});
+        pauseDialog.close();
+        tell('ok', `The queue of ${project} is paused: ${reason.value.trim()}`);
+        trainsPoll.now();
+      } catch (err) {
+        error.textContent = describeError(err);
+      } finally {
+        yes.disabled = false;
+      }
+    });
+    swap(pauseDialog, form);
+    pauseDialog.showModal();
+    reason.focus();
+  }
+
   // ---- actions ----
   const actions = section(root, 'actions', 'Actions', false);
   const roundBtn = h('button', {type: 'button', class: 'primary', id: 'run-round', 'data-focus': 'run-round'}, 'Run a batch round now');
@@ -40,6 +167,7 @@ export function mount(root, ctx) {
   roundBtn.addEventListener('click', () => act(roundBtn, 'Running…', () => post('/api/ops/batches/run', {operationId: newOperationId()}), (r) => {
     const parts = (r && r.partitions) || [];
     tell(parts.some((p) => p.outcome === 'ERROR') ? 'warn' : 'ok', 'Batch round done: ', parts.length ? parts.map(roundOutcome).join('; ') + '.' : 'no project had work.');
+    trainsPoll.now();
     batchesPoll.now();
     stuckPoll.now();
   }));

@@ -4,7 +4,7 @@
 import {h, swap, loading, errorBox, externalLink, describeError, busyReading, announce} from '../dom.js';
 import {get, post, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
-import {statusBadge, stepName, stageName, linkify, duration, since, time, ordinal} from '../format.js';
+import {statusBadge, stepName, stageName, linkify, duration, since, time, ordinal, pipelineBadge} from '../format.js';
 
 export function mount(root, ctx) {
   const id = ctx.params[0];
@@ -27,7 +27,7 @@ export function mount(root, ctx) {
       notice,
       statusCard(v),
       stageTrack(v),
-      failed(v) ? failureCard(v, waysOut(v)) : v.waiting ? waitingCard(v) : null,
+      failed(v) ? failureCard(v, waysOut(v)) : v.waiting ? waitingCard(v, mergeNext(v)) : null,
       v.status === 'REJECTED' ? decisionCard(v) : null,
       h('div', {class: 'columns'},
         h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v))),
@@ -43,6 +43,25 @@ export function mount(root, ctx) {
     sent = Array.isArray(data) ? data : [];
     if (view && !busyReading(region)) render();
   }, () => {}, 5000);
+
+  // mergeNext is an operator's button that sends the request, waiting in its project's waiting
+  // set, into the next car ahead of the others (null: not an operator, or nothing to send).
+  function mergeNext(v) {
+    const w = v.waiting;
+    if (!ctx.me.ops || !w || !w.position || w.car || w.nextBy) return null;
+    const button = h('button', {type: 'button', 'data-focus': 'merge-next', id: 'merge-next'}, 'Merge next');
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        await post(`/api/ops/requests/${encodeURIComponent(id)}/next`, {operationId: newOperationId()});
+        notice = h('div', {class: 'notice tone-ok', role: 'status'}, `Sent into the next car of ${v.project}, ahead of the queue.`);
+      } catch (err) {
+        notice = h('div', {class: 'notice tone-bad', role: 'alert'}, describeError(err));
+      }
+      p.now();
+    });
+    return h('p', {class: 'actions'}, button, h('span', {class: 'muted small'}, 'Operators: send it into the next car of its project, ahead of the requests admitted before it (a hotfix).'));
+  }
 
   function revokeSection(v) {
     if (v.status !== 'VALIDATED' || v.nextAction !== 'NONE') return null;
@@ -275,7 +294,7 @@ function decisionCard(v) {
     h('p', {class: 'muted small'}, time(decision.at)));
 }
 
-function waitingCard(v) {
+function waitingCard(v, action) {
   const w = v.waiting;
   const rows = [
     ['Stage', stageName(w.stage)],
@@ -284,11 +303,25 @@ function waitingCard(v) {
   ];
   if (w.batchId) rows.push(['Batch', `#${w.batchId}`]);
   if (w.position) rows.push(['Place in line', `${ordinal(w.position)}${w.ahead ? ` — ${w.ahead} ahead` : ' — next'}`]);
+  if (w.car) {
+    // Its car in the project's merge train, and the cars that merge before it.
+    rows.push(['Merge train', h('span', {id: 'car'}, `car ${w.car.position} of ${w.car.of}`, w.car.position === 1 ? h('span', {class: 'muted'}, ' — merges next') : null)]);
+    const ahead = w.car.ahead || [];
+    if (ahead.length) {
+      rows.push(['Cars ahead', h('ul', {class: 'members', id: 'cars-ahead'}, ahead.map((c) => h('li', {'data-car-ahead': c.batchId},
+        `Batch #${c.batchId} `, c.mr ? externalLink(c.mr.url, `MR !${c.mr.id}`) : null, ' ', pipelineBadge(c.pipeline))))]);
+    }
+  }
+  if (w.estimate) {
+    rows.push(['Estimated merge', h('span', {id: 'estimate'},
+      h('strong', {}, w.estimate.words), w.estimate.mergeAt ? [' (around ', time(w.estimate.mergeAt), ')'] : null,
+      h('span', {class: 'muted small block'}, w.estimate.basis))]);
+  }
   const work = bindery(w);
   if (work) rows.push(['bindery', work]);
   return h('section', {class: 'card waiting', 'aria-labelledby': 'waiting-title', id: 'waiting'},
     h('h2', {id: 'waiting-title'}, 'Why is it waiting?'),
-    h('dl', {class: 'pairs'}, rows.map(([k, val]) => [h('dt', {}, k), h('dd', {}, val)])));
+    h('dl', {class: 'pairs'}, rows.map(([k, val]) => [h('dt', {}, k), h('dd', {}, val)])), action);
 }
 
 // bindery says what bindery itself does about the request now, when it is to act: its next step
