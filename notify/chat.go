@@ -8,6 +8,7 @@ import (
 
 	"bindery/api"
 	"bindery/config"
+	"bindery/explain"
 	"bindery/store"
 )
 
@@ -31,7 +32,7 @@ func (s chatSender) send(ctx context.Context, d store.Delivery, e store.Event, s
 
 // ChatText is an event as a chat message: its summary, the request's note and what to do, and
 // the link to look at.
-func ChatText(e store.Event, snap *config.Snapshot, l links) string {
+func ChatText(e store.Event, snap *config.Snapshot, l explain.Links) string {
 	lines := []string{Summary(e, snap)}
 	switch v := news(e, snap, l).(type) {
 	case *api.RequestNews:

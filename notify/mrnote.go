@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"bindery/config"
+	"bindery/explain"
 	"bindery/outbound"
 	"bindery/state"
 	"bindery/store"
@@ -96,12 +97,12 @@ func parseMR(target string) (string, int64, bool) {
 }
 
 // openedNote lists the batch's members with links to their requests.
-func openedNote(e store.Event, l links) string {
+func openedNote(e store.Event, l explain.Links) string {
 	f := e.Facts
 	var b strings.Builder
 	fmt.Fprintf(&b, "**bindery** batch %d carries %d %s:\n\n", f.BatchID, len(f.Members), plural(len(f.Members), "change"))
 	for _, op := range f.Members {
-		fmt.Fprintf(&b, "- [%s](%s)\n", op, l.request(op))
+		fmt.Fprintf(&b, "- [%s](%s)\n", op, l.Request(op))
 	}
 	b.WriteString("\nbindery merges this merge request once its pipeline passes; a failing change is isolated by bisection and named here.")
 	return b.String()
@@ -112,13 +113,13 @@ const culpritMark = "\n\n---\n**Bisection isolated the change that fails:** "
 
 // withCulprit is the note with the isolated change named (again: the part is replaced, never
 // added twice).
-func withCulprit(note string, e store.Event, l links) string {
+func withCulprit(note string, e store.Event, l explain.Links) string {
 	f := e.Facts
 	if i := strings.Index(note, culpritMark); i >= 0 {
 		note = note[:i]
 	}
 	return note + culpritMark + fmt.Sprintf("[%s](%s) — batch %d failed with it alone, after %d %s; the other changes go on without it.",
-		f.Culprit, l.request(f.Culprit), f.BatchID, f.Bisections, plural(f.Bisections, "bisection"))
+		f.Culprit, l.Request(f.Culprit), f.BatchID, f.Bisections, plural(f.Bisections, "bisection"))
 }
 
 func plural(n int, word string) string {

@@ -25,6 +25,7 @@ import (
 	"bindery/api"
 	"bindery/config"
 	"bindery/engine"
+	"bindery/explain"
 	"bindery/identity"
 	"bindery/metric"
 	"bindery/outbound"
@@ -189,7 +190,7 @@ func (n *Notifier) email(snap *config.Snapshot) config.Email {
 }
 
 // links is where messages link to, by the configuration in force.
-func (n *Notifier) links(snap *config.Snapshot) links {
+func (n *Notifier) links(snap *config.Snapshot) explain.Links {
 	base := snap.PublicURL()
 	if base == "" {
 		base = n.base
@@ -198,7 +199,7 @@ func (n *Notifier) links(snap *config.Snapshot) links {
 	if gl == "" {
 		gl = n.gitlab
 	}
-	return links{base: strings.TrimRight(base, "/"), gitlab: gl}
+	return explain.Links{Base: strings.TrimRight(base, "/"), GitLab: gl}
 }
 
 // run is one action of the notify kind: route an event, or make one attempt of a delivery.

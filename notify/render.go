@@ -2,7 +2,6 @@ package notify
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 
 	"bindery/api"
@@ -44,78 +43,29 @@ func Words(t state.EventType) string {
 	return string(t)
 }
 
-// links knows the web addresses a message links to.
-type links struct {
-	base   string // bindery's own (server.publicURL, or the listen address)
-	gitlab string // GitLab's web base
-}
-
-func (l links) request(operationID string) string {
-	return l.base + "/requests/" + url.PathEscape(operationID)
-}
-
-func (l links) ops() string { return l.base + "/ops" }
-
-func (l links) mr(project string, iid int64) *api.Link {
-	return l.gitlabLink(project, "merge_requests", iid)
-}
-
-func (l links) pipeline(project string, id int64) *api.Link {
-	return l.gitlabLink(project, "pipelines", id)
-}
-
-// gitlabLink is the web address of a project's merge request or pipeline (without an address
-// when GitLab's web base is not known; nil without a number).
-func (l links) gitlabLink(project, kind string, id int64) *api.Link {
-	if id == 0 {
-		return nil
-	}
-	if l.gitlab == "" {
-		return &api.Link{ID: id}
-	}
-	return &api.Link{ID: id, URL: fmt.Sprintf("%s/%s/-/%s/%d", l.gitlab, project, kind, id)}
-}
-
-// forProject is explain.Told's link maker for a project.
-func (l links) forProject(project string) func(kind string, id int64) string {
-	return func(kind string, id int64) string {
-		var k *api.Link
-		switch kind {
-		case "mr":
-			k = l.mr(project, id)
-		case "pipeline":
-			k = l.pipeline(project, id)
-		}
-		if k == nil {
-			return ""
-		}
-		return k.URL
-	}
-}
-
 // news is what e reports, as its audience reads it.
-func news(e store.Event, snap *config.Snapshot, l links) any {
+func news(e store.Event, snap *config.Snapshot, l explain.Links) any {
 	f := e.Facts
 	switch e.Type.Info().Audience {
 	case state.AudienceRequester:
 		return requestNews(e, snap, l)
 	case state.AudienceBatch:
-		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.mr(f.Project, f.MRIID), Why: f.Why, Members: f.Members, Culprit: f.Culprit, URL: l.ops()}
+		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.MR(f.Project, f.MRIID), Why: f.Why, Members: f.Members, Culprit: f.Culprit, URL: l.Ops()}
 	}
 	switch e.Type {
 	case state.EventRequestNeedsAttention, state.EventDeployOverdue:
 		return requestNews(e, snap, l)
 	case state.EventBatchBlocked:
-		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.mr(f.Project, f.MRIID), Why: f.Why, URL: l.ops()}
+		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.MR(f.Project, f.MRIID), Why: f.Why, URL: l.Ops()}
 	}
-	n := &api.OpsNews{Why: f.Why, Project: f.Project, MRIID: f.MRIID, SHA: f.SHA, Refused: f.Refused, Endpoint: f.Endpoint, Instance: f.Instance, URL: l.ops()}
+	n := &api.OpsNews{Why: f.Why, Project: f.Project, MRIID: f.MRIID, SHA: f.SHA, Refused: f.Refused, Endpoint: f.Endpoint, Instance: f.Instance, URL: l.Ops()}
 	if e.Type == state.EventConfigRefused && f.Note != "" {
 		n.Keys = strings.Split(f.Note, ",")
 	}
 	return n
 }
 
-func requestNews(e store.Event, snap *config.Snapshot, l links) *api.RequestNews {
+func requestNews(e store.Event, snap *config.Snapshot, l explain.Links) *api.RequestNews {
 	f := e.Facts
 	title := f.TargetKey
 	if t, ok := snap.Target(f.TargetKey); ok && t.Title != "" {
@@ -126,9 +76,9 @@ func requestNews(e store.Event, snap *config.Snapshot, l links) *api.RequestNews
 		OperationID: f.OperationID, Subject: f.Subject, TargetKey: f.TargetKey, TargetTitle: title, Project: f.Project,
 		Status: f.Status, PreviousStatus: f.From,
 		Step: api.StepView{Code: int(f.Step), Name: f.Step.String(), Label: explain.Label(f.Step)},
-		Note: explain.Told(f.Step, f.Note, l.forProject(f.Project)), NextAction: action, NextActionText: explain.NextActionText(action),
-		MR: l.mr(f.Project, f.MRIID), Pipeline: l.pipeline(f.Project, f.PipelineID), BatchID: f.BatchID, Reason: f.Reason,
-		URL: l.request(f.OperationID),
+		Note: explain.Told(f.Step, f.Note, l.Of(f.Project)), NextAction: action, NextActionText: explain.NextActionText(action),
+		MR: l.MR(f.Project, f.MRIID), Pipeline: l.Pipeline(f.Project, f.PipelineID), BatchID: f.BatchID, Reason: f.Reason,
+		URL: l.Request(f.OperationID),
 	}
 }
 

@@ -359,29 +359,15 @@ func lastStage(steps []store.StepRecord) string {
 	return stageApproval
 }
 
-func (w *Workflow) mrLink(project string, iid int64) *api.Link {
-	if iid == 0 {
-		return nil
-	}
-	return &api.Link{ID: iid, URL: fmt.Sprintf("%s/%s/-/merge_requests/%d", w.gitlabWeb(), project, iid)}
-}
+// linker makes the web addresses of the request view, by the configuration in force.
+func (w *Workflow) linker() explain.Links { return explain.Links{GitLab: w.gitlabWeb()} }
 
-// links gives the web addresses of project's merge requests ("mr") and pipelines ("pipeline"),
-// for the details a requester reads of a failure (explain.Told).
+func (w *Workflow) mrLink(project string, iid int64) *api.Link { return w.linker().MR(project, iid) }
+
+// links gives the web addresses of project's merge requests and pipelines, for the details a
+// requester reads of a failure (explain.Told).
 func (w *Workflow) links(project string) func(kind string, id int64) string {
-	return func(kind string, id int64) string {
-		var l *api.Link
-		switch kind {
-		case "mr":
-			l = w.mrLink(project, id)
-		case "pipeline":
-			l = w.pipelineLink(project, id)
-		}
-		if l == nil {
-			return ""
-		}
-		return l.URL
-	}
+	return w.linker().Of(project)
 }
 
 // ticketLink is the approval ticket id with its web address when approval.ticketURL (or the
@@ -403,10 +389,7 @@ func (w *Workflow) ticketLink(id string) *api.TicketLink {
 }
 
 func (w *Workflow) pipelineLink(project string, id int64) *api.Link {
-	if id == 0 {
-		return nil
-	}
-	return &api.Link{ID: id, URL: fmt.Sprintf("%s/%s/-/pipelines/%d", w.gitlabWeb(), project, id)}
+	return w.linker().Pipeline(project, id)
 }
 
 // summary is one row of a list (cutoff: deployCutoff of the list).
