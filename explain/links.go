@@ -23,10 +23,14 @@ func (l Links) Request(operationID string) string {
 func (l Links) Ops() string { return l.Base + "/ops" }
 
 // MR is merge request iid of project (nil without a number).
-func (l Links) MR(project string, iid int64) *api.Link { return l.gitlab(project, "merge_requests", iid) }
+func (l Links) MR(project string, iid int64) *api.Link {
+	return l.gitlab(project, "merge_requests", iid)
+}
 
 // Pipeline is pipeline id of project (nil without a number).
-func (l Links) Pipeline(project string, id int64) *api.Link { return l.gitlab(project, "pipelines", id) }
+func (l Links) Pipeline(project string, id int64) *api.Link {
+	return l.gitlab(project, "pipelines", id)
+}
 
 func (l Links) gitlab(project, kind string, id int64) *api.Link {
 	if id == 0 {
