@@ -64,7 +64,9 @@ type trainPlace struct {
 //     pipelines start again now;
 //   - a request in the waiting set goes into the car its place gives it (PerCar requests to a
 //     car); that car joins the train at the next round when the train has room, else when the car
-//     whose place it takes merges, and then needs a pipeline of its own;
+//     whose place it takes merges — and, in a train of several cars, not before the newest car
+//     has been in CI for a Length-th of the median (a round spreads the cars over a pipeline) —
+//     and then needs a pipeline of its own;
 //   - nothing is known of a BLOCKED car (it waits for a person) or of a paused queue (it waits for
 //     an operator): no estimate then, and the basis says why.
 func estimateMerge(t trainState, p trainPlace) api.Estimate {
@@ -118,11 +120,23 @@ func estimateMerge(t trainState, p trainPlace) api.Estimate {
 	// The waiting set: the cars it takes to reach this request's join the train one by one.
 	perCar := max(p.PerCar, 1)
 	length := max(t.Length, 1)
+	var newest time.Time // the newest car's start
+	for _, c := range t.Cars {
+		start := t.Now
+		if c.Started != nil && c.State != carBuilding {
+			start = *c.Started
+		}
+		newest = later(newest, start)
+	}
 	for range p.Ahead/perCar + 1 {
 		join := later(p.Round, t.Now)
 		if n := len(merges); n >= length {
 			join = later(join, merges[n-length]) // the car whose place it takes merged
 		}
+		if length > 1 && !newest.IsZero() {
+			join = later(join, newest.Add(median/time.Duration(length))) // spread over a pipeline
+		}
+		newest = join
 		prev = later(join.Add(median), prev)
 		merges = append(merges, prev)
 	}

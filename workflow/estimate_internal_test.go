@@ -43,6 +43,8 @@ func TestTheEstimateOfAMergeFollowsTheTrain(t *testing.T) {
 		{name: "an overdue pipeline ends any moment", durations: nine, cars: []carState{car(1, "running", ago(min(20)))}, place: in(0), in: 0, words: "under a minute", basis: basis},
 		{name: "a car not built yet needs a whole pipeline", durations: nine, cars: []carState{car(1, "building", nil)}, place: in(0), in: min(9), words: "about 9 min", basis: basis},
 		{name: "a passed car merges now", durations: nine, cars: []carState{car(1, "passed", ago(min(9)))}, place: in(0), in: 0, words: "under a minute", basis: basis},
+		{name: "a waiting request's car follows the newest car at a third of a pipeline in a train of 3", durations: nine, length: 3,
+			cars: []carState{car(1, "running", ago(min(1)))}, place: waiting(0, 5), in: min(2) + min(9), words: "about 11 min", basis: basis},
 		{name: "a car never merges before the one ahead of it", durations: nine,
 			cars: []carState{car(1, "running", ago(min(1))), car(2, "running", ago(min(6)))}, place: in(1), in: min(8), words: "about 8 min", basis: basis},
 		{name: "a car whose pipeline ends later than the one ahead merges then", durations: nine,
