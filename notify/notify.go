@@ -111,11 +111,7 @@ func New(o Options) (*Notifier, error) {
 	n := &Notifier{db: o.DB, cfg: o.Config, engine: o.Engine, log: o.Log.With("component", "notify"), rec: o.Recorder, inst: o.Instance,
 		base: strings.TrimRight(o.BaseURL, "/"), gitlab: strings.TrimRight(o.GitLabURL, "/"), hc: o.HTTPClient, notes: o.Notes, jitter: o.Jitter, schedule: schedule,
 		demoEmail: o.DemoEmail, demoWebhooks: o.DemoWebhooks}
-	o.Engine.Register(engine.Kind{
-		Name: state.TaskNotify, Run: n.run, Fail: n.fail,
-		Retry: engine.Backoff(time.Second, time.Minute),
-		Lease: func() time.Duration { return n.cfg.Current().NotifyTimeout() + 30*time.Second },
-	})
+	o.Engine.Register(n.def().Kind())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := n.refreshChosen(ctx); err != nil {
 		n.log.Warn("people's email choices not read; every requester's event is routed until the watch reads them", "err", err)
@@ -203,14 +199,62 @@ func (n *Notifier) links(snap *config.Snapshot) explain.Links {
 }
 
 // run is one action of the notify kind: route an event, or make one attempt of a delivery.
-func (n *Notifier) run(ctx context.Context, r *engine.Run) error {
-	switch r.Task.Step {
-	case state.NotifyRoute:
-		return n.routeEvent(ctx, r)
-	case state.NotifySend:
-		return n.send(ctx, r)
+// Step is a step of a notify task (stored as the task's step: never rename one).
+type Step string
+
+const (
+	stepRoute = Step(state.NotifyRoute) // an event's receivers recorded, each pending delivery with its send task
+	stepSend  = Step(state.NotifySend)  // one attempt of one delivery, recorded with its outcome
+)
+
+// steps is the notify kind's one table of steps: both run in the notify lane, so a slow
+// receiver never delays a request's steps; a database that does not answer is tried again with
+// backoff (1 s doubling up to a minute) for ever, a receiver's own failure is the attempt's
+// outcome (its schedule, not the engine's).
+func (n *Notifier) steps() []notifyStep {
+	type es = engine.Step[struct{}, Step]
+	lane := engine.LaneNotify
+	return []notifyStep{
+		{es{Name: stepRoute, Lane: lane, Run: func(ctx context.Context, j *engine.Job[struct{}, Step]) error { return n.routeEvent(ctx, j.Run) }},
+			"record the event's receivers (the configuration in force, people's choices), each pending delivery with its send task"},
+		{es{Name: stepSend, Lane: lane, Run: func(ctx context.Context, j *engine.Job[struct{}, Step]) error { return n.send(ctx, j.Run) }},
+			"one attempt of one delivery (webhook, email, chat, the batch MR's note), recorded; the next by the schedule, or done, or the receiver disabled"},
 	}
-	return r.Park(ctx, "no notify step "+r.Task.Step+" in this version")
+}
+
+// notifyStep is a row of the table: the engine's part and what the step does, in words.
+type notifyStep struct {
+	engine.Step[struct{}, Step]
+	does string
+}
+
+// def is the notify kind as the engine runs it.
+func (n *Notifier) def() engine.Def[struct{}, Step] {
+	d := engine.Def[struct{}, Step]{
+		Name: state.TaskNotify,
+		Fail: func(ctx context.Context, j *engine.Job[struct{}, Step], err error) error {
+			return n.fail(ctx, j.Run, err)
+		},
+		Short: func() time.Duration { return time.Second },
+		Long:  func() time.Duration { return time.Minute },
+		Lease: func() time.Duration { return n.cfg.Current().NotifyTimeout() + 30*time.Second },
+	}
+	for _, r := range n.steps() {
+		d.Steps = append(d.Steps, r.Step)
+	}
+	return d
+}
+
+// StepDocs is the notify kind's step table for docs/states.md.
+func StepDocs() []engine.StepDoc {
+	var out []engine.StepDoc
+	for _, r := range (&Notifier{}).steps() {
+		d := engine.DocOf(r.Step)
+		d.Does, d.Retry = r.does, "backoff on an unavailable database; a receiver's failure: the delivery's own schedule"
+		d.Fails = "the attempt recorded as bindery's own failure, and tried again"
+		out = append(out, d)
+	}
+	return out
 }
 
 // routeEvent records the event's receivers, each pending one with its send task, under the
@@ -460,7 +504,7 @@ func (n *Notifier) end(ctx context.Context, r *engine.Run, d store.Delivery, sta
 // own failure and follows the schedule like any failed attempt.
 func (n *Notifier) fail(ctx context.Context, r *engine.Run, err error) error {
 	st, ok := r.State.(*sendState)
-	if r.Task.Step != state.NotifySend || !ok {
+	if Step(r.Task.Step) != stepSend || !ok {
 		return r.Next(ctx, store.TaskNext{In: time.Minute, Failures: r.Task.Failures + 1, Note: "routing failed in bindery: " + engine.Public(err)}, nil)
 	}
 	return n.record(ctx, r, st.d, result{class: classInternal, err: "bindery failed to make the attempt: " + engine.Public(err)}, time.Since(st.start))

@@ -11,6 +11,7 @@ import (
 	"bindery/batch"
 	"bindery/engine"
 	"bindery/explain"
+	"bindery/notify"
 	"bindery/state"
 	"bindery/workflow"
 )
@@ -33,6 +34,7 @@ func TestStatesDocIsCurrent(t *testing.T) {
 		"steps":               stepsTable(),
 		"request-steps":       kindTable(workflow.StepDocs(), true),
 		"batch-steps":         kindTable(batch.StepDocs(), false),
+		"notify-steps":        kindTable(notify.StepDocs(), false),
 	}
 	doc := string(old)
 	for name, table := range tables {
