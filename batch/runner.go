@@ -368,13 +368,15 @@ func (r *run) open(ctx context.Context) error {
 		_, _, long, _ := r.s.cfg.Current().PollStages()
 		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart, Note: fmt.Sprintf("waiting for car %d ahead of it to write its branch", baseBatch)}, nil)
 	}
-	if on, ok := t.builtOn(b); ok {
-		// A car moved to the end of the train (bisected) finds ahead of it cars built on its own
-		// old branch: their branches still carry its files. It waits until they are rebuilt
-		// without it (its move woke them), or it would build on itself.
+	if on, ok, err := r.unsettled(ctx, t); err != nil {
+		return engine.Unavailable(err)
+	} else if ok {
+		// A car ahead is about to be rebuilt (what it stands on changed; its own wake brought it
+		// news): this car waits for its new branch rather than build on files that will leave.
+		// Its rebuild wakes this car.
 		_, _, long, _ := r.s.cfg.Current().PollStages()
 		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart,
-			Note: fmt.Sprintf("waiting for car %d ahead of it to be rebuilt without this batch's old branch", on)}, nil)
+			Note: fmt.Sprintf("waiting for car %d ahead of it to be rebuilt on what is ahead of it now", on)}, nil)
 	}
 	r.spec.Base = baseSHA
 	digest := r.digest()
@@ -387,13 +389,20 @@ func (r *run) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	switch o.Result {
-	case change.Absent:
+	switch {
+	case o.Result == change.Absent:
 		// The only member deletes a file that is already gone: its change is in effect.
 		return r.settleAbsent(ctx)
-	case change.Failed:
+	case o.Result == change.Failed && baseBatch != 0:
+		// Refused on top of a car ahead: what that car carries may be leaving (a failure decided
+		// ahead, a bisection) — never the members' failure while the train ahead moves. Built on
+		// the target, the same refusal would be theirs.
+		_, _, long, _ := r.s.cfg.Current().PollStages()
+		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart,
+			Note: fmt.Sprintf("GitLab refused the commit on top of car %d ahead of it (%s); waiting for the train ahead to settle", baseBatch, publicNote(o.Cause))}, nil)
+	case o.Result == change.Failed:
 		return r.deterministic(ctx, failedCreate.with("GitLab refused the batch's commit: "+publicNote(o.Cause)))
-	case change.Restarted:
+	case o.Result == change.Restarted:
 		r.s.log.Info("batch resumed: a new pipeline replaces one still running", "batch", b.ID, "mr", o.MR.IID)
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
 	}

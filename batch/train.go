@@ -94,24 +94,35 @@ func (r *run) rebuild(ctx context.Context, why string) error {
 	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale}, Moves: rebuilt(note)})
 }
 
-// builtOn reports a car ahead of b whose branch, through the cars it was built on, stands on b
-// itself (b moved to the end of the train after they were built on it): the car found.
-func (t train) builtOn(b store.Batch) (int64, bool) {
-	byID := map[int64]store.Batch{}
-	for _, c := range t.cars {
-		byID[c.ID] = c
-	}
-	for c, seen := t.ahead, 0; c != nil && seen <= len(t.cars); seen++ {
-		if c.BaseBatch == b.ID {
-			return c.ID, true
-		}
-		next, ok := byID[c.BaseBatch]
-		if !ok {
+// unsettled reports a car ahead of b whose branch does not stand on what is ahead of it now —
+// built on a car that was rebuilt, left the train, or moved behind it (b itself, sent to the end
+// after a bisection) — and that will therefore be rebuilt: building on it would carry files of
+// requests no longer in front (GitLab refuses such a commit, or the pipeline tests a
+// combination that will never merge). The car found.
+func (r *run) unsettled(ctx context.Context, t train) (int64, bool, error) {
+	var prev *store.Batch
+	for i := range t.cars {
+		c := t.cars[i]
+		if c.ID == r.batch.ID {
 			break
 		}
-		c = &next
+		switch {
+		case c.HeadSHA == "":
+			// not built yet: t.base waits for it
+		case prev != nil && (c.BaseBatch != prev.ID || c.BaseSHA != prev.HeadSHA):
+			return c.ID, true, nil
+		case prev == nil && c.BaseBatch != 0:
+			base, err := r.s.db.Batch(ctx, c.BaseBatch)
+			if err != nil {
+				return 0, false, err
+			}
+			if base.Status != state.BatchSucceeded || base.TestedSHA != c.BaseSHA {
+				return c.ID, true, nil
+			}
+		}
+		prev = &t.cars[i]
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // base is what the car's branch is to be built on: the head of the car ahead, or the target
