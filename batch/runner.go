@@ -385,10 +385,12 @@ func (r *run) open(ctx context.Context) error {
 		return engine.Unavailable(err)
 	}
 	rewrite := b.MRIID == 0 || b.BranchDigest != digest || why != "" || b.HeadSHA == ""
+	flaky := r.r.Memo.Flaky // a rebuild that is itself a flaky retry (retryBehind) keeps its count
 	o, err := r.s.mr.Open(ctx, r.spec, b.MRIID, rewrite, &r.r.Memo.Memo)
 	if err != nil {
 		return err
 	}
+	r.r.Memo.Flaky = flaky
 	switch {
 	case o.Result == change.Absent:
 		// The only member deletes a file that is already gone: its change is in effect.
@@ -456,7 +458,8 @@ func (r *run) pipeline(ctx context.Context) error {
 	// The halves of a bisection get no flaky retry: the failure of the set they come from
 	// outlived its retries already, and each retry would cost every level of the search a pipeline.
 	retry := !hold && b.Bisections == 0 && b.BisectOf == 0
-	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo, retry)
+	// With cars behind, the flaky retry is decided here, after the failure is seen (retryBehind).
+	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo, retry && !t.behind(b))
 	if err != nil {
 		return err
 	}
@@ -485,6 +488,8 @@ func (r *run) pipeline(ctx context.Context) error {
 		_, _, long, _ := r.s.cfg.Current().PollStages()
 		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitKeep, Checks: r.r.Task.Checks,
 			Note: o.Note + heldFailure}, nil)
+	case o.Result == change.Failed && retry && t.behind(b) && r.r.Memo.Flaky < r.s.cfg.Current().BatchFlakyRetries():
+		return r.retryBehind(ctx, t, o)
 	case o.Result == change.Failed:
 		r.failed = pipeline
 		if o.Pipeline != nil {
@@ -502,6 +507,58 @@ func (r *run) pipeline(ctx context.Context) error {
 		return r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline}})
 	}
 	return r.r.Next(ctx, o.Next, nil)
+}
+
+// retryBehind is the flaky retry of a car with cars behind it. When a car behind failed too (its
+// failure held: its branch carries this one's), the failure is most likely this car's: it goes to
+// the end of the train and is rebuilt there — the new pipeline is its retry — and the cars behind
+// it are rebuilt without it at once, instead of after the retry and the bisection (their own
+// pipelines had failed: nothing that was going well restarts). Otherwise the pipeline runs again
+// on the same commit and nothing behind it changes.
+func (r *run) retryBehind(ctx context.Context, t train, o change.Outcome) error {
+	b := r.batch
+	failedBehind, err := r.failedBehind(ctx, t)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	r.r.Memo.Flaky++
+	if !failedBehind {
+		if err := r.s.mr.RetryPipeline(ctx, b.Project, o.MR, o.Pipeline); err != nil {
+			return err
+		}
+		r.r.Memo.CI = time.Now().UnixMilli()
+		note := fmt.Sprintf("%s; new run %d on the same commit (batch.flakyRetries)", o.Note, r.r.Memo.Flaky)
+		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: note}})
+	}
+	stale := ""
+	note := fmt.Sprintf("%s, and so did the batches behind it, which carry its changes: it goes to the end of the merge train to be tested again (batch.flakyRetries), and they are rebuilt without it", o.Note)
+	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true}, Moves: rebuilt(note)}); err != nil {
+		return err
+	}
+	r.s.wakeBehind(ctx, b) // as read before the move: the cars that were behind it
+	return nil
+}
+
+// failedBehind reports whether a car behind this one failed its pipeline (held, undecided).
+func (r *run) failedBehind(ctx context.Context, t train) (bool, error) {
+	var refs []string
+	seen := false
+	for _, c := range t.cars {
+		if seen {
+			refs = append(refs, ref(c.ID))
+		}
+		seen = seen || c.ID == r.batch.ID
+	}
+	tasks, err := r.s.db.TasksOf(ctx, state.TaskBatch, refs)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range t.cars {
+		if task, ok := tasks[ref(c.ID)]; ok && CarState(c, &task) == CarFailed {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // deterministic handles a failure that is a property of the member set (docs/architecture.md,
