@@ -312,3 +312,40 @@ func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
 		}
 	})
 }
+
+// A car whose pipeline fails while the car behind it failed too — it carries the first one's
+// changes — does its flaky retry at the end of the train: the car behind is rebuilt without it at
+// once, and passes, instead of waiting through the retry and the bisection.
+func TestAFailureThatFailsTheCarBehindTooRetriesAtTheEndOfTheTrain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: 1})
+		f := e.gl.Faults()
+		f.PipelineFailOn = []string{"poison"}
+		e.gl.SetFaults(f)
+		svc := e.service(t, "i1")
+		e.admit(t, "op-p", "p", "t1", "poison")
+		slow := f
+		slow.PipelineDuration = 12 * time.Minute // car 2's pipeline ends first
+		e.gl.SetFaults(slow)
+		car1 := e.claimCar(t, svc)
+		e.gl.SetFaults(f)
+		car2 := e.claimCar(t, svc, "b1")
+		if car2.BaseBatch != car1.ID {
+			t.Fatalf("car 2 not built on car 1: %+v", car2)
+		}
+		e.clock.Advance(11 * time.Minute) // car 2 fails (it carries the pill): held behind car 1
+		waitFor(t, "car 2 to hold its failure", func() bool { return strings.HasSuffix(e.task(t, car2.ID).Note, "their changes are in its branch)") })
+		e.clock.Advance(2 * time.Minute) // car 1 fails
+		moved := e.batchWhen(t, car1.ID, "to go to the end of the train for its retry", func(b store.Batch) bool { return b.TrainSeq > car2.TrainSeq })
+		rebuilt := e.batchWhen(t, car2.ID, "to be rebuilt without car 1", func(b store.Batch) bool { return b.BaseBatch == 0 && b.HeadSHA != car2.HeadSHA })
+		if moved.Bisections != 0 {
+			t.Fatalf("car 1 was bisected instead of retried: %+v", moved)
+		}
+		e.waitQuiet(t, svc, "op-p", "op-b1")
+		e.expect(t, "op-b1", state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		e.expect(t, "op-p", state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
+		if b := e.settled(t, car2.ID); b.Status != state.BatchSucceeded || b.Bisections != 0 {
+			t.Fatalf("car 2 after car 1 left: %+v (rebuilt %+v)", b, rebuilt)
+		}
+	})
+}
