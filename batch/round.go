@@ -87,8 +87,9 @@ const recentPipelines = 20
 // pipeline: the next car is claimed once the newest has been in CI for a k-th of the project's
 // median pipeline (spaced: not yet), so a free place is taken when a request arriving at any
 // moment waits least for it — claiming as soon as a car merges keeps the first cars' phases and
-// lets requests that just missed a clump of cars wait most of a pipeline. batch.maxRequests
-// waiting, or an empty train, claims at once. A backlog is shared among the free places (size:
+// lets requests that just missed a clump of cars wait most of a pipeline. An empty train,
+// batch.maxRequests waiting, a suspect group or a request sent next, or a request that waited a
+// spacing already claims at once. A backlog is shared among the free places (size:
 // the waiting requests over the free places), so no one car carries it all — nor, with it,
 // the next poison pill.
 func (s *Service) carSize(ctx context.Context, partition string, k, most int) (size int, spaced bool, err error) {
@@ -97,12 +98,14 @@ func (s *Service) carSize(ctx context.Context, partition string, k, most int) (s
 		return 0, false, err
 	}
 	free := k - load.Cars
-	if load.Cars > 0 && load.Waiting < most {
+	if load.Cars > 0 && load.Waiting < most && !load.Priority {
 		durations, err := s.db.PipelineDurations(ctx, partition, recentPipelines)
 		if err != nil {
 			return 0, false, err
 		}
-		if len(durations) >= 3 && load.SinceNewest < median(durations)/time.Duration(k) {
+		// Spacing never makes a request wait longer than a spacing: one that waited that long
+		// already (a backlog behind a failure, a full train) goes with the next free place.
+		if gap := median(durations) / time.Duration(k); len(durations) >= 3 && load.SinceNewest < gap && load.OldestWait < gap {
 			return 0, true, nil
 		}
 	}

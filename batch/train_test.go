@@ -299,9 +299,17 @@ func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
 		if o := e.round(t, svc, projectA); o.Result != state.RoundSpaced {
 			t.Fatalf("a minute into the newest car's pipeline: %+v, want SPACED", o)
 		}
-		started(4 * time.Minute) // past 9 minutes ÷ 3
+		// Requests that waited a spacing already go at once, whatever the newest car.
+		now, err := db.Now(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Raw().ExecContext(bg, "UPDATE merge_batch_request SET created_at = ? WHERE batch_id IS NULL",
+			now.Add(-4*time.Minute).UTC().Format("2006-01-02 15:04:05.000000")); err != nil {
+			t.Fatal(err)
+		}
 		if o := e.round(t, svc, projectA); o.Result != state.RoundClaimed || o.Claimed != 2 {
-			t.Fatalf("a third of a pipeline later: %+v, want a car sharing the 4 left over 2 places", o)
+			t.Fatalf("requests that waited a third of a pipeline: %+v, want a car sharing the 4 left over 2 places", o)
 		}
 		// batch.maxRequests waiting do not wait for the spacing.
 		for i := 6; i < 10; i++ {

@@ -202,10 +202,14 @@ type TrainLoad struct {
 	// yet), by the database clock.
 	SinceNewest time.Duration
 	Waiting     int // requests in the waiting set, counted up to the cap asked for
+	// OldestWait is how long the oldest waiting request has waited; Priority: a suspect group
+	// (a bisection's half) or a request sent next waits.
+	OldestWait time.Duration
+	Priority   bool
 }
 
-// TrainLoad reads partition's active cars and waiting requests (counted up to waitingCap): two
-// bounded reads on the train's and the claim's indexes.
+// TrainLoad reads partition's active cars and waiting requests (the oldest waitingCap of them):
+// two bounded reads on the train's and the claim's indexes.
 func (db *DB) TrainLoad(ctx context.Context, partition string, waitingCap int) (TrainLoad, error) {
 	var l TrainLoad
 	var since nullInt64
@@ -218,11 +222,15 @@ func (db *DB) TrainLoad(ctx context.Context, partition string, waitingCap int) (
 	if unbuilt == 0 && since > 0 {
 		l.SinceNewest = time.Duration(since) * time.Microsecond
 	}
-	err = db.ro.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL LIMIT ?) w",
-		partition, waitingCap).Scan(&l.Waiting)
+	var oldest nullInt64
+	var priority int
+	err = db.ro.QueryRowContext(ctx, "SELECT COUNT(*), MAX("+db.elapsed("created_at")+"), COUNT(suspect_round) + COUNT(next_by) FROM (SELECT created_at, suspect_round, next_by FROM "+
+		"merge_batch_request WHERE partition_key = ? AND batch_id IS NULL ORDER BY created_at LIMIT ?) w",
+		partition, waitingCap).Scan(&l.Waiting, &oldest, &priority)
 	if err != nil {
 		return TrainLoad{}, fmt.Errorf("the waiting set of %s: %w", partition, translate(err))
 	}
+	l.OldestWait, l.Priority = time.Duration(oldest)*time.Microsecond, priority > 0
 	return l, nil
 }
 
