@@ -455,6 +455,16 @@ func (r *run) pipeline(ctx context.Context) error {
 	// A failure while a car ahead is still being tested may be that car's: it is not retried or
 	// counted until the cars ahead passed (or left, and this car is rebuilt without them).
 	hold := !t.aheadPassed(b)
+	// A car retrying its failure (flaky) while a car behind it failed too — it carries this
+	// car's changes — is most likely failing for good: it finishes its retry at the end of the
+	// train, and the cars behind it are rebuilt without it now, not after the retry.
+	if !hold && r.r.Memo.Flaky > 0 && b.Bisections == 0 && b.BisectOf == 0 && t.behind(b) {
+		if failed, err := r.failedBehind(ctx, t); err != nil {
+			return engine.Unavailable(err)
+		} else if failed {
+			return r.retryAtTheEnd(ctx, "its pipeline failed and runs again (batch.flakyRetries)")
+		}
+	}
 	// The halves of a bisection get no flaky retry: the failure of the set they come from
 	// outlived its retries already, and each retry would cost every level of the search a pipeline.
 	retry := !hold && b.Bisections == 0 && b.BisectOf == 0
@@ -486,8 +496,12 @@ func (r *run) pipeline(ctx context.Context) error {
 		return nil
 	case o.Result == change.Failed && hold:
 		_, _, long, _ := r.s.cfg.Current().PollStages()
-		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitKeep, Checks: r.r.Task.Checks,
-			Note: o.Note + heldFailure}, nil)
+		if err := r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitKeep, Checks: r.r.Task.Checks,
+			Note: o.Note + heldFailure}, nil); err != nil {
+			return err
+		}
+		r.s.wakeAhead(ctx, t, b) // a car ahead retrying its own failure learns that this one failed too
+		return nil
 	case o.Result == change.Failed && retry && t.behind(b) && r.r.Memo.Flaky < r.s.cfg.Current().BatchFlakyRetries():
 		return r.retryBehind(ctx, t, o)
 	case o.Result == change.Failed:
@@ -530,8 +544,19 @@ func (r *run) retryBehind(ctx context.Context, t train, o change.Outcome) error 
 		note := fmt.Sprintf("%s; new run %d on the same commit (batch.flakyRetries)", o.Note, r.r.Memo.Flaky)
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: note}})
 	}
+	return r.retryAtTheEnd(ctx, o.Note)
+}
+
+// retryAtTheEnd sends a car whose pipeline failed, as did a car behind it, to the end of the train
+// to be tested again there (its flaky retry: a rebuild at the end), and wakes the cars that were
+// behind it: they are rebuilt without it.
+func (r *run) retryAtTheEnd(ctx context.Context, what string) error {
+	b := r.batch
 	stale := ""
-	note := fmt.Sprintf("%s, and so did the batches behind it, which carry its changes: it goes to the end of the merge train to be tested again (batch.flakyRetries), and they are rebuilt without it", o.Note)
+	note := fmt.Sprintf("%s, and so did the batches behind it, which carry its changes: it goes to the end of the merge train to be tested again (batch.flakyRetries), and they are rebuilt without it", what)
+	flaky := r.r.Memo.Flaky
+	r.r.Memo = memo{}
+	r.r.Memo.Flaky = flaky
 	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true}, Moves: rebuilt(note)}); err != nil {
 		return err
 	}

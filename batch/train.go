@@ -219,3 +219,19 @@ func (s *Service) wakeBehind(ctx context.Context, b store.Batch) {
 		s.engine.NudgeAll()
 	}
 }
+
+// wakeAhead makes the first car ahead of b that has not passed its pipeline look again now (a
+// failure of b's, held, may settle what it decides). Best effort, like wakeBehind.
+func (s *Service) wakeAhead(ctx context.Context, t train, b store.Batch) {
+	for _, c := range t.cars {
+		if c.ID == b.ID {
+			return
+		}
+		if !c.Passed() {
+			if _, err := s.db.WakeTasks(ctx, []store.TaskRef{{Kind: state.TaskBatch, Ref: ref(c.ID)}}); err == nil {
+				s.engine.NudgeAll()
+			}
+			return
+		}
+	}
+}
