@@ -105,8 +105,10 @@ func (s *Service) carSize(ctx context.Context, partition string, k, most int) (s
 		}
 		// Spacing never makes a request wait longer than a spacing: one that waited that long
 		// already (a backlog behind a failure, a full train) goes with the next free place.
-		if gap := median(durations) / time.Duration(k); len(durations) >= 3 && load.SinceNewest < gap && load.OldestWait < gap {
-			return 0, true, nil
+		if len(durations) >= 3 {
+			if gap := median(durations) / time.Duration(k); load.SinceNewest < gap && load.OldestWait < gap {
+				return 0, true, nil
+			}
 		}
 	}
 	if free < 1 {
