@@ -52,6 +52,9 @@ const (
 // its MR.
 type memo struct {
 	change.Memo
+	// AtEnd: the car's flaky retry was moved to the end of the train (retryAtTheEnd); its
+	// pipeline there is that retry.
+	AtEnd bool `json:"atEnd,omitempty"`
 }
 
 // job is one run of a batch's task.
@@ -458,7 +461,7 @@ func (r *run) pipeline(ctx context.Context) error {
 	// A car retrying its failure (flaky) while a car behind it failed too — it carries this
 	// car's changes — is most likely failing for good: it finishes its retry at the end of the
 	// train, and the cars behind it are rebuilt without it now, not after the retry.
-	if !hold && r.r.Memo.Flaky > 0 && b.Bisections == 0 && b.BisectOf == 0 && t.behind(b) {
+	if !hold && r.r.Memo.Flaky > 0 && !r.r.Memo.AtEnd && b.Bisections == 0 && b.BisectOf == 0 && t.behind(b) {
 		if failed, err := r.failedBehind(ctx, t); err != nil {
 			return engine.Unavailable(err)
 		} else if failed {
@@ -502,7 +505,7 @@ func (r *run) pipeline(ctx context.Context) error {
 		}
 		r.s.wakeAhead(ctx, t, b) // a car ahead retrying its own failure learns that this one failed too
 		return nil
-	case o.Result == change.Failed && retry && t.behind(b) && r.r.Memo.Flaky < r.s.cfg.Current().BatchFlakyRetries():
+	case o.Result == change.Failed && retry && !r.r.Memo.AtEnd && t.behind(b) && r.r.Memo.Flaky < r.s.cfg.Current().BatchFlakyRetries():
 		return r.retryBehind(ctx, t, o)
 	case o.Result == change.Failed:
 		r.failed = pipeline
@@ -555,7 +558,7 @@ func (r *run) retryAtTheEnd(ctx context.Context, what string) error {
 	stale := ""
 	note := fmt.Sprintf("%s, and so did the batches behind it, which carry its changes: it goes to the end of the merge train to be tested again (batch.flakyRetries), and they are rebuilt without it", what)
 	flaky := r.r.Memo.Flaky
-	r.r.Memo = memo{}
+	r.r.Memo = memo{AtEnd: true}
 	r.r.Memo.Flaky = flaky
 	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true}, Moves: rebuilt(note)}); err != nil {
 		return err

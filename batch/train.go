@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"bindery/change"
 	"bindery/state"
 	"bindery/store"
 )
@@ -90,7 +91,8 @@ func (r *run) stale(ctx context.Context, t train) (string, error) {
 func (r *run) rebuild(ctx context.Context, why string) error {
 	stale := ""
 	note := fmt.Sprintf("rebuilding batch %d: %s", r.batch.ID, why)
-	r.r.Memo = memo{}
+	// The flaky retries belong to the member set, not to the branch: a rebuild keeps their count.
+	r.r.Memo = memo{AtEnd: r.r.Memo.AtEnd, Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
 	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale}, Moves: rebuilt(note)})
 }
 
