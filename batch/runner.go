@@ -560,7 +560,8 @@ func (r *run) retryAtTheEnd(ctx context.Context, what string) error {
 	flaky := r.r.Memo.Flaky
 	r.r.Memo = memo{AtEnd: true}
 	r.r.Memo.Flaky = flaky
-	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true}, Moves: rebuilt(note)}); err != nil {
+	side := true // likely to fail again: beside the train, no car is built on it
+	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true, Side: &side}, Moves: rebuilt(note)}); err != nil {
 		return err
 	}
 	r.s.wakeBehind(ctx, b) // as read before the move: the cars that were behind it

@@ -17,26 +17,40 @@ import (
 // is here: what to build on, whether what it was built on still stands, whether a failure is its
 // own, and whether it is its turn to merge.
 
-// train is a car's view of its partition's train, as read at one step.
+// train is a car's view of its partition's train, as read at one step: the cars in it, without
+// the cars tested beside it (store.Batch.Beside) but the car itself. A car beside the train is
+// built on the car ahead of it like any car, but no car is built on it and none waits for it:
+// a bisection's car or a car retrying a failure at the end is likely to fail again, and its
+// failure then costs no car a rebuild. When it passes, whichever of it and the cars behind it
+// merges second finds the target moved and is rebased and tested again before its merge.
 type train struct {
-	cars  []store.Batch // the active cars, in order
-	ahead *store.Batch  // the car directly ahead (nil: the car is first)
+	cars   []store.Batch // the cars in the train, in order (and the car, if it is beside it)
+	ahead  *store.Batch  // the car directly ahead (nil: the car is first)
+	beside bool          // the car is tested beside the train
 }
 
 func (r *run) train(ctx context.Context) (train, error) {
-	cars, err := r.s.db.Train(ctx, r.batch.Partition)
+	all, err := r.s.db.Train(ctx, r.batch.Partition)
 	if err != nil {
 		return train{}, err
 	}
-	t := train{cars: cars}
-	if a, ok := store.Ahead(cars, r.batch); ok {
+	t := train{beside: r.batch.Beside()}
+	for _, c := range all {
+		if c.ID == r.batch.ID || !c.Beside() {
+			t.cars = append(t.cars, c)
+		}
+	}
+	if a, ok := store.Ahead(t.cars, r.batch); ok {
 		t.ahead = &a
 	}
 	return t, nil
 }
 
-// behind reports whether a car follows b in the train.
+// behind reports whether a car follows b in the train (none is built on a car beside it).
 func (t train) behind(b store.Batch) bool {
+	if b.Beside() {
+		return false
+	}
 	for i, c := range t.cars {
 		if c.ID == b.ID {
 			return i+1 < len(t.cars)

@@ -55,7 +55,15 @@ type Batch struct {
 	TestedSHA   string
 	CIStartedAt *time.Time
 	CIPassedAt  *time.Time
+	// Side: the car is tested beside the train rather than in it (a retry at the end of a failure
+	// that failed the cars behind it too): no car is built on it, none waits for it (Beside).
+	Side bool
 }
+
+// Beside reports a car tested beside its train rather than in it — a bisection's car (its
+// set's failure is being searched) or a car retrying at the end a failure that failed the cars
+// behind it: likely to fail again, so no car is built on it and none waits for it to merge.
+func (b Batch) Beside() bool { return b.Side || b.Bisections > 0 || b.BisectOf != 0 }
 
 // Passed reports whether the car's pipeline passed for the head its branch carries now.
 func (b Batch) Passed() bool { return b.HeadSHA != "" && b.TestedSHA == b.HeadSHA }
@@ -70,7 +78,7 @@ func (b Batch) BisectionRoot() int64 {
 }
 
 const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit, " +
-	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at"
+	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
 const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error"
@@ -92,7 +100,7 @@ func scanBatch(s scanner) (Batch, error) {
 	var created, updated, settled, ciStarted, ciPassed dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
 		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit,
-		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed); err != nil {
+		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side); err != nil {
 		return Batch{}, translate(err)
 	}
 	b.MRIID, b.PipelineID, b.BisectOf, b.TrainSeq, b.BaseBatch = int64(mr), int64(pipeline), int64(of), int64(seq), int64(base)
@@ -550,6 +558,8 @@ type BatchChange struct {
 	// ToEnd moves the car to the end of its partition's train: the partition's highest sequence
 	// plus one (ErrRetry when another car took that place at the same moment).
 	ToEnd bool
+	// Side, when set, makes the car one tested beside the train (Batch.Side).
+	Side *bool
 }
 
 func nullIfZero(n int64) any {
@@ -624,6 +634,9 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	}
 	if c.Tested != nil {
 		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
+	}
+	if c.Side != nil {
+		a.set("side = ?", *c.Side)
 	}
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }
