@@ -256,6 +256,9 @@ type checkpointer struct {
 	every time.Duration
 	bg    service.Base
 	close sync.Once
+	// caughtUp counts the ticks that left the WAL short or started over: a writer after
+	// one of them writes at the start of the file again.
+	caughtUp atomic.Int64
 }
 
 func (c *checkpointer) Start(ctx context.Context) error {
@@ -270,13 +273,20 @@ func (c *checkpointer) Start(ctx context.Context) error {
 // tick; the WAL only grows meanwhile, nothing is lost.
 func (c *checkpointer) runOnce(ctx context.Context) {
 	var busy, frames, copied int
-	if err := c.cp.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil || frames < walRestartFrames {
+	if err := c.cp.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		return
+	}
+	if frames < walRestartFrames {
+		c.caughtUp.Add(1)
 		return
 	}
 	// Under steady writes a passive checkpoint never catches up with the last frame, and only a
 	// checkpoint that did lets the next writer start the WAL over: past walRestartFrames one
 	// waits for the writer (what is left to copy is a tick's worth), so the file stops growing.
-	_, _ = c.cp.ExecContext(ctx, "PRAGMA wal_checkpoint(RESTART)")
+	// A restart that found a reader or the writer busy past its patience is tried at the next tick.
+	if err := c.cp.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &copied); err == nil && busy == 0 {
+		c.caughtUp.Add(1)
+	}
 }
 
 // Stop ends the checkpoints and closes their connection once the last one ended.

@@ -60,3 +60,12 @@ func TxExecContext(ctx context.Context, tx *Tx, query string, args ...any) error
 
 // ReadPool is the pool reads go through (SQLite: its own connections beside the one writer).
 func ReadPool(db *DB) *sql.DB { return db.ro }
+
+// CheckpointsCaughtUp is how many background checkpoints left SQLite's WAL short or started it
+// over (0 on MySQL).
+func CheckpointsCaughtUp(db *DB) int64 {
+	if db.checkpoints == nil {
+		return 0
+	}
+	return db.checkpoints.caughtUp.Load()
+}
