@@ -1,8 +1,9 @@
 // Demo approval inbox: the tickets the approval simulator holds. Deciding one makes the
 // simulator send the real signed callback to bindery, exactly as the external system would.
-import {h, swap, loading, empty, errorBox, describeError, busyReading} from '../dom.js';
-import {get, request} from '../api.js';
-import {poll, liveIndicator} from '../poll.js';
+import {h, swap, empty, describeError} from '../dom.js';
+import {request} from '../api.js';
+import {liveIndicator} from '../poll.js';
+import {pollSimulator} from '../simulator.js';
 import {time} from '../format.js';
 
 export function mount(root, ctx) {
@@ -78,19 +79,9 @@ export function mount(root, ctx) {
     return b;
   }
 
-  swap(region, loading('the approval tickets'));
-  const p = poll(() => get('/sim/approvals'), (page) => {
-    tickets = ((page && page.items) || []).slice().sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
-    live.ok();
-    if (!busyReading(region)) render();
-  }, (err) => {
-    live.failed();
-    if (err.status === 404) {
-      p.stop();
-      swap(region, empty(h('p', {}, 'The approval simulator is not running on this server.')));
-      return;
-    }
-    if (!tickets) swap(region, errorBox(err, () => p.now()));
-  }, 2000);
+  const p = pollSimulator(region, live, {path: '/sim/approvals', what: 'the approval tickets',
+    absent: 'The approval simulator is not running on this server.',
+    take: (page) => { tickets = ((page && page.items) || []).slice().sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt))); },
+    render});
   return () => p.stop();
 }

@@ -1,9 +1,9 @@
 // Demo mailbox: what bindery told, as it arrives — the emails its mail sink received and the
 // webhooks its receiver took, each signature checked with the Standard Webhooks library. Watch
 // it while a request moves (apply, approve in the inbox, …).
-import {h, swap, loading, empty, errorBox, busyReading} from '../dom.js';
-import {get} from '../api.js';
-import {poll, liveIndicator} from '../poll.js';
+import {h, swap, empty} from '../dom.js';
+import {liveIndicator} from '../poll.js';
+import {pollSimulator} from '../simulator.js';
 import {time} from '../format.js';
 
 export function mount(root, ctx) {
@@ -52,19 +52,7 @@ export function mount(root, ctx) {
       h('details', {}, h('summary', {}, 'Body'), h('pre', {class: 'mail-text'}, pretty)));
   }
 
-  swap(region, loading('the mailbox'));
-  const p = poll(() => get('/sim/mailbox'), (data) => {
-    box = data || {};
-    live.ok();
-    if (!busyReading(region)) render();
-  }, (err) => {
-    live.failed();
-    if (err.status === 404) {
-      p.stop();
-      swap(region, empty(h('p', {}, 'The mailbox is not running on this server.')));
-      return;
-    }
-    if (!box) swap(region, errorBox(err, () => p.now()));
-  }, 2000);
+  const p = pollSimulator(region, live, {path: '/sim/mailbox', what: 'the mailbox',
+    absent: 'The mailbox is not running on this server.', take: (data) => { box = data || {}; }, render});
   return () => p.stop();
 }
