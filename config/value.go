@@ -62,8 +62,10 @@ func (v value) where() string {
 // The parse helpers below return the value, or a note that explains which documented fallback
 // was taken. Missing keys never produce a note: the default is simply in force.
 
-// intOr parses an integer. blank/garbage → onBad; the caller decides about range.
-func intOr(v value, def, onBad int) (int, string) {
+// scalarOr is the shape every scalar key shares: missing → def without a note; blank or not a
+// scalar → onBad with a note naming what was wanted (kind); else parse's value, or onBad with
+// parse's note.
+func scalarOr[T any](v value, def, onBad T, kind string, parse func(string) (T, string)) (T, string) {
 	if !v.present {
 		return def, ""
 	}
@@ -72,35 +74,38 @@ func intOr(v value, def, onBad int) (int, string) {
 	}
 	s, ok := v.scalar()
 	if !ok {
-		return onBad, "not a number"
+		return onBad, "not " + kind
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return onBad, fmt.Sprintf("%q is not an integer", s)
+	x, note := parse(s)
+	if note != "" {
+		return onBad, note
 	}
-	return n, ""
+	return x, ""
+}
+
+// intOr parses an integer. blank/garbage → onBad; the caller decides about range.
+func intOr(v value, def, onBad int) (int, string) {
+	return scalarOr(v, def, onBad, "a number", func(s string) (int, string) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, fmt.Sprintf("%q is not an integer", s)
+		}
+		return n, ""
+	})
 }
 
 // durationOr parses a Go duration ("90s", "24h"). blank/garbage/≤0 → def.
 func durationOr(v value, def time.Duration) (time.Duration, string) {
-	if !v.present {
-		return def, ""
-	}
-	if v.blank() {
-		return def, "blank"
-	}
-	s, ok := v.scalar()
-	if !ok {
-		return def, "not a duration"
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return def, fmt.Sprintf("%q is not a duration (e.g. 90s, 24h)", s)
-	}
-	if d <= 0 {
-		return def, fmt.Sprintf("%q is not positive", s)
-	}
-	return d, ""
+	return scalarOr(v, def, def, "a duration", func(s string) (time.Duration, string) {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Sprintf("%q is not a duration (e.g. 90s, 24h)", s)
+		}
+		if d <= 0 {
+			return 0, fmt.Sprintf("%q is not positive", s)
+		}
+		return d, ""
+	})
 }
 
 // nonNegativeDurationOr is durationOr for a duration that may be 0: only a negative one is
@@ -118,38 +123,20 @@ func nonNegativeDurationOr(v value, def time.Duration) (time.Duration, string) {
 
 // boolOr parses true/false (and yes/no, on/off, 1/0). Anything else → onBad.
 func boolOr(v value, def, onBad bool) (bool, string) {
-	if !v.present {
-		return def, ""
-	}
-	if v.blank() {
-		return onBad, "blank"
-	}
-	s, ok := v.scalar()
-	if !ok {
-		return onBad, "not a boolean"
-	}
-	switch strings.ToLower(s) {
-	case "true", "yes", "on", "1":
-		return true, ""
-	case "false", "no", "off", "0":
-		return false, ""
-	}
-	return onBad, fmt.Sprintf("%q is not a boolean", s)
+	return scalarOr(v, def, onBad, "a boolean", func(s string) (bool, string) {
+		switch strings.ToLower(s) {
+		case "true", "yes", "on", "1":
+			return true, ""
+		case "false", "no", "off", "0":
+			return false, ""
+		}
+		return false, fmt.Sprintf("%q is not a boolean", s)
+	})
 }
 
 // stringOr returns the scalar text; blank → def.
 func stringOr(v value, def string) (string, string) {
-	if !v.present {
-		return def, ""
-	}
-	if v.blank() {
-		return def, "blank"
-	}
-	s, ok := v.scalar()
-	if !ok {
-		return def, "not a string"
-	}
-	return s, ""
+	return scalarOr(v, def, def, "a string", func(s string) (string, string) { return s, "" })
 }
 
 // stringList reads a YAML list of scalars. Anything else — one scalar too, even with commas in
