@@ -717,7 +717,7 @@ func (db *DB) statusMoreQuery(p statusParts) string {
 			" ORDER BY r.created_at DESC, r.id DESC LIMIT 1)" +
 			// The first BLOCKED car of the partition's train, when one holds it: a car behind it
 			// cannot merge before it (a train of one car: the partition's only active batch).
-			" LEFT JOIN merge_batch bb ON bb.id = (SELECT c.id FROM "+db.hinted("merge_batch c", "idx_merge_batch_active")+
+			" LEFT JOIN merge_batch bb ON bb.id = (SELECT c.id FROM " + db.hinted("merge_batch c", "idx_merge_batch_active") +
 			" WHERE c.active_slot = w.partition_key AND c.status = ? ORDER BY c.train_seq, c.id LIMIT 1)" +
 			" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
 			" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = mb.pipeline_id"
