@@ -310,7 +310,7 @@ function waitingCard(v, action) {
     rows.push([b.behind ? 'Held behind' : 'Blocked', h('span', {id: 'blocker'}, b.behind ? `batch #${b.batchId}, blocked since ` : 'since ', time(b.since),
       b.mr ? [' — ', externalLink(b.mr.url, `open merge request !${b.mr.id}`)] : null)]);
   }
-  if (w.batchId) rows.push(['Batch', `#${w.batchId}`]);
+  if (w.batchId && !(b && b.behind)) rows.push(['Batch', `#${w.batchId}`]); // behind: not the batch carrying it
   if (w.position) {
     // Not "next" while a blocked car holds the project: nothing is batched before it is cleared.
     const after = b && b.behind ? ` — ${w.ahead ? `${w.ahead} ahead, ` : ''}held behind blocked batch #${b.batchId}` : w.ahead ? ` — ${w.ahead} ahead` : ' — next';
