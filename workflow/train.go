@@ -265,7 +265,7 @@ func (w *Workflow) roundHoldOf(partition string, s trainSnapshot, now time.Time)
 	aged := time.Since(s.loadAt)
 	age := l.OldestWait + aged
 	if mw := snap.BatchMaxWait(); mw > 0 && l.Waiting < most && age < mw {
-		until := now.Add(mw - age)
+		until := wholeMinute(now.Add(mw - age))
 		return roundHold{until: until,
 			why: fmt.Sprintf("more requests of %s to share a pipeline with, until %s at the latest (%d of up to %d waiting)",
 				partition, clockWords(until, now), l.Waiting, most),
@@ -282,7 +282,7 @@ func (w *Workflow) roundHoldOf(partition string, s trainSnapshot, now time.Time)
 			if newest > 0 {
 				left = min(left, gap-newest)
 			}
-			until := now.Add(left)
+			until := wholeMinute(now.Add(left))
 			return roundHold{until: until,
 				why: fmt.Sprintf("the next car of %s, until %s at the latest: the merge train starts its cars spaced over a pipeline (every %s, a %s of the usual pipeline)",
 					partition, clockWords(until, now), durationWords(gap), ordinalWords(k)),
@@ -290,6 +290,14 @@ func (w *Workflow) roundHoldOf(partition string, s trainSnapshot, now time.Time)
 		}
 	}
 	return roundHold{}
+}
+
+// wholeMinute rounds an "at the latest" time up to its minute: people read minutes.
+func wholeMinute(t time.Time) time.Time {
+	if m := t.Truncate(time.Minute); !m.Equal(t) {
+		return m.Add(time.Minute)
+	}
+	return t
 }
 
 // ordinalWords names a fraction's denominator: "half", "third", "4th".
