@@ -77,3 +77,29 @@ func TestApprovalSaysHowLongApprovalsOfTheTargetTake(t *testing.T) {
 		}
 	})
 }
+
+// A request whose car rides behind a BLOCKED car of its project's train says so, since when and
+// why — the car ahead's merge request held for a person — and that a person must act
+// (WAIT_MANUAL), not "nothing to do".
+func TestACarBehindABlockedCarSaysWhy(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		clock := sim.NewManualClock(time.Now())
+		extra := strings.Replace(fmt.Sprintf(trainSims, 2), "mergeMethod: merge\n", "mergeMethod: merge\n    mergeBlocker: discussions_not_resolved\n", 1)
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, clock: clock, extra: extra})
+		first, firstCar := h.car("alice")
+		second, _ := h.car("bob")
+		clock.Advance(11 * time.Minute) // both pipelines pass; the first car meets the discussion
+		h.waitFor("the first car blocked", func() bool { return h.view(first).Step.Code == int(state.StepHandleMRBlocked) })
+		var v = h.view(second)
+		h.waitFor("the second car told it waits behind the first", func() bool {
+			v = h.view(second)
+			return v.Waiting != nil && v.Waiting.Blocker != nil
+		})
+		b := v.Waiting.Blocker
+		if !b.Behind || b.BatchID != firstCar || !strings.HasPrefix(b.Text, "merge request !") || !strings.Contains(b.Text, "has an unresolved discussion: a maintainer of "+project) ||
+			v.NextAction != state.NextWaitManual || !strings.Contains(v.NextActionText, fmt.Sprintf("behind blocked batch %d since ", firstCar)) ||
+			!strings.Contains(v.Waiting.WaitingFor, fmt.Sprintf("behind blocked batch %d since ", firstCar)) {
+			t.Fatalf("behind the blocked car: %s %q %+v %+v", v.NextAction, v.NextActionText, v.Waiting, b)
+		}
+	})
+}
