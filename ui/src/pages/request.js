@@ -196,12 +196,15 @@ function stagesOfFlow(v) {
 // stageBadge says where the request is, derived from its stage and what happens next.
 function stageBadge(v) {
   const at = stageName(v.stage);
+  const blocker = v.waiting && v.waiting.blocker; // a merge held for a person: the badge names it
   let words = at;
   let tone = 'busy';
   if (v.status === 'REJECTED') [words, tone] = ['Rejected at approval', 'off'];
   else if (withdrawn(v)) [words, tone] = [`Withdrawn at ${at}`, 'off'];
   else if (v.nextAction === 'CONTACT_SUPPORT') [words, tone] = [`Failed at ${at}`, 'bad'];
   else if (failed(v)) [words, tone] = [`Stopped at ${at}: operators will retry`, 'warn'];
+  else if (blocker && blocker.behind) [words, tone] = [`${at}: behind blocked batch #${blocker.batchId}`, 'warn'];
+  else if (blocker) [words, tone] = [blocker.label, 'warn'];
   else if (v.nextAction === 'WAIT_MANUAL') [words, tone] = [`${at}: waiting for an operator`, 'warn'];
   else if (v.stage === 'effect') tone = 'ok';
   else if (v.stage === 'revoked') tone = 'off';
@@ -301,8 +304,20 @@ function waitingCard(v, action) {
     ['Waiting for', w.waitingFor || '—'],
     ['Since', h('span', {}, time(w.since), ` (${since(w.since)})`)],
   ];
-  if (w.batchId) rows.push(['Batch', `#${w.batchId}`]);
-  if (w.position) rows.push(['Place in line', `${ordinal(w.position)}${w.ahead ? ` — ${w.ahead} ahead` : ' — next'}`]);
+  const b = w.blocker;
+  if (b) {
+    // Who must act, and where: the merge request to open.
+    rows.push([b.behind ? 'Held behind' : 'Blocked', h('span', {id: 'blocker'}, b.behind ? `batch #${b.batchId}, blocked since ` : 'since ', time(b.since),
+      b.mr ? [' — ', externalLink(b.mr.url, `open merge request !${b.mr.id}`)] : null)]);
+  }
+  if (w.batchId && !(b && b.behind)) rows.push(['Batch', `#${w.batchId}`]); // behind: not the batch carrying it
+  if (w.position) {
+    // Not "next" while a blocked car holds the project: nothing is batched before it is cleared.
+    const after = b && b.behind ? ` — ${w.ahead ? `${w.ahead} ahead, ` : ''}held behind blocked batch #${b.batchId}` : w.ahead ? ` — ${w.ahead} ahead` : ' — next';
+    rows.push(['Place in line', h('span', {id: 'place'}, `${ordinal(w.position)}${after}`)]);
+  }
+  if (w.heldUntil) rows.push(['Batched by', h('span', {id: 'held-until'}, time(w.heldUntil), h('span', {class: 'muted small block'}, 'at the latest: a batch waits a little for more requests to share its pipeline'))]);
+  if (w.approvalTakes) rows.push(['Approvals usually', h('span', {id: 'approval-takes'}, w.approvalTakes)]);
   if (w.car) {
     // Its car in the project's merge train, and the cars that merge before it.
     rows.push(['Merge train', h('span', {id: 'car'}, `car ${w.car.position} of ${w.car.of}`, w.car.position === 1 ? h('span', {class: 'muted'}, ' — merges next') : null)]);

@@ -76,8 +76,14 @@ export function requestTable(items, {showSubject, actions, forOps = false}) {
       showSubject ? h('td', {'data-label': 'Subject'}, r.subject) : null,
       h('td', {'data-label': 'Status'}, statusBadge(r.status)),
       h('td', {'data-label': 'Step'}, stepName(r.step)),
-      h('td', {'data-label': 'Next'}, nextActionBadge(r.nextAction, forOps)),
+      h('td', {'data-label': 'Next'}, r.blocker ? blockerNote(r.blocker) : nextActionBadge(r.nextAction, forOps)),
       h('td', {'data-label': 'Updated'}, time(r.updatedAt), h('span', {class: 'muted small block'}, `${since(r.updatedAt)} ago`)),
       h('td', {'data-label': 'MR'}, r.mr ? externalLink(r.mr.url, `!${r.mr.id}`) : h('span', {class: 'muted'}, '—')),
       actions ? h('td', {class: 'row-actions'}, actions(r)) : null)))));
+}
+
+// blockerNote is a merge held for a person, as the request page tells it: the badge, then what
+// holds it, who must act and where.
+export function blockerNote(b) {
+  return h('span', {'data-blocker': b.batchId || ''}, h('span', {class: 'badge tone-warn'}, b.label), h('span', {class: 'small block'}, b.text));
 }
