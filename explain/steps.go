@@ -16,6 +16,7 @@ var stepWords = map[state.Step]stepText{
 	state.StepQueued:                {label: "Approved, waiting for a batch", waiting: "the next batch round"},
 	state.StepBatched:               {label: "Taken into a batch", waiting: "the bot to open the batch's merge request"},
 	state.StepCreateInvalid:         {label: "The change failed validation", told: "The file change rendered for this request is not valid"},
+	state.StepBatchAbandoned:        {label: "Its batch was stopped before the merge", told: "The batch that carried this request was stopped before its merge request merged: an operator settled it, or it stayed blocked for too long"},
 	state.StepHandleStarted:         {label: "Waiting for the reviewer bots", waiting: "the reviewer bots to approve and merge {mr}"},
 	state.StepHandleApproved:        {label: "Approved by the reviewer bots, merging", waiting: "the bot to merge {mr}"},
 	state.StepHandleMerged:          {label: "Merged, waiting for the deploy", waiting: "the deploy pipeline to report that {mr} is deployed"},

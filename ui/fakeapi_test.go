@@ -272,7 +272,8 @@ func (fr *fakeRequest) move(status state.BindingStatus, step state.Step, at time
 	}
 	v.Stage = workflow.CurrentStage(status, step, last)
 	v.NextAction = state.NextActionFor(status, step)
-	v.NextActionText = explain.NextActionText(v.NextAction)
+	said := explain.Sentence(status, step, v.NextAction)
+	v.Label, v.NextActionText, v.OperatorText = said.Label, said.Requester, said.Operator
 	v.UpdatedAt = at
 }
 
@@ -388,7 +389,7 @@ func (fr *fakeRequest) snapshot(now time.Time) api.RequestView {
 
 func (fr *fakeRequest) summary() api.RequestSummary {
 	v := fr.view
-	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step,
+	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step, Label: v.Label,
 		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt, Withdrawable: v.Withdrawable}
 }
 
@@ -706,7 +707,7 @@ func (f *fakeAPI) seedInCI(opID, subject, targetKey string, at time.Time) {
 }
 
 // seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
-// lists it as WAIT_MANUAL with the overdue wording (workflow/views.go deployOverdueText).
+// lists it as WAIT_MANUAL with the overdue wording (the sentence table's).
 func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -718,7 +719,8 @@ func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Tim
 	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(9*time.Minute))
 	fr.view.MR = &api.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
 	fr.view.NextAction = state.NextWaitManual
-	fr.view.NextActionText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
+	said := explain.Sentence(state.StatusMerged, state.StepHandleMerged, state.NextWaitManual)
+	fr.view.Label, fr.view.NextActionText, fr.view.OperatorText = said.Label, said.Requester, said.Operator
 	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy", Since: at.Add(9 * time.Minute)}
 }
 
@@ -940,7 +942,7 @@ func (f *fakeAPI) resume(w http.ResponseWriter, r *http.Request) {
 	for _, op := range f.order {
 		if fr := f.reqs[op]; fr.waitingIn(project) {
 			fr.view.Waiting.WaitingFor = fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", project, fr.view.Waiting.Ahead)
-			fr.view.NextActionText = explain.NextActionText(fr.view.NextAction)
+			fr.view.NextActionText = explain.NextActionText(fr.view.Status, state.Step(fr.view.Step.Code), fr.view.NextAction)
 		}
 	}
 	reply(w, 200, f.trainOf(project))
