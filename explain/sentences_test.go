@@ -147,3 +147,15 @@ func TestTheSentenceChecksCatchInternalsAndPromises(t *testing.T) {
 		t.Error("the promise check is wrong")
 	}
 }
+
+// A step's words reach its requester too — the timeline's label, what the request waits for, a
+// failure's sentence — and hold no internal code either.
+func TestStepWordsHoldNoInternalCode(t *testing.T) {
+	for _, s := range state.Steps() {
+		for what, text := range map[string]string{"label": Label(s), "waiting": Waiting(s), "failure": Failure(s)} {
+			if m := internal.FindString(text); m != "" {
+				t.Errorf("%s: its %s %q holds %q", s, what, text, m)
+			}
+		}
+	}
+}

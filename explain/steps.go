@@ -13,7 +13,7 @@ var stepWords = map[state.Step]stepText{
 	state.StepApprovalSent:          {label: "Sent for approval", waiting: "the approvers in the approval system"},
 	state.StepApprovalSendFailed:    {label: "Could not reach the approval system", told: "bindery could not send the request to the approval system"},
 	state.StepApprovalRejected:      {label: "Rejected by the approvers"},
-	state.StepQueued:                {label: "Approved, waiting for a batch", waiting: "the next batch round"},
+	state.StepQueued:                {label: "Approved, waiting for a batch", waiting: "the next batch of its project"},
 	state.StepBatched:               {label: "Taken into a batch", waiting: "the bot to open the batch's merge request"},
 	state.StepCreateInvalid:         {label: "The change failed validation", told: "The file change rendered for this request is not valid"},
 	state.StepBatchAbandoned:        {label: "Its batch was stopped before the merge", told: "The batch that carried this request was stopped before its merge request merged: an operator settled it, or it stayed blocked for too long"},

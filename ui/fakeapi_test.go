@@ -527,7 +527,7 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 			if body.Decision == "APPROVED" {
 				fr.enter("batch", now)
 				fr.move(state.StatusMRCreating, state.StepQueued, now)
-				fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch round", Since: now, Position: 1}
+				fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch of its project", Since: now, Position: 1}
 				fr.approved = true
 			} else {
 				fr.enter("", now)
