@@ -706,9 +706,19 @@ func (f *fakeAPI) seedInCI(opID, subject, targetKey string, at time.Time) {
 		Lane: "background", NextCheckAt: &next}
 }
 
-// seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
-// lists it as WAIT_MANUAL with the overdue wording (the sentence table's).
-func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
+// seedQueued adds an approved request waiting for a batch of its project.
+func (f *fakeAPI) seedQueued(opID, subject, targetKey string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(2*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(2*time.Minute))
+	fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch of " + t.Project, Since: at.Add(2 * time.Minute), Position: 1}
+}
+
+// seedMerged adds a request merged and waiting for the deploy that includes its merge.
+func (f *fakeAPI) seedMerged(opID, subject, targetKey string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, _ := f.cfg.Target(targetKey)
@@ -718,10 +728,20 @@ func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Tim
 	fr.enter("deploy", at.Add(9*time.Minute))
 	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(9*time.Minute))
 	fr.view.MR = &api.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
+	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed", Since: at.Add(9 * time.Minute)}
+}
+
+// seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
+// lists it as WAIT_MANUAL with the overdue wording (the sentence table's).
+func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
+	f.seedMerged(opID, subject, targetKey, at)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr := f.reqs[opID]
 	fr.view.NextAction = state.NextWaitManual
 	said := explain.Sentence(state.StatusMerged, state.StepHandleMerged, state.NextWaitManual)
 	fr.view.Label, fr.view.NextActionText, fr.view.OperatorText = said.Label, said.Requester, said.Operator
-	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy", Since: at.Add(9 * time.Minute)}
+	fr.view.Waiting.WaitingFor = "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
 }
 
 // seen is what the fake received, read under its lock (the browser's requests run on the

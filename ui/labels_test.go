@@ -8,7 +8,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"bindery/api"
 	"bindery/explain"
 	"bindery/state"
 )
@@ -25,31 +24,6 @@ var rawCode = func() *regexp.Regexp {
 	}
 	return regexp.MustCompile(strings.Join(words, "|"))
 }()
-
-// seedQueued adds an approved request waiting for a batch of its project.
-func (f *fakeAPI) seedQueued(opID, subject, targetKey string, at time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, _ := f.cfg.Target(targetKey)
-	fr := f.add(opID, subject, t, "on-call rotation", at)
-	fr.enter("batch", at.Add(2*time.Minute))
-	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(2*time.Minute))
-	fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch of " + t.Project, Since: at.Add(2 * time.Minute), Position: 1}
-}
-
-// seedMerged adds a request merged and waiting for the deploy that includes its merge.
-func (f *fakeAPI) seedMerged(opID, subject, targetKey string, at time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, _ := f.cfg.Target(targetKey)
-	fr := f.add(opID, subject, t, "on-call rotation", at)
-	fr.enter("merge", at.Add(5*time.Minute))
-	fr.move(state.StatusMerging, state.StepHandleStarted, at.Add(5*time.Minute))
-	fr.enter("deploy", at.Add(9*time.Minute))
-	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(9*time.Minute))
-	fr.view.MR = &api.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
-	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed", Since: at.Add(9 * time.Minute)}
-}
 
 // A requester reads one label per state: on the request page the badge says the state's label
 // (the server's sentence table), the current step of the timeline says the same, the stage
