@@ -165,7 +165,10 @@ type RequestView struct {
 	Step        StepView            `json:"step"`
 	// Stage is where the request is on its way, for the stage view (CurrentStage): a stage of
 	// the step table's, or effect (in effect) or revoked (removed again).
-	Stage          string           `json:"stage"`
+	Stage string `json:"stage"`
+	// Label names the state for its requester, the same words wherever it is shown (the sentence
+	// table of docs/states.md); Status and Step keep the codes, for operators.
+	Label          string           `json:"label"`
 	NextAction     state.NextAction `json:"nextAction"`
 	NextActionText string           `json:"nextActionText"`
 	MR             *Link            `json:"mr,omitempty"`
@@ -218,6 +221,7 @@ type RequestSummary struct {
 	Flow        string              `json:"flow,omitempty"` // an operator's retry of a failure: a new MR (approval-first) or its own again (legacy)
 	Status      state.BindingStatus `json:"status"`
 	Step        StepView            `json:"step"`
+	Label       string              `json:"label"` // the state in its requester's words (RequestView.Label)
 	NextAction  state.NextAction    `json:"nextAction"`
 	MR          *Link               `json:"mr,omitempty"`
 	UpdatedAt   time.Time           `json:"updatedAt"`

@@ -76,7 +76,7 @@ func requestNews(e store.Event, snap *config.Snapshot, l explain.Links) *api.Req
 		OperationID: f.OperationID, Subject: f.Subject, TargetKey: f.TargetKey, TargetTitle: title, Project: f.Project,
 		Status: f.Status, PreviousStatus: f.From,
 		Step: api.StepView{Code: int(f.Step), Name: f.Step.String(), Label: explain.Label(f.Step)},
-		Note: explain.Told(f.Step, f.Note, l.Of(f.Project)), NextAction: action, NextActionText: explain.NextActionText(action),
+		Note: explain.Told(f.Step, f.Note, l.Of(f.Project)), NextAction: action, NextActionText: explain.NextActionText(f.Status, f.Step, action),
 		MR: l.MR(f.Project, f.MRIID), Pipeline: l.Pipeline(f.Project, f.PipelineID), BatchID: f.BatchID, Reason: f.Reason,
 		URL: l.Request(f.OperationID),
 	}

@@ -273,7 +273,8 @@ func (fr *fakeRequest) move(status state.BindingStatus, step state.Step, at time
 	}
 	v.Stage = workflow.CurrentStage(status, step, last)
 	v.NextAction = state.NextActionFor(status, step)
-	v.NextActionText = explain.NextActionText(v.NextAction)
+	said := explain.Sentence(status, step, v.NextAction)
+	v.Label, v.NextActionText, v.OperatorText = said.Label, said.Requester, said.Operator
 	v.UpdatedAt = at
 }
 
@@ -389,7 +390,7 @@ func (fr *fakeRequest) snapshot(now time.Time) api.RequestView {
 
 func (fr *fakeRequest) summary() api.RequestSummary {
 	v := fr.view
-	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step,
+	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step, Label: v.Label,
 		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt, Withdrawable: v.Withdrawable, Blocker: heldMerge(v)}
 }
 
@@ -536,7 +537,7 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 			if body.Decision == "APPROVED" {
 				fr.enter("batch", now)
 				fr.move(state.StatusMRCreating, state.StepQueued, now)
-				fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch round", Since: now, Position: 1}
+				fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch of its project", Since: now, Position: 1}
 				fr.approved = true
 			} else {
 				fr.enter("", now)
@@ -779,9 +780,19 @@ func (f *fakeAPI) seedHeld(opID, subject, targetKey string, at, heldUntil time.T
 		Since: at.Add(time.Minute), Position: 1, HeldUntil: &heldUntil}
 }
 
-// seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
-// lists it as WAIT_MANUAL with the overdue wording (workflow/views.go deployOverdueText).
-func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
+// seedQueued adds an approved request waiting for a batch of its project.
+func (f *fakeAPI) seedQueued(opID, subject, targetKey string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(2*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(2*time.Minute))
+	fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch of " + t.Project, Since: at.Add(2 * time.Minute), Position: 1}
+}
+
+// seedMerged adds a request merged and waiting for the deploy that includes its merge.
+func (f *fakeAPI) seedMerged(opID, subject, targetKey string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, _ := f.cfg.Target(targetKey)
@@ -791,9 +802,20 @@ func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Tim
 	fr.enter("deploy", at.Add(9*time.Minute))
 	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(9*time.Minute))
 	fr.view.MR = &api.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
+	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed", Since: at.Add(9 * time.Minute)}
+}
+
+// seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
+// lists it as WAIT_MANUAL with the overdue wording (the sentence table's).
+func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
+	f.seedMerged(opID, subject, targetKey, at)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr := f.reqs[opID]
 	fr.view.NextAction = state.NextWaitManual
-	fr.view.NextActionText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
-	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy", Since: at.Add(9 * time.Minute)}
+	said := explain.Sentence(state.StatusMerged, state.StepHandleMerged, state.NextWaitManual)
+	fr.view.Label, fr.view.NextActionText, fr.view.OperatorText = said.Label, said.Requester, said.Operator
+	fr.view.Waiting.WaitingFor = "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
 }
 
 // seen is what the fake received, read under its lock (the browser's requests run on the
@@ -1014,7 +1036,7 @@ func (f *fakeAPI) resume(w http.ResponseWriter, r *http.Request) {
 	for _, op := range f.order {
 		if fr := f.reqs[op]; fr.waitingIn(project) {
 			fr.view.Waiting.WaitingFor = fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", project, fr.view.Waiting.Ahead)
-			fr.view.NextActionText = explain.NextActionText(fr.view.NextAction)
+			fr.view.NextActionText = explain.NextActionText(fr.view.Status, state.Step(fr.view.Step.Code), fr.view.NextAction)
 		}
 	}
 	reply(w, 200, f.trainOf(project))

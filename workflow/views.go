@@ -120,6 +120,7 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (api.Request
 	if v.Waiting != nil && v.Waiting.Stage == stageApproval && v.Status.AwaitingApproval() {
 		v.Waiting.ApprovalTakes = w.approvalTakes(ctx, d.Operation.TargetKey)
 	}
+	saidWithDetails(&v)
 	return v, nil
 }
 
@@ -140,6 +141,16 @@ func (w *Workflow) approvalTakes(ctx context.Context, targetKey string) string {
 		return fmt.Sprintf("%s: %d %s of this target decided so far; an estimate needs %d", noEstimate, len(ds), plural(len(ds), "approval"), estimateMinimum)
 	}
 	return fmt.Sprintf("approvals of this target usually take about %s (median of the last %d)", durationWords(medianOf(ds)), len(ds))
+}
+
+// saidWithDetails: where the view said more than the sentence table of its state (a paused
+// queue, the person who must act on a merge request, who ended it, the approvers' comment), an
+// operator reads those details too, unless the view has words of the operator's own for them.
+func saidWithDetails(v *api.RequestView) {
+	said := explain.Sentence(v.Status, state.Step(v.Step.Code), v.NextAction)
+	if v.NextActionText != said.Requester && v.OperatorText == said.Operator {
+		v.OperatorText = ""
+	}
 }
 
 // lastDeployWords says what bindery last heard of the project's deploys: whether the deploy
@@ -187,10 +198,6 @@ func nextAction(status state.BindingStatus, step state.Step, updated, cutoff tim
 	return state.NextActionFor(status, step)
 }
 
-// deployOverdueText replaces the generic WAIT_MANUAL text: nothing failed, a report is missing.
-const deployOverdueText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: " +
-	"check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
-
 func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.RequestView {
 	op := d.Operation
 	status := op.Status
@@ -205,16 +212,14 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 		// person or an operator must act, bindery alone will not take it further.
 		action = state.NextWaitManual
 	}
+	said := explain.Sentence(status, op.Step, action)
 	v := api.RequestView{
 		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, TargetTitle: op.TargetKey,
 		Project: op.Project, Reason: op.Reason, Flow: op.Flow, Status: status,
 		Step: StepOf(op.Step), Stage: CurrentStage(status, op.Step, lastStage(d.Steps)),
-		NextAction: action, NextActionText: explain.NextActionText(action),
+		Label: said.Label, NextAction: action, NextActionText: said.Requester, OperatorText: said.Operator,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
 		Timeline: make([]api.TimelineEntry, len(d.Steps)), Causes: make([]string, len(d.Steps)),
-	}
-	if overdue {
-		v.NextActionText = deployOverdueText
 	}
 	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
 		v.TargetTitle = t.Title
@@ -494,9 +499,10 @@ func (w *Workflow) pipelineLink(project string, id int64) *api.Link {
 
 // summary is one row of a list (cutoff: deployCutoff of the list).
 func (w *Workflow) summary(o store.Operation, cutoff time.Time) api.RequestSummary {
+	action := nextAction(o.Status, o.Step, o.UpdatedAt, cutoff)
 	return api.RequestSummary{
 		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Flow: o.Flow, Status: o.Status,
-		Step: StepOf(o.Step), NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
+		Step: StepOf(o.Step), Label: explain.Sentence(o.Status, o.Step, action).Label, NextAction: action,
 		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt, Withdrawable: state.Withdrawable(o.Status, o.Step),
 	}
 }
