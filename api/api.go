@@ -227,8 +227,18 @@ type BatchView struct {
 	// Bisection is set for a batch that took part in isolating a failing change: one that was
 	// bisected, or was claimed from the half a bisection returned.
 	Bisection *BisectionView `json:"bisection,omitempty"`
-	CreatedAt time.Time      `json:"createdAt"`
-	UpdatedAt time.Time      `json:"updatedAt"`
+	// Moved lists the members that left the batch with their change (a bisection's half, a
+	// failure retried later): their status is no longer this batch's outcome.
+	Moved     []MovedMember `json:"moved,omitempty"`
+	CreatedAt time.Time     `json:"createdAt"`
+	UpdatedAt time.Time     `json:"updatedAt"`
+}
+
+// MovedMember is a member that left a batch: BatchID is the batch that took its change last
+// (0: it waits in the waiting set again).
+type MovedMember struct {
+	OperationID string `json:"operationId"`
+	BatchID     int64  `json:"batchId,omitempty"`
 }
 
 // BisectionView is a batch's part in a bisection (docs/workflow.md, 'Bisection').
@@ -293,6 +303,19 @@ type TrainBlock struct {
 	Since   time.Time `json:"since"`
 	Why     string    `json:"why"`
 }
+
+// Attention is what waits for an operator (GET /api/ops/attention), for the count every page's
+// navigation shows: the requests of the ops stuck list and the BLOCKED batches, each counted up
+// to AttentionCap (More: there are more than that).
+type Attention struct {
+	Requests       int  `json:"requests"`
+	BlockedBatches int  `json:"blockedBatches"`
+	Total          int  `json:"total"`
+	More           bool `json:"more,omitempty"`
+}
+
+// AttentionCap bounds each count of Attention: the navigation shows "100+" beyond it.
+const AttentionCap = 100
 
 // RoundResult is the answer of a batch round (cron or POST /api/ops/batches/run).
 type RoundResult struct {
