@@ -6,6 +6,7 @@
 package api
 
 import (
+	"strings"
 	"time"
 
 	"bindery/approval"
@@ -394,4 +395,19 @@ const CallbackIgnored = "IGNORED"
 type Preview struct {
 	Path    string `json:"path,omitempty"`
 	Content string `json:"content,omitempty"`
+}
+
+// ShortDuration is a duration as the API writes it (a target's ttl): 720h0m0s as 720h, 1h30m0s
+// as 1h30m, "" for none.
+func ShortDuration(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	out := d.String()
+	for _, zero := range []string{"0s", "0m"} {
+		if strings.HasSuffix(out, "m"+zero) || strings.HasSuffix(out, "h"+zero) {
+			out = strings.TrimSuffix(out, zero)
+		}
+	}
+	return out
 }

@@ -167,7 +167,7 @@ func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {
 	for _, t := range f.cfg.Targets() {
 		// As the server: a restricted target only for the ops user here; the caller's newest
 		// request of the target, when in effect or on its way.
-		item := map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": shortTTL(t.TTL), "mayApply": len(t.RuleCodes) == 0 || name == "ops"}
+		item := map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": api.ShortDuration(t.TTL), "mayApply": len(t.RuleCodes) == 0 || name == "ops"}
 		for i := len(f.order) - 1; i >= 0; i-- {
 			v := f.reqs[f.order[i]].view
 			if v.Subject != id || v.TargetKey != t.Key {
@@ -183,21 +183,6 @@ func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {
 		items = append(items, item)
 	}
 	reply(w, 200, map[string]any{"items": items})
-}
-
-// shortTTL is a target's ttl as server/handlers.go sends it: a Go duration without its zero
-// tail ("720h"), "" for none.
-func shortTTL(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	out := d.String()
-	for _, zero := range []string{"0s", "0m"} {
-		if strings.HasSuffix(out, "m"+zero) || strings.HasSuffix(out, "h"+zero) {
-			out = strings.TrimSuffix(out, zero)
-		}
-	}
-	return out
 }
 
 func (f *fakeAPI) preview(w http.ResponseWriter, r *http.Request) {
