@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -900,14 +901,16 @@ func (f *fakeAPI) trains(w http.ResponseWriter, r *http.Request) {
 	for _, p := range f.projects() {
 		page.Items = append(page.Items, f.trainOf(p))
 	}
-	rank := func(t api.Train) int {
+	rank := func(t api.Train) int { // as workflow/train.go trainRank
 		switch {
 		case t.Blocked != nil:
 			return 0
-		case t.Paused != nil:
+		case slices.ContainsFunc(t.Cars, func(c api.TrainCar) bool { return c.PipelineState == "failed" }):
 			return 1
+		case t.Paused != nil:
+			return 2
 		}
-		return 2
+		return 3
 	}
 	sort.SliceStable(page.Items, func(i, j int) bool { return rank(page.Items[i]) < rank(page.Items[j]) })
 	reply(w, 200, page)
