@@ -6,6 +6,7 @@
 package api
 
 import (
+	"strings"
 	"time"
 
 	"bindery/approval"
@@ -257,9 +258,19 @@ type BatchView struct {
 	// bisected, or was claimed from the half a bisection returned.
 	Bisection *BisectionView `json:"bisection,omitempty"`
 	// Blocker: a BLOCKED batch whose merge request is held for a person, told as its members are.
-	Blocker   *Blocker  `json:"blocker,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Blocker *Blocker `json:"blocker,omitempty"`
+	// Moved lists the members that left the batch with their change (a bisection's half, a
+	// failure retried later): their status is no longer this batch's outcome.
+	Moved     []MovedMember `json:"moved,omitempty"`
+	CreatedAt time.Time     `json:"createdAt"`
+	UpdatedAt time.Time     `json:"updatedAt"`
+}
+
+// MovedMember is a member that left a batch: BatchID is the batch that took its change last
+// (0: it waits in the waiting set again).
+type MovedMember struct {
+	OperationID string `json:"operationId"`
+	BatchID     int64  `json:"batchId,omitempty"`
 }
 
 // BisectionView is a batch's part in a bisection (docs/workflow.md, 'Bisection').
@@ -324,6 +335,19 @@ type TrainBlock struct {
 	Since   time.Time `json:"since"`
 	Why     string    `json:"why"`
 }
+
+// Attention is what waits for an operator (GET /api/ops/attention), for the count every page's
+// navigation shows: the requests of the ops stuck list and the BLOCKED batches, each counted up
+// to AttentionCap (More: there are more than that).
+type Attention struct {
+	Requests       int  `json:"requests"`
+	BlockedBatches int  `json:"blockedBatches"`
+	Total          int  `json:"total"`
+	More           bool `json:"more,omitempty"`
+}
+
+// AttentionCap bounds each count of Attention: the navigation shows "100+" beyond it.
+const AttentionCap = 100
 
 // RoundResult is the answer of a batch round (cron or POST /api/ops/batches/run).
 type RoundResult struct {
@@ -402,4 +426,19 @@ const CallbackIgnored = "IGNORED"
 type Preview struct {
 	Path    string `json:"path,omitempty"`
 	Content string `json:"content,omitempty"`
+}
+
+// ShortDuration is a duration as the API writes it (a target's ttl): 720h0m0s as 720h, 1h30m0s
+// as 1h30m, "" for none.
+func ShortDuration(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	out := d.String()
+	for _, zero := range []string{"0s", "0m"} {
+		if strings.HasSuffix(out, "m"+zero) || strings.HasSuffix(out, "h"+zero) {
+			out = strings.TrimSuffix(out, zero)
+		}
+	}
+	return out
 }

@@ -567,3 +567,29 @@ func TestALoginURLThatIsNotAnAbsoluteHTTPURLIsIgnoredAndReported(t *testing.T) {
 		t.Errorf("a valid URL: %+v", reportFor(t, s, "server.loginURL"))
 	}
 }
+
+// A target's expiry is written in days as people think of access ("30d"), or as a duration;
+// anything else refuses the catalog.
+func TestATargetsExpiryIsWrittenInDays(t *testing.T) {
+	for _, c := range []struct {
+		ttl  string
+		want time.Duration
+		ok   bool
+	}{{"30d", 30 * 24 * time.Hour, true}, {"720h", 720 * time.Hour, true}, {"0d", 0, true}, {"", 0, true},
+		{"1.5d", 0, false}, {"-3d", 0, false}, {"d", 0, false}, {"30 days", 0, false}} {
+		s, err := Parse([]byte("targets:\n  - key: a\n    project: a/b\n    path: \"x/{subject}.yaml\"\n    ttl: \"" + c.ttl + "\"\n"))
+		if !c.ok {
+			if err == nil {
+				t.Errorf("ttl %q: loaded, want refused", c.ttl)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ttl %q: %v", c.ttl, err)
+			continue
+		}
+		if got := s.Targets()[0].TTL; got != c.want {
+			t.Errorf("ttl %q: %v, want %v", c.ttl, got, c.want)
+		}
+	}
+}

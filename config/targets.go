@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,13 +93,26 @@ func (rt rawTarget) validate() (Target, error) {
 		}
 	}
 	if s := strings.TrimSpace(rt.TTL); s != "" {
-		d, err := time.ParseDuration(s)
+		d, err := parseTTL(s)
 		if err != nil || d < 0 {
-			return t, fmt.Errorf("ttl %q: want a duration such as 720h, or nothing for no expiry", s)
+			return t, fmt.Errorf("ttl %q: want a number of days such as 30d, a duration such as 720h, or nothing for no expiry", s)
 		}
 		t.TTL = d
 	}
 	return t, nil
+}
+
+// parseTTL reads a target's expiry: whole days ("30d", as people think of access) or a Go
+// duration ("720h").
+func parseTTL(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 36500 {
+			return 0, fmt.Errorf("ttl %q: days out of range", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }
 
 // ValidatePathTemplate checks that a file path template stays inside the repository whatever

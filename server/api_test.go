@@ -372,6 +372,31 @@ func rows() []row {
 			},
 			call: post("/api/ops/requests/op-bob/retry", "ops", `{"operationId":"rt-busy"}`), status: 409,
 			want: []string{"look again in a moment"}, header: map[string]string{"Retry-After": "1"}},
+		// ---- the navigation's attention count (docs/operations.md, 'The console at a glance') ----
+		{name: "ops counts the stuck requests and the blocked batches, as the lists show them",
+			prep: func(h *harness) {
+				h.wf.StuckRequestsFn = func(_ context.Context, f workflow.StuckFilter) (api.Page[api.RequestSummary], error) {
+					if f.Status != "" || f.Step != 0 || f.Limit != api.AttentionCap {
+						return api.Page[api.RequestSummary]{}, fmt.Errorf("the count read a filtered list: %+v", f)
+					}
+					return api.Page[api.RequestSummary]{Items: make([]api.RequestSummary, 2)}, nil
+				}
+				h.wf.BatchesFn = func(_ context.Context, _ string, limit int, status state.BatchStatus) (api.Page[api.BatchView], error) {
+					if status != state.BatchBlocked || limit != api.AttentionCap {
+						return api.Page[api.BatchView]{}, fmt.Errorf("the count read batches %q up to %d", status, limit)
+					}
+					return api.Page[api.BatchView]{Items: make([]api.BatchView, 1)}, nil
+				}
+			},
+			call: get("/api/ops/attention", "ops"), status: 200, want: []string{`{"requests":2,"blockedBatches":1,"total":3}`}},
+		{name: "the attention count says when a list holds more than it counts",
+			prep: func(h *harness) {
+				h.wf.StuckRequestsFn = func(context.Context, workflow.StuckFilter) (api.Page[api.RequestSummary], error) {
+					return api.Page[api.RequestSummary]{Items: make([]api.RequestSummary, api.AttentionCap), NextCursor: "next"}, nil
+				}
+			},
+			call: get("/api/ops/attention", "ops"), status: 200, want: []string{`"requests":100`, `"more":true`}},
+		{name: "a requester cannot read the attention count", call: get("/api/ops/attention", "alice"), status: 403, want: []string{"Access denied"}, check: none},
 		// ---- the merge trains (docs/operations.md, 'Merge trains') ----
 		{name: "ops lists each project's merge train", call: get("/api/ops/trains", "ops"), status: 200,
 			want: []string{`"items":[{"project":"infra/access-config","length":3,"cars":[{"batchId":7,"position":1,"status":"RUNNING"`, `"pipelineState":"running"`}},

@@ -45,7 +45,7 @@ type Workflow interface {
 	Retry(ctx context.Context, operationID, actor string) (api.RequestView, error)
 	// Reconcile runs the reconciliation of merged requests now.
 	Reconcile(ctx context.Context) (api.ReconcileResult, error)
-	// Trains is each project's merge train, BLOCKED and paused projects first.
+	// Trains is each project's merge train, BLOCKED, failed and paused projects first.
 	Trains(ctx context.Context) (api.Page[api.Train], error)
 	// PauseTrain pauses a project's queue (NOT_FOUND: a project bindery knows nothing of).
 	PauseTrain(ctx context.Context, project, reason, actor string) (api.Train, error)

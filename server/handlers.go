@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -279,7 +278,7 @@ func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, erro
 			codes = []string{}
 		}
 		may := len(codes) == 0 || s.permit(r.Context(), caller.ID, append(append([]string{}, codes...), snap.OpsRule())...)
-		items = append(items, targetView{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: shortDuration(t.TTL), MayApply: may, Yours: yours[t.Key]})
+		items = append(items, targetView{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: api.ShortDuration(t.TTL), MayApply: may, Yours: yours[t.Key]})
 	}
 	return http.StatusOK, map[string]any{"items": items}, nil
 }
@@ -313,20 +312,6 @@ func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*t
 		}
 	}
 	return out, nil
-}
-
-// shortDuration writes 720h0m0s as 720h and 1h30m0s as 1h30m.
-func shortDuration(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	out := d.String()
-	for _, zero := range []string{"0s", "0m"} {
-		if strings.HasSuffix(out, "m"+zero) || strings.HasSuffix(out, "h"+zero) {
-			out = strings.TrimSuffix(out, zero)
-		}
-	}
-	return out
 }
 
 // preview is GET /api/preview?target=K. It never blocks applying: any failure is 200 {}.

@@ -254,6 +254,23 @@ func (s *Server) opsStuck(w http.ResponseWriter, r *http.Request) (int, any, err
 	return http.StatusOK, page, err
 }
 
+// opsAttention is GET /api/ops/attention: how many requests the stuck list holds and how many
+// batches are BLOCKED — what the navigation's count says on every page of an operator. Two
+// bounded reads of the lists the console shows, so the count never disagrees with them.
+func (s *Server) opsAttention(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	stuck, err := s.deps.Workflow.StuckRequests(r.Context(), workflow.StuckFilter{Limit: api.AttentionCap})
+	if err != nil {
+		return 0, nil, err
+	}
+	blocked, err := s.deps.Workflow.Batches(r.Context(), "", api.AttentionCap, state.BatchBlocked)
+	if err != nil {
+		return 0, nil, err
+	}
+	a := api.Attention{Requests: len(stuck.Items), BlockedBatches: len(blocked.Items), More: stuck.NextCursor != "" || blocked.NextCursor != ""}
+	a.Total = a.Requests + a.BlockedBatches
+	return http.StatusOK, a, nil
+}
+
 func knownStatus(st state.BindingStatus) bool {
 	for _, s := range state.AllStatuses {
 		if s == st {

@@ -77,6 +77,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/ops/batches/run", "ops.batches.run", authOps, nil, true, apiBody, s.opsRunRound},
 		{"POST", "/api/ops/batches/{id}/settle", "ops.batches.settle", authOps, nil, true, apiBody, s.opsSettle},
 		{"GET", "/api/ops/requests", "ops.requests", authOps, nil, false, 0, s.opsStuck},
+		{"GET", "/api/ops/attention", "ops.attention", authOps, nil, false, 0, s.opsAttention},
 		{"POST", "/api/ops/requests/{operationId}/retry", "ops.requests.retry", authOps, nil, true, apiBody, s.opsRetry},
 		{"POST", "/api/ops/requests/{operationId}/next", "ops.requests.next", authOps, nil, true, apiBody, s.opsMergeNext},
 		{"GET", "/api/ops/trains", "ops.trains", authOps, nil, false, 0, s.opsTrains},

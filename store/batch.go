@@ -731,9 +731,13 @@ type BatchFilter struct {
 }
 
 // BatchWithMembers is a batch and its members' applications, in the order they were admitted.
+// Moved names the members that left the batch with the same action (a bisection's half, a
+// failure retried in a later batch): operationId → the batch that took the action last, 0 while
+// it waits in the waiting set again. Such a member's status is no longer this batch's doing.
 type BatchWithMembers struct {
 	Batch   Batch
 	Members []Operation
+	Moved   map[string]int64
 }
 
 // Batches lists batches newest first, each with its members (two queries per page). Newest by
@@ -786,20 +790,38 @@ func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, s
 	if len(ids) == 0 {
 		return out, next, nil
 	}
-	mrows, err := db.ro.QueryContext(ctx, "SELECT m.batch_id, "+prefixed("o.", operationColumns)+" FROM merge_batch_member m "+
+	// Where each member's action is now: the batch that claimed it last (membership rows stay
+	// when a member leaves), and its row in the waiting set — unclaimed again, or gone once
+	// settled.
+	mrows, err := db.ro.QueryContext(ctx, "SELECT m.batch_id, "+
+		"(SELECT l.batch_id FROM merge_batch_member l WHERE l.operation_id = m.operation_id AND l.action = m.action ORDER BY l.claimed_at DESC, l.id DESC LIMIT 1), "+
+		"(SELECT COUNT(*) FROM merge_batch_request r WHERE r.operation_id = m.operation_id AND r.action = m.action AND r.batch_id IS NULL), "+
+		prefixed("o.", operationColumns)+" FROM merge_batch_member m "+
 		"JOIN operation o ON o.operation_id = m.operation_id WHERE m.batch_id IN "+inList(len(ids))+" ORDER BY m.batch_id, m.queued_at, m.request_id", ids...)
 	if err != nil {
 		return nil, "", translate(err)
 	}
 	defer mrows.Close()
 	for mrows.Next() {
-		var batchID int64
-		o, err := scanOperation(mrows, &batchID)
+		var batchID, latest, waiting int64
+		o, err := scanOperation(mrows, &batchID, &latest, &waiting)
 		if err != nil {
 			return nil, "", err
 		}
 		i := index[batchID]
 		out[i].Members = append(out[i].Members, o)
+		// An unclaimed row in the waiting set is held by no batch: after this one let it go, it
+		// waits again (0) or went through the later batch first.
+		if latest != batchID || waiting > 0 {
+			to := latest
+			if to == batchID {
+				to = 0
+			}
+			if out[i].Moved == nil {
+				out[i].Moved = map[string]int64{}
+			}
+			out[i].Moved[o.OperationID] = to
+		}
 	}
 	return out, next, translate(mrows.Err())
 }

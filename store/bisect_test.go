@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -311,4 +312,46 @@ func TestASuspectClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 		t.Fatalf("next round: %v %+v %v", got, c.Batch, err)
 	}
 	checkBisectionInvariants(t, db)
+}
+
+// The batch list tells the members a bisection sent away from the members that ended with the
+// batch: back in the waiting set (0) until a later batch claims them, then that batch.
+func TestTheBatchListNamesWhereABisectedBatchsMembersWent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		const partition = "infra/acl"
+		queued(t, db, partition, 4)
+		first, err := db.Claim(bg, claimInput(partition, 50))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, back := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: state.BatchRunning}, 2)
+		moved := func() map[string]int64 {
+			t.Helper()
+			page, _, err := db.Batches(bg, store.BatchFilter{Partition: partition})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range page {
+				if p.Batch.ID == first.Batch.ID {
+					if len(p.Members) != 4 {
+						t.Fatalf("batch %d lists %d members, want its 4", p.Batch.ID, len(p.Members))
+					}
+					return p.Moved
+				}
+			}
+			t.Fatalf("batch %d not listed", first.Batch.ID)
+			return nil
+		}
+		if got, want := moved(), map[string]int64{back[0]: 0, back[1]: 0}; !maps.Equal(got, want) {
+			t.Errorf("after the bisection: moved %v, want %v (back in the waiting set)", got, want)
+		}
+		settled(t, db, b)
+		c, err := db.Claim(bg, claimInput(partition, 50))
+		if err != nil || len(c.Members) != 2 {
+			t.Fatalf("suspect claim: %+v %v", c, err)
+		}
+		if got, want := moved(), map[string]int64{back[0]: c.Batch.ID, back[1]: c.Batch.ID}; !maps.Equal(got, want) {
+			t.Errorf("after the suspects' claim: moved %v, want %v", got, want)
+		}
+	})
 }

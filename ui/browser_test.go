@@ -194,12 +194,27 @@ func (b *browser) click(sel string) {
 
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
+	b.capture(name, true)
+}
+
+// screenshotTop is screenshot of the first screen only: what a reader sees on opening the page.
+func (b *browser) screenshotTop(name string) {
+	b.t.Helper()
+	b.capture(name, false)
+}
+
+func (b *browser) capture(name string, full bool) {
+	b.t.Helper()
 	if *screenshotDir == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot := chromedp.CaptureScreenshot()
+	if full {
+		shot = chromedp.FullScreenshot(100)
+	}
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.t.Fatal(err)
 	}

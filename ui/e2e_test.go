@@ -103,6 +103,34 @@ func TestE2EDuplicateSubmitKeepsTheFormLockedInTheRealDemo(t *testing.T) {
 	resubmitAfterLostAnswer(b, op)
 }
 
+// After a lost answer the requester edits the form: the real server refuses the form's id with
+// other content (422). For the target of the request the first submission made, which is on its
+// way, the page says a second one cannot be sent; for another target "Submit the edited text as
+// a new request" sends the edit under a new id, which the real server accepts.
+func TestE2EAnEditAfterALostAnswerIsSentAsANewRequestInTheRealDemo(t *testing.T) {
+	url := bootDemo(t)
+	b := newBrowser(t, 1280, 900)
+	dropFirstApplyAnswer(b)
+	b.do("open the demo", chromedp.Navigate(url+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`), chromedp.Reload())
+	op := applyFor(b, "grafana-editor", "dashboards")
+	b.waitFor("the lost-answer error", `document.querySelector('#apply-error')`, 20*time.Second)
+	b.do("edit the reason", chromedp.SendKeys(chromedp.CSS("#reason"), " for the incident review"))
+	b.click("#submit")
+	b.waitFor("the same target said to be taken", `document.querySelector('#apply-error #same-target-active') && document.querySelector('#arrived-request[href="/requests/`+op+`"]')`, 20*time.Second)
+	b.click("#target-payments-db-readonly")
+	b.waitFor("the offer to send the edit as a new request", `document.querySelector('#apply-error #submit-as-new')`, 20*time.Second)
+	fresh := evalJS[string](b, `document.querySelector('#apply-form').dataset.operationId`)
+	if fresh == op {
+		t.Fatal("the form kept the refused operationId")
+	}
+	b.click("#submit-as-new")
+	b.waitFor("the edit accepted as a new request", `document.querySelector('#apply-accepted')`, 20*time.Second)
+	status, body := demoCall(t, "GET", url+"/api/requests/"+fresh, "alice", "")
+	if status != 200 || !strings.Contains(body, `"targetKey":"payments-db-readonly"`) || !strings.Contains(body, "dashboards for the incident review") {
+		t.Fatalf("the new request %s: %d %s", fresh, status, body)
+	}
+}
+
 // The README's pictures, taken from the real demo rather than the fake API:
 //
 //	go test -tags e2e ./ui -run TestE2EScreenshots -screenshots ../docs/screenshots

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,9 @@ type fakeAPI struct {
 	// ("operationId by identity").
 	paused map[string]*api.TrainPause
 	nexts  []string
+	// left holds, per batch, the members that left it with their change (a bisection's half):
+	// listed with the batch, and in its moved list with the batch they are in now.
+	left map[int64][]string
 }
 
 type fakeRequest struct {
@@ -73,7 +77,7 @@ type fakeTicket struct {
 
 func newFakeAPI() *fakeAPI {
 	return &fakeAPI{cfg: config.MustParse(string(config.Sample)), reqs: map[string]*fakeRequest{}, batches: map[int64]*api.BatchView{}, nextID: 40,
-		paused: map[string]*api.TrainPause{}}
+		paused: map[string]*api.TrainPause{}, left: map[int64][]string{}}
 }
 
 // Handler serves /api/ and /sim/.
@@ -90,6 +94,7 @@ func (f *fakeAPI) Handler() http.Handler {
 	mux.HandleFunc("GET /sim/approvals", f.approvals)
 	mux.HandleFunc("POST /sim/approvals/{id}/decide", f.decide)
 	mux.HandleFunc("GET /api/ops/requests", f.opsOnly(f.stuck))
+	mux.HandleFunc("GET /api/ops/attention", f.opsOnly(f.attention))
 	mux.HandleFunc("POST /api/ops/requests/{id}/retry", f.opsOnly(f.retry))
 	mux.HandleFunc("POST /api/ops/requests/{id}/next", f.opsOnly(f.mergeNext))
 	mux.HandleFunc("GET /api/ops/trains", f.opsOnly(f.trains))
@@ -163,7 +168,7 @@ func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {
 	for _, t := range f.cfg.Targets() {
 		// As the server: a restricted target only for the ops user here; the caller's newest
 		// request of the target, when in effect or on its way.
-		item := map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": t.TTL, "mayApply": len(t.RuleCodes) == 0 || name == "ops"}
+		item := map[string]any{"key": t.Key, "title": t.Title, "project": t.Project, "ruleCodes": t.RuleCodes, "ttl": api.ShortDuration(t.TTL), "mayApply": len(t.RuleCodes) == 0 || name == "ops"}
 		for i := len(f.order) - 1; i >= 0; i-- {
 			v := f.reqs[f.order[i]].view
 			if v.Subject != id || v.TargetKey != t.Key {
@@ -561,12 +566,34 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 	fail(w, 404, "NOT_FOUND", "No such ticket.")
 }
 
+// needsOperator is the stuck list's rule without filters, as the fake words its requests.
+func needsOperator(v api.RequestView) bool {
+	return v.NextAction == state.NextWaitManual || v.NextAction == state.NextContactSupport
+}
+
+// attention counts as server/ops.go does: the stuck list without filters and the BLOCKED batches.
+func (f *fakeAPI) attention(w http.ResponseWriter, r *http.Request) {
+	var a api.Attention
+	for _, op := range f.order {
+		if needsOperator(f.reqs[op].view) {
+			a.Requests++
+		}
+	}
+	for _, b := range f.batches {
+		if b.Status == "BLOCKED" {
+			a.BlockedBatches++
+		}
+	}
+	a.Total = a.Requests + a.BlockedBatches
+	reply(w, 200, a)
+}
+
 func (f *fakeAPI) stuck(w http.ResponseWriter, r *http.Request) {
 	status, step := r.URL.Query().Get("status"), r.URL.Query().Get("step")
 	page := api.Page[api.RequestSummary]{Items: []api.RequestSummary{}}
 	for _, op := range f.order {
 		v := f.reqs[op].view
-		match := v.NextAction == state.NextWaitManual || v.NextAction == state.NextContactSupport
+		match := needsOperator(v)
 		if status != "" {
 			match = string(v.Status) == status
 		}
@@ -612,10 +639,13 @@ func (f *fakeAPI) listBatches(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		bv := *b
-		bv.Members = []api.RequestSummary{}
+		bv.Members, bv.Moved = []api.RequestSummary{}, nil
 		for _, op := range f.order {
 			if fr := f.reqs[op]; fr.view.BatchID == b.ID {
 				bv.Members = append(bv.Members, fr.summary())
+			} else if contains(f.left[b.ID], op) {
+				bv.Members = append(bv.Members, fr.summary())
+				bv.Moved = append(bv.Moved, api.MovedMember{OperationID: op, BatchID: fr.view.BatchID})
 			}
 		}
 		page.Items = append(page.Items, bv)
@@ -967,14 +997,16 @@ func (f *fakeAPI) trains(w http.ResponseWriter, r *http.Request) {
 	for _, p := range f.projects() {
 		page.Items = append(page.Items, f.trainOf(p))
 	}
-	rank := func(t api.Train) int {
+	rank := func(t api.Train) int { // as workflow/train.go trainRank
 		switch {
 		case t.Blocked != nil:
 			return 0
-		case t.Paused != nil:
+		case slices.ContainsFunc(t.Cars, func(c api.TrainCar) bool { return c.PipelineState == "failed" }):
 			return 1
+		case t.Paused != nil:
+			return 2
 		}
-		return 2
+		return 3
 	}
 	sort.SliceStable(page.Items, func(i, j int) bool { return rank(page.Items[i]) < rank(page.Items[j]) })
 	reply(w, 200, page)
@@ -1105,4 +1137,31 @@ func (f *fakeAPI) seedTrain(project string, at time.Time) (inCar string, waiting
 		waiting = append(waiting, fr.view.OperationID)
 	}
 	return inCar, waiting
+}
+
+// seedBisected gives targetKey's project a batch whose pipeline failed and which bisection
+// settled: one member (culprit, bob's) failed alone in it, the other (alice's) was moved to a
+// later batch and is in effect now. Returns the failed batch and the two operationIds.
+func (f *fakeAPI) seedBisected(targetKey string, at time.Time) (failed int64, culprit, moved string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	bad := f.add("3c2b1a09-8f7e-4d6c-9b5a-000000000001", "bob@example.com", t, "on-call rotation", at)
+	bad.enter("batch", at.Add(time.Minute))
+	bad.move(state.StatusMRCreating, state.StepQueued, at.Add(time.Minute))
+	b := f.addBatch(bad, "FAILED", 80, 8950, at.Add(2*time.Minute), at.Add(30*time.Minute))
+	bad.move(state.StatusCreateFailed, state.StepCreatePipelineFailed, at.Add(30*time.Minute))
+	bad.view.NextAction = state.NextContactSupport
+	b.Note = fmt.Sprintf("batch %d isolated the culprit %s after 1 bisection: pipeline 8950 failed", b.ID, bad.view.OperationID)
+	b.Bisection = &api.BisectionView{Of: b.ID, Rounds: 1, Culprit: bad.view.OperationID}
+
+	good := f.add("3c2b1a09-8f7e-4d6c-9b5a-000000000002", "alice@example.com", t, "on-call rotation", at)
+	good.enter("batch", at.Add(time.Minute))
+	good.move(state.StatusMRCreating, state.StepQueued, at.Add(time.Minute))
+	later := f.addBatch(good, "SUCCEEDED", 81, 8951, at.Add(12*time.Minute), at.Add(25*time.Minute))
+	later.Bisection = &api.BisectionView{Of: b.ID, Rounds: 1}
+	good.move(state.StatusValidated, state.StepCalledBack, at.Add(25*time.Minute))
+	good.view.NextAction, good.view.Waiting = state.NextNone, nil
+	f.left[b.ID] = append(f.left[b.ID], good.view.OperationID)
+	return b.ID, bad.view.OperationID, good.view.OperationID
 }

@@ -1,10 +1,13 @@
 package ui_test
 
 import (
-	"bindery/api"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"bindery/api"
 )
 
 // The ops console speaks in words: a round's notice says what each project's round did (every
@@ -105,4 +108,103 @@ func TestRetryingADeterministicFailureAsksFirstAndSaysItOpensANewMR(t *testing.T
 	if _, got, _ := fake.seen(); len(got) != 1 || got[0] != op+" by ops@example.com" {
 		t.Fatalf("retries %v", got)
 	}
+}
+
+// The console at a glance (docs/operations.md, 'The console at a glance'): a refused reload of
+// the configuration is a banner above everything; one row per project says what is in CI (batch,
+// car, age, pipeline with its link), how many wait, what is blocked since when and why, who
+// paused it and why — the BLOCKED project first; the navigation counts what needs an operator on
+// every page; the batches list the BLOCKED one first, then the active ones, then history; a
+// bisection's note links the culprit's request instead of naming its id, and a member the
+// bisection moved out reads "moved to batch N", not the status it has now.
+func TestTheOpsConsoleReadsAtAGlance(t *testing.T) {
+	fake := newFakeAPI()
+	now := time.Now()
+	fake.seedTrain("infra/access-config", now.Add(-20*time.Minute))
+	const stuck = "5f0c3a52-7d1e-4a8b-9c2d-999999999999"
+	fake.seedStuck(stuck, "bob@example.com", "payments-db-readonly", now.Add(-2*time.Hour))
+	failed, culprit, moved := fake.seedBisected("grafana-editor", now.Add(-3*time.Hour))
+	fake.paused["infra/observability-config"] = &api.TrainPause{By: "carol@example.com", Reason: "release freeze until 18:00", Since: now.Add(-10 * time.Minute)}
+	var blocked, later int64
+	for id, b := range fake.batches {
+		switch {
+		case b.Status == "BLOCKED":
+			blocked = id
+		case b.Status == "SUCCEEDED" && b.Partition == "infra/observability-config":
+			later = id
+		}
+	}
+	s := startSite(t, fake)
+	b := newBrowser(t, 1280, 900)
+	openOpsConsole(b, s.URL)
+
+	b.waitFor("the projects at a glance", `document.querySelectorAll('#projects tr[data-glance]').length === 2`, 20*time.Second)
+	b.waitFor("the configuration banner", `document.querySelector('#config-banner [data-config-error]')`, 20*time.Second)
+	b.waitFor("the attention count", `document.querySelector('#attention-count')`, 20*time.Second)
+	b.screenshotTop("ops-projects-laptop.png")
+
+	if !evalJS[bool](b, `document.querySelector('main h1').nextElementSibling.id === 'config-banner'`) {
+		t.Error("the configuration banner is not right under the title")
+	}
+	if banner := evalJS[string](b, `document.querySelector('#config-banner').innerText`); !strings.Contains(banner, "The configuration reload was refused") ||
+		!strings.Contains(banner, "previous configuration stays in force") || !strings.Contains(banner, "apply.window") {
+		t.Errorf("the banner says: %s", banner)
+	}
+	if first := evalJS[string](b, `document.querySelector('main .ops-section').id`); first != "projects" {
+		t.Errorf("the first section is %q, want the projects at a glance", first)
+	}
+	rows := evalJS[[]string](b, `[...document.querySelectorAll('#projects tr[data-glance]')].map(r => r.dataset.glance)`)
+	if len(rows) != 2 || rows[0] != "infra/access-config" || rows[1] != "infra/observability-config" {
+		t.Errorf("project rows %v, want the blocked one first", rows)
+	}
+	access := evalJS[string](b, `document.querySelector('#projects tr[data-glance="infra/access-config"]').innerText`)
+	for _, want := range []string{"BLOCKED", fmt.Sprintf("Batch #%d", blocked), "car 1 of 3", "pipeline running", "Pipeline #8900", "pipeline still running after the polling timeout"} {
+		if !strings.Contains(access, want) {
+			t.Errorf("the row of infra/access-config lacks %q:\n%s", want, access)
+		}
+	}
+	if n := evalJS[string](b, `document.querySelector('#projects tr[data-glance="infra/access-config"] [data-waiting]').dataset.waiting`); n != "2" {
+		t.Errorf("infra/access-config: %s waiting, want 2", n)
+	}
+	if link := evalJS[string](b, `document.querySelector('#projects tr[data-glance="infra/access-config"] a[href*="/pipelines/8900"]').href`); link == "" {
+		t.Error("the pipeline in CI is not linked")
+	}
+	observability := evalJS[string](b, `document.querySelector('#projects tr[data-glance="infra/observability-config"]').innerText`)
+	for _, want := range []string{"nothing in CI", "by carol@example.com", "release freeze until 18:00"} {
+		if !strings.Contains(observability, want) {
+			t.Errorf("the row of infra/observability-config lacks %q:\n%s", want, observability)
+		}
+	}
+
+	// Two requests need an operator (the blocked one, the culprit) and one batch is blocked.
+	if n := evalJS[string](b, `document.querySelector('#attention-count').dataset.attention`); n != "3" {
+		t.Errorf("the navigation counts %s, want 3", n)
+	}
+	b.waitFor("the batches", `document.querySelector('#batches [data-batch-group]')`, 20*time.Second)
+	if groups := evalJS[[]string](b, `[...document.querySelectorAll('#batches [data-batch-group]')].map(g => g.dataset.batchGroup)`); !slices.Equal(groups, []string{"blocked", "active", "history"}) {
+		t.Errorf("batch groups %v, want blocked, active, history", groups)
+	}
+	if first := evalJS[string](b, `document.querySelector('#batches li.batch').dataset.batchId`); first != fmt.Sprint(blocked) {
+		t.Errorf("the first batch listed is #%s, want the blocked #%d", first, blocked)
+	}
+
+	bisected := fmt.Sprintf(`#batches li[data-batch-id="%d"]`, failed)
+	text := evalJS[string](b, `document.querySelector('`+bisected+`').innerText`)
+	if strings.Contains(text, culprit) {
+		t.Errorf("the failed batch names the raw operation id %s:\n%s", culprit, text)
+	}
+	if n := evalJS[int](b, `[...document.querySelectorAll('`+bisected+` [data-bisection] a, `+bisected+` [data-note] a')].filter(a => a.getAttribute('href') === '/requests/`+culprit+`' && a.textContent === 'grafana-editor (bob@example.com)').length`); n != 2 {
+		t.Errorf("%d links of the culprit's request in the note and the bisection line, want 2:\n%s", n, text)
+	}
+	member := bisected + ` [data-member="` + moved + `"]`
+	if got := evalJS[string](b, `document.querySelector('`+member+`').innerText`); !strings.Contains(got, fmt.Sprintf("moved to batch #%d", later)) || strings.Contains(got, "In effect") || strings.Contains(got, "VALIDATED") {
+		t.Errorf("the member moved out reads: %s", got)
+	}
+	if got := evalJS[string](b, `document.querySelector('`+bisected+` [data-member="`+culprit+`"] [data-status]').dataset.status`); got != "CREATE_FAILED" {
+		t.Errorf("the culprit ended as %q, want CREATE_FAILED", got)
+	}
+
+	// The count is on every page of an operator.
+	b.click(`nav a[href="/requests"]`)
+	b.waitFor("my requests with the count", `location.pathname === '/requests' && document.querySelector('#attention-count')`, 20*time.Second)
 }

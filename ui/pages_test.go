@@ -111,6 +111,9 @@ func tourPages(t *testing.T, p pageTour) {
 				if !evalJS[bool](b, `document.documentElement.scrollWidth <= innerWidth`) {
 					t.Errorf("%s at %dpx scrolls sideways: %dpx wide", name, size.width, evalJS[int](b, `document.documentElement.scrollWidth`))
 				}
+				if broken := evalJS[[]string](b, wordsBrokenInTables); len(broken) > 0 {
+					t.Errorf("%s at %dpx: table cells break inside words: %q", name, size.width, broken)
+				}
 				if share := evalJS[float64](b, `document.querySelector('header.top').offsetHeight / innerHeight`); share > 0.15 {
 					t.Errorf("%s at %dpx: the header takes %.0f%% of the first screen", name, size.width, 100*share)
 				}
@@ -140,3 +143,32 @@ func tourPages(t *testing.T, p pageTour) {
 		})
 	}
 }
+
+// wordsBrokenInTables lists the words of the page's table cells (buttons included) that the
+// browser laid out on more than one line other than after a hyphen, a slash or a URL's ? and &
+// ("Retr / y", "bob@examp / le.com"): each character's rendered box is measured, and a word is broken where
+// one starts a new line. Text not rendered (a closed <details>) has no box and is not measured.
+const wordsBrokenInTables = `(() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll('main table td, main table th')) {
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      for (const m of n.data.matchAll(/\S+/g)) {
+        let top = null;
+        for (let i = m.index; i < m.index + m[0].length; i++) {
+          const r = document.createRange();
+          r.setStart(n, i);
+          r.setEnd(n, i + 1);
+          const box = r.getClientRects()[0];
+          if (!box || !box.height) continue;
+          if (top !== null && box.top > top + box.height / 2 && !/[-\/?&]/.test(n.data[i - 1])) {
+            broken.push(n.data.slice(m.index, i) + ' / ' + n.data.slice(i, m.index + m[0].length));
+            break;
+          }
+          top = box.top;
+        }
+      }
+    }
+  }
+  return broken;
+})()`

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,8 @@ func TestTheOpsConsoleShowsEachTrainAndPausesAndResumesItsQueue(t *testing.T) {
 
 	const access, observability = `#trains [data-project="infra/access-config"]`, `#trains [data-project="infra/observability-config"]`
 	b.waitFor("the train of infra/access-config with its two cars", `document.querySelectorAll('`+access+` [data-car]').length === 2`, 20*time.Second)
-	if first := evalJS[string](b, `document.querySelector('main .ops-section').id`); first != "trains" {
-		t.Errorf("the first section of the console is %q, want the trains", first)
+	if order := evalJS[[]string](b, `[...document.querySelectorAll('main .ops-section')].slice(0, 2).map(s => s.id)`); !slices.Equal(order, []string{"projects", "trains"}) {
+		t.Errorf("the console begins with %v, want the projects at a glance, then the trains", order)
 	}
 	train := evalJS[string](b, `document.querySelector('`+access+`').innerText`)
 	for _, want := range []string{"2 of 3 cars in the train", "2 waiting for a car", "Car 1 of 2", "Car 2 of 2", "pipeline running", "MR !70", "MR !71",

@@ -342,7 +342,7 @@ func waitingForACar(partition string, w store.WaitingPlace, s trainSnapshot, len
 }
 
 // Trains is each project's merge train for the ops console: the catalog's projects and every
-// other one with cars, waiting requests or a pause; BLOCKED and paused projects first.
+// other one with cars, waiting requests or a pause; BLOCKED, failed and paused projects first.
 func (w *Workflow) Trains(ctx context.Context) (api.Page[api.Train], error) {
 	all, err := w.db.Trains(ctx)
 	if err != nil {
@@ -403,17 +403,20 @@ func (w *Workflow) Trains(ctx context.Context) (api.Page[api.Train], error) {
 	return out, nil
 }
 
-// trainRank orders the ops console's trains: what needs an operator first.
+// trainRank orders the ops console's trains: what needs an operator first — a BLOCKED car, a
+// failed pipeline, a pause (docs/operations.md, 'The console at a glance').
 func trainRank(t api.Train) int {
 	switch {
 	case t.Blocked != nil:
 		return 0
-	case t.Paused != nil:
+	case slices.ContainsFunc(t.Cars, func(c api.TrainCar) bool { return c.PipelineState == batch.CarFailed }):
 		return 1
-	case len(t.Cars) > 0 || t.Waiting > 0:
+	case t.Paused != nil:
 		return 2
+	case len(t.Cars) > 0 || t.Waiting > 0:
+		return 3
 	}
-	return 3
+	return 4
 }
 
 // trainRead is what the ops console's view of one project's train is made of.

@@ -2,10 +2,13 @@ package workflow
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"bindery/api"
+	"bindery/batch"
 	"bindery/store"
 )
 
@@ -49,5 +52,24 @@ func TestTheViewsOfOneProjectShareOneReadOfItsTrain(t *testing.T) {
 	}
 	if n := reads.Load(); n != 4 {
 		t.Fatalf("after a drop, twice: %d reads, want one more", n)
+	}
+}
+
+// The console's trains come in the order an operator acts on them: a BLOCKED car, a failed
+// pipeline, a pause, then the projects with work, then the idle ones.
+func TestTrainsNeedingAnOperatorComeFirst(t *testing.T) {
+	idle := api.Train{Project: "a/idle"}
+	busy := api.Train{Project: "b/busy", Waiting: 2}
+	paused := api.Train{Project: "c/paused", Paused: &api.TrainPause{By: "ops"}}
+	failed := api.Train{Project: "d/failed", Cars: []api.TrainCar{{PipelineState: batch.CarRunning}, {PipelineState: batch.CarFailed}}}
+	blocked := api.Train{Project: "e/blocked", Blocked: &api.TrainBlock{BatchID: 7}}
+	trains := []api.Train{idle, busy, paused, failed, blocked}
+	slices.SortStableFunc(trains, func(a, b api.Train) int { return trainRank(a) - trainRank(b) })
+	var got []string
+	for _, tr := range trains {
+		got = append(got, tr.Project)
+	}
+	if want := []string{"e/blocked", "d/failed", "c/paused", "b/busy", "a/idle"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
 	}
 }

@@ -594,6 +594,11 @@ func (w *Workflow) Batches(ctx context.Context, cursor string, limit int, status
 	out := make([]api.BatchView, len(bs))
 	for i, b := range bs {
 		out[i] = w.batchView(b.Batch, b.Members, cutoff)
+		for _, m := range b.Members { // in the members' order, each once
+			if to, ok := b.Moved[m.OperationID]; ok {
+				out[i].Moved = append(out[i].Moved, api.MovedMember{OperationID: m.OperationID, BatchID: to})
+			}
+		}
 	}
 	return api.Page[api.BatchView]{Items: out, NextCursor: next}, nil
 }

@@ -132,12 +132,30 @@ export function ordinal(n) {
   return n + ({1: 'st', 2: 'nd', 3: 'rd'}[n % 10] || 'th');
 }
 
-/** ttl shows a target's expiry (nanoseconds, or a Go duration string). */
+/** ttl shows a target's expiry (a Go duration string as GET /api/targets sends it, "720h", or
+ * nanoseconds), in days when it is whole days, as the catalog writes it ("30d"). */
 export function ttl(value) {
   if (!value) return 'does not expire';
   // The file's expiresAt is the request's time plus the target's ttl.
-  if (typeof value === 'number') return `expires ${duration(value)} after you apply`;
-  return `expires ${value} after you apply`;
+  const ns = typeof value === 'number' ? value : goDuration(value);
+  if (ns === null) return `expires ${value} after you apply`;
+  return `expires ${days(ns) || duration(ns)} after you apply`;
+}
+
+/** goDuration reads a Go duration string ("720h", "1h30m", "90s") as nanoseconds; null if it
+ * is not one. */
+export function goDuration(text) {
+  const units = {h: 3600e9, m: 60e9, s: 1e9, ms: 1e6};
+  const parts = [...String(text).matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)];
+  if (!parts.length || parts.map((p) => p[0]).join('') !== text) return null;
+  return parts.reduce((ns, p) => ns + Number(p[1]) * units[p[2]], 0);
+}
+
+/** days says a duration in nanoseconds as whole days ("30 days"); '' when it is not whole days. */
+export function days(ns) {
+  const d = ns / (86400 * 1e9);
+  if (!Number.isInteger(d) || d <= 0) return '';
+  return `${d} day${d === 1 ? '' : 's'}`;
 }
 
 // What one project's batch round did: the server's RoundOutcome codes (server/openapi.json,

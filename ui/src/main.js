@@ -4,6 +4,7 @@
 import './style.css';
 import {h, swap, errorBox, loading} from './dom.js';
 import {get} from './api.js';
+import {poll} from './poll.js';
 
 const routes = [
   {path: /^\/(?:apply\/?)?$/, nav: 'apply', load: () => import('./pages/apply.js')},
@@ -22,6 +23,10 @@ const who = h('div', {class: 'who'});
 let me = null;
 let cleanup = null;
 let renderToken = 0;
+// What waits for an operator (GET /api/ops/attention), shown on the console's item from every
+// page; null before the first answer or for a caller who is not an operator.
+let attention = null;
+let attentionPoll = null;
 
 function shell() {
   swap(app,
@@ -38,8 +43,38 @@ function renderNav(active) {
   if (me && me.ops) items.push(['ops', '/ops', 'Ops console']);
   if (me) items.push(['settings', '/settings', 'Settings']);
   swap(nav, h('ul', {}, items.map(([key, href, label]) =>
-    h('li', {}, h('a', {href, 'aria-current': key === active ? 'page' : null}, label)))));
+    h('li', {}, h('a', {href, 'aria-current': key === active ? 'page' : null}, label, key === 'ops' ? attentionCount() : null)))));
 }
+
+// attentionCount is the number of stuck requests and BLOCKED batches, on the console's item.
+function attentionCount() {
+  if (!attention || !attention.total) return null;
+  const n = `${attention.total}${attention.more ? '+' : ''}`;
+  const what = [attention.requests ? `${attention.requests}${attention.more ? '+' : ''} request${attention.requests === 1 ? '' : 's'}` : '',
+    attention.blockedBatches ? `${attention.blockedBatches} blocked batch${attention.blockedBatches === 1 ? '' : 'es'}` : ''].filter(Boolean).join(' and ');
+  return h('span', {class: 'nav-count', id: 'attention-count', 'data-attention': attention.total, title: `${what} need an operator`},
+    h('span', {'aria-hidden': 'true'}, n), h('span', {class: 'sr-only'}, `: ${what} need an operator`));
+}
+
+// watchAttention polls the count while the caller is an operator (the console's own actions ask
+// for a fresh count at once: the event bindery:attention).
+function watchAttention() {
+  if (attentionPoll) attentionPoll.stop();
+  attentionPoll = null;
+  attention = null;
+  if (!me || !me.ops) return;
+  attentionPoll = poll(() => get('/api/ops/attention'), (a) => {
+    attention = a;
+    // In place: a redrawn navigation would take the keyboard focus from its links.
+    const link = nav.querySelector('a[href="/ops"]');
+    if (!link) return;
+    const old = link.querySelector('.nav-count');
+    const count = attentionCount();
+    if (old) old.remove();
+    if (count) link.append(count);
+  }, () => {}, 15000);
+}
+addEventListener('bindery:attention', () => attentionPoll && attentionPoll.now());
 
 function renderWho() {
   if (!me) {
@@ -75,6 +110,7 @@ async function switchUser(name) {
 async function loadMe() {
   me = await get('/api/me');
   renderWho();
+  watchAttention();
 }
 
 /** navigate moves to an in-app path without a page load. */

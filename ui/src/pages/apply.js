@@ -16,7 +16,7 @@ export function mount(root, ctx) {
   let alive = true;
   let targets = [];
 
-  async function loadCatalog() {
+  async function loadCatalog(preselect) {
     swap(region, loading('the catalog'));
     try {
       const page = await get('/api/targets');
@@ -26,9 +26,9 @@ export function mount(root, ctx) {
         swap(region, empty(h('p', {}, 'The catalog is empty: there is nothing to apply for yet.'), h('p', {class: 'muted'}, 'Operators add targets in the configuration file.')));
         return;
       }
-      form(ctx.query.get('target'));
+      form(preselect);
     } catch (err) {
-      if (alive) swap(region, errorBox(err, loadCatalog));
+      if (alive) swap(region, errorBox(err, () => loadCatalog(preselect)));
     }
   }
 
@@ -95,6 +95,7 @@ export function mount(root, ctx) {
 
     async function select(key) {
       selected = key;
+      if (arrived) renderOffer();
       targetError.textContent = '';
       const token = ++previewToken;
       swap(preview, loading('the preview'));
@@ -126,8 +127,10 @@ export function mount(root, ctx) {
       fields.disabled = locked;
     }
 
+    // A new request starts from the catalog as it is now: the one just submitted holds its
+    // target ("on its way"), which the catalog read before it did not know.
     function restart() {
-      form(selected);
+      loadCatalog();
     }
 
     function settled(result) {
@@ -167,13 +170,15 @@ export function mount(root, ctx) {
       // answer was lost) before the edit. The edit is kept and goes out as a new request, under
       // the new id given below, only when the requester says so.
       const reused = err.code === 'IDEMPOTENCY_KEY_REUSED' ? operationId : null;
-      if (reused) message = 'This form had already reached bindery before your edit: its answer was lost on the way. Your edited text was not sent; it is kept here.';
+      if (reused) {
+        message = 'This form had already reached bindery before your edit: its answer was lost on the way. Your edited text was not sent; it is kept here.';
+        renderOffer();
+      }
       if (err.status === 0 || err.status >= 500) message += ' Submitting again is safe: it is the same form.';
       swap(outcome, h('div', {class: 'notice tone-bad', role: 'alert', id: 'apply-error', tabindex: '-1'},
         h('p', {}, message),
         err.code === 'APPLY_IN_PROGRESS' ? h('p', {}, activeLink()) : null,
-        reused ? [h('p', {}, arrivedLink(reused)),
-          h('div', {class: 'actions'}, h('button', {type: 'button', class: 'primary', id: 'submit-as-new', onclick: () => el.requestSubmit()}, 'Submit the edited text as a new request'))] : null,
+        reused ? [h('p', {}, arrivedLink(reused)), offer] : null,
         err.requestId ? h('p', {class: 'muted small'}, 'Request id: ', h('code', {}, err.requestId)) : null));
       if (definite) {
         operationId = newOperationId();
@@ -190,10 +195,28 @@ export function mount(root, ctx) {
     // one (the earlier submission may also have been refused).
     function arrivedLink(id) {
       const slot = h('span', {});
+      arrived = null;
       get(`/api/requests/${encodeURIComponent(id)}`).then((v) => {
-        if (v && v.operationId) swap(slot, 'The earlier submission is ', h('a', {href: `/requests/${encodeURIComponent(v.operationId)}`, id: 'arrived-request'}, `your request for ${v.targetKey}`), '.');
+        if (!v || !v.operationId) return;
+        arrived = v;
+        swap(slot, 'The earlier submission is ', h('a', {href: `/requests/${encodeURIComponent(v.operationId)}`, id: 'arrived-request'}, `your request for ${v.targetKey}`), '.');
+        renderOffer();
       }).catch(() => {});
       return slot;
+    }
+
+    // The offer to send the edit as a new request is made only where it can be accepted: one
+    // active request per target, so while the earlier submission is on its way for the target
+    // picked, the edit goes out for another target or not at all — the page says so rather than
+    // offering a request the server must refuse (APPLY_IN_PROGRESS).
+    let arrived = null; // the request the earlier submission made (null: none, or not read yet)
+    const offer = h('div', {class: 'actions', id: 'submit-as-new-offer'});
+    function renderOffer() {
+      const blocking = arrived && arrived.targetKey === selected && !['REJECTED', 'CLOSED'].includes(arrived.status);
+      swap(offer, blocking
+        ? h('p', {id: 'same-target-active'}, `Your earlier submission for ${arrived.targetKey} is on its way, and a target holds one active request at a time: `,
+          'follow it, or pick another target to send the edited text as a new request.')
+        : h('button', {type: 'button', class: 'primary', id: 'submit-as-new', onclick: () => el.requestSubmit()}, 'Submit the edited text as a new request'));
     }
 
     // activeLink leads to the caller's active request of the selected target: the catalog,
@@ -251,6 +274,6 @@ export function mount(root, ctx) {
     else swap(preview, h('p', {class: 'muted'}, 'Choose a target to see the file this request adds.'));
   }
 
-  loadCatalog();
+  loadCatalog(ctx.query.get('target'));
   return () => { alive = false; };
 }

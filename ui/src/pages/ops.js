@@ -1,8 +1,10 @@
-// Ops console: each project's merge train at a glance (cars, members, pipelines, what waits,
-// what is paused or blocked → pause, resume, merge next), what needs attention (stuck requests →
-// retry), batches with their members and links (→ settle), the manual round and reconciliation, per-stage latency at a glance, the
-// effective configuration and its errors, and the audit log. Every section loads and fails
-// on its own, so one broken endpoint never blanks the console.
+// Ops console: a refused configuration reload as a banner on top; one row per project (what is in
+// CI, what waits, what is blocked or paused; BLOCKED and failed first); each project's merge
+// train (cars, members, pipelines, what waits → pause, resume, merge next), what needs attention
+// (stuck requests → retry), batches with their members as they ended there and links (BLOCKED,
+// then active, then history → settle), the manual round and reconciliation, per-stage latency at
+// a glance, the effective configuration and its errors, and the audit log. Every section loads
+// and fails on its own, so one broken endpoint never blanks the console.
 import {h, swap, loading, empty, errorBox, externalLink, describeError, busyReading} from '../dom.js';
 import {get, post, qs, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
@@ -19,7 +21,10 @@ export function mount(root, ctx) {
   }
   const stops = [];
   const notices = h('div', {class: 'notices', 'aria-live': 'polite'});
-  root.append(h('h1', {}, 'Ops console'), notices);
+  // A refused reload of the configuration leaves the previous one in force silently: it is said
+  // first, above everything (the configuration section below has the details).
+  const configBanner = h('div', {id: 'config-banner'});
+  root.append(h('h1', {}, 'Ops console'), configBanner, notices);
 
   // A notice says when it was told: a few of them stay, and "done" means little without a time.
   function tell(tone, ...text) {
@@ -31,6 +36,9 @@ export function mount(root, ctx) {
     while (notices.children.length > 3) notices.lastChild.remove();
   }
 
+  // ---- projects at a glance ----
+  const glance = section(root, 'projects', 'Projects at a glance', true);
+
   // ---- merge trains ----
   const trains = section(root, 'trains', 'Merge trains', true);
   // The pause's dialog stays outside the regions the live refresh redraws, and the refresh waits
@@ -39,14 +47,46 @@ export function mount(root, ctx) {
   root.append(pauseDialog);
   const trainsPoll = poll(() => get('/api/ops/trains'), (page) => {
     trains.live.ok();
-    if (busyReading(trains.body) || pauseDialog.open) return;
+    glance.live.ok();
     const items = (page && page.items) || [];
+    if (!busyReading(glance.body)) swap(glance.body, items.length ? projectTable(items) : empty(h('p', {}, 'No project in the catalog yet.')));
+    if (busyReading(trains.body) || pauseDialog.open) return;
     swap(trains.body, items.length ? h('ul', {class: 'trains'}, items.map(trainItem)) : empty(h('p', {}, 'No project in the catalog yet.')));
   }, (err) => {
     trains.live.failed();
+    glance.live.failed();
+    swap(glance.body, errorBox(err, () => trainsPoll.now()));
     swap(trains.body, errorBox(err, () => trainsPoll.now()));
   }, 3000);
   stops.push(trainsPoll.stop);
+
+  // One row per project, what needs an operator first: a BLOCKED car, a failed pipeline, a pause;
+  // then the projects with work, then the idle ones (docs/operations.md, 'The console at a glance').
+  function projectTable(items) {
+    const rows = [...items].sort((a, b) => glanceRank(a) - glanceRank(b));
+    return h('div', {class: 'table-scroll'}, h('table', {class: 'list glance'},
+      h('thead', {}, h('tr', {}, ['Project', 'In CI', 'Waiting', 'Blocked', 'Paused'].map((c) => h('th', {scope: 'col'}, c)))),
+      h('tbody', {}, rows.map((t) => {
+        const cars = t.cars || [];
+        const failed = cars.filter((c) => c.pipelineState === 'failed').length;
+        return h('tr', {'data-glance': t.project, class: t.blocked || failed ? 'row-bad' : t.paused ? 'row-warn' : null},
+          h('td', {'data-label': 'Project'}, h('strong', {}, t.project),
+            t.blocked ? [' ', h('span', {class: 'badge tone-bad'}, 'BLOCKED')] : null,
+            failed ? [' ', h('span', {class: 'badge tone-bad'}, `${failed} failed`)] : null),
+          h('td', {'data-label': 'In CI'}, cars.length
+            ? h('ul', {class: 'glance-cars'}, cars.map((c) => h('li', {'data-glance-car': c.batchId},
+              h('a', {href: `#batch-${c.batchId}`}, `Batch #${c.batchId}`), ' ', h('span', {class: 'muted small'}, `car ${c.position} of ${cars.length}, for ${since(c.since)}`), ' ',
+              pipelineBadge(c.pipelineState), c.pipeline ? [' ', externalLink(c.pipeline.url, `Pipeline #${c.pipeline.id}`)] : null)))
+            : h('span', {class: 'muted'}, 'nothing in CI')),
+          h('td', {'data-label': 'Waiting', 'data-waiting': t.waiting}, t.waiting ? `${t.waiting}${t.mergeNext ? ` (${t.mergeNext} sent next)` : ''}` : h('span', {class: 'muted'}, 'none')),
+          h('td', {'data-label': 'Blocked'}, t.blocked
+            ? [h('a', {href: `#batch-${t.blocked.batchId}`}, `Batch #${t.blocked.batchId}`), ' since ', time(t.blocked.since), h('span', {class: 'small block'}, t.blocked.why)]
+            : h('span', {class: 'muted'}, '—')),
+          h('td', {'data-label': 'Paused'}, t.paused
+            ? [`by ${t.paused.by} since `, time(t.paused.since), h('span', {class: 'small block'}, t.paused.reason)]
+            : h('span', {class: 'muted'}, '—')));
+      }))));
+  }
 
   // One project's train: what holds it first (a pause, a BLOCKED car), then its cars in the order
   // they merge, then what waits for a car.
@@ -183,6 +223,7 @@ export function mount(root, ctx) {
     try {
       const {data} = await call();
       done(data);
+      dispatchEvent(new Event('bindery:attention')); // the navigation's count (main.js)
     } catch (err) {
       tell('bad', describeError(err));
     } finally {
@@ -305,13 +346,25 @@ export function mount(root, ctx) {
   statusSelect.addEventListener('change', () => { batchStatus = statusSelect.value; batchesPoll.now(); });
   batches.body.before(h('p', {class: 'small'}, h('label', {for: 'batch-status'}, 'Show '), statusSelect));
   let recentMembers = [];
-  const batchesPoll = poll(() => get('/api/ops/batches' + (batchStatus ? `?status=${batchStatus}` : '')), (page) => {
+  // Unfiltered, the list reads the BLOCKED and the RUNNING batches on their own, so neither drops
+  // off the page behind newer history, and shows them first: BLOCKED, then active, then history.
+  const loadBatches = async () => {
+    if (batchStatus) return {groups: [['', (await get(`/api/ops/batches?status=${batchStatus}`)).items || []]]};
+    const [blocked, running, recent] = await Promise.all(['?status=BLOCKED', '?status=RUNNING', ''].map((q) => get(`/api/ops/batches${q}`)));
+    const active = [...(blocked.items || []), ...(running.items || [])];
+    const shown = new Set(active.map((b) => b.id));
+    const history = (recent.items || []).filter((b) => !shown.has(b.id));
+    return {recent: recent.items || [], groups: [['Blocked', blocked.items || []], ['Active', running.items || []], ['History', history]]};
+  };
+  const batchesPoll = poll(loadBatches, (page) => {
     batches.live.ok();
-    const items = (page && page.items) || [];
-    if (!batchStatus) recentMembers = items.flatMap((b) => (b.members || []).map((m) => m.operationId));
+    const groups = page.groups.filter(([, items]) => items.length);
+    if (!batchStatus) recentMembers = page.recent.flatMap((b) => (b.members || []).map((m) => m.operationId));
     if (busyReading(batches.body)) return;
     const none = batchStatus ? `No ${batchStatus.toLowerCase()} batches.` : 'No batches yet. Approved requests are batched by the next round.';
-    swap(batches.body, items.length ? h('ul', {class: 'batches'}, items.map(batchItem)) : empty(h('p', {}, none)));
+    swap(batches.body, groups.length ? groups.map(([title, items]) => [
+      title ? h('h3', {class: 'batch-group', 'data-batch-group': title.toLowerCase()}, title) : null,
+      h('ul', {class: 'batches'}, items.map(batchItem))]) : empty(h('p', {}, none)));
   }, (err) => {
     batches.live.failed();
     swap(batches.body, errorBox(err, () => batchesPoll.now()));
@@ -336,18 +389,22 @@ export function mount(root, ctx) {
   function batchItem(b) {
     const settle = b.status === 'RUNNING' || b.status === 'BLOCKED' ? settleButton(b.id) : null;
     const members = b.members || [];
-    return h('li', {class: 'card batch', 'data-batch-id': b.id},
+    const moved = new Map((b.moved || []).map((m) => [m.operationId, m.batchId || 0]));
+    // Operation ids in bindery's notes ("isolated the culprit <id>") read as the request they are.
+    const named = new Map(members.map((m) => [m.operationId, `${m.targetKey} (${m.subject})`]));
+    return h('li', {class: 'card batch', id: `batch-${b.id}`, 'data-batch-id': b.id},
       h('div', {class: 'batch-head'},
         h('h3', {}, `Batch #${b.id}`), batchBadge(b.status), h('span', {class: 'muted'}, b.partition),
         b.mr ? externalLink(b.mr.url, `MR !${b.mr.id}`) : null,
         b.pipeline ? externalLink(b.pipeline.url, `Pipeline #${b.pipeline.id}`) : null,
         h('span', {class: 'muted small'}, 'started ', time(b.createdAt), `, ${b.status === 'RUNNING' || b.status === 'BLOCKED' ? 'running for ' + since(b.createdAt) : 'last change ' + since(b.updatedAt) + ' ago'}`),
         settle),
-      b.blocker ? h('p', {class: 'small', 'data-batch-blocker': b.id}, b.blocker.text) : b.note ? h('p', {class: 'small'}, b.note) : null,
+      b.blocker ? h('p', {class: 'small', 'data-batch-blocker': b.id}, b.blocker.text) : b.note ? h('p', {class: 'small', 'data-note': b.id}, linked(b.note, named)) : null,
       // Its part in isolating a failing change: the culprit it failed alone, or the round it ran.
       b.bisection ? h('p', {class: 'small', 'data-bisection': b.id}, b.bisection.culprit
-        ? `Isolated the culprit ${b.bisection.culprit} after ${b.bisection.rounds} bisection${b.bisection.rounds === 1 ? '' : 's'}${b.bisection.of === b.id ? '' : ` (bisection of batch #${b.bisection.of})`}.`
-        : `Bisection of batch #${b.bisection.of}, round ${b.bisection.rounds}.`) : null,
+        ? ['Isolated the culprit ', requestLink(b.bisection.culprit, named), ` after ${b.bisection.rounds} bisection${b.bisection.rounds === 1 ? '' : 's'}`,
+          b.bisection.of === b.id ? '' : [' (bisection of ', batchLink(b.bisection.of), ')'], '.']
+        : ['Bisection of ', batchLink(b.bisection.of), `, round ${b.bisection.rounds}.`]) : null,
       // A decided failure: being settled, or its settlement did not go through (bindery tries again).
       b.failing ? h('div', {class: `notice ${b.lastError ? 'tone-bad' : 'tone-warn'} small`, role: 'status', 'data-failing': b.id},
         b.lastError
@@ -355,8 +412,14 @@ export function mount(root, ctx) {
           : `Failed (${b.failing}); being settled: its merge request is being closed.`) : null,
       remembered(`batch-${b.id}`, members.length <= 5,
         h('summary', {}, `${members.length} member${members.length === 1 ? '' : 's'}`),
-        h('ul', {class: 'members'}, members.map((m) => h('li', {},
-          h('a', {href: `/requests/${encodeURIComponent(m.operationId)}`}, m.targetKey), ' ', h('span', {class: 'muted'}, m.subject), ' ', statusBadge(m.status))))));
+        h('ul', {class: 'members'}, members.map((m) => h('li', {'data-member': m.operationId},
+          h('a', {href: `/requests/${encodeURIComponent(m.operationId)}`}, m.targetKey), ' ', h('span', {class: 'muted'}, m.subject), ' ',
+          // A member that left with its change is not this batch's outcome: say where it went.
+          moved.has(m.operationId)
+            ? h('span', {class: 'badge tone-off', 'data-moved': moved.get(m.operationId)}, moved.get(m.operationId)
+              ? h('span', {}, 'moved to ', h('a', {href: `#batch-${moved.get(m.operationId)}`}, `batch #${moved.get(m.operationId)}`))
+              : 'moved back to the queue')
+            : statusBadge(m.status))))));
   }
 
   // ---- per-stage latency ----
@@ -394,7 +457,7 @@ export function mount(root, ctx) {
         e.lastSuccess ? [' · last success ', time(e.lastSuccess)] : null, e.failingSince ? [' · failing since ', time(e.failingSince)] : null),
       e.disabledReason ? h('p', {class: 'small'}, 'Disabled: ', e.disabledReason) : null,
       e.deliveries.length ? remembered(`notify-${e.name}`, !!(e.failingSince || e.disabledAt), h('summary', {}, `Last ${e.deliveries.length} deliveries`),
-        h('table', {class: 'list'},
+        h('div', {class: 'table-scroll'}, h('table', {class: 'list'},
           h('thead', {}, h('tr', {}, ['Event', 'Request', 'Status', 'Attempts', 'Next try', ''].map((c) => h('th', {scope: 'col'}, c)))),
           h('tbody', {}, e.deliveries.map((d) => h('tr', {'data-delivery': d.id},
             h('td', {'data-label': 'Event'}, h('code', {}, d.event || '—'), d.to ? h('div', {class: 'muted small'}, d.to) : null),
@@ -402,7 +465,7 @@ export function mount(root, ctx) {
             h('td', {'data-label': 'Status'}, h('span', {class: `badge tone-${deliveryTone(d.status)}`}, d.status), d.lastError ? h('div', {class: 'small'}, d.lastError) : null),
             h('td', {'data-label': 'Attempts'}, attempts(d)),
             h('td', {'data-label': 'Next try'}, d.nextAt ? time(d.nextAt) : '—'),
-            h('td', {}, d.status === 'failed' || d.status === 'skipped' ? resendButton(d) : null)))))) : h('p', {class: 'muted small'}, 'Nothing sent yet.'))));
+            h('td', {}, d.status === 'failed' || d.status === 'skipped' ? resendButton(d) : null))))))) : h('p', {class: 'muted small'}, 'Nothing sent yet.'))));
   }
 
   function health(e) {
@@ -440,6 +503,10 @@ export function mount(root, ctx) {
   const config = section(root, 'config', 'Effective configuration', true);
   const configPoll = poll(() => get('/api/ops/config'), (c) => {
     config.live.ok();
+    swap(configBanner, c && c.lastError ? h('div', {class: 'notice tone-bad', role: 'alert', 'data-config-error': ''},
+      h('p', {}, h('strong', {}, 'The configuration reload was refused'), ' (', time(c.lastError.at), '): the previous configuration stays in force. ',
+        h('a', {href: '#config-error'}, 'See the error'), '.'),
+      h('p', {class: 'small'}, h('code', {}, c.lastError.message.split('\n')[0]))) : null);
     if (!busyReading(config.body)) swap(config.body, configView(c, remembered));
   }, (err) => {
     config.live.failed();
@@ -453,13 +520,13 @@ export function mount(root, ctx) {
     audit.live.ok();
     const items = ((page && page.items) || []).slice(0, 25);
     if (busyReading(audit.body)) return;
-    swap(audit.body, items.length ? h('table', {class: 'list'},
+    swap(audit.body, items.length ? h('div', {class: 'table-scroll'}, h('table', {class: 'list'},
       h('thead', {}, h('tr', {}, ['When', 'Who', 'Action', 'Parameters'].map((c) => h('th', {scope: 'col'}, c)))),
       h('tbody', {}, items.map((a) => h('tr', {},
         h('td', {'data-label': 'When'}, time(a.at)),
         h('td', {'data-label': 'Who'}, a.actor),
         h('td', {'data-label': 'Action'}, auditAction(a.action)),
-        h('td', {'data-label': 'Parameters', class: 'params'}, paramList(a.params)))))) : empty(h('p', {}, 'No operator actions recorded yet.')));
+        h('td', {'data-label': 'Parameters', class: 'params'}, paramList(a.params))))))) : empty(h('p', {}, 'No operator actions recorded yet.')));
   }, (err) => {
     audit.live.failed();
     swap(audit.body, errorBox(err, () => auditPoll.now()));
@@ -467,6 +534,41 @@ export function mount(root, ctx) {
   stops.push(auditPoll.stop);
 
   return () => stops.forEach((s) => s());
+}
+
+/** glanceRank orders the projects at a glance: blocked, a failed pipeline, paused, busy, idle. */
+function glanceRank(t) {
+  const cars = t.cars || [];
+  if (t.blocked) return 0;
+  if (cars.some((c) => c.pipelineState === 'failed')) return 1;
+  if (t.paused) return 2;
+  if (cars.length || t.waiting) return 3;
+  return 4;
+}
+
+const operationIdPattern = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
+/** linked is a note of bindery with each operation id a link to its request and "batch N" a link
+ * to that batch in the list. */
+function linked(text, named) {
+  const parts = [];
+  let at = 0;
+  for (const m of text.matchAll(new RegExp(`${operationIdPattern.source}|\\bbatch (\\d+)\\b`, 'gi'))) {
+    parts.push(text.slice(at, m.index));
+    parts.push(m[1] ? ['batch ', batchLink(Number(m[1]), '')] : requestLink(m[0], named));
+    at = m.index + m[0].length;
+  }
+  parts.push(text.slice(at));
+  return parts;
+}
+
+function requestLink(operationId, named) {
+  return h('a', {href: `/requests/${encodeURIComponent(operationId)}`, 'data-request-link': operationId, title: operationId},
+    named.get(operationId) || `request ${operationId.slice(0, 8)}`);
+}
+
+function batchLink(id, prefix = 'batch ') {
+  return h('a', {href: `#batch-${id}`}, `${prefix}#${id}`);
 }
 
 /** deliveryTone is a delivery status's colour. */
@@ -539,11 +641,11 @@ function configView(c, remembered) {
     problems.length ? problems : h('p', {class: 'notice tone-ok'}, 'The configuration loaded cleanly: no errors, no fallbacks, no unknown keys.'),
     remembered('config-keys', false,
       h('summary', {}, `All ${keys.length} keys`),
-      h('table', {class: 'list config'},
+      h('div', {class: 'table-scroll'}, h('table', {class: 'list config'},
         h('thead', {}, h('tr', {}, ['Key', 'Effective value', 'Source', ''].map((t) => h('th', {scope: 'col'}, t)))),
         h('tbody', {}, keys.map((k) => h('tr', {class: k.status === 'fallback' ? 'row-warn' : null},
           h('td', {'data-label': 'Key'}, h('code', {}, k.key)),
           h('td', {'data-label': 'Value'}, h('code', {}, k.effective)),
           h('td', {'data-label': 'Source', 'data-source': k.status}, keySource(k.status), k.note ? h('span', {class: 'muted small block'}, k.note) : null),
-          h('td', {'data-label': ''}, k.static ? h('span', {class: 'badge tone-off'}, 'static') : null)))))));
+          h('td', {'data-label': ''}, k.static ? h('span', {class: 'badge tone-off'}, 'static') : null))))))));
 }

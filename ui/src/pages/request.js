@@ -21,14 +21,22 @@ export function mount(root, ctx) {
   const codes = !!(ctx.me && ctx.me.ops);
   let view = null;
   let notice = null; // outcome of a revoke or a withdrawal, shown above the status until the request moves
+  // A revoke's outcome is told where its button was, at the foot of the page where the reader
+  // is, not above the status out of sight.
+  let noticeNearRevoke = false;
 
   function render() {
+    draw();
+    if (keepNotice) showNotice();
+  }
+
+  function draw() {
     const v = view;
     ctx.title(v.targetTitle || v.targetKey);
     swap(region,
       h('div', {class: 'title-row'}, h('h1', {}, v.targetTitle || v.targetKey), live.el),
       h('p', {class: 'muted'}, h('code', {}, v.targetKey), ' · ', v.project, ' · requested by ', v.subject),
-      notice,
+      noticeNearRevoke ? null : notice,
       statusCard(v, codes),
       stageTrack(v),
       failed(v) ? failureCard(v, waysOut(v)) : v.waiting ? waitingCard(v, mergeNext(v)) : null,
@@ -37,6 +45,7 @@ export function mount(root, ctx) {
         h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v), codes)),
         h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || [], moving(v)), details(v),
           messages(sent, v.subject === ctx.me.identity))),
+      noticeNearRevoke ? notice : null,
       revokeSection(v));
   }
 
@@ -73,7 +82,7 @@ export function mount(root, ctx) {
     button.addEventListener('click', () => confirmThen(button, `Revoke ${v.targetKey} for ${v.subject}?`,
       'The binding is removed through a merge request; it stays in effect until the deploy that includes the removal.', 'Revoke',
       () => post(`/api/requests/${encodeURIComponent(id)}/revoke`, {operationId: newOperationId()}),
-      'Revocation started. This page follows it.'));
+      'Revocation started. This page follows it.', true));
     return h('section', {'aria-labelledby': 'revoke-title', class: 'revoke'},
       h('h2', {id: 'revoke-title'}, 'No longer needed?'), h('p', {class: 'muted'}, 'Revoking removes the file again through the same review path.'), button);
   }
@@ -108,8 +117,8 @@ export function mount(root, ctx) {
   }
 
   // confirmThen asks in the page's dialog, the safe choice focused; yes runs call and tells the
-  // outcome in the notice.
-  function confirmThen(button, title, body, yesWords, call, done) {
+  // outcome in the notice (nearRevoke: at the revoke button's place), scrolled into view.
+  function confirmThen(button, title, body, yesWords, call, done, nearRevoke = false) {
     const yes = h('button', {type: 'button', class: 'primary', id: 'action-confirm-yes'}, yesWords);
     const no = h('button', {type: 'button', id: 'action-confirm-no'}, 'Cancel');
     no.addEventListener('click', () => dialog.close());
@@ -118,17 +127,34 @@ export function mount(root, ctx) {
       button.disabled = true;
       try {
         await call();
-        notice = h('div', {class: 'notice tone-ok', role: 'status', id: 'action-notice'}, done);
+        notice = h('div', {class: 'notice tone-ok', role: 'status', id: 'action-notice', tabindex: '-1'}, done);
         noticeAt = null;
       } catch (err) {
-        notice = h('div', {class: 'notice tone-bad', role: 'alert', id: 'action-notice'}, describeError(err));
+        notice = h('div', {class: 'notice tone-bad', role: 'alert', id: 'action-notice', tabindex: '-1'}, describeError(err));
         button.disabled = false;
       }
+      noticeNearRevoke = nearRevoke;
+      keepNotice = true;
+      if (view) draw();
+      showNotice();
       p.now();
     });
     swap(dialog, h('h2', {id: 'action-confirm-title'}, title), h('p', {}, body), h('div', {class: 'actions'}, yes, no));
     dialog.showModal();
     no.focus();
+  }
+
+  // showNotice brings an action's outcome into view and focus: the reader (and a screen reader)
+  // is where the action was, and the page's redraw must not leave the outcome out of sight.
+  // The outcome of an action stays in view and focus through the redraws of the live refresh
+  // (the page above it changes) until the reader moves on: scrolls, touches or types.
+  let keepNotice = false;
+  const moveOn = () => { keepNotice = false; };
+  for (const e of ['wheel', 'touchstart', 'keydown']) addEventListener(e, moveOn, {passive: true});
+  function showNotice() {
+    if (!notice || !notice.isConnected) return;
+    notice.scrollIntoView({block: 'center'});
+    notice.focus({preventScroll: true});
   }
 
   let noticeAt = null; // the state the notice was told at: it goes once the request moves on
@@ -151,7 +177,11 @@ export function mount(root, ctx) {
     }
     if (!view) swap(region, h('h1', {}, 'Request'), errorBox(err, () => p.now()));
   }, () => (!view || view.nextAction === 'WAIT' || view.nextAction === 'WAIT_MANUAL' ? 2000 : 10000));
-  return () => { p.stop(); sp.stop(); };
+  return () => {
+    p.stop();
+    sp.stop();
+    for (const e of ['wheel', 'touchstart', 'keydown']) removeEventListener(e, moveOn);
+  };
 }
 
 // messages says what bindery told about the request: "emailed you at 10:42: in effect".
@@ -171,6 +201,13 @@ function messages(sent, mine) {
     h('h2', {id: 'sent-title'}, 'What bindery told'),
     items.length ? h('ul', {class: 'sent'}, items)
       : h('p', {class: 'muted small'}, 'Nothing sent about this request yet. ', h('a', {href: '/settings'}, 'Choose what you are emailed about')));
+}
+
+// daysLeft is how long until an expiry, in days as the catalog counts them: "(in 30 days)".
+function daysLeft(iso) {
+  const left = Math.ceil((Date.parse(iso) - Date.now()) / 86400000);
+  if (Number.isNaN(left)) return '';
+  return left > 1 ? `(in ${left} days)` : left === 1 ? '(within a day)' : '(due now)';
 }
 
 // moving: bindery itself is taking the request further (nothing stopped, nothing finished).
@@ -377,6 +414,6 @@ function details(v) {
     h('dt', {}, 'Flow'), h('dd', {}, v.flow || '—'),
     h('dt', {}, 'Requested'), h('dd', {}, time(v.createdAt)),
     h('dt', {}, 'Last change'), h('dd', {}, time(v.updatedAt)),
-    v.expiresAt && v.status === 'VALIDATED' ? [h('dt', {}, 'Expires'), h('dd', {}, time(v.expiresAt))] : null,
+    v.expiresAt && v.status === 'VALIDATED' ? [h('dt', {}, 'Expires'), h('dd', {'data-expires': ''}, time(v.expiresAt), ' ', h('span', {class: 'muted'}, daysLeft(v.expiresAt)))] : null,
     h('dt', {}, 'Operation id'), h('dd', {}, h('code', {}, v.operationId)));
 }
