@@ -561,7 +561,7 @@ func (r *run) retryAtTheEnd(ctx context.Context, what string) error {
 	r.r.Memo = memo{AtEnd: true}
 	r.r.Memo.Flaky = flaky
 	side := true // likely to fail again: beside the train, no car is built on it
-	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true, Side: &side}, Moves: rebuilt(note)}); err != nil {
+	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true, Side: &side, Beside: r.s.cfg.Current().BatchIsolationCars()}, Moves: rebuilt(note)}); err != nil {
 		return err
 	}
 	r.s.wakeBehind(ctx, b) // as read before the move: the cars that were behind it
@@ -657,7 +657,7 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 		note += "; it goes to the end of the merge train, and the batches behind it are rebuilt without its members"
 	}
 	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{
-		Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: toEnd}, Requeue: back, Bisect: true,
+		Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: toEnd, Beside: r.s.cfg.Current().BatchIsolationCars()}, Requeue: back, Bisect: true,
 		// The members read why in the words of the failure's step (the cause stays in the
 		// batch's note, for operators).
 		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, explain.Told(f.create, why, r.failedLink))),

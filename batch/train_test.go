@@ -203,6 +203,56 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 	})
 }
 
+// With batch.isolationCars, a failure's search runs beside the train: the failed car, bisected,
+// leaves its place in the train; the half it returned is claimed into a place beside the train;
+// and a newcomer takes a place in the train at once, in CI while the search runs (with
+// batch.train 2 and no places beside, the two halves would hold the train and the newcomer would
+// wait for the search). The culprit fails alone; everyone else merges.
+func TestAFailuresSearchRunsBesideTheTrain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, isolation: 2, mergeMethod: "merge", flakyRetries: -1})
+		f := e.gl.Faults()
+		f.PipelineFailOn = []string{"poison"}
+		e.gl.SetFaults(f)
+		svc := e.service(t, "i1")
+		e.pause(t, projectA) // the cars are claimed by hand
+		car1 := e.claimCarPaused(t, svc, "c1")
+		e.admit(t, "op-p", "p", "t1", "poison")
+		car2 := e.claimCarPaused(t, svc, "b1")
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", car2.ID); n != 2 || car2.BaseBatch != car1.ID {
+			t.Fatalf("car 2 holds %d requests on batch %d, want the pill and b1 on car 1", n, car2.BaseBatch)
+		}
+
+		e.clock.Advance(11 * time.Minute) // car 1 passes and merges; car 2 fails and is bisected
+		e.batchWhen(t, car2.ID, "to be bisected beside the train", func(b store.Batch) bool { return b.Bisections == 1 && b.SlotNo < 0 })
+		e.resume(t, projectA)
+		o := e.round(t, svc, projectA)
+		if o.Result != state.RoundClaimed {
+			t.Fatalf("the returned half's round: %+v", o)
+		}
+		half := e.batchWhen(t, o.BatchID, "the returned half to write its branch", func(b store.Batch) bool { return b.HeadSHA != "" })
+		if half.SlotNo >= 0 || half.BisectOf != car2.ID {
+			t.Fatalf("the returned half took place %d (bisection of %d), want one beside the train", half.SlotNo, half.BisectOf)
+		}
+		car3 := e.claimCar(t, svc, "d1")
+		if car3.SlotNo < 0 {
+			t.Fatalf("the newcomer's car took place %d, want one in the train", car3.SlotNo)
+		}
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE partition_key = ? AND status = 'RUNNING' AND ci_started_at IS NOT NULL AND tested_sha = ''", projectA); n != 3 {
+			t.Fatalf("%d cars in CI, want 3: the newcomer's in the train, the two halves beside it", n)
+		}
+
+		e.waitQuiet(t, svc, "op-p", "op-b1", "op-c1", "op-d1")
+		e.expect(t, "op-p", state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
+		for _, op := range []string{"op-b1", "op-c1", "op-d1"} {
+			e.expect(t, op, state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		}
+		if b := e.settled(t, car3.ID); b.Bisections != 0 {
+			t.Fatalf("the newcomer's car paid for car 2's failure: %+v", b)
+		}
+	})
+}
+
 // claimCarPaused is claimCar while the partition is paused: the claim is the store's (a paused
 // partition's round claims nothing), the car then runs as any other.
 func (e *env) claimCarPaused(t *testing.T, svc *batch.Service, subjects ...string) store.Batch {

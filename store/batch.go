@@ -133,6 +133,10 @@ type ClaimInput struct {
 	Max       int // batch.maxRequests
 	// Train is how many cars of the partition may be active at once (batch.train; ≤ 1: one).
 	Train int
+	// Beside is how many more cars of the partition may be tested beside the train at once
+	// (batch.isolationCars; 0: none — a bisection's cars take places in the train): a waiting
+	// suspect group is claimed into a free place beside it before anything takes a place in it.
+	Beside int
 	// Members, when set, moves the claimed requests in the claim's transaction (the batch
 	// runner's BATCHED step), so no claimed request is ever seen still "queued".
 	Members *MemberChange
@@ -242,9 +246,11 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	// unexpected writer is caught by the guarded update below.
 	// Requests an operator sent in the next car go first, then — when none — a suspect group
 	// alone, then the waiting set in order.
-	members, err := tx.readWaiting(ctx, in, batchID, "next_by IS NOT NULL", in.Max)
-	if err != nil {
-		return BatchClaim{}, err
+	var members []Member
+	if !place.beside { // a place beside the train is a suspect group's only
+		if members, err = tx.readWaiting(ctx, in, batchID, "next_by IS NOT NULL", in.Max); err != nil {
+			return BatchClaim{}, err
+		}
 	}
 	var group suspectGroup
 	if len(members) == 0 {
@@ -252,7 +258,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 			return BatchClaim{}, err
 		}
 	}
-	if group.of == 0 && len(members) < in.Max {
+	if group.of == 0 && !place.beside && len(members) < in.Max {
 		// Newcomers fill the car; a suspect is never among them.
 		more, err := tx.readWaiting(ctx, in, batchID, "suspect_round IS NULL AND next_by IS NULL", in.Max-len(members))
 		if err != nil {
@@ -351,15 +357,18 @@ func (tx *Tx) readWaiting(ctx context.Context, in ClaimInput, batchID int64, con
 
 // place is where a new car joins its partition's train.
 type place struct {
-	seq  int64 // the partition's highest sequence plus one: behind the last car
-	k    int   // the train's length in force
-	slot int   // the lowest place in [0, k) no active car holds
+	seq    int64 // the partition's highest sequence plus one: behind the last car
+	k      int   // the train's length in force
+	slot   int   // the lowest place in [0, k) no active car holds; beside: the highest free below 0
+	beside bool  // a place beside the train, for a waiting suspect group only
 }
 
 // trainPlace reads where a new car of in's partition would go: behind the last car (lastCar locks
 // the partition's train, so claims of one partition go one after another), in a free slot;
-// errSlotOccupied when the train already has in.Train active cars. The unique keys of the insert
-// that follows keep the shape whatever happens: two cars never share a place or a slot.
+// errSlotOccupied when the train already has in.Train active cars. The places beside the train
+// are the slots below 0 (-1 … -in.Beside): a waiting suspect group takes one of them when one is
+// free, so a bisection never holds a place in the train. The unique keys of the insert that
+// follows keep the shape whatever happens: two cars never share a place or a slot.
 func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
 	p := place{k: max(in.Train, 1)}
 	last, err := tx.lastCar(ctx, in.Partition)
@@ -367,23 +376,89 @@ func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
 		return place{}, err
 	}
 	p.seq = last + 1
-	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", in.Partition)
+	train, beside, err := tx.places(ctx, in.Partition)
+	if err != nil {
+		return place{}, err
+	}
+	if len(beside) < in.Beside {
+		waits, err := tx.suspectWaits(ctx, in.Partition)
+		if err != nil {
+			return place{}, err
+		}
+		if waits {
+			p.slot, p.beside = freeBeside(beside), true
+			return p, nil
+		}
+	}
+	if len(train) >= p.k {
+		return place{}, errSlotOccupied
+	}
+	// Fewer than k slots are held, so one below k is free (after batch.train was lowered, a
+	// car may hold one past the new length).
+	for slices.Contains(train, p.slot) {
+		p.slot++
+	}
+	return p, nil
+}
+
+// places reads the slots the active cars of partition hold: in the train (0 and up) and beside
+// it (below 0).
+func (tx *Tx) places(ctx context.Context, partition string) (train, beside []int, err error) {
+	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", partition)
 	slots, err := collect(rows, err, func(s scanner) (int, error) {
 		var n int
 		return n, s.Scan(&n)
 	})
 	if err != nil {
-		return place{}, fmt.Errorf("the train of %s: %w", in.Partition, err)
+		return nil, nil, fmt.Errorf("the train of %s: %w", partition, err)
 	}
-	if len(slots) >= p.k {
-		return place{}, errSlotOccupied
+	for _, n := range slots {
+		if n < 0 {
+			beside = append(beside, n)
+		} else {
+			train = append(train, n)
+		}
 	}
-	// Fewer than k slots are held, so one below k is free (after batch.train was lowered, a
-	// car may hold one past the new length).
-	for slices.Contains(slots, p.slot) {
-		p.slot++
+	return train, beside, nil
+}
+
+// freeBeside is the first place beside the train (-1, -2, …) that no car holds.
+func freeBeside(held []int) int {
+	n := -1
+	for slices.Contains(held, n) {
+		n--
 	}
-	return p, nil
+	return n
+}
+
+// suspectWaits reports whether a suspect group of partition waits to be claimed (one plain read
+// of idx_merge_batch_request_suspect, which holds only the suspects).
+func (tx *Tx) suspectWaits(ctx context.Context, partition string) (bool, error) {
+	var id int64
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM "+tx.db.hinted("merge_batch_request", "idx_merge_batch_request_suspect")+
+		" WHERE partition_key = ? AND batch_id IS NULL AND suspect_round IS NOT NULL LIMIT 1", partition).Scan(&id))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("the suspects of %s: %w", partition, err)
+	}
+	return true, nil
+}
+
+// toBeside moves car id, tested beside its train from now on, out of its place in the train into
+// a free place beside it, when one of beside is free (else it keeps its place). It locks the
+// partition's train first (lastCar), as a claim does, so no claim takes the same place at once.
+func (tx *Tx) toBeside(ctx context.Context, partition string, id int64, beside int) error {
+	if _, err := tx.lastCar(ctx, partition); err != nil {
+		return err
+	}
+	_, held, err := tx.places(ctx, partition)
+	if err != nil || len(held) >= beside {
+		return err
+	}
+	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET slot_no = ? WHERE id = ? AND slot_no >= 0", freeBeside(held), id)
+	return translate(err)
 }
 
 // lastCar is the highest place taken in partition's train (0: none), read after locking the
@@ -560,6 +635,10 @@ type BatchChange struct {
 	ToEnd bool
 	// Side, when set, makes the car one tested beside the train (Batch.Side).
 	Side *bool
+	// Beside is how many places beside the train its partition has (batch.isolationCars): a
+	// write that makes the car one tested beside the train (Side, or a bisection) moves it out
+	// of its place in the train into a free one of them (none free: it keeps its place).
+	Beside int
 }
 
 func nullIfZero(n int64) any {
