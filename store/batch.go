@@ -161,7 +161,8 @@ var errSlotOccupied = errors.New("slot occupied")
 
 // Claim runs one batch round for a partition (docs/invariants.md, 'The claim'). Concurrent rounds —
 // cron on every instance, a manual trigger — are safe: at most in.Train active batches ("cars")
-// per partition, each behind the last one (I1, docs/invariants.md), a request in at most one batch
+// per partition in its train and in.Beside beside it, each behind the last one (I1,
+// docs/invariants.md), a request in at most one batch
 // (I2), and enqueues never wait for a claim (I3).
 //
 // The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
