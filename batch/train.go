@@ -20,7 +20,7 @@ import (
 // train is a car's view of its partition's train, as read at one step: the cars in it, without
 // the cars tested beside it (store.Batch.Beside) but the car itself. A car beside the train is
 // built on the car ahead of it like any car, but no car is built on it and none waits for it:
-// a bisection's car or a car retrying a failure at the end is likely to fail again, and its
+// a bisection's car is likely to fail again, and its
 // failure then costs no car a rebuild. When it passes, whichever of it and the cars behind it
 // merges second finds the target moved and is rebased and tested again before its merge.
 type train struct {
@@ -106,7 +106,7 @@ func (r *run) rebuild(ctx context.Context, why string) error {
 	stale := ""
 	note := fmt.Sprintf("rebuilding batch %d: %s", r.batch.ID, why)
 	// The flaky retries belong to the member set, not to the branch: a rebuild keeps their count.
-	r.r.Memo = memo{AtEnd: r.r.Memo.AtEnd, Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
+	r.r.Memo = memo{Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
 	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale}, Moves: rebuilt(note)})
 }
 

@@ -372,9 +372,10 @@ func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
 }
 
 // A car whose pipeline fails while the car behind it failed too — it carries the first one's
-// changes — does its flaky retry at the end of the train: the car behind is rebuilt without it at
-// once, and passes, instead of waiting through the retry and the bisection.
-func TestAFailureThatFailsTheCarBehindTooRetriesAtTheEndOfTheTrain(t *testing.T) {
+// changes — has failed twice: no flaky retry runs, its failure is decided at once (alone, its
+// member fails), and the car behind is rebuilt without it and passes, instead of waiting through
+// a retry and the bisection.
+func TestAFailureThatFailsTheCarBehindTooIsDecidedAtOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: 1})
 		f := e.gl.Faults()
@@ -394,10 +395,10 @@ func TestAFailureThatFailsTheCarBehindTooRetriesAtTheEndOfTheTrain(t *testing.T)
 		e.clock.Advance(11 * time.Minute) // car 2 fails (it carries the pill): held behind car 1
 		waitFor(t, "car 2 to hold its failure", func() bool { return strings.HasSuffix(e.task(t, car2.ID).Note, "their changes are in its branch)") })
 		e.clock.Advance(2 * time.Minute) // car 1 fails
-		moved := e.batchWhen(t, car1.ID, "to go to the end of the train for its retry", func(b store.Batch) bool { return b.TrainSeq > car2.TrainSeq })
+		failed := e.batchWhen(t, car1.ID, "to fail without a retry", func(b store.Batch) bool { return b.Status == state.BatchFailed })
 		rebuilt := e.batchWhen(t, car2.ID, "to be rebuilt without car 1", func(b store.Batch) bool { return b.BaseBatch == 0 && b.HeadSHA != car2.HeadSHA })
-		if moved.Bisections != 0 {
-			t.Fatalf("car 1 was bisected instead of retried: %+v", moved)
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE id = ? AND note LIKE '%failure twice%'", failed.ID); n != 1 {
+			t.Fatalf("car 1's failure does not say it failed twice: %q", failed.Note)
 		}
 		e.waitQuiet(t, svc, "op-p", "op-b1")
 		e.expect(t, "op-b1", state.StatusMerged, state.StepHandleMerged, state.NextWait)

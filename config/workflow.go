@@ -147,7 +147,7 @@ func init() {
 		},
 		Key{
 			Name: "batch.isolationCars", Type: "int", Default: "0",
-			Doc: "How many more cars of one project may be in CI beside its merge train to isolate a failure: a bisection's halves and a car retrying at the end a failure that failed the cars behind it (docs/architecture.md, \"The merge train\"). " +
+			Doc: "How many more cars of one project may be in CI beside its merge train to isolate a failure: a bisection's halves (docs/architecture.md, \"The merge train\"). " +
 				"0: they take places in the train, so while a failure is searched fewer new requests are tested. Above 0 they take these places first, and the train's batch.train places go on carrying new requests; a project's CI then runs up to batch.train + batch.isolationCars pipelines at once.",
 			Misconfig: "blank, unparsable or negative → 0 (isolation takes places in the train); above 20 → 20.",
 			apply: func(s *Snapshot, v value) (string, string, error) {

@@ -55,14 +55,15 @@ type Batch struct {
 	TestedSHA   string
 	CIStartedAt *time.Time
 	CIPassedAt  *time.Time
-	// Side: the car is tested beside the train rather than in it (a retry at the end of a failure
-	// that failed the cars behind it too): no car is built on it, none waits for it (Beside).
+	// Side: the car is tested beside the train rather than in it (Beside). Earlier versions set it
+	// on a car retrying at the end of the train a failure that failed the cars behind it; such a
+	// failure is now decided at once, so only a car of those versions still carries it.
 	Side bool
 }
 
 // Beside reports a car tested beside its train rather than in it — a bisection's car (its
-// set's failure is being searched) or a car retrying at the end a failure that failed the cars
-// behind it: likely to fail again, so no car is built on it and none waits for it to merge.
+// set's failure is being searched; or Side): likely to fail again, so no car is built on it and
+// none waits for it to merge.
 func (b Batch) Beside() bool { return b.Side || b.Bisections > 0 || b.BisectOf != 0 }
 
 // Passed reports whether the car's pipeline passed for the head its branch carries now.
@@ -634,11 +635,9 @@ type BatchChange struct {
 	// ToEnd moves the car to the end of its partition's train: the partition's highest sequence
 	// plus one (ErrRetry when another car took that place at the same moment).
 	ToEnd bool
-	// Side, when set, makes the car one tested beside the train (Batch.Side).
-	Side *bool
 	// Beside is how many places beside the train its partition has (batch.isolationCars): a
-	// write that makes the car one tested beside the train (Side, or a bisection) moves it out
-	// of its place in the train into a free one of them (none free: it keeps its place).
+	// bisection, which makes the car one tested beside the train, moves it out of its place in
+	// the train into a free one of them (none free: it keeps its place).
 	Beside int
 }
 
@@ -714,9 +713,6 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	}
 	if c.Tested != nil {
 		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
-	}
-	if c.Side != nil {
-		a.set("side = ?", *c.Side)
 	}
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }
