@@ -95,6 +95,28 @@ type Waiting struct {
 	// Estimate is when the request's change is likely to merge, while it waits in the waiting set
 	// or rides in a car (nil otherwise).
 	Estimate *Estimate `json:"estimate,omitempty"`
+	// Blocker is the merge held for a person that holds the request: its own batch's or merge
+	// request's, or (Behind) the BLOCKED car of its project it waits behind (nil: none).
+	Blocker *Blocker `json:"blocker,omitempty"`
+	// HeldUntil is when a batch round takes the request at the latest while the round holds the
+	// waiting set for more requests to share a pipeline (batch.maxWait; nil: not held for that).
+	HeldUntil *time.Time `json:"heldUntil,omitempty"`
+	// ApprovalTakes says how long approvals of the request's target usually take, while it waits
+	// for its approval ("approvals of this target usually take about 2 h (median of the last 20)",
+	// or that there is no estimate yet).
+	ApprovalTakes string `json:"approvalTakes,omitempty"`
+}
+
+// Blocker is a merge GitLab holds for something only a person can clear, told the same way on
+// the request page, in the ops console and in notifications (explain.MergeBlocked).
+type Blocker struct {
+	// Text is the whole story: what holds it, who must act and where, when bindery goes on.
+	Text    string    `json:"text"`
+	Label   string    `json:"label"`             // the badge's words: "Merge blocked: unresolved discussion"
+	MR      *Link     `json:"mr,omitempty"`      // the merge request to open
+	BatchID int64     `json:"batchId,omitempty"` // the BLOCKED batch (0: a legacy request's own merge request)
+	Since   time.Time `json:"since"`
+	Behind  bool      `json:"behind,omitempty"` // the request waits behind it, it is not in it
 }
 
 // Car is a request's place in its project's merge train (docs/workflow.md, 'The merge train').
@@ -143,7 +165,10 @@ type RequestView struct {
 	Step        StepView            `json:"step"`
 	// Stage is where the request is on its way, for the stage view (CurrentStage): a stage of
 	// the step table's, or effect (in effect) or revoked (removed again).
-	Stage          string           `json:"stage"`
+	Stage string `json:"stage"`
+	// Label names the state for its requester, the same words wherever it is shown (the sentence
+	// table of docs/states.md); Status and Step keep the codes, for operators.
+	Label          string           `json:"label"`
 	NextAction     state.NextAction `json:"nextAction"`
 	NextActionText string           `json:"nextActionText"`
 	MR             *Link            `json:"mr,omitempty"`
@@ -196,12 +221,16 @@ type RequestSummary struct {
 	Flow        string              `json:"flow,omitempty"` // an operator's retry of a failure: a new MR (approval-first) or its own again (legacy)
 	Status      state.BindingStatus `json:"status"`
 	Step        StepView            `json:"step"`
+	Label       string              `json:"label"` // the state in its requester's words (RequestView.Label)
 	NextAction  state.NextAction    `json:"nextAction"`
 	MR          *Link               `json:"mr,omitempty"`
 	UpdatedAt   time.Time           `json:"updatedAt"`
 	CreatedAt   time.Time           `json:"createdAt"`
 	// Withdrawable: it failed on its way; its owner or an operator may withdraw it.
 	Withdrawable bool `json:"withdrawable,omitempty"`
+	// Blocker: its merge is held for a person (HANDLE_MR_BLOCKED) — what helps is that person or
+	// settling its batch, not a retry.
+	Blocker *Blocker `json:"blocker,omitempty"`
 }
 
 // Page is a cursor-paginated list; NextCursor is empty on the last page.
@@ -227,8 +256,10 @@ type BatchView struct {
 	// Bisection is set for a batch that took part in isolating a failing change: one that was
 	// bisected, or was claimed from the half a bisection returned.
 	Bisection *BisectionView `json:"bisection,omitempty"`
-	CreatedAt time.Time      `json:"createdAt"`
-	UpdatedAt time.Time      `json:"updatedAt"`
+	// Blocker: a BLOCKED batch whose merge request is held for a person, told as its members are.
+	Blocker   *Blocker  `json:"blocker,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // BisectionView is a batch's part in a bisection (docs/workflow.md, 'Bisection').

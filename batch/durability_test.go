@@ -199,7 +199,7 @@ func TestABatchBlockedTooLongIsSettled(t *testing.T) {
 			t.Fatalf("batch: %+v", got)
 		}
 		for _, id := range ids {
-			e.expect(t, id, state.StatusCreateFailed, state.StepCreateFailed, state.NextWaitManual)
+			e.expect(t, id, state.StatusCreateFailed, state.StepBatchAbandoned, state.NextWaitManual)
 		}
 		if st := e.gl.MergeRequestState(projectA, b.MRIID); st != "closed" {
 			t.Fatalf("MR %s", st)

@@ -303,7 +303,7 @@ func TestSettlingABatchWaitingOutAnOutageSettlesItAtOnce(t *testing.T) {
 			t.Fatalf("batch: %+v", b)
 		}
 		for _, id := range ids {
-			e.expect(t, id, state.StatusHandleFailed, state.StepHandleFailed, state.NextWaitManual)
+			e.expect(t, id, state.StatusHandleFailed, state.StepBatchAbandoned, state.NextWaitManual)
 		}
 		if l := e.logs.Lines("level=ERROR", fmt.Sprintf("batch=%d ", o.BatchID)); len(l) != 0 {
 			t.Fatalf("the stopped runner logged a failure: %s", l)

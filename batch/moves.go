@@ -127,6 +127,10 @@ var (
 	failedApprove  = failure{create: state.StepCreateFailed, handle: state.StepHandleApproveFailed}
 	failedMerge    = failure{create: state.StepCreateFailed, handle: state.StepHandleMergeFailed}
 	failedConflict = failure{create: state.StepHandleRebaseConflict, handle: state.StepHandleRebaseConflict}
+	// abandoned: an operator settled the batch, or the sweep did once it stayed BLOCKED too long,
+	// with no failure of its own decided — its members did not fail at anything of theirs, and
+	// nothing tries them again by itself (docs/states.md, 'What people read of each state').
+	abandoned = failure{create: state.StepBatchAbandoned, handle: state.StepBatchAbandoned}
 )
 
 // encode is the failure as recorded on a batch whose settlement did not go through

@@ -805,7 +805,7 @@ func (r *run) expireBlocked(ctx context.Context) error {
 		// Resumed by an operator without a new task step (an older version): go on.
 		return r.r.Next(ctx, r.r.To(stepOpen), nil)
 	}
-	return r.decide(ctx, failedCreate.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", r.s.cfg.Current().BatchBlockedTimeout())))
+	return r.decide(ctx, abandoned.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", r.s.cfg.Current().BatchBlockedTimeout())))
 }
 
 // decide records the batch's failure before anything is done about it (write-ahead): the settle
@@ -836,7 +836,7 @@ func (r *run) settle(ctx context.Context) error {
 	b := r.batch
 	f := decodeFailure(b.Failing)
 	if b.Failing == "" {
-		f = failedCreate.with("settled")
+		f = abandoned.with("settled")
 	}
 	wasMerged, iid, err := r.s.closeMR(ctx, b)
 	switch {

@@ -28,7 +28,7 @@ func (s *Service) Settle(ctx context.Context, batchID int64, actor string) error
 	if !b.Status.Active() {
 		return fmt.Errorf("settle batch %d: %w", batchID, ErrSettled)
 	}
-	f := failedCreate.with("settled by " + actor)
+	f := abandoned.with("settled by " + actor)
 	if b.Failing != "" {
 		// The failure was decided already (its settlement is under way): the members keep it,
 		// with the operator who settles it now (not every operator who tried before).

@@ -113,7 +113,7 @@ func TestTwoSettlersAtOnceSettleOnce(t *testing.T) {
 			t.Fatalf("batch: %+v", got)
 		}
 		for _, id := range ids {
-			e.expect(t, id, state.StatusCreateFailed, state.StepCreateFailed, state.NextWaitManual)
+			e.expect(t, id, state.StatusCreateFailed, state.StepBatchAbandoned, state.NextWaitManual)
 			if n := e.count(t, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND status = ?", id, state.StatusCreateFailed); n != 1 {
 				t.Errorf("%s: the failure was written %d times", id, n)
 			}

@@ -338,7 +338,7 @@ func (l *Lifecycle) mergeWait(ctx context.Context, r *engine.Run, project string
 		o.Result, o.Reason = Stuck, "the rebase gave no answer within poll.timeout"
 		return o, nil
 	case phase == MergeChecking:
-		o.Result, o.Reason = Blocked, fmt.Sprintf("GitLab kept computing whether MR !%d can be merged for longer than poll.timeout", iid)
+		o.Result, o.Reason = Blocked, BlockerReason("checking", iid) // longer than poll.timeout
 		return o, nil
 	case phase == MergeBlocked:
 		o.Result, o.Reason = Expired, res.Blocked

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 
+	"bindery/explain"
 	"bindery/gitlab"
 )
 
@@ -220,7 +220,7 @@ func (r *Runner) merge(ctx context.Context, spec Spec, res MergeResult) (MergeRe
 	res.State.Refused++
 	if res.State.Refused >= maxRefusals {
 		res.State.Phase = MergeBlocked
-		res.Blocked = fmt.Sprintf("GitLab refused to merge MR !%d %d times in a row although it reports nothing in the way: something on the MR needs a person", mr.IID, res.State.Refused)
+		res.Blocked = BlockerReason("refused", mr.IID) // after maxRefusals refusals in a row
 		return res, nil
 	}
 	if mr.DetailedMergeStatus == "" && errors.Is(err, gitlab.ErrMergeFailed) {
@@ -262,42 +262,10 @@ func Mergeability(mr gitlab.MergeRequest) string {
 	return ""
 }
 
-// BlockerReason says in plain words what a person must do before GitLab merges MR !iid.
-func BlockerReason(status string, iid int64) string {
-	mr := fmt.Sprintf("MR !%d", iid)
-	switch status {
-	case "discussions_not_resolved":
-		return "a discussion on " + mr + " must be resolved"
-	case "draft_status":
-		return mr + " is marked as draft: mark it ready"
-	case "requested_changes":
-		return "a reviewer requested changes on " + mr
-	case "not_approved":
-		return mr + " needs approvals from people other than bindery's reviewer accounts"
-	case "merge_request_blocked":
-		return mr + " is blocked by another merge request that must merge first"
-	case "status_checks_must_pass":
-		return "the external status checks of " + mr + " must pass"
-	case "jira_association_missing":
-		return "the title or description of " + mr + " must name a Jira issue"
-	case "security_policy_violations":
-		return "a security policy of the project blocks " + mr
-	case "locked_paths", "locked_lfs_files":
-		return mr + " changes files someone else has locked"
-	case "merge_time":
-		return mr + " may only be merged after a set time"
-	case "commits_status":
-		return "a commit of " + mr + " is not allowed by the project's push rules"
-	}
-	if !statusWord.MatchString(status) {
-		// The reason is shown to requesters: GitLab's own text goes no further than a status word.
-		status = "blocked"
-	}
-	return fmt.Sprintf("GitLab reports %s as %q: someone must clear that on the MR", mr, status)
-}
-
-// statusWord is what a GitLab merge status looks like (detailed_merge_status: lower-case words).
-var statusWord = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
+// BlockerReason says in plain words what holds MR !iid at status, for the notes of the step and
+// the batch: explain's words, so that every page and message tells the same story of it
+// (explain.MergeBlocked reads the note back).
+func BlockerReason(status string, iid int64) string { return explain.BlockerNote(status, iid) }
 
 // rebaseLook is one look at a rebase GitLab runs: still running → wait; failed → regenerate;
 // done → wait for the new head's pipeline.

@@ -35,24 +35,24 @@ func TestMergeabilityFromTheOlderFields(t *testing.T) {
 }
 
 // Every blocker GitLab reports gets its own plain sentence naming the MR; an unknown one a
-// sentence that still says someone must act.
+// sentence that still says GitLab holds it.
 func TestEveryBlockerHasAPlainReason(t *testing.T) {
 	generic := change.BlockerReason("something_new", 7)
-	if !strings.Contains(generic, "MR !7") || !strings.Contains(generic, "someone") {
+	if !strings.Contains(generic, "merge request !7") || !strings.Contains(generic, "GitLab holds") {
 		t.Fatalf("unknown blocker: %q", generic)
 	}
 	seen := map[string]string{}
 	for _, b := range config.MergeBlockers {
 		r := change.BlockerReason(b, 12)
 		switch {
-		case !strings.Contains(r, "MR !12"):
+		case !strings.Contains(r, "merge request !12"):
 			t.Errorf("%s: %q does not name the MR", b, r)
 		case strings.Contains(r, b) || r == change.BlockerReason("something_new", 12):
 			t.Errorf("%s: %q is GitLab's code, not a sentence", b, r)
 		}
 		seen[b] = r
 	}
-	if r := seen["discussions_not_resolved"]; r != "a discussion on MR !12 must be resolved" {
+	if r := seen["discussions_not_resolved"]; r != "merge request !12 has an unresolved discussion" {
 		t.Errorf("discussions: %q", r)
 	}
 }

@@ -31,19 +31,8 @@ func Waiting(s state.Step) string { return stepWords[s].waiting }
 // failure step; its notes are bindery's own words).
 func Failure(s state.Step) string { return stepWords[s].told }
 
-// NextActionText is the plain-words explanation of a next action the SPA shows.
-func NextActionText(a state.NextAction) string {
-	switch a {
-	case state.NextWait:
-		return "Your request is progressing; nothing to do."
-	case state.NextWaitManual:
-		return "Your request stopped at a step that can be retried. You can keep waiting: operators will retry it."
-	case state.NextContactSupport:
-		return "Your request hit a failure that waiting will not fix. Please contact the maintainers."
-	case state.NextReapply:
-		return "This request is finished without effect. You can apply again."
-	case state.NextNone:
-		return "Done: the binding is in effect."
-	}
-	return ""
+// NextActionText is what the requester reads of a request at status and step told action: the
+// sentence table's (Sentence), for the news and the lists that know no more of it.
+func NextActionText(status state.BindingStatus, step state.Step, a state.NextAction) string {
+	return Sentence(status, step, a).Requester
 }

@@ -46,8 +46,11 @@ func (f Failed) Cause() string {
 // by the operators.
 func WayOut(f Failed) string {
 	next := "Operators can retry it"
-	if f.Step.Deterministic() {
+	switch {
+	case f.Step.Deterministic():
 		next = "Waiting will not fix it"
+	case f.Step == state.StepBatchAbandoned:
+		next = "Nothing tries it again by itself; an operator can retry it"
 	}
 	return f.Cause() + ". " + next + ". You can withdraw this request and apply again, or ask " + contact(f.Contact) + "."
 }

@@ -76,7 +76,7 @@ func requestNews(e store.Event, snap *config.Snapshot, l explain.Links) *api.Req
 		OperationID: f.OperationID, Subject: f.Subject, TargetKey: f.TargetKey, TargetTitle: title, Project: f.Project,
 		Status: f.Status, PreviousStatus: f.From,
 		Step: api.StepView{Code: int(f.Step), Name: f.Step.String(), Label: explain.Label(f.Step)},
-		Note: explain.Told(f.Step, f.Note, l.Of(f.Project)), NextAction: action, NextActionText: explain.NextActionText(action),
+		Note: explain.Told(f.Step, f.Note, l.Of(f.Project)), NextAction: action, NextActionText: explain.NextActionText(f.Status, f.Step, action),
 		MR: l.MR(f.Project, f.MRIID), Pipeline: l.Pipeline(f.Project, f.PipelineID), BatchID: f.BatchID, Reason: f.Reason,
 		URL: l.Request(f.OperationID),
 	}
@@ -87,7 +87,7 @@ func Summary(e store.Event, snap *config.Snapshot) string {
 	f := e.Facts
 	switch e.Type {
 	case state.EventBatchBlocked:
-		return fmt.Sprintf("Batch %d of %s is BLOCKED: %s", f.BatchID, f.Project, f.Why)
+		return fmt.Sprintf("Batch %d of %s is BLOCKED: %s", f.BatchID, f.Project, blockedWhy(f.Why, f.Project, snap))
 	case state.EventCallbackRefused:
 		return fmt.Sprintf("A deploy callback for %s was refused: %s", f.Project, f.Why)
 	case state.EventConfigRefused:
@@ -97,7 +97,7 @@ func Summary(e store.Event, snap *config.Snapshot) string {
 	case state.EventDeployOverdue:
 		return fmt.Sprintf("Request %s (%s) merged, but its deploy has not been reported in time", f.OperationID, f.TargetKey)
 	case state.EventRequestNeedsAttention:
-		return fmt.Sprintf("Request %s (%s) needs a person: %s", f.OperationID, f.TargetKey, attentionWords(f))
+		return fmt.Sprintf("Request %s (%s) needs a person: %s", f.OperationID, f.TargetKey, attentionWords(f, snap))
 	case state.EventBatchOpened:
 		return fmt.Sprintf("Batch %d opened with %d changes", f.BatchID, len(f.Members))
 	case state.EventBatchCulprit:
@@ -110,8 +110,18 @@ func Summary(e store.Event, snap *config.Snapshot) string {
 	return fmt.Sprintf("Your request for %s: %s", title, Words(e.Type))
 }
 
+// blockedWhy is a blocked batch's reason: the story of a merge held for a person as the request
+// page and the ops console tell it (explain.MergeBlocked), or the reason as recorded.
+func blockedWhy(why, project string, snap *config.Snapshot) string {
+	short, _, long, _ := snap.PollStages()
+	if b, ok := explain.MergeBlocked(why, project, max(short, long)); ok {
+		return b.Text()
+	}
+	return why
+}
+
 // attentionWords says why a request needs a person.
-func attentionWords(f store.EventFacts) string {
+func attentionWords(f store.EventFacts, snap *config.Snapshot) string {
 	switch f.Reason {
 	case store.AttentionFailed:
 		return "it failed (" + explain.Label(f.Step) + ")"
@@ -121,6 +131,9 @@ func attentionWords(f store.EventFacts) string {
 		return "its deploy callback is overdue"
 	}
 	if f.Step == state.StepHandleMRBlocked {
+		if w := blockedWhy(f.Note, f.Project, snap); w != f.Note {
+			return w
+		}
 		return "someone must act on its merge request in GitLab"
 	}
 	return explain.Label(f.Step)

@@ -152,7 +152,7 @@ func (s *Server) ownedRequest(r *http.Request) (api.RequestView, error) {
 		v = v.ForOperator()
 	}
 	if v.NextActionText == "" {
-		v.NextActionText = explain.NextActionText(v.NextAction)
+		v.NextActionText = explain.NextActionText(v.Status, state.Step(v.Step.Code), v.NextAction)
 	}
 	return v, nil
 }

@@ -137,6 +137,9 @@ const (
 	StepQueued             Step = 10010 // approved, in the waiting set
 	StepBatched            Step = 10011 // claimed by a batch
 	StepCreateInvalid      Step = 10012 // rendered change failed validation at admission
+	// the batch carrying it was settled as failed by an operator or the BLOCKED sweep, with no
+	// failure of its own decided: its change did not merge, and nothing tries it again by itself
+	StepBatchAbandoned Step = 10013
 
 	// handle phase: approve, rebase, merge
 	StepHandleStarted        Step = 10101
@@ -206,6 +209,7 @@ var steps = map[Step]StepInfo{
 	StepQueued:                {Name: "QUEUED", Stage: StageBatch},
 	StepBatched:               {Name: "BATCHED", Stage: StageCI},
 	StepCreateInvalid:         {Name: "CREATE_INVALID", Deterministic: true},
+	StepBatchAbandoned:        {Name: "BATCH_ABANDONED"},
 	StepHandleStarted:         {Name: "HANDLE_STARTED", Stage: StageMerge},
 	StepHandleApproved:        {Name: "HANDLE_APPROVED", Stage: StageMerge},
 	StepHandleMerged:          {Name: "HANDLE_MERGED", Stage: StageDeploy},
@@ -225,6 +229,34 @@ var steps = map[Step]StepInfo{
 	StepCreatePipelinePending: {Name: "CREATE_PIPELINE_PENDING", Stage: StageCI, Pending: true},
 	StepHandleRebasePending:   {Name: "HANDLE_REBASE_PENDING", Stage: StageMerge, Pending: true},
 	StepHandleMRBlocked:       {Name: "HANDLE_MR_BLOCKED", Stage: StageMerge, Pending: true, Person: true},
+}
+
+// statusSteps is the steps a request can be at in each status, as the workflow, the batch and
+// the store write them (a step written with another status is a bug of the writer). The table of
+// what people read of each state walks it (package explain), with the next actions of each pair.
+var statusSteps = map[BindingStatus][]Step{
+	StatusApprovalSending: {StepApprovalSending},
+	StatusApprovalSent:    {StepApprovalSent},
+	// the legacy flow's own MR is created and tested here; the batch path's request waits in the
+	// waiting set, is claimed, then its batch's MR is opened and tested (stopped: pending, blocked)
+	StatusMRCreating: {StepCreateStarted, StepQueued, StepBatched, StepCreatePipelinePending, StepHandleMRBlocked},
+	StatusMRCreated:  {StepCreateSucceeded},
+	StatusMerging:    {StepHandleStarted, StepHandleApproved, StepHandlePipelinePending, StepHandleRebasePending, StepHandleMRBlocked},
+	StatusMerged:     {StepHandleMerged},
+	StatusValidated:  {StepCalledBack, StepCloseStarted, StepCloseMerged},
+	StatusCreateFailed: {StepCreateFailed, StepCreatePipelineFailed, StepApprovalSendFailed, StepCreateInvalid, StepBatchAbandoned,
+		StepHandleMRClosed, StepHandleRebaseConflict},
+	StatusHandleFailed: {StepHandleFailed, StepHandleRebaseConflict, StepHandleMergeFailed, StepHandlePipelineFailed,
+		StepHandleApproveFailed, StepHandleMRClosed, StepBatchAbandoned, StepCloseFailed},
+	StatusRejected: {StepApprovalRejected},
+	StatusClosed:   {StepCloseSucceeded, StepWithdrawn},
+}
+
+// StepsAt lists the steps a request in status can be at, in code order.
+func StepsAt(status BindingStatus) []Step {
+	out := slices.Clone(statusSteps[status])
+	slices.Sort(out)
+	return out
 }
 
 // Steps lists every defined step, in code order.

@@ -100,3 +100,32 @@ func contains(list []BindingStatus, s BindingStatus) bool {
 	}
 	return false
 }
+
+// Every step is one a request can be at in some status, every status has its steps, and a
+// failure step sits in a failure status (what people read of a state walks these pairs).
+func TestEveryStepBelongsToAStatus(t *testing.T) {
+	at := map[Step][]BindingStatus{}
+	for _, status := range AllStatuses {
+		if len(StepsAt(status)) == 0 {
+			t.Errorf("%s has no step", status)
+		}
+		for _, s := range StepsAt(status) {
+			if !s.Known() {
+				t.Errorf("%s lists an unknown step %d", status, s)
+			}
+			at[s] = append(at[s], status)
+		}
+	}
+	for _, s := range Steps() {
+		if len(at[s]) == 0 {
+			t.Errorf("step %s is at no status", s)
+		}
+		if s.Deterministic() {
+			for _, status := range at[s] {
+				if !status.Failed() {
+					t.Errorf("the deterministic failure %s is listed at %s", s, status)
+				}
+			}
+		}
+	}
+}

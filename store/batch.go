@@ -82,16 +82,17 @@ const batchColumns = "id, partition_key, project, status, version, mr_iid, pipel
 	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
-const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error"
+const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error, updated_at"
 
 // scanBatchBrief scans batchBriefColumns; the other fields stay zero.
 func scanBatchBrief(s scanner) (Batch, error) {
 	var b Batch
 	var mr, pipeline nullInt64
-	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note, &b.Failing, &b.LastError); err != nil {
+	var updated dbTime
+	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note, &b.Failing, &b.LastError, &updated); err != nil {
 		return Batch{}, translate(err)
 	}
-	b.MRIID, b.PipelineID = int64(mr), int64(pipeline)
+	b.MRIID, b.PipelineID, b.UpdatedAt = int64(mr), int64(pipeline), updated.T
 	return b, nil
 }
 

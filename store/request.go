@@ -413,7 +413,7 @@ func (p statusParts) index() int {
 }
 
 // Column counts of the status read's parts, in the order they are selected.
-const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 16, 9, 10, 7, 9, 3, 5
+const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 16, 9, 11, 7, 9, 3, 5
 
 // columnsOf hands out a row's columns part by part.
 type columnsOf values
@@ -715,7 +715,10 @@ func (db *DB) statusMoreQuery(p statusParts) string {
 		from += " LEFT JOIN merge_batch mb ON mb.id = (SELECT m.batch_id FROM merge_batch_member m WHERE m.operation_id = o.operation_id ORDER BY m.claimed_at DESC, m.id DESC LIMIT 1)" +
 			" LEFT JOIN merge_batch_request w ON w.id = (SELECT r.id FROM merge_batch_request r WHERE r.operation_id = o.operation_id AND r.batch_id IS NULL" +
 			" ORDER BY r.created_at DESC, r.id DESC LIMIT 1)" +
-			" LEFT JOIN merge_batch bb ON bb.active_slot = w.partition_key AND bb.status = ?" +
+			// The first BLOCKED car of the partition's train, when one holds it: a car behind it
+			// cannot merge before it (a train of one car: the partition's only active batch).
+			" LEFT JOIN merge_batch bb ON bb.id = (SELECT c.id FROM " + db.hinted("merge_batch c", "idx_merge_batch_active") +
+			" WHERE c.active_slot = w.partition_key AND c.status = ? ORDER BY c.train_seq, c.id LIMIT 1)" +
 			" LEFT JOIN task bt ON bt.kind = ? AND bt.ref = CAST(mb.id AS " + text + ")" +
 			" LEFT JOIN failed_job fj ON fj.project = o.project AND fj.pipeline_id = mb.pipeline_id"
 	}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"bindery/state"
+	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -102,4 +104,27 @@ func scanMoving(s scanner) (Operation, error) {
 	}
 	o.Stages = stageTimes(spent, o.Step, o.UpdatedAt, now.T)
 	return o, nil
+}
+
+// ApprovalDurations returns how long the approvals of targetKey's latest n requests that left
+// the approval stage took (approval_us: from the request to its decision, summed over every
+// entry into the stage), newest request first: what the request view's "approvals of this target
+// usually take" reads. A request still at an approval step, or one that never reached the
+// approval system, is left out. One read on idx_operation_target_created, at most n rows.
+func (db *DB) ApprovalDurations(ctx context.Context, targetKey string, n int) ([]time.Duration, error) {
+	codes := make([]string, len(stageSteps[state.StageApproval]))
+	for i, s := range stageSteps[state.StageApproval] {
+		codes[i] = itoa(s)
+	}
+	rows, err := db.ro.QueryContext(ctx, "SELECT approval_us FROM "+db.hinted("operation", "idx_operation_target_created")+
+		" WHERE target_key = ? AND approval_us > 0 AND step NOT IN ("+strings.Join(codes, ", ")+") ORDER BY created_at DESC LIMIT ?", targetKey, n)
+	out, err := collect(rows, err, func(s scanner) (time.Duration, error) {
+		var us int64
+		err := s.Scan(&us)
+		return time.Duration(us) * time.Microsecond, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("approval durations of %s: %w", targetKey, err)
+	}
+	return out, nil
 }

@@ -74,3 +74,50 @@ func backdate(t *testing.T, db *store.DB, opID string, ago time.Duration) {
 		t.Fatal(err)
 	}
 }
+
+// How long approvals of a target took is read from the requests of that target that left the
+// approval stage (approved or rejected), newest first and at most n of them: a request still
+// waiting for its approval and another target's requests are not counted.
+func TestApprovalDurationsAreTheTargetsDecidedApprovals(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		decide := func(opID, target string, took time.Duration, to state.BindingStatus, step state.Step) {
+			t.Helper()
+			mustApply(t, db, application(opID, "u-"+opID, target))
+			backdate(t, db, opID, took)
+			cur, err := db.Request(bg, opID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Transition(bg, cur, store.Change{To: to, Step: step}); err != nil {
+				t.Fatalf("%s → %s: %v", opID, to, err)
+			}
+		}
+		decide("a1", "t1", time.Hour, state.StatusMRCreating, state.StepQueued)
+		decide("a2", "t1", 3*time.Hour, state.StatusRejected, state.StepApprovalRejected)
+		decide("a3", "t1", 2*time.Hour, state.StatusMRCreating, state.StepQueued)
+		decide("b1", "t2", 9*time.Hour, state.StatusMRCreating, state.StepQueued)
+		mustApply(t, db, application("a4", "u-a4", "t1")) // still waiting for its approval
+		backdate(t, db, "a4", 5*time.Hour)
+
+		got, err := db.ApprovalDurations(bg, "t1", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Newest request first: a3, a2, a1 (their created_at is their order of application).
+		want := []time.Duration{2 * time.Hour, 3 * time.Hour, time.Hour}
+		if len(got) != len(want) {
+			t.Fatalf("durations %v, want about %v", got, want)
+		}
+		for i, w := range want {
+			if got[i] < w-time.Millisecond || got[i] > w+2*time.Second {
+				t.Errorf("duration %d: %v, want about %v", i, got[i], w)
+			}
+		}
+		if got, err := db.ApprovalDurations(bg, "t1", 2); err != nil || len(got) != 2 {
+			t.Errorf("limit 2: %v %v", got, err)
+		}
+		if got, err := db.ApprovalDurations(bg, "t9", 10); err != nil || len(got) != 0 {
+			t.Errorf("a target without requests: %v %v", got, err)
+		}
+	})
+}

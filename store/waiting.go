@@ -101,9 +101,9 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	if err != nil {
 		return WaitingPlace{}, fmt.Errorf("waiting place of %s: %w", operationID, translate(err))
 	}
-	// The partition's active batch, if any, is one lookup on the I1 slot's unique index.
-	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE active_slot = ? AND status = ?",
-		w.Partition, state.BatchBlocked))
+	// The first BLOCKED car of the partition's train, if any: one read on the train's index.
+	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM "+db.hinted("merge_batch", "idx_merge_batch_active")+
+		" WHERE active_slot = ? AND status = ? ORDER BY train_seq, id LIMIT 1", w.Partition, state.BatchBlocked))
 	switch err = translate(err); {
 	case err == nil:
 		w.BlockedBy = &b

@@ -253,7 +253,8 @@ func (f *fakeAPI) add(opID, subject string, t config.Target, reason string, at t
 	fr.view.Stages = []api.StageDuration{{Stage: "approval"}}
 	fr.move(state.StatusApprovalSending, state.StepApprovalSending, at)
 	fr.move(state.StatusApprovalSent, state.StepApprovalSent, at)
-	fr.view.Waiting = &api.Waiting{Stage: "approval", WaitingFor: "the approvers in the approval system", Since: at}
+	fr.view.Waiting = &api.Waiting{Stage: "approval", WaitingFor: "the approvers in the approval system", Since: at,
+		ApprovalTakes: "approvals of this target usually take about 2 h (median of the last 20)"}
 	ticket := fmt.Sprintf("T-%06d", len(f.order)+1) // as approval.ticketURL links it
 	fr.view.Ticket = &api.TicketLink{ID: ticket, URL: "https://approvals.example.com/tickets/" + ticket}
 	f.reqs[opID] = fr
@@ -272,7 +273,8 @@ func (fr *fakeRequest) move(status state.BindingStatus, step state.Step, at time
 	}
 	v.Stage = workflow.CurrentStage(status, step, last)
 	v.NextAction = state.NextActionFor(status, step)
-	v.NextActionText = explain.NextActionText(v.NextAction)
+	said := explain.Sentence(status, step, v.NextAction)
+	v.Label, v.NextActionText, v.OperatorText = said.Label, said.Requester, said.Operator
 	v.UpdatedAt = at
 }
 
@@ -388,8 +390,17 @@ func (fr *fakeRequest) snapshot(now time.Time) api.RequestView {
 
 func (fr *fakeRequest) summary() api.RequestSummary {
 	v := fr.view
-	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step,
-		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt, Withdrawable: v.Withdrawable}
+	return api.RequestSummary{OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, Flow: v.Flow, Status: v.Status, Step: v.Step, Label: v.Label,
+		NextAction: v.NextAction, MR: v.MR, UpdatedAt: v.UpdatedAt, CreatedAt: v.CreatedAt, Withdrawable: v.Withdrawable, Blocker: heldMerge(v)}
+}
+
+// heldMerge is the blocker a summary carries: the request's own merge held for a person
+// (workflow/views.go StuckRequests), not the one it waits behind.
+func heldMerge(v api.RequestView) *api.Blocker {
+	if v.Waiting == nil || v.Waiting.Blocker == nil || v.Waiting.Blocker.Behind {
+		return nil
+	}
+	return v.Waiting.Blocker
 }
 
 func (f *fakeAPI) request(w http.ResponseWriter, r *http.Request) {
@@ -526,7 +537,7 @@ func (f *fakeAPI) decide(w http.ResponseWriter, r *http.Request) {
 			if body.Decision == "APPROVED" {
 				fr.enter("batch", now)
 				fr.move(state.StatusMRCreating, state.StepQueued, now)
-				fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch round", Since: now, Position: 1}
+				fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch of its project", Since: now, Position: 1}
 				fr.approved = true
 			} else {
 				fr.enter("", now)
@@ -705,9 +716,83 @@ func (f *fakeAPI) seedInCI(opID, subject, targetKey string, at time.Time) {
 		Lane: "background", NextCheckAt: &next}
 }
 
-// seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
-// lists it as WAIT_MANUAL with the overdue wording (workflow/views.go deployOverdueText).
-func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
+// blockedPoll is the demo's longest gap between two looks at a held merge request (the sample
+// configuration's poll.long).
+const blockedPoll = 5 * time.Second
+
+// seedBlockedMerge adds a request whose batch is BLOCKED because its merge request has an
+// unresolved discussion (MERGING / HANDLE_MR_BLOCKED / WAIT_MANUAL), told as workflow/views.go
+// tells it: one story of the blocker on the page, the badge, the stuck list and the batch.
+func (f *fakeAPI) seedBlockedMerge(opID, subject, targetKey string, at time.Time) *api.BatchView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(2*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(2*time.Minute))
+	b := f.addBatch(fr, "BLOCKED", 64, 8840, at.Add(3*time.Minute), at.Add(14*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepBatched, at.Add(3*time.Minute))
+	fr.enter("ci", at.Add(3*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepCreateStarted, at.Add(3*time.Minute))
+	fr.move(state.StatusMRCreated, state.StepCreateSucceeded, at.Add(12*time.Minute))
+	fr.enter("merge", at.Add(12*time.Minute))
+	fr.move(state.StatusMerging, state.StepHandleStarted, at.Add(12*time.Minute))
+	b.Note = explain.BlockerNote("discussions_not_resolved", b.MR.ID)
+	fr.move(state.StatusMerging, state.StepHandleMRBlocked, at.Add(14*time.Minute))
+	fr.view.Timeline[len(fr.view.Timeline)-1].Note = b.Note
+	story, _ := explain.MergeBlocked(b.Note, t.Project, blockedPoll)
+	b.Blocker = &api.Blocker{Text: story.Text(), Label: story.Label(), MR: b.MR, BatchID: b.ID, Since: at.Add(14 * time.Minute)}
+	fr.view.NextActionText = "Your request waits: " + story.Text() + "."
+	fr.view.Waiting = &api.Waiting{Stage: "merge", WaitingFor: "a person in GitLab: " + story.Text(), Since: at.Add(14 * time.Minute), BatchID: b.ID, Blocker: b.Blocker}
+	return b
+}
+
+// seedBehindBlocked adds a request approved after batch blocked was BLOCKED: first in its
+// project's waiting set, held behind that batch (WAIT_MANUAL), as workflow/views.go words it.
+func (f *fakeAPI) seedBehindBlocked(opID, subject, targetKey string, at time.Time, blocked *api.BatchView) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "release on-call", at)
+	fr.enter("batch", at.Add(time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(time.Minute))
+	behind := *blocked.Blocker
+	behind.Behind = true
+	words := fmt.Sprintf("behind blocked batch %d since %s UTC: %s", blocked.ID, behind.Since.UTC().Format("15:04"), behind.Text)
+	fr.view.NextAction = state.NextWaitManual
+	fr.view.NextActionText = "Your request waits " + words + ". It goes on once that is cleared, or an operator settles the batch."
+	fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: fmt.Sprintf("the next batch of %s, %s (0 ahead in the queue)", t.Project, words),
+		Since: at.Add(time.Minute), BatchID: blocked.ID, Position: 1, Blocker: &behind}
+}
+
+// seedHeld adds a request approved at, first in a waiting set that a batch round holds for more
+// requests to share a pipeline until heldUntil (batch.maxWait).
+func (f *fakeAPI) seedHeld(opID, subject, targetKey string, at, heldUntil time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(time.Minute))
+	clock := heldUntil.UTC().Format("15:04") + " UTC"
+	fr.view.NextActionText = "Your request waits until " + clock + " for more requests to share a pipeline; then a batch takes it."
+	fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: fmt.Sprintf("more requests of %s to share a pipeline with, until %s at the latest (1 of up to 50 waiting)", t.Project, clock),
+		Since: at.Add(time.Minute), Position: 1, HeldUntil: &heldUntil}
+}
+
+// seedQueued adds an approved request waiting for a batch of its project.
+func (f *fakeAPI) seedQueued(opID, subject, targetKey string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, _ := f.cfg.Target(targetKey)
+	fr := f.add(opID, subject, t, "on-call rotation", at)
+	fr.enter("batch", at.Add(2*time.Minute))
+	fr.move(state.StatusMRCreating, state.StepQueued, at.Add(2*time.Minute))
+	fr.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the next batch of " + t.Project, Since: at.Add(2 * time.Minute), Position: 1}
+}
+
+// seedMerged adds a request merged and waiting for the deploy that includes its merge.
+func (f *fakeAPI) seedMerged(opID, subject, targetKey string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, _ := f.cfg.Target(targetKey)
@@ -717,9 +802,20 @@ func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Tim
 	fr.enter("deploy", at.Add(9*time.Minute))
 	fr.move(state.StatusMerged, state.StepHandleMerged, at.Add(9*time.Minute))
 	fr.view.MR = &api.Link{ID: 58, URL: "https://gitlab.example.com/" + t.Project + "/-/merge_requests/58"}
+	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed", Since: at.Add(9 * time.Minute)}
+}
+
+// seedOverdueDeploy adds a request merged at, whose deploy callback never came: the workflow
+// lists it as WAIT_MANUAL with the overdue wording (the sentence table's).
+func (f *fakeAPI) seedOverdueDeploy(opID, subject, targetKey string, at time.Time) {
+	f.seedMerged(opID, subject, targetKey, at)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr := f.reqs[opID]
 	fr.view.NextAction = state.NextWaitManual
-	fr.view.NextActionText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
-	fr.view.Waiting = &api.Waiting{Stage: "deploy", WaitingFor: "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy", Since: at.Add(9 * time.Minute)}
+	said := explain.Sentence(state.StatusMerged, state.StepHandleMerged, state.NextWaitManual)
+	fr.view.Label, fr.view.NextActionText, fr.view.OperatorText = said.Label, said.Requester, said.Operator
+	fr.view.Waiting.WaitingFor = "the deploy pipeline to report that merge request !58 is deployed — overdue: check the deploy pipeline; an operator can confirm the deploy"
 }
 
 // seen is what the fake received, read under its lock (the browser's requests run on the
@@ -940,7 +1036,7 @@ func (f *fakeAPI) resume(w http.ResponseWriter, r *http.Request) {
 	for _, op := range f.order {
 		if fr := f.reqs[op]; fr.waitingIn(project) {
 			fr.view.Waiting.WaitingFor = fmt.Sprintf("the next batch round of %s (%d ahead in the queue)", project, fr.view.Waiting.Ahead)
-			fr.view.NextActionText = explain.NextActionText(fr.view.NextAction)
+			fr.view.NextActionText = explain.NextActionText(fr.view.Status, state.Step(fr.view.Step.Code), fr.view.NextAction)
 		}
 	}
 	reply(w, 200, f.trainOf(project))

@@ -36,7 +36,7 @@ func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
 	if want := "approval:done batch:done ci:current merge:todo deploy:todo effect:todo"; track != want {
 		t.Errorf("in CI: track %q, want %q", track, want)
 	}
-	if badge != "CI pipeline: in progress" {
+	if badge != "Merge request opened, pipeline running" {
 		t.Errorf("in CI: badge %q", badge)
 	}
 	if !evalJS[bool](b, `!!document.querySelector('#stage-track li.current a.external[href$="/-/pipelines/8820"]')`) {
@@ -51,7 +51,7 @@ func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
 	if want := "approval:done batch:done ci:failed merge:todo deploy:todo effect:todo"; track != want {
 		t.Errorf("failed: track %q, want %q", track, want)
 	}
-	if badge != "Failed at CI pipeline" {
+	if badge != "Pipeline failed" {
 		t.Errorf("failed: badge %q", badge)
 	}
 	if evalJS[bool](b, `!!document.querySelector('#waiting') || !!document.querySelector('.bar.running')`) || strings.Contains(text, "so far") {
@@ -86,12 +86,12 @@ func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
 	if want := "approval:done batch:done ci:done merge:done deploy:done effect:done close:current revoked:todo"; track != want {
 		t.Errorf("revoking: track %q, want %q", track, want)
 	}
-	if badge != "Removing: in progress" {
+	if badge != "Revoking: the file is being removed" {
 		t.Errorf("revoking: badge %q", badge)
 	}
 
 	track, badge, text = stageView(t, b, s.URL, revoked)
-	if !strings.HasSuffix(track, "close:done revoked:done current") || badge != "Removed" {
+	if !strings.HasSuffix(track, "close:done revoked:done current") || badge != "Removed: the removal is deployed" {
 		t.Errorf("revoked: track %q, badge %q", track, badge)
 	}
 	if strings.Contains(text, "without effect") {

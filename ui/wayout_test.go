@@ -7,6 +7,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"bindery/explain"
 	"bindery/state"
 )
 
@@ -69,10 +70,14 @@ func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
 	b.click("#action-confirm-yes")
 	b.waitFor("the closed request", `document.querySelector('#status-card [data-status="CLOSED"]')`, 10*time.Second)
 	text := evalJS[string](b, `document.querySelector('main').innerText`)
-	for _, want := range []string{"Withdrawn. You can apply again.", "Withdrawn by alice@example.com after it failed: nothing of it is in effect. You can apply again.", "Withdrawn at CI pipeline", "Apply again"} {
+	for _, want := range []string{"Withdrawn. You can apply again.", "Withdrawn by alice@example.com after it failed: nothing of it is in effect. You can apply again.", "Apply again"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the withdrawn request's page lacks %q:\n%s", want, text)
 		}
+	}
+	// Withdrawn, where it stopped: the badge names the state, the stage track marks the stage.
+	if badge, at := evalJS[string](b, `document.querySelector('#state-badge').innerText`), evalJS[string](b, `document.querySelector('#stage-track li[aria-current="step"]').className + ' ' + document.querySelector('#stage-track li[aria-current="step"]').dataset.stage`); badge != "Withdrawn" || at != "failed ci" {
+		t.Errorf("the withdrawn request reads %q at %q", badge, at)
 	}
 	if evalJS[bool](b, `!!document.querySelector('#ways-out') || !!document.querySelector('#failure')`) {
 		t.Error("a withdrawn request still offers its ways out")
@@ -142,6 +147,7 @@ func TestARevocationEndsWithItsDeploy(t *testing.T) {
 	fr.view.Stages = fr.view.Stages[:len(fr.view.Stages)-1]
 	fr.view.Status, fr.view.Step, fr.view.Stage, fr.view.NextAction, fr.view.NextActionText, fr.view.Waiting =
 		state.StatusValidated, fr.view.Timeline[len(fr.view.Timeline)-1].Step, "effect", state.NextNone, "Done: the binding is in effect.", nil
+	fr.view.Label = explain.Sentence(state.StatusValidated, state.StepCalledBack, state.NextNone).Label
 	fake.mu.Unlock()
 	s := startSite(t, fake)
 	b := newBrowser(t, 1280, 900)
@@ -150,10 +156,13 @@ func TestARevocationEndsWithItsDeploy(t *testing.T) {
 	b.do("open the merged removal", chromedp.Navigate(s.URL+"/requests/"+merged))
 	b.waitFor("its waiting card", `document.querySelector('#waiting')`, 20*time.Second)
 	text := evalJS[string](b, `document.querySelector('main').innerText`)
-	for _, want := range []string{"Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed.", "the deploy pipeline to report that the removal (merge request !66) is deployed; until then the binding is still in effect", "Removing: in progress"} {
+	for _, want := range []string{"Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed.", "the deploy pipeline to report that the removal (merge request !66) is deployed; until then the binding is still in effect"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the merged removal's page lacks %q:\n%s", want, text)
 		}
+	}
+	if badge := evalJS[string](b, `document.querySelector('#state-badge').innerText`); badge != "Removal merged, waiting for the deploy" {
+		t.Errorf("the merged removal's badge reads %q", badge)
 	}
 	b.screenshot("request-removal-merged-laptop.png")
 

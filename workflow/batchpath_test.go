@@ -259,6 +259,49 @@ func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
 	})
 }
 
+// An operator settles a batch whose pipeline hung (BLOCKED, its MR open): its member does not read
+// that bindery could not prepare the merge request, nor that operators will retry it — nothing
+// is scheduled — but that its batch was stopped before the merge, that nothing tries it again by
+// itself, and its two ways out; its MR is named. The operator reading it gets Retry and Withdraw.
+func TestASettledBatchTellsItsMembersWhatHappenedAndWhatComesNext(t *testing.T) {
+	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1h").Replace(fastSims)
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
+		op := h.approved("alice", "db-read")[0]
+		h.round()
+		v := h.waitState(op, state.StatusMRCreating, state.StepCreatePipelinePending)
+		h.settleBatch(v.BatchID)
+		if b := h.settledBatch(v.BatchID); b.Status != state.BatchFailed {
+			t.Fatalf("settled %s", b.Status)
+		}
+		h.waitState(op, state.StatusCreateFailed, state.StepBatchAbandoned)
+		var mine api.RequestView
+		if code := h.api("GET", "/api/requests/"+op, "alice", "", &mine); code != 200 {
+			t.Fatalf("view: %d", code)
+		}
+		if mine.Label != "Its batch was stopped before the merge" || mine.NextAction != state.NextWaitManual || !mine.Withdrawable {
+			t.Errorf("its requester reads %q, %s, withdrawable %v", mine.Label, mine.NextAction, mine.Withdrawable)
+		}
+		for _, want := range []string{"was stopped before its merge request merged", "Nothing tries it again by itself", "withdraw this request and apply again"} {
+			if !strings.Contains(mine.NextActionText, want) {
+				t.Errorf("its requester reads %q, without %q", mine.NextActionText, want)
+			}
+		}
+		for _, wrong := range []string{"could not prepare", "operators will retry", "keep waiting"} {
+			if strings.Contains(strings.ToLower(mine.NextActionText+" "+mine.Label), wrong) {
+				t.Errorf("its requester reads %q / %q", mine.Label, mine.NextActionText)
+			}
+		}
+		if mine.MR == nil || mine.MR.ID != v.MR.ID {
+			t.Errorf("its MR is not named: %+v", mine.MR)
+		}
+		ops := h.view(op)
+		if !strings.Contains(ops.NextActionText, "Retry it; or withdraw it") || strings.Contains(strings.ToLower(ops.NextActionText), "contact") {
+			t.Errorf("an operator reads %q", ops.NextActionText)
+		}
+	})
+}
+
 // The deploy callback and the reconciliation race for the same requests: each is validated once,
 // and the metric counts each once.
 func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"bindery/api"
+	"bindery/explain"
 	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -98,9 +99,15 @@ func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOpera
 				t.Fatalf("%s listed with next action %s", id, s.NextAction)
 			}
 		}
-		v = h.view(ops[0])
-		if v.Status != state.StatusMerged || v.NextAction != state.NextWaitManual || !strings.Contains(v.NextActionText, "check the deploy pipeline") ||
-			!strings.Contains(v.NextActionText, "operator can confirm the deploy") || v.Waiting == nil ||
+		v = h.view(ops[0]) // an operator reads what to do; its requester that operators were alerted
+		var mine api.RequestView
+		if code := h.api("GET", "/api/requests/"+ops[0], "alice", "", &mine); code != 200 ||
+			mine.NextActionText != explain.Sentence(state.StatusMerged, state.StepHandleMerged, state.NextWaitManual).Requester ||
+			!strings.Contains(mine.NextActionText, "Operators have been alerted") {
+			t.Fatalf("its requester reads %d %q", code, mine.NextActionText)
+		}
+		if v.Status != state.StatusMerged || v.NextAction != state.NextWaitManual || !strings.Contains(v.NextActionText, "check the project's deploy pipeline") ||
+			!strings.Contains(v.NextActionText, "confirm the deploy") || v.Waiting == nil ||
 			!strings.Contains(v.Waiting.WaitingFor, "overdue") || v.Waiting.Stage != "deploy" ||
 			!strings.Contains(v.Waiting.WaitingFor, "no deploy of "+project+" has been reported to bindery yet") {
 			t.Fatalf("overdue view: %s %q %+v", v.NextAction, v.NextActionText, v.Waiting)

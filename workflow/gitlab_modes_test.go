@@ -113,25 +113,36 @@ func TestABlockerAPersonClearsHoldsTheBatchThenItLands(t *testing.T) {
 			return v.NextAction == state.NextWaitManual
 		})
 		iid := v.MR.ID
-		if !strings.Contains(v.NextActionText+" "+v.Waiting.WaitingFor, fmt.Sprintf("a discussion on MR !%d must be resolved", iid)) {
-			t.Fatalf("reason for the user: %q / %+v", v.NextActionText, v.Waiting)
+		// One story of the blocker — what, who must act and where, and when bindery goes on (the
+		// poll schedule's longest gap is 30 s) — on the page, in its badge and in the ops lists.
+		story := fmt.Sprintf("merge request !%d has an unresolved discussion: a maintainer of %s must resolve it in GitLab; bindery merges within a minute after", iid, project)
+		if b := v.Waiting.Blocker; b == nil || b.Text != story || b.Label != "Merge blocked: unresolved discussion" || b.MR == nil || b.MR.ID != iid || b.BatchID != v.BatchID || b.Behind ||
+			!strings.Contains(v.NextActionText, story) || !strings.Contains(v.Waiting.WaitingFor, story) {
+			t.Fatalf("the blocker for the user: %q / %+v / %+v", v.NextActionText, v.Waiting, v.Waiting.Blocker)
 		}
 		if st := h.sims.GitLab.MergeRequestState(project, iid); st != "opened" {
 			t.Fatalf("the MR is %s, want it left open", st)
 		}
 		var batches api.Page[api.BatchView]
 		h.api("GET", "/api/ops/batches?status=BLOCKED", "ops", "", &batches)
-		if len(batches.Items) != 1 || batches.Items[0].Status != "BLOCKED" || !strings.Contains(batches.Items[0].Note, "discussion") {
+		if len(batches.Items) != 1 || batches.Items[0].Status != "BLOCKED" || batches.Items[0].Blocker == nil || batches.Items[0].Blocker.Text != story ||
+			batches.Items[0].Members[0].Blocker == nil || batches.Items[0].Members[0].Blocker.Text != story {
 			t.Fatalf("ops view: %+v", batches.Items)
 		}
-		// The operator sees the member at once, with the reason; a request waiting behind the
-		// blocked batch says so, and why.
-		if s, ok := h.stuckList()[op]; !ok || s.Step.Code != int(state.StepHandleMRBlocked) {
-			t.Fatalf("the blocked member is not in the stuck list: %+v", h.stuckList())
+		// The operator sees the member at once, with the same story; a request waiting behind the
+		// blocked batch says so, since when and why, and that a person must act (not "nothing
+		// to do"), without calling itself next in line.
+		if s, ok := h.stuckList()[op]; !ok || s.Step.Code != int(state.StepHandleMRBlocked) || s.Blocker == nil || s.Blocker.Text != story || s.Blocker.BatchID != v.BatchID {
+			t.Fatalf("the blocked member is not in the stuck list with its blocker: %+v", h.stuckList()[op])
 		}
 		behind := h.approved("bob", "db-write")[0]
-		if w := h.view(behind).Waiting; w == nil || !strings.Contains(w.WaitingFor, fmt.Sprintf("behind blocked batch %d: a discussion on MR !%d must be resolved", batches.Items[0].ID, iid)) {
+		bv := h.view(behind)
+		if w := bv.Waiting; w == nil || w.Blocker == nil || !w.Blocker.Behind || w.Blocker.BatchID != batches.Items[0].ID || w.Blocker.Text != story ||
+			!strings.Contains(w.WaitingFor, fmt.Sprintf("behind blocked batch %d since ", batches.Items[0].ID)) || !strings.Contains(w.WaitingFor, " UTC: "+story) {
 			t.Fatalf("the request behind the blocked batch: %+v", w)
+		}
+		if bv.NextAction != state.NextWaitManual || !strings.HasPrefix(bv.NextActionText, fmt.Sprintf("Your request waits behind blocked batch %d since ", batches.Items[0].ID)) {
+			t.Fatalf("the request behind the blocked batch: %s %q", bv.NextAction, bv.NextActionText)
 		}
 		// A person resolves it on GitLab (the simulated MR page's button posts here).
 		form := url.Values{"project": {project}, "iid": {fmt.Sprint(iid)}}
@@ -254,12 +265,16 @@ func TestALegacyMRBlockedByAPersonDoesNotHoldItsProject(t *testing.T) {
 		}
 		blocked := func(op string) api.RequestView {
 			v := h.waitState(op, state.StatusMerging, state.StepHandleMRBlocked)
-			if v.NextAction != state.NextWaitManual || !strings.Contains(v.NextActionText, fmt.Sprintf("MR !%d is marked as draft", v.MR.ID)) {
+			if v.NextAction != state.NextWaitManual || !strings.Contains(v.NextActionText, fmt.Sprintf("merge request !%d is marked as draft: a maintainer of %s must mark it ready in GitLab", v.MR.ID, project)) ||
+				v.Waiting.Blocker == nil || v.Waiting.Blocker.BatchID != 0 {
 				t.Fatalf("%s: %s %q", op, v.NextAction, v.NextActionText)
 			}
 			return v
 		}
 		v1, v2 := blocked(first), blocked(second)
+		if s := h.stuckList()[first]; s.Blocker == nil || s.Blocker.Text != v1.Waiting.Blocker.Text || s.Blocker.MR == nil || s.Blocker.MR.ID != v1.MR.ID {
+			t.Fatalf("the stuck list tells another story of the legacy MR: %+v, page %+v", s.Blocker, v1.Waiting.Blocker)
+		}
 		h.sims.GitLab.SetBlocker(project, v2.MR.ID, "")
 		h.waitState(second, state.StatusValidated, state.StepCalledBack)
 		if v := h.view(first); v.Step.Code != int(state.StepHandleMRBlocked) {

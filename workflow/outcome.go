@@ -16,12 +16,11 @@ import (
 // — the requester's (withdraw and apply again, or ask where support.contact says) and the
 // operator's (retry or withdraw).
 
-// outcome sets the view's words for a request that ended or failed; others keep theirs.
+// outcome says with what bindery knows of it what the sentence table says of a request that
+// ended or failed (explain.Sentence): the cause, who ended it, the approvers' comment.
 func (w *Workflow) outcome(v *api.RequestView, d store.RequestDetail, status state.BindingStatus) {
 	op := d.Operation
 	switch {
-	case status == state.StatusValidated && v.NextAction == state.NextWait && op.Step >= state.StepCloseStarted:
-		v.NextActionText = explain.Removing(op.Step == state.StepCloseMerged)
 	case status == state.StatusRejected:
 		rejected(v, d.Steps)
 	case status == state.StatusClosed:

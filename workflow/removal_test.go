@@ -71,7 +71,11 @@ func TestARemovalsDeployCallbackIsAcceptedAndMovesTheWatermark(t *testing.T) {
 		}
 		d := h.removalDeploy(alice, grant)
 		// Merged, not deployed: still in effect, and the page says what it waits for.
-		v := h.waitState(alice, state.StatusValidated, state.StepCloseMerged)
+		h.waitState(alice, state.StatusValidated, state.StepCloseMerged)
+		var v api.RequestView // as its requester reads it
+		if code := h.api("GET", "/api/requests/"+alice, "alice", "", &v); code != 200 {
+			t.Fatalf("view: %d", code)
+		}
 		wantState(t, v, state.StatusValidated, state.StepCloseMerged, state.NextWait)
 		if v.Step.Label != "Removal merged, waiting for the deploy" || v.Stage != "close" ||
 			v.NextActionText != "Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed." ||

@@ -35,6 +35,7 @@ func TestStatesDocIsCurrent(t *testing.T) {
 		"request-steps":       kindTable(workflow.StepDocs(), true),
 		"batch-steps":         kindTable(batch.StepDocs(), false),
 		"notify-steps":        kindTable(notify.StepDocs(), false),
+		"sentences":           sentencesTable(),
 	}
 	doc := string(old)
 	for name, table := range tables {
@@ -83,6 +84,15 @@ func stepsTable() string {
 		i := s.Info()
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", int(s), i.Name, i.Stage, yes(i.Deterministic), yes(i.Pending || i.Person),
 			explain.Label(s), cell(explain.Waiting(s)), cell(explain.Failure(s)))
+	}
+	return b.String()
+}
+
+func sentencesTable() string {
+	var b strings.Builder
+	b.WriteString("| status | step | next action | label | the requester reads | the operator reads | retries | alerted |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range explain.Sentences() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.Status, r.Step, r.Action, cell(r.Label), cell(r.Requester), cell(r.Operator), yes(r.Retries), yes(r.Alerted))
 	}
 	return b.String()
 }

@@ -42,6 +42,10 @@ type trainSnapshot struct {
 	tasks     map[string]store.Task // the cars' tasks by batch id
 	durations []time.Duration       // the project's latest passed pipelines, newest first
 	pause     *store.Pause          // nil: it runs
+	// load is what a round weighs (its cars, its waiting set), read at loadAt (this process's
+	// clock): whether a round holds the waiting set back, and until when.
+	load   store.TrainLoad
+	loadAt time.Time
 }
 
 // readTrain reads partition's train: its cars, their tasks, its recent pipelines, its pause.
@@ -57,6 +61,11 @@ func (w *Workflow) readTrain(ctx context.Context, partition string) (trainSnapsh
 	if s.durations, err = w.db.PipelineDurations(ctx, partition, estimateSample); err != nil {
 		return s, err
 	}
+	snap := w.cfg.Current()
+	if s.load, err = w.db.TrainLoad(ctx, partition, snap.BatchMaxRequests()*max(1, snap.BatchTrain())); err != nil {
+		return s, err
+	}
+	s.loadAt = time.Now()
 	p, paused, err := w.db.Paused(ctx, partition)
 	if paused {
 		s.pause = &p
@@ -191,6 +200,12 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 		wt.Car = car
 		e := estimateMerge(ts, trainPlace{Car: at})
 		wt.Estimate = &e
+		if i := slices.IndexFunc(s.cars[:at], func(c store.Batch) bool { return c.Status == state.BatchBlocked }); i >= 0 && v.NextAction == state.NextWait {
+			// A car ahead is BLOCKED: this one cannot merge before it is cleared or settled.
+			wt.Blocker = w.behindBlocked(s.cars[i])
+			wt.WaitingFor = fmt.Sprintf("its car (batch %d) to merge, %s", carID, behindWords(wt.Blocker, d.Now))
+			v.NextAction, v.NextActionText = state.NextWaitManual, behindText(wt.Blocker, d.Now)
+		}
 	} else {
 		snap := w.cfg.Current()
 		round := d.Now
@@ -199,9 +214,19 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 			// the latest when this one did.
 			round = later(round, d.Waiting.Since.Add(mw))
 		}
+		why := waitingForACar(partition, *d.Waiting, s, ts.Length)
+		h := roundHold{}
+		if why == "" && d.Waiting.BlockedBy == nil && v.NextAction == state.NextWait {
+			h = w.roundHoldOf(partition, s, d.Now)
+		}
+		if h.why != "" {
+			// The round holds the waiting set back although the train has room: say until when.
+			round = h.until
+			wt.HeldUntil, wt.WaitingFor, v.NextActionText = &h.until, h.why, h.text
+		}
 		e := estimateMerge(ts, trainPlace{Car: -1, Ahead: d.Waiting.Ahead, PerCar: snap.BatchMaxRequests(), Round: round})
 		wt.Estimate = &e
-		if why := waitingForACar(partition, *d.Waiting, s, ts.Length); why != "" {
+		if why != "" {
 			wt.WaitingFor = why
 		}
 	}
@@ -215,6 +240,75 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 		}
 		v.NextActionText = fmt.Sprintf("Your request waits: the queue of %s is %s. It goes on when an operator resumes the queue.", partition, pausedWords(*p))
 	}
+}
+
+// roundHold is why a batch round holds a partition's waiting set back although its train has
+// room, and until when (why "": it does not).
+type roundHold struct {
+	until     time.Time
+	why, text string // what the request waits for; the requester's sentence
+}
+
+// roundHoldOf says whether the next round takes partition's waiting set, as batch.Service.round
+// and carSize decide it (docs/workflow.md, 'Batch rounds'; 'The merge train'), at now (the
+// database clock): a small waiting set waits for more requests to share a pipeline until its
+// oldest request waited batch.maxWait; a merge train's next car waits for the train's spacing
+// (the newest car in CI for a k-th of the median pipeline, or the oldest request waiting that
+// long). A suspect group or a request sent next is taken at once.
+func (w *Workflow) roundHoldOf(partition string, s trainSnapshot, now time.Time) roundHold {
+	snap := w.cfg.Current()
+	l, k, most := s.load, snap.BatchTrain(), snap.BatchMaxRequests()
+	if l.Priority || l.Waiting == 0 || len(s.cars) >= k {
+		return roundHold{}
+	}
+	// The load was read up to trainCacheTTL ago: its ages grew since.
+	aged := time.Since(s.loadAt)
+	age := l.OldestWait + aged
+	if mw := snap.BatchMaxWait(); mw > 0 && l.Waiting < most && age < mw {
+		until := wholeMinute(now.Add(mw - age))
+		return roundHold{until: until,
+			why: fmt.Sprintf("more requests of %s to share a pipeline with, until %s at the latest (%d of up to %d waiting)",
+				partition, clockWords(until, now), l.Waiting, most),
+			text: fmt.Sprintf("Your request waits until %s for more requests to share a pipeline; then a batch takes it.", clockWords(until, now))}
+	}
+	if k > 1 && len(s.cars) > 0 && l.Waiting < most && len(s.durations) >= estimateMinimum {
+		gap := medianOf(s.durations) / time.Duration(k)
+		newest := l.SinceNewest
+		if newest > 0 {
+			newest += aged
+		}
+		if newest < gap && age < gap {
+			left := gap - age
+			if newest > 0 {
+				left = min(left, gap-newest)
+			}
+			until := wholeMinute(now.Add(left))
+			return roundHold{until: until,
+				why: fmt.Sprintf("the next car of %s, until %s at the latest: the merge train starts its cars spaced over a pipeline (every %s, a %s of the usual pipeline)",
+					partition, clockWords(until, now), durationWords(gap), ordinalWords(k)),
+				text: fmt.Sprintf("Your request waits until %s for the next car of the merge train of %s; its cars start spaced over a pipeline.", clockWords(until, now), partition)}
+		}
+	}
+	return roundHold{}
+}
+
+// wholeMinute rounds an "at the latest" time up to its minute: people read minutes.
+func wholeMinute(t time.Time) time.Time {
+	if m := t.Truncate(time.Minute); !m.Equal(t) {
+		return m.Add(time.Minute)
+	}
+	return t
+}
+
+// ordinalWords names a fraction's denominator: "half", "third", "4th".
+func ordinalWords(k int) string {
+	switch k {
+	case 2:
+		return "half"
+	case 3:
+		return "third"
+	}
+	return strconv.Itoa(k) + "th"
 }
 
 // pausedWords say who paused a queue and why: "paused by ops@example.com: release freeze until 18:00".
@@ -417,7 +511,7 @@ func (w *Workflow) trainView(ctx context.Context, project string, r trainRead, n
 		}
 		t.Cars = append(t.Cars, car)
 		if c.Status == state.BatchBlocked && t.Blocked == nil {
-			t.Blocked = &api.TrainBlock{BatchID: c.ID, Since: c.UpdatedAt, Why: blockedWords(c)}
+			t.Blocked = &api.TrainBlock{BatchID: c.ID, Since: c.UpdatedAt, Why: w.behindBlocked(c).Text}
 		}
 	}
 	for _, q := range r.queue {

@@ -117,7 +117,40 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (api.Request
 		v.Waiting.WaitingFor += "; " + w.lastDeployWords(ctx, d.Operation.Project)
 	}
 	w.describeTrain(ctx, d, &v)
+	if v.Waiting != nil && v.Waiting.Stage == stageApproval && v.Status.AwaitingApproval() {
+		v.Waiting.ApprovalTakes = w.approvalTakes(ctx, d.Operation.TargetKey)
+	}
+	saidWithDetails(&v)
 	return v, nil
+}
+
+// approvalSample is how many of a target's latest decided approvals the estimate of an approval
+// reads (estimateMinimum of them at least, else there is no estimate).
+const approvalSample = 20
+
+// approvalTakes says how long approvals of targetKey usually take: the median of its latest
+// decided ones. The approval system decides when its approvers do — bindery's looks at the ticket
+// say nothing of that, so they are not shown as a wait.
+func (w *Workflow) approvalTakes(ctx context.Context, targetKey string) string {
+	ds, err := w.db.ApprovalDurations(ctx, targetKey, approvalSample)
+	switch {
+	case err != nil:
+		w.log.WarnContext(ctx, "approval durations not read; the request view shows no estimate of its approval", "target", targetKey, "err", err)
+		return ""
+	case len(ds) < estimateMinimum:
+		return fmt.Sprintf("%s: %d %s of this target decided so far; an estimate needs %d", noEstimate, len(ds), plural(len(ds), "approval"), estimateMinimum)
+	}
+	return fmt.Sprintf("approvals of this target usually take about %s (median of the last %d)", durationWords(medianOf(ds)), len(ds))
+}
+
+// saidWithDetails: where the view said more than the sentence table of its state (a paused
+// queue, the person who must act on a merge request, who ended it, the approvers' comment), an
+// operator reads those details too, unless the view has words of the operator's own for them.
+func saidWithDetails(v *api.RequestView) {
+	said := explain.Sentence(v.Status, state.Step(v.Step.Code), v.NextAction)
+	if v.NextActionText != said.Requester && v.OperatorText == said.Operator {
+		v.OperatorText = ""
+	}
 }
 
 // lastDeployWords says what bindery last heard of the project's deploys: whether the deploy
@@ -165,10 +198,6 @@ func nextAction(status state.BindingStatus, step state.Step, updated, cutoff tim
 	return state.NextActionFor(status, step)
 }
 
-// deployOverdueText replaces the generic WAIT_MANUAL text: nothing failed, a report is missing.
-const deployOverdueText = "The merge request is merged but the deploy pipeline has not reported it deployed in the expected time: " +
-	"check the deploy pipeline. An operator can confirm the deploy (retry) to finish the request."
-
 func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.RequestView {
 	op := d.Operation
 	status := op.Status
@@ -178,16 +207,19 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 	}
 	overdue := deployOverdue(status, op.Step, op.UpdatedAt, cutoff)
 	action := nextAction(status, op.Step, op.UpdatedAt, cutoff)
+	if action == state.NextWait && d.Waiting != nil && d.Waiting.BlockedBy != nil {
+		// Nothing of the partition is batched before its BLOCKED car is cleared or settled: a
+		// person or an operator must act, bindery alone will not take it further.
+		action = state.NextWaitManual
+	}
+	said := explain.Sentence(status, op.Step, action)
 	v := api.RequestView{
 		OperationID: op.OperationID, Subject: op.SubjectID, TargetKey: op.TargetKey, TargetTitle: op.TargetKey,
 		Project: op.Project, Reason: op.Reason, Flow: op.Flow, Status: status,
 		Step: StepOf(op.Step), Stage: CurrentStage(status, op.Step, lastStage(d.Steps)),
-		NextAction: action, NextActionText: explain.NextActionText(action),
+		Label: said.Label, NextAction: action, NextActionText: said.Requester, OperatorText: said.Operator,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
 		Timeline: make([]api.TimelineEntry, len(d.Steps)), Causes: make([]string, len(d.Steps)),
-	}
-	if overdue {
-		v.NextActionText = deployOverdueText
 	}
 	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
 		v.TargetTitle = t.Title
@@ -225,10 +257,67 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 	v.Ticket = w.ticketLink(op.TicketID)
 	w.outcome(&v, d, status)
 	v.Waiting = w.waitingFor(d, status, action, overdue, v)
-	if op.Step.Info().Person && v.Waiting != nil {
+	switch {
+	case v.Waiting == nil:
+	case v.Waiting.Blocker != nil && v.Waiting.Blocker.Behind:
+		v.NextActionText = behindText(v.Waiting.Blocker, d.Now)
+	case v.Waiting.Blocker != nil:
+		v.NextActionText = "Your request waits: " + v.Waiting.Blocker.Text + "."
+	case op.Step.Info().Person:
 		v.NextActionText = "Your request waits for " + v.Waiting.WaitingFor
 	}
 	return v
+}
+
+// blockedPoll is the longest time between two looks at a merge request held for a person: the
+// poll schedule of its task (poll.short, then poll.long; change.Lifecycle's merge wait). A
+// GitLab webhook of the merge request wakes it sooner.
+func (w *Workflow) blockedPoll() time.Duration {
+	short, _, long, _ := w.cfg.Current().PollStages()
+	return max(short, long)
+}
+
+// mergeBlocker is the story of a merge held for a person, from the note bindery recorded of it
+// (the step's or the batch's): ok false when the note is not one of those (a batch BLOCKED for
+// an operator: a pipeline or rebase that gave no answer). mr is the merge request when the note
+// does not name it.
+func (w *Workflow) mergeBlocker(note, project string, mr, batchID int64, since time.Time) (*api.Blocker, bool) {
+	b, ok := explain.MergeBlocked(note, project, w.blockedPoll())
+	if b.MR != 0 {
+		mr = b.MR
+	}
+	return &api.Blocker{Text: b.Text(), Label: b.Label(), MR: w.mrLink(project, mr), BatchID: batchID, Since: since}, ok
+}
+
+// behindBlocked is the blocker of the BLOCKED car b that a request waits behind: its merge held
+// for a person, or why else it is blocked (an operator's part).
+func (w *Workflow) behindBlocked(b store.Batch) *api.Blocker {
+	bl, ok := w.mergeBlocker(b.Note, b.Project, b.MRIID, b.ID, b.UpdatedAt)
+	if !ok {
+		bl.Text, bl.Label = blockedWords(b), "Behind a blocked batch"
+	}
+	bl.Behind = true
+	return bl
+}
+
+// behindWords: "behind blocked batch 7 since 08:06 UTC: <why>".
+func behindWords(b *api.Blocker, now time.Time) string {
+	return fmt.Sprintf("behind blocked batch %d since %s: %s", b.BatchID, clockWords(b.Since, now), b.Text)
+}
+
+// behindText is the requester's sentence of a request behind a BLOCKED car.
+func behindText(b *api.Blocker, now time.Time) string {
+	return "Your request waits " + behindWords(b, now) + ". It goes on once that is cleared, or an operator settles the batch."
+}
+
+// clockWords says a time of the database clock for people: "08:06 UTC" today, with the date
+// otherwise.
+func clockWords(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
+		return t.Format("15:04") + " UTC"
+	}
+	return t.Format("Jan 2 15:04") + " UTC"
 }
 
 // taskWaiting is what a request waits for while the task that drives it is at its step, from the
@@ -268,9 +357,21 @@ func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus,
 		}
 	case action == state.NextContactSupport:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "its requester or an operator: waiting will not fix this failure (withdraw the request and apply again, or retry it)"
+	case action == state.NextWaitManual && op.Step == state.StepHandleMRBlocked:
+		// The merge is held for a person: one story of it, as the batch and the ops console tell it.
+		var batchID int64
+		if d.Batch != nil && d.Batch.Status == state.BatchBlocked {
+			batchID = d.Batch.ID
+		}
+		mrID := op.MRIID
+		if v.MR != nil {
+			mrID = v.MR.ID
+		}
+		wt.Blocker, _ = w.mergeBlocker(last.Note, op.Project, mrID, batchID, last.At)
+		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "a person in GitLab: "+wt.Blocker.Text
 	case action == state.NextWaitManual && op.Step.Info().Person:
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), words(explain.Waiting(op.Step))
-	case action == state.NextWaitManual:
+	case action == state.NextWaitManual && (d.Waiting == nil || d.Waiting.BlockedBy == nil):
 		wt.Stage, wt.WaitingFor = lastStage(d.Steps), "an operator to retry the step that stopped"
 	case d.Waiting != nil:
 		wt.Since, wt.Position, wt.Ahead, wt.NextBy = d.Waiting.Since, d.Waiting.Position(), d.Waiting.Ahead, d.Waiting.NextBy
@@ -281,9 +382,10 @@ func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus,
 			wt.WaitingFor = fmt.Sprintf("the next batch round of %s to remove the file (%d ahead in the queue)", d.Waiting.Partition, d.Waiting.Ahead)
 		}
 		if b := d.Waiting.BlockedBy; b != nil {
-			// Nothing of the partition is batched until that one is resolved: say so, and why.
-			wt.BatchID = b.ID
-			wt.WaitingFor = fmt.Sprintf("the next batch round of %s, behind blocked batch %d: %s (%d ahead in the queue)", d.Waiting.Partition, b.ID, blockedWords(*b), d.Waiting.Ahead)
+			// Nothing of the partition is batched until that one is resolved: say so, since when,
+			// and why.
+			wt.BatchID, wt.Blocker = b.ID, w.behindBlocked(*b)
+			wt.WaitingFor = fmt.Sprintf("the next batch of %s, %s (%d ahead in the queue)", d.Waiting.Partition, behindWords(wt.Blocker, d.Now), d.Waiting.Ahead)
 		}
 	case w.taskWaiting(d.Task) != "":
 		wt.WaitingFor = words(w.taskWaiting(d.Task))
@@ -319,6 +421,9 @@ func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus,
 			wt.WaitingFor = fmt.Sprintf("a free worker (queued behind %s %s), then %s", behind, laneWords(t.Lane, d.Ahead), wt.WaitingFor)
 		case t.Claimed():
 			wt.Running = true
+		case status.AwaitingApproval() && op.Step == state.StepApprovalSent:
+			// Its looks at the ticket are not a wait's end: the approvers decide when they do
+			// (ApprovalTakes says how long that usually takes).
 		default:
 			next := t.DueAt
 			wt.NextCheckAt = &next
@@ -394,9 +499,10 @@ func (w *Workflow) pipelineLink(project string, id int64) *api.Link {
 
 // summary is one row of a list (cutoff: deployCutoff of the list).
 func (w *Workflow) summary(o store.Operation, cutoff time.Time) api.RequestSummary {
+	action := nextAction(o.Status, o.Step, o.UpdatedAt, cutoff)
 	return api.RequestSummary{
 		OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Flow: o.Flow, Status: o.Status,
-		Step: StepOf(o.Step), NextAction: nextAction(o.Status, o.Step, o.UpdatedAt, cutoff),
+		Step: StepOf(o.Step), Label: explain.Sentence(o.Status, o.Step, action).Label, NextAction: action,
 		MR: w.mrLink(o.Project, o.MRIID), UpdatedAt: o.UpdatedAt, CreatedAt: o.CreatedAt, Withdrawable: state.Withdrawable(o.Status, o.Step),
 	}
 }
@@ -441,7 +547,37 @@ func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (api.Page[a
 	if err != nil {
 		return api.Page[api.RequestSummary]{}, badCursor(err)
 	}
-	return api.Page[api.RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
+	items := w.summaries(ops, w.deployCutoff(ctx, ops...))
+	for i, o := range ops {
+		if o.Step == state.StepHandleMRBlocked {
+			items[i].Blocker = w.blockerOfRequest(ctx, o)
+		}
+	}
+	return api.Page[api.RequestSummary]{Items: items, NextCursor: next}, nil
+}
+
+// blockerOfRequest is the story of a request's merge held for a person, for the ops console's
+// list: its BLOCKED batch's note, or a legacy request's own step note (nil when neither can be
+// read: the row then shows its step).
+func (w *Workflow) blockerOfRequest(ctx context.Context, o store.Operation) *api.Blocker {
+	if o.BatchID != 0 {
+		if b, err := w.db.Batch(ctx, o.BatchID); err == nil && b.Status == state.BatchBlocked {
+			bl, _ := w.mergeBlocker(b.Note, b.Project, b.MRIID, b.ID, b.UpdatedAt)
+			return bl
+		}
+	}
+	steps, err := w.db.Steps(ctx, o.OperationID)
+	if err != nil {
+		w.log.WarnContext(ctx, "steps not read; the stuck list shows the blocked request without its blocker", "op", o.OperationID, "err", err)
+		return nil
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].Step == state.StepHandleMRBlocked {
+			bl, _ := w.mergeBlocker(steps[i].Note, o.Project, o.MRIID, 0, steps[i].At)
+			return bl
+		}
+	}
+	return nil
 }
 
 // Batches lists batches newest first, each with its members.
@@ -470,6 +606,17 @@ func (w *Workflow) batchView(b store.Batch, members []store.Operation, cutoff ti
 	}
 	if b.Bisections > 0 {
 		v.Bisection = &api.BisectionView{Of: b.BisectionRoot(), Rounds: b.Bisections, Culprit: b.Culprit}
+	}
+	if b.Status == state.BatchBlocked {
+		// Held for a person in GitLab: the batch and its held members tell the same story.
+		if bl, ok := w.mergeBlocker(b.Note, b.Project, b.MRIID, b.ID, b.UpdatedAt); ok {
+			v.Blocker = bl
+			for i, m := range members {
+				if m.Step == state.StepHandleMRBlocked {
+					v.Members[i].Blocker = bl
+				}
+			}
+		}
 	}
 	return v
 }

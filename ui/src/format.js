@@ -21,15 +21,28 @@ const statusTone = {
   VALIDATED: 'ok', CREATE_FAILED: 'bad', HANDLE_FAILED: 'bad', REJECTED: 'off', CLOSED: 'off',
 };
 
-/** statusBadge shows a binding status in words, its code beside it. */
-export function statusBadge(status) {
+/** statusBadge shows a binding status in words, its code beside it (codes: operators only). */
+export function statusBadge(status, codes = true) {
   return h('span', {class: `badge tone-${statusTone[status] || 'busy'}`, 'data-status': status},
-    statusWords[status] || status, ' ', h('code', {}, status));
+    statusWords[status] || status, codes ? [' ', h('code', {}, status)] : null);
+}
+
+/**
+ * stateBadge names a request's state in its requester's words (the view's label, the server's
+ * sentence table: the same words on every page), toned by where it is: done, stopped, failed,
+ * finished without effect, or on its way.
+ */
+export function stateBadge(r) {
+  let tone = statusTone[r.status] || 'busy';
+  if (r.status === 'VALIDATED' && r.nextAction !== 'NONE') tone = 'busy'; // its removal runs
+  if (r.nextAction === 'WAIT_MANUAL' && tone === 'busy') tone = 'warn';
+  // The status stays in an attribute (pages and tests find a state by it), never in the text.
+  return h('span', {class: `badge tone-${tone}`, 'data-state': r.label || '', 'data-status': r.status}, r.label || statusWords[r.status] || '—');
 }
 
 const actionTone = {NONE: 'ok', WAIT: 'busy', WAIT_MANUAL: 'warn', CONTACT_SUPPORT: 'bad', REAPPLY: 'off'};
 const actionWords = {
-  NONE: 'Done', WAIT: 'Nothing to do', WAIT_MANUAL: 'Operators will retry', CONTACT_SUPPORT: 'Withdraw or ask for help', REAPPLY: 'You can apply again',
+  NONE: 'Done', WAIT: 'Nothing to do', WAIT_MANUAL: 'Operators alerted', CONTACT_SUPPORT: 'Withdraw or ask for help', REAPPLY: 'You can apply again',
 };
 // What an operator reads of the same: they are the ones who act, never "contact support".
 const opsActionWords = {...actionWords, WAIT_MANUAL: 'Retry', CONTACT_SUPPORT: 'Retry or withdraw'};

@@ -136,12 +136,12 @@ export function mount(root, ctx) {
       if (result.code === 'DUPLICATE_SUBMIT') {
         swap(outcome, h('div', {class: 'notice tone-warn', role: 'status', id: 'apply-duplicate'},
           h('p', {}, h('strong', {}, 'Already submitted. '), 'bindery had already received this form, so nothing was sent twice. The form stays locked.'),
-          result.status ? h('p', {}, 'Current status: ', statusBadge(result.status)) : null,
+          result.status ? h('p', {}, 'Current status: ', statusBadge(result.status, !!(ctx.me && ctx.me.ops))) : null,
           h('div', {class: 'actions'}, follow, again)));
       } else {
         swap(outcome, h('div', {class: 'notice tone-ok', role: 'status', id: 'apply-accepted'},
           h('p', {}, h('strong', {}, 'Request submitted. '), 'It now waits for approval; the request page shows every step live.'),
-          result.status ? h('p', {}, 'Status: ', statusBadge(result.status)) : null,
+          result.status ? h('p', {}, 'Status: ', statusBadge(result.status, !!(ctx.me && ctx.me.ops))) : null,
           h('div', {class: 'actions'}, follow, again)));
       }
       follow.focus();

@@ -218,13 +218,20 @@ export function mount(root, ctx) {
     stuck.live.ok();
     if (busyReading(stuckList)) return;
     const items = (page && page.items) || [];
-    swap(stuckList, items.length ? requestTable(items, {showSubject: true, forOps: true, actions: (r) => [retryButton(r), r.withdrawable ? withdrawButton(r) : null]})
+    swap(stuckList, items.length ? requestTable(items, {showSubject: true, forOps: true, actions: (r) => r.blocker ? blockedActions(r.blocker) : [retryButton(r), r.withdrawable ? withdrawButton(r) : null]})
       : empty(h('p', {}, 'Nothing is stuck. Every request is moving or finished.')));
   }, (err) => {
     stuck.live.failed();
     swap(stuckList, errorBox(err, () => stuckPoll.now()));
   }, 3000);
   stops.push(stuckPoll.stop);
+
+  // A merge held for a person: a retry cannot clear it. What helps is the merge request (the
+  // person acts there) or settling the batch.
+  function blockedActions(bl) {
+    return [bl.mr && bl.mr.url ? externalLink(bl.mr.url, `Open MR !${bl.mr.id}`) : null,
+      bl.batchId ? settleButton(bl.batchId, true) : null];
+  }
 
   // A merged request is listed when its deploy callback is overdue; its retry confirms the deploy
   // (validates it), so the button says that rather than "Retry". A deterministic failure
@@ -311,20 +318,23 @@ export function mount(root, ctx) {
   }, 3000);
   stops.push(batchesPoll.stop);
 
-  function batchItem(b) {
-    const settle = b.status === 'RUNNING' || b.status === 'BLOCKED'
-      ? h('button', {type: 'button', 'data-focus': `settle-${b.id}`, 'data-settle': b.id}, `Settle batch #${b.id}`)
-      : null;
-    if (settle) {
-      settle.addEventListener('click', () => {
-        if (!confirm(`Settle batch #${b.id}? An open MR is closed (if it merged meanwhile, the batch succeeds); otherwise the batch fails and its members can be retried.`)) return;
-        act(settle, 'Settling…', () => post(`/api/ops/batches/${b.id}/settle`, {operationId: newOperationId()}), () => {
-          tell('ok', `Batch #${b.id} settled.`);
-          batchesPoll.now();
-          stuckPoll.now();
-        });
+  // settleButton settles batch id; fromStuck: the stuck list's, beside the batch list's own.
+  function settleButton(id, fromStuck = false) {
+    const attrs = fromStuck ? {'data-focus': `stuck-settle-${id}`, 'data-stuck-settle': id} : {'data-focus': `settle-${id}`, 'data-settle': id};
+    const settle = h('button', {type: 'button', ...attrs}, `Settle batch #${id}`);
+    settle.addEventListener('click', () => {
+      if (!confirm(`Settle batch #${id}? An open MR is closed (if it merged meanwhile, the batch succeeds); otherwise the batch fails and its members can be retried.`)) return;
+      act(settle, 'Settling…', () => post(`/api/ops/batches/${id}/settle`, {operationId: newOperationId()}), () => {
+        tell('ok', `Batch #${id} settled.`);
+        batchesPoll.now();
+        stuckPoll.now();
       });
-    }
+    });
+    return settle;
+  }
+
+  function batchItem(b) {
+    const settle = b.status === 'RUNNING' || b.status === 'BLOCKED' ? settleButton(b.id) : null;
     const members = b.members || [];
     return h('li', {class: 'card batch', 'data-batch-id': b.id},
       h('div', {class: 'batch-head'},
@@ -333,7 +343,7 @@ export function mount(root, ctx) {
         b.pipeline ? externalLink(b.pipeline.url, `Pipeline #${b.pipeline.id}`) : null,
         h('span', {class: 'muted small'}, 'started ', time(b.createdAt), `, ${b.status === 'RUNNING' || b.status === 'BLOCKED' ? 'running for ' + since(b.createdAt) : 'last change ' + since(b.updatedAt) + ' ago'}`),
         settle),
-      b.note ? h('p', {class: 'small'}, b.note) : null,
+      b.blocker ? h('p', {class: 'small', 'data-batch-blocker': b.id}, b.blocker.text) : b.note ? h('p', {class: 'small'}, b.note) : null,
       // Its part in isolating a failing change: the culprit it failed alone, or the round it ran.
       b.bisection ? h('p', {class: 'small', 'data-bisection': b.id}, b.bisection.culprit
         ? `Isolated the culprit ${b.bisection.culprit} after ${b.bisection.rounds} bisection${b.bisection.rounds === 1 ? '' : 's'}${b.bisection.of === b.id ? '' : ` (bisection of batch #${b.bisection.of})`}.`

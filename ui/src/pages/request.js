@@ -4,7 +4,7 @@
 import {h, swap, loading, errorBox, externalLink, describeError, busyReading, announce} from '../dom.js';
 import {get, post, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
-import {statusBadge, stepName, stageName, linkify, duration, since, time, ordinal, pipelineBadge} from '../format.js';
+import {statusBadge, stateBadge, stepName, stageName, linkify, duration, since, time, ordinal, pipelineBadge} from '../format.js';
 
 export function mount(root, ctx) {
   const id = ctx.params[0];
@@ -15,6 +15,10 @@ export function mount(root, ctx) {
   // redraws, so a refresh never takes it away mid-decision.
   const dialog = h('dialog', {id: 'action-confirm', 'aria-labelledby': 'action-confirm-title'});
   root.append(h('p', {class: 'crumbs'}, h('a', {href: '/requests'}, '← My requests')), region, dialog);
+  // An operator reads the status and step codes beside the words (they search logs for them); a
+  // requester reads one label per state (the view's), the same in the badge, the current step and
+  // the list of requests.
+  const codes = !!(ctx.me && ctx.me.ops);
   let view = null;
   let notice = null; // outcome of a revoke or a withdrawal, shown above the status until the request moves
 
@@ -25,12 +29,12 @@ export function mount(root, ctx) {
       h('div', {class: 'title-row'}, h('h1', {}, v.targetTitle || v.targetKey), live.el),
       h('p', {class: 'muted'}, h('code', {}, v.targetKey), ' · ', v.project, ' · requested by ', v.subject),
       notice,
-      statusCard(v),
+      statusCard(v, codes),
       stageTrack(v),
       failed(v) ? failureCard(v, waysOut(v)) : v.waiting ? waitingCard(v, mergeNext(v)) : null,
       v.status === 'REJECTED' ? decisionCard(v) : null,
       h('div', {class: 'columns'},
-        h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v))),
+        h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v), codes)),
         h('section', {'aria-labelledby': 'stages-title'}, h('h2', {id: 'stages-title'}, 'Time per stage'), stages(v.stages || [], moving(v)), details(v),
           messages(sent, v.subject === ctx.me.identity))),
       revokeSection(v));
@@ -136,7 +140,7 @@ export function mount(root, ctx) {
     else if (notice && noticeAt !== at) notice = null;
     view = data;
     live.ok();
-    if (moved) announce(`${stepName(data.step)}. ${data.nextActionText || ''}`);
+    if (moved) announce(`${data.label || stepName(data.step)}. ${data.nextActionText || ''}`);
     if (!busyReading(region)) render();
   }, (err) => {
     live.failed();
@@ -193,30 +197,30 @@ function stagesOfFlow(v) {
   return way;
 }
 
-// stageBadge says where the request is, derived from its stage and what happens next.
+// stageBadge names the request's state: the view's label (one per state, from the server's
+// sentence table), toned by where it is; the stage track beside it shows the stage.
 function stageBadge(v) {
-  const at = stageName(v.stage);
-  let words = at;
-  let tone = 'busy';
-  if (v.status === 'REJECTED') [words, tone] = ['Rejected at approval', 'off'];
-  else if (withdrawn(v)) [words, tone] = [`Withdrawn at ${at}`, 'off'];
-  else if (v.nextAction === 'CONTACT_SUPPORT') [words, tone] = [`Failed at ${at}`, 'bad'];
-  else if (failed(v)) [words, tone] = [`Stopped at ${at}: operators will retry`, 'warn'];
-  else if (v.nextAction === 'WAIT_MANUAL') [words, tone] = [`${at}: waiting for an operator`, 'warn'];
-  else if (v.stage === 'effect') tone = 'ok';
-  else if (v.stage === 'revoked') tone = 'off';
-  else words = `${at}: in progress`;
-  return h('span', {class: `badge tone-${tone}`, 'data-stage-badge': v.stage}, words);
+  const badge = stateBadge(v);
+  const blocker = v.waiting && v.waiting.blocker; // a merge held for a person: the badge names it
+  if (v.status === 'REJECTED' || withdrawn(v)) badge.className = 'badge tone-off';
+  else if (failed(v)) badge.className = `badge tone-${v.nextAction === 'CONTACT_SUPPORT' ? 'bad' : 'warn'}`;
+  else if (blocker) {
+    badge.className = 'badge tone-warn';
+    badge.textContent = blocker.behind ? `${badge.textContent}: behind blocked batch #${blocker.batchId}` : blocker.label;
+  }
+  badge.setAttribute('data-stage-badge', v.stage);
+  badge.id = 'state-badge';
+  return badge;
 }
 
-function statusCard(v) {
+function statusCard(v, codes) {
   const badge = stageBadge(v);
   const tone = badge.className.replace(/.*tone-/, '');
   return h('section', {class: `card status tone-${tone}`, 'aria-labelledby': 'status-title', id: 'status-card'},
     h('h2', {id: 'status-title', class: 'sr-only'}, 'Status'),
-    h('div', {class: 'status-line'}, badge, statusBadge(v.status)),
+    h('div', {class: 'status-line'}, badge, codes ? statusBadge(v.status) : null),
     h('p', {class: 'next-text', id: 'next-action-text'}, linkify(v.nextActionText || '')),
-    h('p', {class: 'small'}, 'Current step: ', h('strong', {}, stepName(v.step)), v.step && v.step.name ? h('span', {class: 'muted'}, ` (${v.step.name})`) : null),
+    codes ? h('p', {class: 'small', id: 'current-step'}, 'Current step: ', h('strong', {}, stepName(v.step)), v.step && v.step.name ? h('span', {class: 'muted'}, ` (${v.step.name})`) : null) : null,
     h('p', {class: 'links'},
       v.mr ? externalLink(v.mr.url, `Merge request !${v.mr.id}`) : h('span', {class: 'muted'}, 'No merge request yet'),
       v.pipeline ? externalLink(v.pipeline.url, `Pipeline #${v.pipeline.id}`) : null,
@@ -301,8 +305,20 @@ function waitingCard(v, action) {
     ['Waiting for', w.waitingFor || '—'],
     ['Since', h('span', {}, time(w.since), ` (${since(w.since)})`)],
   ];
-  if (w.batchId) rows.push(['Batch', `#${w.batchId}`]);
-  if (w.position) rows.push(['Place in line', `${ordinal(w.position)}${w.ahead ? ` — ${w.ahead} ahead` : ' — next'}`]);
+  const b = w.blocker;
+  if (b) {
+    // Who must act, and where: the merge request to open.
+    rows.push([b.behind ? 'Held behind' : 'Blocked', h('span', {id: 'blocker'}, b.behind ? `batch #${b.batchId}, blocked since ` : 'since ', time(b.since),
+      b.mr ? [' — ', externalLink(b.mr.url, `open merge request !${b.mr.id}`)] : null)]);
+  }
+  if (w.batchId && !(b && b.behind)) rows.push(['Batch', `#${w.batchId}`]); // behind: not the batch carrying it
+  if (w.position) {
+    // Not "next" while a blocked car holds the project: nothing is batched before it is cleared.
+    const after = b && b.behind ? ` — ${w.ahead ? `${w.ahead} ahead, ` : ''}held behind blocked batch #${b.batchId}` : w.ahead ? ` — ${w.ahead} ahead` : ' — next';
+    rows.push(['Place in line', h('span', {id: 'place'}, `${ordinal(w.position)}${after}`)]);
+  }
+  if (w.heldUntil) rows.push(['Batched by', h('span', {id: 'held-until'}, time(w.heldUntil), h('span', {class: 'muted small block'}, 'at the latest: a batch waits a little for more requests to share its pipeline'))]);
+  if (w.approvalTakes) rows.push(['Approvals usually', h('span', {id: 'approval-takes'}, w.approvalTakes)]);
   if (w.car) {
     // Its car in the project's merge train, and the cars that merge before it.
     rows.push(['Merge train', h('span', {id: 'car'}, `car ${w.car.position} of ${w.car.of}`, w.car.position === 1 ? h('span', {class: 'muted'}, ' — merges next') : null)]);
@@ -333,12 +349,13 @@ function bindery(w) {
   return null;
 }
 
-// timeline lists the steps; the last one runs "so far" unless the request has settled.
-function timeline(entries, settled) {
+// timeline lists the steps; the last one runs "so far" unless the request has settled. Each step
+// is told in words; its status code only to an operator (codes).
+function timeline(entries, settled, codes) {
   if (!entries.length) return h('p', {class: 'muted'}, 'No steps recorded yet.');
   return h('ol', {class: 'timeline', id: 'timeline'}, entries.map((e, i) =>
     h('li', {class: i === entries.length - 1 ? 'current' : null},
-      h('div', {class: 'tl-head'}, h('strong', {}, stepName(e.step)), ' ', statusBadge(e.status)),
+      h('div', {class: 'tl-head'}, h('strong', {}, stepName(e.step)), codes ? [' ', statusBadge(e.status)] : null),
       h('div', {class: 'muted small'}, time(e.at), i < entries.length - 1 ? ` · took ${duration(e.durationNs)}` : settled ? '' : ` · ${duration(e.durationNs)} so far`),
       e.note ? h('p', {class: 'small note'}, linkify(e.note)) : null,
       e.cause ? h('p', {class: 'small muted cause'}, 'Cause (operators): ', e.cause) : null)));

@@ -3,7 +3,7 @@
 import {h, swap, loading, empty, errorBox, externalLink, busyReading} from '../dom.js';
 import {get, qs} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
-import {statusBadge, nextActionBadge, stepName, time, since} from '../format.js';
+import {statusBadge, stateBadge, nextActionBadge, stepName, time, since} from '../format.js';
 
 export function mount(root, ctx) {
   ctx.title('My requests');
@@ -22,7 +22,7 @@ export function mount(root, ctx) {
     if (!items.length) {
       swap(region, empty(h('p', {}, 'You have no requests yet.'), h('p', {}, h('a', {href: '/', class: 'button primary'}, 'Request access'))));
     } else {
-      swap(region, requestTable(items, {showSubject: false}));
+      swap(region, requestTable(items, {showSubject: false, codes: !!(ctx.me && ctx.me.ops)}));
     }
     swap(more, cursor ? h('button', {type: 'button', onclick: loadMore, disabled: loadingMore, 'data-focus': 'more'}, loadingMore ? 'Loading…' : 'Load older requests') : null);
   }
@@ -59,14 +59,15 @@ export function mount(root, ctx) {
 }
 
 /** requestTable lists request summaries; rows link to the request page. Used by ops too (forOps:
- * the next action in an operator's words). */
-export function requestTable(items, {showSubject, actions, forOps = false}) {
+ * the next action in an operator's words). A requester reads each state's label; the status and
+ * step codes are an operator's (codes, and always forOps). */
+export function requestTable(items, {showSubject, actions, forOps = false, codes = forOps}) {
   return h('div', {class: 'table-scroll'}, h('table', {class: 'list'},
     h('thead', {}, h('tr', {},
       h('th', {scope: 'col'}, 'Target'),
       showSubject ? h('th', {scope: 'col'}, 'Subject') : null,
       h('th', {scope: 'col'}, 'Status'),
-      h('th', {scope: 'col'}, 'Step'),
+      codes ? h('th', {scope: 'col'}, 'Step') : null,
       h('th', {scope: 'col'}, 'Next'),
       h('th', {scope: 'col'}, 'Updated'),
       h('th', {scope: 'col'}, 'MR'),
@@ -74,10 +75,16 @@ export function requestTable(items, {showSubject, actions, forOps = false}) {
     h('tbody', {}, items.map((r) => h('tr', {'data-operation-id': r.operationId},
       h('td', {'data-label': 'Target'}, h('a', {href: `/requests/${encodeURIComponent(r.operationId)}`}, r.targetKey), h('span', {class: 'muted small block'}, h('code', {}, r.operationId))),
       showSubject ? h('td', {'data-label': 'Subject'}, r.subject) : null,
-      h('td', {'data-label': 'Status'}, statusBadge(r.status)),
-      h('td', {'data-label': 'Step'}, stepName(r.step)),
-      h('td', {'data-label': 'Next'}, nextActionBadge(r.nextAction, forOps)),
+      h('td', {'data-label': 'Status'}, codes ? statusBadge(r.status) : stateBadge(r)),
+      codes ? h('td', {'data-label': 'Step'}, stepName(r.step)) : null,
+      h('td', {'data-label': 'Next'}, r.blocker ? blockerNote(r.blocker) : nextActionBadge(r.nextAction, forOps)),
       h('td', {'data-label': 'Updated'}, time(r.updatedAt), h('span', {class: 'muted small block'}, `${since(r.updatedAt)} ago`)),
       h('td', {'data-label': 'MR'}, r.mr ? externalLink(r.mr.url, `!${r.mr.id}`) : h('span', {class: 'muted'}, '—')),
       actions ? h('td', {class: 'row-actions'}, actions(r)) : null)))));
+}
+
+// blockerNote is a merge held for a person, as the request page tells it: the badge, then what
+// holds it, who must act and where.
+export function blockerNote(b) {
+  return h('span', {'data-blocker': b.batchId || ''}, h('span', {class: 'badge tone-warn'}, b.label), h('span', {class: 'small block'}, b.text));
 }

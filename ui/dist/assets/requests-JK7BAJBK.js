@@ -1,1 +1,0 @@
-import{a,b}from"./chunk-F4243IY3.js";import"./chunk-UIMWO5DE.js";import"./chunk-MYKX6OFU.js";import"./chunk-CDHFZB75.js";export{a as mount,b as requestTable};
