@@ -484,6 +484,8 @@ func (r *run) pipeline(ctx context.Context) error {
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note}})
 	case o.Result == change.Merged:
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
+	case o.Result == change.Passed && t.beside && t.carsBehind(b):
+		return r.rejoin(ctx, o.Note)
 	case o.Result == change.Passed:
 		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.r.Memo.CI), "project", b.Project)
 		r.r.Memo.CI = 0

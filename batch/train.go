@@ -59,6 +59,28 @@ func (t train) behind(b store.Batch) bool {
 	return false
 }
 
+// carsBehind reports whether cars of the train follow b, a car beside it, in the train's order:
+// were b to merge first, each of them would find the target moved and rebase and test again.
+func (t train) carsBehind(b store.Batch) bool {
+	for _, c := range t.cars {
+		if c.ID != b.ID && c.TrainSeq > b.TrainSeq {
+			return true
+		}
+	}
+	return false
+}
+
+// rejoin puts a car of a bisection whose pipeline passed beside the train back into the train, at
+// its end: rebuilt on the last car and tested there (its members' one more pipeline), it merges
+// in order, instead of merging beside the train and making every car in CI behind it rebase and
+// test again.
+func (r *run) rejoin(ctx context.Context, passed string) error {
+	stale := ""
+	note := fmt.Sprintf("%s beside the merge train; with cars of the train in CI behind it, batch %d goes back into the train at its end and is tested there on top of them, so none of them has to rebase", passed, r.batch.ID)
+	r.r.Memo = memo{Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
+	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true, Rejoin: true}, Moves: rebuilt(note)})
+}
+
 // aheadPassed reports whether every car ahead of b passed its pipeline for the head it carries:
 // only then is a failure of b's pipeline b's own (its branch carries theirs).
 func (t train) aheadPassed(b store.Batch) bool {

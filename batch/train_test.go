@@ -207,7 +207,8 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 // leaves its place in the train; the half it returned is claimed into a place beside the train;
 // and a newcomer takes a place in the train at once, in CI while the search runs (with
 // batch.train 2 and no places beside, the two halves would hold the train and the newcomer would
-// wait for the search). The culprit fails alone; everyone else merges.
+// wait for the search). The culprit fails alone; the innocent half, passed, goes back into the
+// train behind the newcomer's car rather than make it rebase; everyone else merges.
 func TestAFailuresSearchRunsBesideTheTrain(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, isolation: 2, mergeMethod: "merge", flakyRetries: -1})
@@ -247,9 +248,16 @@ func TestAFailuresSearchRunsBesideTheTrain(t *testing.T) {
 		for _, op := range []string{"op-b1", "op-c1", "op-d1"} {
 			e.expect(t, op, state.StatusMerged, state.StepHandleMerged, state.NextWait)
 		}
-		if b := e.settled(t, car3.ID); b.Bisections != 0 {
-			t.Fatalf("the newcomer's car paid for car 2's failure: %+v", b)
+		if b := e.settled(t, car3.ID); b.Bisections != 0 || b.HeadSHA != car3.HeadSHA {
+			t.Fatalf("the newcomer's car paid for car 2's failure (bisected, or rebased from %s): %+v", car3.HeadSHA, b)
 		}
+		// The innocent half passed beside the train with the newcomer's car in CI behind it: it
+		// went back into the train at its end, so it merged after that car, which needed no
+		// rebase for it.
+		if b := e.settled(t, half.ID); !b.Rejoined {
+			t.Fatalf("the innocent half merged beside the train: %+v", b)
+		}
+		e.mergedInOrder(t, car3.ID, half.ID)
 	})
 }
 

@@ -59,12 +59,16 @@ type Batch struct {
 	// on a car retrying at the end of the train a failure that failed the cars behind it; such a
 	// failure is now decided at once, so only a car of those versions still carries it.
 	Side bool
+	// Rejoined: a bisection's car that passed its pipeline while cars of the train were in CI
+	// behind it went back into the train at its end (BatchChange.Rejoin): it is a car of the
+	// train again, not one beside it.
+	Rejoined bool
 }
 
 // Beside reports a car tested beside its train rather than in it — a bisection's car (its
 // set's failure is being searched; or Side): likely to fail again, so no car is built on it and
 // none waits for it to merge.
-func (b Batch) Beside() bool { return b.Side || b.Bisections > 0 || b.BisectOf != 0 }
+func (b Batch) Beside() bool { return !b.Rejoined && (b.Side || b.Bisections > 0 || b.BisectOf != 0) }
 
 // Passed reports whether the car's pipeline passed for the head its branch carries now.
 func (b Batch) Passed() bool { return b.HeadSHA != "" && b.TestedSHA == b.HeadSHA }
@@ -79,7 +83,7 @@ func (b Batch) BisectionRoot() int64 {
 }
 
 const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit, " +
-	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side"
+	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side, rejoined"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
 const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error, updated_at"
@@ -102,7 +106,7 @@ func scanBatch(s scanner) (Batch, error) {
 	var created, updated, settled, ciStarted, ciPassed dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
 		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit,
-		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side); err != nil {
+		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side, &b.Rejoined); err != nil {
 		return Batch{}, translate(err)
 	}
 	b.MRIID, b.PipelineID, b.BisectOf, b.TrainSeq, b.BaseBatch = int64(mr), int64(pipeline), int64(of), int64(seq), int64(base)
@@ -636,6 +640,9 @@ type BatchChange struct {
 	// ToEnd moves the car to the end of its partition's train: the partition's highest sequence
 	// plus one (ErrRetry when another car took that place at the same moment).
 	ToEnd bool
+	// Rejoin puts a car tested beside the train back into it (Batch.Rejoined); with ToEnd, at
+	// its end.
+	Rejoin bool
 	// Beside is how many places beside the train its partition has (batch.isolationCars): a
 	// bisection, which makes the car one tested beside the train, moves it out of its place in
 	// the train into a free one of them (none free: it keeps its place).
@@ -714,6 +721,9 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	}
 	if c.Tested != nil {
 		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
+	}
+	if c.Rejoin {
+		a.set("rejoined = 1")
 	}
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }
