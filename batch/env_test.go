@@ -49,6 +49,7 @@ type settings struct {
 	manualClock  bool          // the simulator's pipelines and rebases follow a hand-moved clock
 	pipelineTime time.Duration // simulated pipeline duration (default 0: instant)
 	train        int           // batch.train (default 1)
+	isolation    int           // batch.isolationCars (default 0)
 	mergeMethod  string        // sim.gitlab.mergeMethod (default: the simulator's)
 }
 
@@ -95,6 +96,7 @@ batch:
   leaseTTL: 5s
   blockedTimeout: 1h
   train: %d
+  isolationCars: %d
 poll:
   short: %s
   shortCount: 50
@@ -118,7 +120,7 @@ targets:
     project: %s
     branch: main
     path: "grafana/{subject}.yaml"
-`, s.maxRequests, s.maxWait, flaky, s.train, short, long, s.pollTimeout, s.pipelineTime, method, projectA, projectA, projectB)
+`, s.maxRequests, s.maxWait, flaky, s.train, s.isolation, short, long, s.pollTimeout, s.pipelineTime, method, projectA, projectA, projectB)
 }
 
 type env struct {

@@ -63,7 +63,7 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 	// names the batch's project.
 	task := s.task(0, stepOpen, memo{})
 	c, err := s.db.Claim(ctx, store.ClaimInput{
-		Partition: partition, Project: partition, Max: size, Train: snap.BatchTrain(), Members: &batchedStep, Task: &task,
+		Partition: partition, Project: partition, Max: size, Train: snap.BatchTrain(), Beside: snap.BatchIsolationCars(), Members: &batchedStep, Task: &task,
 	})
 	if err != nil {
 		o.Err = err

@@ -52,9 +52,6 @@ const (
 // its MR.
 type memo struct {
 	change.Memo
-	// AtEnd: the car's flaky retry was moved to the end of the train (retryAtTheEnd); its
-	// pipeline there is that retry.
-	AtEnd bool `json:"atEnd,omitempty"`
 }
 
 // job is one run of a batch's task.
@@ -458,14 +455,14 @@ func (r *run) pipeline(ctx context.Context) error {
 	// A failure while a car ahead is still being tested may be that car's: it is not retried or
 	// counted until the cars ahead passed (or left, and this car is rebuilt without them).
 	hold := !t.aheadPassed(b)
-	// A car retrying its failure (flaky) while a car behind it failed too — it carries this
-	// car's changes — is most likely failing for good: it finishes its retry at the end of the
-	// train, and the cars behind it are rebuilt without it now, not after the retry.
-	if !hold && r.r.Memo.Flaky > 0 && !r.r.Memo.AtEnd && b.Bisections == 0 && b.BisectOf == 0 && t.behind(b) {
+	// A car retrying its failure (flaky) while a car behind it failed too — another pipeline
+	// that carries this car's changes — has failed twice: what the retry would tell is known,
+	// so the failure is decided now, and the cars behind it are rebuilt without it at once.
+	if !hold && r.r.Memo.Flaky > 0 && b.Bisections == 0 && b.BisectOf == 0 && t.behind(b) {
 		if failed, err := r.failedBehind(ctx, t); err != nil {
 			return engine.Unavailable(err)
 		} else if failed {
-			return r.retryAtTheEnd(ctx, "its pipeline failed and runs again (batch.flakyRetries)")
+			return r.failedTwice(ctx, fmt.Sprintf("pipeline %d failed and ran again (batch.flakyRetries)", b.PipelineID), b.PipelineID, "")
 		}
 	}
 	// The halves of a bisection get no flaky retry: the failure of the set they come from
@@ -487,6 +484,8 @@ func (r *run) pipeline(ctx context.Context) error {
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note}})
 	case o.Result == change.Merged:
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
+	case o.Result == change.Passed && t.beside && t.carsBehind(b):
+		return r.rejoin(ctx, o.Note)
 	case o.Result == change.Passed:
 		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.r.Memo.CI), "project", b.Project)
 		r.r.Memo.CI = 0
@@ -505,7 +504,7 @@ func (r *run) pipeline(ctx context.Context) error {
 		}
 		r.s.wakeAhead(ctx, t, b) // a car ahead retrying its own failure learns that this one failed too
 		return nil
-	case o.Result == change.Failed && retry && !r.r.Memo.AtEnd && t.behind(b) && r.r.Memo.Flaky < r.s.cfg.Current().BatchFlakyRetries():
+	case o.Result == change.Failed && retry && t.behind(b) && r.r.Memo.Flaky < r.s.cfg.Current().BatchFlakyRetries():
 		return r.retryBehind(ctx, t, o)
 	case o.Result == change.Failed:
 		r.failed = pipeline
@@ -527,45 +526,40 @@ func (r *run) pipeline(ctx context.Context) error {
 }
 
 // retryBehind is the flaky retry of a car with cars behind it. When a car behind failed too (its
-// failure held: its branch carries this one's), the failure is most likely this car's: it goes to
-// the end of the train and is rebuilt there — the new pipeline is its retry — and the cars behind
-// it are rebuilt without it at once, instead of after the retry and the bisection (their own
-// pipelines had failed: nothing that was going well restarts). Otherwise the pipeline runs again
-// on the same commit and nothing behind it changes.
+// failure held: its branch carries this one's), that failure is the retry: two pipelines that
+// carry the car's changes failed, so the failure is the car's (failedTwice) and the cars behind
+// it are rebuilt without it at once — not after a retry of a pipeline and then the bisection.
+// Otherwise the pipeline runs again on the same commit and nothing behind it changes.
 func (r *run) retryBehind(ctx context.Context, t train, o change.Outcome) error {
 	b := r.batch
 	failedBehind, err := r.failedBehind(ctx, t)
 	if err != nil {
 		return engine.Unavailable(err)
 	}
-	r.r.Memo.Flaky++
-	if !failedBehind {
-		if err := r.s.mr.RetryPipeline(ctx, b.Project, o.MR, o.Pipeline); err != nil {
-			return err
+	if failedBehind {
+		var pipeline int64
+		var url string
+		if o.Pipeline != nil {
+			pipeline, url = o.Pipeline.ID, o.Pipeline.WebURL
 		}
-		r.r.Memo.CI = time.Now().UnixMilli()
-		note := fmt.Sprintf("%s; new run %d on the same commit (batch.flakyRetries)", o.Note, r.r.Memo.Flaky)
-		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: note}})
+		return r.failedTwice(ctx, o.Note, pipeline, url)
 	}
-	return r.retryAtTheEnd(ctx, o.Note)
-}
-
-// retryAtTheEnd sends a car whose pipeline failed, as did a car behind it, to the end of the train
-// to be tested again there (its flaky retry: a rebuild at the end), and wakes the cars that were
-// behind it: they are rebuilt without it.
-func (r *run) retryAtTheEnd(ctx context.Context, what string) error {
-	b := r.batch
-	stale := ""
-	note := fmt.Sprintf("%s, and so did the batches behind it, which carry its changes: it goes to the end of the merge train to be tested again (batch.flakyRetries), and they are rebuilt without it", what)
-	flaky := r.r.Memo.Flaky
-	r.r.Memo = memo{AtEnd: true}
-	r.r.Memo.Flaky = flaky
-	side := true // likely to fail again: beside the train, no car is built on it
-	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true, Side: &side}, Moves: rebuilt(note)}); err != nil {
+	r.r.Memo.Flaky++
+	if err := r.s.mr.RetryPipeline(ctx, b.Project, o.MR, o.Pipeline); err != nil {
 		return err
 	}
-	r.s.wakeBehind(ctx, b) // as read before the move: the cars that were behind it
-	return nil
+	r.r.Memo.CI = time.Now().UnixMilli()
+	note := fmt.Sprintf("%s; new run %d on the same commit (batch.flakyRetries)", o.Note, r.r.Memo.Flaky)
+	return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: note}})
+}
+
+// failedTwice decides the failure of a car whose pipeline failed while a car behind it, which
+// carries its changes, failed too: the car is bisected (a single member fails with it), as after
+// a failed retry.
+func (r *run) failedTwice(ctx context.Context, what string, pipeline int64, url string) error {
+	r.failed, r.failedURL = pipeline, url
+	r.s.mr.KeepFailedJob(ctx, r.s.db, r.batch.Project, pipeline)
+	return r.deterministic(ctx, failedPipeline.with(what+", and so did the batches behind it, which carry its changes (a failure twice, as a retry would tell: batch.flakyRetries)"))
 }
 
 // failedBehind reports whether a car behind this one failed its pipeline (held, undecided).
@@ -657,7 +651,7 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 		note += "; it goes to the end of the merge train, and the batches behind it are rebuilt without its members"
 	}
 	if err := r.next(ctx, r.r.To(stepOpen), store.BatchStep{
-		Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: toEnd}, Requeue: back, Bisect: true,
+		Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: toEnd, Beside: r.s.cfg.Current().BatchIsolationCars()}, Requeue: back, Bisect: true,
 		// The members read why in the words of the failure's step (the cause stays in the
 		// batch's note, for operators).
 		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, explain.Told(f.create, why, r.failedLink))),

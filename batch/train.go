@@ -20,7 +20,7 @@ import (
 // train is a car's view of its partition's train, as read at one step: the cars in it, without
 // the cars tested beside it (store.Batch.Beside) but the car itself. A car beside the train is
 // built on the car ahead of it like any car, but no car is built on it and none waits for it:
-// a bisection's car or a car retrying a failure at the end is likely to fail again, and its
+// a bisection's car is likely to fail again, and its
 // failure then costs no car a rebuild. When it passes, whichever of it and the cars behind it
 // merges second finds the target moved and is rebased and tested again before its merge.
 type train struct {
@@ -57,6 +57,28 @@ func (t train) behind(b store.Batch) bool {
 		}
 	}
 	return false
+}
+
+// carsBehind reports whether cars of the train follow b, a car beside it, in the train's order:
+// were b to merge first, each of them would find the target moved and rebase and test again.
+func (t train) carsBehind(b store.Batch) bool {
+	for _, c := range t.cars {
+		if c.ID != b.ID && c.TrainSeq > b.TrainSeq {
+			return true
+		}
+	}
+	return false
+}
+
+// rejoin puts a car of a bisection whose pipeline passed beside the train back into the train, at
+// its end: rebuilt on the last car and tested there (its members' one more pipeline), it merges
+// in order, instead of merging beside the train and making every car in CI behind it rebase and
+// test again.
+func (r *run) rejoin(ctx context.Context, passed string) error {
+	stale := ""
+	note := fmt.Sprintf("%s beside the merge train; with cars of the train in CI behind it, batch %d goes back into the train at its end and is tested there on top of them, so none of them has to rebase", passed, r.batch.ID)
+	r.r.Memo = memo{Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
+	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true, Rejoin: true}, Moves: rebuilt(note)})
 }
 
 // aheadPassed reports whether every car ahead of b passed its pipeline for the head it carries:
@@ -106,7 +128,7 @@ func (r *run) rebuild(ctx context.Context, why string) error {
 	stale := ""
 	note := fmt.Sprintf("rebuilding batch %d: %s", r.batch.ID, why)
 	// The flaky retries belong to the member set, not to the branch: a rebuild keeps their count.
-	r.r.Memo = memo{AtEnd: r.r.Memo.AtEnd, Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
+	r.r.Memo = memo{Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
 	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale}, Moves: rebuilt(note)})
 }
 

@@ -203,6 +203,64 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 	})
 }
 
+// With batch.isolationCars, a failure's search runs beside the train: the failed car, bisected,
+// leaves its place in the train; the half it returned is claimed into a place beside the train;
+// and a newcomer takes a place in the train at once, in CI while the search runs (with
+// batch.train 2 and no places beside, the two halves would hold the train and the newcomer would
+// wait for the search). The culprit fails alone; the innocent half, passed, goes back into the
+// train behind the newcomer's car rather than make it rebase; everyone else merges.
+func TestAFailuresSearchRunsBesideTheTrain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, isolation: 2, mergeMethod: "merge", flakyRetries: -1})
+		f := e.gl.Faults()
+		f.PipelineFailOn = []string{"poison"}
+		e.gl.SetFaults(f)
+		svc := e.service(t, "i1")
+		e.pause(t, projectA) // the cars are claimed by hand
+		car1 := e.claimCarPaused(t, svc, "c1")
+		e.admit(t, "op-p", "p", "t1", "poison")
+		car2 := e.claimCarPaused(t, svc, "b1")
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", car2.ID); n != 2 || car2.BaseBatch != car1.ID {
+			t.Fatalf("car 2 holds %d requests on batch %d, want the pill and b1 on car 1", n, car2.BaseBatch)
+		}
+
+		e.clock.Advance(11 * time.Minute) // car 1 passes and merges; car 2 fails and is bisected
+		e.batchWhen(t, car2.ID, "to be bisected beside the train", func(b store.Batch) bool { return b.Bisections == 1 && b.SlotNo < 0 })
+		e.resume(t, projectA)
+		o := e.round(t, svc, projectA)
+		if o.Result != state.RoundClaimed {
+			t.Fatalf("the returned half's round: %+v", o)
+		}
+		half := e.batchWhen(t, o.BatchID, "the returned half to write its branch", func(b store.Batch) bool { return b.HeadSHA != "" })
+		if half.SlotNo >= 0 || half.BisectOf != car2.ID {
+			t.Fatalf("the returned half took place %d (bisection of %d), want one beside the train", half.SlotNo, half.BisectOf)
+		}
+		car3 := e.claimCar(t, svc, "d1")
+		if car3.SlotNo < 0 {
+			t.Fatalf("the newcomer's car took place %d, want one in the train", car3.SlotNo)
+		}
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE partition_key = ? AND status = 'RUNNING' AND ci_started_at IS NOT NULL AND tested_sha = ''", projectA); n != 3 {
+			t.Fatalf("%d cars in CI, want 3: the newcomer's in the train, the two halves beside it", n)
+		}
+
+		e.waitQuiet(t, svc, "op-p", "op-b1", "op-c1", "op-d1")
+		e.expect(t, "op-p", state.StatusCreateFailed, state.StepCreatePipelineFailed, state.NextContactSupport)
+		for _, op := range []string{"op-b1", "op-c1", "op-d1"} {
+			e.expect(t, op, state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		}
+		if b := e.settled(t, car3.ID); b.Bisections != 0 || b.HeadSHA != car3.HeadSHA {
+			t.Fatalf("the newcomer's car paid for car 2's failure (bisected, or rebased from %s): %+v", car3.HeadSHA, b)
+		}
+		// The innocent half passed beside the train with the newcomer's car in CI behind it: it
+		// went back into the train at its end, so it merged after that car, which needed no
+		// rebase for it.
+		if b := e.settled(t, half.ID); !b.Rejoined {
+			t.Fatalf("the innocent half merged beside the train: %+v", b)
+		}
+		e.mergedInOrder(t, car3.ID, half.ID)
+	})
+}
+
 // claimCarPaused is claimCar while the partition is paused: the claim is the store's (a paused
 // partition's round claims nothing), the car then runs as any other.
 func (e *env) claimCarPaused(t *testing.T, svc *batch.Service, subjects ...string) store.Batch {
@@ -322,9 +380,10 @@ func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
 }
 
 // A car whose pipeline fails while the car behind it failed too — it carries the first one's
-// changes — does its flaky retry at the end of the train: the car behind is rebuilt without it at
-// once, and passes, instead of waiting through the retry and the bisection.
-func TestAFailureThatFailsTheCarBehindTooRetriesAtTheEndOfTheTrain(t *testing.T) {
+// changes — has failed twice: no flaky retry runs, its failure is decided at once (alone, its
+// member fails), and the car behind is rebuilt without it and passes, instead of waiting through
+// a retry and the bisection.
+func TestAFailureThatFailsTheCarBehindTooIsDecidedAtOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: 1})
 		f := e.gl.Faults()
@@ -344,10 +403,10 @@ func TestAFailureThatFailsTheCarBehindTooRetriesAtTheEndOfTheTrain(t *testing.T)
 		e.clock.Advance(11 * time.Minute) // car 2 fails (it carries the pill): held behind car 1
 		waitFor(t, "car 2 to hold its failure", func() bool { return strings.HasSuffix(e.task(t, car2.ID).Note, "their changes are in its branch)") })
 		e.clock.Advance(2 * time.Minute) // car 1 fails
-		moved := e.batchWhen(t, car1.ID, "to go to the end of the train for its retry", func(b store.Batch) bool { return b.TrainSeq > car2.TrainSeq })
+		failed := e.batchWhen(t, car1.ID, "to fail without a retry", func(b store.Batch) bool { return b.Status == state.BatchFailed })
 		rebuilt := e.batchWhen(t, car2.ID, "to be rebuilt without car 1", func(b store.Batch) bool { return b.BaseBatch == 0 && b.HeadSHA != car2.HeadSHA })
-		if moved.Bisections != 0 {
-			t.Fatalf("car 1 was bisected instead of retried: %+v", moved)
+		if n := e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE id = ? AND note LIKE '%failure twice%'", failed.ID); n != 1 {
+			t.Fatalf("car 1's failure does not say it failed twice: %q", failed.Note)
 		}
 		e.waitQuiet(t, svc, "op-p", "op-b1")
 		e.expect(t, "op-b1", state.StatusMerged, state.StepHandleMerged, state.NextWait)

@@ -17,6 +17,7 @@ type workflowSettings struct {
 	batchMaxWait        time.Duration
 	batchFlakyRetries   int
 	batchTrain          int
+	batchIsolationCars  int
 	batchLeaseTTL       time.Duration
 	batchBlockedTimeout time.Duration
 	stepLeaseTTL        time.Duration
@@ -144,6 +145,23 @@ func init() {
 				return strconv.Itoa(n), note, nil
 			},
 		},
+		Key{
+			Name: "batch.isolationCars", Type: "int", Default: "0",
+			Doc: "How many more cars of one project may be in CI beside its merge train to isolate a failure: a bisection's halves (docs/architecture.md, \"The merge train\"). " +
+				"0: they take places in the train, so while a failure is searched fewer new requests are tested. Above 0 they take these places first, and the train's batch.train places go on carrying new requests; a project's CI then runs up to batch.train + batch.isolationCars pipelines at once.",
+			Misconfig: "blank, unparsable or negative → 0 (isolation takes places in the train); above 20 → 20.",
+			apply: func(s *Snapshot, v value) (string, string, error) {
+				n, note := intOr(v, 0, 0)
+				switch {
+				case n < 0:
+					n, note = 0, "negative means none"
+				case n > maxTrain:
+					n, note = maxTrain, fmt.Sprintf("capped at %d", maxTrain)
+				}
+				s.batchIsolationCars = n
+				return strconv.Itoa(n), note, nil
+			},
+		},
 		durationKey("batch.leaseTTL", "2m",
 			"How long an instance's claim on one action of a batch (one GitLab call or one look) lasts without renewal; the holder renews it while the action runs. When an instance dies, its batches fall due again this long after their claim, on any instance.",
 			"blank, unparsable, ≤ 0 or below 5s → 2m.",
@@ -214,6 +232,11 @@ const maxTrain = 20
 // BatchTrain is batch.train: how many batches of a project may be in CI at once. Default 1;
 // blank, unparsable or ≤ 0 → 1; above 20 → 20.
 func (s *Snapshot) BatchTrain() int { return s.batchTrain }
+
+// BatchIsolationCars is batch.isolationCars: how many cars of a project may be tested beside its
+// merge train (a failure's isolation) on top of batch.train. Default 0; blank, unparsable or
+// negative → 0; above 20 → 20.
+func (s *Snapshot) BatchIsolationCars() int { return s.batchIsolationCars }
 
 // BatchLeaseTTL is batch.leaseTTL. Default 2m; blank, unparsable, ≤ 0 or < 5s → 2m.
 func (s *Snapshot) BatchLeaseTTL() time.Duration { return s.batchLeaseTTL }

@@ -45,6 +45,11 @@ func init() {
 		{"missing", nil, 1}, {"blank", nil, 1}, {"garbage", str("long"), 1},
 		{"negative/zero", str("0"), 1}, {"valid", str("50"), 20},
 	}
+	probes["batch.isolationCars"] = func(s *Snapshot) any { return s.BatchIsolationCars() }
+	misconfigTable["batch.isolationCars"] = []misconfigCase{
+		{"missing", nil, 0}, {"blank", nil, 0}, {"garbage", str("some"), 0},
+		{"negative/zero", str("-2"), 0}, {"valid", str("3"), 3},
+	}
 	probes["poll.shortCount"] = func(s *Snapshot) any { _, n, _, _ := s.PollStages(); return n }
 	misconfigTable["poll.shortCount"] = []misconfigCase{
 		{"missing", nil, 12}, {"blank", nil, 12}, {"garbage", str("few"), 12},

@@ -55,15 +55,20 @@ type Batch struct {
 	TestedSHA   string
 	CIStartedAt *time.Time
 	CIPassedAt  *time.Time
-	// Side: the car is tested beside the train rather than in it (a retry at the end of a failure
-	// that failed the cars behind it too): no car is built on it, none waits for it (Beside).
+	// Side: the car is tested beside the train rather than in it (Beside). Earlier versions set it
+	// on a car retrying at the end of the train a failure that failed the cars behind it; such a
+	// failure is now decided at once, so only a car of those versions still carries it.
 	Side bool
+	// Rejoined: a bisection's car that passed its pipeline while cars of the train were in CI
+	// behind it went back into the train at its end (BatchChange.Rejoin): it is a car of the
+	// train again, not one beside it.
+	Rejoined bool
 }
 
 // Beside reports a car tested beside its train rather than in it — a bisection's car (its
-// set's failure is being searched) or a car retrying at the end a failure that failed the cars
-// behind it: likely to fail again, so no car is built on it and none waits for it to merge.
-func (b Batch) Beside() bool { return b.Side || b.Bisections > 0 || b.BisectOf != 0 }
+// set's failure is being searched; or Side): likely to fail again, so no car is built on it and
+// none waits for it to merge.
+func (b Batch) Beside() bool { return !b.Rejoined && (b.Side || b.Bisections > 0 || b.BisectOf != 0) }
 
 // Passed reports whether the car's pipeline passed for the head its branch carries now.
 func (b Batch) Passed() bool { return b.HeadSHA != "" && b.TestedSHA == b.HeadSHA }
@@ -78,7 +83,7 @@ func (b Batch) BisectionRoot() int64 {
 }
 
 const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit, " +
-	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side"
+	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side, rejoined"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
 const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error, updated_at"
@@ -101,7 +106,7 @@ func scanBatch(s scanner) (Batch, error) {
 	var created, updated, settled, ciStarted, ciPassed dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
 		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit,
-		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side); err != nil {
+		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side, &b.Rejoined); err != nil {
 		return Batch{}, translate(err)
 	}
 	b.MRIID, b.PipelineID, b.BisectOf, b.TrainSeq, b.BaseBatch = int64(mr), int64(pipeline), int64(of), int64(seq), int64(base)
@@ -134,6 +139,10 @@ type ClaimInput struct {
 	Max       int // batch.maxRequests
 	// Train is how many cars of the partition may be active at once (batch.train; ≤ 1: one).
 	Train int
+	// Beside is how many more cars of the partition may be tested beside the train at once
+	// (batch.isolationCars; 0: none — a bisection's cars take places in the train): a waiting
+	// suspect group is claimed into a free place beside it before anything takes a place in it.
+	Beside int
 	// Members, when set, moves the claimed requests in the claim's transaction (the batch
 	// runner's BATCHED step), so no claimed request is ever seen still "queued".
 	Members *MemberChange
@@ -158,7 +167,8 @@ var errSlotOccupied = errors.New("slot occupied")
 
 // Claim runs one batch round for a partition (docs/invariants.md, 'The claim'). Concurrent rounds —
 // cron on every instance, a manual trigger — are safe: at most in.Train active batches ("cars")
-// per partition, each behind the last one (I1, docs/invariants.md), a request in at most one batch
+// per partition in its train and in.Beside beside it, each behind the last one (I1,
+// docs/invariants.md), a request in at most one batch
 // (I2), and enqueues never wait for a claim (I3).
 //
 // The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
@@ -243,9 +253,11 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 	// unexpected writer is caught by the guarded update below.
 	// Requests an operator sent in the next car go first, then — when none — a suspect group
 	// alone, then the waiting set in order.
-	members, err := tx.readWaiting(ctx, in, batchID, "next_by IS NOT NULL", in.Max)
-	if err != nil {
-		return BatchClaim{}, err
+	var members []Member
+	if !place.beside { // a place beside the train is a suspect group's only
+		if members, err = tx.readWaiting(ctx, in, batchID, "next_by IS NOT NULL", in.Max); err != nil {
+			return BatchClaim{}, err
+		}
 	}
 	var group suspectGroup
 	if len(members) == 0 {
@@ -253,7 +265,7 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 			return BatchClaim{}, err
 		}
 	}
-	if group.of == 0 && len(members) < in.Max {
+	if group.of == 0 && !place.beside && len(members) < in.Max {
 		// Newcomers fill the car; a suspect is never among them.
 		more, err := tx.readWaiting(ctx, in, batchID, "suspect_round IS NULL AND next_by IS NULL", in.Max-len(members))
 		if err != nil {
@@ -352,15 +364,18 @@ func (tx *Tx) readWaiting(ctx context.Context, in ClaimInput, batchID int64, con
 
 // place is where a new car joins its partition's train.
 type place struct {
-	seq  int64 // the partition's highest sequence plus one: behind the last car
-	k    int   // the train's length in force
-	slot int   // the lowest place in [0, k) no active car holds
+	seq    int64 // the partition's highest sequence plus one: behind the last car
+	k      int   // the train's length in force
+	slot   int   // the lowest place in [0, k) no active car holds; beside: the highest free below 0
+	beside bool  // a place beside the train, for a waiting suspect group only
 }
 
 // trainPlace reads where a new car of in's partition would go: behind the last car (lastCar locks
 // the partition's train, so claims of one partition go one after another), in a free slot;
-// errSlotOccupied when the train already has in.Train active cars. The unique keys of the insert
-// that follows keep the shape whatever happens: two cars never share a place or a slot.
+// errSlotOccupied when the train already has in.Train active cars. The places beside the train
+// are the slots below 0 (-1 … -in.Beside): a waiting suspect group takes one of them when one is
+// free, so a bisection never holds a place in the train. The unique keys of the insert that
+// follows keep the shape whatever happens: two cars never share a place or a slot.
 func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
 	p := place{k: max(in.Train, 1)}
 	last, err := tx.lastCar(ctx, in.Partition)
@@ -368,23 +383,89 @@ func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
 		return place{}, err
 	}
 	p.seq = last + 1
-	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", in.Partition)
+	train, beside, err := tx.places(ctx, in.Partition)
+	if err != nil {
+		return place{}, err
+	}
+	if len(beside) < in.Beside {
+		waits, err := tx.suspectWaits(ctx, in.Partition)
+		if err != nil {
+			return place{}, err
+		}
+		if waits {
+			p.slot, p.beside = freeBeside(beside), true
+			return p, nil
+		}
+	}
+	if len(train) >= p.k {
+		return place{}, errSlotOccupied
+	}
+	// Fewer than k slots are held, so one below k is free (after batch.train was lowered, a
+	// car may hold one past the new length).
+	for slices.Contains(train, p.slot) {
+		p.slot++
+	}
+	return p, nil
+}
+
+// places reads the slots the active cars of partition hold: in the train (0 and up) and beside
+// it (below 0).
+func (tx *Tx) places(ctx context.Context, partition string) (train, beside []int, err error) {
+	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", partition)
 	slots, err := collect(rows, err, func(s scanner) (int, error) {
 		var n int
 		return n, s.Scan(&n)
 	})
 	if err != nil {
-		return place{}, fmt.Errorf("the train of %s: %w", in.Partition, err)
+		return nil, nil, fmt.Errorf("the train of %s: %w", partition, err)
 	}
-	if len(slots) >= p.k {
-		return place{}, errSlotOccupied
+	for _, n := range slots {
+		if n < 0 {
+			beside = append(beside, n)
+		} else {
+			train = append(train, n)
+		}
 	}
-	// Fewer than k slots are held, so one below k is free (after batch.train was lowered, a
-	// car may hold one past the new length).
-	for slices.Contains(slots, p.slot) {
-		p.slot++
+	return train, beside, nil
+}
+
+// freeBeside is the first place beside the train (-1, -2, …) that no car holds.
+func freeBeside(held []int) int {
+	n := -1
+	for slices.Contains(held, n) {
+		n--
 	}
-	return p, nil
+	return n
+}
+
+// suspectWaits reports whether a suspect group of partition waits to be claimed (one plain read
+// of idx_merge_batch_request_suspect, which holds only the suspects).
+func (tx *Tx) suspectWaits(ctx context.Context, partition string) (bool, error) {
+	var id int64
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM "+tx.db.hinted("merge_batch_request", "idx_merge_batch_request_suspect")+
+		" WHERE partition_key = ? AND batch_id IS NULL AND suspect_round IS NOT NULL LIMIT 1", partition).Scan(&id))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("the suspects of %s: %w", partition, err)
+	}
+	return true, nil
+}
+
+// toBeside moves car id, tested beside its train from now on, out of its place in the train into
+// a free place beside it, when one of beside is free (else it keeps its place). It locks the
+// partition's train first (lastCar), as a claim does, so no claim takes the same place at once.
+func (tx *Tx) toBeside(ctx context.Context, partition string, id int64, beside int) error {
+	if _, err := tx.lastCar(ctx, partition); err != nil {
+		return err
+	}
+	_, held, err := tx.places(ctx, partition)
+	if err != nil || len(held) >= beside {
+		return err
+	}
+	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET slot_no = ? WHERE id = ? AND slot_no >= 0", freeBeside(held), id)
+	return translate(err)
 }
 
 // lastCar is the highest place taken in partition's train (0: none), read after locking the
@@ -559,8 +640,13 @@ type BatchChange struct {
 	// ToEnd moves the car to the end of its partition's train: the partition's highest sequence
 	// plus one (ErrRetry when another car took that place at the same moment).
 	ToEnd bool
-	// Side, when set, makes the car one tested beside the train (Batch.Side).
-	Side *bool
+	// Rejoin puts a car tested beside the train back into it (Batch.Rejoined); with ToEnd, at
+	// its end.
+	Rejoin bool
+	// Beside is how many places beside the train its partition has (batch.isolationCars): a
+	// bisection, which makes the car one tested beside the train, moves it out of its place in
+	// the train into a free one of them (none free: it keeps its place).
+	Beside int
 }
 
 func nullIfZero(n int64) any {
@@ -636,8 +722,8 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	if c.Tested != nil {
 		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
 	}
-	if c.Side != nil {
-		a.set("side = ?", *c.Side)
+	if c.Rejoin {
+		a.set("rejoined = 1")
 	}
 	return "UPDATE " + db.hinted("merge_batch", "PRIMARY") + " SET " + a.list + " WHERE id = ? AND version = ?", append(a.args, cur.ID, cur.Version), nil
 }

@@ -103,6 +103,11 @@ func (tx *Tx) advanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 			return Batch{}, nil, err
 		}
 	}
+	if s.Change.Beside > 0 && s.Batch.SlotNo >= 0 && s.Bisect {
+		if err := tx.toBeside(ctx, s.Batch.Partition, id, s.Change.Beside); err != nil {
+			return Batch{}, nil, fmt.Errorf("move batch %d beside its train: %w", id, err)
+		}
+	}
 	var moved []Operation
 	var held []Member
 	if len(s.Requeue)+len(s.Drop)+len(s.Moves) > 0 || opens(s.Batch, s.Change) {

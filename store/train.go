@@ -197,7 +197,7 @@ func affectedOr(res interface{ RowsAffected() (int64, error) }, err error) (int6
 
 // TrainLoad is what a round of a merge train's partition weighs before it claims a car.
 type TrainLoad struct {
-	Cars int // active cars
+	Cars int // active cars in the train's places (the cars beside it left out)
 	// SinceNewest is how long the newest car's pipeline has run (0 while a car is not built
 	// yet), by the database clock.
 	SinceNewest time.Duration
@@ -214,8 +214,9 @@ func (db *DB) TrainLoad(ctx context.Context, partition string, waitingCap int) (
 	var l TrainLoad
 	var since nullInt64
 	var unbuilt int
+	// The cars beside the train (slots below 0) hold none of its places and space nothing.
 	err := db.ro.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(ci_started_at), MIN("+db.elapsed("ci_started_at")+") FROM "+
-		db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", partition).Scan(&l.Cars, &unbuilt, &since)
+		db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ? AND slot_no >= 0", partition).Scan(&l.Cars, &unbuilt, &since)
 	if err != nil {
 		return TrainLoad{}, fmt.Errorf("the train of %s: %w", partition, translate(err))
 	}

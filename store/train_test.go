@@ -13,16 +13,21 @@ import (
 	"bindery/store/storetest"
 )
 
-// checkTrainShape re-checks the merge train's shape with SQL: at most k active cars per partition,
-// every car's place in its train unique, and the active cars' slots unique.
-func checkTrainShape(t *testing.T, db *store.DB, k int) {
+// checkTrainShape re-checks the merge train's shape with SQL: at most k active cars per partition
+// in its train and beside more beside it, every car's place in its train unique, and the active
+// cars' slots unique.
+func checkTrainShape(t *testing.T, db *store.DB, k, beside int) {
 	t.Helper()
 	for _, c := range []struct{ what, query string }{
-		{fmt.Sprintf("partitions with more than %d active cars", k), fmt.Sprintf("SELECT COUNT(*) FROM (SELECT partition_key FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') GROUP BY partition_key HAVING COUNT(*) > %d) x", k)},
+		{fmt.Sprintf("partitions with more than %d active cars in the train", k), fmt.Sprintf("SELECT COUNT(*) FROM (SELECT partition_key FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') AND slot_no >= 0 GROUP BY partition_key HAVING COUNT(*) > %d) x", k)},
+		{fmt.Sprintf("partitions with more than %d active cars beside the train", beside), fmt.Sprintf("SELECT COUNT(*) FROM (SELECT partition_key FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') AND slot_no < 0 GROUP BY partition_key HAVING COUNT(*) > %d) x", beside)},
 		{"two cars at one place of a train", "SELECT COUNT(*) FROM (SELECT partition_key, train_seq FROM merge_batch WHERE train_seq IS NOT NULL GROUP BY partition_key, train_seq HAVING COUNT(*) > 1) x"},
 		{"two active cars in one slot", "SELECT COUNT(*) FROM (SELECT partition_key, slot_no FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') GROUP BY partition_key, slot_no HAVING COUNT(*) > 1) x"},
-		{"active cars out of their train's slots", fmt.Sprintf("SELECT COUNT(*) FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') AND (slot_no < 0 OR slot_no >= %d)", k)},
-		{"requests claimed twice in the history (I2)", "SELECT COUNT(*) FROM (SELECT request_id FROM merge_batch_member GROUP BY request_id HAVING COUNT(*) > 1) x"},
+		{"active cars out of their train's slots", fmt.Sprintf("SELECT COUNT(*) FROM merge_batch WHERE status IN ('RUNNING', 'BLOCKED') AND (slot_no < %d OR slot_no >= %d)", -beside, k)},
+		// A bisection returns requests to be claimed again: only the batches no bisection touched
+		// must never share a request.
+		{"requests claimed twice in the history (I2)", "SELECT COUNT(*) FROM (SELECT m.request_id FROM merge_batch_member m JOIN merge_batch b ON b.id = m.batch_id WHERE b.bisections = 0 AND b.bisect_of IS NULL GROUP BY m.request_id HAVING COUNT(*) > 1) x"},
+		{"requests held by two cars", "SELECT COUNT(*) FROM (SELECT operation_id FROM merge_batch_request WHERE batch_id IS NOT NULL GROUP BY operation_id HAVING COUNT(*) > 1) x"},
 		{"claimed rows missing from the history", "SELECT COUNT(*) FROM merge_batch_request r JOIN merge_batch b ON b.id = r.batch_id WHERE NOT EXISTS (SELECT 1 FROM merge_batch_member m WHERE m.request_id = r.id AND m.batch_id = r.batch_id)"},
 		{"batches without members", "SELECT COUNT(*) FROM merge_batch b WHERE NOT EXISTS (SELECT 1 FROM merge_batch_member m WHERE m.batch_id = b.id)"},
 	} {
@@ -32,12 +37,13 @@ func checkTrainShape(t *testing.T, db *store.DB, k int) {
 	}
 }
 
-// Rounds of several instances at once, with cars ending and cars moved to the end of their train
-// meanwhile, never break the train's shape: at most batch.train cars active (sampled by SQL while
-// they run, and after), each at a place of its own, claimed behind the last one.
+// Rounds of several instances at once, with cars ending, cars moved to the end of their train and
+// cars bisected beside it meanwhile, never break the train's shape: at most batch.train cars active
+// in the train and batch.isolationCars beside it (sampled by SQL while they run, and after), each at
+// a place of its own, claimed behind the last one.
 func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		const partition, k = "infra/acl", 3
+		const partition, k, beside = "infra/acl", 3, 2
 		queued(t, db, partition, 150)
 		stop := make(chan struct{})
 		var maxActive atomic.Int32
@@ -50,14 +56,14 @@ func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
 					return
 				default:
 				}
-				if n := activeBatches(t, db.Raw(), partition); int32(n) > maxActive.Load() {
+				if n := trainCars(t, db, partition); int32(n) > maxActive.Load() {
 					maxActive.Store(int32(n))
 				}
 			}
 		}()
 		var mu sync.Mutex
 		var active []store.Batch // claimed and not ended, as the claims returned them
-		var claims, moved atomic.Int32
+		var claims, moved, bisected atomic.Int32
 		var movedIDs sync.Map // cars sent to the end: their place is no longer their claim's
 		var wg sync.WaitGroup
 		for w := range 6 { // two instances, three dispatchers each
@@ -66,7 +72,7 @@ func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(uint64(w), 7))
 				for range 30 {
-					c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 3, Train: k})
+					c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 3, Train: k, Beside: beside})
 					switch {
 					case errors.Is(err, store.ErrRetry):
 						continue
@@ -110,12 +116,24 @@ func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
 						}
 						continue
 					}
-					_, _, err = db.AdvanceBatch(bg, store.BatchStep{Batch: cur, Change: store.BatchChange{Note: "to the end", ToEnd: true}})
+					step := store.BatchStep{Batch: cur, Change: store.BatchChange{Note: "to the end", ToEnd: true, Beside: beside}}
+					held, err := db.Holding(bg, b.ID)
+					if err != nil {
+						t.Errorf("members of car %d: %v", b.ID, err)
+						continue
+					}
+					if len(held) > 1 && rng.IntN(2) == 0 { // a bisection: half the car waits as a suspect group
+						step.Bisect, step.Requeue = true, []string{held[len(held)-1].OperationID}
+					}
+					_, _, err = db.AdvanceBatch(bg, step)
 					var settled *state.ErrIllegalBatchTransition
 					switch {
 					case err == nil:
 						moved.Add(1)
 						movedIDs.Store(b.ID, true)
+						if step.Bisect {
+							bisected.Add(1)
+						}
 					case errors.Is(err, store.ErrRetry), errors.Is(err, store.ErrPreempted), errors.As(err, &settled):
 						// another car took the end first, or the car ended meanwhile
 					default:
@@ -133,10 +151,13 @@ func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
 		if maxActive.Load() < 2 {
 			t.Fatalf("at most %d car active at once: the test did not exercise the train", maxActive.Load())
 		}
-		if claims.Load() < 5 || moved.Load() == 0 {
-			t.Fatalf("%d claims, %d cars moved to the end: the test did not exercise the train", claims.Load(), moved.Load())
+		if claims.Load() < 5 || moved.Load() == 0 || bisected.Load() == 0 {
+			t.Fatalf("%d claims, %d cars moved to the end, %d bisected: the test did not exercise the train", claims.Load(), moved.Load(), bisected.Load())
 		}
-		checkTrainShape(t, db, k)
+		if n := count(t, db, "SELECT COUNT(*) FROM merge_batch WHERE slot_no < 0"); n == 0 {
+			t.Fatal("no car was ever tested beside the train: the test did not exercise the places beside it")
+		}
+		checkTrainShape(t, db, k, beside)
 		// A new car only ever joins behind the last one: the cars that kept the place their
 		// claim gave them stand in the order the claims were written (the database clock of each
 		// insert, which runs only once the claim before it committed).
@@ -204,6 +225,93 @@ func TestALowerTrainLengthLetsTheExtraCarsFinish(t *testing.T) {
 		if err != nil || c.Outcome != state.RoundClaimed || c.Batch.TrainSeq != cars[2].TrainSeq+1 {
 			t.Fatalf("after the train emptied: %+v %v", c, err)
 		}
-		checkTrainShape(t, db, 3)
+		checkTrainShape(t, db, 3, 0)
+	})
+}
+
+// trainCars counts partition's active cars in the train's places (not the cars beside it).
+func trainCars(t testing.TB, db *store.DB, partition string) int {
+	var n int
+	if err := db.Raw().QueryRow("SELECT COUNT(*) FROM merge_batch WHERE partition_key = ? AND status IN ('RUNNING', 'BLOCKED') AND slot_no >= 0", partition).Scan(&n); err != nil {
+		t.Errorf("count the train's cars: %v", err)
+	}
+	return n
+}
+
+// With batch.isolationCars, a failure's isolation runs beside the train: the bisected car leaves
+// its place in the train for one beside it, the suspect group it returned is claimed into the
+// other place beside it (before any newcomer), and the train's places go on taking newcomers.
+// With no place beside left free, a suspect group takes a place in the train, as without them.
+func TestAFailuresIsolationIsTestedBesideTheTrain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		const partition, k, beside = "infra/beside", 2, 2
+		queued(t, db, partition, 20)
+		claim := func(max int) store.BatchClaim {
+			t.Helper()
+			c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: max, Train: k, Beside: beside})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		a, b := claim(4), claim(2)
+		if a.Outcome != state.RoundClaimed || b.Outcome != state.RoundClaimed {
+			t.Fatalf("the first two cars: %s, %s", a.Outcome, b.Outcome)
+		}
+		if c := claim(2); c.Outcome != state.RoundSlotOccupied {
+			t.Fatalf("a third car with batch.train 2 and nothing to isolate: %s, want SLOT_OCCUPIED", c.Outcome)
+		}
+		// Car a fails and is bisected: it keeps two members and returns two as a suspect group.
+		cur, err := db.Batch(bg, a.Batch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := []string{a.Members[2].OperationID, a.Members[3].OperationID}
+		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: cur, Change: store.BatchChange{Note: "bisect", Beside: beside}, Bisect: true, Requeue: back}); err != nil {
+			t.Fatal(err)
+		}
+		if cur, _ = db.Batch(bg, a.Batch.ID); cur.SlotNo >= 0 {
+			t.Fatalf("the bisected car holds place %d of the train, want one beside it (below 0)", cur.SlotNo)
+		}
+		group := claim(5)
+		if group.Outcome != state.RoundClaimed || group.Batch.SlotNo >= 0 || len(group.Members) != 2 ||
+			group.Members[0].OperationID != back[0] || group.Members[1].OperationID != back[1] {
+			t.Fatalf("the suspect group's claim: %s at place %d with %d members, want the 2 returned beside the train", group.Outcome, group.Batch.SlotNo, len(group.Members))
+		}
+		next := claim(3)
+		if next.Outcome != state.RoundClaimed || next.Batch.SlotNo < 0 || len(next.Members) != 3 {
+			t.Fatalf("the place a's bisection left in the train: %s at place %d with %d members, want newcomers in the train", next.Outcome, next.Batch.SlotNo, len(next.Members))
+		}
+		if c := claim(3); c.Outcome != state.RoundSlotOccupied {
+			t.Fatalf("a car with the train and the places beside it full: %s, want SLOT_OCCUPIED", c.Outcome)
+		}
+		// The suspect group fails too and is bisected in its place beside the train; its own
+		// returned member waits, and with both places beside taken it goes into the train when a
+		// place there frees (car b merges).
+		g, err := db.Batch(bg, group.Batch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: g, Change: store.BatchChange{Note: "bisect", Beside: beside}, Bisect: true, Requeue: back[1:]}); err != nil {
+			t.Fatal(err)
+		}
+		if g, _ = db.Batch(bg, group.Batch.ID); g.SlotNo != group.Batch.SlotNo {
+			t.Fatalf("a car beside the train moved from place %d to %d when bisected again", group.Batch.SlotNo, g.SlotNo)
+		}
+		if c := claim(3); c.Outcome != state.RoundSlotOccupied {
+			t.Fatalf("a suspect with every place taken: %s, want SLOT_OCCUPIED", c.Outcome)
+		}
+		cb, err := db.Batch(bg, b.Batch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Settle(bg, store.Settlement{BatchID: cb.ID, Version: cb.Version, Status: state.BatchSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		last := claim(3)
+		if last.Outcome != state.RoundClaimed || last.Batch.SlotNo < 0 || len(last.Members) != 1 || last.Members[0].OperationID != back[1] {
+			t.Fatalf("the suspect once a place in the train freed: %s at place %d with %d members, want it alone in the train", last.Outcome, last.Batch.SlotNo, len(last.Members))
+		}
+		checkTrainShape(t, db, k, beside)
 	})
 }

@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.trainWarm, "train-warmup", 2, "merge train: pipelines of arrivals before the measured ones")
 	fs.Float64Var(&o.trainMeasure, "train-measure", 5, "merge train: pipelines of measured arrivals")
 	fs.Float64Var(&o.trainMaxWait, "train-maxwait", 0, "merge train: batch.maxWait in pipelines, an experiment (0: the default, none)")
-	fs.StringVar(&o.trainConfigs, "train-configs", "1,3,1p,3p", "merge train: the runs, one column each: batch.train values, with p for the run with 2 % poison pills")
+	fs.StringVar(&o.trainConfigs, "train-configs", "1,3,1p,3p", "merge train: the runs, one column each: batch.train values, with i for as many batch.isolationCars and p for the run with 2 % poison pills")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "HTTP load: measured time per endpoint and run (after a warm-up)")
 	fs.IntVar(&o.conc, "conc", 16, "HTTP load: concurrent connections of the load generator")
 	fs.Float64Var(&o.maxLoad, "maxload", 1.0, "wait until the 1-minute load average is below this before measuring (0: do not wait)")

@@ -165,6 +165,7 @@ type realisticCI struct {
 	timeScale float64
 	// The merge train's run (trainSection) sets these; zero values keep the defaults.
 	train       int           // batch.train
+	isolation   int           // batch.isolationCars
 	mergeMethod string        // sim.gitlab.mergeMethod
 	failOn      string        // sim.gitlab.pipelineFailOn: a pipeline whose tree carries it fails
 	pollShort   time.Duration // poll.short (poll.long is four times it); 0: 250ms and 1s
@@ -299,6 +300,9 @@ func trainKey(r *realisticCI) string {
 	out := ""
 	if r != nil && r.train > 0 {
 		out += fmt.Sprintf("  train: %d\n", r.train)
+	}
+	if r != nil && r.isolation > 0 {
+		out += fmt.Sprintf("  isolationCars: %d\n", r.isolation)
 	}
 	if r != nil && r.maxWait > 0 {
 		out += fmt.Sprintf("  maxWait: %s\n", r.maxWait)

@@ -164,28 +164,36 @@ func poisonPills(n int, share float64) []bool {
 
 // trainConfig is one column of the section's table.
 type trainConfig struct {
-	cars   int
-	poison bool
+	cars      int
+	isolation int // batch.isolationCars
+	poison    bool
 }
 
 func (c trainConfig) String() string {
 	s := fmt.Sprintf("batch.train %d", c.cars)
+	if c.isolation > 0 {
+		s += fmt.Sprintf(", batch.isolationCars %d", c.isolation)
+	}
 	if c.poison {
 		s += ", 2 % poison pills"
 	}
 	return s
 }
 
-// parseTrainConfigs reads -train-configs: batch.train values, each with a "p" for the run with
-// poison pills ("1,3,1p,3p").
+// parseTrainConfigs reads -train-configs: batch.train values, each with an "i" for as many
+// batch.isolationCars and then a "p" for the run with poison pills ("1,3i,1p,3ip").
 func parseTrainConfigs(s string) ([]trainConfig, error) {
 	var out []trainConfig
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		c := trainConfig{}
 		num, poison := strings.CutSuffix(f, "p")
+		num, isolated := strings.CutSuffix(num, "i")
 		if _, err := fmt.Sscanf(num, "%d", &c.cars); err != nil || c.cars < 1 || c.cars > 20 || fmt.Sprint(c.cars) != num {
-			return nil, fmt.Errorf("-train-configs: %q is not a batch.train from 1 to 20 with an optional p (poison pills)", f)
+			return nil, fmt.Errorf("-train-configs: %q is not a batch.train from 1 to 20 with an optional i (as many batch.isolationCars) and p (poison pills)", f)
+		}
+		if isolated {
+			c.isolation = c.cars
 		}
 		c.poison = poison
 		out = append(out, c)
@@ -249,12 +257,12 @@ func ended(s state.BindingStatus) bool {
 // then it waits until every request ended and reads each one's timeline.
 func trainRun(ctx context.Context, e *env, kind string, p trainPlan, c trainConfig) ([]*trainRequest, trainRunInfo, error) {
 	var info trainRunInfo
-	r := &realisticCI{projects: p.projects, pipeline: p.pipeline, timeScale: p.scale, train: c.cars, mergeMethod: "merge", pollShort: p.pollShort(),
+	r := &realisticCI{projects: p.projects, pipeline: p.pipeline, timeScale: p.scale, train: c.cars, isolation: c.isolation, mergeMethod: "merge", pollShort: p.pollShort(),
 		maxWait: time.Duration(p.maxWait * float64(p.wallPipeline()))}
 	if c.poison {
 		r.failOn = poisonText
 	}
-	dir := filepath.Join(e.work, fmt.Sprintf("train-%d-%t", c.cars, c.poison))
+	dir := filepath.Join(e.work, fmt.Sprintf("train-%d-%d-%t", c.cars, c.isolation, c.poison))
 	ip, err := startInProcess(ctx, e, kind, dir, stackConfig{approvalFirst: true, autoApprove: true, realistic: r})
 	if err != nil {
 		return nil, info, err
@@ -766,25 +774,28 @@ func renderTrain(configs []trainConfig, rs []*trainFigures) string {
 	return text
 }
 
-// trainGoals are the goals at batch.train 3 against what the runs measured (rs nil or
-// a run missing: not measured).
+// trainGoals are the goals at batch.train 3 against what the runs measured (rs nil or a run
+// missing: not measured). A run with batch.isolationCars 3 is judged when there is one.
 func trainGoals(configs []trainConfig, rs []*trainFigures) []goal {
-	of := func(c trainConfig) *trainFigures {
-		for i, x := range configs {
-			if x == c && i < len(rs) {
-				return rs[i]
+	of := func(poison bool) (string, *trainFigures) {
+		for _, want := range []trainConfig{{cars: 3, isolation: 3, poison: poison}, {cars: 3, poison: poison}} {
+			for i, x := range configs {
+				if x == want && i < len(rs) {
+					return want.String(), rs[i]
+				}
 			}
 		}
-		return nil
+		return trainConfig{cars: 3, poison: poison}.String(), nil
 	}
-	clean, poison := of(trainConfig{cars: 3}), of(trainConfig{cars: 3, poison: true})
+	cleanName, clean := of(false)
+	poisonName, poison := of(true)
 	pipes := func(x bounded) string { return x.String() + " pipelines" }
 	gs := []goal{
-		{"merge train (batch.train 3): approval → merged p50", "≤ 1.3 pipeline durations", "—", notMeasured},
-		{"merge train (batch.train 3): approval → merged p90", "≤ 1.5 pipeline durations", "—", notMeasured},
-		{"merge train (batch.train 3), 2 % poison pills: p90 of the others", "≤ 2.0 pipeline durations", "—", notMeasured},
-		{"merge train (batch.train 3): pipelines per merged request", "≤ 0.5", "—", notMeasured},
-		{"merge train (batch.train 3): median error of the estimate at approval", "≤ 25 %", "—", notMeasured},
+		{"merge train (" + cleanName + "): approval → merged p50", "≤ 1.3 pipeline durations", "—", notMeasured},
+		{"merge train (" + cleanName + "): approval → merged p90", "≤ 1.5 pipeline durations", "—", notMeasured},
+		{"merge train (" + poisonName + "): p90 of the others", "≤ 2.0 pipeline durations", "—", notMeasured},
+		{"merge train (" + cleanName + "): pipelines per merged request", "≤ 0.5", "—", notMeasured},
+		{"merge train (" + cleanName + "): median error of the estimate at approval", "≤ 25 %", "—", notMeasured},
 	}
 	set := func(g *goal, ok bool, measured string) { g.measured, g.status = measured, check(ok) }
 	// A lower bound above the goal misses it; one below it says nothing.

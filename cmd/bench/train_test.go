@@ -239,7 +239,10 @@ func TestTheTrainGoalsJudgeBatchTrainThree(t *testing.T) {
 	if err != nil || len(all4) != 4 || all4[3] != (trainConfig{cars: 3, poison: true}) {
 		t.Fatalf("%v %v", all4, err)
 	}
-	for _, bad := range []string{"", "0", "21", "3q", "p", "1,,3", "03"} {
+	if iso, err := parseTrainConfigs("3i,3ip"); err != nil || iso[0] != (trainConfig{cars: 3, isolation: 3}) || iso[1] != (trainConfig{cars: 3, isolation: 3, poison: true}) {
+		t.Fatalf("3i,3ip: %v %v", iso, err)
+	}
+	for _, bad := range []string{"", "0", "21", "3q", "p", "1,,3", "03", "3pi", "i"} {
 		if _, err := parseTrainConfigs(bad); err == nil {
 			t.Errorf("-train-configs %q accepted", bad)
 		}
