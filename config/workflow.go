@@ -87,6 +87,25 @@ func durationKey(name, def, doc, misconfig string, field func(*Snapshot) *time.D
 	}
 }
 
+// intKey is an integer key: missing, blank or unparsable → def; below lo → lo (the note says
+// below why), above hi → hi.
+func intKey(name, doc, misconfig string, def, lo, hi int, below string, field func(*Snapshot) *int) Key {
+	return Key{
+		Name: name, Type: "int", Default: strconv.Itoa(def), Doc: doc, Misconfig: misconfig,
+		apply: func(s *Snapshot, v value) (string, string, error) {
+			n, note := intOr(v, def, def)
+			switch {
+			case n < lo:
+				n, note = lo, below
+			case n > hi:
+				n, note = hi, fmt.Sprintf("capped at %d", hi)
+			}
+			*field(s) = n
+			return strconv.Itoa(n), note, nil
+		},
+	}
+}
+
 func scheduleKey(job, doc string) Key {
 	def := defaultSchedules[job]
 	return Key{
@@ -112,56 +131,20 @@ func init() {
 			"A batch closes by size or by age: a round leaves a partition alone until batch.maxRequests requests wait or the oldest has waited this long. 0: every round takes what waits.",
 			"blank, unparsable or negative → 0s (no waiting: a misconfiguration must not hold requests back).",
 			func(s *Snapshot) *time.Duration { return &s.batchMaxWait }, 0),
-		Key{
-			Name: "batch.flakyRetries", Type: "int", Default: "1",
-			Doc:       "New pipelines tried on the same commit after a failed one before the failure counts as deterministic (then a multi-member batch is bisected).",
-			Misconfig: "negative → 0; blank or unparsable → 1; above 3 → 3.",
-			apply: func(s *Snapshot, v value) (string, string, error) {
-				n, note := intOr(v, 1, 1)
-				switch {
-				case n < 0:
-					n, note = 0, "negative means no retry"
-				case n > 3:
-					n, note = 3, "capped at 3"
-				}
-				s.batchFlakyRetries = n
-				return strconv.Itoa(n), note, nil
-			},
-		},
-		Key{
-			Name: "batch.train", Type: "int", Default: "1",
-			Doc: "How many batches (cars) of one project may be in CI at once, each tested on top of the ones ahead of it (a merge train; docs/architecture.md, \"The merge train\"). 1: one batch at a time. " +
+		intKey("batch.flakyRetries",
+			"New pipelines tried on the same commit after a failed one before the failure counts as deterministic (then a multi-member batch is bisected).",
+			"negative → 0; blank or unparsable → 1; above 3 → 3.",
+			1, 0, 3, "negative means no retry", func(s *Snapshot) *int { return &s.batchFlakyRetries }),
+		intKey("batch.train",
+			"How many batches (cars) of one project may be in CI at once, each tested on top of the ones ahead of it (a merge train; docs/architecture.md, \"The merge train\"). 1: one batch at a time. "+
 				"Lowering it starts no new car until fewer are active; the cars already running finish.",
-			Misconfig: "blank, unparsable or ≤ 0 → 1 (one batch at a time, as without a train); above 20 → 20.",
-			apply: func(s *Snapshot, v value) (string, string, error) {
-				n, note := intOr(v, 1, 1)
-				switch {
-				case n <= 0:
-					n, note = 1, "must be > 0"
-				case n > maxTrain:
-					n, note = maxTrain, fmt.Sprintf("capped at %d", maxTrain)
-				}
-				s.batchTrain = n
-				return strconv.Itoa(n), note, nil
-			},
-		},
-		Key{
-			Name: "batch.isolationCars", Type: "int", Default: "0",
-			Doc: "How many more cars of one project may be in CI beside its merge train to isolate a failure: a bisection's halves (docs/architecture.md, \"The merge train\"). " +
+			"blank, unparsable or ≤ 0 → 1 (one batch at a time, as without a train); above 20 → 20.",
+			1, 1, maxTrain, "must be > 0", func(s *Snapshot) *int { return &s.batchTrain }),
+		intKey("batch.isolationCars",
+			"How many more cars of one project may be in CI beside its merge train to isolate a failure: a bisection's halves (docs/architecture.md, \"The merge train\"). "+
 				"0: they take places in the train, so while a failure is searched fewer new requests are tested. Above 0 they take these places first, and the train's batch.train places go on carrying new requests; a project's CI then runs up to batch.train + batch.isolationCars pipelines at once.",
-			Misconfig: "blank, unparsable or negative → 0 (isolation takes places in the train); above 20 → 20.",
-			apply: func(s *Snapshot, v value) (string, string, error) {
-				n, note := intOr(v, 0, 0)
-				switch {
-				case n < 0:
-					n, note = 0, "negative means none"
-				case n > maxTrain:
-					n, note = maxTrain, fmt.Sprintf("capped at %d", maxTrain)
-				}
-				s.batchIsolationCars = n
-				return strconv.Itoa(n), note, nil
-			},
-		},
+			"blank, unparsable or negative → 0 (isolation takes places in the train); above 20 → 20.",
+			0, 0, maxTrain, "negative means none", func(s *Snapshot) *int { return &s.batchIsolationCars }),
 		durationKey("batch.leaseTTL", "2m",
 			"How long an instance's claim on one action of a batch (one GitLab call or one look) lasts without renewal; the holder renews it while the action runs. When an instance dies, its batches fall due again this long after their claim, on any instance.",
 			"blank, unparsable, ≤ 0 or below 5s → 2m.",
