@@ -80,8 +80,38 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 	return o
 }
 
-// recentPipelines is how many of a project's last pipelines its median is taken over.
-const recentPipelines = 20
+// RecentPipelines is how many of a project's last pipelines the spacing of its cars reads the
+// median of.
+const RecentPipelines = 20
+
+// spacingMinimum is how many recorded pipelines a median needs before the cars are spaced.
+const spacingMinimum = 3
+
+// Spacing is how far apart a merge train of k cars starts its cars: a k-th of the median of the
+// project's recent pipelines (ok false: too few are recorded to space anything).
+func Spacing(durations []time.Duration, k int) (gap time.Duration, ok bool) {
+	if k < 2 || len(durations) < spacingMinimum {
+		return 0, false
+	}
+	return median(durations) / time.Duration(k), true
+}
+
+// SpacingLeft is how much longer the rounds of a merge train of k cars hold partition's waiting
+// set for the spacing of its cars, given the load a round read and the project's recent
+// pipelines (0: the next round claims). Never longer than a spacing for any request: one that
+// waited that long already goes with the next free place, and so does an empty train,
+// batch.maxRequests (most) waiting, or a suspect group or a request sent next.
+func SpacingLeft(l store.TrainLoad, durations []time.Duration, k, most int) time.Duration {
+	gap, ok := Spacing(durations, k)
+	if !ok || l.Cars == 0 || l.Waiting >= most || l.Priority || l.SinceNewest >= gap || l.OldestWait >= gap {
+		return 0
+	}
+	left := gap - l.OldestWait
+	if l.SinceNewest > 0 { // 0: the newest car is not built yet, its spacing not begun
+		left = min(left, gap-l.SinceNewest)
+	}
+	return left
+}
 
 // carSize decides a round of a merge train's partition (k > 1 cars). Cars are spread over a
 // pipeline: the next car is claimed once the newest has been in CI for a k-th of the project's
@@ -98,17 +128,13 @@ func (s *Service) carSize(ctx context.Context, partition string, k, most int) (s
 		return 0, false, err
 	}
 	free := k - load.Cars
-	if load.Cars > 0 && load.Waiting < most && !load.Priority {
-		durations, err := s.db.PipelineDurations(ctx, partition, recentPipelines)
+	if load.Cars > 0 && load.Waiting < most && !load.Priority { // else nothing is spaced: no read
+		durations, err := s.db.PipelineDurations(ctx, partition, RecentPipelines)
 		if err != nil {
 			return 0, false, err
 		}
-		// Spacing never makes a request wait longer than a spacing: one that waited that long
-		// already (a backlog behind a failure, a full train) goes with the next free place.
-		if len(durations) >= 3 {
-			if gap := median(durations) / time.Duration(k); load.SinceNewest < gap && load.OldestWait < gap {
-				return 0, true, nil
-			}
+		if SpacingLeft(load, durations, k, most) > 0 {
+			return 0, true, nil
 		}
 	}
 	if free < 1 {

@@ -49,10 +49,8 @@ const (
 )
 
 // memo is what a batch remembers between its runs (the task's memo): the lifecycle's memory of
-// its MR.
-type memo struct {
-	change.Memo
-}
+// its MR (the same JSON as when it was a struct embedding it).
+type memo = change.Memo
 
 // job is one run of a batch's task.
 type job = engine.Job[memo, Step]
@@ -386,7 +384,7 @@ func (r *run) open(ctx context.Context) error {
 	}
 	rewrite := b.MRIID == 0 || b.BranchDigest != digest || why != "" || b.HeadSHA == ""
 	flaky := r.r.Memo.Flaky // a rebuild that is itself a flaky retry (retryBehind) keeps its count
-	o, err := r.s.mr.Open(ctx, r.spec, b.MRIID, rewrite, &r.r.Memo.Memo)
+	o, err := r.s.mr.Open(ctx, r.spec, b.MRIID, rewrite, &r.r.Memo)
 	if err != nil {
 		return err
 	}
@@ -469,7 +467,7 @@ func (r *run) pipeline(ctx context.Context) error {
 	// outlived its retries already, and each retry would cost every level of the search a pipeline.
 	retry := !hold && b.Bisections == 0 && b.BisectOf == 0
 	// With cars behind, the flaky retry is decided here, after the failure is seen (retryBehind).
-	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo.Memo, retry && !t.behind(b))
+	o, err := r.s.mr.Pipeline(ctx, r.r.Run, b.Project, b.MRIID, &r.r.Memo, retry && !t.behind(b))
 	if err != nil {
 		return err
 	}
@@ -669,7 +667,7 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 // approve has both reviewer accounts approve the MR's head.
 func (r *run) approve(ctx context.Context) error {
 	b := r.batch
-	o, err := r.s.mr.Approve(ctx, b.Project, b.MRIID, &r.r.Memo.Memo)
+	o, err := r.s.mr.Approve(ctx, b.Project, b.MRIID, &r.r.Memo)
 	if err != nil {
 		return err
 	}
@@ -691,7 +689,7 @@ func (r *run) merge(ctx context.Context) error {
 		return err
 	}
 	b := r.batch
-	o, err := r.s.mr.Merge(ctx, r.r.Run, r.spec, b.MRIID, change.MergePhase(r.r.Step.Name), &r.r.Memo.Memo)
+	o, err := r.s.mr.Merge(ctx, r.r.Run, r.spec, b.MRIID, change.MergePhase(r.r.Step.Name), &r.r.Memo)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"bindery/change"
 	"bindery/gitlab"
 	"bindery/state"
 	"bindery/store"
@@ -103,7 +102,7 @@ func (s *Service) Resume(ctx context.Context, batchID int64) error {
 		moves = resumed(note)
 	}
 	none := ""
-	err = s.outside(ctx, b, stepOpen, memo{Memo: change.Memo{Restart: true}},
+	err = s.outside(ctx, b, stepOpen, memo{Restart: true},
 		store.BatchChange{Status: state.BatchRunning, Note: note, Failing: &none, LastError: &none, Culprit: &none}, moves)
 	if err != nil {
 		return fmt.Errorf("resume batch %d: %w", batchID, err)

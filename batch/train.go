@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"bindery/change"
 	"bindery/state"
 	"bindery/store"
 )
@@ -75,10 +74,8 @@ func (t train) carsBehind(b store.Batch) bool {
 // in order, instead of merging beside the train and making every car in CI behind it rebase and
 // test again.
 func (r *run) rejoin(ctx context.Context, passed string) error {
-	stale := ""
 	note := fmt.Sprintf("%s beside the merge train; with cars of the train in CI behind it, batch %d goes back into the train at its end and is tested there on top of them, so none of them has to rebase", passed, r.batch.ID)
-	r.r.Memo = memo{Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
-	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: true, Rejoin: true}, Moves: rebuilt(note)})
+	return r.reopen(ctx, note, store.BatchChange{ToEnd: true, Rejoin: true})
 }
 
 // aheadPassed reports whether every car ahead of b passed its pipeline for the head it carries:
@@ -125,11 +122,17 @@ func (r *run) stale(ctx context.Context, t train) (string, error) {
 // rebuild sends the car back to its open step, which builds its branch again on what is ahead of
 // it now (a new pipeline); its members say why.
 func (r *run) rebuild(ctx context.Context, why string) error {
+	return r.reopen(ctx, fmt.Sprintf("rebuilding batch %d: %s", r.batch.ID, why), store.BatchChange{})
+}
+
+// reopen sends the car back to its open step with c (its note, a stale branch digest: the open
+// step writes the branch again); its members read note.
+func (r *run) reopen(ctx context.Context, note string, c store.BatchChange) error {
 	stale := ""
-	note := fmt.Sprintf("rebuilding batch %d: %s", r.batch.ID, why)
+	c.Note, c.BranchDigest = note, &stale
 	// The flaky retries belong to the member set, not to the branch: a rebuild keeps their count.
-	r.r.Memo = memo{Memo: change.Memo{Flaky: r.r.Memo.Flaky}}
-	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: store.BatchChange{Note: note, BranchDigest: &stale}, Moves: rebuilt(note)})
+	r.r.Memo = memo{Flaky: r.r.Memo.Flaky}
+	return r.next(ctx, r.r.To(stepOpen), store.BatchStep{Change: c, Moves: rebuilt(note)})
 }
 
 // unsettled reports a car ahead of b whose branch does not stand on what is ahead of it now —

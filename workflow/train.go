@@ -40,7 +40,7 @@ const trainQueueShown = 10
 type trainSnapshot struct {
 	cars      []store.Batch
 	tasks     map[string]store.Task // the cars' tasks by batch id
-	durations []time.Duration       // the project's latest passed pipelines, newest first
+	durations []time.Duration       // the project's latest passed pipelines (batch.RecentPipelines), newest first
 	pause     *store.Pause          // nil: it runs
 	// load is what a round weighs (its cars, its waiting set), read at loadAt (this process's
 	// clock): whether a round holds the waiting set back, and until when.
@@ -58,7 +58,8 @@ func (w *Workflow) readTrain(ctx context.Context, partition string) (trainSnapsh
 	if s.tasks, err = w.carTasks(ctx, s.cars); err != nil {
 		return s, err
 	}
-	if s.durations, err = w.db.PipelineDurations(ctx, partition, estimateSample); err != nil {
+	// As many as the rounds read: the hold a view tells is the one they decide.
+	if s.durations, err = w.db.PipelineDurations(ctx, partition, batch.RecentPipelines); err != nil {
 		return s, err
 	}
 	snap := w.cfg.Current()
@@ -143,7 +144,7 @@ func (c *trainCache) drop(partition string) {
 // trainStateOf is what an estimate reads of a snapshot, at now (the database clock: the cars'
 // times are its).
 func (w *Workflow) trainStateOf(partition string, s trainSnapshot, now time.Time) trainState {
-	t := trainState{Now: now, Project: partition, Durations: s.durations, Length: w.cfg.Current().BatchTrain(), Paused: s.pause != nil}
+	t := trainState{Now: now, Project: partition, Durations: s.durations[:min(len(s.durations), estimateSample)], Length: w.cfg.Current().BatchTrain(), Paused: s.pause != nil}
 	for _, c := range s.cars {
 		t.Cars = append(t.Cars, carState{ID: c.ID, Started: c.CIStartedAt, State: s.carState(c)})
 	}
@@ -258,36 +259,29 @@ type roundHold struct {
 func (w *Workflow) roundHoldOf(partition string, s trainSnapshot, now time.Time) roundHold {
 	snap := w.cfg.Current()
 	l, k, most := s.load, snap.BatchTrain(), snap.BatchMaxRequests()
-	if l.Priority || l.Waiting == 0 || len(s.cars) >= k {
+	if l.Priority || l.Waiting == 0 || l.Cars >= k {
 		return roundHold{}
 	}
 	// The load was read up to trainCacheTTL ago: its ages grew since.
 	aged := time.Since(s.loadAt)
-	age := l.OldestWait + aged
-	if mw := snap.BatchMaxWait(); mw > 0 && l.Waiting < most && age < mw {
-		until := wholeMinute(now.Add(mw - age))
+	l.OldestWait += aged
+	if l.SinceNewest > 0 {
+		l.SinceNewest += aged
+	}
+	if mw := snap.BatchMaxWait(); mw > 0 && l.Waiting < most && l.OldestWait < mw {
+		until := wholeMinute(now.Add(mw - l.OldestWait))
 		return roundHold{until: until,
 			why: fmt.Sprintf("more requests of %s to share a pipeline with, until %s at the latest (%d of up to %d waiting)",
 				partition, clockWords(until, now), l.Waiting, most),
 			text: fmt.Sprintf("Your request waits until %s for more requests to share a pipeline; then a batch takes it.", clockWords(until, now))}
 	}
-	if k > 1 && len(s.cars) > 0 && l.Waiting < most && len(s.durations) >= estimateMinimum {
-		gap := medianOf(s.durations) / time.Duration(k)
-		newest := l.SinceNewest
-		if newest > 0 {
-			newest += aged
-		}
-		if newest < gap && age < gap {
-			left := gap - age
-			if newest > 0 {
-				left = min(left, gap-newest)
-			}
-			until := wholeMinute(now.Add(left))
-			return roundHold{until: until,
-				why: fmt.Sprintf("the next car of %s, until %s at the latest: the merge train starts its cars spaced over a pipeline (every %s, a %s of the usual pipeline)",
-					partition, clockWords(until, now), durationWords(gap), ordinalWords(k)),
-				text: fmt.Sprintf("Your request waits until %s for the next car of the merge train of %s; its cars start spaced over a pipeline.", clockWords(until, now), partition)}
-		}
+	if left := batch.SpacingLeft(l, s.durations, k, most); left > 0 {
+		gap, _ := batch.Spacing(s.durations, k)
+		until := wholeMinute(now.Add(left))
+		return roundHold{until: until,
+			why: fmt.Sprintf("the next car of %s, until %s at the latest: the merge train starts its cars spaced over a pipeline (every %s, a %s of the usual pipeline)",
+				partition, clockWords(until, now), durationWords(gap), ordinalWords(k)),
+			text: fmt.Sprintf("Your request waits until %s for the next car of the merge train of %s; its cars start spaced over a pipeline.", clockWords(until, now), partition)}
 	}
 	return roundHold{}
 }

@@ -548,10 +548,17 @@ func (w *Workflow) StuckRequests(ctx context.Context, f StuckFilter) (api.Page[a
 		return api.Page[api.RequestSummary]{}, badCursor(err)
 	}
 	items := w.summaries(ops, w.deployCutoff(ctx, ops...))
+	byBatch := map[int64]*api.Blocker{} // a BLOCKED batch's members share its one story: read it once
 	for i, o := range ops {
-		if o.Step == state.StepHandleMRBlocked {
-			items[i].Blocker = w.blockerOfRequest(ctx, o)
+		if o.Step != state.StepHandleMRBlocked {
+			continue
 		}
+		if bl, ok := byBatch[o.BatchID]; ok && o.BatchID != 0 {
+			items[i].Blocker = bl
+			continue
+		}
+		items[i].Blocker = w.blockerOfRequest(ctx, o)
+		byBatch[o.BatchID] = items[i].Blocker
 	}
 	return api.Page[api.RequestSummary]{Items: items, NextCursor: next}, nil
 }
