@@ -301,6 +301,17 @@ func TestAFailuresIsolationIsTestedBesideTheTrain(t *testing.T) {
 		if c := claim(3); c.Outcome != state.RoundSlotOccupied {
 			t.Fatalf("a suspect with every place taken: %s, want SLOT_OCCUPIED", c.Outcome)
 		}
+		// A car of the train bisected with no place beside it free keeps its place in the train.
+		nb, err := db.Batch(bg, next.Batch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: nb, Change: store.BatchChange{Note: "bisect", Beside: beside}, Bisect: true, Requeue: []string{next.Members[2].OperationID}}); err != nil {
+			t.Fatal(err)
+		}
+		if nb, _ = db.Batch(bg, next.Batch.ID); nb.SlotNo != next.Batch.SlotNo {
+			t.Fatalf("a car bisected with both places beside the train taken moved from place %d to %d", next.Batch.SlotNo, nb.SlotNo)
+		}
 		cb, err := db.Batch(bg, b.Batch.ID)
 		if err != nil {
 			t.Fatal(err)
