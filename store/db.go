@@ -256,8 +256,8 @@ type checkpointer struct {
 	every time.Duration
 	bg    service.Base
 	close sync.Once
-	// caughtUp counts the ticks that left the WAL short or started over: a writer after
-	// one of them writes at the start of the file again.
+	// caughtUp counts the ticks that copied the whole WAL into the database (or started it
+	// over): a writer after one of them writes at the start of the file again.
 	caughtUp atomic.Int64
 }
 
@@ -277,7 +277,9 @@ func (c *checkpointer) runOnce(ctx context.Context) {
 		return
 	}
 	if frames < walRestartFrames {
-		c.caughtUp.Add(1)
+		if busy == 0 && copied == frames { // all copied: the next writer starts the WAL over
+			c.caughtUp.Add(1)
+		}
 		return
 	}
 	// Under steady writes a passive checkpoint never catches up with the last frame, and only a

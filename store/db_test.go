@@ -253,10 +253,15 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 		// A loaded machine may starve the checkpointer for a while, and the WAL rightly grows
 		// meanwhile; what must hold is that once a checkpoint catches up, the next writer
 		// starts the file over (it would wait forever here if none ever did).
+		// Two ticks: the first may have checkpointed before the round's last commit and only
+		// counted after it; the second started once the first was counted.
 		done := store.CheckpointsCaughtUp(db)
-		waitFor(t, "a checkpoint to catch up with the round", func() bool { return store.CheckpointsCaughtUp(db) > done })
+		waitFor(t, "a checkpoint to catch up with the round", func() bool { return store.CheckpointsCaughtUp(db) > done+1 })
 	}
-	if wal := size("b.db-wal"); wal > 2*high {
+	// A checkpointer starved through a whole round lets that round write all of it to the WAL,
+	// about twice what a round leaves while the checkpointer runs (high); a WAL never started
+	// over would hold eight rounds.
+	if wal := size("b.db-wal"); wal > 3*high {
 		t.Fatalf("the WAL grew from %d bytes after 200 applications to %d after 1,600: it is never started over", high, wal)
 	}
 }
