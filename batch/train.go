@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/change"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 	"bindery/store"
 )
 

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/approval"
-	"bindery/change"
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/remote/approval"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

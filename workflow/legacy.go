@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"bindery/change"
-	"bindery/config"
-	"bindery/engine"
-	"bindery/gitlab"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

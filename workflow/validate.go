@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/logging"
+	"bindery/internal/platform/logging"
+	"bindery/internal/vocab/apperr"
 	"bindery/store"
 )
 
