@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bindery/batch"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/engine"
 	"bindery/store"
@@ -108,7 +109,7 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 			}
 		}
 		for _, p := range []string{projectA, projectB} {
-			waitFor(t, "the first batches to finish", func() bool {
+			testkit.Eventually(t, "the first batches to finish", func() bool {
 				return e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE partition_key = ? AND status IN ('RUNNING', 'BLOCKED')", p) == 0
 			})
 			e.drain(t, services[0], p)
@@ -131,7 +132,7 @@ func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
 		}
 		ids := e.admitMany(t, "crash", "t1", 3)
 		o := e.round(t, a, projectA)
-		waitFor(t, "the batch to wait for the pipeline", func() bool {
+		testkit.Eventually(t, "the batch to wait for the pipeline", func() bool {
 			task, err := db.Task(bg, state.TaskBatch, fmt.Sprint(o.BatchID))
 			return err == nil && task.Step == "pipeline" && task.Checks > 0
 		})

@@ -13,6 +13,7 @@ import (
 	"bindery/internal/platform/config"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/change"
 	"bindery/store"
@@ -192,11 +193,11 @@ func TestAnMRClosedOutsideFailsTheBatchWithHandleMRClosed(t *testing.T) {
 		ids := e.admitMany(t, "closed", "t1", 2)
 		o := e.round(t, svc, projectA)
 		var b store.Batch
-		waitFor(t, "the MR to be recorded", func() bool {
+		testkit.Eventually(t, "the MR to be recorded", func() bool {
 			b, _ = db.Batch(bg, o.BatchID)
 			return b.MRIID != 0
 		})
-		waitFor(t, "the batch to wait an hour for its next look", func() bool { return e.task(t, b.ID).Overdue < -30*time.Minute })
+		testkit.Eventually(t, "the batch to wait an hour for its next look", func() bool { return e.task(t, b.ID).Overdue < -30*time.Minute })
 		if _, err := e.runner.GitLab.CloseMergeRequest(bg, projectA, b.MRIID); err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +266,7 @@ func TestAnUnavailableGitLabIsRetriedUntilItIsBack(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "outage", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the batch to retry the unavailable GitLab", func() bool {
+		testkit.Eventually(t, "the batch to retry the unavailable GitLab", func() bool {
 			task := e.task(t, o.BatchID)
 			return task.Failures >= 3 && strings.HasPrefix(task.Note, "a dependency is unavailable (gitlab approve: HTTP 500")
 		})
@@ -291,7 +292,7 @@ func TestSettlingABatchWaitingOutAnOutageSettlesItAtOnce(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "waiting", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the batch to wait out the outage", func() bool {
+		testkit.Eventually(t, "the batch to wait out the outage", func() bool {
 			task := e.task(t, o.BatchID)
 			return strings.HasPrefix(task.Note, "a dependency is unavailable") && task.Overdue < -30*time.Minute
 		})
@@ -430,7 +431,7 @@ func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
 		svc, ids, pending := e.unsettleableBatch(t, "reresumed")
 		approves := e.gl.Calls("approve")
 		// The settle step keeps trying the close: the operator tries again while it runs (409).
-		waitFor(t, "the operator's resume to be accepted", func() bool {
+		testkit.Eventually(t, "the operator's resume to be accepted", func() bool {
 			err := svc.Resume(bg, pending.ID)
 			if err != nil && !errors.Is(err, batch.ErrBusy) && !errors.Is(err, store.ErrPreempted) {
 				t.Fatalf("resume: %v", err)
@@ -460,7 +461,7 @@ func TestABusyRebaseIsWaitedForNotAFailure(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "busy", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the MR to be recorded", func() bool {
+		testkit.Eventually(t, "the MR to be recorded", func() bool {
 			b, _ := db.Batch(bg, o.BatchID)
 			return b.MRIID != 0
 		})
@@ -581,7 +582,7 @@ func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []
 	ids := e.admitMany(t, prefix, "t1", 2)
 	o := e.round(t, svc, projectA)
 	var b store.Batch
-	waitFor(t, "the settlement's failure to be recorded", func() bool {
+	testkit.Eventually(t, "the settlement's failure to be recorded", func() bool {
 		b, _ = e.db.Batch(bg, o.BatchID)
 		return b.Failing != "" && b.LastError != ""
 	})

@@ -12,6 +12,7 @@ import (
 	"bindery/batch"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -154,7 +155,7 @@ func TestAnOperatorRacingTheSettleStepIsToldItRunsNow(t *testing.T) {
 		}
 		e.beforeClose.Store(&settle) // the operator settles while the settle step closes the MR
 		// The batch logs "batch blocked" after its write: wait for it before forgetting the setup.
-		waitFor(t, "the batch to block", func() bool { return len(e.logs.Lines("batch blocked")) > 0 })
+		testkit.Eventually(t, "the batch to block", func() bool { return len(e.logs.Lines("batch blocked")) > 0 })
 		e.logs.Reset()
 		e.dueNow(t, b.ID)
 
@@ -187,7 +188,7 @@ func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
 		for _, who := range []string{"ops@example.com", "oncall@example.com"} {
 			e.settleSoon(t, svc, pending.ID, who)
 		}
-		waitFor(t, "the operators' settlement to be tried", func() bool {
+		testkit.Eventually(t, "the operators' settlement to be tried", func() bool {
 			b, _ := db.Batch(bg, pending.ID)
 			return strings.Contains(batch.PendingFailure(b), "settled by oncall@example.com") && strings.Contains(b.LastError, "HTTP 500")
 		})
@@ -208,7 +209,7 @@ func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
 // answers 409 "running right now; look again in a moment").
 func (e *env) settleSoon(t *testing.T, svc *batch.Service, id int64, who string) {
 	t.Helper()
-	waitFor(t, who+"'s settlement to be accepted", func() bool {
+	testkit.Eventually(t, who+"'s settlement to be accepted", func() bool {
 		err := svc.Settle(bg, id, who)
 		if err != nil && !errors.Is(err, batch.ErrBusy) && !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("settle: %v", err)
@@ -250,7 +251,7 @@ func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.
 		}
 		ids := e.admitMany(t, "crash", "t1", 2)
 		o := e.round(t, a, projectA)
-		waitFor(t, "the close to reach GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "closed" })
+		testkit.Eventually(t, "the close to reach GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "closed" })
 		e.beforeClose.Store(nil)
 		if b, _ := db.Batch(bg, o.BatchID); b.Status != state.BatchRunning || b.Failing == "" {
 			t.Fatalf("after the crash: %+v (want RUNNING with the decided failure)", b)
@@ -276,7 +277,7 @@ func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "locked", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "GitLab to be merging the MR", func() bool { return e.gl.MergeRequestState(projectA, 1) == "locked" })
+		testkit.Eventually(t, "GitLab to be merging the MR", func() bool { return e.gl.MergeRequestState(projectA, 1) == "locked" })
 		e.settleSoon(t, svc, o.BatchID, "ops@example.com")
 		if b := e.settled(t, o.BatchID); b.Status != state.BatchSucceeded {
 			t.Fatalf("batch: %+v (the merge landed: it must win)", b)
@@ -300,8 +301,8 @@ func TestAnMRTheBatchNeverRecordedIsFoundAndClosed(t *testing.T) {
 		svc := e.service(t, "i1")
 		e.admitMany(t, "unrecorded", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the MR to exist on GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "opened" })
-		waitFor(t, "the batch to wait before trying again", func() bool { return e.task(t, o.BatchID).Failures > 0 })
+		testkit.Eventually(t, "the MR to exist on GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "opened" })
+		testkit.Eventually(t, "the batch to wait before trying again", func() bool { return e.task(t, o.BatchID).Failures > 0 })
 		if b, _ := db.Batch(bg, o.BatchID); b.MRIID != 0 {
 			t.Fatalf("the MR was recorded after all: %+v", b)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/batch"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -34,8 +35,17 @@ func (e *env) claimCar(t *testing.T, svc *batch.Service, subjects ...string) sto
 // listed request is merged or failed.
 func (e *env) waitQuiet(t *testing.T, svc *batch.Service, ops ...string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, op := range ops {
+				r := e.request(t, op)
+				t.Logf("%s: %s / %s", op, r.Binding.Status, r.Operation.Step)
+			}
+		}
+	})
+	// Each look that finds the train still moving moves the simulated pipelines' clock on and
+	// runs a round: the train is driven by its rounds and GitLab's time, not by waiting.
+	testkit.Eventually(t, "the train to come to rest", func() bool {
 		done := true
 		for _, op := range ops {
 			if st := e.request(t, op).Binding.Status; st != state.StatusMerged && !st.Failed() {
@@ -43,19 +53,14 @@ func (e *env) waitQuiet(t *testing.T, svc *batch.Service, ops ...string) {
 			}
 		}
 		if done {
-			return
+			return true
 		}
 		e.clock.Advance(11 * time.Minute)
 		if _, err := svc.Round(bg); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, op := range ops {
-		r := e.request(t, op)
-		t.Logf("%s: %s / %s", op, r.Binding.Status, r.Operation.Step)
-	}
-	t.Fatal("the train did not come to rest")
+		return false
+	})
 }
 
 // mergedAt is the head an MR was merged at (the simulator's word for the MR's sha).
@@ -168,7 +173,7 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 
 		e.clock.Advance(11 * time.Minute) // cars 2 and 3 fail; car 1 runs on
 		for _, c := range []store.Batch{car2, car3} {
-			waitFor(t, fmt.Sprintf("batch %d to hold its failure", c.ID), func() bool {
+			testkit.Eventually(t, fmt.Sprintf("batch %d to hold its failure", c.ID), func() bool {
 				return strings.Contains(e.task(t, c.ID).Note, "decided once the batches ahead")
 			})
 			if b, _ := db.Batch(bg, c.ID); b.Bisections != 0 || b.Failing != "" {
@@ -401,7 +406,7 @@ func TestAFailureThatFailsTheCarBehindTooIsDecidedAtOnce(t *testing.T) {
 			t.Fatalf("car 2 not built on car 1: %+v", car2)
 		}
 		e.clock.Advance(11 * time.Minute) // car 2 fails (it carries the pill): held behind car 1
-		waitFor(t, "car 2 to hold its failure", func() bool { return strings.HasSuffix(e.task(t, car2.ID).Note, "their changes are in its branch)") })
+		testkit.Eventually(t, "car 2 to hold its failure", func() bool { return strings.HasSuffix(e.task(t, car2.ID).Note, "their changes are in its branch)") })
 		e.clock.Advance(2 * time.Minute) // car 1 fails
 		failed := e.batchWhen(t, car1.ID, "to fail without a retry", func(b store.Batch) bool { return b.Status == state.BatchFailed })
 		rebuilt := e.batchWhen(t, car2.ID, "to be rebuilt without car 1", func(b store.Batch) bool { return b.BaseBatch == 0 && b.HeadSHA != car2.HeadSHA })

@@ -446,26 +446,29 @@ func TestConcurrentDuplicateApplicationsProceedOnce(t *testing.T) {
 // given, as the workflow does) — no claim before it, no stored answer after it. A repeat is a
 // read of that record and no write at all. Counted by the driver wrapper, on both databases.
 func TestAnApplicationOverHTTPIsOneCommit(t *testing.T) {
-	var mu sync.Mutex
-	var seq []string
-	storetest.EachWith(t, func(*testing.T) store.Options {
+	type recorder struct {
+		mu  sync.Mutex
+		seq []string
+	}
+	storetest.EachWith(t, func(*testing.T) (store.Options, *recorder) {
+		r := &recorder{}
 		return store.Options{MaxOpenConns: 20, MaxIdleConns: 20, OnStatement: func(st store.Statement) {
-			mu.Lock()
-			seq = append(seq, st.Query)
-			mu.Unlock()
-		}}
-	}, func(t *testing.T, db *store.DB) {
+			r.mu.Lock()
+			r.seq = append(r.seq, st.Query)
+			r.mu.Unlock()
+		}}, r
+	}, func(t *testing.T, db *store.DB, r *recorder) {
 		h := setup(t, options{db: db})
 		during := func(c call) []string {
-			mu.Lock()
-			seq = nil
-			mu.Unlock()
+			r.mu.Lock()
+			r.seq = nil
+			r.mu.Unlock()
 			if rec := h.do(c); rec.Code != 202 {
 				t.Fatalf("apply: %d %s", rec.Code, rec.Body.String())
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			return seq
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.seq
 		}
 		first := during(post("/api/apply", "alice", applyJSON("op-1", "public-a")))
 		if len(first) < 3 || first[0] != "BEGIN" || first[len(first)-1] != "COMMIT" || slices.Contains(first[1:len(first)-1], "COMMIT") {

@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/schema"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -116,7 +117,7 @@ func TestClockHasSubSecondPrecision(t *testing.T) {
 				t.Fatal(err)
 			}
 			seen[now.Nanosecond()/int(time.Millisecond)] = true
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(3 * time.Millisecond) // the behaviour: reads 3 ms apart see different milliseconds
 		}
 		if len(seen) < 2 {
 			t.Fatalf("database clock shows no sub-second part: %v", seen)
@@ -144,10 +145,12 @@ func TestHeartbeatsCountLiveInstances(t *testing.T) {
 		if n, _ := db.LiveInstances(ctx, time.Minute); n != 2 {
 			t.Fatalf("live = %d, want 2", n)
 		}
-		time.Sleep(30 * time.Millisecond)
-		if n, _ := db.LiveInstances(ctx, 10*time.Millisecond); n != 1 {
-			t.Fatalf("stale heartbeats still live: %d", n)
-		}
+		// Heartbeats older than the window no longer count: a and b go stale 10 ms on, and only
+		// the caller is left.
+		testkit.Eventually(t, "the stale heartbeats to stop counting", func() bool {
+			n, _ := db.LiveInstances(ctx, 10*time.Millisecond)
+			return n == 1
+		})
 	})
 }
 
@@ -245,8 +248,8 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 		}
 	}
 	apply(0, 200)
-	waitFor(t, "the database file to take the applications", func() bool { return size("b.db") > before+(256<<10) })
-	time.Sleep(3 * time.Millisecond)
+	testkit.Eventually(t, "the database file to take the applications", func() bool { return size("b.db") > before+(256<<10) })
+	time.Sleep(3 * time.Millisecond) // the behaviour: the WAL as a checkpoint tick (1 ms apart here) leaves it
 	high := size("b.db-wal")
 	for round := 1; round < 8; round++ {
 		apply(round*200, round*200+200)
@@ -256,7 +259,7 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 		// Two ticks: the first may have checkpointed before the round's last commit and only
 		// counted after it; the second started once the first was counted.
 		done := store.CheckpointsCaughtUp(db)
-		waitFor(t, "a checkpoint to catch up with the round", func() bool { return store.CheckpointsCaughtUp(db) > done+1 })
+		testkit.Eventually(t, "a checkpoint to catch up with the round", func() bool { return store.CheckpointsCaughtUp(db) > done+1 })
 	}
 	// A checkpointer starved through a whole round lets that round write all of it to the WAL,
 	// about twice what a round leaves while the checkpointer runs (high); a WAL never started
@@ -361,7 +364,7 @@ func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
 		mustApply(t, db, answered(fmt.Sprint("op-", i), fmt.Sprint("u", i), "t", strings.Repeat("h", 500)))
 		slowest = max(slowest, time.Since(start))
 		if i > 400 {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the load under test: applications paced over several ticks
 		}
 	}
 	if slowest >= 2*time.Second {

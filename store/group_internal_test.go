@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bindery/internal/testkit"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,10 +50,7 @@ func TestAGroupWriteThatPanicsFailsItsMembersAndHandsTheSlotOn(t *testing.T) {
 			defer func() { panics[i] = recover() }()
 			g.join(context.Background(), it, write)
 		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for (held.Load() != 1 || g.size() != i) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Eventually(t, fmt.Sprintf("caller %d to join the held group", i), func() bool { return held.Load() == 1 && g.size() == i })
 	}
 	close(gate)
 	wg.Wait()

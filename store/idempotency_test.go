@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -136,17 +137,13 @@ func TestWinnerGoneMeansRetryLater(t *testing.T) {
 // clock, never the application's).
 func waitForDBClock(t *testing.T, db *store.DB, past time.Time) {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
+	testkit.Eventually(t, "the database clock to pass "+past.String(), func() bool {
 		now, err := db.Now(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if now.After(past) {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatal("database clock did not pass the deadline")
+		return now.After(past)
+	})
 }
 
 func TestExpiredRecordsCountAsAbsentAndArePurged(t *testing.T) {

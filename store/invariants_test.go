@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -410,7 +411,7 @@ func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 			store.SetPause(db, func(point string) {
 				if point == "apply.read" {
 					first.Do(func() {
-						time.Sleep(300 * time.Millisecond)
+						time.Sleep(300 * time.Millisecond) // the behaviour: the first holds the row a while
 						if d := done.Load(); d != 0 {
 							t.Errorf("%d applications finished while the first held the relation's row", d)
 						}
@@ -586,7 +587,7 @@ func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 		<-firstHolds // the first settler has written the batch and holds its transaction
 		waitsBefore := db.Raw().Stats().WaitCount
 		go func() { _, err := db.Settle(bg, failed); results <- err }()
-		waitFor(t, "the second settler to wait for the first", func() bool {
+		testkit.Eventually(t, "the second settler to wait for the first", func() bool {
 			if db.Dialect() == store.SQLite {
 				return db.Raw().Stats().WaitCount > waitsBefore // queued for the single write connection
 			}

@@ -3,7 +3,6 @@ package store_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"bindery/internal/vocab/state"
 	"bindery/store"
@@ -31,7 +30,7 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 			t.Fatalf("waiting: %+v, batch %+v", d.Waiting, d.Batch)
 		}
 
-		time.Sleep(2 * time.Millisecond) // SQLite's clock has milliseconds: let "created before now" pass
+		claimable(t, db) // SQLite's clock has milliseconds: let "created before now" pass
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50})
 		if err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim: %+v %v", c, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -19,7 +20,7 @@ import (
 // only when it was not read for 100 ms, so a poller must pause longer than that between reads
 // or it keeps reading a stale snapshot.
 func lockWaits(t testing.TB, monitor *store.DB) int {
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // MariaDB's refresh interval: a read sooner is stale, not a wait for the locks
 	return count(t, monitor, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
 }
 
@@ -89,7 +90,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 				default:
 				}
 			} else {
-				waitFor(t, "enqueues to wait for the claim's locks", func() bool { return lockWaits(t, monitor) > 0 })
+				testkit.Eventually(t, "enqueues to wait for the claim's locks", func() bool { return lockWaits(t, monitor) > 0 })
 			}
 			holding.Store(false) // from here on, completions count as after the claim
 			let()

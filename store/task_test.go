@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -22,7 +23,7 @@ func putTask(t *testing.T, db *store.DB, s store.TaskSpec, unlessClaimed bool) e
 func dueNow(t *testing.T, db *store.DB, lane, ref string) store.Task {
 	t.Helper()
 	var got store.Task
-	waitFor(t, "task "+ref+" to be due", func() bool {
+	testkit.Eventually(t, "task "+ref+" to be due", func() bool {
 		due, err := db.DueTasks(bg, lane, 100)
 		if err != nil {
 			t.Fatal(err)

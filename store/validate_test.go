@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -239,7 +240,7 @@ func TestValidatedBindingsExpireByTheDatabaseClock(t *testing.T) {
 		if _, err := db.Transition(bg, cur, store.Change{To: state.StatusValidated, Step: state.StepCalledBack, ExpiresIn: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "op-1 to expire", func() bool {
+		testkit.Eventually(t, "op-1 to expire", func() bool {
 			bs, err := db.ExpiredBindings(bg, 10)
 			return err == nil && len(bs) == 1 && bs[0].OperationID == "op-1"
 		})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -77,7 +78,7 @@ func TestExpiredBindingsAlreadyClosingAreNotListedAgain(t *testing.T) {
 		if _, err := db.FillExpiry(bg, "t1", time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "both to expire", func() bool {
+		testkit.Eventually(t, "both to expire", func() bool {
 			bs, err := db.ExpiredToClose(bg, 10)
 			if err != nil {
 				t.Fatal(err)

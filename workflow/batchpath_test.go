@@ -5,11 +5,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/engine"
 	"bindery/store"
@@ -46,8 +46,8 @@ func (h *harness) approved(user string, targets ...string) []string {
 		ops = append(ops, op)
 	}
 	// A round claims the rows admitted before the database clock's current tick (SQLite keeps
-	// milliseconds): without this pause a round right after may find nothing to claim yet.
-	time.Sleep(2 * time.Millisecond)
+	// milliseconds): a round right after may find nothing to claim yet.
+	enginekit.On(h.t, h.db).ClockPast("SELECT CAST(MAX(created_at) AS CHAR) FROM merge_batch_request")
 	return ops
 }
 

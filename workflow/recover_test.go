@@ -99,7 +99,7 @@ func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
 					overlaps.Add(1)
 				}
 				defer inCall.Add(-1)
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the behaviour: a slow approval system, so attempts could overlap
 				return next.Open(ctx, tk)
 			})
 		}
@@ -114,7 +114,7 @@ func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
 			if code != 202 && code != 409 {
 				t.Fatalf("retry answered %d %+v\n%s", code, e, h.logs.String())
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the behaviour: retries spread over the attempts' lifetime
 		}
 		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		h.waitFor("every attempt to end", func() bool {

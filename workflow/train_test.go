@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -41,8 +41,8 @@ sim:
     delay: 0s
 `
 
-func trainSetup(t *testing.T, db *store.DB, length int) (*harness, *sim.ManualClock) {
-	clock := sim.NewManualClock(time.Now())
+func trainSetup(t *testing.T, db *store.DB, length int) (*harness, *testkit.Clock) {
+	clock := testkit.NewClock(time.Now())
 	h := setup(t, db, options{approvalFirst: true, realBatch: true, clock: clock, extra: fmt.Sprintf(trainSims, length)})
 	return h, clock
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -83,7 +84,7 @@ func TestApprovalSaysHowLongApprovalsOfTheTargetTake(t *testing.T) {
 // (WAIT_MANUAL), not "nothing to do".
 func TestACarBehindABlockedCarSaysWhy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		clock := sim.NewManualClock(time.Now())
+		clock := testkit.NewClock(time.Now())
 		extra := strings.Replace(fmt.Sprintf(trainSims, 2), "mergeMethod: merge\n", "mergeMethod: merge\n    mergeBlocker: discussions_not_resolved\n", 1)
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, clock: clock, extra: extra})
 		first, firstCar := h.car("alice")

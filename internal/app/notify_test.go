@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The demo tells its own mailbox: a request's journey arrives there as email to the requester
@@ -25,7 +25,7 @@ func TestTheDemoMailboxShowsARequestsJourney(t *testing.T) {
 		op := apply(t, d, "alice", "payments-db-readonly")
 		d.approveInInbox(t, op)
 		var v api.RequestView
-		waitUntil(t, 60*time.Second, "VALIDATED", func() bool { v = d.request(t, op); return v.Status == "VALIDATED" })
+		testkit.Eventually(t, "VALIDATED", func() bool { v = d.request(t, op); return v.Status == "VALIDATED" })
 
 		type box struct {
 			Emails   []sim.Email
@@ -42,7 +42,7 @@ func TestTheDemoMailboxShowsARequestsJourney(t *testing.T) {
 			return b.Data.OperationID
 		}
 		var types []string
-		waitUntil(t, 30*time.Second, "the journey in the mailbox", func() bool {
+		testkit.Eventually(t, "the journey in the mailbox", func() bool {
 			mb = box{}
 			d.api(t, "GET", "/sim/mailbox", "", "", &mb)
 			types = types[:0]

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/testkit"
 )
 
 var simURLRE = regexp.MustCompile(`listening at (http://[0-9.:]+)`)
@@ -84,14 +85,10 @@ func TestSimCommandFollowsItsConfigFile(t *testing.T) {
 		t.Fatalf("token from -config: %d %s", code, body)
 	}
 	os.WriteFile(path, []byte("gitlab:\n  botToken: rotated\n  reviewerTokens: [r]\n"), 0o644)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if code, _ := fetch(t, url+"/sim/gitlab/api/v4/user", "rotated"); code == 200 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("an edit of the sim's config file was not picked up")
+	testkit.Eventually(t, "the sim to pick up the edit of its config file", func() bool {
+		code, _ := fetch(t, url+"/sim/gitlab/api/v4/user", "rotated")
+		return code == 200
+	})
 }
 
 func TestSimCommandRefusesBadFlags(t *testing.T) {

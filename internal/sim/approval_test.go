@@ -11,6 +11,7 @@ import (
 	"bindery/api"
 	"bindery/internal/remote/approval"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The approval simulator's HTTP formats (the shared formats of the brief) and its callbacks.
@@ -109,10 +110,7 @@ func TestALostApprovalCallbackLeavesTheDecisionOnTheTicket(t *testing.T) {
 	if _, err := e.sims.Approval.Decide(id, sim.TicketApproved); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(e.sims.Approval.Callbacks()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { return len(e.sims.Approval.Callbacks()) > 0 })
 	cbs := e.sims.Approval.Callbacks()
 	if got, _ := e.hook.requests(); len(got) != 0 || len(cbs) != 1 || cbs[0].Attempts != 0 || cbs[0].Status != 0 {
 		t.Fatalf("a lost callback was delivered: %d requests, records %+v", len(got), cbs)

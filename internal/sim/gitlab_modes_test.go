@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"bindery/internal/platform/config"
-	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The simulated GitLab's modes (sim.gitlab.pipelineSource, mergeBlocker, checkingFor, version,
@@ -184,7 +184,7 @@ func mustRequest(t *testing.T, method, u string) *http.Request {
 // With checkingFor, every read answers checking until the time is up, and a merge meanwhile is
 // refused as git cannot tell yet.
 func TestCheckingLastsCheckingFor(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	e := newEnv(t, withKnobs("checkingFor: 5s"), clock)
 	e.prepare(t)
 	e.approveBoth(t)

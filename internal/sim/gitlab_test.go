@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"bindery/internal/platform/config"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The simulated GitLab over raw HTTP, answering as GitLab does (docs/gitlab.md).
@@ -461,16 +461,12 @@ func TestWebhooksCarryGitLabsHeadersAndPayloads(t *testing.T) {
 
 func waitHooks(t *testing.T, e *env, n int) ([]*http.Request, [][]byte) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if reqs, bodies := e.hook.requests(); len(reqs) >= n {
-			return reqs, bodies
-		}
-		time.Sleep(10 * time.Millisecond)
+	var reqs []*http.Request
+	var bodies [][]byte
+	if testkit.Poll(testkit.Timeout(), func() bool { reqs, bodies = e.hook.requests(); return len(reqs) >= n }) != nil {
+		t.Fatalf("%d hooks, want %d", len(reqs), n)
 	}
-	reqs, _ := e.hook.requests()
-	t.Fatalf("%d hooks, want %d", len(reqs), n)
-	return nil, nil
+	return reqs, bodies
 }
 
 func TestFailingReceiverDisablesTheHookAfterFourFailures(t *testing.T) {
@@ -480,10 +476,7 @@ func TestFailingReceiverDisablesTheHookAfterFourFailures(t *testing.T) {
 	for range 3 {
 		e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil) // one event each
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for e.sims.GitLab.Hooks().Failed+e.sims.GitLab.Hooks().Skipped < 5 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { h := e.sims.GitLab.Hooks(); return h.Failed+h.Skipped >= 5 })
 	st := e.sims.GitLab.Hooks()
 	if st.Failed != 4 || st.Skipped != 1 || !st.Disabled || st.Permanent {
 		t.Fatalf("stats %+v", st)

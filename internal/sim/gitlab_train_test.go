@@ -10,6 +10,7 @@ import (
 
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // Branches built on branches, as bindery's merge train builds its cars (docs/gitlab.md): car k's
@@ -310,7 +311,7 @@ func TestABackgroundMergeFailsWhenTheTargetMovedUnderIt(t *testing.T) {
 		{"merge", carFile(1), "conflict", "Conflicts detected during merge"},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			e := newTrainOn(t, clock, "mergeMethod: "+tc.method, "mergeDuration: 10s")
 			_, mrs := e.chain(t, 1)
 			got := e.settled(t, mrs[0].IID)

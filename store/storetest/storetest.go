@@ -27,21 +27,30 @@ import (
 	"bindery/store"
 )
 
-// Each runs fn twice, as subtests "sqlite" and "mysql", each with its own fresh database.
+// Each runs fn twice, as subtests "sqlite" and "mysql", each with its own fresh database. The
+// two run in parallel (each owns its database), so a caller's closure must not share mutable
+// state between them, and the caller's test function must not go on after Each: the halves
+// start once it returns.
 func Each(t *testing.T, fn func(t *testing.T, db *store.DB)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) { fn(t, SQLite(t)) })
-	t.Run("mysql", func(t *testing.T) { fn(t, MySQL(t)) })
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); fn(t, SQLite(t)) })
+	t.Run("mysql", func(t *testing.T) { t.Parallel(); fn(t, MySQL(t)) })
 }
 
-// EachWith is Each with store options made by opts for each database (e.g. a statement observer,
-// see store.Options.OnStatement); opts runs once per subtest, before fn.
-func EachWith(t *testing.T, opts func(t *testing.T) store.Options, fn func(t *testing.T, db *store.DB)) {
+// EachWith is Each with store options and a companion value of the test's own (e.g. a statement
+// observer, see store.Options.OnStatement) made by mk for each database, before it opens: the
+// two halves run in parallel, so what the options write to is each half's own.
+func EachWith[T any](t *testing.T, mk func(t *testing.T) (store.Options, T), fn func(t *testing.T, db *store.DB, v T)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) { fn(t, Open(t, SQLiteDSN(t), opts(t))) })
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		opts, v := mk(t)
+		fn(t, Open(t, SQLiteDSN(t), opts), v)
+	})
 	t.Run("mysql", func(t *testing.T) {
-		dsn := MySQLDSN(t)
-		fn(t, Open(t, dsn, opts(t)))
+		t.Parallel()
+		opts, v := mk(t)
+		fn(t, Open(t, MySQLDSN(t), opts), v)
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/config.md from the key registry")
@@ -462,24 +463,27 @@ func write(t *testing.T, path, content string) {
 // with a generous deadline rather than asserting a duration.
 func waitLimit(t *testing.T, src *Source, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if src.Current().RateLimit("ratelimit.apply", 10) == want {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	testkit.Eventually(t, fmt.Sprintf("the limit to become %d", want), func() bool { return src.Current().RateLimit("ratelimit.apply", 10) == want })
+}
+
+// watching installs the watch on s before it returns (so an edit made next is seen, with no
+// wait for a goroutine to get there), runs its loop, and returns what stops it.
+func watching(t *testing.T, s *Source) (stop func()) {
+	t.Helper()
+	w, err := s.openWatch()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("limit = %d, want %d", src.Current().RateLimit("ratelimit.apply", 10), want)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.watch(ctx, w) }()
+	return func() { cancel(); <-done }
 }
 
 func TestWatchSeesEveryKindOfEdit(t *testing.T) {
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = time.Hour // prove fsnotify alone sees these edits
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(50 * time.Millisecond) // let the watch be installed
+	defer watching(t, ts.Source)()
 
 	write(t, ts.path, "ratelimit:\n  apply: 2\n") // in-place write
 	waitLimit(t, ts.Source, 2)
@@ -498,10 +502,7 @@ func TestWatchSeesEveryKindOfEdit(t *testing.T) {
 	waitLimit(t, ts.Source, 4)
 
 	write(t, ts.path, "ratelimit: {apply: [\n") // broken edit: last good stays
-	deadline := time.Now().Add(10 * time.Second)
-	for ts.LastError() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { return ts.LastError() != nil })
 	if ts.LastError() == nil {
 		t.Fatal("broken edit not reported")
 	}
@@ -511,11 +512,7 @@ func TestWatchSeesEveryKindOfEdit(t *testing.T) {
 func TestWatchSurvivesReplacedDirectory(t *testing.T) {
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = 20 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(50 * time.Millisecond)
+	defer watching(t, ts.Source)()
 
 	dir := filepath.Dir(ts.path)
 	if err := os.RemoveAll(dir); err != nil {
@@ -535,20 +532,16 @@ func TestWatchSurvivesReplacedDirectory(t *testing.T) {
 func TestWatchIgnoresBusyNeighbours(t *testing.T) {
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	time.Sleep(50 * time.Millisecond)
+	stop := watching(t, ts.Source)
 	neighbour := filepath.Join(filepath.Dir(ts.path), "bindery.db-wal")
 	for i := range 20 {
 		write(t, neighbour, strings.Repeat("x", i))
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the behaviour: a busy neighbour, writing over the debounce
 	}
-	time.Sleep(3 * debounce)
+	time.Sleep(3 * debounce) // the behaviour: past the debounce, a re-read would have happened by now
 	write(t, ts.path, "ratelimit:\n  apply: 2\n")
 	waitLimit(t, ts.Source, 2)
-	cancel()
-	<-done
+	stop()
 	if n := ts.reads.Load(); n != 1 {
 		t.Fatalf("the config was read %d times for one edit among 20 neighbour writes", n)
 	}

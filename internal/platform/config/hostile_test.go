@@ -1,7 +1,7 @@
 package config
 
 import (
-	"context"
+	"bindery/internal/testkit"
 	"fmt"
 	"os"
 	"sort"
@@ -214,11 +214,7 @@ func TestHostileFilesThroughTheWatchKeepTheLastGood(t *testing.T) {
 	}
 	ts := openTestSource(t, good)
 	ts.PollInterval = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(50 * time.Millisecond) // let the watch be installed
+	defer watching(t, ts.Source)()
 
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -259,13 +255,7 @@ func deepBlock(depth int) string {
 // than asserting a duration.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the watch")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the watch", cond)
 }
 
 // An alias is the value it names: `apply: *five` is 5, not a blank that turns the limit off, and

@@ -17,6 +17,7 @@ import (
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // Every test here runs bindery's real client against the simulated GitLab over real HTTP.
@@ -353,7 +354,7 @@ func TestCommitCanRegenerateABranchFromTheTarget(t *testing.T) {
 }
 
 func TestMergeWaitsForPipelineAndApprovals(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 100s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "waits")
 	status := func() (string, string) {
@@ -393,7 +394,7 @@ func TestMergeWaitsForPipelineAndApprovals(t *testing.T) {
 }
 
 func TestAutoMergeMergesWhenThePipelinePasses(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 10s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "auto")
 	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {

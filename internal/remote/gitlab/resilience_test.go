@@ -11,6 +11,7 @@ import (
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // Timeouts, the circuit breaker, configuration mistakes and the simulator's GitLab-side faults,
@@ -47,10 +48,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	}
 	// GitLab recovers; after breaker.cooldown one trial call goes through and closes it.
 	b.sim.ResetFaults()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.client.BreakerState() == "open" && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { return b.client.BreakerState() != "open" })
 	if _, err := b.client.GetMergeRequest(ctx, project, mr.IID); err != nil {
 		t.Fatalf("trial call: %v", err)
 	}
@@ -196,7 +194,7 @@ func TestRebaseConflictSetsMergeError(t *testing.T) {
 }
 
 func TestRebaseIsAsynchronous(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "rebaseDuration: 0s", "rebaseDuration: 5s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "async")
 	if _, err := b.sim.PushToBranch(project, "main", "other.txt", "x"); err != nil {
@@ -219,22 +217,19 @@ func TestRebaseIsAsynchronous(t *testing.T) {
 
 func pollRebase(t *testing.T, b *bundle, iid int64) gitlab.MergeRequest {
 	t.Helper()
-	for range 100 {
-		got, err := b.client.GetMergeRequest(ctx, project, iid)
-		if err != nil {
+	var got gitlab.MergeRequest
+	testkit.Eventually(t, "the rebase to finish", func() bool {
+		var err error
+		if got, err = b.client.GetMergeRequest(ctx, project, iid); err != nil {
 			t.Fatal(err)
 		}
-		if !got.RebaseInProgress && got.DetailedMergeStatus != "checking" {
-			return got
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("rebase never finished")
-	return gitlab.MergeRequest{}
+		return !got.RebaseInProgress && got.DetailedMergeStatus != "checking"
+	})
+	return got
 }
 
 func TestPipelineFailAndStuckKnobs(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 10s", 1), func(o *sim.Options) { o.Clock = clock })
 	f := b.sim.Faults()
 	f.PipelineFailRate = 1

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"bindery/internal/platform/config"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/remote/permission"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The HTTP layer calls the permission checker through an interface with exactly this method.
@@ -127,12 +127,8 @@ func TestHangingServiceDeniesWithinTheTimeoutAndOpensTheBreaker(t *testing.T) {
 		t.Fatalf("with the breaker open: %v, %v", ok, err)
 	}
 	b.sims.Permission.SetFaults(config.SimTransport{})
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if ok, err := b.c.Check(ctx, "ops@example.com", []string{"ops-admin"}); ok && err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the breaker never let the service back in")
+	testkit.Eventually(t, "the breaker to let the service back in", func() bool {
+		ok, err := b.c.Check(ctx, "ops@example.com", []string{"ops-admin"})
+		return ok && err == nil
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"bindery/internal/remote/outbound"
+	"bindery/internal/testkit"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/work/engine"
 	"bindery/internal/work/service/servicetest"
 	"bindery/store"
@@ -21,35 +23,15 @@ var bg = context.Background()
 // put makes a task due (an outside writer's reschedule).
 func put(t *testing.T, db *store.DB, kind, ref, lane, step string) {
 	t.Helper()
-	if err := db.InTx(bg, func(tx *store.Tx) error {
-		return tx.PutTask(bg, store.TaskSpec{Kind: kind, Ref: ref, Lane: lane, Step: step}, false)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	enginekit.On(t, db).Put(store.TaskSpec{Kind: kind, Ref: ref, Lane: lane, Step: step})
 }
 
 func start(t *testing.T, db *store.DB, instance string, lanes map[string]int, kinds ...engine.Kind) *engine.Engine {
 	t.Helper()
-	e := engine.New(engine.Options{DB: db, Instance: instance, Lanes: lanes, IdlePoll: 20 * time.Millisecond})
-	for _, k := range kinds {
-		e.Register(k)
+	if lanes == nil {
+		lanes = map[string]int{} // one worker per lane
 	}
-	if err := e.Start(bg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Kill)
-	return e
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return enginekit.On(t, db).Engine(enginekit.Options{Instance: instance, Lanes: lanes, IdlePoll: 20 * time.Millisecond, Kinds: kinds})
 }
 
 func gone(db *store.DB, kind, ref string) func() bool {
@@ -85,16 +67,16 @@ func TestTheFirstLaneRunsWhileTheBackgroundLaneIsBusy(t *testing.T) {
 			put(t, db, "slow", fmt.Sprint(i), engine.LaneBackground, "wait")
 		}
 		e.NudgeAll()
-		waitFor(t, "both background workers to be busy", func() bool { return entered.Load() == 2 })
+		testkit.Eventually(t, "both background workers to be busy", func() bool { return entered.Load() == 2 })
 		put(t, db, "quick", "op-1", engine.LaneFirst, "ticket")
 		e.Nudge(engine.LaneFirst)
-		waitFor(t, "the first step to run", gone(db, "quick", "op-1"))
+		testkit.Eventually(t, "the first step to run", gone(db, "quick", "op-1"))
 		if entered.Load() != 2 {
 			t.Fatalf("%d background actions started with 2 workers", entered.Load())
 		}
 		close(release)
 		for i := range 5 {
-			waitFor(t, "the background tasks", gone(db, "slow", fmt.Sprint(i)))
+			testkit.Eventually(t, "the background tasks", gone(db, "slow", fmt.Sprint(i)))
 		}
 	})
 }
@@ -134,9 +116,9 @@ func TestTwoAttemptsOnOneInstanceNeitherRunTwiceNorOrphanTheWork(t *testing.T) {
 			_ = db.InTx(bg, func(tx *store.Tx) error {
 				return tx.PutTask(bg, store.TaskSpec{Kind: "request", Ref: "op-1", Lane: engine.LaneFirst, Step: "ticket"}, true)
 			})
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(3 * time.Millisecond) // the behaviour: reschedules spread over the runs
 		}
-		waitFor(t, "the work to finish", gone(db, "request", "op-1"))
+		testkit.Eventually(t, "the work to finish", gone(db, "request", "op-1"))
 		if overlaps.Load() != 0 {
 			t.Fatalf("%d runs overlapped", overlaps.Load())
 		}
@@ -180,7 +162,7 @@ func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing
 		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
 		b := start(t, db, "b", nil, survivor)
 		b.NudgeAll()
-		waitFor(t, "the other instance to finish the work", gone(db, "batch", "1"))
+		testkit.Eventually(t, "the other instance to finish the work", gone(db, "batch", "1"))
 		if ranOn.Load() != "b" {
 			t.Fatalf("ran on %v", ranOn.Load())
 		}
@@ -233,7 +215,7 @@ func TestStepOutcomesAreClassifiedForEveryKind(t *testing.T) {
 		}
 		e.NudgeAll()
 		for _, ref := range []string{"unavailable", "panics", "preempted", "deterministic"} {
-			waitFor(t, ref+" to end", gone(db, "request", ref))
+			testkit.Eventually(t, ref+" to end", gone(db, "request", ref))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -314,15 +296,15 @@ func TestAWakeRunsWaitingWorkNowOnAnyInstance(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the second run, brought forward by the wake", func() bool { return runs.Load() >= 2 })
-		time.Sleep(50 * time.Millisecond)
+		testkit.Eventually(t, "the second run, brought forward by the wake", func() bool { return runs.Load() >= 2 })
+		time.Sleep(50 * time.Millisecond) // the behaviour: no third run in this window (an idle poll is 20 ms)
 		if n := runs.Load(); n != 2 {
 			t.Fatalf("%d runs, want 2 (the wake's, then an hour)", n)
 		}
 		if _, err := db.WakeTasks(bg, []store.TaskRef{{Kind: "batch", Ref: "1"}}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the run a wake from elsewhere makes due", func() bool { return runs.Load() == 3 })
+		testkit.Eventually(t, "the run a wake from elsewhere makes due", func() bool { return runs.Load() == 3 })
 	})
 }
 
@@ -382,7 +364,7 @@ func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
 		e := start(t, db, "i", nil, kind)
 		put(t, db, "request", "op-1", engine.LaneFirst, "ticket")
 		e.NudgeAll()
-		waitFor(t, "the second attempt", gone(db, "request", "op-1"))
+		testkit.Eventually(t, "the second attempt", gone(db, "request", "op-1"))
 		if runs.Load() != 2 || failures.Load() != 1 {
 			t.Fatalf("%d runs, the second after %d failures", runs.Load(), failures.Load())
 		}
@@ -398,11 +380,11 @@ func TestWorkOfAnUnknownKindIsParked(t *testing.T) {
 		put(t, db, "from-the-future", "x", engine.LaneFirst, "anything")
 		put(t, db, "request", "op-1", engine.LaneFirst, "ticket")
 		e.NudgeAll()
-		waitFor(t, "the known work to run", gone(db, "request", "op-1"))
+		testkit.Eventually(t, "the known work to run", gone(db, "request", "op-1"))
 		// The pass that ran op-1 parks x in the same loop, but op-1 may end before x is put
 		// aside: wait for the note, then check x is neither run nor due soon nor held.
 		var task store.Task
-		waitFor(t, "the unknown kind to be parked", func() bool {
+		testkit.Eventually(t, "the unknown kind to be parked", func() bool {
 			var err error
 			task, err = db.Task(bg, "from-the-future", "x")
 			return err == nil && task.Note != ""
@@ -428,7 +410,7 @@ func TestTheEngineStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 		servicetest.StartedAndStoppedTwice(t, e, func() {
 			put(t, db, "batch", "leak-1", engine.LaneBackground, "pipeline")
 			e.NudgeAll()
-			waitFor(t, "the task to run", gone(db, "batch", "leak-1"))
+			testkit.Eventually(t, "the task to run", gone(db, "batch", "leak-1"))
 		})
 		if ran.Load() != 1 {
 			t.Fatalf("ran %d times", ran.Load())

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -130,7 +131,7 @@ func TestMailServerFaults(t *testing.T) {
 			return outcome(t, settled(t, db))
 		}
 
-		closed := freeAddr(t) // nothing listens there
+		closed := testkit.FreeAddr(t) // nothing listens there
 		if st, cl := run(t, emailConfig(closed, ""), "down"); st != store.DeliveryFailed || len(cl) != len(fastSchedule) || cl[0] != "connect" {
 			t.Fatalf("SMTP down: %s %v", st, cl)
 		}
@@ -142,7 +143,7 @@ func TestMailServerFaults(t *testing.T) {
 		mp.chaos(t, 451)
 		go func() {
 			// The server takes mail again after the first attempts.
-			waitFor(t, "a refused attempt", func() bool {
+			testkit.Eventually(t, "a refused attempt", func() bool {
 				return count(t, db, "SELECT COUNT(*) FROM notify_attempt a JOIN notify_delivery d ON d.id = a.delivery_id WHERE d.target = 'later@example.com'") >= 2
 			})
 			mp.chaos(t, 0)
