@@ -37,6 +37,7 @@ func diff(after, before map[string]int) map[string]int {
 // MERGED with the MR recorded and its file on the target branch; and the GitLab calls a batch
 // makes are the same for 12 members as for one.
 func TestABatchOfRequestsLandsThroughOneMRWithCallsIndependentOfItsSize(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		svc := e.service(t, "i1")

@@ -20,6 +20,7 @@ import (
 // SQL while they run and after; each request claimed once; every claimed member BATCHED, every
 // claimed batch work that is due. Started, every request lands.
 func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{maxRequests: 5})
 		release := make(chan struct{})
@@ -124,6 +125,7 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 // no failure — and the batch stays RUNNING with its task. Another instance's dispatcher takes the
 // work when it falls due and finishes it on the same MR.
 func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour})
 		a, engA := e.held(t, "instance-a")
@@ -157,6 +159,7 @@ func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
 // dispatching, it died) is visible — RUNNING, its members BATCHED with their batch — and due:
 // another instance's dispatcher runs it. No request waits for the instance that claimed it.
 func TestABatchClaimedByAnInstanceThatDoesNotRunItIsRunElsewhere(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		a, _ := e.held(t, "instance-a") // its engine never dispatches
@@ -187,6 +190,7 @@ func TestABatchClaimedByAnInstanceThatDoesNotRunItIsRunElsewhere(t *testing.T) {
 // A BLOCKED batch nobody resolved within batch.blockedTimeout (its task's due time) is settled:
 // MR closed, members failed (operators can retry them), the partition free again.
 func TestABatchBlockedTooLongIsSettled(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		svc := e.service(t, "i1")

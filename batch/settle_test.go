@@ -36,6 +36,7 @@ var slowPipelines = settings{manualClock: true, pipelineTime: 10 * time.Minute, 
 // The merge lands while the operator's settlement closes the MR: the close finds it merged and
 // the batch succeeds — the merge wins the race with the close, members MERGED, files in place.
 func TestAMergeRacingTheCloseInSettlementWins(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		svc := e.service(t, "i1")
@@ -78,6 +79,7 @@ func TestAMergeRacingTheCloseInSettlementWins(t *testing.T) {
 // running — the members' failure is written once, the MR is closed and the waiting set no longer
 // holds them.
 func TestTwoSettlersAtOnceSettleOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		one := e.service(t, "i1")
@@ -141,6 +143,7 @@ func TestTwoSettlersAtOnceSettleOnce(t *testing.T) {
 // the running settle step, is refused with ErrBusy (a plain 409 in the API), never an error; the
 // batch is settled once and nothing is logged as a fault.
 func TestAnOperatorRacingTheSettleStepIsToldItRunsNow(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		svc := e.service(t, "i1")
@@ -182,6 +185,7 @@ func TestAnOperatorRacingTheSettleStepIsToldItRunsNow(t *testing.T) {
 // failure decided first is kept — the members show why the batch really failed — with the
 // operator's name once, however many operators tried; once GitLab is back it is settled so.
 func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		svc, ids, pending := e.unsettleableBatch(t, "manual")
@@ -237,6 +241,7 @@ func (e *env) mergeNow(iid int64) error {
 // that resumes it finds the MR closed and settles it with the decided cause, not as "closed
 // outside bindery".
 func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -269,6 +274,7 @@ func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.
 // is undecided, so the settlement looks again instead of calling it "not merged" — and when the
 // merge lands, the batch succeeds with its members MERGED.
 func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -295,6 +301,7 @@ func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
 // lost) is not left open when the batch is settled: the settlement finds it by the batch's branch
 // and closes it.
 func TestAnMRTheBatchNeverRecordedIsFoundAndClosed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollInterval: time.Hour}) // the creation's retries wait long
 		e.gl.Inject("create_mr", sim.FaultDrop, 100)

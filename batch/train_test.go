@@ -88,6 +88,7 @@ func (e *env) mergedInOrder(t *testing.T, batches ...int64) {
 // each at the head its pipeline passed, without a rebase or a second pipeline — under a merge
 // commit and under fast-forward merges alike.
 func TestThreeCarsInCIAtOnceMergeInOrderAtTheirTestedSHAs(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"merge", "ff"} {
 		t.Run(method, func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -148,6 +149,7 @@ func TestThreeCarsInCIAtOnceMergeInOrderAtTheirTestedSHAs(t *testing.T) {
 // else merges. (The queue is paused while car 1 passes so that it is still ahead when the
 // failure is decided.)
 func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: -1})
 		f := e.gl.Faults()
@@ -215,6 +217,7 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 // wait for the search). The culprit fails alone; the innocent half, passed, goes back into the
 // train behind the newcomer's car rather than make it rebase; everyone else merges.
 func TestAFailuresSearchRunsBesideTheTrain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, isolation: 2, mergeMethod: "merge", flakyRetries: -1})
 		f := e.gl.Faults()
@@ -296,6 +299,7 @@ func (e *env) resume(t *testing.T, partition string) {
 // is not merged beside it untested — it is rebased onto the new head and tested again — and the
 // car behind it is rebuilt on the first car's new head.
 func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"merge", "ff"} {
 		t.Run(method, func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -332,6 +336,7 @@ func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
 // once the newest has been in CI for a batch.train-th of the project's median pipeline (SPACED
 // before), and at once when batch.maxRequests wait; a backlog is shared among the free places.
 func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: time.Hour, pollTimeout: 2 * time.Hour, train: 3, maxRequests: 5})
 		svc, _ := e.held(t, "i1") // nothing runs: the cars stay as claimed
@@ -389,6 +394,7 @@ func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
 // member fails), and the car behind is rebuilt without it and passes, instead of waiting through
 // a retry and the bisection.
 func TestAFailureThatFailsTheCarBehindTooIsDecidedAtOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: 1})
 		f := e.gl.Faults()

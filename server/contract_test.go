@@ -212,7 +212,7 @@ var documentProperties = sync.OnceValues(func() (exact, lower map[string]bool) {
 })
 
 func outsideTheSchema(answer []byte) bool {
-	var e ErrorBody
+	var e api.ErrorBody
 	if json.Unmarshal(answer, &e) != nil {
 		return false
 	}

@@ -74,7 +74,7 @@ func checkAnswer(t *testing.T, what string, status int, body []byte) {
 	if status < 400 {
 		return
 	}
-	var e ErrorBody
+	var e api.ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil || e.Code == "" || e.Message == "" || e.RequestID == "" {
 		t.Errorf("%s: %d, not the API's error body: %.300s", what, status, body)
 	}

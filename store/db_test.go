@@ -20,6 +20,7 @@ import (
 )
 
 func TestMigrationsAreIdempotentAndRecorded(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		applied, err := db.Migrate(ctx, schema.FS) // storetest already migrated once
@@ -38,6 +39,7 @@ func TestMigrationsAreIdempotentAndRecorded(t *testing.T) {
 }
 
 func TestBothDialectsHaveTheSameMigrationVersions(t *testing.T) {
+	t.Parallel()
 	my, err := store.Migrations(schema.FS, store.MySQL)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +59,7 @@ func TestBothDialectsHaveTheSameMigrationVersions(t *testing.T) {
 }
 
 func TestConcurrentMigrateFromManyInstances(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		dsn  func(testing.TB) string
@@ -97,6 +100,7 @@ func TestConcurrentMigrateFromManyInstances(t *testing.T) {
 }
 
 func TestBrokenMigrationFailsWithItsName(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		fsys := fstest.MapFS{
 			string(db.Dialect()) + "/9001_broken.sql": {Data: []byte("CREATE TABLE ok_one (id INTEGER);\nTHIS IS NOT SQL;\n")},
@@ -109,6 +113,7 @@ func TestBrokenMigrationFailsWithItsName(t *testing.T) {
 }
 
 func TestClockHasSubSecondPrecision(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seen := map[int]bool{}
 		for range 20 {
@@ -126,6 +131,7 @@ func TestClockHasSubSecondPrecision(t *testing.T) {
 }
 
 func TestHeartbeatsCountLiveInstances(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		if n, err := db.LiveInstances(ctx, time.Minute); err != nil || n != 1 {
@@ -155,6 +161,7 @@ func TestHeartbeatsCountLiveInstances(t *testing.T) {
 }
 
 func TestDriverErrorsAreTranslated(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		if err := db.Heartbeat(ctx, "dup", "v"); err != nil {
@@ -173,6 +180,7 @@ func TestDriverErrorsAreTranslated(t *testing.T) {
 }
 
 func TestRedactDSN(t *testing.T) {
+	t.Parallel()
 	got := store.RedactDSN("mysql://app:s3cret@tcp(db:3306)/bindery?parseTime=true")
 	if strings.Contains(got, "s3cret") || !strings.Contains(got, "app:***@tcp(db:3306)") {
 		t.Fatal(got)
@@ -180,6 +188,7 @@ func TestRedactDSN(t *testing.T) {
 }
 
 func TestOpenRejectsUnknownSchemes(t *testing.T) {
+	t.Parallel()
 	for _, dsn := range []string{"", "postgres://x", "mysql://bad dsn"} {
 		if _, err := store.Open(context.Background(), dsn, store.Options{}); err == nil {
 			t.Errorf("%q: want error", dsn)
@@ -188,6 +197,7 @@ func TestOpenRejectsUnknownSchemes(t *testing.T) {
 }
 
 func TestSplitStatementsKeepsTriggersWhole(t *testing.T) {
+	t.Parallel()
 	src := "-- c\nCREATE TABLE a (x INT);\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\n  SELECT 2;\nEND;\nCREATE INDEX i ON a (x);\n"
 	got := store.SplitStatements(src)
 	if len(got) != 3 || !strings.Contains(got[1], "SELECT 2;\nEND") {
@@ -196,6 +206,7 @@ func TestSplitStatementsKeepsTriggersWhole(t *testing.T) {
 }
 
 func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data #1 100%?x")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -218,6 +229,7 @@ func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
 // inserts) and a shared transaction (a savepoint per caller) journal every page they change,
 // and a journal spilled to a temporary file costs two system calls a page.
 func TestSQLiteWriterKeepsItsJournalsInMemory(t *testing.T) {
+	t.Parallel()
 	db, _ := sqliteFile(t)
 	var temp int
 	if err := db.Raw().QueryRowContext(bg, "PRAGMA temp_store").Scan(&temp); err != nil || temp != 2 {
@@ -229,6 +241,7 @@ func TestSQLiteWriterKeepsItsJournalsInMemory(t *testing.T) {
 // database file while every other writer waits); the background checkpoint does, so the file
 // takes the writes and the WAL stops growing without anyone asking.
 func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
+	t.Parallel()
 	db, dir := sqliteFile(t)
 	var auto int
 	if err := db.Raw().QueryRowContext(bg, "PRAGMA wal_autocheckpoint").Scan(&auto); err != nil || auto != 0 {
@@ -272,6 +285,7 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 // The indexes SQLite keeps partial (rows with NULL left out, sqlite/0080) still serve the
 // lookups that compare their column: the planner must see that the comparison implies NOT NULL.
 func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
+	t.Parallel()
 	db := storetest.SQLite(t)
 	for query, index := range map[string]string{
 		"SELECT id FROM task WHERE slot = 'x'":                                                                                                                                                           "uk_task_slot",
@@ -291,6 +305,7 @@ func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
 // planner otherwise took "batch_id IS NULL AND id IN (…)" through the batch_id index and walked
 // the whole waiting set once per chunk of 500 rows.
 func TestSQLiteClaimsRowsByTheirRowid(t *testing.T) {
+	t.Parallel()
 	st := &statements{counts: map[string]int{}}
 	db := storetest.Open(t, storetest.SQLiteDSN(t), store.Options{OnStatement: st.observe})
 	queued(t, db, "team/a", 20)
@@ -339,6 +354,7 @@ func sqlitePlan(t *testing.T, db *store.DB, query string, args ...any) string {
 // restart of the WAL; the restart must give up soon rather than hold the writer out while it
 // waits for that reader.
 func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
+	t.Parallel()
 	db, dir := sqliteFile(t)
 	mustApply(t, db, answered("op-first", "u-first", "t", "h"))
 	reader, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "b.db"))

@@ -12,6 +12,7 @@ import (
 // One request from apply to validated through the store API, as the workflow drives it; every
 // read the request view needs shows the right thing on the way.
 func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		r := mustApply(t, db, application("op-1", "alice@example.com", "payments-db-readonly"))
 		if r.Binding.Status != state.StatusApprovalSending || !r.Current() {
@@ -92,6 +93,7 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 }
 
 func TestIllegalTransitionIsRefusedAndNothingIsWritten(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		cur := mustMove(t, db, "op-1", state.StatusApprovalSent)
@@ -115,6 +117,7 @@ func TestIllegalTransitionIsRefusedAndNothingIsWritten(t *testing.T) {
 }
 
 func TestListsPageNewestFirstAndByStuckState(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
 			mustApply(t, db, application(id, "alice", "target-"+id))
@@ -177,6 +180,7 @@ func join(xs []string) string {
 // Every step of a request begins by reading it: the operation and the binding it drives are one
 // statement, and an operation a re-application replaced reads as no longer current.
 func TestARequestIsReadInOneStatement(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		mustApply(t, db, application("old", "alice", "t"))
 		mustMove(t, db, "old", state.StatusRejected)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bindery/internal/vocab/state"
+	"bindery/internal/vocab/text"
 	"context"
 	"database/sql"
 	"fmt"
@@ -19,23 +20,16 @@ type StepRecord struct {
 	At          time.Time
 }
 
-// maxNote bounds the stored note (operation_step.note, merge_batch.note are VARCHAR(512)).
+// maxNote bounds the stored note (operation_step.note, merge_batch.note are VARCHAR(512), which
+// MySQL counts in characters).
 const maxNote = 512
 
-func clipNote(s string) string { return clipText(s, maxNote) }
+// clipNote is a note as it is stored: people read it, so a cut one ends with an ellipsis.
+func clipNote(s string) string { return text.Clip(s, maxNote, text.Chars, text.Ellipsis) }
 
-// clipText cuts s to at most n bytes, on a rune boundary.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for i := n; i > 0; i-- {
-		if s[i]&0xC0 != 0x80 {
-			return s[:i]
-		}
-	}
-	return ""
-}
+// clipText fits an identifier or a key into its column of n characters: cut short, never marked
+// (a key with an ellipsis would be another key).
+func clipText(s string, n int) string { return text.Clip(s, n, text.Chars, "") }
 
 // stepRow is one operation's row of a history append: its version after the change, which
 // orders its history (operation_step.seq; never the row's id, which a distributed MySQL hands out

@@ -189,7 +189,11 @@ func BenchmarkWebhookToNextAction(b *testing.B) {
 					h.join("frontend", nil)
 				}
 				var lat []time.Duration
-				for i := range 6 {
+				requests := 6
+				if testing.Short() {
+					requests = 2 // a smoke of the measurement (go run ./cmd/bench -quick), each one a pipeline of 2 s
+				}
+				for i := range requests {
 					op := h.approved([]string{"alice", "bob", "ops"}[i/2], []string{"db-read", "grafana"}[i%2])[0]
 					h.round()
 					var v api.RequestView

@@ -62,6 +62,7 @@ type answer struct {
 }
 
 func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testing.T) {
+	t.Parallel()
 	const targets = 80 // × 3 demo users = 240 requests (and 30 re-applications)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var cat strings.Builder
@@ -480,6 +481,7 @@ func waitStatus(t *testing.T, db *store.DB, op string, status state.BindingStatu
 // batch a request whose own MR is open, or merge an MR that is not its own. Its real decision
 // then finishes it in its own flow.
 func TestALegacyRequestIgnoresDecisionsOfAnotherTicket(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		op := h.apply("alice", "db-read")

@@ -18,6 +18,7 @@ import (
 // a deploy callback and a reconciliation that validate requests read no step row, and the
 // histogram still gets each request's time per stage as its timeline shows it.
 func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + "reconcile:\n  minAge: 1ms\n"
 	storetest.EachWith(t, func(*testing.T) (store.Options, *stepReads) {
 		r := &stepReads{}

@@ -20,6 +20,7 @@ import (
 // it waits for that row. The webhook's handling is tried again inside the request and answers
 // 200.
 func TestAWebhookThatLosesADeadlockIsTriedAgain(t *testing.T) {
+	t.Parallel()
 	db := storetest.MySQL(t)
 	// The pipeline never ends and is looked at rarely: no claim of the engine's takes part.
 	extra := strings.NewReplacer("pipelineDuration: 0s", "pipelineDuration: 1h", "short: 5ms", "short: 1h", "long: 20ms", "long: 1h").Replace(fastSims)

@@ -49,6 +49,7 @@ func finish(name string, ran *atomic.Int32) engine.Kind {
 // No number of busy background workers delays the first-steps lane: with every background
 // worker stuck in an action, a first step still runs at once.
 func TestTheFirstLaneRunsWhileTheBackgroundLaneIsBusy(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		release := make(chan struct{})
 		var entered atomic.Int32
@@ -86,6 +87,7 @@ func TestTheFirstLaneRunsWhileTheBackgroundLaneIsBusy(t *testing.T) {
 // pool), and another instance. Only one attempt runs at a time; the one that loses writes
 // nothing and orphans nothing: the work is never left without a due time.
 func TestTwoAttemptsOnOneInstanceNeitherRunTwiceNorOrphanTheWork(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var running, overlaps, runs atomic.Int32
 		work := engine.Kind{Name: "request", Run: func(ctx context.Context, r *engine.Run) error {
@@ -131,6 +133,7 @@ func TestTwoAttemptsOnOneInstanceNeitherRunTwiceNorOrphanTheWork(t *testing.T) {
 // An instance that dies in the middle of an action leaves a claim that expires; another
 // instance runs the work then, and the dead holder's late outcome is refused.
 func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		stuck := make(chan *engine.Run, 1)
 		hold := make(chan struct{})
@@ -178,6 +181,7 @@ func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing
 // after a backoff at least as long as its Retry-After, then the kind gives up and the declared
 // failure is written; a panic is a failure too; a preempted write only lets go.
 func TestStepOutcomesAreClassifiedForEveryKind(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var mu sync.Mutex
 		attempts := map[string][]time.Time{}
@@ -240,6 +244,7 @@ func TestStepOutcomesAreClassifiedForEveryKind(t *testing.T) {
 // Polling is data: each look is one run, the schedule follows the checks recorded on the task
 // (short, then long), and the look after the timeout is the last.
 func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		st := engine.Stages{Short: time.Millisecond, ShortCount: 3, Long: 30 * time.Millisecond, Timeout: 250 * time.Millisecond}
 		var mu sync.Mutex
@@ -279,6 +284,7 @@ func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
 // A wake makes waiting work run now, on an instance that did not receive it (its idle poll sees
 // it); a wake that arrives during a run is not lost.
 func TestAWakeRunsWaitingWorkNowOnAnyInstance(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var runs atomic.Int32
 		kind := engine.Kind{Name: "batch", Run: func(ctx context.Context, r *engine.Run) error {
@@ -312,6 +318,7 @@ func TestAWakeRunsWaitingWorkNowOnAnyInstance(t *testing.T) {
 // cancelled action writes nothing but gives its claim back, so another instance need not wait
 // for it to expire.
 func TestAShutdownWritesNothingAndGivesTheClaimBack(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		entered := make(chan struct{})
 		kind := engine.Kind{Name: "batch", Lease: func() time.Duration { return time.Hour },
@@ -346,6 +353,7 @@ func TestAShutdownWritesNothingAndGivesTheClaimBack(t *testing.T) {
 // An action that outlives its lease (every outbound call's own deadline is far shorter: it is
 // stuck) is cut there and tried again like an unavailable dependency, not left holding the work.
 func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var runs atomic.Int32
 		var failures atomic.Int32
@@ -374,6 +382,7 @@ func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
 // Work of a kind this instance does not know (a newer version wrote it) is put aside with a note,
 // not run, failed or spun on: it is due again minutes later, and the rest of the lane goes on.
 func TestWorkOfAnUnknownKindIsParked(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var ran atomic.Int32
 		e := start(t, db, "i", nil, finish("request", &ran))

@@ -16,6 +16,7 @@ import (
 // you" — in plain text and HTML, every message about one request in one thread, read back from
 // a real SMTP server (mailpit).
 func TestARequesterIsEmailedInOneThread(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mp := startMailpit(t)
 		newEnv(t, db, emailConfig(mp.smtp, ", username: bot, password: s3cret")+"targets:\n  - {key: team-a, title: Team A, project: infra/acl, path: \"acl/{subject}.yaml\"}\n")
@@ -66,6 +67,7 @@ func TestARequesterIsEmailedInOneThread(t *testing.T) {
 
 // A person's choice replaces the defaults; an empty choice emails nothing.
 func TestEmailFollowsThePersonsChoice(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mp := startMailpit(t)
 		e := newEnv(t, db, emailConfig(mp.smtp, ""))
@@ -106,6 +108,7 @@ func TestEmailFollowsThePersonsChoice(t *testing.T) {
 // notify.timeout), no STARTTLS when it is required; and a person without an address, whose
 // delivery is skipped. None of them is a failure of the request.
 func TestMailServerFaults(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mp := startMailpit(t)
 		outcome := func(t *testing.T, ds []store.Delivery) (string, []string) {

@@ -23,6 +23,7 @@ import (
 // callback overdue, an approval waiting too long — however many instances look and however
 // often; it counts what the alert rules read, and purges old attempts.
 func TestTheWatchTellsOverdueRequestsOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
 		yaml := webhookConfig("ops", rc.URL, "[deploy.overdue, request.needs_attention]") + "  keepAttempts: 1ms\nreconcile:\n  deployOverdue: 1ms\napproval:\n  timeout: 1ms\n"
@@ -95,6 +96,7 @@ func TestTheWatchTellsOverdueRequestsOnce(t *testing.T) {
 
 // A BLOCKED batch counts from its batch.blocked event.
 func TestTheWatchCountsBlockedBatches(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := newEnv(t, db, "notify:\n  mrNotes: false\n")
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch (partition_key, project, status) VALUES ('infra/acl', 'infra/acl', 'RUNNING')"); err != nil {
@@ -121,6 +123,7 @@ func TestTheWatchCountsBlockedBatches(t *testing.T) {
 // A refused configuration — a whole file, or keys of one — is told to operators once, however
 // many instances refuse it.
 func TestARefusedConfigurationIsToldOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
 		path := filepath.Join(t.TempDir(), "config.yaml")

@@ -22,6 +22,7 @@ import (
 // Standard Webhooks format — checked with the standard's own library, with each of the two
 // secrets of a rotation — each with its event's id as webhook-id and the request's news.
 func TestARequestsJourneyArrivesAsSignedWebhooks(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
 		newEnv(t, db, webhookConfig("ci", rc.URL, `"*"`, secretA, secretB)+"targets:\n  - {key: team-a, title: Team A, project: infra/acl, path: \"acl/{subject}.yaml\"}\n")
@@ -89,6 +90,7 @@ func TestARequestsJourneyArrivesAsSignedWebhooks(t *testing.T) {
 
 // An endpoint gets only the types it subscribed to; the batch's own events never leave.
 func TestAnEndpointGetsOnlyItsEvents(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
 		newEnv(t, db, webhookConfig("effect", rc.URL, "[request.in_effect, request.failed]"))
@@ -111,6 +113,7 @@ func TestAnEndpointGetsOnlyItsEvents(t *testing.T) {
 // A receiver that fails is tried again by the schedule until it takes the delivery; each
 // attempt is recorded with its answer, latency and class.
 func TestAFailingReceiverIsTriedAgainByTheSchedule(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
 			if n < 2 {
@@ -146,6 +149,7 @@ func TestAFailingReceiverIsTriedAgainByTheSchedule(t *testing.T) {
 // The attempts run out: the delivery fails for good; an operator sends it again from a fresh
 // schedule.
 func TestAttemptsRunOutAndAnOperatorSendsAgain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var mu sync.Mutex
 		fail := true
@@ -188,6 +192,7 @@ func TestAttemptsRunOutAndAnOperatorSendsAgain(t *testing.T) {
 // 410 Gone disables the endpoint at once, and operators are told; later events are not routed
 // to it until an operator enables it again.
 func TestGoneDisablesTheEndpoint(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		gone := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusGone) })
 		ops := newReceiver(t, nil)
@@ -230,6 +235,7 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 
 // 429 with Retry-After: the next attempt waits at least that long (longer than the schedule's).
 func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
 			if n == 0 {
@@ -256,6 +262,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 // attempt; one that cannot be reached a connect failure — each tried again, none of them a
 // failure of bindery.
 func TestHangingDroppingAndUnreachableReceivers(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		release := make(chan struct{})
 		hang := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -313,6 +320,7 @@ func TestHangingDroppingAndUnreachableReceivers(t *testing.T) {
 
 // An endpoint that has failed for longer than notify.disableAfter is disabled, and told.
 func TestAnEndpointFailingTooLongIsDisabled(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 		newEnv(t, db, webhookConfig("ci", rc.URL, "[request.accepted]")+"  disableAfter: 100ms\n")
@@ -331,6 +339,7 @@ func TestAnEndpointFailingTooLongIsDisabled(t *testing.T) {
 // A receiver that hangs never delays a request's own steps: the notify lane has its own
 // workers, and a task of the first lane runs at once while every notify worker waits.
 func TestAHangingReceiverNeverDelaysARequestsSteps(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		release := make(chan struct{})
 		rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -364,6 +373,7 @@ func TestAHangingReceiverNeverDelaysARequestsSteps(t *testing.T) {
 // Two instances share the deliveries: each event is delivered once (one attempt the receiver
 // took), never by both.
 func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
 		src := config.NewStatic(config.MustParse(webhookConfig("ci", rc.URL, `"*"`)))
