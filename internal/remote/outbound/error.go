@@ -176,4 +176,6 @@ func StatusOf(err error) int {
 }
 
 // truncate bounds the upstream body the log keeps.
-func truncate(s string) string { return text.Clip(s, 300+len(text.Ellipsis), text.Bytes, text.Ellipsis) }
+func truncate(s string) string {
+	return text.Clip(s, 300+len(text.Ellipsis), text.Bytes, text.Ellipsis)
+}
