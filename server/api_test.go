@@ -617,6 +617,7 @@ func runRow(t *testing.T, r row, o options) (*harness, result) {
 }
 
 func TestEveryStatusCodeOfTheAPI(t *testing.T) {
+	t.Parallel()
 	seen := map[int]bool{}
 	for _, r := range rows() {
 		t.Run(r.name, func(t *testing.T) {

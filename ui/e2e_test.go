@@ -56,6 +56,7 @@ func bootDemo(t *testing.T) string {
 }
 
 func TestE2EApplyApproveInTheInboxAndReachValidatedInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	b.do("open the demo", chromedp.Navigate(url+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`), chromedp.Reload())
@@ -95,6 +96,7 @@ func TestE2EApplyApproveInTheInboxAndReachValidatedInTheRealDemo(t *testing.T) {
 }
 
 func TestE2EDuplicateSubmitKeepsTheFormLockedInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	dropFirstApplyAnswer(b)
@@ -108,6 +110,7 @@ func TestE2EDuplicateSubmitKeepsTheFormLockedInTheRealDemo(t *testing.T) {
 // way, the page says a second one cannot be sent; for another target "Submit the edited text as
 // a new request" sends the edit under a new id, which the real server accepts.
 func TestE2EAnEditAfterALostAnswerIsSentAsANewRequestInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	dropFirstApplyAnswer(b)
@@ -138,6 +141,7 @@ func TestE2EAnEditAfterALostAnswerIsSentAsANewRequestInTheRealDemo(t *testing.T)
 // Without -screenshots the same pages are still opened and checked (they render the real
 // product's data without an exception and without sideways scrolling).
 func TestE2EScreenshotsOfTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	validated := demoApply(t, url, "alice", "payments-db-readonly", "quarterly revenue report")
 	inFlight := demoApply(t, url, "alice", "grafana-editor", "dashboards for the incident review")
@@ -236,6 +240,7 @@ func demoSend(method, url, user, body string) (int, []byte, error) {
 // request rides in a car with an estimate, and the stream merges. With -screenshots it takes the
 // ops console's train view.
 func TestE2EAStreamToOneProjectFillsSeveralCarsInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, url)

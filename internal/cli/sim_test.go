@@ -60,6 +60,7 @@ func fetch(t *testing.T, url, token string) (int, string) {
 }
 
 func TestSimCommandServesEverySimulator(t *testing.T) {
+	t.Parallel()
 	url, stop := startSim(t, "-bindery", "http://127.0.0.1:1")
 	defer stop()
 	for _, tc := range []struct{ path, token, want string }{
@@ -77,6 +78,7 @@ func TestSimCommandServesEverySimulator(t *testing.T) {
 }
 
 func TestSimCommandFollowsItsConfigFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sim.yaml")
 	os.WriteFile(path, []byte("gitlab:\n  botToken: file-token\n  reviewerTokens: [r]\n"), 0o644)
 	url, stop := startSim(t, "-config", path)
@@ -92,6 +94,7 @@ func TestSimCommandFollowsItsConfigFile(t *testing.T) {
 }
 
 func TestSimCommandRefusesBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		code int

@@ -24,6 +24,7 @@ func (e *env) raw(t *testing.T, method, path, body string) answer {
 }
 
 func TestApprovalInboxFormats(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	ticket := `{"operationId":"op-1","subject":"alice@example.com","targetKey":"t1","title":"T1","reason":"why","callbackUrl":"` +
 		e.bindery + `/hooks/approval","ext":{"mrId":"7"}}`
@@ -87,6 +88,7 @@ func TestApprovalInboxFormats(t *testing.T) {
 }
 
 func TestApprovalSimulatorTransportFaults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, strings.Replace(simConfig, "  deploy:", "  approval:\n    errorRate: 1\n    faultEndpoints: [list]\n  deploy:", 1), nil)
 	if a := e.raw(t, "GET", "/sim/approvals", ""); a.status != 500 {
 		t.Fatalf("list with errorRate 1: %d", a.status)
@@ -103,6 +105,7 @@ func TestApprovalSimulatorTransportFaults(t *testing.T) {
 // A lost callback (sim.approval.callbackLossRate) never reaches bindery; the decision is on the
 // ticket, where GET /sim/approval/tickets/:id shows it with the id its callback would have carried.
 func TestALostApprovalCallbackLeavesTheDecisionOnTheTicket(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.sims.Approval.SetFaults(sim.ApprovalFaults{CallbackLossRate: 1})
 	ticket := `{"operationId":"op-lost","subject":"alice@example.com","targetKey":"t1","title":"T1","reason":"why","callbackUrl":"` + e.bindery + `/hooks/approval"}`

@@ -51,6 +51,7 @@ func (e *env) deployCallbacks(t *testing.T, n int) []api.DeployCallback {
 }
 
 func TestDeployCallsBackAfterAMerge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.mergeMR(t)
 	got := e.deployCallbacks(t, 1)
@@ -69,6 +70,7 @@ func TestDeployCallsBackAfterAMerge(t *testing.T) {
 }
 
 func TestDeployKnobs(t *testing.T) {
+	t.Parallel()
 	t.Run("dropped callbacks are never sent", func(t *testing.T) {
 		e := newEnv(t, "", nil)
 		e.sims.Deploy.SetFaults(sim.DeployFaults{DropRate: 1, WithOperationIDs: true})
@@ -132,6 +134,7 @@ func TestDeployKnobs(t *testing.T) {
 // GET /sim/faults counts what the knobs injected, per simulator and kind, so a chaos run can
 // report the faults it survived.
 func TestFaultCountsAreServed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.sims.Deploy.SetFaults(sim.DeployFaults{DropRate: 1})
 	e.mergeMR(t)

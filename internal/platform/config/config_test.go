@@ -24,6 +24,7 @@ var update = flag.Bool("update", false, "rewrite docs/config.md from the key reg
 
 // TestConfigDocs keeps docs/config.md equal to the registry, so no key goes undocumented.
 func TestConfigDocs(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("..", "..", "..", "docs", "config.md")
 	want := Markdown()
 	if *update {
@@ -199,6 +200,7 @@ var misconfigTable = map[string][]misconfigCase{
 // TestDynamicKeyMisconfig covers every dynamic key × {missing, blank, garbage, negative/zero,
 // valid}, read through the key's getter.
 func TestDynamicKeyMisconfig(t *testing.T) {
+	t.Parallel()
 	classes := []string{"missing", "blank", "garbage", "negative/zero", "valid"}
 	for _, k := range Keys {
 		if k.Static {
@@ -265,6 +267,7 @@ func reportFor(t *testing.T, s *Snapshot, key string) KeyReport {
 }
 
 func TestStaticKeysFallBackOrRejectClearly(t *testing.T) {
+	t.Parallel()
 	s := MustParse("database:\n  maxOpenConns: -3\nworkers:\n  size: lots\n  first: 0\n  idlePoll: 1ms\n")
 	if s.MaxOpenConns() != 20 || s.Workers() != 8 || s.FirstWorkers() != 4 || s.IdlePoll() != time.Second {
 		t.Fatalf("got maxOpenConns=%d workers=%d first=%d idlePoll=%s", s.MaxOpenConns(), s.Workers(), s.FirstWorkers(), s.IdlePoll())
@@ -280,6 +283,7 @@ func TestStaticKeysFallBackOrRejectClearly(t *testing.T) {
 }
 
 func TestUnknownKeysAreReportedNotFatal(t *testing.T) {
+	t.Parallel()
 	s, err := Parse([]byte("ratelimit:\n  aply: 5\nsurprise: 1\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -290,6 +294,7 @@ func TestUnknownKeysAreReportedNotFatal(t *testing.T) {
 }
 
 func TestStructuralMistakesRejectTheFile(t *testing.T) {
+	t.Parallel()
 	for _, doc := range []string{
 		"ratelimit: 5\n",          // scalar where a section belongs
 		"- a\n- b\n",              // not a mapping
@@ -307,6 +312,7 @@ func TestStructuralMistakesRejectTheFile(t *testing.T) {
 }
 
 func TestSampleConfigLoadsClean(t *testing.T) {
+	t.Parallel()
 	s, err := Parse(Sample)
 	if err != nil {
 		t.Fatal(err)
@@ -325,6 +331,7 @@ func TestSampleConfigLoadsClean(t *testing.T) {
 }
 
 func TestWindowUsesTheFixedZoneNotTheHost(t *testing.T) {
+	t.Parallel()
 	s := MustParse("apply:\n  mode: test_window\n  window: Mon-Fri 10:00-18:00\n  timezone: Asia/Shanghai\n")
 	cases := []struct {
 		at   time.Time
@@ -347,6 +354,7 @@ func TestWindowUsesTheFixedZoneNotTheHost(t *testing.T) {
 }
 
 func TestParseWindowForms(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"Mon-Fri 10:00-18:00", "daily 00:00-24:00", "Sat,Sun 09:30-12:00", "Fri-Mon 08:00-09:00", "* 00:00-00:01"} {
 		if _, err := ParseWindow(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
@@ -360,6 +368,7 @@ func TestParseWindowForms(t *testing.T) {
 }
 
 func TestTrustedProxiesNormalise(t *testing.T) {
+	t.Parallel()
 	s := MustParse("server:\n  trustedProxies: [10.1.2.3/8, \"::ffff:127.0.0.1\"]\n")
 	got := s.TrustedProxies()
 	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}
@@ -409,6 +418,7 @@ func (ts testSource) metric(name string) string {
 }
 
 func TestReloadKeepsLastGoodOnBrokenFile(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 3\n")
 	if got := ts.Current().RateLimit("ratelimit.apply", 10); got != 3 {
 		t.Fatalf("limit %d", got)
@@ -442,6 +452,7 @@ func TestReloadKeepsLastGoodOnBrokenFile(t *testing.T) {
 }
 
 func TestStaticKeyChangeLogsRestartNeeded(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "server:\n  addr: 127.0.0.1:1\n")
 	write(t, ts.path, "server:\n  addr: 127.0.0.1:2\n")
 	if err := ts.Reload(); err != nil {
@@ -481,6 +492,7 @@ func watching(t *testing.T, s *Source) (stop func()) {
 }
 
 func TestWatchSeesEveryKindOfEdit(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = time.Hour // prove fsnotify alone sees these edits
 	defer watching(t, ts.Source)()
@@ -510,6 +522,7 @@ func TestWatchSeesEveryKindOfEdit(t *testing.T) {
 }
 
 func TestWatchSurvivesReplacedDirectory(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = 20 * time.Millisecond
 	defer watching(t, ts.Source)()
@@ -530,6 +543,7 @@ func TestWatchSurvivesReplacedDirectory(t *testing.T) {
 // TestWatchIgnoresBusyNeighbours: writes to other files of the directory (the demo keeps its
 // database beside the config) must not make the watcher re-read the config.
 func TestWatchIgnoresBusyNeighbours(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = time.Hour
 	stop := watching(t, ts.Source)
@@ -550,6 +564,7 @@ func TestWatchIgnoresBusyNeighbours(t *testing.T) {
 // A sign-in link that cannot work is dropped and reported (the loader warns on a fallback),
 // never offered to a person.
 func TestALoginURLThatIsNotAnAbsoluteHTTPURLIsIgnoredAndReported(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"login.example.com", "/sso", "ftp://login.example.com/", "javascript:alert(1)"} {
 		s := MustParse("server:\n  loginURL: " + strconv.Quote(bad) + "\n")
 		if r := reportFor(t, s, "server.loginURL"); s.LoginURL() != "" || r.Status != StatusFallback || r.Note == "" {
@@ -564,6 +579,7 @@ func TestALoginURLThatIsNotAnAbsoluteHTTPURLIsIgnoredAndReported(t *testing.T) {
 // A target's expiry is written in days as people think of access ("30d"), or as a duration;
 // anything else refuses the catalog.
 func TestATargetsExpiryIsWrittenInDays(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		ttl  string
 		want time.Duration

@@ -115,6 +115,7 @@ func (b *bundle) ticket(op string) approval.Ticket {
 var ctx = context.Background()
 
 func TestOpenTicketThenDecisionCallsBackSigned(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	id, err := b.client.Open(ctx, b.ticket("op-1"))
 	if err != nil || id == "" {
@@ -137,6 +138,7 @@ func TestOpenTicketThenDecisionCallsBackSigned(t *testing.T) {
 }
 
 func TestAutoApproveCallsBackWithoutAClick(t *testing.T) {
+	t.Parallel()
 	b := setup(t, cfgText+"sim:\n  approval:\n    autoApprove: true\n")
 	if _, err := b.client.Open(ctx, b.ticket("op-auto")); err != nil {
 		t.Fatal(err)
@@ -147,6 +149,7 @@ func TestAutoApproveCallsBackWithoutAClick(t *testing.T) {
 }
 
 func TestCallbackFaults(t *testing.T) {
+	t.Parallel()
 	t.Run("duplicated callbacks repeat the callback id", func(t *testing.T) {
 		b := setup(t, "")
 		b.sims.Approval.SetFaults(sim.ApprovalFaults{DuplicateRate: 1})
@@ -196,6 +199,7 @@ func TestCallbackFaults(t *testing.T) {
 }
 
 func TestApprovalSystemFailuresAreBoundedAndBreakerProtected(t *testing.T) {
+	t.Parallel()
 	b := setup(t, strings.Replace(cfgText, "timeout: 2s", "timeout: 100ms", 1))
 	b.sims.Approval.SetFaults(sim.ApprovalFaults{SimTransport: config.SimTransport{Hang: true}})
 	_, err := b.client.Open(ctx, b.ticket("op-hang"))
@@ -223,6 +227,7 @@ func TestApprovalSystemFailuresAreBoundedAndBreakerProtected(t *testing.T) {
 }
 
 func TestLostOpenAnswerIsSafeToRetry(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	b.sims.Approval.Inject("open_ticket", sim.FaultDrop, 1)
 	_, err := b.client.Open(ctx, b.ticket("op-drop"))
@@ -237,6 +242,7 @@ func TestLostOpenAnswerIsSafeToRetry(t *testing.T) {
 }
 
 func TestApprovalSystemRefusalCarriesNoUpstreamText(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	tk := b.ticket("op-bad")
 	tk.TargetKey = ""
@@ -247,6 +253,7 @@ func TestApprovalSystemRefusalCarriesNoUpstreamText(t *testing.T) {
 }
 
 func TestMissingApprovalSystemURL(t *testing.T) {
+	t.Parallel()
 	src := config.NewStatic(config.MustParse(cfgText))
 	if _, err := approval.New(src, approval.Options{}); err == nil || !strings.Contains(err.Error(), "approvalSystem.url is not set") {
 		t.Fatalf("err = %v", err)
@@ -266,6 +273,7 @@ func TestMissingApprovalSystemURL(t *testing.T) {
 // ext; an unknown ticket is ErrNoTicket (not a transient failure), an answer without a known
 // status is malformed, and an id that is not a path segment is refused before any call.
 func TestATicketIsReadWithItsDecision(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	id, err := b.client.Open(ctx, b.ticket("op-read"))
 	if err != nil {

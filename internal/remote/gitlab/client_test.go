@@ -118,6 +118,7 @@ func (b *bundle) openMR(t testing.TB, branch string) gitlab.MergeRequest {
 func statusOf(err error) int { return outbound.StatusOf(err) }
 
 func TestEverySeamCallWorksAgainstTheSimulator(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	br, err := b.client.CreateBranch(ctx, project, "batch/1", "main")
 	if err != nil || br.Name != "batch/1" || len(br.CommitSHA) != 40 {
@@ -214,6 +215,7 @@ func TestEverySeamCallWorksAgainstTheSimulator(t *testing.T) {
 }
 
 func TestCloseOpenMergeRequestClosesIt(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "close-me")
 	closed, err := b.client.CloseMergeRequest(ctx, project, mr.IID)
@@ -223,6 +225,7 @@ func TestCloseOpenMergeRequestClosesIt(t *testing.T) {
 }
 
 func TestMergeRequestIIDsGrowPerProject(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	b.sim.CreateProject("other/repo", "main")
 	for i, want := range []int64{1, 2} {
@@ -242,6 +245,7 @@ func TestMergeRequestIIDsGrowPerProject(t *testing.T) {
 }
 
 func TestRefusalsAreClassifiedAndCarryNoUpstreamText(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "c1")
 	cases := []struct {
@@ -309,6 +313,7 @@ func TestRefusalsAreClassifiedAndCarryNoUpstreamText(t *testing.T) {
 }
 
 func TestLostCreateMergeRequestAnswerIsFoundOnRetry(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	if _, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "lost", StartBranch: "main", Message: "m",
 		Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "lost.yaml", Content: "x"}}}); err != nil {
@@ -328,6 +333,7 @@ func TestLostCreateMergeRequestAnswerIsFoundOnRetry(t *testing.T) {
 }
 
 func TestCommitCanRegenerateABranchFromTheTarget(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "regen")
 	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil { // approvals outrank the git checks
@@ -354,6 +360,7 @@ func TestCommitCanRegenerateABranchFromTheTarget(t *testing.T) {
 }
 
 func TestMergeWaitsForPipelineAndApprovals(t *testing.T) {
+	t.Parallel()
 	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 100s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "waits")
@@ -394,6 +401,7 @@ func TestMergeWaitsForPipelineAndApprovals(t *testing.T) {
 }
 
 func TestAutoMergeMergesWhenThePipelinePasses(t *testing.T) {
+	t.Parallel()
 	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 10s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "auto")
@@ -414,6 +422,7 @@ func TestAutoMergeMergesWhenThePipelinePasses(t *testing.T) {
 // A branch built on another branch's commit, remade elsewhere with force; MergeBase tells
 // whether a commit is still in a branch's history.
 func TestBranchesOnBranchesAndTheirMergeBase(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	add := func(r gitlab.CommitRequest, path string) (gitlab.Commit, error) {
 		r.Message = "add " + path

@@ -32,6 +32,7 @@ breaker:
 var ctx = context.Background()
 
 func TestStaticRulesDecideWithoutAURL(t *testing.T) {
+	t.Parallel()
 	c := permission.New(config.NewStatic(config.MustParse(rules)), permission.Options{})
 	for _, tc := range []struct {
 		identity string
@@ -74,6 +75,7 @@ func setup(t *testing.T) *bundle {
 }
 
 func TestServiceAnswersSeveralCodesInOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	ok, err := b.c.Check(ctx, "bob@example.com", []string{"ops-admin", "payments-admin"})
 	if !ok || err != nil || b.sims.Permission.Calls() != 1 {
@@ -90,6 +92,7 @@ func TestServiceAnswersSeveralCodesInOneRoundTrip(t *testing.T) {
 }
 
 func TestServiceFailuresDeny(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	for _, tc := range []struct {
 		name  string
@@ -111,6 +114,7 @@ func TestServiceFailuresDeny(t *testing.T) {
 }
 
 func TestHangingServiceDeniesWithinTheTimeoutAndOpensTheBreaker(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.sims.Permission.SetFaults(config.SimTransport{Hang: true})
 	for range 2 {
