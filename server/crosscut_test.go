@@ -33,6 +33,7 @@ func TestMetricsThatPanicChangeNothing(t *testing.T) {
 	t.Parallel()
 	for _, r := range rows() {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel() // each row has a server and a database of its own
 			_, normal := runRow(t, r, r.opts)
 			o := r.opts
 			o.sink = panickingSink{}
@@ -124,10 +125,13 @@ func TestNoErrorBodyLeaksInternals(t *testing.T) {
 		}
 	}
 	for _, r := range rows() {
-		_, res := runRow(t, r, r.opts)
-		for _, a := range res.answers {
-			scan(t, r.name, a)
-		}
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel() // each row has a server and a database of its own
+			_, res := runRow(t, r, r.opts)
+			for _, a := range res.answers {
+				scan(t, r.name, a)
+			}
+		})
 	}
 	cb := `{"requestId":"cb-1","operationId":"op-1","result":"APPROVED"}`
 	calls := []call{

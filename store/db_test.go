@@ -262,7 +262,7 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 	}
 	apply(0, 200)
 	testkit.Eventually(t, "the database file to take the applications", func() bool { return size("b.db") > before+(256<<10) })
-	time.Sleep(3 * time.Millisecond) // the behaviour: the WAL as a checkpoint tick (1 ms apart here) leaves it
+	time.Sleep(3 * time.Millisecond) // the measurement: the WAL a moment after the file took the writes, the mark the rounds below are held to
 	high := size("b.db-wal")
 	for round := 1; round < 8; round++ {
 		apply(round*200, round*200+200)

@@ -39,16 +39,20 @@ type stepRow struct {
 	version     int64
 }
 
-// insertSteps appends one history row per operation, with one multi-row insert per chunk.
+// insertSteps appends one history row per operation, with one multi-row insert per chunk, after
+// the change wrote the operation row. A row's time is the operation's updated_at of that change,
+// not a clock of its own: the stage times the change adds to the operation are differences of
+// updated_at, so the timeline and the stage times agree to the microsecond however long the
+// statements of one transaction are apart (a loaded machine can hold them a second apart).
 func insertSteps(ctx context.Context, tx *sql.Tx, ops []stepRow, step state.Step, status state.BindingStatus, note string) error {
 	note = clipNote(note)
 	for _, chunk := range chunks(ops, maxInList) {
-		args := make([]any, 0, 5*len(chunk))
+		args := make([]any, 0, 6*len(chunk))
 		for _, o := range chunk {
-			args = append(args, o.operationID, o.version, step, status, note)
+			args = append(args, o.operationID, o.version, step, status, note, o.operationID)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO operation_step (operation_id, seq, step, status, note) VALUES "+
-			rowsOf("(?, ?, ?, ?, ?)", len(chunk)), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO operation_step (operation_id, seq, step, status, note, at) VALUES "+
+			rowsOf("(?, ?, ?, ?, ?, (SELECT updated_at FROM operation WHERE operation_id = ?))", len(chunk)), args...); err != nil {
 			return fmt.Errorf("append step %s: %w", step, err)
 		}
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/platform/config"
 	"bindery/internal/remote/approval"
 	"bindery/internal/sim"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/explain"
 	"bindery/internal/vocab/state"
 	"bindery/store"
@@ -142,10 +142,8 @@ func TestAStepFailingAfterATakeoverWritesNothingAndIsNoError(t *testing.T) {
 		var h *harness
 		h = setup(t, db, options{approvalFirst: true, wrapTickets: func(workflow.Tickets) workflow.Tickets {
 			return ticketsFunc(func(ctx context.Context, tk approval.Ticket) (string, error) {
-				h.dueNow(tk.OperationID)
-				task, _ := h.task(tk.OperationID)
-				if _, err := db.ClaimTask(ctx, task, "other-instance", time.Minute); err != nil {
-					return "", fmt.Errorf("test setup: take over: %w", err)
+				if err := enginekit.On(t, db).TakeOver(state.TaskRequest, tk.OperationID, "other-instance"); err != nil {
+					return "", fmt.Errorf("test setup: %w", err)
 				}
 				return "", errors.New("the ticket was refused for a reason of its own")
 			})

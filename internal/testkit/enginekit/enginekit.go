@@ -109,6 +109,23 @@ func (h *Harness) DueNow(kind, ref string) {
 	}
 }
 
+// TakeOver hands kind/ref's task to owner as another instance's claim would once the holder's
+// lease had run out: a new epoch (the running attempt is fenced out) and a lease that outlasts
+// the test. One statement, so no instance of the test ever sees the task due in between (a
+// test that made it due first and then claimed it left a window in which the holder's own
+// dispatcher took it back). It returns an error rather than failing the test: a step's code
+// calls it, on an engine's goroutine.
+func (h *Harness) TakeOver(kind, ref, owner string) error {
+	res, err := h.DB.Raw().Exec("UPDATE task SET epoch = epoch + 1, owner = ?, due_at = '2999-01-01 00:00:00' WHERE kind = ? AND ref = ?", owner, kind, ref)
+	if err != nil {
+		return fmt.Errorf("take over %s/%s: %w", kind, ref, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("take over %s/%s: %d rows, %v", kind, ref, n, err)
+	}
+	return nil
+}
+
 // WaitGone waits until kind/ref has no task any more (its work ended).
 func (h *Harness) WaitGone(kind, ref string) {
 	h.T.Helper()

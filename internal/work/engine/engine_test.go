@@ -246,14 +246,64 @@ func TestStepOutcomesAreClassifiedForEveryKind(t *testing.T) {
 func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		st := engine.Stages{Short: time.Millisecond, ShortCount: 3, Long: 30 * time.Millisecond, Timeout: 250 * time.Millisecond}
+		// The schedule is read from what each look asks for (Poll's next), not counted in a
+		// window of wall time: how many looks fit in a window depends on how loaded the
+		// machine is, the schedule does not.
+		st := engine.Stages{Short: time.Millisecond, ShortCount: 3, Long: 30 * time.Millisecond, Timeout: time.Hour}
+		const enough = 8 // 3 short looks, then long ones
 		var mu sync.Mutex
 		var looks []time.Time
-		timedOut := make(chan int, 1)
+		var waits []time.Duration
+		var checks []int
+		done := make(chan struct{}, 1)
 		kind := engine.Kind{Name: "batch", Run: func(ctx context.Context, r *engine.Run) error {
+			next, out := r.Poll(st, "waiting")
 			mu.Lock()
 			looks = append(looks, time.Now())
+			waits = append(waits, next.In)
+			checks = append(checks, r.Task.Checks)
+			n := len(looks)
 			mu.Unlock()
+			if out || n == enough {
+				done <- struct{}{}
+				return r.Finish(ctx, nil)
+			}
+			return r.Next(ctx, next, nil)
+		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
+		e := start(t, db, "i", nil, kind)
+		enginekit.On(t, db).Put(store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true})
+		e.NudgeAll()
+		testkit.Receive(t, "the looks", done)
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range looks {
+			want := st.Long
+			if i < st.ShortCount {
+				want = st.Short
+			}
+			if checks[i] != i || (i < enough-1 && waits[i] != want) {
+				t.Fatalf("look %d: checks %d, next in %s; want %d, %s (checks %v, waits %v)", i, checks[i], waits[i], i, want, checks, waits)
+			}
+			// A long wait is waited: never a busy loop.
+			if i > st.ShortCount {
+				if gap := looks[i].Sub(looks[i-1]); gap < 25*time.Millisecond {
+					t.Fatalf("look %d came %s after the one before (want poll.long)", i, gap)
+				}
+			}
+		}
+	})
+}
+
+// The staged schedule's timeout ends the wait: the first look past it is told so, after a
+// bounded number of looks (never a busy loop).
+func TestAPollPastItsTimeoutIsTimedOut(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		st := engine.Stages{Short: time.Millisecond, ShortCount: 3, Long: 30 * time.Millisecond, Timeout: 100 * time.Millisecond}
+		var looks atomic.Int32
+		timedOut := make(chan int, 1)
+		kind := engine.Kind{Name: "batch", Run: func(ctx context.Context, r *engine.Run) error {
+			looks.Add(1)
 			next, out := r.Poll(st, "waiting")
 			if out {
 				timedOut <- r.Task.Checks
@@ -262,21 +312,12 @@ func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
 			return r.Next(ctx, next, nil)
 		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
 		e := start(t, db, "i", nil, kind)
-		if err := db.InTx(bg, func(tx *store.Tx) error {
-			return tx.PutTask(bg, store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true}, false)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		enginekit.On(t, db).Put(store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true})
 		e.NudgeAll()
-		checks := <-timedOut
-		mu.Lock()
-		defer mu.Unlock()
-		// 3 short looks, then long ones until 250ms: about 3 + 250/30 ≈ 11; never a busy loop.
-		if checks < 5 || checks > 15 || len(looks) != checks+1 {
-			t.Fatalf("%d checks, %d looks", checks, len(looks))
-		}
-		if gap := looks[len(looks)-1].Sub(looks[len(looks)-2]); gap < 25*time.Millisecond {
-			t.Fatalf("a late look came %s after the one before (want poll.long)", gap)
+		checks := testkit.Receive(t, "the timeout", timedOut)
+		// 3 short looks, then long ones until 100 ms: at most 3 + 100/30 + the one that timed out.
+		if n := int(looks.Load()); n != checks+1 || n > 8 {
+			t.Fatalf("%d looks, %d checks", n, checks)
 		}
 	})
 }
