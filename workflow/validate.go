@@ -50,6 +50,12 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (a
 	}
 	w.validated(ctx, d.Validated, "callback")
 	w.removed(ctx, d.Closed, "callback")
+	if d.Fresh && len(d.Validated)+len(d.Closed)+len(d.Refused) == 0 {
+		// Early: the MR's requests were not MERGED when this callback read them. The merge step
+		// replays a recorded callback after its own commit, but it may have read before this
+		// record committed; reading again after it means one of the two always sees the other.
+		w.catchUpDeploy(ctx, cb.Project, cb.MRIID)
+	}
 	res := api.CallbackResult{Code: api.CallbackAccepted, Refused: d.Refused}
 	if len(d.Refused) > 0 {
 		w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "not_members")

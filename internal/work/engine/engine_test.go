@@ -270,9 +270,7 @@ func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
 			}
 			return r.Next(ctx, next, nil)
 		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
-		e := start(t, db, "i", nil, kind)
-		enginekit.On(t, db).Put(store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true})
-		e.NudgeAll()
+		startWaiting(t, db, kind)
 		testkit.Receive(t, "the looks", done)
 		mu.Lock()
 		defer mu.Unlock()
@@ -294,6 +292,14 @@ func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
 	})
 }
 
+// startWaiting starts an instance running kind and gives it batch 1's task, waiting from now.
+func startWaiting(t *testing.T, db *store.DB, kind engine.Kind) {
+	t.Helper()
+	e := start(t, db, "i", nil, kind)
+	enginekit.On(t, db).Put(store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true})
+	e.NudgeAll()
+}
+
 // The staged schedule's timeout ends the wait: the first look past it is told so, after a
 // bounded number of looks (never a busy loop).
 func TestAPollPastItsTimeoutIsTimedOut(t *testing.T) {
@@ -311,9 +317,7 @@ func TestAPollPastItsTimeoutIsTimedOut(t *testing.T) {
 			}
 			return r.Next(ctx, next, nil)
 		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
-		e := start(t, db, "i", nil, kind)
-		enginekit.On(t, db).Put(store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true})
-		e.NudgeAll()
+		startWaiting(t, db, kind)
 		checks := testkit.Receive(t, "the timeout", timedOut)
 		// 3 short looks, then long ones until 100 ms: at most 3 + 100/30 + the one that timed out.
 		if n := int(looks.Load()); n != checks+1 || n > 8 {
