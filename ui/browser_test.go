@@ -185,9 +185,13 @@ func (b *browser) pageText() string {
 	return s
 }
 
+// click clicks the element sel names once it is visible. The click is one turn of the page's
+// script (element.click()): the pages re-render their lists at every poll, and a click by mouse
+// events — find the node, measure it, press, release — could meet a node replaced in between.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	b.do("click "+sel, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	b.do("wait for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+	b.waitFor("click "+sel, `(()=>{const e=document.querySelector(`+jsString(sel)+`); if(!e) return false; e.click(); return true})()`, 30*time.Second)
 }
 
 func (b *browser) screenshot(name string) {
