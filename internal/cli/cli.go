@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 
 	"bindery/internal/app"
 	"bindery/store"
@@ -53,7 +52,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, assets ap
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		fmt.Fprintf(stdout, "bindery %s (%s, %s/%s)\n", app.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprint(stdout, app.BuildInfo())
 		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
