@@ -34,17 +34,17 @@ const (
 
 // DeployRecord is one deploy after a merge.
 type DeployRecord struct {
-	Project      string    `json:"project"`
-	MRIID        int64     `json:"mrIid"`
-	SHA          string    `json:"sha"`
-	OperationIDs []string  `json:"operationIds"` // what the merge carried (the files' operationIds)
-	Exact        bool      `json:"exact"`        // the callback names them
-	Status       string    `json:"status"`
-	Answer       int       `json:"answer"` // bindery's HTTP status; 0: none
+	Project      string   `json:"project"`
+	MRIID        int64    `json:"mrIid"`
+	SHA          string   `json:"sha"`
+	OperationIDs []string `json:"operationIds"` // what the merge carried (the files' operationIds)
+	Exact        bool     `json:"exact"`        // the callback names them
+	Status       string   `json:"status"`
+	Answer       int      `json:"answer"` // bindery's HTTP status; 0: none
 	// Job is what the branch pipeline's jobs printed, when the project's .gitlab-ci.yml ran
 	// (Options.RunJobs): then Status is SENT when every job passed, FAILED otherwise.
-	Job string `json:"job,omitempty"`
-	At           time.Time `json:"at"`
+	Job string    `json:"job,omitempty"`
+	At  time.Time `json:"at"`
 }
 
 // Deploy simulates the deploy pipeline.

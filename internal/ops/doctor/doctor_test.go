@@ -144,9 +144,9 @@ func TestACleanSetupPasses(t *testing.T) {
 // Each broken item alone gives its FAIL line, and the report fails (bindery doctor exits 1).
 func TestEachBrokenItemAloneGivesItsFailLine(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, s *setup)
-		want  string
+		want   string
 	}{
 		{"the database cannot be reached", func(t *testing.T, s *setup) {
 			s.over["database.dsn"] = "mysql://root@tcp(127.0.0.1:1)/none?timeout=1s"
