@@ -195,13 +195,23 @@ func (w *Workflow) observeApproval(ctx context.Context, operationID string) {
 // replay validates exactly what the callback named (RecordDeploy is idempotent). The remaining
 // interleaving (both sides reading before the other commits) is closed by reconciliation.
 func (w *Workflow) catchUpDeploy(ctx context.Context, project string, iid int64) {
+	// It runs after a commit (the merge step's, the callback's): the caller's context may end
+	// right then (a step's ends with its run), and a deadlock with the other side is likely, as
+	// both write the same rows at that moment. So its own deadline, and a retry of a conflict:
+	// otherwise only reconciliation, minutes later, validates what is already proven.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	d, err := w.db.RecordedDeploy(ctx, project, iid)
 	if errors.Is(err, store.ErrNotFound) {
 		return
 	}
 	if err == nil {
 		var res store.Deployed
-		if res, err = w.db.RecordDeploy(ctx, d); err == nil {
+		if err = retryPreempted(ctx, func() error {
+			var err error
+			res, err = w.db.RecordDeploy(ctx, d)
+			return err
+		}); err == nil {
 			w.validated(ctx, res.Validated, "callback")
 			return
 		}
