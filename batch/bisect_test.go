@@ -15,6 +15,7 @@ import (
 // isolated in ⌈log₂ 8⌉ = 3 bisections, never shares a batch with a newcomer, and the batch that
 // isolated it names it (batch, member timeline). Every innocent member and every newcomer lands.
 func TestTheCulpritIsIsolatedInThreeBisectionsAndNoNewcomerJoinsASuspect(t *testing.T) {
+	t.Parallel()
 	for _, culprit := range []int{1, 6} { // in the half that stays, in the half that goes back
 		t.Run(fmt.Sprintf("culprit %d", culprit), func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {

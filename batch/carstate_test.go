@@ -10,6 +10,7 @@ import (
 // A car's pipeline state is read from the batch and its task: what the request view and the ops
 // console show for the cars of a train.
 func TestACarsPipelineStateIsWhatItsBatchAndTaskSay(t *testing.T) {
+	t.Parallel()
 	built := store.Batch{Status: state.BatchRunning, HeadSHA: "h2"}
 	passed := built
 	passed.TestedSHA = "h2"

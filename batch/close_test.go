@@ -35,6 +35,7 @@ func (e *env) closing(t *testing.T, opID string) {
 // the deploy that includes the merge calls back. A delete whose pipeline fails ends
 // HANDLE_FAILED / CLOSE_FAILED, its file kept; a delete of a file already gone ends CLOSED.
 func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		svc := e.service(t, "i1")

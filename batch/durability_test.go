@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bindery/batch"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/engine"
 	"bindery/store"
@@ -19,6 +20,7 @@ import (
 // SQL while they run and after; each request claimed once; every claimed member BATCHED, every
 // claimed batch work that is due. Started, every request lands.
 func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{maxRequests: 5})
 		release := make(chan struct{})
@@ -108,7 +110,7 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 			}
 		}
 		for _, p := range []string{projectA, projectB} {
-			waitFor(t, "the first batches to finish", func() bool {
+			testkit.Eventually(t, "the first batches to finish", func() bool {
 				return e.count(t, "SELECT COUNT(*) FROM merge_batch WHERE partition_key = ? AND status IN ('RUNNING', 'BLOCKED')", p) == 0
 			})
 			e.drain(t, services[0], p)
@@ -123,6 +125,7 @@ func TestConcurrentRoundsOpenOneActiveBatchPerPartition(t *testing.T) {
 // no failure — and the batch stays RUNNING with its task. Another instance's dispatcher takes the
 // work when it falls due and finishes it on the same MR.
 func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour})
 		a, engA := e.held(t, "instance-a")
@@ -131,7 +134,7 @@ func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
 		}
 		ids := e.admitMany(t, "crash", "t1", 3)
 		o := e.round(t, a, projectA)
-		waitFor(t, "the batch to wait for the pipeline", func() bool {
+		testkit.Eventually(t, "the batch to wait for the pipeline", func() bool {
 			task, err := db.Task(bg, state.TaskBatch, fmt.Sprint(o.BatchID))
 			return err == nil && task.Step == "pipeline" && task.Checks > 0
 		})
@@ -156,6 +159,7 @@ func TestABatchWhoseInstanceDiedIsFinishedByAnotherInstance(t *testing.T) {
 // dispatching, it died) is visible — RUNNING, its members BATCHED with their batch — and due:
 // another instance's dispatcher runs it. No request waits for the instance that claimed it.
 func TestABatchClaimedByAnInstanceThatDoesNotRunItIsRunElsewhere(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		a, _ := e.held(t, "instance-a") // its engine never dispatches
@@ -186,6 +190,7 @@ func TestABatchClaimedByAnInstanceThatDoesNotRunItIsRunElsewhere(t *testing.T) {
 // A BLOCKED batch nobody resolved within batch.blockedTimeout (its task's due time) is settled:
 // MR closed, members failed (operators can retry them), the partition free again.
 func TestABatchBlockedTooLongIsSettled(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		svc := e.service(t, "i1")

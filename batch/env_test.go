@@ -22,6 +22,8 @@ import (
 	"bindery/internal/platform/metric"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/change"
 	"bindery/internal/work/engine"
@@ -127,7 +129,7 @@ type env struct {
 	db     *store.DB
 	src    *config.Source
 	gl     *sim.GitLab
-	clock  *sim.ManualClock
+	clock  *testkit.Clock
 	runner *change.Runner
 	sink   *sink
 	rec    *metric.Recorder
@@ -138,6 +140,7 @@ type env struct {
 	// sees it: GitLab failing while a batch is settled.
 	failClose atomic.Bool
 	logs      *logtest.Buffer // every service's log, text
+	kit       *enginekit.Harness
 }
 
 // mrUpdate is PUT …/merge_requests/:iid (the close), not …/merge or …/rebase.
@@ -145,10 +148,10 @@ var mrUpdate = regexp.MustCompile(`/merge_requests/[0-9]+$`)
 
 func setup(t *testing.T, db *store.DB, s settings) *env {
 	t.Helper()
-	e := &env{db: db, src: config.NewStatic(config.MustParse(s.config())), sink: &sink{seen: map[string]int{}}, logs: &logtest.Buffer{}}
+	e := &env{db: db, src: config.NewStatic(config.MustParse(s.config())), sink: &sink{seen: map[string]int{}}, logs: &logtest.Buffer{}, kit: enginekit.On(t, db)}
 	var clock sim.Clock
 	if s.manualClock {
-		e.clock = sim.NewManualClock(time.Now())
+		e.clock = testkit.NewClock(time.Now())
 		clock = e.clock
 	}
 	sims := sim.New(sim.Options{Config: e.src, Clock: clock})
@@ -167,12 +170,7 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 	ctx, cancel := context.WithCancel(bg)
 	sims.Start(ctx)
 	t.Cleanup(func() { cancel(); sims.Stop(context.Background()); srv.Close() })
-	t.Cleanup(func() {
-		// Whatever a test did, it left no active batch or in-flight request without its task.
-		if ops, bs, err := db.Orphans(bg, 10); err == nil && len(ops)+len(bs) > 0 {
-			t.Errorf("in-flight work without a task at the end of the test: requests %+v, batches %+v", ops, bs)
-		}
-	})
+	t.Cleanup(e.kit.NoOrphans) // whatever a test did, it left no active batch or in-flight request without its task
 	client, err := gitlab.New(e.src, gitlab.Options{Metrics: metrics.NewSet(), DefaultBaseURL: srv.URL + "/sim/gitlab"})
 	if err != nil {
 		t.Fatal(err)
@@ -200,9 +198,8 @@ func (e *env) held(t *testing.T, instance string) (*batch.Service, *engine.Engin
 		out = io.MultiWriter(e.logs, os.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", instance)
-	eng := engine.New(engine.Options{DB: e.db, Log: log, Recorder: e.rec, Instance: instance, IdlePoll: 10 * time.Millisecond,
+	eng := enginekit.On(t, e.db).Engine(enginekit.Options{Instance: instance, Log: log, Recorder: e.rec, Held: true,
 		Lanes: map[string]int{engine.LaneFirst: 1, engine.LaneBackground: 2}})
-	t.Cleanup(eng.Kill)
 	return batch.New(batch.Options{DB: e.db, Config: e.src, Change: e.runner, Engine: eng, Recorder: e.rec, Log: log}), eng
 }
 
@@ -219,9 +216,9 @@ func (e *env) steps(t *testing.T, opID string) []store.StepRecord {
 // task is the batch's task as the dispatcher sees it (failing the test when it has none).
 func (e *env) task(t *testing.T, id int64) store.Task {
 	t.Helper()
-	task, err := e.db.Task(bg, state.TaskBatch, fmt.Sprint(id))
-	if err != nil {
-		t.Fatalf("task of batch %d: %v", id, err)
+	task, ok := enginekit.On(t, e.db).Task(state.TaskBatch, fmt.Sprint(id))
+	if !ok {
+		t.Fatalf("batch %d has no task", id)
 	}
 	return task
 }
@@ -229,9 +226,7 @@ func (e *env) task(t *testing.T, id int64) store.Task {
 // dueNow makes batch id's task due now, as if its time (a wait, a BLOCKED window) had passed.
 func (e *env) dueNow(t *testing.T, id int64) {
 	t.Helper()
-	if _, err := e.db.Raw().ExecContext(bg, "UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", state.TaskBatch, fmt.Sprint(id)); err != nil {
-		t.Fatal(err)
-	}
+	enginekit.On(t, e.db).DueNow(state.TaskBatch, fmt.Sprint(id))
 }
 
 // admit creates an approved request waiting in its partition, as the workflow leaves it.
@@ -277,21 +272,7 @@ func (e *env) admitMany(t *testing.T, prefix, target string, n int) []string {
 // created strictly before its now; SQLite's clock has milliseconds).
 func (e *env) claimable(t *testing.T) {
 	t.Helper()
-	var last string
-	if err := e.db.Raw().QueryRowContext(bg, "SELECT COALESCE(CAST(MAX(created_at) AS CHAR), '') FROM merge_batch_request").Scan(&last); err != nil {
-		t.Fatal(err)
-	}
-	if last == "" {
-		return
-	}
-	at, err := time.Parse("2006-01-02 15:04:05.999999999", last)
-	if err != nil {
-		t.Fatalf("parse %q: %v", last, err)
-	}
-	waitFor(t, "the database clock to pass the last admission", func() bool {
-		now, err := e.db.Now(bg)
-		return err == nil && now.After(at)
-	})
+	enginekit.On(t, e.db).ClockPast("SELECT CAST(MAX(created_at) AS CHAR) FROM merge_batch_request")
 }
 
 // round runs one round after the admissions became claimable and returns the outcome of
@@ -327,7 +308,7 @@ func (e *env) settled(t *testing.T, id int64) store.Batch {
 func (e *env) batchWhen(t *testing.T, id int64, what string, cond func(store.Batch) bool) store.Batch {
 	t.Helper()
 	var b store.Batch
-	waitFor(t, fmt.Sprintf("batch %d %s", id, what), func() bool {
+	testkit.Eventually(t, fmt.Sprintf("batch %d %s", id, what), func() bool {
 		var err error
 		b, err = e.db.Batch(bg, id)
 		return err == nil && cond(b)
@@ -416,19 +397,6 @@ func (e *env) onMain(t *testing.T, target, subject string) bool {
 	return ok
 }
 
-// waitFor polls cond until it holds, failing after a generous deadline (a hang guard, not a
-// timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // sink records metric series.
 type sink struct {
 	mu   sync.Mutex
@@ -448,6 +416,3 @@ func (s *sink) count(series string) int {
 	defer s.mu.Unlock()
 	return s.seen[series]
 }
-
-// waitLimit guards every wait of these tests against a hang.
-var waitLimit = 60 * time.Second

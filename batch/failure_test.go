@@ -13,6 +13,7 @@ import (
 	"bindery/internal/platform/config"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/change"
 	"bindery/store"
@@ -22,6 +23,7 @@ import (
 // One member whose change breaks CI among 8: the batch is bisected until the culprit is alone;
 // it ends CREATE_FAILED / CREATE_PIPELINE_FAILED (contact support) and the other 7 merge.
 func TestOneBadMemberAmongEightIsIsolatedByBisectionAndTheOtherSevenMerge(t *testing.T) {
+	t.Parallel()
 	for _, culprit := range []int{1, 6} { // in the half that stays, in the half that goes back
 		t.Run(fmt.Sprintf("culprit %d", culprit), func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -80,6 +82,7 @@ func TestOneBadMemberAmongEightIsIsolatedByBisectionAndTheOtherSevenMerge(t *tes
 // A flaky pipeline gets one new run on the same commit, which passes: nothing is bisected and
 // every member merges.
 func TestAFlakyPipelineIsRetriedOnceThenPasses(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		svc := e.service(t, "i1")
@@ -103,6 +106,7 @@ func TestAFlakyPipelineIsRetriedOnceThenPasses(t *testing.T) {
 
 // With batch.flakyRetries 0 a failed pipeline of a single member is final at once.
 func TestWithoutFlakyRetriesASingleMembersFailedPipelineIsFinal(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{flakyRetries: -1})
 		svc := e.service(t, "i1")
@@ -126,6 +130,7 @@ func TestWithoutFlakyRetriesASingleMembersFailedPipelineIsFinal(t *testing.T) {
 // slot) and its members at CREATE_PIPELINE_PENDING / WAIT_MANUAL; once the pipeline finished,
 // an operator's resume reads the remote state and finishes the batch on the same MR.
 func TestAPipelineTimeoutBlocksTheBatchAndResumeFinishesIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: 300 * time.Millisecond})
 		svc := e.service(t, "i1")
@@ -157,6 +162,7 @@ func TestAPipelineTimeoutBlocksTheBatchAndResumeFinishesIt(t *testing.T) {
 // partition is never held for batch.blockedTimeout behind it. Here every rebase conflicts: each
 // member ends failed on its own, the MRs are closed, and the partition drains.
 func TestAPersistentConflictIsBisectedNotBlocked(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -186,17 +192,18 @@ func TestAPersistentConflictIsBisectedNotBlocked(t *testing.T) {
 // now (its next look would be an hour away); the batch fails with HANDLE_MR_CLOSED and the
 // members leave the waiting set.
 func TestAnMRClosedOutsideFailsTheBatchWithHandleMRClosed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: 2 * time.Hour, pollInterval: time.Hour})
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "closed", "t1", 2)
 		o := e.round(t, svc, projectA)
 		var b store.Batch
-		waitFor(t, "the MR to be recorded", func() bool {
+		testkit.Eventually(t, "the MR to be recorded", func() bool {
 			b, _ = db.Batch(bg, o.BatchID)
 			return b.MRIID != 0
 		})
-		waitFor(t, "the batch to wait an hour for its next look", func() bool { return e.task(t, b.ID).Overdue < -30*time.Minute })
+		testkit.Eventually(t, "the batch to wait an hour for its next look", func() bool { return e.task(t, b.ID).Overdue < -30*time.Minute })
 		if _, err := e.runner.GitLab.CloseMergeRequest(bg, projectA, b.MRIID); err != nil {
 			t.Fatal(err)
 		}
@@ -218,6 +225,7 @@ func TestAnMRClosedOutsideFailsTheBatchWithHandleMRClosed(t *testing.T) {
 // batch.maxWait: a round leaves a partition alone until batch.maxRequests wait or the oldest
 // waited long enough.
 func TestARoundWaitsForASizeOrAnAge(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{maxRequests: 3, maxWait: time.Hour})
 		svc := e.service(t, "i1")
@@ -238,6 +246,7 @@ func TestARoundWaitsForASizeOrAnAge(t *testing.T) {
 // reviewer accounts may not approve (403) → the batch fails, its MR closed, its members
 // HANDLE_FAILED / HANDLE_APPROVE_FAILED, which operators can retry.
 func TestAnUnhandledErrorEndsInTheStepsDeclaredFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -257,6 +266,7 @@ func TestAnUnhandledErrorEndsInTheStepsDeclaredFailure(t *testing.T) {
 // GitLab answering 500 says nothing about the batch: nothing fails, the batch stays RUNNING and
 // its task says why it is not moving, trying again with backoff; once GitLab is back it lands.
 func TestAnUnavailableGitLabIsRetriedUntilItIsBack(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -265,7 +275,7 @@ func TestAnUnavailableGitLabIsRetriedUntilItIsBack(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "outage", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the batch to retry the unavailable GitLab", func() bool {
+		testkit.Eventually(t, "the batch to retry the unavailable GitLab", func() bool {
 			task := e.task(t, o.BatchID)
 			return task.Failures >= 3 && strings.HasPrefix(task.Note, "a dependency is unavailable (gitlab approve: HTTP 500")
 		})
@@ -283,6 +293,7 @@ func TestAnUnavailableGitLabIsRetriedUntilItIsBack(t *testing.T) {
 // An operator settles a batch that waits out a GitLab outage between retries (its next try an
 // hour away): the settlement runs at once and stands, and nothing is logged as an error.
 func TestSettlingABatchWaitingOutAnOutageSettlesItAtOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollInterval: time.Hour}) // the retry waits an hour (the pipeline passes at its first read)
 		f := e.gl.Faults()
@@ -291,7 +302,7 @@ func TestSettlingABatchWaitingOutAnOutageSettlesItAtOnce(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "waiting", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the batch to wait out the outage", func() bool {
+		testkit.Eventually(t, "the batch to wait out the outage", func() bool {
 			task := e.task(t, o.BatchID)
 			return strings.HasPrefix(task.Note, "a dependency is unavailable") && task.Overdue < -30*time.Minute
 		})
@@ -322,6 +333,7 @@ func (panickingApprove) Approve(context.Context, string, int64, string) error {
 // fails with the approve step's declared failure and its MR is closed. The panic's text stays
 // in the log: members and operators read "unexpected error".
 func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		e.runner = &change.Runner{GitLab: panickingApprove{e.runner.GitLab}, Log: e.runner.Log}
@@ -351,6 +363,7 @@ func TestAPanicInAStepEndsInItsDeclaredFailure(t *testing.T) {
 // 'Targets and the file change'); one admitted without it cannot be rendered any more and fails
 // alone (CREATE_INVALID) while the rest of its batch goes on.
 func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		svc := e.service(t, "i1")
@@ -392,6 +405,7 @@ func TestRequestsOfARemovedTargetFinishAsAdmitted(t *testing.T) {
 // again, and once GitLab is back it goes through as decided — the MR closed, the members failed
 // with the approve step's failure — without running the batch again.
 func TestAFailedSettlementIsRecordedOnTheBatchAndRetriedAsDecided(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		_, ids, b := e.unsettleableBatch(t, "unsettled")
@@ -425,12 +439,13 @@ func TestAFailedSettlementIsRecordedOnTheBatchAndRetriedAsDecided(t *testing.T) 
 // error are cleared and the runner decides again from the remote state (it approves again, not
 // the sweep's settle-as-decided), and with GitLab back the batch ends settled.
 func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		svc, ids, pending := e.unsettleableBatch(t, "reresumed")
 		approves := e.gl.Calls("approve")
 		// The settle step keeps trying the close: the operator tries again while it runs (409).
-		waitFor(t, "the operator's resume to be accepted", func() bool {
+		testkit.Eventually(t, "the operator's resume to be accepted", func() bool {
 			err := svc.Resume(bg, pending.ID)
 			if err != nil && !errors.Is(err, batch.ErrBusy) && !errors.Is(err, store.ErrPreempted) {
 				t.Fatalf("resume: %v", err)
@@ -455,12 +470,13 @@ func TestResumingABatchWithAPendingSettlementRunsItAgain(t *testing.T) {
 // GitLab answers a rebase with 409 (one is under way already, or it could not enqueue it yet):
 // the merge waits for the rebase like for its own and asks again, and the batch lands.
 func TestABusyRebaseIsWaitedForNotAFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pipelineTime: time.Second})
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "busy", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the MR to be recorded", func() bool {
+		testkit.Eventually(t, "the MR to be recorded", func() bool {
 			b, _ := db.Batch(bg, o.BatchID)
 			return b.MRIID != 0
 		})
@@ -480,6 +496,7 @@ func TestABusyRebaseIsWaitedForNotAFailure(t *testing.T) {
 // pipeline on the same commit: when that one passes, the batch lands on its one MR without ever
 // being BLOCKED, so its partition is never parked for an operator.
 func TestAHungPipelineIsReplacedOnceWithoutBlocking(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
 		e.gl.StickNextPipelines(1)
@@ -506,6 +523,7 @@ func TestAHungPipelineIsReplacedOnceWithoutBlocking(t *testing.T) {
 // resume must not wait on that same pipeline again (it would block again, forever): it starts a
 // new pipeline on the same commit, which passes, and the batch lands on its one MR.
 func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
 		svc, ids, o := e.blockedOnStuckPipeline(t, "stuck")
@@ -522,6 +540,7 @@ func TestResumingABatchBlockedOnAStuckPipelineStartsANewPipeline(t *testing.T) {
 // The resume's new pipeline cannot be started at first (GitLab answers 500): the step is tried
 // again, starts the new pipeline then, and the batch lands on its one MR.
 func TestAResumeWhoseNewPipelineFailsToStartRetriesIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollTimeout: 300 * time.Millisecond})
 		svc, ids, o := e.blockedOnStuckPipeline(t, "restart")
@@ -543,6 +562,7 @@ func TestAResumeWhoseNewPipelineFailsToStartRetriesIt(t *testing.T) {
 // GitLab answering 500 for a moment does not stop the batch: the step backs off and is tried
 // again (on whichever instance claims it), and the batch lands on one MR.
 func TestAMomentarilyUnavailableGitLabIsRetried(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		e.gl.Inject("create_mr", sim.FaultError, 3)
@@ -581,7 +601,7 @@ func (e *env) unsettleableBatch(t *testing.T, prefix string) (*batch.Service, []
 	ids := e.admitMany(t, prefix, "t1", 2)
 	o := e.round(t, svc, projectA)
 	var b store.Batch
-	waitFor(t, "the settlement's failure to be recorded", func() bool {
+	testkit.Eventually(t, "the settlement's failure to be recorded", func() bool {
 		b, _ = e.db.Batch(bg, o.BatchID)
 		return b.Failing != "" && b.LastError != ""
 	})

@@ -11,6 +11,7 @@ import (
 // and all; a hand-edited or garbled record reads as the generic failure with the text as its
 // note, so the sweep still settles the batch instead of leaving it active.
 func TestARecordedFailureReadsBackAndAGarbledOneIsTheGenericFailure(t *testing.T) {
+	t.Parallel()
 	decided := failedApprove.with("approve MR !3: HTTP 403; two words")
 	if got := decodeFailure(decided.encode()); got != decided {
 		t.Fatalf("round trip: %+v, want %+v", got, decided)

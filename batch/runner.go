@@ -599,7 +599,7 @@ func (r *run) deterministic(ctx context.Context, f failure) error {
 	}
 	culprit := r.members[0].op.OperationID
 	b := r.batch
-	found := fmt.Sprintf("batch %d isolated the culprit %s after %d %s", b.ID, culprit, b.Bisections, plural(b.Bisections, "bisection"))
+	found := fmt.Sprintf("batch %d isolated the culprit %s after %d %s", b.ID, culprit, b.Bisections, explain.Plural(b.Bisections, "bisection"))
 	if b.BisectOf != 0 {
 		found += fmt.Sprintf(" (bisection of batch %d)", b.BisectOf)
 	}
@@ -613,13 +613,6 @@ func (r *run) failedLink(kind string, id int64) string {
 		return r.failedURL
 	}
 	return ""
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }
 
 // bisect keeps the first half in this batch (the branch is regenerated with only their files,

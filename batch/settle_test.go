@@ -12,6 +12,7 @@ import (
 	"bindery/batch"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -35,6 +36,7 @@ var slowPipelines = settings{manualClock: true, pipelineTime: 10 * time.Minute, 
 // The merge lands while the operator's settlement closes the MR: the close finds it merged and
 // the batch succeeds — the merge wins the race with the close, members MERGED, files in place.
 func TestAMergeRacingTheCloseInSettlementWins(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		svc := e.service(t, "i1")
@@ -77,6 +79,7 @@ func TestAMergeRacingTheCloseInSettlementWins(t *testing.T) {
 // running — the members' failure is written once, the MR is closed and the waiting set no longer
 // holds them.
 func TestTwoSettlersAtOnceSettleOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		one := e.service(t, "i1")
@@ -140,6 +143,7 @@ func TestTwoSettlersAtOnceSettleOnce(t *testing.T) {
 // the running settle step, is refused with ErrBusy (a plain 409 in the API), never an error; the
 // batch is settled once and nothing is logged as a fault.
 func TestAnOperatorRacingTheSettleStepIsToldItRunsNow(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, slowPipelines)
 		svc := e.service(t, "i1")
@@ -154,7 +158,7 @@ func TestAnOperatorRacingTheSettleStepIsToldItRunsNow(t *testing.T) {
 		}
 		e.beforeClose.Store(&settle) // the operator settles while the settle step closes the MR
 		// The batch logs "batch blocked" after its write: wait for it before forgetting the setup.
-		waitFor(t, "the batch to block", func() bool { return len(e.logs.Lines("batch blocked")) > 0 })
+		testkit.Eventually(t, "the batch to block", func() bool { return len(e.logs.Lines("batch blocked")) > 0 })
 		e.logs.Reset()
 		e.dueNow(t, b.ID)
 
@@ -181,13 +185,14 @@ func TestAnOperatorRacingTheSettleStepIsToldItRunsNow(t *testing.T) {
 // failure decided first is kept — the members show why the batch really failed — with the
 // operator's name once, however many operators tried; once GitLab is back it is settled so.
 func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		svc, ids, pending := e.unsettleableBatch(t, "manual")
 		for _, who := range []string{"ops@example.com", "oncall@example.com"} {
 			e.settleSoon(t, svc, pending.ID, who)
 		}
-		waitFor(t, "the operators' settlement to be tried", func() bool {
+		testkit.Eventually(t, "the operators' settlement to be tried", func() bool {
 			b, _ := db.Batch(bg, pending.ID)
 			return strings.Contains(batch.PendingFailure(b), "settled by oncall@example.com") && strings.Contains(b.LastError, "HTTP 500")
 		})
@@ -208,7 +213,7 @@ func TestAnOperatorsSettlementKeepsTheDecidedFailure(t *testing.T) {
 // answers 409 "running right now; look again in a moment").
 func (e *env) settleSoon(t *testing.T, svc *batch.Service, id int64, who string) {
 	t.Helper()
-	waitFor(t, who+"'s settlement to be accepted", func() bool {
+	testkit.Eventually(t, who+"'s settlement to be accepted", func() bool {
 		err := svc.Settle(bg, id, who)
 		if err != nil && !errors.Is(err, batch.ErrBusy) && !errors.Is(err, store.ErrPreempted) {
 			t.Fatalf("settle: %v", err)
@@ -236,6 +241,7 @@ func (e *env) mergeNow(iid int64) error {
 // that resumes it finds the MR closed and settles it with the decided cause, not as "closed
 // outside bindery".
 func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -250,7 +256,7 @@ func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.
 		}
 		ids := e.admitMany(t, "crash", "t1", 2)
 		o := e.round(t, a, projectA)
-		waitFor(t, "the close to reach GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "closed" })
+		testkit.Eventually(t, "the close to reach GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "closed" })
 		e.beforeClose.Store(nil)
 		if b, _ := db.Batch(bg, o.BatchID); b.Status != state.BatchRunning || b.Failing == "" {
 			t.Fatalf("after the crash: %+v (want RUNNING with the decided failure)", b)
@@ -268,6 +274,7 @@ func TestACrashBetweenTheCloseAndTheSettlementKeepsTheDecidedFailure(t *testing.
 // is undecided, so the settlement looks again instead of calling it "not merged" — and when the
 // merge lands, the batch succeeds with its members MERGED.
 func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{})
 		f := e.gl.Faults()
@@ -276,7 +283,7 @@ func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
 		svc := e.service(t, "i1")
 		ids := e.admitMany(t, "locked", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "GitLab to be merging the MR", func() bool { return e.gl.MergeRequestState(projectA, 1) == "locked" })
+		testkit.Eventually(t, "GitLab to be merging the MR", func() bool { return e.gl.MergeRequestState(projectA, 1) == "locked" })
 		e.settleSoon(t, svc, o.BatchID, "ops@example.com")
 		if b := e.settled(t, o.BatchID); b.Status != state.BatchSucceeded {
 			t.Fatalf("batch: %+v (the merge landed: it must win)", b)
@@ -294,14 +301,15 @@ func TestALockedMRIsNeverSettledAsNotMerged(t *testing.T) {
 // lost) is not left open when the batch is settled: the settlement finds it by the batch's branch
 // and closes it.
 func TestAnMRTheBatchNeverRecordedIsFoundAndClosed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{pollInterval: time.Hour}) // the creation's retries wait long
 		e.gl.Inject("create_mr", sim.FaultDrop, 100)
 		svc := e.service(t, "i1")
 		e.admitMany(t, "unrecorded", "t1", 2)
 		o := e.round(t, svc, projectA)
-		waitFor(t, "the MR to exist on GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "opened" })
-		waitFor(t, "the batch to wait before trying again", func() bool { return e.task(t, o.BatchID).Failures > 0 })
+		testkit.Eventually(t, "the MR to exist on GitLab", func() bool { return e.gl.MergeRequestState(projectA, 1) == "opened" })
+		testkit.Eventually(t, "the batch to wait before trying again", func() bool { return e.task(t, o.BatchID).Failures > 0 })
 		if b, _ := db.Batch(bg, o.BatchID); b.MRIID != 0 {
 			t.Fatalf("the MR was recorded after all: %+v", b)
 		}

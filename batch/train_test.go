@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/batch"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -34,8 +35,17 @@ func (e *env) claimCar(t *testing.T, svc *batch.Service, subjects ...string) sto
 // listed request is merged or failed.
 func (e *env) waitQuiet(t *testing.T, svc *batch.Service, ops ...string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, op := range ops {
+				r := e.request(t, op)
+				t.Logf("%s: %s / %s", op, r.Binding.Status, r.Operation.Step)
+			}
+		}
+	})
+	// Each look that finds the train still moving moves the simulated pipelines' clock on and
+	// runs a round: the train is driven by its rounds and GitLab's time, not by waiting.
+	testkit.Eventually(t, "the train to come to rest", func() bool {
 		done := true
 		for _, op := range ops {
 			if st := e.request(t, op).Binding.Status; st != state.StatusMerged && !st.Failed() {
@@ -43,19 +53,14 @@ func (e *env) waitQuiet(t *testing.T, svc *batch.Service, ops ...string) {
 			}
 		}
 		if done {
-			return
+			return true
 		}
 		e.clock.Advance(11 * time.Minute)
 		if _, err := svc.Round(bg); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, op := range ops {
-		r := e.request(t, op)
-		t.Logf("%s: %s / %s", op, r.Binding.Status, r.Operation.Step)
-	}
-	t.Fatal("the train did not come to rest")
+		return false
+	})
 }
 
 // mergedAt is the head an MR was merged at (the simulator's word for the MR's sha).
@@ -83,6 +88,7 @@ func (e *env) mergedInOrder(t *testing.T, batches ...int64) {
 // each at the head its pipeline passed, without a rebase or a second pipeline — under a merge
 // commit and under fast-forward merges alike.
 func TestThreeCarsInCIAtOnceMergeInOrderAtTheirTestedSHAs(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"merge", "ff"} {
 		t.Run(method, func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -143,6 +149,7 @@ func TestThreeCarsInCIAtOnceMergeInOrderAtTheirTestedSHAs(t *testing.T) {
 // else merges. (The queue is paused while car 1 passes so that it is still ahead when the
 // failure is decided.)
 func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: -1})
 		f := e.gl.Faults()
@@ -168,7 +175,7 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 
 		e.clock.Advance(11 * time.Minute) // cars 2 and 3 fail; car 1 runs on
 		for _, c := range []store.Batch{car2, car3} {
-			waitFor(t, fmt.Sprintf("batch %d to hold its failure", c.ID), func() bool {
+			testkit.Eventually(t, fmt.Sprintf("batch %d to hold its failure", c.ID), func() bool {
 				return strings.Contains(e.task(t, c.ID).Note, "decided once the batches ahead")
 			})
 			if b, _ := db.Batch(bg, c.ID); b.Bisections != 0 || b.Failing != "" {
@@ -210,6 +217,7 @@ func TestAPoisonPillInCarTwoCostsOnlyWhatDependsOnIt(t *testing.T) {
 // wait for the search). The culprit fails alone; the innocent half, passed, goes back into the
 // train behind the newcomer's car rather than make it rebase; everyone else merges.
 func TestAFailuresSearchRunsBesideTheTrain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, isolation: 2, mergeMethod: "merge", flakyRetries: -1})
 		f := e.gl.Faults()
@@ -291,6 +299,7 @@ func (e *env) resume(t *testing.T, partition string) {
 // is not merged beside it untested — it is rebased onto the new head and tested again — and the
 // car behind it is rebuilt on the first car's new head.
 func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"merge", "ff"} {
 		t.Run(method, func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -327,6 +336,7 @@ func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
 // once the newest has been in CI for a batch.train-th of the project's median pipeline (SPACED
 // before), and at once when batch.maxRequests wait; a backlog is shared among the free places.
 func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: time.Hour, pollTimeout: 2 * time.Hour, train: 3, maxRequests: 5})
 		svc, _ := e.held(t, "i1") // nothing runs: the cars stay as claimed
@@ -384,6 +394,7 @@ func TestARoundSpreadsCarsOverAPipelineAndSharesABacklog(t *testing.T) {
 // member fails), and the car behind is rebuilt without it and passes, instead of waiting through
 // a retry and the bisection.
 func TestAFailureThatFailsTheCarBehindTooIsDecidedAtOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 3, mergeMethod: "merge", flakyRetries: 1})
 		f := e.gl.Faults()
@@ -401,7 +412,7 @@ func TestAFailureThatFailsTheCarBehindTooIsDecidedAtOnce(t *testing.T) {
 			t.Fatalf("car 2 not built on car 1: %+v", car2)
 		}
 		e.clock.Advance(11 * time.Minute) // car 2 fails (it carries the pill): held behind car 1
-		waitFor(t, "car 2 to hold its failure", func() bool { return strings.HasSuffix(e.task(t, car2.ID).Note, "their changes are in its branch)") })
+		testkit.Eventually(t, "car 2 to hold its failure", func() bool { return strings.HasSuffix(e.task(t, car2.ID).Note, "their changes are in its branch)") })
 		e.clock.Advance(2 * time.Minute) // car 1 fails
 		failed := e.batchWhen(t, car1.ID, "to fail without a retry", func(b store.Batch) bool { return b.Status == state.BatchFailed })
 		rebuilt := e.batchWhen(t, car2.ID, "to be rebuilt without car 1", func(b store.Batch) bool { return b.BaseBatch == 0 && b.HeadSHA != car2.HeadSHA })

@@ -30,6 +30,7 @@ func (h *harness) accessLines(t *testing.T) []map[string]any {
 }
 
 func TestEachRequestLeavesOneAccessLineNamingItsRoute(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{jsonLogs: true})
 	h.wf.put(api.RequestView{OperationID: "op-secret-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	h.wf.RequestFn = func(ctx context.Context, id string) (api.RequestView, error) {
@@ -83,6 +84,7 @@ func TestEachRequestLeavesOneAccessLineNamingItsRoute(t *testing.T) {
 }
 
 func TestTheAccessLogCanBeSwitchedOff(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{jsonLogs: true, config: map[string]string{"log.access": "false"}})
 	for path, want := range map[string]int{"/healthz": 200, "/api/me": 200, "/api/nowhere": 404} {
 		if got := h.do(call{method: "GET", path: path, user: "alice"}).Code; got != want {

@@ -202,6 +202,7 @@ func withField(body map[string]any, path []string, v any, remove bool) map[strin
 }
 
 func TestWhatTheDocumentAllowsTheServerAccepts(t *testing.T) {
+	t.Parallel()
 	doc, err := contractDoc()
 	if err != nil {
 		t.Fatal(err)

@@ -212,7 +212,7 @@ var documentProperties = sync.OnceValues(func() (exact, lower map[string]bool) {
 })
 
 func outsideTheSchema(answer []byte) bool {
-	var e ErrorBody
+	var e api.ErrorBody
 	if json.Unmarshal(answer, &e) != nil {
 		return false
 	}
@@ -272,6 +272,7 @@ func checkAnswerOnly(t testing.TB, req *http.Request, status int, header http.He
 // The document is valid OpenAPI by kin-openapi's loader and validator, and it is a contract a
 // client can rely on: every operation has an operationId and declares its security.
 func TestOpenAPIDocumentIsValid(t *testing.T) {
+	t.Parallel()
 	doc, err := contractDoc()
 	if err != nil {
 		t.Fatal(err)
@@ -302,6 +303,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // The document's enums are the server's own lists: a status or step added to the store is
 // added to the document, or this fails.
 func TestOpenAPIEnumsAreTheServersLists(t *testing.T) {
+	t.Parallel()
 	doc, err := contractDoc()
 	if err != nil {
 		t.Fatal(err)

@@ -30,8 +30,10 @@ func (panickingSink) Observe(string, float64) { panic("metrics backend exploded"
 // docs/api.md, 'Metrics never change a result': the whole handler suite, run with metrics that
 // panic, gives identical statuses, bodies, database state and workflow calls.
 func TestMetricsThatPanicChangeNothing(t *testing.T) {
+	t.Parallel()
 	for _, r := range rows() {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel() // each row has a server and a database of its own
 			_, normal := runRow(t, r, r.opts)
 			o := r.opts
 			o.sink = panickingSink{}
@@ -110,6 +112,7 @@ func leakyWorkflow(h *harness, mode int) {
 // upstream message. Every row of the suite, then every route against a workflow and a permission
 // service that fail with internals in every way they can.
 func TestNoErrorBodyLeaksInternals(t *testing.T) {
+	t.Parallel()
 	scan := func(t *testing.T, where, answer string) {
 		t.Helper()
 		var status int
@@ -122,10 +125,13 @@ func TestNoErrorBodyLeaksInternals(t *testing.T) {
 		}
 	}
 	for _, r := range rows() {
-		_, res := runRow(t, r, r.opts)
-		for _, a := range res.answers {
-			scan(t, r.name, a)
-		}
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel() // each row has a server and a database of its own
+			_, res := runRow(t, r, r.opts)
+			for _, a := range res.answers {
+				scan(t, r.name, a)
+			}
+		})
 	}
 	cb := `{"requestId":"cb-1","operationId":"op-1","result":"APPROVED"}`
 	calls := []call{
@@ -182,6 +188,7 @@ func TestNoErrorBodyLeaksInternals(t *testing.T) {
 // docs/api.md, 'Interceptors': a refused request consumes nothing after the refusing step — no
 // workflow call, no record, no business activity — whichever step refuses it.
 func TestARefusedRequestReachesNoLaterStep(t *testing.T) {
+	t.Parallel()
 	refusals := []struct {
 		name   string
 		before int // accepted applications first (to reach the limit)
@@ -227,6 +234,7 @@ func routeName(h *harness, c call) string {
 }
 
 func TestAPIMetricsCoverEveryRouteAndActivityOnlyTheWhitelist(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{})
 	h.do(get("/api/targets", "alice"))
 	h.do(post("/api/apply", "alice", applyJSON("op-1", "public-a")))
@@ -277,6 +285,7 @@ func TestAPIMetricsCoverEveryRouteAndActivityOnlyTheWhitelist(t *testing.T) {
 
 // docs/api.md, 'Rate limits': the limit is read from config at every request.
 func TestHotReloadChangesTheLimitOnTheNextRequest(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "1"}})
 	me := func(op string) int { return h.do(post("/api/apply", "alice", applyJSON(op, "public-a"))).Code }
 	if me("op-1") != 202 || me("op-2") != 429 {
@@ -300,6 +309,7 @@ func TestHotReloadChangesTheLimitOnTheNextRequest(t *testing.T) {
 // Every key the HTTP layer reads, observed through HTTP: missing, blank, garbage and valid
 // values do what docs/config.md says.
 func TestMisconfigOfEveryKeyTheHTTPLayerReads(t *testing.T) {
+	t.Parallel()
 	applyA := post("/api/apply", "alice", applyJSON("op-1", "public-a"))
 	burst := func(h *harness, n int) int { // n applications by alice; answers the last status
 		code := 0
@@ -411,6 +421,7 @@ func TestMisconfigOfEveryKeyTheHTTPLayerReads(t *testing.T) {
 // docs/api.md, 'Idempotency', over HTTP, on both databases: concurrent duplicates of one
 // application, exactly one proceeds, every other gets the winner's answer.
 func TestConcurrentDuplicateApplicationsProceedOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, options{db: db, config: map[string]string{"ratelimit.apply": "100"}})
 		const n = 12
@@ -446,26 +457,30 @@ func TestConcurrentDuplicateApplicationsProceedOnce(t *testing.T) {
 // given, as the workflow does) — no claim before it, no stored answer after it. A repeat is a
 // read of that record and no write at all. Counted by the driver wrapper, on both databases.
 func TestAnApplicationOverHTTPIsOneCommit(t *testing.T) {
-	var mu sync.Mutex
-	var seq []string
-	storetest.EachWith(t, func(*testing.T) store.Options {
+	t.Parallel()
+	type recorder struct {
+		mu  sync.Mutex
+		seq []string
+	}
+	storetest.EachWith(t, func(*testing.T) (store.Options, *recorder) {
+		r := &recorder{}
 		return store.Options{MaxOpenConns: 20, MaxIdleConns: 20, OnStatement: func(st store.Statement) {
-			mu.Lock()
-			seq = append(seq, st.Query)
-			mu.Unlock()
-		}}
-	}, func(t *testing.T, db *store.DB) {
+			r.mu.Lock()
+			r.seq = append(r.seq, st.Query)
+			r.mu.Unlock()
+		}}, r
+	}, func(t *testing.T, db *store.DB, r *recorder) {
 		h := setup(t, options{db: db})
 		during := func(c call) []string {
-			mu.Lock()
-			seq = nil
-			mu.Unlock()
+			r.mu.Lock()
+			r.seq = nil
+			r.mu.Unlock()
 			if rec := h.do(c); rec.Code != 202 {
 				t.Fatalf("apply: %d %s", rec.Code, rec.Body.String())
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			return seq
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.seq
 		}
 		first := during(post("/api/apply", "alice", applyJSON("op-1", "public-a")))
 		if len(first) < 3 || first[0] != "BEGIN" || first[len(first)-1] != "COMMIT" || slices.Contains(first[1:len(first)-1], "COMMIT") {
@@ -482,6 +497,7 @@ func TestAnApplicationOverHTTPIsOneCommit(t *testing.T) {
 // recorded on both databases (MySQL in strict mode refuses a longer value with a 500), and one
 // character more is a 400 that names the field before anything is written.
 func TestTheLongestOperationIDIsRecordedAndALongerOneIsRefused(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, options{db: db})
 		longest := strings.Repeat("a", 64)
@@ -504,6 +520,7 @@ func TestTheLongestOperationIDIsRecordedAndALongerOneIsRefused(t *testing.T) {
 // docs/api.md, 'Rate limits': the subject is the identity, else the client address behind trusted
 // proxies.
 func TestRateLimitSubjectIsTheIdentityElseTheUntrustedClientAddress(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "1"}})
 	from := func(user, peer, xff string) int {
 		c := post("/api/apply", user, applyJSON("op-1", "public-a"))
@@ -533,6 +550,7 @@ func TestRateLimitSubjectIsTheIdentityElseTheUntrustedClientAddress(t *testing.T
 // docs/api.md, 'Rate limits': each instance enforces ⌈limit ÷ live instances⌉, from a count
 // refreshed in the background.
 func TestLiveInstancesShareTheQuota(t *testing.T) {
+	t.Parallel()
 	live := 3
 	share := ratelimit.NewShare(func(context.Context) (int, error) { return live, nil })
 	if err := share.Refresh(context.Background()); err != nil {
@@ -556,6 +574,7 @@ func TestLiveInstancesShareTheQuota(t *testing.T) {
 // docs/api.md, 'Routes': the OpenAPI document lists every route with its auth and rate limit, and
 // nothing else.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Auth      string `json:"x-auth"`
@@ -625,6 +644,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 
 // The default beside each route is the default of its config key, so the docs tell the truth.
 func TestRouteRateLimitDefaultsEqualTheRegistry(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{})
 	checked := 0
 	for _, rt := range h.srv.table {
@@ -652,6 +672,7 @@ func TestRouteRateLimitDefaultsEqualTheRegistry(t *testing.T) {
 
 // The demo sample configuration sets the HTTP keys (and nothing falls back).
 func TestSampleConfigSetsTheHTTPKeys(t *testing.T) {
+	t.Parallel()
 	s := config.MustParse(string(config.Sample))
 	if s.OpsRule() != "bindery-ops" || s.LoginHeader() != config.DefaultLoginHeader || s.RateLimit("ratelimit.revoke", -1) != 10 {
 		t.Fatalf("sample: opsRule %q loginHeader %q revoke %d", s.OpsRule(), s.LoginHeader(), s.RateLimit("ratelimit.revoke", -1))

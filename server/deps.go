@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"bindery/api"
@@ -86,6 +87,15 @@ type Notifications interface {
 // ("ops admin OR target owner"). Any error means "no" to the caller (403).
 type Permissions interface {
 	Check(ctx context.Context, identity string, ruleCodes []string) (bool, error)
+}
+
+// closedPermissions is the permission service of a server built without one (the UI's tests of
+// pages): every check fails closed. It logs at debug only, as /api/me asks on every page load.
+type closedPermissions struct{ log *slog.Logger }
+
+func (p closedPermissions) Check(ctx context.Context, identity string, rules []string) (bool, error) {
+	p.log.DebugContext(ctx, "permission refused: no permission service wired", "identity", identity, "rules", rules)
+	return false, nil
 }
 
 // Store is what the HTTP layer keeps itself: readiness, idempotency records and the audit log.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"bindery/api"
 	"bindery/internal/platform/logging"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/vocab/apperr"
@@ -34,21 +35,12 @@ var statusOf = map[apperr.Code]int{
 	apperr.Unavailable:          http.StatusServiceUnavailable,
 }
 
-// ErrorBody is the JSON body of every error response.
-type ErrorBody struct {
-	Code      apperr.Code `json:"code"`
-	Message   string      `json:"message"`
-	Field     string      `json:"field,omitempty"`
-	RequestID string      `json:"requestId"`
-	LoginURL  string      `json:"loginUrl,omitempty"` // UNAUTHENTICATED: where to sign in (server.loginURL)
-}
-
 // writeError is the only way a handler or interceptor answers with an error. The client gets
 // the code and a message safe to show; causes, stacks and upstream text go to the log with
 // the request id.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	ctx := r.Context()
-	body := ErrorBody{Code: apperr.Internal, Message: apperr.GenericMessage, RequestID: logging.RequestID(ctx)}
+	body := api.ErrorBody{Code: apperr.Internal, Message: apperr.GenericMessage, RequestID: logging.RequestID(ctx)}
 	status := http.StatusInternalServerError
 	if apperr.As(err) == nil {
 		err = unavailable(err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bindery/api"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -27,7 +28,7 @@ func checkFuzzAnswer(t *testing.T, code int, body string, allowed ...int) {
 		t.Fatalf("status %d: %s", code, body)
 	}
 	if code >= 400 {
-		var e ErrorBody
+		var e api.ErrorBody
 		if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code == "" {
 			t.Fatalf("error body %q", body)
 		}

@@ -37,17 +37,11 @@ func checkReason(reason string) error {
 	return nil
 }
 
-type applyBody struct {
-	OperationID string `json:"operationId"`
-	TargetKey   string `json:"targetKey"`
-	Reason      string `json:"reason"`
-}
-
 // apply is POST /api/apply. The synchronous checks run in the order of docs/workflow.md, 'Applying'
 // — arguments, target, (the target's permission), access mode, idempotency — and then the workflow
 // writes the first state and answers 202 at once.
 func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b applyBody
+	var b api.ApplyRequest
 	if err := bindJSON(r, &b, true); err != nil {
 		return 0, nil, err
 	}
@@ -86,7 +80,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	}
 	// One commit per application: its idempotency record and answer go into its transaction.
 	return s.answeredOnce(r, "apply", b.OperationID, b, http.StatusAccepted, func(rec store.Answer) (any, error) {
-		res, err := wf.Apply(r.Context(), workflow.ApplyInput{OperationID: b.OperationID, TargetKey: b.TargetKey, Reason: b.Reason, Subject: caller.ID,
+		res, err := wf.Apply(r.Context(), workflow.ApplyInput{ApplyRequest: b, Subject: caller.ID,
 			Idempotency: &rec})
 		if err != nil {
 			return nil, err
@@ -102,7 +96,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 // operationId — the same payload from the same caller, not expired (idempotency.ttl) — replayed
 // as DUPLICATE_SUBMIT. ok false: a new application. A database that does not answer is an
 // error (503, try again), never "a new application" refused for good.
-func (s *Server) resentApplication(ctx context.Context, b applyBody, caller string) (int, any, bool, error) {
+func (s *Server) resentApplication(ctx context.Context, b api.ApplyRequest, caller string) (int, any, bool, error) {
 	rec, err := s.deps.DB.IdempotencyRecord(ctx, "apply", b.OperationID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -161,11 +155,6 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) (int, any, erro
 	return http.StatusOK, infoOf(r).owned, nil
 }
 
-type revokeBody struct {
-	OperationID string `json:"operationId"` // the client's id of this action (idempotency key)
-	Reason      string `json:"reason,omitempty"`
-}
-
 // revoke is POST /api/requests/:operationId/revoke (owner or ops): starts the close phase of a
 // VALIDATED request; 409 otherwise.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -196,7 +185,7 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) (int, any, err
 // action is audited as scope, then run by the caller's identity.
 func (s *Server) ownerAction(w http.ResponseWriter, r *http.Request, scope string, refused func(*api.RequestView) error,
 	run func(ctx context.Context, operationID, actor string) (api.RequestView, error)) (int, any, error) {
-	var b revokeBody
+	var b api.RevokeRequest
 	if err := bindJSON(r, &b, true); err != nil {
 		return 0, nil, err
 	}
@@ -239,27 +228,6 @@ func (s *Server) listQuery(r *http.Request) (string, int, Workflow, error) {
 	return cursor, limit, s.deps.Workflow, err
 }
 
-// targetView is one catalog entry as GET /api/targets shows it, for the caller: whether they
-// may apply, and their request of it when one is in effect or on its way (the form says so
-// before anything is typed).
-type targetView struct {
-	Key       string       `json:"key"`
-	Title     string       `json:"title"`
-	Project   string       `json:"project"`
-	RuleCodes []string     `json:"ruleCodes"`
-	TTL       string       `json:"ttl"` // e.g. "720h"; "" = never expires
-	MayApply  bool         `json:"mayApply"`
-	Yours     *targetYours `json:"yours,omitempty"`
-}
-
-// targetYours is the caller's current request of a target: IN_EFFECT (VALIDATED) or IN_FLIGHT
-// (anything else that is not finished: a new application would be refused as APPLY_IN_PROGRESS).
-type targetYours struct {
-	State       string              `json:"state"`
-	OperationID string              `json:"operationId"`
-	Status      state.BindingStatus `json:"status"`
-}
-
 // maxOwnPages bounds how many pages of the caller's requests the catalog reads (newest first).
 const maxOwnPages = 5
 
@@ -271,22 +239,22 @@ func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	items := []targetView{}
+	items := []api.Target{}
 	for _, t := range snap.Targets() {
 		codes := t.RuleCodes
 		if codes == nil {
 			codes = []string{}
 		}
 		may := len(codes) == 0 || s.permit(r.Context(), caller.ID, append(append([]string{}, codes...), snap.OpsRule())...)
-		items = append(items, targetView{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: api.ShortDuration(t.TTL), MayApply: may, Yours: yours[t.Key]})
+		items = append(items, api.Target{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: api.ShortDuration(t.TTL), MayApply: may, Yours: yours[t.Key]})
 	}
 	return http.StatusOK, map[string]any{"items": items}, nil
 }
 
 // ownRequests is the caller's current request per target: the newest request of a target is
 // the one its binding row follows (a new application reuses the row), so older ones are history.
-func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*targetYours, error) {
-	out := map[string]*targetYours{}
+func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*api.TargetYours, error) {
+	out := map[string]*api.TargetYours{}
 	wf := s.deps.Workflow
 	seen := map[string]bool{}
 	cursor := ""
@@ -302,9 +270,9 @@ func (s *Server) ownRequests(ctx context.Context, subject string) (map[string]*t
 			seen[it.TargetKey] = true
 			switch {
 			case it.Status == state.StatusValidated:
-				out[it.TargetKey] = &targetYours{State: "IN_EFFECT", OperationID: it.OperationID, Status: it.Status}
+				out[it.TargetKey] = &api.TargetYours{State: "IN_EFFECT", OperationID: it.OperationID, Status: it.Status}
 			case !it.Status.Reappliable():
-				out[it.TargetKey] = &targetYours{State: "IN_FLIGHT", OperationID: it.OperationID, Status: it.Status}
+				out[it.TargetKey] = &api.TargetYours{State: "IN_FLIGHT", OperationID: it.OperationID, Status: it.Status}
 			}
 		}
 		if cursor = page.NextCursor; cursor == "" {
@@ -328,19 +296,10 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) (int, any, erro
 	return http.StatusOK, p, nil
 }
 
-// meView is GET /api/me.
-type meView struct {
-	Identity    string   `json:"identity"`
-	DisplayName string   `json:"displayName"`
-	Ops         bool     `json:"ops"`
-	Demo        bool     `json:"demo"`
-	DemoUsers   []string `json:"demoUsers,omitempty"`
-}
-
 // me is GET /api/me: who the caller is and whether the ops console is theirs.
 func (s *Server) me(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	c := infoOf(r).caller
-	v := meView{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c.ID), Demo: s.deps.Demo}
+	v := api.Me{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c.ID), Demo: s.deps.Demo}
 	if s.deps.Demo {
 		v.DemoUsers = identity.DemoUserNames()
 	}

@@ -22,6 +22,7 @@ import (
 	"bindery/internal/platform/metric"
 	"bindery/internal/platform/ratelimit"
 	"bindery/internal/remote/approval"
+	"bindery/internal/testkit"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -89,6 +90,10 @@ type options struct {
 	sink     metric.Sink // nil → the process metric set
 	db       *store.DB   // nil → a fresh SQLite database
 	jsonLogs bool        // log lines as JSON (else text)
+	// permissionTimeout bounds a permission round trip (0: testkit.Timeout, a hang guard). Only
+	// the row about the timeout sets a short one: its service never answers. Any other row's
+	// answer must not depend on how soon a loaded machine runs the check's goroutine.
+	permissionTimeout time.Duration
 }
 
 // harness is a server on fakes and a real store.
@@ -132,10 +137,13 @@ func setup(t testing.TB, o options) *harness {
 		sink = metric.SetSink(h.set)
 	}
 	h.limiter = ratelimit.New(ratelimit.Options{Now: func() time.Time { return t0 }})
+	if o.permissionTimeout == 0 {
+		o.permissionTimeout = testkit.Timeout()
+	}
 	d := Deps{
 		Config: h.src, DB: h.db, Metrics: h.set, Log: log, Version: "test", Demo: !o.serve,
 		Workflow: h.wf, Permissions: h.perms, Notifications: h.notes, Limiter: h.limiter, Recorder: metric.New(sink, log),
-		Now: func() time.Time { return t0 }, PermissionTimeout: 100 * time.Millisecond,
+		Now: func() time.Time { return t0 }, PermissionTimeout: o.permissionTimeout,
 		UI: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>spa</title>")}, "assets/app-3f9a1c2b.js": {Data: []byte("console.log(1)")}, "favicon.svg": {Data: []byte("<svg/>")}},
 	}
 	h.srv = New(d)

@@ -14,6 +14,7 @@ var securityHeaders = map[string]string{
 }
 
 func TestEveryAnswerCarriesTheBrowserProtections(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{})
 	calls := []call{
 		{method: "GET", path: "/"},

@@ -63,29 +63,10 @@ func (s *Server) deployHook(w http.ResponseWriter, r *http.Request) (int, any, e
 	return http.StatusOK, res, err
 }
 
-// gitlabHookBody is the part of a GitLab merge-request or pipeline hook bindery reads.
-type gitlabHookBody struct {
-	ObjectKind string `json:"object_kind"`
-	Project    struct {
-		PathWithNamespace string `json:"path_with_namespace"`
-	} `json:"project"`
-	ObjectAttributes struct {
-		ID     int64  `json:"id"`
-		IID    int64  `json:"iid"`
-		State  string `json:"state"`
-		Action string `json:"action"`
-		Status string `json:"status"`
-		Ref    string `json:"ref"`
-	} `json:"object_attributes"`
-	MergeRequest *struct {
-		IID int64 `json:"iid"`
-	} `json:"merge_request"`
-}
-
 // gitlabHook is POST /hooks/gitlab: merge-request and pipeline events shortcut polling. Other
 // kinds are answered 200 IGNORED (a 4xx could get the hook disabled).
 func (s *Server) gitlabHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b gitlabHookBody
+	var b api.GitLabHook
 	if err := bindJSON(r, &b, false); err != nil {
 		return 0, nil, err
 	}

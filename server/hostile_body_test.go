@@ -74,7 +74,7 @@ func checkAnswer(t *testing.T, what string, status int, body []byte) {
 	if status < 400 {
 		return
 	}
-	var e ErrorBody
+	var e api.ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil || e.Code == "" || e.Message == "" || e.RequestID == "" {
 		t.Errorf("%s: %d, not the API's error body: %.300s", what, status, body)
 	}
@@ -87,6 +87,7 @@ func checkAnswer(t *testing.T, what string, status int, body []byte) {
 }
 
 func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
 	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
@@ -179,6 +180,7 @@ func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 // A body larger than the limit is never read whole: an endless chunked upload and a declared
 // 10 GiB body are answered 413 after at most the limit (plus what the network buffers).
 func TestOversizedBodiesAreNotReadWhole(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
 	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
@@ -280,6 +282,7 @@ func (e *endless) Read(p []byte) (int, error) {
 // The same for what GET routes read from the URL: hostile path parameters and query strings on
 // every GET route of the table get a clear answer, never a 5xx, never an echo of the input.
 func TestHostileQueriesOnEveryGetRouteGetAClearAnswer(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
@@ -325,6 +328,7 @@ func rawGetAs(t *testing.T, addr, target, user string) (int, string) {
 // unknown id (404, the same headers and body but the request id) whatever the body — malformed, of the wrong type, too large —
 // and learns neither whether the id exists nor anything from the body's checks.
 func TestAStrangerOnAnOwnerCheckedRouteLearnsNothing(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{config: map[string]string{"ratelimit.revoke": "<blank>"}})
 	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())

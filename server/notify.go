@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strconv"
 
+	"bindery/api"
 	"bindery/internal/vocab/apperr"
 	"bindery/internal/vocab/state"
 )
@@ -12,21 +14,42 @@ import (
 // The notification routes: a person's choice of emails, what was sent about a request, and the
 // operators' view of the receivers with their actions.
 
-// errNoNotifications is the answer of the notification routes until the notifier is wired.
+// errNoNotifications is the answer of the notification routes of a server built without a
+// notifier.
 var errNoNotifications = apperr.New(apperr.Unavailable, "Notifications are not available; please retry later.")
+
+// noNotifications is the notifier of a server built without one (the UI's tests of pages): every
+// notification route answers 503 UNAVAILABLE.
+type noNotifications struct{}
+
+func (noNotifications) EmailPrefs(context.Context, string) (api.EmailPrefs, error) {
+	return api.EmailPrefs{}, errNoNotifications
+}
+
+func (noNotifications) SetEmailPrefs(context.Context, string, []state.EventType) (api.EmailPrefs, error) {
+	return api.EmailPrefs{}, errNoNotifications
+}
+
+func (noNotifications) Sent(context.Context, string, bool) ([]api.Sent, error) {
+	return nil, errNoNotifications
+}
+
+func (noNotifications) Endpoints(context.Context) ([]api.NotifyEndpoint, error) {
+	return nil, errNoNotifications
+}
+
+func (noNotifications) Resend(context.Context, int64) (api.DeliveryVw, error) {
+	return api.DeliveryVw{}, errNoNotifications
+}
+
+func (noNotifications) Enable(context.Context, string) (api.NotifyEndpoint, error) {
+	return api.NotifyEndpoint{}, errNoNotifications
+}
 
 // myNotifications is GET /api/my/notifications: the caller's settings page.
 func (s *Server) myNotifications(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	if s.deps.Notifications == nil {
-		return 0, nil, errNoNotifications
-	}
 	p, err := s.deps.Notifications.EmailPrefs(r.Context(), infoOf(r).caller.ID)
 	return http.StatusOK, p, err
-}
-
-// prefsBody is POST /api/my/notifications's body.
-type prefsBody struct {
-	Events []state.EventType `json:"events"`
 }
 
 // maxChoices bounds the list (there are fewer event types than this).
@@ -34,7 +57,7 @@ const maxChoices = 32
 
 // setMyNotifications is POST /api/my/notifications: the caller's choice (an empty list: no email).
 func (s *Server) setMyNotifications(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b prefsBody
+	var b api.NotificationChoices
 	if err := bindJSON(r, &b, true); err != nil {
 		return 0, nil, err
 	}
@@ -44,9 +67,6 @@ func (s *Server) setMyNotifications(w http.ResponseWriter, r *http.Request) (int
 	if len(b.Events) > maxChoices {
 		return 0, nil, apperr.Invalid("events", "has more than %d entries", maxChoices)
 	}
-	if s.deps.Notifications == nil {
-		return 0, nil, errNoNotifications
-	}
 	p, err := s.deps.Notifications.SetEmailPrefs(r.Context(), infoOf(r).caller.ID, b.Events)
 	return http.StatusOK, p, err
 }
@@ -54,9 +74,6 @@ func (s *Server) setMyNotifications(w http.ResponseWriter, r *http.Request) (int
 // requestSent is GET /api/requests/:operationId/sent (owner or ops): what was sent about it —
 // the requester's emails; an operator sees every delivery.
 func (s *Server) requestSent(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	if s.deps.Notifications == nil {
-		return 0, nil, errNoNotifications
-	}
 	v := infoOf(r).owned
 	c := infoOf(r).caller
 	all := v.Subject != c.ID || s.isOperator(r.Context(), c.ID)
@@ -66,9 +83,6 @@ func (s *Server) requestSent(w http.ResponseWriter, r *http.Request) (int, any, 
 
 // opsNotify is GET /api/ops/notify: every receiver with its health and latest deliveries.
 func (s *Server) opsNotify(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	if s.deps.Notifications == nil {
-		return 0, nil, errNoNotifications
-	}
 	es, err := s.deps.Notifications.Endpoints(r.Context())
 	return http.StatusOK, es, err
 }
@@ -78,9 +92,6 @@ func (s *Server) opsResend(w http.ResponseWriter, r *http.Request) (int, any, er
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		return 0, nil, apperr.Invalid("id", "must be a delivery id (a positive integer)")
-	}
-	if s.deps.Notifications == nil {
-		return 0, nil, errNoNotifications
 	}
 	return s.opsAction(w, r, "ops.notify.resend", map[string]any{"deliveryId": id}, func(string) (int, any, error) {
 		v, err := s.deps.Notifications.Resend(r.Context(), id)
@@ -96,9 +107,6 @@ func (s *Server) opsEnable(w http.ResponseWriter, r *http.Request) (int, any, er
 	name := r.PathValue("name")
 	if !endpointName.MatchString(name) {
 		return 0, nil, apperr.Invalid("name", "must be a receiver's name: email, mrnote, webhook:<name> or chat:<name>")
-	}
-	if s.deps.Notifications == nil {
-		return 0, nil, errNoNotifications
 	}
 	return s.opsAction(w, r, "ops.notify.enable", map[string]any{"endpoint": name}, func(string) (int, any, error) {
 		v, err := s.deps.Notifications.Enable(r.Context(), name)

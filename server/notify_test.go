@@ -15,6 +15,7 @@ import (
 // what was sent about a request is its owner's (emails only) or an operator's (everything) and a
 // stranger's 404, and the operators' actions are audited like every ops action.
 func TestNotificationRoutes(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{})
 	h.wf.put(api.RequestView{OperationID: "op-a", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 

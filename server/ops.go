@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -280,21 +279,11 @@ func knownStatus(st state.BindingStatus) bool {
 	return false
 }
 
-// configView is GET /api/ops/config.
-type configView struct {
-	Generation     int64              `json:"generation"`
-	LoadedAt       time.Time          `json:"loadedAt"`
-	Keys           []config.KeyReport `json:"keys"`
-	Unknown        []string           `json:"unknown"`
-	LastError      *config.LoadError  `json:"lastError"`
-	PendingRestart []string           `json:"pendingRestart"`
-}
-
 // opsConfig shows the effective configuration (secrets redacted by the loader), which keys fell
 // back to defaults, the last failed reload and the static keys waiting for a restart.
 func (s *Server) opsConfig(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	snap := s.deps.Config.Current()
-	v := configView{
+	v := api.ConfigView{
 		Generation: snap.Generation, LoadedAt: snap.LoadedAt, Keys: s.inForce(snap.Report), Unknown: snap.Unknown,
 		LastError: s.deps.Config.LastError(), PendingRestart: config.PendingRestart(s.started, snap),
 	}

@@ -10,6 +10,7 @@ import (
 // TestAStaticSegmentBesideAWildcardRoutesBothWays pins the one shape httprouter cannot hold
 // natively (POST /api/ops/batches/run beside POST /api/ops/batches/{id}/settle).
 func TestAStaticSegmentBesideAWildcardRoutesBothWays(t *testing.T) {
+	t.Parallel()
 	table := []route{
 		{method: "POST", path: "/api/ops/batches/run"},
 		{method: "POST", path: "/api/ops/batches/{id}/settle"},
@@ -27,6 +28,7 @@ func TestAStaticSegmentBesideAWildcardRoutesBothWays(t *testing.T) {
 }
 
 func TestRouterServesTheWholeTable(t *testing.T) {
+	t.Parallel()
 	h := newTestServer(t, nil).Handler()
 	for _, c := range []struct {
 		method, path string
@@ -52,6 +54,7 @@ func TestRouterServesTheWholeTable(t *testing.T) {
 // one registration: each request reaches its own route (httprouter would panic on the second
 // registration of the pattern).
 func TestStaticSiblingsAndTheirWildcardShareOneRegistration(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t, nil)
 	answer := func(what string) handlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) (int, any, error) {

@@ -91,6 +91,12 @@ func New(d Deps) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.deps.Permissions == nil {
+		s.deps.Permissions = closedPermissions{log: d.Log}
+	}
+	if s.deps.Notifications == nil {
+		s.deps.Notifications = noNotifications{}
+	}
 	if s.deps.PermissionTimeout <= 0 {
 		s.deps.PermissionTimeout = 5 * time.Second
 	}

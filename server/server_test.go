@@ -87,6 +87,7 @@ func runScenarios(t *testing.T, h http.Handler, rows []scenario) {
 }
 
 func TestStaticServingFollowsTheReleaseRules(t *testing.T) {
+	t.Parallel()
 	html := map[string]string{"Accept": "text/html,application/xhtml+xml"}
 	runScenarios(t, newTestServer(t, nil).Handler(), []scenario{
 		{name: "index is never cached", method: "GET", path: "/", status: 200,
@@ -109,6 +110,7 @@ func TestStaticServingFollowsTheReleaseRules(t *testing.T) {
 }
 
 func TestReadyzReportsTheDatabaseWithoutLeakingIt(t *testing.T) {
+	t.Parallel()
 	runScenarios(t, newTestServer(t, errors.New("dial tcp db.internal:3306: connection refused")).Handler(), []scenario{
 		{name: "db down", method: "GET", path: "/readyz", status: 503,
 			want: []string{`"code":"UNAVAILABLE"`}, notWant: []string{"db.internal", "3306", "dial"}},
@@ -119,6 +121,7 @@ func TestReadyzReportsTheDatabaseWithoutLeakingIt(t *testing.T) {
 }
 
 func TestErrorsMapThroughOneTable(t *testing.T) {
+	t.Parallel()
 	for code := range statusOf {
 		rec := httptest.NewRecorder()
 		writeError(rec, httptest.NewRequest("GET", "/", nil), slog.New(slog.DiscardHandler), apperr.New(code, "msg"))
@@ -137,6 +140,7 @@ func TestErrorsMapThroughOneTable(t *testing.T) {
 // pool closed, a conflict outlasted its retries — is 503 with Retry-After, never a 500, and the
 // driver's words stay in the log.
 func TestADatabaseThatDidNotAnswerIs503(t *testing.T) {
+	t.Parallel()
 	for _, err := range []error{
 		fmt.Errorf("insert operation: %w", context.DeadlineExceeded),
 		fmt.Errorf("read: %w", mysql.ErrInvalidConn),
@@ -158,6 +162,7 @@ func TestADatabaseThatDidNotAnswerIs503(t *testing.T) {
 // what happened — a conflicting change at the same moment — not a timeout that did not happen
 // (GitLab's hook log shows the message to the people who look after the hook).
 func TestAConflictIsNotCalledATimeout(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{})
 	h.wf.GitLabEventFn = func(context.Context, workflow.GitLabEvent) (api.CallbackResult, error) {
 		return api.CallbackResult{}, fmt.Errorf("wake tasks: %w: Error 1213 (40001): Deadlock found", store.ErrRetry)
@@ -174,6 +179,7 @@ func TestAConflictIsNotCalledATimeout(t *testing.T) {
 // database (an outbound error unwraps to its transport error: it is classified first); one that
 // answered with a refusal stays what it is.
 func TestAnOutboundFailureIsNotCalledTheDatabase(t *testing.T) {
+	t.Parallel()
 	timeout := outbound.NewError("gitlab", "get_mr", outbound.KindTimeout, &net.OpError{Op: "read", Err: context.DeadlineExceeded})
 	rec := httptest.NewRecorder()
 	writeError(rec, httptest.NewRequest("GET", "/", nil), slog.New(slog.DiscardHandler), fmt.Errorf("read MR: %w", timeout))
@@ -190,6 +196,7 @@ func TestAnOutboundFailureIsNotCalledTheDatabase(t *testing.T) {
 // A database that does not answer while the window is closed: a resend is not refused for good
 // as a new application (403) but told to try again (503).
 func TestAResendWhileTheDatabaseIsDownIsNotRefusedAsClosed(t *testing.T) {
+	t.Parallel()
 	h := setup(t, options{config: map[string]string{"apply.mode": "CLOSED"}})
 	d := h.srv.deps
 	d.DB = recordlessDB{h.db}
@@ -213,6 +220,7 @@ func (recordlessDB) IdempotencyRecord(context.Context, string, string) (store.Id
 }
 
 func TestPanicBecomesGeneric500(t *testing.T) {
+	t.Parallel()
 	h := withRequestID(withRecover(slog.New(slog.DiscardHandler))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("boom at /home/dev/bindery/server.go:42")
 	})))
@@ -224,6 +232,7 @@ func TestPanicBecomesGeneric500(t *testing.T) {
 }
 
 func TestRequestIDIsKeptWhenSaneAndReplacedWhenNot(t *testing.T) {
+	t.Parallel()
 	h := newTestServer(t, nil).Handler()
 	for in, keep := range map[string]bool{"abc-123": true, "": false, "<script>": false, strings.Repeat("a", 65): false} {
 		req := httptest.NewRequest("GET", "/healthz", nil)
@@ -242,6 +251,7 @@ func TestRequestIDIsKeptWhenSaneAndReplacedWhenNot(t *testing.T) {
 // server.metricsAddr set it is not on the API's listener at all, and its own listener serves
 // /metrics alone (to the token's bearer when one is set).
 func TestMetricsAreNotPublic(t *testing.T) {
+	t.Parallel()
 	get := func(h *harness, peer, bearer string) int {
 		c := call{method: "GET", path: "/metrics", peer: peer}
 		if bearer != "" {

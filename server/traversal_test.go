@@ -24,6 +24,7 @@ import (
 // Whatever the spelling, the answer is the page, a file of the build, a 404 or a 400 — never the
 // secret, never a 500.
 func TestStaticPathTraversalNeverLeavesTheBuild(t *testing.T) {
+	t.Parallel()
 	const secret = "TOP-SECRET-CONTENT"
 	dir := t.TempDir()
 	for name, content := range map[string]string{

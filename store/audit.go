@@ -1,13 +1,13 @@
 package store
 
 import (
+	"bindery/internal/vocab/text"
 	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // AuditEvent is one action to record: who did what, with which parameters. Key identifies the
@@ -181,14 +181,6 @@ func bound(v any, depth int) any {
 	return cut(fmt.Sprint(v), auditValueLen)
 }
 
-// cut keeps at most n bytes of s without splitting a character, marking the cut with "…".
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	end := n - len("…")
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + "…"
-}
+// cut keeps at most n bytes of s, marking a cut with an ellipsis: the audit's parameters are one
+// JSON document in a TEXT column, whose budget is bytes.
+func cut(s string, n int) string { return text.Clip(s, n, text.Bytes, text.Ellipsis) }

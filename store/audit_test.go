@@ -11,6 +11,7 @@ import (
 )
 
 func TestAuditRedactsSecretsAndBoundsParameters(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		long := strings.Repeat("x", 1000)
@@ -60,6 +61,7 @@ func TestAuditRedactsSecretsAndBoundsParameters(t *testing.T) {
 }
 
 func TestAuditDuplicateIsAlreadyRecordedNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		first := store.AuditEvent{Key: "revoke:k1", Actor: "alice@example.com", Action: "revoke", RequestID: "r1", Params: map[string]any{"n": 1}}
@@ -79,6 +81,7 @@ func TestAuditDuplicateIsAlreadyRecordedNeverOverwritten(t *testing.T) {
 }
 
 func TestAuditListsNewestFirstByPage(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		for _, k := range []string{"a", "b", "c", "d", "e"} {

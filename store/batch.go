@@ -853,12 +853,7 @@ func (db *DB) Batches(ctx context.Context, f BatchFilter) ([]BatchWithMembers, s
 		q += " AND status = ?"
 		args = append(args, f.Status)
 	}
-	if after {
-		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
-	}
-	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	args = append(args, f.limit()+1)
+	q, args = keyset{at: "created_at", id: "id", desc: true}.page(db, q, args, c, after, f.limit())
 	rows, err := db.ro.QueryContext(ctx, q, args...)
 	batches, err := collect(rows, err, scanBatch)
 	if err != nil {

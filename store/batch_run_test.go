@@ -37,6 +37,7 @@ func stepOf(t *testing.T, db *store.DB, opID string) (state.BindingStatus, state
 // The claim moves its members to BATCHED in its own transaction: a claimed request is never
 // seen still "queued", and the step history has the batch.
 func TestAClaimMarksItsMembersBatchedAtOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 3)
 		c := claimBatched(t, db, "infra/acl", 10)
@@ -63,6 +64,7 @@ func TestAClaimMarksItsMembersBatchedAtOnce(t *testing.T) {
 // round takes it before anything admitted later), its members' steps go back to QUEUED, and the
 // batch keeps only the first half — for every later member write and for its settlement.
 func TestRequeuedMembersLeaveTheBatchAndAreClaimedFirstNextRound(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 4)
 		c := claimBatched(t, db, "infra/acl", 10)
@@ -115,6 +117,7 @@ func TestRequeuedMembersLeaveTheBatchAndAreClaimedFirstNextRound(t *testing.T) {
 // A member that failed alone is dropped from the waiting set in the runner's step; a step
 // naming a request the batch does not hold changes nothing; a stale version changes nothing.
 func TestAdvanceBatchIsAllOrNothingAndGuarded(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 3)
 		c := claimBatched(t, db, "infra/acl", 10)
@@ -155,6 +158,7 @@ func TestAdvanceBatchIsAllOrNothingAndGuarded(t *testing.T) {
 // An operator's resume of a BLOCKED batch fences a writer that read the batch before it; the
 // branch digest round-trips.
 func TestAdvanceBatchFencesAStaleWriterAndRecordsTheBranch(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		queued(t, db, "infra/acl", 1)
 		c := claimBatched(t, db, "infra/acl", 10)
@@ -176,6 +180,7 @@ func TestAdvanceBatchFencesAStaleWriterAndRecordsTheBranch(t *testing.T) {
 // A batch closes by size or by age: with batch.maxWait set, a partition is due once max
 // requests wait or the oldest has waited maxWait (database clock).
 func TestAPartitionIsDueBySizeOrByAge(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		queued(t, db, "infra/acl", 2)
 		due := func(max int, wait time.Duration) bool {
@@ -211,6 +216,7 @@ func TestAPartitionIsDueBySizeOrByAge(t *testing.T) {
 // its record leaves the column without the record; the next migrate must complete, not fail on
 // a duplicate column (0030 and 0031 guard their ALTER on information_schema).
 func TestAnInterruptedColumnMigrationCompletesOnMySQL(t *testing.T) {
+	t.Parallel()
 	db := storetest.MySQL(t)
 	if _, err := db.Raw().ExecContext(bg, "DELETE FROM schema_migrations WHERE version IN (30, 31)"); err != nil {
 		t.Fatal(err)

@@ -157,7 +157,7 @@ func BenchmarkEnqueueDuringOpenClaim(b *testing.B) {
 					}()
 				}
 				if mode != "idle" {
-					time.Sleep(hold)
+					time.Sleep(hold) // the load under test: the claim held open this long
 					close(release)
 				}
 				wg.Wait()

@@ -73,6 +73,7 @@ func claimedIDs(c store.BatchClaim) []string {
 }
 
 func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 8)
@@ -145,6 +146,7 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 // A batch claimed from a suspect group that is bisected again returns its half as the next
 // round of the same bisection; one member failing alone at the end is named on the batch.
 func TestABisectedSuspectBatchCountsTheRoundsOnAndNamesItsCulprit(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 4)
@@ -185,6 +187,7 @@ func TestABisectedSuspectBatchCountsTheRoundsOnAndNamesItsCulprit(t *testing.T) 
 // I2 with suspects: claims racing each other and a foreign writer that grabs suspect rows never
 // claim a request twice, and no claim ever mixes a suspect with another row.
 func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 40)
@@ -283,6 +286,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 // I2, the interleaving pinned on MySQL: a suspect row the claim read is taken before its guarded
 // update → the round rolls back whole; the next round takes the rest of the group, still alone.
 func TestASuspectClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
+	t.Parallel()
 	db := storetest.MySQL(t)
 	const partition = "infra/acl"
 	queued(t, db, partition, 6)
@@ -317,6 +321,7 @@ func TestASuspectClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 // The batch list tells the members a bisection sent away from the members that ended with the
 // batch: back in the waiting set (0) until a later batch claims them, then that batch.
 func TestTheBatchListNamesWhereABisectedBatchsMembersWent(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 4)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // MemberChange moves many requests at once (a batch's members at hand-off and settlement,
@@ -56,7 +57,12 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		// read of the step history.
 		rows, err := tx.tx.QueryContext(ctx, "SELECT "+db.now()+", "+stageTimeColumns()+", "+operationColumns+" FROM "+db.hinted("operation", "uk_operation_operation")+
 			" WHERE operation_id IN "+inList(len(chunk))+db.forUpdate(), anys(chunk)...)
-		ops, err := collect(rows, err, scanMoving)
+		var now time.Time // the locking read's clock: the flip's time, stage times and history included
+		ops, err := collect(rows, err, func(s scanner) (Operation, error) {
+			o, at, err := scanMoving(s)
+			now = at
+			return o, err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -73,8 +79,8 @@ func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c Membe
 		}
 
 		var a assignments
-		a.set(db.addStageTime())
-		a.set("status = ?, step = ?, version = version + 1, updated_at = "+db.now(), c.To, c.Step)
+		a.set(db.addStageTimeAt(), db.addStageTimeArgs(now)...)
+		a.set("status = ?, step = ?, version = version + 1, updated_at = ?", c.To, c.Step, db.timeArg(now))
 		a.refs(c.MRIID, c.PipelineID)
 		if batchID != 0 {
 			a.set("batch_id = ?", batchID)

@@ -37,7 +37,7 @@ func TestTheCheckpointerStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.
 				if _, err := cp.Exec("INSERT INTO t VALUES (1)"); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the behaviour: writes spread over the 1 ms ticks
 			}
 		})
 		if err := cp.Ping(); err == nil {

@@ -66,3 +66,26 @@ func decodeCursor(s string) (cursor, bool, error) {
 	}
 	return c, true, nil
 }
+
+// keyset is how a list is paged: by a time of the database clock, then the id (at and id are the
+// columns as the query names them), newest first when desc.
+type keyset struct {
+	at, id string
+	desc   bool
+}
+
+// page ends q, whose WHERE is open, with the rows after cursor c (every row when !after), the
+// list's order, and a limit of limit+1 rows: the one more tells whether a next page exists
+// (trimPage).
+func (k keyset) page(db *DB, q string, args []any, c cursor, after bool, limit int) (string, []any) {
+	cmp, dir := ">", ""
+	if k.desc {
+		cmp, dir = "<", " DESC"
+	}
+	if after {
+		q += " AND (" + k.at + " " + cmp + " ? OR (" + k.at + " = ? AND " + k.id + " " + cmp + " ?))"
+		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
+	}
+	q += " ORDER BY " + k.at + dir + ", " + k.id + dir + " LIMIT ?"
+	return q, append(args, limit+1)
+}

@@ -13,12 +13,14 @@ import (
 	"testing/fstest"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/schema"
 	"bindery/store"
 	"bindery/store/storetest"
 )
 
 func TestMigrationsAreIdempotentAndRecorded(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		applied, err := db.Migrate(ctx, schema.FS) // storetest already migrated once
@@ -37,6 +39,7 @@ func TestMigrationsAreIdempotentAndRecorded(t *testing.T) {
 }
 
 func TestBothDialectsHaveTheSameMigrationVersions(t *testing.T) {
+	t.Parallel()
 	my, err := store.Migrations(schema.FS, store.MySQL)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +59,7 @@ func TestBothDialectsHaveTheSameMigrationVersions(t *testing.T) {
 }
 
 func TestConcurrentMigrateFromManyInstances(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		dsn  func(testing.TB) string
@@ -96,6 +100,7 @@ func TestConcurrentMigrateFromManyInstances(t *testing.T) {
 }
 
 func TestBrokenMigrationFailsWithItsName(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		fsys := fstest.MapFS{
 			string(db.Dialect()) + "/9001_broken.sql": {Data: []byte("CREATE TABLE ok_one (id INTEGER);\nTHIS IS NOT SQL;\n")},
@@ -108,6 +113,7 @@ func TestBrokenMigrationFailsWithItsName(t *testing.T) {
 }
 
 func TestClockHasSubSecondPrecision(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seen := map[int]bool{}
 		for range 20 {
@@ -116,7 +122,7 @@ func TestClockHasSubSecondPrecision(t *testing.T) {
 				t.Fatal(err)
 			}
 			seen[now.Nanosecond()/int(time.Millisecond)] = true
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(3 * time.Millisecond) // the behaviour: reads 3 ms apart see different milliseconds
 		}
 		if len(seen) < 2 {
 			t.Fatalf("database clock shows no sub-second part: %v", seen)
@@ -125,6 +131,7 @@ func TestClockHasSubSecondPrecision(t *testing.T) {
 }
 
 func TestHeartbeatsCountLiveInstances(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		if n, err := db.LiveInstances(ctx, time.Minute); err != nil || n != 1 {
@@ -144,14 +151,17 @@ func TestHeartbeatsCountLiveInstances(t *testing.T) {
 		if n, _ := db.LiveInstances(ctx, time.Minute); n != 2 {
 			t.Fatalf("live = %d, want 2", n)
 		}
-		time.Sleep(30 * time.Millisecond)
-		if n, _ := db.LiveInstances(ctx, 10*time.Millisecond); n != 1 {
-			t.Fatalf("stale heartbeats still live: %d", n)
-		}
+		// Heartbeats older than the window no longer count: a and b go stale 10 ms on, and only
+		// the caller is left.
+		testkit.Eventually(t, "the stale heartbeats to stop counting", func() bool {
+			n, _ := db.LiveInstances(ctx, 10*time.Millisecond)
+			return n == 1
+		})
 	})
 }
 
 func TestDriverErrorsAreTranslated(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		if err := db.Heartbeat(ctx, "dup", "v"); err != nil {
@@ -170,6 +180,7 @@ func TestDriverErrorsAreTranslated(t *testing.T) {
 }
 
 func TestRedactDSN(t *testing.T) {
+	t.Parallel()
 	got := store.RedactDSN("mysql://app:s3cret@tcp(db:3306)/bindery?parseTime=true")
 	if strings.Contains(got, "s3cret") || !strings.Contains(got, "app:***@tcp(db:3306)") {
 		t.Fatal(got)
@@ -177,6 +188,7 @@ func TestRedactDSN(t *testing.T) {
 }
 
 func TestOpenRejectsUnknownSchemes(t *testing.T) {
+	t.Parallel()
 	for _, dsn := range []string{"", "postgres://x", "mysql://bad dsn"} {
 		if _, err := store.Open(context.Background(), dsn, store.Options{}); err == nil {
 			t.Errorf("%q: want error", dsn)
@@ -185,6 +197,7 @@ func TestOpenRejectsUnknownSchemes(t *testing.T) {
 }
 
 func TestSplitStatementsKeepsTriggersWhole(t *testing.T) {
+	t.Parallel()
 	src := "-- c\nCREATE TABLE a (x INT);\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\n  SELECT 2;\nEND;\nCREATE INDEX i ON a (x);\n"
 	got := store.SplitStatements(src)
 	if len(got) != 3 || !strings.Contains(got[1], "SELECT 2;\nEND") {
@@ -193,6 +206,7 @@ func TestSplitStatementsKeepsTriggersWhole(t *testing.T) {
 }
 
 func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data #1 100%?x")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -215,6 +229,7 @@ func TestSQLitePathsWithURISyntaxOpenTheRightFile(t *testing.T) {
 // inserts) and a shared transaction (a savepoint per caller) journal every page they change,
 // and a journal spilled to a temporary file costs two system calls a page.
 func TestSQLiteWriterKeepsItsJournalsInMemory(t *testing.T) {
+	t.Parallel()
 	db, _ := sqliteFile(t)
 	var temp int
 	if err := db.Raw().QueryRowContext(bg, "PRAGMA temp_store").Scan(&temp); err != nil || temp != 2 {
@@ -226,6 +241,7 @@ func TestSQLiteWriterKeepsItsJournalsInMemory(t *testing.T) {
 // database file while every other writer waits); the background checkpoint does, so the file
 // takes the writes and the WAL stops growing without anyone asking.
 func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
+	t.Parallel()
 	db, dir := sqliteFile(t)
 	var auto int
 	if err := db.Raw().QueryRowContext(bg, "PRAGMA wal_autocheckpoint").Scan(&auto); err != nil || auto != 0 {
@@ -245,8 +261,8 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 		}
 	}
 	apply(0, 200)
-	waitFor(t, "the database file to take the applications", func() bool { return size("b.db") > before+(256<<10) })
-	time.Sleep(3 * time.Millisecond)
+	testkit.Eventually(t, "the database file to take the applications", func() bool { return size("b.db") > before+(256<<10) })
+	time.Sleep(3 * time.Millisecond) // the measurement: the WAL a moment after the file took the writes, the mark the rounds below are held to
 	high := size("b.db-wal")
 	for round := 1; round < 8; round++ {
 		apply(round*200, round*200+200)
@@ -256,7 +272,7 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 		// Two ticks: the first may have checkpointed before the round's last commit and only
 		// counted after it; the second started once the first was counted.
 		done := store.CheckpointsCaughtUp(db)
-		waitFor(t, "a checkpoint to catch up with the round", func() bool { return store.CheckpointsCaughtUp(db) > done+1 })
+		testkit.Eventually(t, "a checkpoint to catch up with the round", func() bool { return store.CheckpointsCaughtUp(db) > done+1 })
 	}
 	// A checkpointer starved through a whole round lets that round write all of it to the WAL,
 	// about twice what a round leaves while the checkpointer runs (high); a WAL never started
@@ -269,6 +285,7 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 // The indexes SQLite keeps partial (rows with NULL left out, sqlite/0080) still serve the
 // lookups that compare their column: the planner must see that the comparison implies NOT NULL.
 func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
+	t.Parallel()
 	db := storetest.SQLite(t)
 	for query, index := range map[string]string{
 		"SELECT id FROM task WHERE slot = 'x'":                                                                                                                                                           "uk_task_slot",
@@ -288,6 +305,7 @@ func TestSQLiteLooksUpThroughItsPartialIndexes(t *testing.T) {
 // planner otherwise took "batch_id IS NULL AND id IN (…)" through the batch_id index and walked
 // the whole waiting set once per chunk of 500 rows.
 func TestSQLiteClaimsRowsByTheirRowid(t *testing.T) {
+	t.Parallel()
 	st := &statements{counts: map[string]int{}}
 	db := storetest.Open(t, storetest.SQLiteDSN(t), store.Options{OnStatement: st.observe})
 	queued(t, db, "team/a", 20)
@@ -336,6 +354,7 @@ func sqlitePlan(t *testing.T, db *store.DB, query string, args ...any) string {
 // restart of the WAL; the restart must give up soon rather than hold the writer out while it
 // waits for that reader.
 func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
+	t.Parallel()
 	db, dir := sqliteFile(t)
 	mustApply(t, db, answered("op-first", "u-first", "t", "h"))
 	reader, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "b.db"))
@@ -361,7 +380,7 @@ func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
 		mustApply(t, db, answered(fmt.Sprint("op-", i), fmt.Sprint("u", i), "t", strings.Repeat("h", 500)))
 		slowest = max(slowest, time.Since(start))
 		if i > 400 {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the load under test: applications paced over several ticks
 		}
 	}
 	if slowest >= 2*time.Second {

@@ -16,6 +16,8 @@ type Executor interface {
 	RecordApprovalCallback(ctx context.Context, callbackID, operationID, result string) (bool, error)
 	Settle(ctx context.Context, s Settlement) (Settled, error)
 	Transition(ctx context.Context, cur Request, c Change) (Request, error)
+	Tell(ctx context.Context, e Event) (told bool, err error)
+	EventByID(ctx context.Context, id string) (Event, error)
 }
 
 var (

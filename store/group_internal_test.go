@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bindery/internal/testkit"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ type groupItem struct {
 // they were written, and the next caller must still find a writer: each member is told it failed,
 // the panic goes on in the writer's caller, and the slot is handed on.
 func TestAGroupWriteThatPanicsFailsItsMembersAndHandsTheSlotOn(t *testing.T) {
+	t.Parallel()
 	gate := make(chan struct{})
 	g := &groups[*groupItem]{max: 1, take: func(n int) int { return n },
 		left: func(it *groupItem, err error) { it.err = err }}
@@ -48,10 +51,7 @@ func TestAGroupWriteThatPanicsFailsItsMembersAndHandsTheSlotOn(t *testing.T) {
 			defer func() { panics[i] = recover() }()
 			g.join(context.Background(), it, write)
 		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for (held.Load() != 1 || g.size() != i) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Eventually(t, fmt.Sprintf("caller %d to join the held group", i), func() bool { return held.Load() == 1 && g.size() == i })
 	}
 	close(gate)
 	wg.Wait()
@@ -80,6 +80,7 @@ func TestAGroupWriteThatPanicsFailsItsMembersAndHandsTheSlotOn(t *testing.T) {
 // with it), carries the first member's values, and ends at the latest of the members' deadlines
 // — or never, when one member has none.
 func TestAGroupsContextOutlivesItsMembersButNotTheirDeadlines(t *testing.T) {
+	t.Parallel()
 	type key struct{}
 	now := time.Now()
 	first, cancelFirst := context.WithDeadline(context.WithValue(context.Background(), key{}, "first"), now.Add(time.Second))

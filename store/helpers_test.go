@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -121,24 +122,7 @@ func claimable(t testing.TB, db *store.DB) {
 // clockPast waits until the database clock is after the time query returns.
 func clockPast(t testing.TB, db *store.DB, query string) {
 	t.Helper()
-	var raw sql.NullString
-	if err := db.Raw().QueryRowContext(bg, query).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	if !raw.Valid {
-		return
-	}
-	last, err := time.Parse("2006-01-02 15:04:05.999999999", raw.String)
-	if err != nil {
-		t.Fatalf("parse %q: %v", raw.String, err)
-	}
-	waitFor(t, "the clock to pass the last admission", func() bool {
-		now, err := db.Now(bg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return now.After(last)
-	})
+	enginekit.On(t, db).ClockPast(query)
 }
 
 // seedRequests writes operation + binding rows in a given state, in bulk (fixtures only; the
@@ -259,24 +243,10 @@ func (s *statements) boundaries() (map[string]int, []string) {
 // eachCounting is storetest.Each with a statement observer on the database.
 func eachCounting(t *testing.T, fn func(t *testing.T, db *store.DB, st *statements)) {
 	t.Helper()
-	var st *statements
-	storetest.EachWith(t, func(*testing.T) store.Options {
-		st = &statements{counts: map[string]int{}}
-		return store.Options{OnStatement: st.observe}
-	}, func(t *testing.T, db *store.DB) { fn(t, db, st) })
-}
-
-// waitFor polls cond until it holds, failing after a generous deadline (a hang guard, not a
-// timing assertion).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	storetest.EachWith(t, func(*testing.T) (store.Options, *statements) {
+		st := &statements{counts: map[string]int{}}
+		return store.Options{OnStatement: st.observe}, st
+	}, fn)
 }
 
 // writerGate holds the writers of groups (application groups, shared transactions) at a pause
@@ -311,7 +281,7 @@ func (g *writerGate) lineUp(t *testing.T, n, writers int, waiting func() int, st
 	for i := range n {
 		start(i)
 		want, writing := max(0, i+1-writers), min(i+1, writers)
-		waitFor(t, fmt.Sprintf("%d writing, %d waiting", writing, want), func() bool {
+		testkit.Eventually(t, fmt.Sprintf("%d writing, %d waiting", writing, want), func() bool {
 			return int(g.held.Load()) == writing && waiting() == want
 		})
 	}

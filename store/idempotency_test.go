@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -29,6 +30,7 @@ func claim(t *testing.T, db *store.DB, key, hash string) store.Claim {
 }
 
 func TestIdempotencyReplaysTheAnswerAndRefusesAnotherPayload(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		if c := claim(t, db, "op-1", "h1"); c.Outcome != store.ClaimFresh {
@@ -61,6 +63,7 @@ func TestIdempotencyReplaysTheAnswerAndRefusesAnotherPayload(t *testing.T) {
 }
 
 func TestAFailedRequestReleasesItsKeyForARetry(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		claim(t, db, "op-2", "h")
@@ -85,6 +88,7 @@ func TestAFailedRequestReleasesItsKeyForARetry(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesLetExactlyOneProceed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const n = 16
 		var wg sync.WaitGroup
@@ -123,6 +127,7 @@ func TestConcurrentDuplicatesLetExactlyOneProceed(t *testing.T) {
 }
 
 func TestWinnerGoneMeansRetryLater(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		// The insert lost to a concurrent winner which released the key before the re-read.
 		c, err := store.IdempotencyWinner(db, context.Background(), "apply", "op-gone", "h")
@@ -136,20 +141,17 @@ func TestWinnerGoneMeansRetryLater(t *testing.T) {
 // clock, never the application's).
 func waitForDBClock(t *testing.T, db *store.DB, past time.Time) {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
+	testkit.Eventually(t, "the database clock to pass "+past.String(), func() bool {
 		now, err := db.Now(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if now.After(past) {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatal("database clock did not pass the deadline")
+		return now.After(past)
+	})
 }
 
 func TestExpiredRecordsCountAsAbsentAndArePurged(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		for _, k := range []string{"old-1", "old-2", "old-3", "old-4", "old-5"} {
@@ -180,6 +182,7 @@ func TestExpiredRecordsCountAsAbsentAndArePurged(t *testing.T) {
 }
 
 func TestACrashedHolderIsTakenOverAfterItsLease(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		if _, err := db.ClaimIdempotency(ctx, "apply", "op-crash", "h", day, time.Millisecond); err != nil {
@@ -200,6 +203,7 @@ func TestACrashedHolderIsTakenOverAfterItsLease(t *testing.T) {
 }
 
 func TestPurgeUsesTheExpiryIndexOnMySQL(t *testing.T) {
+	t.Parallel()
 	db := storetest.MySQL(t)
 	rows, err := db.Raw().Query("EXPLAIN SELECT scope FROM idempotency_record WHERE expires_at <= CURRENT_TIMESTAMP(6) ORDER BY expires_at LIMIT 1000")
 	if err != nil {
@@ -239,6 +243,7 @@ func answered(opID, subject, target, hash string) store.Application {
 // (request.accepted) and the tasks of both are written in one transaction — one BEGIN, one COMMIT, no write outside it, and no read at
 // all for a first application. Counted by the driver wrapper on both databases.
 func TestAnApplicationIsOneCommitWithItsAnswer(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		db.SetEventRoutes(store.RouteAll)
 		_, verbs, all := st.during(t, func() { mustApply(t, db, answered("op-1", "alice", "t", "h1")) })
@@ -270,6 +275,7 @@ func TestAnApplicationIsOneCommitWithItsAnswer(t *testing.T) {
 // another is a mismatch. An application refused after its record was written (the relation is
 // active) leaves neither the record nor anything else: its transaction is all or nothing.
 func TestATakenKeyAnswersFromTheRecordAndARefusalLeavesNothing(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, answered("op-1", "alice", "t", "h1"))
 		_, err := db.Apply(bg, answered("op-1", "bob", "u", "h1"))
@@ -306,6 +312,7 @@ func TestATakenKeyAnswersFromTheRecordAndARefusalLeavesNothing(t *testing.T) {
 // An expired record, or an older build's claim whose lease ran out, does not hold its key: the
 // answer read deletes it and says "run again", and the application then takes the key.
 func TestAnExpiredRecordOrAStaleClaimGivesItsKeyUp(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if _, err := db.ClaimIdempotency(bg, "apply", "op-stale", "h1", day, -time.Second); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -51,6 +52,7 @@ func checkBatchInvariants(t *testing.T, db *store.DB) {
 // partition, with enqueues going on: at no moment two active batches, checked by SQL while
 // running and after.
 func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 120)
@@ -135,6 +137,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 // I1 is per partition: two projects batch in parallel, and a BLOCKED batch holds its own
 // partition's slot only.
 func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		queued(t, db, "team/a", 3)
 		queued(t, db, "team/b", 3)
@@ -178,6 +181,7 @@ func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing
 // I2: claims racing each other and a foreign writer that grabs waiting rows: every request ends
 // in at most one batch, and the member history is exactly the claimed rows.
 func TestConcurrentClaimsAndForeignWritesNeverClaimARequestTwice(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 300)
@@ -237,6 +241,7 @@ func TestConcurrentClaimsAndForeignWritesNeverClaimARequestTwice(t *testing.T) {
 // I2, the interleaving pinned (MySQL: SQLite's single writer cannot interleave): a row the
 // claim read is taken before its guarded update → the round rolls back whole, the slot is free.
 func TestAClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
+	t.Parallel()
 	db := storetest.MySQL(t)
 	const partition = "infra/acl"
 	queued(t, db, partition, 5)
@@ -264,6 +269,7 @@ func TestAClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 
 // A claim that reads nothing rolls back: no empty batch keeps the slot.
 func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		store.SetSkipClaimPrecheck(db, true) // reach the in-transaction read with nothing waiting
@@ -283,6 +289,7 @@ func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
 
 // The lock-free pre-check ends an idle round without a transaction: one statement, no slot.
 func TestAnIdleRoundIsOneReadAndNoSlot(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		total, verbs, _ := st.during(t, func() {
 			if c, err := db.Claim(bg, claimInput("infra/acl", 10)); err != nil || c.Outcome != state.RoundNothingWaiting {
@@ -302,6 +309,7 @@ func TestAnIdleRoundIsOneReadAndNoSlot(t *testing.T) {
 // and nothing marks it rollback-only. The claim still rolls back after a duplicate slot (it has
 // nothing to keep); admission and callback recording rely on the transaction going on.
 func TestDuplicateKeyInsideATransactionLeavesItUsable(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch (partition_key, project, status) VALUES ('p', 'p', 'RUNNING')"); err != nil {
 			t.Fatal(err)
@@ -360,6 +368,7 @@ func TestDuplicateKeyInsideATransactionLeavesItUsable(t *testing.T) {
 
 // I4: a hundred admissions of one operation at once → exactly one "added".
 func TestConcurrentAdmissionsOfOneRequestQueueItOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var added atomic.Int32
 		var wg sync.WaitGroup
@@ -397,6 +406,7 @@ func TestConcurrentAdmissionsOfOneRequestQueueItOnce(t *testing.T) {
 // on the relation's row and then find it active (refused); the replaced operationId no longer
 // finds the row.
 func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("old", "alice", "t"))
 		mustMove(t, db, "old", state.StatusRejected)
@@ -410,7 +420,7 @@ func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 			store.SetPause(db, func(point string) {
 				if point == "apply.read" {
 					first.Do(func() {
-						time.Sleep(300 * time.Millisecond)
+						time.Sleep(300 * time.Millisecond) // the behaviour: the first holds the row a while
 						if d := done.Load(); d != 0 {
 							t.Errorf("%d applications finished while the first held the relation's row", d)
 						}
@@ -464,6 +474,7 @@ func TestConcurrentReapplicationsHaveExactlyOneWinner(t *testing.T) {
 }
 
 func TestApplicationOverAnActiveOrFailedRowIsRefused(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("first", "alice", "t"))
 		for _, path := range [][]state.BindingStatus{
@@ -489,6 +500,7 @@ func TestApplicationOverAnActiveOrFailedRowIsRefused(t *testing.T) {
 // I6 / ABA: a row that leaves a status and comes back to it between a read and a write still
 // fails the stale write — the guard is the version, not the status.
 func TestAStaleWriteFailsEvenWhenTheStatusCameBack(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		stale := mustMove(t, db, "op-1", state.StatusApprovalSent)
@@ -531,6 +543,7 @@ func TestAStaleWriteFailsEvenWhenTheStatusCameBack(t *testing.T) {
 
 // Many writers holding the same read: exactly one transition lands.
 func TestConcurrentTransitionsFromOneReadHaveOneWinner(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		cur, _ := db.Request(bg, "op-1")
@@ -564,6 +577,7 @@ func TestConcurrentTransitionsFromOneReadHaveOneWinner(t *testing.T) {
 // Two settlers at once (two runs of the batch's task that both read it active): the first
 // statement of the second one fails, so the member resets run once.
 func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 30)
 		c, err := db.Claim(bg, claimInput("infra/acl", 50))
@@ -586,7 +600,7 @@ func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 		<-firstHolds // the first settler has written the batch and holds its transaction
 		waitsBefore := db.Raw().Stats().WaitCount
 		go func() { _, err := db.Settle(bg, failed); results <- err }()
-		waitFor(t, "the second settler to wait for the first", func() bool {
+		testkit.Eventually(t, "the second settler to wait for the first", func() bool {
 			if db.Dialect() == store.SQLite {
 				return db.Raw().Stats().WaitCount > waitsBefore // queued for the single write connection
 			}

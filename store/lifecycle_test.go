@@ -3,7 +3,6 @@ package store_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"bindery/internal/vocab/state"
 	"bindery/store"
@@ -13,6 +12,7 @@ import (
 // One request from apply to validated through the store API, as the workflow drives it; every
 // read the request view needs shows the right thing on the way.
 func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		r := mustApply(t, db, application("op-1", "alice@example.com", "payments-db-readonly"))
 		if r.Binding.Status != state.StatusApprovalSending || !r.Current() {
@@ -31,7 +31,7 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 			t.Fatalf("waiting: %+v, batch %+v", d.Waiting, d.Batch)
 		}
 
-		time.Sleep(2 * time.Millisecond) // SQLite's clock has milliseconds: let "created before now" pass
+		claimable(t, db) // SQLite's clock has milliseconds: let "created before now" pass
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50})
 		if err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim: %+v %v", c, err)
@@ -93,6 +93,7 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 }
 
 func TestIllegalTransitionIsRefusedAndNothingIsWritten(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		cur := mustMove(t, db, "op-1", state.StatusApprovalSent)
@@ -116,6 +117,7 @@ func TestIllegalTransitionIsRefusedAndNothingIsWritten(t *testing.T) {
 }
 
 func TestListsPageNewestFirstAndByStuckState(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
 			mustApply(t, db, application(id, "alice", "target-"+id))
@@ -178,6 +180,7 @@ func join(xs []string) string {
 // Every step of a request begins by reading it: the operation and the binding it drives are one
 // statement, and an operation a re-application replaced reads as no longer current.
 func TestARequestIsReadInOneStatement(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		mustApply(t, db, application("old", "alice", "t"))
 		mustMove(t, db, "old", state.StatusRejected)

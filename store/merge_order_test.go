@@ -25,6 +25,7 @@ func status(t testing.TB, db *store.DB, opID string) state.BindingStatus {
 // !10 merges after it. Reconciliation must not take !11's deploy for !10's (no deploy after !10's
 // merge ran); a deploy of a merge after !10's does validate it, and its timeline says which.
 func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		at := mergedAtBase
 		seedRequests(t, db, "team/a", []string{"b11"}, state.StatusValidated, state.StepCalledBack, 0)
@@ -70,6 +71,7 @@ func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
 // An exact callback decides for its MR: operation x of MR 4 was named, y was not, so y is never
 // inferred — not from MR 4's own deploy, not from a later merge's.
 func TestAnExactCallbackIsNeverOverriddenByInference(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"x", "y"}, state.StatusMerged, state.StepHandleMerged, 4)
 		seedRequests(t, db, "team/a", []string{"later"}, state.StatusMerged, state.StepHandleMerged, 5)
@@ -92,6 +94,7 @@ func TestAnExactCallbackIsNeverOverriddenByInference(t *testing.T) {
 // neither is inferred. A callback naming a commit no recorded merge landed is refused; one naming
 // its MR and the commit of a later merge places the deploy at that later merge.
 func TestMergeOrderIsPerBranchAndNeedsGitLabsTime(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		at := mergedAtBase
 		seedRequests(t, db, "team/a", []string{"rel"}, state.StatusMerged, state.StepHandleMerged, 0)
@@ -123,6 +126,7 @@ func TestMergeOrderIsPerBranchAndNeedsGitLabsTime(t *testing.T) {
 
 // RecordMerge takes the project's next sequence and keeps an MR's first record.
 func TestRecordMergeTakesTheProjectsNextSequenceOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedMerge(t, db, "team/a", 7, "main", mergedAtBase)
 		seedMerge(t, db, "team/b", 3, "main", mergedAtBase)

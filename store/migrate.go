@@ -55,9 +55,13 @@ func Migrations(fsys fs.FS, d Dialect) ([]Migration, error) {
 	return out, nil
 }
 
+// migrateLock names MySQL's migration lock after the database (a hash: lock names are at most 64
+// characters, database names 64 alone).
+const migrateLock = "CONCAT('bindery_migrate:', SHA1(DATABASE()))"
+
 // Migrate applies the migrations not yet recorded in schema_migrations, in order, each in its
 // own transaction, and returns the names applied. It is idempotent and safe to run from several
-// instances at once: MySQL serialises on a named lock, SQLite on its single write connection.
+// instances at once: MySQL serialises on a named lock of the database, SQLite on its single write connection.
 //
 // Migrations are forward-only: there is no down migration, and a binary never undoes one. A
 // database migrated by a newer release is refused (*NewerSchemaError) before anything is applied:
@@ -77,14 +81,17 @@ func (db *DB) Migrate(ctx context.Context, fsys fs.FS) ([]string, error) {
 	}
 	defer conn.Close()
 	if db.dialect == MySQL {
+		// The lock is the server's, so its name is the database's: instances migrating one
+		// database queue on it, and other databases of the server (another deployment, every
+		// test database) never wait for this one's DDL.
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('bindery_migrate', 60)").Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK("+migrateLock+", 60)").Scan(&got); err != nil {
 			return nil, fmt.Errorf("migration lock: %w", err)
 		}
 		if !got.Valid || got.Int64 != 1 {
 			return nil, fmt.Errorf("migration lock: another instance holds it for more than 60s")
 		}
-		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('bindery_migrate')")
+		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK("+migrateLock+")")
 	}
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER NOT NULL PRIMARY KEY,

@@ -28,6 +28,7 @@ func withFuture(t *testing.T, d store.Dialect) (fstest.MapFS, int) {
 }
 
 func TestABinaryRefusesASchemaNewerThanItKnows(t *testing.T) {
+	t.Parallel()
 	eachUnmigrated(t, func(t *testing.T, db *store.DB) {
 		st, err := db.Schema(bg, schema.FS)
 		if err != nil {

@@ -50,6 +50,7 @@ func eachUnmigrated(t *testing.T, fn func(t *testing.T, db *store.DB)) {
 // the lease columns; 0041 gives a request waiting for its approval decision the task that reads its
 // ticket. Finished rows get none.
 func TestTheUpgradeGivesInFlightWorkItsTasks(t *testing.T) {
+	t.Parallel()
 	eachUnmigrated(t, func(t *testing.T, db *store.DB) {
 		if _, err := db.Migrate(bg, upTo(t, db.Dialect(), 40)); err != nil {
 			t.Fatal(err)
@@ -133,6 +134,7 @@ func TestTheUpgradeGivesInFlightWorkItsTasks(t *testing.T) {
 // A database that took migration 0040 as it first shipped (no waits_for) upgrades: 0043 adds the
 // column, and a task can wait for a slot there.
 func TestADatabaseMigratedTo0040UpgradesToSlotWaits(t *testing.T) {
+	t.Parallel()
 	eachUnmigrated(t, func(t *testing.T, db *store.DB) {
 		if _, err := db.Migrate(bg, upTo(t, db.Dialect(), 41)); err != nil {
 			t.Fatal(err)

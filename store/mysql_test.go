@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -19,7 +20,7 @@ import (
 // only when it was not read for 100 ms, so a poller must pause longer than that between reads
 // or it keeps reading a stale snapshot.
 func lockWaits(t testing.TB, monitor *store.DB) int {
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // MariaDB's refresh interval: a read sooner is stale, not a wait for the locks
 	return count(t, monitor, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
 }
 
@@ -29,6 +30,7 @@ func lockWaits(t testing.TB, monitor *store.DB) int {
 // its next-key locks cover the gap at the end of the waiting range, exactly where new requests
 // insert. That contrast is the reason the claim reads without locks.
 func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		locking bool
@@ -89,7 +91,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 				default:
 				}
 			} else {
-				waitFor(t, "enqueues to wait for the claim's locks", func() bool { return lockWaits(t, monitor) > 0 })
+				testkit.Eventually(t, "enqueues to wait for the claim's locks", func() bool { return lockWaits(t, monitor) > 0 })
 			}
 			holding.Store(false) // from here on, completions count as after the claim
 			let()
@@ -121,6 +123,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 // data set: each table access must use an index (no full scans). Statements are captured by the
 // driver observer, so a query added later is checked without editing this test.
 func TestEveryHotQueryUsesAnIndex(t *testing.T) {
+	t.Parallel()
 	var st *statements
 	dsn := storetest.MySQLDSN(t)
 	st = &statements{counts: map[string]int{}}
@@ -411,6 +414,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 // paths': IN lists and multi-row inserts of at most 500). Counted by the driver wrapper, on both
 // databases.
 func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		db.SetEventRoutes(store.RouteAll)
 		type counts struct{ claim, handoff, settle, reconcile int }
@@ -478,6 +482,7 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 // Reconciliation reads twice (the window, then what was deployed on its one branch), whatever
 // the number of rows.
 func TestReconciliationReadsTwice(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		db.SetEventRoutes(store.RouteAll)
 		var ids []string
@@ -514,6 +519,7 @@ func TestReconciliationReadsTwice(t *testing.T) {
 // eq_ref, ref), never scanned; the counts ahead are ranges of the waiting set's claim index
 // and of the task lane's index, which covers its count (no row is fetched to count it).
 func TestTheStatusReadIsPointLookupsOnItsIndexes(t *testing.T) {
+	t.Parallel()
 	var st *statements
 	st = &statements{counts: map[string]int{}}
 	db := storetest.Open(t, storetest.MySQLDSN(t), store.Options{OnStatement: st.observe})

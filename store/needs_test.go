@@ -43,6 +43,7 @@ func exec(t *testing.T, db *store.DB, query string, args ...any) {
 // after another: not by the rows' ids, nor by their times (the clocks of a distributed MySQL's
 // servers may disagree by a little).
 func TestTheStepHistoryFollowsTheOperationsVersions(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		r := mustApply(t, db, application("op-1", "zoe", "t"))
 		var err error
@@ -85,6 +86,7 @@ func TestTheStepHistoryFollowsTheOperationsVersions(t *testing.T) {
 // A request's batch is the one that claimed it last by the database clock, and a batch's members
 // come in the order they were admitted, whatever the member rows' ids.
 func TestTheLatestClaimIsTheLatestInTime(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "p", 3)
 		a, err := db.Claim(bg, claimInput("p", 3))
@@ -131,6 +133,7 @@ func TestTheLatestClaimIsTheLatestInTime(t *testing.T) {
 
 // A request's place in the waiting set is its latest admission by the database clock.
 func TestTheLatestWaitingRowIsTheLatestInTime(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "zoe", "t"))
 		for i, action := range []state.Action{state.ActionAdd, state.ActionDelete} {
@@ -156,6 +159,7 @@ func TestTheLatestWaitingRowIsTheLatestInTime(t *testing.T) {
 // The lists shown newest first are newest first by the database clock, page after page, and the
 // id only orders rows of one time.
 func TestListsAreNewestFirstByTheClock(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		minute := func(n int) any { return at(db, base.Add(time.Duration(n)*time.Minute)) }
@@ -261,6 +265,7 @@ func TestListsAreNewestFirstByTheClock(t *testing.T) {
 
 // The first task waiting for a slot — the one its holder's end makes due — is the oldest.
 func TestTheOldestSlotWaiterIsWokenFirst(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		held := claimedMerges(t, db, "a", "b", "c")
 		if ok, err := db.TakeSlot(bg, held[0], "merge:p"); !ok || err != nil {
@@ -297,6 +302,7 @@ func TestTheOldestSlotWaiterIsWokenFirst(t *testing.T) {
 // A database upgraded to the ordered history numbers the steps it has in their (at, id) order,
 // up to each operation's version, so the steps written after the upgrade follow them.
 func TestTheUpgradeNumbersTheStepHistory(t *testing.T) {
+	t.Parallel()
 	eachUnmigrated(t, func(t *testing.T, db *store.DB) {
 		if _, err := db.Migrate(bg, upTo(t, db.Dialect(), 90)); err != nil {
 			t.Fatal(err)
@@ -349,6 +355,7 @@ func TestTheUpgradeNumbersTheStepHistory(t *testing.T) {
 // comment form MySQL and MariaDB ignore — and they do: the migrations apply on MariaDB and
 // create each of those tables with its options.
 func TestAutoIncrementTablesAskTiDBForOneSequence(t *testing.T) {
+	t.Parallel()
 	const option = "/*T![auto_id_cache] AUTO_ID_CACHE=1 */"
 	migs, err := store.Migrations(schema.FS, store.MySQL)
 	if err != nil {
@@ -392,6 +399,7 @@ func TestAutoIncrementTablesAskTiDBForOneSequence(t *testing.T) {
 // found rows (clientFoundRows) would make that insert read 1 and accept the application silently;
 // bindery overrides it.
 func TestAFoundRowsDSNStillCountsChangedRows(t *testing.T) {
+	t.Parallel()
 	dsn := storetest.MySQLDSN(t)
 	if strings.Contains(dsn, "?") {
 		dsn += "&clientFoundRows=true"

@@ -154,10 +154,14 @@ func nullText(s string) any {
 	return s
 }
 
-// Tell records e in the transaction, with its routing task: news of a change written by a
-// caller's own transaction (a refused callback, a disabled endpoint). An event with a Key that
-// was told already is not told again (told false, nothing written).
-func (tx *Tx) Tell(ctx context.Context, e Event) (told bool, err error) {
+// Tell records e with its routing task: news of a change written by a caller's own transaction
+// (a refused callback, a disabled endpoint) — in the transaction, or in one of its own. An event
+// with a Key that was told already is not told again (told false, nothing written).
+func (ex executor) Tell(ctx context.Context, e Event) (told bool, err error) {
+	return inWrite(ctx, ex, func(tx *Tx) (bool, error) { return tx.tell(ctx, e) })
+}
+
+func (tx *Tx) tell(ctx context.Context, e Event) (told bool, err error) {
 	if e.ID == "" {
 		e.ID = NewEventID()
 	}
@@ -171,15 +175,6 @@ func (tx *Tx) Tell(ctx context.Context, e Event) (told bool, err error) {
 		err = tx.insertTasks(ctx, tasks)
 	}
 	return err == nil, err
-}
-
-// Tell is Tx.Tell in a transaction of its own.
-func (db *DB) Tell(ctx context.Context, e Event) (told bool, err error) {
-	err = db.InTx(ctx, func(tx *Tx) error {
-		told, err = tx.Tell(ctx, e)
-		return err
-	})
-	return told, err
 }
 
 // KeysTold reports which of keys have an event already (the watch asks before it tells news
@@ -218,17 +213,8 @@ func scanEvent(s scanner) (Event, error) {
 }
 
 // EventByID reads one event (ErrNotFound when unknown).
-func (db *DB) EventByID(ctx context.Context, id string) (Event, error) {
-	e, err := scanEvent(db.ro.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM notify_event WHERE event_id = ?", id))
-	if err != nil {
-		return Event{}, fmt.Errorf("event %s: %w", id, err)
-	}
-	return e, nil
-}
-
-// eventByID is EventByID inside a transaction.
-func (tx *Tx) EventByID(ctx context.Context, id string) (Event, error) {
-	e, err := scanEvent(tx.tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM notify_event WHERE event_id = ?", id))
+func (ex executor) EventByID(ctx context.Context, id string) (Event, error) {
+	e, err := scanEvent(ex.q().QueryRowContext(ctx, "SELECT "+eventColumns+" FROM notify_event WHERE event_id = ?", id))
 	if err != nil {
 		return Event{}, fmt.Errorf("event %s: %w", id, err)
 	}

@@ -30,6 +30,7 @@ func typesOf(t *testing.T, db *store.DB, operationID string) []state.EventType {
 // a stable id and a routing task: accepted, approved, in CI with its MR, merged, in effect; a
 // failure tells the requester and the operators; a rejection the requester.
 func TestTransitionsWriteTheirNewsInTheirTransaction(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		db.SetEventRoutes(store.RouteAll)
 		mustApply(t, db, application("op-ok", "alice@example.com", "t1"))
@@ -83,6 +84,7 @@ func TestTransitionsWriteTheirNewsInTheirTransaction(t *testing.T) {
 // task, one that commits leaves every one of them — checked in SQL after concurrent writers,
 // half of whose transactions roll back after their transitions.
 func TestTheOutboxHoldsExactlyTheCommittedChanges(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		db.SetEventRoutes(store.RouteAll)
 		const n = 40
@@ -143,6 +145,7 @@ func TestTheOutboxHoldsExactlyTheCommittedChanges(t *testing.T) {
 // The batch's own writes tell what they mean: a merge request opened with the members it holds,
 // a batch that stopped for a person, a culprit isolated by a bisection.
 func TestBatchWritesTellWhatTheyMean(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 3)
 		c := claimBatched(t, db, "infra/acl", 10)
@@ -196,6 +199,7 @@ func TestBatchWritesTellWhatTheyMean(t *testing.T) {
 // Keyed news is told once however often it is found (several instances, a callback sent
 // again); a refused callback is recorded with its news in one transaction.
 func TestKeyedNewsIsToldOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		db.SetEventRoutes(store.RouteAll)
 		ev := store.Event{Type: state.EventConfigRefused, Key: "config.refused:abc", Facts: store.EventFacts{Why: "bad"}}
@@ -245,6 +249,7 @@ func TestKeyedNewsIsToldOnce(t *testing.T) {
 // Events nobody could want are recorded without a routing task (and without a filter, none is
 // routed).
 func TestUnroutedEventsCostNoTask(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-0", "zoe@example.com", "t"))
 		if c := count(t, db, "SELECT COUNT(*) FROM task WHERE kind = 'notify'"); c != 0 {
@@ -268,6 +273,7 @@ func TestUnroutedEventsCostNoTask(t *testing.T) {
 // A deploy callback that lists only requests not of its MR records nothing and validates
 // nothing, and operators are told (once, however often it is sent).
 func TestACallbackListingNoneOfItsMRsRequestsIsTold(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"op-1"}, state.StatusMerged, state.StepHandleMerged, 5)
 		for range 2 {

@@ -80,12 +80,7 @@ func (db *DB) OperationsBySubject(ctx context.Context, subjectID string, p Page)
 	}
 	q := "SELECT " + operationColumns + " FROM operation WHERE subject_id = ?"
 	args := []any{subjectID}
-	if after {
-		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
-	}
-	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	args = append(args, p.limit()+1)
+	q, args = keyset{at: "created_at", id: "id", desc: true}.page(db, q, args, c, after, p.limit())
 	rows, err := db.ro.QueryContext(ctx, q, args...)
 	ops, err := collect(rows, err, scanOp)
 	if err != nil {
@@ -151,12 +146,7 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 		}
 		q += ")"
 	}
-	if after {
-		q += " AND (updated_at > ? OR (updated_at = ? AND id > ?))"
-		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
-	}
-	q += " ORDER BY updated_at, id LIMIT ?"
-	args = append(args, f.limit()+1)
+	q, args = keyset{at: "updated_at", id: "id"}.page(db, q, args, c, after, f.limit())
 	rows, err := db.ro.QueryContext(ctx, q, args...)
 	ops, err := collect(rows, err, scanOp)
 	if err != nil {
@@ -191,12 +181,8 @@ func (db *DB) overdueRemovals(ctx context.Context, f StuckFilter, c cursor, afte
 	q := "SELECT " + prefixed("o.", operationColumns) + " FROM removal_merged r JOIN operation o ON o.operation_id = r.operation_id" +
 		" WHERE r.created_at < " + db.nowPlus() + " AND o.status = ? AND o.step = ?"
 	args := []any{-micros(f.DeployOverdue), state.StatusValidated, state.StepCloseMerged}
-	if after {
-		q += " AND (o.updated_at > ? OR (o.updated_at = ? AND o.id > ?))"
-		args = append(args, db.timeArg(c.At), db.timeArg(c.At), c.ID)
-	}
-	q += " ORDER BY o.updated_at, o.id LIMIT ?"
-	rows, err := db.ro.QueryContext(ctx, q, append(args, f.limit()+1)...)
+	q, args = keyset{at: "o.updated_at", id: "o.id"}.page(db, q, args, c, after, f.limit())
+	rows, err := db.ro.QueryContext(ctx, q, args...)
 	return collect(rows, err, scanOp)
 }
 

@@ -29,6 +29,7 @@ func mergedRemovals(t testing.TB, db *store.DB, project string, ids []string, mr
 // waiting for its merge (CLOSE_STARTED) is left alone. A deploy that carried only removals is
 // recorded like any other.
 func TestADeployCallbackClosesTheRemovalsOfItsMR(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mergedRemovals(t, db, "team/a", []string{"r1", "r2"}, 7)
 		seedRequests(t, db, "team/a", []string{"waiting"}, state.StatusValidated, state.StepCloseStarted, 7) // its MR has not merged
@@ -67,6 +68,7 @@ func TestADeployCallbackClosesTheRemovalsOfItsMR(t *testing.T) {
 // branch is called back — by merge order, exactly as it validates a grant — and leaves one that
 // merged after that deploy. Early callbacks of removals are replayed.
 func TestReconciliationClosesRemovalsByMergeOrder(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mergedRemovals(t, db, "team/a", []string{"before"}, 5)
 		seedRequests(t, db, "team/a", []string{"grant"}, state.StatusMerged, state.StepHandleMerged, 6)
@@ -103,6 +105,7 @@ func TestReconciliationClosesRemovalsByMergeOrder(t *testing.T) {
 // The ops stuck list shows a removal whose deploy is overdue beside the failures, in the same
 // order and pages; an operator's confirmation closes it, once.
 func TestAnOverdueRemovalIsListedAndAnOperatorClosesIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"f1"}, state.StatusHandleFailed, state.StepHandleMergeFailed, 0)
 		mergedRemovals(t, db, "team/a", []string{"rm"}, 4)

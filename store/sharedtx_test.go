@@ -57,6 +57,7 @@ func insertK(k string) func(tx *store.Tx) error {
 // its caller gets its own error or panic, while the others are written. (On MySQL each caller
 // has its own transaction.)
 func TestSharedTransactionsRollBackAFailingCallerAlone(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		scratchTable(t, db)
 		refused := errors.New("refused by the caller")
@@ -111,6 +112,7 @@ func TestSharedTransactionsRollBackAFailingCallerAlone(t *testing.T) {
 // transaction, every caller told it succeeded is written and every caller told it failed has
 // nothing written.
 func TestAnInterruptedWriteNeverHalfWritesTheOthers(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		scratchTable(t, db)
 		interrupted := func(tx *store.Tx) error {
@@ -143,6 +145,7 @@ func TestAnInterruptedWriteNeverHalfWritesTheOthers(t *testing.T) {
 // told their commit failed (ErrRetry: nothing of theirs was written), the ones after run alone,
 // and nothing runs outside a transaction.
 func TestASharedTransactionEndedUnderItsCallersIsReported(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if db.Dialect() != store.SQLite {
 			return // MySQL does not share transactions

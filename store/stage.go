@@ -52,10 +52,33 @@ func stageTimeColumns() string {
 // text is built once per dialect.
 func (db *DB) addStageTime() string { return stageTimeAssignments[db.dialect] }
 
-var stageTimeAssignments = map[Dialect]string{MySQL: (&DB{dialect: MySQL}).stageTimeAssignment(), SQLite: (&DB{dialect: SQLite}).stageTimeAssignment()}
+// addStageTimeAt is addStageTime up to a time of the database clock that the caller read in its
+// transaction and binds once per stage column (addStageTimeArgs), with "updated_at = ?" bound
+// to the same time: a flip that returns the stage times it read with its locking read then
+// writes exactly those, and its history rows (which take updated_at) show them too.
+func (db *DB) addStageTimeAt() string { return stageTimeAtAssignments[db.dialect] }
 
-func (db *DB) stageTimeAssignment() string {
-	elapsed := db.elapsed("updated_at")
+// addStageTimeArgs are addStageTimeAt's arguments for the time now.
+func (db *DB) addStageTimeArgs(now time.Time) []any {
+	args := make([]any, len(stageColumns))
+	for i := range args {
+		args[i] = db.timeArg(now)
+	}
+	return args
+}
+
+var (
+	stageTimeAssignments = map[Dialect]string{
+		MySQL:  (&DB{dialect: MySQL}).stageTimeAssignment((&DB{dialect: MySQL}).elapsed("updated_at")),
+		SQLite: (&DB{dialect: SQLite}).stageTimeAssignment((&DB{dialect: SQLite}).elapsed("updated_at")),
+	}
+	stageTimeAtAssignments = map[Dialect]string{
+		MySQL:  (&DB{dialect: MySQL}).stageTimeAssignment((&DB{dialect: MySQL}).elapsedBetween("updated_at", "?")),
+		SQLite: (&DB{dialect: SQLite}).stageTimeAssignment((&DB{dialect: SQLite}).elapsedBetween("updated_at", "?")),
+	}
+)
+
+func (db *DB) stageTimeAssignment(elapsed string) string {
 	var b strings.Builder
 	for i, c := range stageColumns {
 		if i > 0 {
@@ -91,7 +114,7 @@ func stageTimes(spent []sql.NullInt64, step state.Step, since, now time.Time) []
 
 // scanMoving scans a row of a transition's locking read (the clock, stageTimeColumns, then
 // operationColumns): the operation with its Stages up to the clock.
-func scanMoving(s scanner) (Operation, error) {
+func scanMoving(s scanner) (Operation, time.Time, error) {
 	var now dbTime
 	spent := make([]sql.NullInt64, len(stageColumns))
 	lead := []any{&now}
@@ -100,10 +123,10 @@ func scanMoving(s scanner) (Operation, error) {
 	}
 	o, err := scanOperation(s, lead...)
 	if err != nil {
-		return Operation{}, err
+		return Operation{}, time.Time{}, err
 	}
 	o.Stages = stageTimes(spent, o.Step, o.UpdatedAt, now.T)
-	return o, nil
+	return o, now.T, nil
 }
 
 // ApprovalDurations returns how long the approvals of targetKey's latest n requests that left

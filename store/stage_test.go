@@ -14,6 +14,7 @@ import (
 // adds up (the batch wait: queued, batched, queued again), and the current step's stage counts
 // up to the flip.
 func TestABulkTransitionReturnsTheTimeSpentInEachStage(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("s1", "alice", "t1"))
 		// Each hop: the request spent `spent` at its current step before moving on.
@@ -79,6 +80,7 @@ func backdate(t *testing.T, db *store.DB, opID string, ago time.Duration) {
 // approval stage (approved or rejected), newest first and at most n of them: a request still
 // waiting for its approval and another target's requests are not counted.
 func TestApprovalDurationsAreTheTargetsDecidedApprovals(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		decide := func(opID, target string, took time.Duration, to state.BindingStatus, step state.Step) {
 			t.Helper()

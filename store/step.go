@@ -2,6 +2,7 @@ package store
 
 import (
 	"bindery/internal/vocab/state"
+	"bindery/internal/vocab/text"
 	"context"
 	"database/sql"
 	"fmt"
@@ -19,23 +20,16 @@ type StepRecord struct {
 	At          time.Time
 }
 
-// maxNote bounds the stored note (operation_step.note, merge_batch.note are VARCHAR(512)).
+// maxNote bounds the stored note (operation_step.note, merge_batch.note are VARCHAR(512), which
+// MySQL counts in characters).
 const maxNote = 512
 
-func clipNote(s string) string { return clipText(s, maxNote) }
+// clipNote is a note as it is stored: people read it, so a cut one ends with an ellipsis.
+func clipNote(s string) string { return text.Clip(s, maxNote, text.Chars, text.Ellipsis) }
 
-// clipText cuts s to at most n bytes, on a rune boundary.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for i := n; i > 0; i-- {
-		if s[i]&0xC0 != 0x80 {
-			return s[:i]
-		}
-	}
-	return ""
-}
+// clipText fits an identifier or a key into its column of n characters: cut short, never marked
+// (a key with an ellipsis would be another key).
+func clipText(s string, n int) string { return text.Clip(s, n, text.Chars, "") }
 
 // stepRow is one operation's row of a history append: its version after the change, which
 // orders its history (operation_step.seq; never the row's id, which a distributed MySQL hands out
@@ -45,16 +39,20 @@ type stepRow struct {
 	version     int64
 }
 
-// insertSteps appends one history row per operation, with one multi-row insert per chunk.
+// insertSteps appends one history row per operation, with one multi-row insert per chunk, after
+// the change wrote the operation row. A row's time is the operation's updated_at of that change,
+// not a clock of its own: the stage times the change adds to the operation are differences of
+// updated_at, so the timeline and the stage times agree to the microsecond however long the
+// statements of one transaction are apart (a loaded machine can hold them a second apart).
 func insertSteps(ctx context.Context, tx *sql.Tx, ops []stepRow, step state.Step, status state.BindingStatus, note string) error {
 	note = clipNote(note)
 	for _, chunk := range chunks(ops, maxInList) {
-		args := make([]any, 0, 5*len(chunk))
+		args := make([]any, 0, 6*len(chunk))
 		for _, o := range chunk {
-			args = append(args, o.operationID, o.version, step, status, note)
+			args = append(args, o.operationID, o.version, step, status, note, o.operationID)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO operation_step (operation_id, seq, step, status, note) VALUES "+
-			rowsOf("(?, ?, ?, ?, ?)", len(chunk)), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO operation_step (operation_id, seq, step, status, note, at) VALUES "+
+			rowsOf("(?, ?, ?, ?, ?, (SELECT updated_at FROM operation WHERE operation_id = ?))", len(chunk)), args...); err != nil {
 			return fmt.Errorf("append step %s: %w", step, err)
 		}
 	}

@@ -41,6 +41,7 @@ func cached(t *testing.T, conn *sql.Conn) int {
 }
 
 func TestPreparedStatementsAreKeptAndReused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, conn := cachedPool(t)
 	if n := cached(t, conn); n != 0 {
@@ -97,6 +98,7 @@ func TestPreparedStatementsAreKeptAndReused(t *testing.T) {
 }
 
 func TestPreparedStatementsAreBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, conn := cachedPool(t)
 	for i := range stmtsPerConn + 10 {

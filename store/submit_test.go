@@ -36,6 +36,7 @@ func submitAll(t *testing.T, db *store.DB, g *writerGate, ctxs []context.Context
 // one multi-row statement per table and one commit for each group — and every one of them is
 // written whole: its idempotency answer, operation, binding, first step, its news and the tasks.
 func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		db.SetEventRoutes(store.RouteAll)
 		g := heldWriters(t, db, "submit.write")
@@ -80,6 +81,7 @@ func TestApplicationsThatArriveTogetherShareOneCommit(t *testing.T) {
 // first application, the group is rolled back and every member is applied on its own, so each
 // gets exactly the answer it would have had alone, and the others are written.
 func TestAGroupWithAConflictGivesEachApplicationItsOwnAnswer(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		mustApply(t, db, answered("taken-key", "carol", "t", "h-carol"))
 		mustApply(t, db, application("active", "dave", "t"))
@@ -152,6 +154,7 @@ func TestAGroupWithAConflictGivesEachApplicationItsOwnAnswer(t *testing.T) {
 // A submission whose caller has gone (its context ended) before its group is written is left
 // out of it: nothing is written for it, it is told why, and the rest of the group is written.
 func TestAnApplicationWhoseCallerLeftBeforeItsGroupIsLeftOut(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		g := heldWriters(t, db, "submit.write")
 		gone, cancel := context.WithCancel(bg)
@@ -186,6 +189,7 @@ func TestAnApplicationWhoseCallerLeftBeforeItsGroupIsLeftOut(t *testing.T) {
 // Many applications at once from many goroutines, on several connections: every one is
 // written whole exactly once whatever groups they formed, and the invariants hold in SQL.
 func TestConcurrentSubmissionsAreEachWrittenWholeOnce(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		const goroutines, each = 16, 25
 		var wg sync.WaitGroup

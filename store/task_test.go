@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -22,7 +23,7 @@ func putTask(t *testing.T, db *store.DB, s store.TaskSpec, unlessClaimed bool) e
 func dueNow(t *testing.T, db *store.DB, lane, ref string) store.Task {
 	t.Helper()
 	var got store.Task
-	waitFor(t, "task "+ref+" to be due", func() bool {
+	testkit.Eventually(t, "task "+ref+" to be due", func() bool {
 		due, err := db.DueTasks(bg, lane, 100)
 		if err != nil {
 			t.Fatal(err)
@@ -42,6 +43,7 @@ func dueNow(t *testing.T, db *store.DB, lane, ref string) store.Task {
 // instance under one owner name included — exactly one wins, and only the winner's epoch can
 // renew, advance or finish it. A holder whose task was rescheduled from outside writes nothing.
 func TestAClaimIsFencedByItsEpochNotByItsOwnersName(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if err := putTask(t, db, store.TaskSpec{Kind: "request", Ref: "op-1", Lane: "first", Step: "ticket"}, false); err != nil {
 			t.Fatal(err)
@@ -114,6 +116,7 @@ func TestAClaimIsFencedByItsEpochNotByItsOwnersName(t *testing.T) {
 // A claim's due time is its expiry: when the holder dies the task falls due again by itself and
 // another instance claims it; the dead holder's late outcome is refused.
 func TestAnExpiredClaimFallsDueAndTheOldHolderIsFencedOut(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if err := putTask(t, db, store.TaskSpec{Kind: "batch", Ref: "7", Lane: "background", Step: "pipeline", Wait: true}, false); err != nil {
 			t.Fatal(err)
@@ -145,6 +148,7 @@ func TestAnExpiredClaimFallsDueAndTheOldHolderIsFencedOut(t *testing.T) {
 // The staged polling schedule is data: the wait's start and its checks are kept across outcomes,
 // and the elapsed wait is measured on the database clock.
 func TestAWaitIsKeptAcrossChecksOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if err := putTask(t, db, store.TaskSpec{Kind: "batch", Ref: "1", Lane: "background", Step: "pipeline", Wait: true}, false); err != nil {
 			t.Fatal(err)
@@ -186,6 +190,7 @@ func TestAWaitIsKeptAcrossChecksOnTheDatabaseClock(t *testing.T) {
 // whatever the holder asked for, so a webhook that arrives mid-check is never lost. Work that is
 // not waiting for news (a BLOCKED window) is not brought forward.
 func TestAWakeDuringAClaimIsNotLost(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, ref := range []string{"1", "2"} {
 			if err := putTask(t, db, store.TaskSpec{Kind: "batch", Ref: ref, Lane: "background", Step: "pipeline", In: time.Hour, Wait: true}, false); err != nil {
@@ -243,6 +248,7 @@ func claimedMerges(t *testing.T, db *store.DB, refs ...string) []store.Task {
 // A slot is held by one task at a time (one legacy merge per project): a second task is refused
 // until the first is finished, and then — waiting for the slot — it is due at once.
 func TestASlotIsHeldByOneTaskAtATime(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		held := claimedMerges(t, db, "a", "b")
 		if ok, err := db.TakeSlot(bg, held[0], "merge:p"); !ok || err != nil {
@@ -275,6 +281,7 @@ func TestASlotIsHeldByOneTaskAtATime(t *testing.T) {
 // decision is awaited, a legacy merge, an active batch. A request in the waiting set or a batch
 // is none.
 func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("sending", "s1", "t"))
 		withTask := application("tasked", "s2", "t")
@@ -314,6 +321,7 @@ func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
 // an end: the waiter is due at once. And a task that begins to wait for a slot its holder gave up
 // a moment before (between the failed take and the wait) is due at once too, not at its safety net.
 func TestASlotGivenUpPassesOnAndALateWaiterIsNotStranded(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		held := claimedMerges(t, db, "a", "b", "c")
 		if ok, err := db.TakeSlot(bg, held[0], "merge:p"); !ok || err != nil {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"bindery/internal/vocab/state"
+	"bindery/internal/vocab/text"
 )
 
 // A partition's merge train: its active batches ("cars") in order (docs/architecture.md, "The
@@ -120,17 +120,10 @@ type Pause struct {
 // MySQL counts in characters: a reason in another script than Latin must not lose its half).
 const maxPauseReason = 512
 
-func clipReason(s string) string {
-	if utf8.RuneCountInString(s) <= maxPauseReason {
-		return s
-	}
-	return string([]rune(s)[:maxPauseReason])
-}
-
 // PauseTrain pauses partition's train (a pause already there is replaced: the latest reason
 // stands). It reports whether the partition was running before.
 func (tx *Tx) PauseTrain(ctx context.Context, partition, by, reason string) (bool, error) {
-	reason = clipReason(reason)
+	reason = text.Clip(reason, maxPauseReason, text.Chars, "") // the server refuses a longer one: this only keeps the column whole
 	res, err := tx.tx.ExecContext(ctx, "UPDATE train_pause SET paused_by = ?, reason = ?, paused_at = "+tx.db.now()+" WHERE partition_key = ?",
 		by, reason, partition)
 	n, err := affectedOr(res, err)

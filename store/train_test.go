@@ -42,6 +42,7 @@ func checkTrainShape(t *testing.T, db *store.DB, k, beside int) {
 // in the train and batch.isolationCars beside it (sampled by SQL while they run, and after), each at
 // a place of its own, claimed behind the last one.
 func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition, k, beside = "infra/acl", 3, 2
 		queued(t, db, partition, 150)
@@ -196,6 +197,7 @@ func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
 // Lowering batch.train lets the cars already running finish and starts no new one until fewer
 // than the new length are active; a car keeps its slot.
 func TestALowerTrainLengthLetsTheExtraCarsFinish(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 10)
@@ -243,6 +245,7 @@ func trainCars(t testing.TB, db *store.DB, partition string) int {
 // other place beside it (before any newcomer), and the train's places go on taking newcomers.
 // With no place beside left free, a suspect group takes a place in the train, as without them.
 func TestAFailuresIsolationIsTestedBesideTheTrain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition, k, beside = "infra/beside", 2, 2
 		queued(t, db, partition, 20)

@@ -32,6 +32,7 @@ func sendNext(t *testing.T, db *store.DB, op, by string) bool {
 // it), and everyone else has it ahead: the status read and the waiting reader agree, the queue
 // lists it first and the next claim takes it first.
 func TestARequestSentNextIsFirstInLineEverywhere(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "team/a", 5)
 		queued(t, db, "team/b", 1)
@@ -79,6 +80,7 @@ func TestARequestSentNextIsFirstInLineEverywhere(t *testing.T) {
 // A pause's reason is kept whole up to 512 characters, in any script (the column counts
 // characters; a cut by bytes would halve a reason written in Chinese).
 func TestAPauseKeepsItsWholeReason(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		reason := strings.Repeat("审", 512)
 		if err := db.InTx(bg, func(tx *store.Tx) error {
@@ -96,6 +98,7 @@ func TestAPauseKeepsItsWholeReason(t *testing.T) {
 
 // A project is known once bindery queued, batched or paused anything of it.
 func TestAPartitionIsKnownByWhatBinderyDidWithIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		known := func(p string) bool {
 			t.Helper()
@@ -124,6 +127,7 @@ func TestAPartitionIsKnownByWhatBinderyDidWithIt(t *testing.T) {
 // Sent next, a newcomer goes before the suspect groups of a bisection too; both readers of a
 // place agree with the claims' order.
 func TestARequestSentNextGoesBeforeTheSuspectsOfABisection(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 8)

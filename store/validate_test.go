@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -58,6 +59,7 @@ func recordDeploy(t testing.TB, db *store.DB, d store.Deploy) store.Deployed {
 // merge called back in that project (seedRequests lands MR n at minute n), inside the age window
 // only.
 func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"a5"}, state.StatusMerged, state.StepHandleMerged, 5)
 		seedRequests(t, db, "team/a", []string{"a9"}, state.StatusMerged, state.StepHandleMerged, 9)
@@ -99,6 +101,7 @@ func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
 // A deploy callback that names its operations validates exactly those of its own MR; the others
 // are refused (reported, not recorded with it).
 func TestADeployCallbackWithOperationIDsValidatesExactlyThose(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"x", "y"}, state.StatusMerged, state.StepHandleMerged, 4)
 		seedRequests(t, db, "team/b", []string{"z"}, state.StatusMerged, state.StepHandleMerged, 4)
@@ -125,6 +128,7 @@ func TestADeployCallbackWithOperationIDsValidatesExactlyThose(t *testing.T) {
 // row flips MERGED → VALIDATED exactly once, so the "validated" metric — emitted for returned
 // rows only — counts each once.
 func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var ids []string
 		for i := range 60 {
@@ -194,6 +198,7 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 // A settlement is guarded on the version the settler read: a second settler (an operator racing
 // the running step) fails at once and changes nothing; a settled batch leaves every active list.
 func TestASettlementIsGuardedOnTheVersionItRead(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		queued(t, db, "team/a", 2)
 		c, err := db.Claim(bg, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5})
@@ -225,6 +230,7 @@ func TestASettlementIsGuardedOnTheVersionItRead(t *testing.T) {
 
 // Expiry: a validated binding with a TTL shows up in the expiry sweep once its time has passed.
 func TestValidatedBindingsExpireByTheDatabaseClock(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		mustApply(t, db, application("op-2", "alice", "u"))
@@ -239,7 +245,7 @@ func TestValidatedBindingsExpireByTheDatabaseClock(t *testing.T) {
 		if _, err := db.Transition(bg, cur, store.Change{To: state.StatusValidated, Step: state.StepCalledBack, ExpiresIn: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "op-1 to expire", func() bool {
+		testkit.Eventually(t, "op-1 to expire", func() bool {
 			bs, err := db.ExpiredBindings(bg, 10)
 			return err == nil && len(bs) == 1 && bs[0].OperationID == "op-1"
 		})
@@ -249,6 +255,7 @@ func TestValidatedBindingsExpireByTheDatabaseClock(t *testing.T) {
 // The request view says where a waiting request stands, and the ops list shows batches with
 // their members.
 func TestWaitingPositionAndBatchMembers(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "team/a", 5)
 		queued(t, db, "team/b", 2)
@@ -291,6 +298,7 @@ func ageOperation(t testing.TB, db *store.DB, d time.Duration, opIDs ...string) 
 // the last MR of a project): the stuck list shows it once it is older than DeployOverdue by the
 // database clock, and not before.
 func TestTheStuckListShowsMergedRequestsWhoseDeployIsOverdue(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"fresh", "overdue", "merging"} {
 			mustApply(t, db, application(id, "alice", "t-"+id))
@@ -323,6 +331,7 @@ func TestTheStuckListShowsMergedRequestsWhoseDeployIsOverdue(t *testing.T) {
 // An operator's confirmation and the deploy callback and reconciliation racing it flip the
 // request once; the confirmation's note is in the history when it won.
 func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var ids []string
 		for i := range 20 {
@@ -380,6 +389,7 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 // reconciliation); ids of other MRs are refused; a callback naming none of its MR's requests
 // records nothing.
 func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"m1"}, state.StatusMerged, state.StepHandleMerged, 1)
 		seedRequests(t, db, "team/a", []string{"m2"}, state.StatusMerged, state.StepHandleMerged, 2)
@@ -404,6 +414,7 @@ func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
 
 // LastDeploy is the project's newest recorded deploy callback, none before the first.
 func TestLastDeployIsTheNewestCallbackOfItsProject(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		if _, _, ok, err := db.LastDeploy(bg, "team/a"); ok || err != nil {
 			t.Fatalf("before any: %v %v", ok, err)
@@ -420,6 +431,7 @@ func TestLastDeployIsTheNewestCallbackOfItsProject(t *testing.T) {
 
 // The readiness probe writes its row, and writes it again when someone deleted it.
 func TestTheWriteProbeWritesItsRow(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for range 2 {
 			if err := db.WriteProbe(bg); err != nil {
@@ -441,6 +453,7 @@ func TestTheWriteProbeWritesItsRow(t *testing.T) {
 // its own. What it reads agrees with the single-purpose readers
 // (Steps, Waiting, Batch, Task, QueuedAhead). Counted by the driver wrapper, on both databases.
 func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		ids := queued(t, db, "team/a", 5)
 		claimable(t, db)
@@ -524,6 +537,7 @@ func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 // character of a note, at the database's precision — whether the read is one query or two, and a
 // history of thousands of long steps is read whole.
 func TestAStatusReadHasTheWholeHistory(t *testing.T) {
+	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		mustApply(t, db, application("op-1", "alice", "t"))
 		notes := []string{`a "quoted" note, with \ and ', tabs\tand	real tabs`, "unicode: 审批通过 ✓", strings.Repeat("é", 256), ""}
@@ -581,6 +595,7 @@ func TestAStatusReadHasTheWholeHistory(t *testing.T) {
 // apply burst leaves thousands of first steps due, and each requester's page must cost the same
 // read. Below the bound the count is exact; at it, exact too; past it, "more than".
 func TestAStatusReadCountsTheQueueOnlySoFar(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		own := answered("op-own", "alice", "t", "h")
 		mustApply(t, db, own)
@@ -623,6 +638,7 @@ func TestAStatusReadCountsTheQueueOnlySoFar(t *testing.T) {
 // admitted request must not read as one that was never batched. The failure here is the batch
 // table gone (renamed away), which only the second query reads.
 func TestAStatusReadWhoseSecondQueryFailsIsAnError(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "team/a", 2)
 		c, err := db.Claim(bg, claimInput("team/a", 1))

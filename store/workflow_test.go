@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -16,6 +17,7 @@ import (
 // The first step's task is written in the application's transaction: the work is due from the
 // first commit on; an application that fails writes no task.
 func TestTheFirstStepsTaskIsWrittenWithTheApplication(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		a := application("op-1", "alice", "t1")
 		a.Task = &store.TaskSpec{Kind: state.TaskRequest, Lane: "first", Step: "ticket"}
@@ -36,6 +38,7 @@ func TestTheFirstStepsTaskIsWrittenWithTheApplication(t *testing.T) {
 }
 
 func TestExpiryIsFilledFromTheValidationTimeOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"v1", "v2", "v3"} {
 			mustApply(t, db, application(id, "alice-"+id, "t1"))
@@ -69,6 +72,7 @@ func TestExpiryIsFilledFromTheValidationTimeOnce(t *testing.T) {
 }
 
 func TestExpiredBindingsAlreadyClosingAreNotListedAgain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"e1", "e2"} {
 			mustApply(t, db, application(id, "alice-"+id, "t1"))
@@ -77,7 +81,7 @@ func TestExpiredBindingsAlreadyClosingAreNotListedAgain(t *testing.T) {
 		if _, err := db.FillExpiry(bg, "t1", time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "both to expire", func() bool {
+		testkit.Eventually(t, "both to expire", func() bool {
 			bs, err := db.ExpiredToClose(bg, 10)
 			if err != nil {
 				t.Fatal(err)
@@ -95,6 +99,7 @@ func TestExpiredBindingsAlreadyClosingAreNotListedAgain(t *testing.T) {
 }
 
 func TestTheStuckListCanKeepOnlyWhatNeedsAnOperator(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"ok", "failed", "pending"} {
 			mustApply(t, db, application(id, "alice", "t-"+id))
@@ -120,6 +125,7 @@ func TestTheStuckListCanKeepOnlyWhatNeedsAnOperator(t *testing.T) {
 }
 
 func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mustApply(t, db, application("early", "alice", "t1"))
 		mustMove(t, db, "early", state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging)
@@ -160,6 +166,7 @@ func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
 // A callback that names only other requests of its MR is not an early deploy of the MERGED one:
 // its replay would validate nothing, on every reconciliation run.
 func TestAnEarlyDeployNamingOtherRequestsOfItsMRIsNotReplayed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		for _, id := range []string{"named", "other"} {
 			mustApply(t, db, application(id, id, "t1"))

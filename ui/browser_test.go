@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"bindery/internal/platform/config"
+	"bindery/internal/testkit"
 	"bindery/server"
 	"bindery/store/storetest"
 	"bindery/ui"
@@ -159,18 +160,15 @@ func evalJS[T any](b *browser, expr string) T {
 // waitFor polls a JavaScript condition until it holds (a deadline, not a timing assertion).
 func (b *browser) waitFor(what, cond string, within time.Duration) {
 	b.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var err error
+	if testkit.Poll(within, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(()=>{try{return !!(`+cond+`)}catch(e){return false}})()`))
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: not within %s (%s; last error %v)\npage shows:\n%s", what, within, cond, err, b.pageText())
-		}
-		time.Sleep(100 * time.Millisecond)
+		defer cancel()
+		var ok bool
+		ok, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(()=>{try{return !!(`+cond+`)}catch(e){return false}})()`))
+		return err == nil && ok
+	}) != nil {
+		b.t.Fatalf("%s: not within %s (%s; last error %v)\npage shows:\n%s", what, within, cond, err, b.pageText())
 	}
 }
 
@@ -187,9 +185,13 @@ func (b *browser) pageText() string {
 	return s
 }
 
+// click clicks the element sel names once it is visible. The click is one turn of the page's
+// script (element.click()): the pages re-render their lists at every poll, and a click by mouse
+// events — find the node, measure it, press, release — could meet a node replaced in between.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	b.do("click "+sel, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	b.do("wait for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+	b.waitFor("click "+sel, `(()=>{const e=document.querySelector(`+jsString(sel)+`); if(!e) return false; e.click(); return true})()`, 30*time.Second)
 }
 
 func (b *browser) screenshot(name string) {

@@ -11,6 +11,7 @@ import (
 // TestCommittedBundleIsWhatTheSourceBuilds fails when ui/src changed without `go run ./ui/build`
 // (or ui/dist was edited by hand): the binary embeds ui/dist, so the two must agree.
 func TestCommittedBundleIsWhatTheSourceBuilds(t *testing.T) {
+	t.Parallel()
 	files, err := bundle.Build(".")
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"bindery/internal/app"
+	"bindery/internal/testkit"
 	"bindery/schema"
 	"bindery/ui"
 )
@@ -56,6 +57,7 @@ func bootDemo(t *testing.T) string {
 }
 
 func TestE2EApplyApproveInTheInboxAndReachValidatedInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	b.do("open the demo", chromedp.Navigate(url+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=alice; Path=/'`), chromedp.Reload())
@@ -95,6 +97,7 @@ func TestE2EApplyApproveInTheInboxAndReachValidatedInTheRealDemo(t *testing.T) {
 }
 
 func TestE2EDuplicateSubmitKeepsTheFormLockedInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	dropFirstApplyAnswer(b)
@@ -108,6 +111,7 @@ func TestE2EDuplicateSubmitKeepsTheFormLockedInTheRealDemo(t *testing.T) {
 // way, the page says a second one cannot be sent; for another target "Submit the edited text as
 // a new request" sends the edit under a new id, which the real server accepts.
 func TestE2EAnEditAfterALostAnswerIsSentAsANewRequestInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	dropFirstApplyAnswer(b)
@@ -138,6 +142,7 @@ func TestE2EAnEditAfterALostAnswerIsSentAsANewRequestInTheRealDemo(t *testing.T)
 // Without -screenshots the same pages are still opened and checked (they render the real
 // product's data without an exception and without sideways scrolling).
 func TestE2EScreenshotsOfTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	validated := demoApply(t, url, "alice", "payments-db-readonly", "quarterly revenue report")
 	inFlight := demoApply(t, url, "alice", "grafana-editor", "dashboards for the incident review")
@@ -164,8 +169,8 @@ func demoApply(t *testing.T, url, user, target, reason string) string {
 // demoDecide decides op's ticket in the approval simulator's inbox.
 func demoDecide(t *testing.T, url, op, decision string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	decided := false
+	if testkit.Poll(testkit.Timeout(), func() bool {
 		_, text := demoCall(t, "GET", url+"/sim/approvals", "", "")
 		var inbox struct {
 			Items []struct{ ID, OperationID string }
@@ -178,29 +183,25 @@ func demoDecide(t *testing.T, url, op, decision string) {
 				if code, text := demoCall(t, "POST", url+"/sim/approvals/"+tk.ID+"/decide", "", `{"decision":"`+decision+`"}`); code != 200 {
 					t.Fatalf("decide: %d %s", code, text)
 				}
-				return
+				decided = true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ticket for %s", op)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return decided
+	}) != nil {
+		t.Fatalf("no ticket for %s", op)
 	}
 }
 
 // demoWait waits until op has status.
 func demoWait(t *testing.T, url, op, status string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		_, text := demoCall(t, "GET", url+"/api/requests/"+op, "ops", "")
-		if strings.Contains(text, `"status":"`+status+`"`) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never reached %s: %s", op, status, text)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var text string
+	// The demo's pipelines and deploys take real time (minutes at most): a longer hang guard.
+	if testkit.Poll(3*testkit.Timeout(), func() bool {
+		_, text = demoCall(t, "GET", url+"/api/requests/"+op, "ops", "")
+		return strings.Contains(text, `"status":"`+status+`"`)
+	}) != nil {
+		t.Fatalf("%s never reached %s: %s", op, status, text)
 	}
 }
 
@@ -236,6 +237,7 @@ func demoSend(method, url, user, body string) (int, []byte, error) {
 // request rides in a car with an estimate, and the stream merges. With -screenshots it takes the
 // ops console's train view.
 func TestE2EAStreamToOneProjectFillsSeveralCarsInTheRealDemo(t *testing.T) {
+	t.Parallel()
 	url := bootDemo(t)
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, url)
@@ -361,25 +363,34 @@ func streamOne(url string, i int) (string, error) {
 	if code, text, err := call("POST", "/api/apply", fmt.Sprintf("stream-%d@example.com", i), body); err != nil || code != 202 {
 		return "", fmt.Errorf("apply %s: %d %s %v", op, code, text, err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	var failed error
+	if testkit.Poll(testkit.Timeout(), func() bool {
 		_, text, err := call("GET", "/sim/approvals", "", "")
 		if err != nil {
-			return "", err
+			failed = err
+			return true
 		}
 		var inbox struct {
 			Items []struct{ ID, OperationID string }
 		}
 		if err := json.Unmarshal(text, &inbox); err != nil {
-			return "", err
+			failed = err
+			return true
 		}
 		for _, tk := range inbox.Items {
 			if tk.OperationID == op {
 				if code, text, err := call("POST", "/sim/approvals/"+tk.ID+"/decide", "", `{"decision":"APPROVED"}`); err != nil || code != 200 {
-					return "", fmt.Errorf("decide %s: %d %s %v", op, code, text, err)
+					failed = fmt.Errorf("decide %s: %d %s %v", op, code, text, err)
 				}
-				return op, nil
+				return true
 			}
 		}
+		return false
+	}) != nil {
+		return "", fmt.Errorf("no ticket for %s", op)
 	}
-	return "", fmt.Errorf("no ticket for %s", op)
+	if failed != nil {
+		return "", failed
+	}
+	return op, nil
 }

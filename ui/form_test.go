@@ -13,6 +13,7 @@ import (
 // preview shows the typed reason, a counter the limit; a 409 links to the active request and
 // the focus moves to the error summary.
 func TestTheApplyFormKnowsTheUser(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const inFlight = "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb1"
 	fake.seedInCI(inFlight, "alice@example.com", "grafana-editor", time.Now().Add(-10*time.Minute))
@@ -60,6 +61,7 @@ func TestTheApplyFormKnowsTheUser(t *testing.T) {
 // For the same target, where the first is active and a new request would be refused, the page
 // says so instead of offering it; picking another target offers it again, and it is accepted.
 func TestAnEditAfterALostAnswerIsKeptAndSentAsANewRequest(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, target string
 		accepted     bool

@@ -31,6 +31,7 @@ var rawCode = func() *regexp.Regexp {
 // same label — with no status or step code anywhere. The same page read by an operator shows
 // the raw status and step beside the words.
 func TestARequesterReadsOneLabelPerStateAndNoCode(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const queued, inCI, failed, merged = "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb1", "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb2", "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb3", "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb4"
 	fake.seedQueued(queued, "alice@example.com", "payments-db-readonly", time.Now().Add(-5*time.Minute))

@@ -12,6 +12,7 @@ import (
 // about it; the demo's mailbox shows the email and the verified webhook; the ops console lists
 // each receiver with its last attempts and sends a failed delivery again.
 func TestSettingsMailboxAndWhatWasSent(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	seedHistory(fake)
 	s := startSite(t, fake)

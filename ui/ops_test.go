@@ -15,6 +15,7 @@ import (
 // parameters without the reserved ones; the configuration names the address the process
 // listens on, set by the -addr flag.
 func TestTheOpsConsoleSaysWhatHappenedInWords(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	for i, o := range api.RoundOutcomes {
 		p := api.PartitionRound{Partition: "infra/project-" + string(rune('a'+i)), Outcome: o}
@@ -74,6 +75,7 @@ func TestTheOpsConsoleSaysWhatHappenedInWords(t *testing.T) {
 // said what that does — a new merge request, likely failing the same way — and the operator
 // confirmed; cancelling sends nothing.
 func TestRetryingADeterministicFailureAsksFirstAndSaysItOpensANewMR(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-888888888888"
 	fake.seedFailedInCI(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
@@ -118,6 +120,7 @@ func TestRetryingADeterministicFailureAsksFirstAndSaysItOpensANewMR(t *testing.T
 // bisection's note links the culprit's request instead of naming its id, and a member the
 // bisection moved out reads "moved to batch N", not the status it has now.
 func TestTheOpsConsoleReadsAtAGlance(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	now := time.Now()
 	fake.seedTrain("infra/access-config", now.Add(-20*time.Minute))

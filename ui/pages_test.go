@@ -68,6 +68,7 @@ const longReason = "quarterly revenue report for finance, see https://tickets.ex
 // checks that nothing needs sideways scrolling; with -screenshots it also writes the pictures
 // the README shows.
 func TestPagesReadWellOnALaptopAndAPhone(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	inFlight := seedHistory(fake)
 	s := startSite(t, fake)

@@ -48,6 +48,7 @@ func startServe(t *testing.T, configYAML string) string {
 // page links the sign-in (a full page load, even on bindery's own origin); without it, it says
 // where the identity comes from. Neither is the demo's user picker.
 func TestAServePageWithoutAnIdentitySaysHowToSignIn(t *testing.T) {
+	t.Parallel()
 	t.Run("with server.loginURL", func(t *testing.T) {
 		base := startServe(t, "server:\n  loginURL: {origin}/sso/start?app=bindery\n")
 		b := newBrowser(t, 1280, 900)

@@ -15,6 +15,7 @@ import (
 // "Start a new request" reads the catalog again: the target just applied for is on its way, so
 // the new form says so and cannot pick it; the catalog's expiry reads in days ("30d").
 func TestStartingANewRequestReadsTheCatalogAgainAndExpiryReadsInDays(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, newFakeAPI())
 	b := newBrowser(t, 1280, 900)
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
@@ -40,6 +41,7 @@ func TestStartingANewRequestReadsTheCatalogAgainAndExpiryReadsInDays(t *testing.
 // At 390 px the header shows every item of an operator's navigation (six, and the attention
 // count) whole and on screen: none scrolled out of sight or clipped.
 func TestThePhoneNavigationShowsEveryItem(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa1", "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
 	s := startSite(t, fake)
@@ -64,6 +66,7 @@ func TestThePhoneNavigationShowsEveryItem(t *testing.T) {
 // The revoke button is at the foot of a long page: its confirmation opens on the screen the
 // reader looks at, and the outcome is told there, scrolled into view — not at the top of the page.
 func TestARevokesConfirmationAndOutcomeAppearWhereTheReaderIs(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	seedHistory(fake)
 	s := startSite(t, fake)

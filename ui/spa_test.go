@@ -27,6 +27,7 @@ func applyFor(b *browser, target, reason string) string {
 }
 
 func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, newFakeAPI())
 	b := newBrowser(t, 1280, 900)
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
@@ -135,6 +136,7 @@ func resubmitAfterLostAnswer(b *browser, op string) {
 }
 
 func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, newFakeAPI())
 	b := newBrowser(t, 1280, 900)
 
@@ -159,6 +161,7 @@ func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
 }
 
 func TestAReleaseThatRemovedAPageChunkReloadsOnceThenOffersARefreshButton(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, newFakeAPI())
 	b := newBrowser(t, 1280, 900)
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
@@ -211,6 +214,7 @@ func TestAReleaseThatRemovedAPageChunkReloadsOnceThenOffersARefreshButton(t *tes
 }
 
 func TestAMissingStylesheetAlsoReloadsOnceThenOffersTheButton(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, newFakeAPI())
 	b := newBrowser(t, 1280, 900)
 	s.files.remove(t, `^app-.*\.css$`) // an index names a stylesheet the deployment lacks
@@ -222,6 +226,7 @@ func TestAMissingStylesheetAlsoReloadsOnceThenOffersTheButton(t *testing.T) {
 }
 
 func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-111111111111", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
 	s := startSite(t, fake)
@@ -262,6 +267,7 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 // A merged request whose deploy callback is overdue is in the stuck list; its button says it
 // confirms the deploy, and the request leaves the list validated.
 func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-222222222222"
 	fake.seedOverdueDeploy(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-3*time.Hour))
@@ -294,6 +300,7 @@ func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 // database failed while settling) says so on the ops console, with the error, until bindery's
 // next try or an operator settles it.
 func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-333333333333", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
 	fake.mu.Lock()
@@ -318,6 +325,7 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 // A fresh browser on the demo has no user yet: the first page offers the demo users instead of a
 // dead end ("Please sign in" with nothing to click), and picking one signs in and shows the page.
 func TestAFreshBrowserOnTheDemoPicksAUser(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	fake.anonymousIs401 = true
 	s := startSite(t, fake)
@@ -341,6 +349,7 @@ func openOpsConsole(b *browser, base string) {
 // The operator narrows the batch list to the blocked ones (the page asks the API for that status)
 // and back; a status with no batch says so.
 func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-555555555555", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
 	fake.seedInCI("5f0c3a52-7d1e-4a8b-9c2d-666666666666", "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
@@ -364,6 +373,7 @@ func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
 // A request whose batch waits for its pipeline says what it waits for and what bindery does
 // about it: it looks at the pipeline again at a time the page shows.
 func TestARequestInCIShowsWhenBinderyLooksAgain(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-444444444444"
 	fake.seedInCI(op, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))

@@ -23,6 +23,7 @@ func stageView(t *testing.T, b *browser, base, op string) (track, badge, text st
 // duration, a finished failure as finished (no waiting card, no running bar) with the failing
 // pipeline and the bisection, a removal as Removing and then Removed — never "without effect".
 func TestTheStageViewShowsWhereEachRequestIs(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const inCI, failedOp, revoking, revoked = "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa1", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa2", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa3", "5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa4"
 	fake.seedInCI(inCI, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))

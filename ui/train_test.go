@@ -18,6 +18,7 @@ import (
 // is refused before anything is sent), shows who paused and why, puts the project first, and
 // every waiting requester reads it; Resume ends it. Both are in the audit log.
 func TestTheOpsConsoleShowsEachTrainAndPausesAndResumesItsQueue(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	_, waiting := fake.seedTrain("infra/access-config", time.Now().Add(-20*time.Minute))
 	s := startSite(t, fake)
@@ -83,6 +84,7 @@ func TestTheOpsConsoleShowsEachTrainAndPausesAndResumesItsQueue(t *testing.T) {
 // "Merge next" from the ops console's queue and from the request page (operators only): the
 // request is sent ahead of the queue, says so, and the button is gone; a requester never sees it.
 func TestMergeNextFromTheOpsConsoleAndFromTheRequestPage(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	_, waiting := fake.seedTrain("infra/access-config", time.Now().Add(-20*time.Minute))
 	s := startSite(t, fake)
@@ -125,6 +127,7 @@ func TestMergeNextFromTheOpsConsoleAndFromTheRequestPage(t *testing.T) {
 // pipelines recorded says "no estimate yet" — at laptop and phone widths, without sideways
 // scrolling.
 func TestTheRequestPageShowsItsCarTheCarsAheadAndTheEstimate(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	inCar, waiting := fake.seedTrain("infra/access-config", time.Now().Add(-20*time.Minute))
 	s := startSite(t, fake)

@@ -14,6 +14,7 @@ import (
 // console's stuck list tells the same and offers the merge request and settling, not Retry; a
 // request behind the blocked batch says since when and why, and is not "next" in line.
 func TestABlockedMergeIsOneStoryOnThePageAndInTheOpsConsole(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const blockedOp, behindOp = "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb1", "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb2"
 	batch := fake.seedBlockedMerge(blockedOp, "alice@example.com", "payments-db-readonly", time.Now().Add(-40*time.Minute))
@@ -83,6 +84,7 @@ func TestABlockedMergeIsOneStoryOnThePageAndInTheOpsConsole(t *testing.T) {
 // A request the batch round holds for more requests says until when; a request awaiting its
 // approval says how long approvals of its target usually take, and not when bindery next looks.
 func TestWaitingSaysUntilWhenAndHowLongApprovalsTake(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const held, approving = "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb3", "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb4"
 	until := time.Now().Add(7 * time.Minute)

@@ -22,6 +22,7 @@ func signInAs(b *browser, base, user string) {
 // sends the owner there. Withdrawing asks first (cancel sends nothing), then the request is
 // closed and can be applied for again.
 func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-999999999991"
 	fake.seedFailedInCI(op, "alice@example.com", "grafana-editor", time.Now().Add(-time.Hour))
@@ -96,6 +97,7 @@ func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
 // and Withdraw, never "contact support"; on the console the next action reads "Retry or
 // withdraw", and the withdrawal is confirmed first and audited.
 func TestAnOperatorRetriesOrWithdrawsAFailedRequest(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const op = "5f0c3a52-7d1e-4a8b-9c2d-999999999992"
 	fake.seedFailedInCI(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
@@ -136,6 +138,7 @@ func TestAnOperatorRetriesOrWithdrawsAFailedRequest(t *testing.T) {
 // page says what it waits for; once deployed the page says who revoked it, shows no expiry and
 // no longer the "Revocation started" notice.
 func TestARevocationEndsWithItsDeploy(t *testing.T) {
+	t.Parallel()
 	fake := newFakeAPI()
 	const merged, live = "5f0c3a52-7d1e-4a8b-9c2d-999999999993", "5f0c3a52-7d1e-4a8b-9c2d-999999999994"
 	fake.seedRevoked(merged, "alice@example.com", "payments-db-admin", time.Now().Add(-2*time.Hour), removalMerged)
@@ -185,6 +188,7 @@ func TestARevocationEndsWithItsDeploy(t *testing.T) {
 
 // A rejection's page shows who decided and their comment, typed in the approval inbox.
 func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, newFakeAPI())
 	b := newBrowser(t, 1280, 900)
 	signInAs(b, s.URL, "alice")

@@ -16,10 +16,8 @@ import (
 // ApplyInput is a validated application: the subject is the caller's canonical identity, never
 // a client-supplied value.
 type ApplyInput struct {
-	OperationID string `json:"operationId"`
-	TargetKey   string `json:"targetKey"`
-	Reason      string `json:"reason"`
-	Subject     string `json:"-"`
+	api.ApplyRequest
+	Subject string `json:"-"`
 	// Idempotency, when set, is the request's idempotency record (its Body is filled here with
 	// the ApplyResult as JSON): it is written in the application's own transaction, so the
 	// application and its answer are one commit.

@@ -19,6 +19,7 @@ import (
 // the request's state, not 409 "already used by another request" (found by the chaos test). The
 // same operationId from another user, or for another target, is still refused.
 func TestAResentApplicationWithoutItsIdempotencyRecordIsADuplicate(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")
@@ -51,6 +52,7 @@ func TestAResentApplicationWithoutItsIdempotencyRecordIsADuplicate(t *testing.T)
 // database, a longer one is refused by name (MariaDB's strict mode refused the row with
 // "Data too long", a 500, while SQLite took it).
 func TestAnOperationIDLongerThanItsColumnIsRefusedByName(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		longest := strings.Repeat("a", 64)
@@ -69,6 +71,7 @@ func TestAnOperationIDLongerThanItsColumnIsRefusedByName(t *testing.T) {
 // same application and gets DUPLICATE_SUBMIT from its stored answer, not 403 APPLY_CLOSED; a new
 // application, or the same id from someone else, is still refused as closed.
 func TestAResendAfterTheWindowClosedGetsItsOwnAnswer(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")
@@ -95,6 +98,7 @@ func TestAResendAfterTheWindowClosedGetsItsOwnAnswer(t *testing.T) {
 // operationId — one ACCEPTED, the others DUPLICATE_SUBMIT from the winner's record, which its
 // own transaction wrote (a duplicate's insert of the key waits for that commit).
 func TestConcurrentDuplicatesGetTheWinnersAnswer(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		const n = 8

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/engine"
 	"bindery/store"
@@ -46,12 +46,13 @@ func (h *harness) approved(user string, targets ...string) []string {
 		ops = append(ops, op)
 	}
 	// A round claims the rows admitted before the database clock's current tick (SQLite keeps
-	// milliseconds): without this pause a round right after may find nothing to claim yet.
-	time.Sleep(2 * time.Millisecond)
+	// milliseconds): a round right after may find nothing to claim yet.
+	enginekit.On(h.t, h.db).ClockPast("SELECT CAST(MAX(created_at) AS CHAR) FROM merge_batch_request")
 	return ops
 }
 
 func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true})
 		ops := append(h.approved("alice", "db-read"), h.approved("bob", "db-read")...)
@@ -68,10 +69,11 @@ func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
 		if stages := doneStages(t, v0); stages != "approval batch ci merge deploy" {
 			t.Fatalf("stages %v", stages)
 		}
+		// Observed after the validation's commit, which the view shows first: wait for both.
 		for _, stage := range []string{"batch", "ci", "merge", "deploy"} {
-			if got := h.metric(`bindery_request_stage_seconds_count{stage="` + stage + `"}`); got != "2" {
-				t.Errorf("stage %s observed %q times, want once per request", stage, got)
-			}
+			h.waitFor("stage "+stage+" observed once per request", func() bool {
+				return h.metric(`bindery_request_stage_seconds_count{stage="`+stage+`"}`) == "2"
+			})
 		}
 		var batches api.Page[api.BatchView]
 		h.api("GET", "/api/ops/batches", "ops", "", &batches)
@@ -91,6 +93,7 @@ func TestApprovalFirstRequestsAreBatchedIntoOneMRAndValidated(t *testing.T) {
 // docs/workflow.md, 'Bisection': a deterministic pipeline failure of a multi-member batch is
 // bisected until the culprit is alone and failed; the other seven merge.
 func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
+	t.Parallel()
 	var targets strings.Builder
 	targets.WriteString("targets:\n")
 	for i := 1; i <= 8; i++ {
@@ -194,6 +197,7 @@ func TestBisectionIsolatesTheBadMemberAndTheOtherSevenMerge(t *testing.T) {
 // A pipeline that takes longer than poll.timeout stops the batch at BLOCKED (WAIT_MANUAL); an
 // operator's retry resumes the batch from GitLab's state, where the pipeline has passed since.
 func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.T) {
+	t.Parallel()
 	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1500ms").Replace(fastSims)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
@@ -224,6 +228,7 @@ func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.
 // that outlived poll.timeout, someone merges the MR by hand once it passed, and an operator then
 // settles the batch.
 func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
+	t.Parallel()
 	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1500ms",
 		"approvalsRequired: 2", "approvalsRequired: 0").Replace(fastSims)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -264,6 +269,7 @@ func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
 // is scheduled — but that its batch was stopped before the merge, that nothing tries it again by
 // itself, and its two ways out; its MR is named. The operator reading it gets Retry and Withdraw.
 func TestASettledBatchTellsItsMembersWhatHappenedAndWhatComesNext(t *testing.T) {
+	t.Parallel()
 	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1h").Replace(fastSims)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
@@ -305,6 +311,7 @@ func TestASettledBatchTellsItsMembersWhatHappenedAndWhatComesNext(t *testing.T) 
 // The deploy callback and the reconciliation race for the same requests: each is validated once,
 // and the metric counts each once.
 func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + "reconcile:\n  minAge: 1ms\n"
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: extra})
@@ -360,6 +367,7 @@ func TestADeployCallbackRacingReconciliationValidatesOnce(t *testing.T) {
 // A lost deploy callback is closed by reconciliation once a later MR of the project is called
 // back (MR numbers grow, the deploy pipeline runs in merge order).
 func TestALostDeployCallbackIsReconciled(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + "reconcile:\n  minAge: 1ms\n"
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: extra})
@@ -407,6 +415,7 @@ func (h *harness) validatedLines(op string) []string {
 // A batch whose failure could not be settled (GitLab fails the close) says so in the ops view:
 // the decided failure and the last error, with no internals in them.
 func TestTheOpsViewShowsABatchWhoseSettlementFailed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true})
 		f := h.sims.GitLab.Faults()
@@ -467,6 +476,7 @@ func (h *harness) settledBatch(id int64) store.Batch {
 // batches' waits are rows with due times, not workers, and the first steps have their own lane.
 // (Its latency against idle is measured by BenchmarkFirstStepWithBatchesInCI.)
 func TestANewApplicationIsNotDelayedByBatchesWaitingOnCI(t *testing.T) {
+	t.Parallel()
 	var targets strings.Builder
 	targets.WriteString("targets:\n")
 	for i := range 12 {

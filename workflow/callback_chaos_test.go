@@ -14,6 +14,7 @@ import (
 	"bindery/api"
 	"bindery/internal/remote/approval"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -61,6 +62,7 @@ type answer struct {
 }
 
 func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testing.T) {
+	t.Parallel()
 	const targets = 80 // × 3 demo users = 240 requests (and 30 re-applications)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var cat strings.Builder
@@ -467,18 +469,11 @@ func stepCount(t *testing.T, db *store.DB, op string) int {
 // waitStatus polls SQL until op's binding is in status (its ticket step runs on the pool).
 func waitStatus(t *testing.T, db *store.DB, op string, status state.BindingStatus) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testkit.Eventually(t, fmt.Sprintf("%s to reach %s", op, status), func() bool {
 		var st string
 		err := db.Raw().QueryRow("SELECT status FROM binding WHERE operation_id = ?", op).Scan(&st)
-		if err == nil && state.BindingStatus(st) == status {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: status %q (%v), want %s", op, st, err, status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && state.BindingStatus(st) == status
+	})
 }
 
 // The other direction of a wrong ticket: a legacy request's ticket carries its MR, so a decision
@@ -486,6 +481,7 @@ func waitStatus(t *testing.T, db *store.DB, op string, status state.BindingStatu
 // batch a request whose own MR is open, or merge an MR that is not its own. Its real decision
 // then finishes it in its own flow.
 func TestALegacyRequestIgnoresDecisionsOfAnotherTicket(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		op := h.apply("alice", "db-read")

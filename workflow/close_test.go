@@ -25,6 +25,7 @@ func (h *harness) validated(user, target string) string {
 // the batch path and ends CLOSED, which is re-appliable; a request that is not VALIDATED cannot be
 // revoked (409).
 func TestRevokeClosesThroughTheBatchPath(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true})
 		op := h.validated("alice", "db-read")
@@ -65,6 +66,7 @@ func TestRevokeClosesThroughTheBatchPath(t *testing.T) {
 // Expiry: a VALIDATED binding whose ttl passed is closed by the expiry cron, through the same
 // batch path; running the cron again (or on another instance) admits it once.
 func TestExpiredBindingsAreClosed(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true})
 		op := h.validated("alice", "db-read")
@@ -97,6 +99,7 @@ func TestExpiredBindingsAreClosed(t *testing.T) {
 // A validation whose expiry write was lost (a crash right after the commit) gets its expiry from
 // the expiry cron's repair.
 func TestAMissingExpiryIsRepaired(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		op := h.validated("alice", "db-read")

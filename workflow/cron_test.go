@@ -24,6 +24,7 @@ var cronJobs = []string{config.JobRounds, config.JobReconcile, config.JobSweep, 
 // Every job of internal/platform/config/workflow.go runs from the cron with the schedule in force; a change of
 // the configuration re-schedules.
 func TestCronSchedulesEveryJobAndFollowsTheConfiguration(t *testing.T) {
+	t.Parallel()
 	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})
 	c := workflow.NewCron(h.wf, h.db)
 	if err := c.Start(bg); err != nil {
@@ -46,6 +47,7 @@ func TestCronSchedulesEveryJobAndFollowsTheConfiguration(t *testing.T) {
 // Each job's one pass is the workflow's own code: the round asks the batch service, the sweep
 // repairs an orphan, the purge deletes expired idempotency records.
 func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		h.fake.outcome = []batch.Outcome{{Partition: project, Result: state.RoundNothingWaiting}}
@@ -103,6 +105,7 @@ func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 // tick; a panic is contained; Stop cancels the runs and gives up at its deadline on one that
 // does not end, and a later Stop waits for it; nothing runs before Start or after Stop.
 func TestACronRunStillGoingSkipsTheNextTickAndAPanicIsContained(t *testing.T) {
+	t.Parallel()
 	h := setup(t, storetest.SQLite(t), options{approvalFirst: true, extra: fastSims + idleCron})
 	c := workflow.NewCron(h.wf, h.db)
 	if err := c.RunNow(config.JobSweep); err == nil || !strings.Contains(err.Error(), "not started") {

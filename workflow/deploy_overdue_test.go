@@ -71,6 +71,7 @@ func (h *harness) validatedCount() int {
 }
 
 func TestAMergedRequestWhoseDeployCallbackIsOverdueIsListedAndConfirmedByAnOperator(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: lostDeploys("1h")})
 		ops := h.mergedBatch("alice", "bob")
@@ -186,6 +187,7 @@ func auditHas(entries []store.AuditEntry, action, request string) bool {
 // The deploy callback arrives while operators confirm the same requests: each is validated
 // once, counted once and logged once, whoever wins.
 func TestAnOverdueDeployConfirmedWhileItsCallbackArrivesValidatesOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: lostDeploys("1ms")})
 		ops := h.mergedBatch("alice", "bob", "carol@example.com", "dave@example.com")
@@ -236,6 +238,7 @@ func TestAnOverdueDeployConfirmedWhileItsCallbackArrivesValidatesOnce(t *testing
 // either — and operators find it in the audit log; a callback of the right MR naming a request of
 // another MR validates what is its own and reports the rest.
 func TestADeployCallbackIsBelievedOnlyForWhatBinderyKnows(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: lostDeploys("1h")})
 		first := h.mergedBatch("alice")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/api"
+	"bindery/internal/vocab/explain"
 )
 
 // When will my change land? (docs/workflow.md, 'The merge train'). The estimate is computed from
@@ -78,7 +79,7 @@ func estimateMerge(t trainState, p trainPlace) api.Estimate {
 		return none("the queue of %s is paused: nothing merges until an operator resumes it", t.Project)
 	}
 	if len(t.Durations) < estimateMinimum {
-		return none("%d %s of %s recorded so far; an estimate needs at least %d", len(t.Durations), plural(len(t.Durations), "pipeline"), t.Project, estimateMinimum)
+		return none("%d %s of %s recorded so far; an estimate needs at least %d", len(t.Durations), explain.Plural(len(t.Durations), "pipeline"), t.Project, estimateMinimum)
 	}
 	median := medianOf(t.Durations)
 	basis := fmt.Sprintf("median of the last %d pipelines of %s: %s", len(t.Durations), t.Project, durationWords(median))
@@ -196,11 +197,4 @@ func durationWords(d time.Duration) string {
 		return fmt.Sprintf("%d h", m/60)
 	}
 	return fmt.Sprintf("%d h %d min", m/60, m%60)
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }

@@ -8,6 +8,7 @@ import (
 // The estimate of a merge, case by case: what it assumes (estimateMerge's comment) is what this
 // table pins.
 func TestTheEstimateOfAMergeFollowsTheTrain(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	min := func(n float64) time.Duration { return time.Duration(n * float64(time.Minute)) }
 	ago := func(d time.Duration) *time.Time { at := now.Add(-d); return &at }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/platform/config"
 	"bindery/internal/remote/approval"
 	"bindery/internal/sim"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/explain"
 	"bindery/internal/vocab/state"
 	"bindery/store"
@@ -42,6 +42,7 @@ func wantState(t *testing.T, v api.RequestView, status state.BindingStatus, step
 // database for a free worker, and the request view says so — no failure, nothing to retry — and
 // it runs as soon as a worker is free.
 func TestABusyFirstLaneQueuesTheApplicationAndSaysSo(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var held *heldTickets
 		h := setup(t, db, options{approvalFirst: true, workers: 1, wrapTickets: func(next workflow.Tickets) workflow.Tickets {
@@ -80,6 +81,7 @@ func TestABusyFirstLaneQueuesTheApplicationAndSaysSo(t *testing.T) {
 }
 
 func TestApprovalSystemDownThenRetried(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		h.sims.Approval.Inject("open_ticket", sim.FaultError, 4) // more than the step's retries
@@ -102,6 +104,7 @@ func TestApprovalSystemDownThenRetried(t *testing.T) {
 // A 5xx (or a lost answer) from the approval system is retried in the step, 3 times with a
 // short backoff, before the request shows APPROVAL_SEND_FAILED; a 4xx is not retried.
 func TestTheTicketStepRetriesAMomentaryApprovalSystemFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		h.sims.Approval.Inject("open_ticket", sim.FaultError, 2)
@@ -134,14 +137,13 @@ func TestTheTicketStepRetriesAMomentaryApprovalSystemFailure(t *testing.T) {
 // run fails: the failure belongs to a run that no longer counts. Nothing is written, and nothing
 // is logged as a warning or an error — a takeover is the recovery working, not a fault.
 func TestAStepFailingAfterATakeoverWritesNothingAndIsNoError(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var h *harness
 		h = setup(t, db, options{approvalFirst: true, wrapTickets: func(workflow.Tickets) workflow.Tickets {
 			return ticketsFunc(func(ctx context.Context, tk approval.Ticket) (string, error) {
-				h.dueNow(tk.OperationID)
-				task, _ := h.task(tk.OperationID)
-				if _, err := db.ClaimTask(ctx, task, "other-instance", time.Minute); err != nil {
-					return "", fmt.Errorf("test setup: take over: %w", err)
+				if err := enginekit.On(t, db).TakeOver(state.TaskRequest, tk.OperationID, "other-instance"); err != nil {
+					return "", fmt.Errorf("test setup: %w", err)
 				}
 				return "", errors.New("the ticket was refused for a reason of its own")
 			})
@@ -171,6 +173,7 @@ func TestAStepFailingAfterATakeoverWritesNothingAndIsNoError(t *testing.T) {
 
 // A panic inside a step is the step's declared failure, not a dead worker or a silent request.
 func TestAPanickingStepWritesItsDeclaredFailure(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, wrapTickets: func(workflow.Tickets) workflow.Tickets {
 			return ticketsFunc(func(context.Context, approval.Ticket) (string, error) { panic("boom") })
@@ -187,6 +190,7 @@ func TestAPanickingStepWritesItsDeclaredFailure(t *testing.T) {
 }
 
 func TestLegacyPipelineFailedIsDeterministic(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		f := h.sims.GitLab.Faults()
@@ -209,6 +213,7 @@ func TestLegacyPipelineFailedIsDeterministic(t *testing.T) {
 // The failed job is looked up best effort: GitLab failing to list the jobs changes nothing of
 // the failure, the page just names no job.
 func TestAFailedJobGitLabDoesNotListLeavesTheFailureAsItIs(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		f := h.sims.GitLab.Faults()
@@ -226,6 +231,7 @@ func TestAFailedJobGitLabDoesNotListLeavesTheFailureAsItIs(t *testing.T) {
 
 // batch.flakyRetries: a failed pipeline gets a new one on the same commit before it counts.
 func TestLegacyFlakyPipelineIsRetriedOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: strings.Replace(fastSims, "flakyRetries: 0", "flakyRetries: 1", 1)})
 		h.sims.GitLab.FailNextPipelines(1)
@@ -235,6 +241,7 @@ func TestLegacyFlakyPipelineIsRetriedOnce(t *testing.T) {
 }
 
 func TestLegacyPipelineTimeoutWaitsForAnOperatorWhoFinishesIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: strings.Replace(fastSims, "timeout: 10s", "timeout: 200ms", 1)})
 		f := h.sims.GitLab.Faults()
@@ -267,6 +274,7 @@ func TestLegacyPipelineTimeoutWaitsForAnOperatorWhoFinishesIt(t *testing.T) {
 }
 
 func TestLegacyMergeFailures(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		fault func(h *harness, v api.RequestView)
@@ -314,6 +322,7 @@ func (h *harness) closeMR(iid int64) {
 // its age; an operator's retry sends the ticket again (the approval system keeps one ticket per
 // request) and the request goes on waiting for the approvers — not a 500, not a second ticket.
 func TestAnApprovalWaitingTooLongIsListedAndItsTicketSentAgain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		h.cfg.Replace(config.MustParse(strings.Replace(configFor(true, fastSims), "approval:\n", "approval:\n  timeout: 50ms\n", 1)))

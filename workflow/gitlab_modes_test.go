@@ -63,6 +63,7 @@ func (h *harness) landed(ops ...string) {
 }
 
 func TestABatchLandsInEveryGitLabMode(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		knobs []string
@@ -104,6 +105,7 @@ func TestABatchLandsInEveryGitLabMode(t *testing.T) {
 // A blocker bindery cannot clear (an unresolved discussion) stops the batch BLOCKED with its MR
 // open and a plain reason; when a person clears it on GitLab, the batch goes on by itself.
 func TestABlockerAPersonClearsHoldsTheBatchThenItLands(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: modeSims("mergeBlocker: discussions_not_resolved")})
 		op := h.approved("alice", "db-read")[0]
@@ -183,6 +185,7 @@ func (m *mergeRecorder) Merge(ctx context.Context, project string, iid int64, o 
 // not merged untested: bindery merges only the sha whose pipeline passed, and a moved head
 // waits for its own pipeline.
 func TestOnlyATestedHeadIsMerged(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rec := &mergeRecorder{}
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: modeSims("pipelineMustSucceed: false", "pipelineFailOn: [untested]"),
@@ -222,6 +225,7 @@ func TestOnlyATestedHeadIsMerged(t *testing.T) {
 // A flaky pipeline in a project with branch pipelines only is retried with GitLab's pipeline
 // retry (an MR pipeline cannot be created there) and the batch lands.
 func TestAFlakyBranchPipelineIsRetriedAndLands(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		extra := strings.Replace(modeSims("pipelineSource: push"), "  flakyRetries: 0\n", "  flakyRetries: 1\n", 1)
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
@@ -240,6 +244,7 @@ func TestAFlakyBranchPipelineIsRetriedAndLands(t *testing.T) {
 // In a project with branch pipelines only, a pipeline's webhook names no MR: its ref (the batch's
 // branch) tells which batch to wake. Polls are an hour apart, so only the webhook moves it.
 func TestABranchPipelineWebhookWakesItsBatch(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		extra := strings.NewReplacer("short: 5ms", "short: 1h", "long: 20ms", "long: 1h", "timeout: 10s", "timeout: 2h").
 			Replace(modeSims("pipelineSource: push"))
@@ -256,6 +261,7 @@ func TestABranchPipelineWebhookWakesItsBatch(t *testing.T) {
 // without its project's merge slot: another request of the project merges meanwhile, and the
 // first goes on by itself once its MR is cleared.
 func TestALegacyMRBlockedByAPersonDoesNotHoldItsProject(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true, extra: modeSims("mergeBlocker: draft_status")})
 		first, second := h.apply("alice", "db-read"), h.apply("bob", "db-write")

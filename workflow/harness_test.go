@@ -29,6 +29,8 @@ import (
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/remote/permission"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/change"
 	"bindery/internal/work/engine"
@@ -161,7 +163,7 @@ func (h *harness) start(o options) {
 	if o.idlePoll > 0 {
 		idle = o.idlePoll
 	}
-	eng := engine.New(engine.Options{DB: h.db, Log: log.With("instance", o.instance), Instance: o.instance, IdlePoll: idle,
+	eng := enginekit.On(t, h.db).Engine(enginekit.Options{Log: log.With("instance", o.instance), Instance: o.instance, IdlePoll: idle, Held: true,
 		Lanes: map[string]int{engine.LaneFirst: first, engine.LaneBackground: o.workers}})
 	rec := metric.New(metric.SetSink(h.set), log)
 	runner := &change.Runner{GitLab: api, Log: log}
@@ -189,7 +191,6 @@ func (h *harness) start(o options) {
 	h.engine, h.wf, h.gl = eng, wf, gl
 	h.mu.Unlock()
 	h.handler.Store(srv.Handler())
-	h.t.Cleanup(eng.Kill)
 	if !o.noDispatch {
 		if err := eng.Start(bg); err != nil {
 			t.Fatal(err)
@@ -265,7 +266,7 @@ type options struct {
 	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
 	wrapGitLab    func(gitlab.API) gitlab.API             // e.g. record the GitLab calls
 	realBatch     bool                                    // package batch's Service instead of the recording fake
-	clock         *sim.ManualClock                        // the simulators' pipelines and rebases follow it (nil: the real clock)
+	clock         *testkit.Clock                          // the simulators' pipelines and rebases follow it (nil: the real clock)
 	instance      string
 }
 
@@ -286,9 +287,7 @@ func setup(t testing.TB, db *store.DB, o options) *harness {
 	t.Cleanup(func() {
 		// Whatever a test did, it left no in-flight work without its task (no request or batch
 		// that nobody would ever run).
-		if ops, bs, err := db.Orphans(bg, 10); err == nil && len(ops)+len(bs) > 0 {
-			t.Errorf("in-flight work without a task at the end of the test: requests %+v, batches %+v", ops, bs)
-		}
+		enginekit.On(t, db).NoOrphans()
 		if t.Failed() {
 			t.Logf("log:\n%s", h.logs.String())
 		}
@@ -383,28 +382,18 @@ func (h *harness) view(op string) api.RequestView {
 func (h *harness) waitState(op string, status state.BindingStatus, step state.Step) api.RequestView {
 	h.t.Helper()
 	var v api.RequestView
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if testkit.Poll(testkit.Timeout(), func() bool {
 		v = h.view(op)
-		if v.Status == status && (step == 0 || v.Step.Code == int(step)) {
-			return v
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s to reach %s/%s; it is %s/%s, timeline %+v", op, status, step, v.Status, v.Step.Name, v.Timeline)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return v.Status == status && (step == 0 || v.Step.Code == int(step))
+	}) != nil {
+		h.t.Fatalf("timed out waiting for %s to reach %s/%s; it is %s/%s, timeline %+v", op, status, step, v.Status, v.Step.Name, v.Timeline)
 	}
+	return v
 }
 
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(h.t, what, cond)
 }
 
 // ticketOf waits for the approval ticket of op and returns it.
@@ -489,22 +478,13 @@ func (h *harness) metric(series string) string {
 // expired, as if the holder crashed a lease TTL ago.
 func (h *harness) dueNow(op string) {
 	h.t.Helper()
-	if _, err := h.db.Raw().Exec("UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", state.TaskRequest, op); err != nil {
-		h.t.Fatal(err)
-	}
+	enginekit.On(h.t, h.db).DueNow(state.TaskRequest, op)
 }
 
 // task is op's own task (ok false: it has none).
 func (h *harness) task(op string) (store.Task, bool) {
 	h.t.Helper()
-	t, err := h.db.Task(bg, state.TaskRequest, op)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Task{}, false
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return t, true
+	return enginekit.On(h.t, h.db).Task(state.TaskRequest, op)
 }
 
 // fakeBatches stands in for package batch where a test checks only what the workflow asks of

@@ -15,6 +15,7 @@ import (
 // k-th of the median pipeline), rounded up to its minute; nothing is held when a suspect group or a request sent next
 // waits, when enough requests wait, or when the train is full.
 func TestARoundHoldSaysUntilWhen(t *testing.T) {
+	t.Parallel()
 	workflowFor := func(keys string) *Workflow {
 		snap, err := config.Parse([]byte("batch:\n" + keys))
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 // are orphans) and currentStep (which task drives a state) name the same operations, for every
 // status, flow and step. A state one of them forgot would be work nobody runs.
 func TestTheStoresInFlightStatesAreTheOnesAStepDrives(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		var steps []state.Step

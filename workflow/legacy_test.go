@@ -16,6 +16,7 @@ import (
 // The legacy MR-first flow: the MR first (its pipeline must pass), then the ticket with
 // ext.mrId, then approve and merge that MR, then the deploy callback.
 func TestLegacyFlowTakesARequestFromApplyToValidated(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		op := h.apply("alice", "db-read")
@@ -68,6 +69,7 @@ func TestLegacyFlowTakesARequestFromApplyToValidated(t *testing.T) {
 
 // A rejected legacy request ends REJECTED and its MR is closed.
 func TestLegacyRejectionClosesTheMR(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{})
 		op := h.apply("alice", "db-read")

@@ -60,6 +60,7 @@ func (h *harness) reconciled(ops ...string) map[string]state.BindingStatus {
 // not ship !1, so nothing may take it for !1's — no request is VALIDATED before a deploy that
 // includes its merge. A later batch's deploy, called back by commit only, does include it.
 func TestNoRequestIsValidatedBeforeADeployThatIncludesIt(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + "reconcile:\n  minAge: 1ms\n"
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true, extra: extra})

@@ -22,6 +22,7 @@ import (
 // that comes back cannot overwrite what the new holder did.
 
 func TestAStepStoppedByACrashIsResumedByAnotherInstance(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "pipelineDuration: 0s", "pipelineDuration: 1s", 1)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: extra})
@@ -48,6 +49,7 @@ func TestAStepStoppedByACrashIsResumedByAnotherInstance(t *testing.T) {
 }
 
 func TestAStalledStepIsTakenOverAndItsLateWriteChangesNothing(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var held *heldTickets
 		h := setup(t, db, options{approvalFirst: true, wrapTickets: func(next workflow.Tickets) workflow.Tickets {
@@ -91,6 +93,7 @@ func TestAStalledStepIsTakenOverAndItsLateWriteChangesNothing(t *testing.T) {
 // and orphans nothing: the request is never left in flight without work due for it, and it ends
 // APPROVAL_SENT with one ticket.
 func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var inCall, overlaps atomic.Int32
 		slow := func(next workflow.Tickets) workflow.Tickets {
@@ -99,7 +102,7 @@ func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
 					overlaps.Add(1)
 				}
 				defer inCall.Add(-1)
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the behaviour: a slow approval system, so attempts could overlap
 				return next.Open(ctx, tk)
 			})
 		}
@@ -114,7 +117,7 @@ func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
 			if code != 202 && code != 409 {
 				t.Fatalf("retry answered %d %+v\n%s", code, e, h.logs.String())
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the behaviour: retries spread over the attempts' lifetime
 		}
 		h.waitState(op, state.StatusApprovalSent, state.StepApprovalSent)
 		h.waitFor("every attempt to end", func() bool {
@@ -141,6 +144,7 @@ func TestConcurrentAttemptsNeverOrphanARequest(t *testing.T) {
 // An operator's retry of a batched request resumes its batch; where there is no step to run,
 // the retry is refused with 409.
 func TestRetryResumesTheBatchOrSaysThereIsNothingToRetry(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")
@@ -191,6 +195,7 @@ func claimNow(t *testing.T, h *harness) int64 {
 // The first step's task is written with the application and the step runs on its claim: an
 // application is two writes of the request (the application, APPROVAL_SENT), no more.
 func TestTheFirstStepRunsOnTheTaskWrittenWithTheApplication(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")

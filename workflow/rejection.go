@@ -3,11 +3,11 @@ package workflow
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"bindery/api"
 	"bindery/internal/vocab/explain"
 	"bindery/internal/vocab/state"
+	"bindery/internal/vocab/text"
 	"bindery/store"
 )
 
@@ -43,8 +43,8 @@ func rejectionNote(cb api.ApprovalCallback) string {
 }
 
 // oneLine is a text someone typed elsewhere, as a note keeps it: control characters (line
-// breaks too) become spaces, runs of spaces one, cut to max bytes (on a character boundary)
-// with an ellipsis.
+// breaks too) become spaces, runs of spaces one, cut to max bytes (the note
+// of 512 holds both texts and the words around them) with an ellipsis.
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
@@ -52,14 +52,7 @@ func oneLine(s string, max int) string {
 		}
 		return r
 	}, s)), " ")
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return text.Clip(s, max, text.Bytes, text.Ellipsis)
 }
 
 // rejected sets the words of a REJECTED request: the decision as its note records it (who and

@@ -16,6 +16,7 @@ import (
 // bindery keeps it with the rejection and the request page shows it — in the timeline and in
 // what the requester reads next. Without them, the page says the approvers rejected it.
 func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")
@@ -51,6 +52,7 @@ func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
 // characters become spaces, a long comment is cut with an ellipsis; nothing is refused for it
 // (a refused callback would lose the decision).
 func TestARejectionsCommentIsKeptPrintableAndBounded(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		op := h.apply("alice", "db-read")

@@ -61,6 +61,7 @@ func (h *harness) removalDeploy(op string, grant int64) sim.DeployRecord {
 // Now the callback is checked against the MR of each request's current action (here: the
 // removal), recorded, and reconciliation infers the earlier merge from it.
 func TestARemovalsDeployCallbackIsAcceptedAndMovesTheWatermark(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true, extra: noDeploys})
 		alice, grant := h.grantedByHand("alice", true)
@@ -122,6 +123,7 @@ func deployBody(cb api.DeployCallback) []byte {
 // merge comes, the removal is listed for operators once its deploy is overdue, and an
 // operator's retry confirms the deploy and closes it.
 func TestARemovalWhoseCallbackIsLostIsClosedByALaterDeployOrAnOperator(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{realBatch: true, extra: noDeploys + "  deployOverdue: 1ms\n"})
 		alice, grant := h.grantedByHand("alice", true)

@@ -73,6 +73,7 @@ func (h *harness) requesterLeaks(owners map[string][]string) []string {
 // and of the requester's list is free of internals, the failure is told in the step's fixed
 // sentence, and the operator reading the same request sees the recorded cause.
 func TestRequestersReadNoInternalsOfAFailure(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name          string
 		approvalFirst bool

@@ -18,22 +18,14 @@ import (
 // a deploy callback and a reconciliation that validate requests read no step row, and the
 // histogram still gets each request's time per stage as its timeline shows it.
 func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + "reconcile:\n  minAge: 1ms\n"
-	var mu sync.Mutex
-	var on bool
-	var stepReads []string
-	observe := func(st store.Statement) {
-		mu.Lock()
-		defer mu.Unlock()
-		if on && strings.HasPrefix(st.Query, "SELECT") && strings.Contains(st.Query, "operation_step") {
-			stepReads = append(stepReads, st.Query)
-		}
-	}
-	storetest.EachWith(t, func(*testing.T) store.Options {
+	storetest.EachWith(t, func(*testing.T) (store.Options, *stepReads) {
+		r := &stepReads{}
 		o := storetest.DefaultOptions()
-		o.OnStatement = observe
-		return o
-	}, func(t *testing.T, db *store.DB) {
+		o.OnStatement = r.observe
+		return o, r
+	}, func(t *testing.T, db *store.DB, r *stepReads) {
 		h := setup(t, db, options{extra: extra})
 		var ops []string
 		var last int64
@@ -45,9 +37,9 @@ func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
 			ops = append(ops, op)
 		}
 
-		mu.Lock()
-		on, stepReads = true, nil
-		mu.Unlock()
+		r.mu.Lock()
+		r.on, r.reads = true, nil
+		r.mu.Unlock()
 		// The callback of the last MR validates its request; reconciliation infers the other two.
 		if code, _ := h.deploy(api.DeployCallback{Project: project, MRIID: last}); code != 200 {
 			t.Fatalf("deploy: %d", code)
@@ -55,10 +47,10 @@ func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
 		if res, err := h.wf.Reconcile(bg); err != nil || res.Validated != 2 {
 			t.Fatalf("reconcile: %+v %v", res, err)
 		}
-		mu.Lock()
-		on = false
-		reads := stepReads
-		mu.Unlock()
+		r.mu.Lock()
+		r.on = false
+		reads := r.reads
+		r.mu.Unlock()
 		if len(reads) != 0 {
 			t.Errorf("validation read step histories: %q", reads)
 		}
@@ -85,4 +77,19 @@ func TestValidationRecordsStageTimesWithoutReadingStepHistories(t *testing.T) {
 			}
 		}
 	})
+}
+
+// stepReads records the reads of step histories while on.
+type stepReads struct {
+	mu    sync.Mutex
+	on    bool
+	reads []string
+}
+
+func (r *stepReads) observe(st store.Statement) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.on && strings.HasPrefix(st.Query, "SELECT") && strings.Contains(st.Query, "operation_step") {
+		r.reads = append(r.reads, st.Query)
+	}
 }

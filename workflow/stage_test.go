@@ -10,6 +10,7 @@ import (
 // The stage view's stage follows the journey: approval, the batch wait, CI, merge, deploy, in
 // effect, revoking, revoked; a failure stays at the stage it stopped in.
 func TestTheStageViewFollowsTheJourney(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		status state.BindingStatus
 		step   state.Step
@@ -42,6 +43,7 @@ func TestTheStageViewFollowsTheJourney(t *testing.T) {
 
 // Every step has plain words for the timeline, and the view carries them.
 func TestEveryStepHasPlainWords(t *testing.T) {
+	t.Parallel()
 	for s := state.Step(10001); s < 10601; s++ {
 		if !s.Known() {
 			continue

@@ -24,6 +24,7 @@ var updateStates = flag.Bool("update-states", false, "rewrite the generated tabl
 // table sits between <!-- generated: NAME --> and <!-- end: NAME -->. Regenerate with
 // `go test ./workflow -run TestStatesDocIsCurrent -update-states`.
 func TestStatesDocIsCurrent(t *testing.T) {
+	t.Parallel()
 	const path = "../docs/states.md"
 	old, err := os.ReadFile(path)
 	if err != nil {

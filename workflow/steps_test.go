@@ -8,5 +8,6 @@ import (
 
 // Every step of a request is a row of its step table, and no step is named by a raw string.
 func TestEveryRequestStepIsInItsTable(t *testing.T) {
+	t.Parallel()
 	steptest.Check(t, ".", "Step", "steps")
 }

@@ -19,6 +19,7 @@ import (
 // all the way to VALIDATED through batches, every file the GitLab simulator holds lies inside a
 // target's directory.
 func TestTargetPathsNeverLeaveTheirDirectory(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: fastSims + "ratelimit:\n  apply: ''\n"})
 		hostile := []string{

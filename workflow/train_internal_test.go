@@ -17,6 +17,7 @@ import (
 // project and instance, beside each status read's two queries; an operator's action drops it, and
 // a view that misses its car reads again.
 func TestTheViewsOfOneProjectShareOneReadOfItsTrain(t *testing.T) {
+	t.Parallel()
 	var c trainCache
 	var reads atomic.Int32
 	read := func(_ context.Context, partition string) (trainSnapshot, error) {
@@ -58,6 +59,7 @@ func TestTheViewsOfOneProjectShareOneReadOfItsTrain(t *testing.T) {
 // The console's trains come in the order an operator acts on them: a BLOCKED car, a failed
 // pipeline, a pause, then the projects with work, then the idle ones.
 func TestTrainsNeedingAnOperatorComeFirst(t *testing.T) {
+	t.Parallel()
 	idle := api.Train{Project: "a/idle"}
 	busy := api.Train{Project: "b/busy", Waiting: 2}
 	paused := api.Train{Project: "c/paused", Paused: &api.TrainPause{By: "ops"}}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -41,8 +41,8 @@ sim:
     delay: 0s
 `
 
-func trainSetup(t *testing.T, db *store.DB, length int) (*harness, *sim.ManualClock) {
-	clock := sim.NewManualClock(time.Now())
+func trainSetup(t *testing.T, db *store.DB, length int) (*harness, *testkit.Clock) {
+	clock := testkit.NewClock(time.Now())
 	h := setup(t, db, options{approvalFirst: true, realBatch: true, clock: clock, extra: fmt.Sprintf(trainSims, length)})
 	return h, clock
 }
@@ -105,6 +105,7 @@ func merged(v api.RequestView) bool {
 // or in a car — reads who paused it and why, never "nothing to do". Resumed, the cars merge at
 // once (woken, not at their next look a minute later) and the next round claims again.
 func TestAPausedProjectClaimsAndMergesNothingAndResumedItsCarsMergeAtOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h, clock := trainSetup(t, db, 3)
 		a, _ := h.car("alice")
@@ -172,6 +173,7 @@ func TestAPausedProjectClaimsAndMergesNothingAndResumedItsCarsMergeAtOnce(t *tes
 // admitted before it; its timeline and the audit log say who did. A request that is not in a
 // waiting set is refused (409), as is one already sent; a replay answers as the first time.
 func TestMergeNextSendsARequestIntoTheNextCarAheadOfThoseAdmittedBeforeIt(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h, clock := trainSetup(t, db, 1)
 		first, _ := h.car("alice") // the train is full: the others wait
@@ -239,6 +241,7 @@ func TestMergeNextSendsARequestIntoTheNextCarAheadOfThoseAdmittedBeforeIt(t *tes
 // then a time from their median. A request waiting for a full train says so. The ops console
 // shows the same train.
 func TestARequestReadsItsCarTheCarsAheadAndAnEstimateNeverMadeUp(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h, clock := trainSetup(t, db, 3)
 		var ops []string
@@ -292,6 +295,7 @@ func TestARequestReadsItsCarTheCarsAheadAndAnEstimateNeverMadeUp(t *testing.T) {
 // Pausing or resuming a project bindery knows nothing of is 404; one of the catalog is paused
 // before anything of it was batched (a freeze set ahead).
 func TestPausingAProjectBinderyKnowsNothingOfIsNotFound(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h, _ := trainSetup(t, db, 3)
 		var e struct{ Code string }

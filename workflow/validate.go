@@ -50,6 +50,12 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (a
 	}
 	w.validated(ctx, d.Validated, "callback")
 	w.removed(ctx, d.Closed, "callback")
+	if d.Fresh && len(d.Validated)+len(d.Closed)+len(d.Refused) == 0 {
+		// Early: the MR's requests were not MERGED when this callback read them. The merge step
+		// replays a recorded callback after its own commit, but it may have read before this
+		// record committed; reading again after it means one of the two always sees the other.
+		w.catchUpDeploy(ctx, cb.Project, cb.MRIID)
+	}
 	res := api.CallbackResult{Code: api.CallbackAccepted, Refused: d.Refused}
 	if len(d.Refused) > 0 {
 		w.rec.Inc("bindery_deploy_callbacks_refused_total", "reason", "not_members")
@@ -189,13 +195,23 @@ func (w *Workflow) observeApproval(ctx context.Context, operationID string) {
 // replay validates exactly what the callback named (RecordDeploy is idempotent). The remaining
 // interleaving (both sides reading before the other commits) is closed by reconciliation.
 func (w *Workflow) catchUpDeploy(ctx context.Context, project string, iid int64) {
+	// It runs after a commit (the merge step's, the callback's): the caller's context may end
+	// right then (a step's ends with its run), and a deadlock with the other side is likely, as
+	// both write the same rows at that moment. So its own deadline, and a retry of a conflict:
+	// otherwise only reconciliation, minutes later, validates what is already proven.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	d, err := w.db.RecordedDeploy(ctx, project, iid)
 	if errors.Is(err, store.ErrNotFound) {
 		return
 	}
 	if err == nil {
 		var res store.Deployed
-		if res, err = w.db.RecordDeploy(ctx, d); err == nil {
+		if err = retryPreempted(ctx, func() error {
+			var err error
+			res, err = w.db.RecordDeploy(ctx, d)
+			return err
+		}); err == nil {
 			w.validated(ctx, res.Validated, "callback")
 			return
 		}

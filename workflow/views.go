@@ -138,7 +138,7 @@ func (w *Workflow) approvalTakes(ctx context.Context, targetKey string) string {
 		w.log.WarnContext(ctx, "approval durations not read; the request view shows no estimate of its approval", "target", targetKey, "err", err)
 		return ""
 	case len(ds) < estimateMinimum:
-		return fmt.Sprintf("%s: %d %s of this target decided so far; an estimate needs %d", noEstimate, len(ds), plural(len(ds), "approval"), estimateMinimum)
+		return fmt.Sprintf("%s: %d %s of this target decided so far; an estimate needs %d", noEstimate, len(ds), explain.Plural(len(ds), "approval"), estimateMinimum)
 	}
 	return fmt.Sprintf("approvals of this target usually take about %s (median of the last %d)", durationWords(medianOf(ds)), len(ds))
 }

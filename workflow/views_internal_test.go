@@ -14,6 +14,7 @@ import (
 // A request whose first step waits for a free worker says how many are ahead of it, and past the
 // status read's count (store.QueueCounted) that more are: the words and the fields agree.
 func TestAQueuedRequestSaysHowManyAreAheadOrThatMoreAre(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		ahead int

@@ -10,6 +10,7 @@ import (
 )
 
 func TestListsPreviewAndUnknownRequests(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		a := h.apply("alice", "db-read")
@@ -49,6 +50,7 @@ func TestListsPreviewAndUnknownRequests(t *testing.T) {
 
 // A GitLab webhook is a hint: it wakes the pollers of its MR, nothing more.
 func TestAGitLabEventWakesThePollersOfItsMR(t *testing.T) {
+	t.Parallel()
 	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})
 	body := `{"object_kind":"pipeline","project":{"path_with_namespace":"infra/access-config"},"object_attributes":{"id":5,"status":"success"},"merge_request":{"iid":3}}`
 	code, _ := h.hook("/hooks/gitlab", []byte(body), map[string]string{"X-Gitlab-Token": "test-gitlab-token"})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -16,6 +17,7 @@ import (
 // says until when, by the oldest waiting request's admission plus batch.maxWait — and the round
 // indeed leaves it waiting.
 func TestHeldForMoreRequestsSaysUntilWhen(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: strings.Replace(fastSims, "batch:\n", "batch:\n  maxWait: 10m\n  maxRequests: 5\n", 1)})
 		first := h.approved("alice", "db-read")[0]
@@ -47,6 +49,7 @@ func TestHeldForMoreRequestsSaysUntilWhen(t *testing.T) {
 // take — the median of the latest decided ones, or that there is no estimate yet — and not when
 // bindery looks at the ticket next (that is no end of the wait).
 func TestApprovalSaysHowLongApprovalsOfTheTargetTake(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		waiting := h.apply("alice", "db-read")
@@ -82,8 +85,9 @@ func TestApprovalSaysHowLongApprovalsOfTheTargetTake(t *testing.T) {
 // why — the car ahead's merge request held for a person — and that a person must act
 // (WAIT_MANUAL), not "nothing to do".
 func TestACarBehindABlockedCarSaysWhy(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		clock := sim.NewManualClock(time.Now())
+		clock := testkit.NewClock(time.Now())
 		extra := strings.Replace(fmt.Sprintf(trainSims, 2), "mergeMethod: merge\n", "mergeMethod: merge\n    mergeBlocker: discussions_not_resolved\n", 1)
 		h := setup(t, db, options{approvalFirst: true, realBatch: true, clock: clock, extra: extra})
 		first, firstCar := h.car("alice")

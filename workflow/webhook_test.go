@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bindery/api"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store/storetest"
 )
@@ -19,6 +20,7 @@ import (
 // it waits for that row. The webhook's handling is tried again inside the request and answers
 // 200.
 func TestAWebhookThatLosesADeadlockIsTriedAgain(t *testing.T) {
+	t.Parallel()
 	db := storetest.MySQL(t)
 	// The pipeline never ends and is looked at rarely: no claim of the engine's takes part.
 	extra := strings.NewReplacer("pipelineDuration: 0s", "pipelineDuration: 1h", "short: 5ms", "short: 1h", "long: 20ms", "long: 1h").Replace(fastSims)
@@ -37,7 +39,7 @@ func TestAWebhookThatLosesADeadlockIsTriedAgain(t *testing.T) {
 	quiet := 0
 	h.waitFor("the simulator's webhooks to pass", func() bool {
 		before := h.sims.GitLab.Hooks()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the window the simulator's webhooks must stay quiet through
 		after := h.sims.GitLab.Hooks()
 		if after.Delivered+after.Failed+after.Skipped == before.Delivered+before.Failed+before.Skipped {
 			quiet++
@@ -73,13 +75,13 @@ func TestAWebhookThatLosesADeadlockIsTriedAgain(t *testing.T) {
 		done <- a
 	}()
 	// InnoDB's transaction tables are a cache refreshed only when not read for 0.1s: look slower.
-	for deadline := time.Now().Add(20 * time.Second); count(t, db, "SELECT COUNT(*) FROM information_schema.innodb_trx t "+
+	for deadline := time.Now().Add(testkit.Timeout()); count(t, db, "SELECT COUNT(*) FROM information_schema.innodb_trx t "+
 		"JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id "+
 		"WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE() AND t.trx_query LIKE 'UPDATE task%'") == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the webhook never waited for the task's row")
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // MariaDB's refresh interval: a look sooner reads a stale table
 	}
 	// The cycle: the holder now wants the unique-key entry the waiting webhook holds. MariaDB
 	// rolls back the lighter transaction, the webhook's, which changed nothing yet.

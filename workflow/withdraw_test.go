@@ -39,6 +39,7 @@ func (h *harness) yours(user, target string) string {
 // withdrawal changes nothing): it is CLOSED through the transition table, in no batch and
 // without work, audited; the apply form no longer holds the target, and applying again works.
 func TestAFailedRequestIsWithdrawnAndAppliedForAgain(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "    approvalsRequired: 2\n", "    approvalsRequired: 2\n    pipelineFailOn: [bindings/t2/]\n", 1) +
 		"support:\n  contact: https://chat.example/bindery-help\n" + `targets:
   - {key: t1, title: T1, project: infra/access-config, path: "bindings/t1/{subject}.yaml"}
@@ -116,6 +117,7 @@ func TestAFailedRequestIsWithdrawnAndAppliedForAgain(t *testing.T) {
 
 // A legacy request's MR is its own: withdrawing the failed request (here by an operator) closes it.
 func TestWithdrawingAFailedLegacyRequestClosesItsMR(t *testing.T) {
+	t.Parallel()
 	extra := strings.Replace(fastSims, "    approvalsRequired: 2\n", "    approvalsRequired: 2\n    pipelineFailOn: [bindings/db-read/]\n", 1)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{extra: extra})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bindery/internal/testkit"
 	"context"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(loadgenEnv); spec != "" {
 		os.Exit(loadgenMain(spec, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(testkit.Main(m))
 }
 
 // The whole command in -quick mode on SQLite, every section, tiny sizes: it must finish, keep
@@ -24,8 +25,9 @@ func TestMain(m *testing.M) {
 // figures themselves are not judged (no timed assertions); a section that cannot measure must
 // say why.
 func TestQuickRunWritesEverySection(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("builds the binary and runs every section (about 15 s)")
+		t.Skip("builds the binary and runs every section (about a minute)")
 	}
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
 	intro := "# Benchmarks\n\nA hand-written intro that must survive.\n"
@@ -35,7 +37,9 @@ func TestQuickRunWritesEverySection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stderr strings.Builder
-	args := []string{"-quick", "-mysql", "", "-n", "3", "-duration", "300ms", "-conc", "4", "-out", out}
+	// Sizes as small as still measure every section: the command's shape is under test here,
+	// not its figures (the realistic end-to-end run with 10 requests on 2 projects, not 100 on 5).
+	args := []string{"-quick", "-mysql", "", "-n", "3", "-real-n", "10", "-real-projects", "2", "-duration", "300ms", "-conc", "4", "-out", out}
 	if code := run(ctx, args, os.Stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
 	}
@@ -107,6 +111,7 @@ func checkTables(t *testing.T, text string) {
 }
 
 func TestBenchmarkLinesAreParsed(t *testing.T) {
+	t.Parallel()
 	out := `goos: linux
 BenchmarkChainOverhead/targets-2         	   19880	     52373 ns/op	     10655 bare-ns/op	     15003 chain-ns/op	         1.408 chain/bare	   16158 B/op	      81 allocs/op
 BenchmarkChainOverhead/targets-2         	   43179	     30346 ns/op	      6754 bare-ns/op	      8322 chain-ns/op	         1.232 chain/bare	   16163 B/op	      81 allocs/op
@@ -131,6 +136,7 @@ PASS
 }
 
 func TestFiguresShowMedianAndRange(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		xs   []float64
 		unit func(float64) string
@@ -153,6 +159,7 @@ func TestFiguresShowMedianAndRange(t *testing.T) {
 }
 
 func TestBadFlagsAreUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"-runs", "0"}, {"-only", "nope"}, {"-train-configs", "2x"}, {"-train-maxwait", "-1"}, {"extra"}, {"-duration", "-1s"}} {
 		var stderr strings.Builder
 		if code := run(context.Background(), args, os.Stdout, &stderr); code != 2 {
@@ -163,6 +170,7 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 
 // A file without the marker is all intro: hand-written text is never dropped.
 func TestAFileWithoutTheMarkerIsKeptAsTheIntro(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "B.md")
 	if err := os.WriteFile(out, []byte("# Mine\n\nnotes\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bindery/internal/vocab/text"
 	"context"
 	"errors"
 	"flag"
@@ -378,11 +379,7 @@ func loadAverage() [3]float64 {
 }
 
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 400 {
-		s = s[:400] + "…"
-	}
-	return s
+	return text.Clip(strings.Join(strings.Fields(s), " "), 400+len(text.Ellipsis), text.Bytes, text.Ellipsis)
 }
 
 // sortedKeys returns m's keys in order.

@@ -14,6 +14,7 @@ import (
 )
 
 func TestPercentilesAreNearestRank(t *testing.T) {
+	t.Parallel()
 	xs := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
 	for _, c := range []struct{ p, want float64 }{{0.5, 5}, {0.9, 9}, {0.99, 10}, {0.1, 1}, {1, 10}} {
 		if got := percentile(xs, c.p); got != c.want {
@@ -32,6 +33,7 @@ func TestPercentilesAreNearestRank(t *testing.T) {
 }
 
 func TestTheEstimateErrorIsRelativeToTheActualTimeToMerge(t *testing.T) {
+	t.Parallel()
 	approved := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	merged := approved.Add(10 * time.Minute)
 	for _, c := range []struct {
@@ -53,6 +55,7 @@ func entry(t0 time.Time, m float64, s state.Step, note string) api.TimelineEntry
 }
 
 func TestAJourneyRunsFromTheFirstQueuedToTheFirstMerge(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	tl := []api.TimelineEntry{
 		entry(t0, 0, state.StepApprovalSending, ""),
@@ -101,6 +104,7 @@ func TestAJourneyRunsFromTheFirstQueuedToTheFirstMerge(t *testing.T) {
 }
 
 func TestPoisonPillsAreFewSpreadAndTheSameEveryRun(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		n     int
 		share float64
@@ -134,6 +138,7 @@ func TestPoisonPillsAreFewSpreadAndTheSameEveryRun(t *testing.T) {
 }
 
 func TestArrivalsAreSteadyPerProject(t *testing.T) {
+	t.Parallel()
 	p := trainPlan{projects: 20, pipeline: 10 * time.Minute, scale: 30, perPipeline: 6, warm: 2, measure: 5}
 	if p.wallPipeline() != 20*time.Second || p.pollShort() != 500*time.Millisecond {
 		t.Fatalf("pipeline %s, poll %s", p.wallPipeline(), p.pollShort())
@@ -154,6 +159,7 @@ func TestArrivalsAreSteadyPerProject(t *testing.T) {
 }
 
 func TestTheViewsEstimateMayBeMissing(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		body string
 		want time.Time
@@ -179,6 +185,7 @@ func TestTheViewsEstimateMayBeMissing(t *testing.T) {
 // pill. The poison pill is left out of the percentiles and said how it ended; the figures count
 // pipelines and merges in the window only.
 func TestFiguresOfARun(t *testing.T) {
+	t.Parallel()
 	p := trainPlan{projects: 1, pipeline: 10 * time.Minute, scale: 1, perPipeline: 1, warm: 1, measure: 2}
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	done := func(from, to float64) []api.TimelineEntry {
@@ -235,6 +242,7 @@ func TestFiguresOfARun(t *testing.T) {
 }
 
 func TestTheTrainGoalsJudgeBatchTrainThree(t *testing.T) {
+	t.Parallel()
 	all4, err := parseTrainConfigs("1,3,1p,3p")
 	if err != nil || len(all4) != 4 || all4[3] != (trainConfig{cars: 3, poison: true}) {
 		t.Fatalf("%v %v", all4, err)
@@ -278,6 +286,7 @@ func TestTheTrainGoalsJudgeBatchTrainThree(t *testing.T) {
 }
 
 func TestAPercentileOverRequestsStillWaitingIsALowerBound(t *testing.T) {
+	t.Parallel()
 	full := []float64{1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8}
 	if got := percentileOf(full, []float64{5}, 0.5); got != (bounded{1.4, false}) {
 		t.Errorf("p50 below the bound: %+v", got)
@@ -296,6 +305,7 @@ func TestAPercentileOverRequestsStillWaitingIsALowerBound(t *testing.T) {
 
 // Cars are read from the members' BATCHED steps: members claimed together share the moment.
 func TestCarClaimsGiveTheTimeBetweenCarsOfAProject(t *testing.T) {
+	t.Parallel()
 	p := trainPlan{projects: 2, pipeline: 10 * time.Minute, scale: 1, perPipeline: 1, warm: 0, measure: 10}
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	claimed := func(index int, minutes ...float64) *trainRequest {
@@ -327,6 +337,7 @@ func TestCarClaimsGiveTheTimeBetweenCarsOfAProject(t *testing.T) {
 // A -only run into a whole run's report replaces its own sections and Targets rows and keeps
 // everything else.
 func TestAnOnlyRunReplacesItsSectionsAndKeepsTheRest(t *testing.T) {
+	t.Parallel()
 	old := "\n## Run\n\nthe full run's table\n" +
 		renderGoals([]goal{{"chain overhead", "≤ 1.10×", "1.07×", met}, {sections[8].title + " goal", "≤ 1", "2", missed}}) +
 		"\n## " + sections[0].title + "\n\nchain figures\n" +

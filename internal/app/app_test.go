@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"bindery/internal/app"
 	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/testkit"
 	"bindery/schema"
 	"bindery/store/storetest"
 	"bindery/ui"
@@ -132,11 +132,7 @@ func TestBootedProductAnswersHealthReadinessAndMetrics(t *testing.T) {
 			t.Fatal("no request id")
 		}
 		// Every log line of a request carries its id.
-		deadline := time.Now().Add(5 * time.Second)
-		for !strings.Contains(b.logs.String(), "requestId="+id) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if !strings.Contains(b.logs.String(), "requestId="+id) {
+		if testkit.Poll(testkit.Timeout(), func() bool { return strings.Contains(b.logs.String(), "requestId="+id) }) != nil {
 			t.Fatalf("no log line with requestId=%s in:\n%s", id, b.logs.String())
 		}
 	})
@@ -157,13 +153,13 @@ func TestConfigEditAppliesWithoutRestartAndBrokenEditKeepsLastGood(t *testing.T)
 	if err := os.Rename(tmp, b.configPath); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return limit() == 42 })
+	testkit.Eventually(t, "the reloaded limit of 42", func() bool { return limit() == 42 })
 	if _, body := get(t, b.URL()+"/readyz"); !strings.Contains(body, `"configGeneration":2`) {
 		t.Fatalf("readyz: %s", body)
 	}
 
 	os.WriteFile(b.configPath, []byte(b.base+"ratelimit:\n  apply: [oops\n"), 0o644)
-	waitFor(t, func() bool { return b.Config().LastError() != nil })
+	testkit.Eventually(t, "the bad file to be refused", func() bool { return b.Config().LastError() != nil })
 	if limit() != 42 {
 		t.Fatalf("after a broken edit limit = %d, want the last good 42", limit())
 	}
@@ -171,18 +167,6 @@ func TestConfigEditAppliesWithoutRestartAndBrokenEditKeepsLastGood(t *testing.T)
 	if !strings.Contains(metricsText, "bindery_config_reload_errors_total 1") {
 		t.Fatalf("reload error not counted:\n%s", metricsText)
 	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not met within 10s")
 }
 
 func TestReadyzFailsWhenTheDatabaseIsGone(t *testing.T) {
@@ -202,7 +186,7 @@ func TestReadyzFailsWhenTheDatabaseIsGone(t *testing.T) {
 func TestGracefulShutdownDeregistersAndStops(t *testing.T) {
 	eachDSN(t, func(t *testing.T, dsn string) {
 		b := boot(t, dsn, "")
-		waitFor(t, func() bool {
+		testkit.Eventually(t, "the instance's heartbeat row", func() bool {
 			var n int
 			b.DB().Raw().QueryRow("SELECT COUNT(*) FROM instance WHERE id = ?", b.Instance()).Scan(&n)
 			return n == 1

@@ -9,13 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/app"
 	"bindery/internal/platform/config"
 	"bindery/internal/platform/logging/logtest"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/schema"
 	"bindery/store"
 	"bindery/ui"
@@ -27,7 +27,7 @@ import (
 func TestABackupTakenUnderLoadRestoresAndEveryRequestGoesOn(t *testing.T) {
 	dir := t.TempDir()
 	dsn := "sqlite:" + filepath.Join(dir, "bindery.db")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	sims := sim.New(sim.Options{Config: config.NewStatic(config.MustParse(serveConfig("http://unused"))), BinderyURL: "http://" + addr})
 	simSrv := httptest.NewServer(sims.Handler())
 	sctx, stopSims := context.WithCancel(context.Background())
@@ -77,13 +77,13 @@ func TestABackupTakenUnderLoadRestoresAndEveryRequestGoesOn(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, func() bool { return n.Load() >= 20 })
+	testkit.Eventually(t, "20 applications", func() bool { return n.Load() >= 20 })
 	backup := filepath.Join(dir, "copy.db")
 	if err := a.DB().Backup(context.Background(), backup); err != nil {
 		t.Fatalf("backup under load: %v", err)
 	}
 	// Work goes on after the copy: these are what a restore loses.
-	waitFor(t, func() bool { return n.Load() >= 40 })
+	testkit.Eventually(t, "40 applications", func() bool { return n.Load() >= 40 })
 	close(stopLoad)
 	wg.Wait()
 	if err := stop(); err != nil {
@@ -132,27 +132,22 @@ func TestABackupTakenUnderLoadRestoresAndEveryRequestGoesOn(t *testing.T) {
 			t.Logf("restored instance log:\n%s", logsB.String())
 		}
 	})
-	deadline := time.Now().Add(3 * time.Minute)
 	for _, op := range inCopy {
-		for {
-			var v api.RequestView
+		var v api.RequestView
+		if testkit.Poll(3*testkit.Timeout(), func() bool { // a restore's whole backlog: a longer hang guard
 			serveAs(t, "GET", b.URL()+"/api/requests/"+op, "ops@example.com", "", &v)
-			if v.Status == "VALIDATED" {
-				break
+			return v.Status == "VALIDATED"
+		}) != nil {
+			var tasks []string
+			rows, _ := b.DB().Raw().Query("SELECT kind, ref, step, due_at, failures FROM task")
+			for rows != nil && rows.Next() {
+				var k, r, st, due string
+				var f int
+				rows.Scan(&k, &r, &st, &due, &f)
+				tasks = append(tasks, fmt.Sprintf("%s %s %s %s %d", k, r, st, due, f))
 			}
-			if time.Now().After(deadline) {
-				var tasks []string
-				rows, _ := b.DB().Raw().Query("SELECT kind, ref, step, due_at, failures FROM task")
-				for rows != nil && rows.Next() {
-					var k, r, st, due string
-					var f int
-					rows.Scan(&k, &r, &st, &due, &f)
-					tasks = append(tasks, fmt.Sprintf("%s %s %s %s %d", k, r, st, due, f))
-				}
-				t.Logf("tasks: %v", tasks)
-				t.Fatalf("%s is stranded at %s/%s after the restore", op, v.Status, v.Step.Name)
-			}
-			time.Sleep(100 * time.Millisecond)
+			t.Logf("tasks: %v", tasks)
+			t.Fatalf("%s is stranded at %s/%s after the restore", op, v.Status, v.Step.Name)
 		}
 	}
 	lost := fmt.Sprintf("op-%03d", n.Load())

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/testkit"
 	"bindery/store"
 )
 
@@ -59,7 +60,7 @@ func TestBlockedWritesAnswer503WithinTheRequestTimeout(t *testing.T) {
 		// run its claim after the lock went.)
 		again := fmt.Sprintf(`{"operationId":"op-after-%d","targetKey":"payments-db-readonly","reason":"demo"}`, time.Now().UnixNano())
 		for _, c := range []struct{ method, path, body string }{{"POST", "/api/apply", again}, {"GET", "/api/my/requests", ""}, {"GET", "/readyz", ""}} {
-			waitUntil(t, 15*time.Second, c.path+" after the lock went", func() bool {
+			testkit.Eventually(t, c.path+" after the lock went", func() bool {
 				code, _, _ := call(c.method, c.path, c.body)
 				if code != 503 && code/100 != 2 {
 					t.Fatalf("%s %s after the lock went: %d", c.method, c.path, code)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/internal/testkit"
 	"bindery/store/storetest"
 )
 
@@ -67,7 +68,7 @@ func TestTwoInstancesShareOneRateLimit(t *testing.T) {
 	a := boot(t, dsn, cfg)
 	b2 := boot(t, dsn, cfg)
 	for _, inst := range []*booted{a, b2} {
-		waitFor(t, func() bool {
+		testkit.Eventually(t, "both instances to see each other", func() bool {
 			_, m := get(t, inst.URL()+"/metrics")
 			return strings.Contains(m, "bindery_ratelimit_live_instances 2")
 		})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"bindery/internal/app"
+	"bindery/internal/testkit"
 	"bindery/store/storetest"
 )
 
@@ -37,7 +38,7 @@ func TestCloseStopsEveryServiceInTheReverseOrderOfItsStart(t *testing.T) {
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			b := bootMode(t, tc.mode, storetest.SQLiteDSN(t), "log:\n  level: debug\n  format: json\n")
-			waitFor(t, func() bool { return len(serviceLog(t, b, "bindery listening")) == 1 })
+			testkit.Eventually(t, "the listening line", func() bool { return len(serviceLog(t, b, "bindery listening")) == 1 })
 			if got := serviceLog(t, b, "service started"); !slices.Equal(got, tc.started) {
 				t.Fatalf("started %v, want %v", got, tc.started)
 			}

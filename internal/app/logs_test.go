@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/testkit"
 )
 
 // The demo's whole journey — apply, approve, batch, MR, pipeline, merge, deploy callback, a
@@ -19,7 +19,7 @@ func TestADemoRunLogsEachKeyOncePerLine(t *testing.T) {
 	d := startDemo(t, configPath, dsn)
 	op := apply(t, d, "alice", "payments-db-readonly")
 	d.approveInInbox(t, op)
-	waitUntil(t, 60*time.Second, "VALIDATED", func() bool { return d.request(t, op).Status == "VALIDATED" })
+	testkit.Eventually(t, "VALIDATED", func() bool { return d.request(t, op).Status == "VALIDATED" })
 	// A stranger's look at the real workflow's request answers as an unknown id does.
 	var theirs, unknown map[string]any
 	if code := d.api(t, "GET", "/api/requests/"+op, "bob", "", &theirs); code != 404 {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"bindery/internal/platform/metric"
+	"bindery/internal/testkit"
 )
 
 // The /metrics of the running demo, after a request went from apply to VALIDATED (so the HTTP,
@@ -25,7 +26,7 @@ func TestMetricsAfterAJourneyPassPrometheusLint(t *testing.T) {
 	d := startDemo(t, configPath, dsn)
 	op := apply(t, d, "alice", "payments-db-readonly")
 	d.approveInInbox(t, op)
-	waitUntil(t, 60*time.Second, "VALIDATED", func() bool { return d.request(t, op).Status == "VALIDATED" })
+	testkit.Eventually(t, "VALIDATED", func() bool { return d.request(t, op).Status == "VALIDATED" })
 
 	// Calls only this test makes, timed from the outside: the server's own time of each is at
 	// most the client's.

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The demo tells its own mailbox: a request's journey arrives there as email to the requester
@@ -25,7 +25,7 @@ func TestTheDemoMailboxShowsARequestsJourney(t *testing.T) {
 		op := apply(t, d, "alice", "payments-db-readonly")
 		d.approveInInbox(t, op)
 		var v api.RequestView
-		waitUntil(t, 60*time.Second, "VALIDATED", func() bool { v = d.request(t, op); return v.Status == "VALIDATED" })
+		testkit.Eventually(t, "VALIDATED", func() bool { v = d.request(t, op); return v.Status == "VALIDATED" })
 
 		type box struct {
 			Emails   []sim.Email
@@ -41,8 +41,14 @@ func TestTheDemoMailboxShowsARequestsJourney(t *testing.T) {
 			_ = json.Unmarshal(w.Body, &b)
 			return b.Data.OperationID
 		}
+		// Each event is a delivery of its own, run beside the others, and bindery records an
+		// email as delivered only once the mail server has answered, after the mailbox has it:
+		// so the wait is for every delivery of the journey to have arrived and been recorded,
+		// not for the last event's alone.
+		want := []string{"request.accepted", "request.approved", "request.in_ci", "request.in_effect", "request.merged"}
 		var types []string
-		waitUntil(t, 30*time.Second, "the journey in the mailbox", func() bool {
+		var sent []api.Sent
+		testkit.Eventually(t, "the journey in the mailbox, its email recorded as delivered", func() bool {
 			mb = box{}
 			d.api(t, "GET", "/sim/mailbox", "", "", &mb)
 			types = types[:0]
@@ -51,10 +57,17 @@ func TestTheDemoMailboxShowsARequestsJourney(t *testing.T) {
 					types = append(types, w.Type)
 				}
 			}
-			return len(mb.Emails) > 0 && slices.Contains(types, "request.in_effect")
+			sent = nil
+			d.api(t, "GET", "/api/requests/"+op+"/sent", "alice", "", &sent)
+			for _, w := range want {
+				if !slices.Contains(types, w) {
+					return false
+				}
+			}
+			return len(mb.Emails) > 0 && len(sent) > 0 && sent[0].Status == "delivered"
 		})
 		slices.Sort(types)
-		if want := []string{"request.accepted", "request.approved", "request.in_ci", "request.in_effect", "request.merged"}; !slices.Equal(types, want) {
+		if !slices.Equal(types, want) {
 			t.Fatalf("webhooks about the request %v, want %v", types, want)
 		}
 		for _, w := range mb.Webhooks {
@@ -68,7 +81,6 @@ func TestTheDemoMailboxShowsARequestsJourney(t *testing.T) {
 			t.Fatalf("email %+v", e)
 		}
 
-		var sent []api.Sent
 		if code := d.api(t, "GET", "/api/requests/"+op+"/sent", "alice", "", &sent); code != 200 || len(sent) != 1 ||
 			sent[0].Channel != "email" || sent[0].Status != "delivered" || sent[0].Label != "in effect" {
 			t.Fatalf("sent %d %+v", code, sent)

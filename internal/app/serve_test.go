@@ -5,20 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"bindery/api"
 	"bindery/internal/app"
 	"bindery/internal/platform/config"
 	"bindery/internal/platform/logging/logtest"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/schema"
 	"bindery/store"
@@ -72,18 +71,6 @@ targets:
 `
 }
 
-// freeAddr reserves a loopback address for a server that must be known before it starts.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // serveAs calls a serve-mode instance as identity, through the trusted login proxy's header.
 func serveAs(t *testing.T, method, url, identity, body string, out any) int {
 	t.Helper()
@@ -101,7 +88,7 @@ func serveAs(t *testing.T, method, url, identity, body string, out any) int {
 // once, each in one batch.
 func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	dsn := storetest.MySQLDSN(t)
-	addrA := freeAddr(t)
+	addrA := testkit.FreeAddr(t)
 	simSrc := config.NewStatic(config.MustParse(serveConfig("http://unused")))
 	sims := sim.New(sim.Options{Config: simSrc, BinderyURL: "http://" + addrA})
 	simSrv := httptest.NewServer(sims.Handler())
@@ -154,18 +141,13 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 	}
 	wg.Wait()
 
-	deadline := time.Now().Add(90 * time.Second)
 	for _, op := range ops {
-		for {
-			var v api.RequestView
+		var v api.RequestView
+		if testkit.Poll(testkit.Timeout(), func() bool {
 			serveAs(t, "GET", instances[1].URL()+"/api/requests/"+op, "ops@example.com", "", &v)
-			if v.Status == "VALIDATED" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s is %s/%s", op, v.Status, v.Step.Name)
-			}
-			time.Sleep(100 * time.Millisecond)
+			return v.Status == "VALIDATED"
+		}) != nil {
+			t.Fatalf("%s is %s/%s", op, v.Status, v.Step.Name)
 		}
 	}
 	db, err := store.Open(context.Background(), dsn, store.Options{})

@@ -11,6 +11,7 @@ import (
 
 	"bindery/internal/platform/config"
 	"bindery/internal/platform/ratelimit"
+	"bindery/internal/testkit"
 	"bindery/internal/work/service/servicetest"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -45,13 +46,7 @@ func TestTheHeartbeatStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) 
 	})
 	t.Run("started, beating, stopped twice", func(t *testing.T) {
 		servicetest.StartedAndStoppedTwice(t, newHeartbeat(db), func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for instances(t, db) != 1 { // its own row, written by a beat
-				if time.Now().After(deadline) {
-					t.Fatal("no beat wrote the instance row")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			testkit.Eventually(t, "a beat to write its own instance row", func() bool { return instances(t, db) == 1 })
 		})
 		if instances(t, db) != 0 {
 			t.Fatal("the instance row outlived the heartbeat's stop")

@@ -14,6 +14,7 @@ import (
 	"bindery/internal/app"
 	"bindery/internal/platform/config"
 	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/testkit"
 	"bindery/schema"
 	"bindery/store"
 	"bindery/ui"
@@ -93,7 +94,7 @@ func (d *demo) api(t *testing.T, method, path, user, body string, out any) int {
 func (d *demo) approveInInbox(t *testing.T, op string) {
 	t.Helper()
 	var id string
-	waitUntil(t, 30*time.Second, "the ticket in the inbox", func() bool {
+	testkit.Eventually(t, "the ticket in the inbox", func() bool {
 		var inbox struct {
 			Items []struct{ ID, OperationID, Status string }
 		}
@@ -120,17 +121,6 @@ func (d *demo) request(t *testing.T, op string) api.RequestView {
 	return v
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func apply(t *testing.T, d *demo, user, target string) string {
 	t.Helper()
 	op := fmt.Sprintf("op-%s-%d", user, time.Now().UnixNano())
@@ -153,7 +143,7 @@ func TestTheDemoTakesARequestFromApplyToValidated(t *testing.T) {
 		op := apply(t, d, "alice", "payments-db-readonly")
 		d.approveInInbox(t, op)
 		var v api.RequestView
-		waitUntil(t, 60*time.Second, "VALIDATED", func() bool { v = d.request(t, op); return v.Status == "VALIDATED" })
+		testkit.Eventually(t, "VALIDATED", func() bool { v = d.request(t, op); return v.Status == "VALIDATED" })
 		if v.BatchID == 0 || v.MR == nil || v.Flow != workflow.FlowApprovalFirst || v.NextAction != "NONE" {
 			t.Fatalf("view: %+v", v)
 		}
@@ -180,7 +170,7 @@ func TestAStoppedDemoFinishesTheRequestAfterARestart(t *testing.T) {
 	first := startDemo(t, configPath, dsn)
 	op := apply(t, first, "alice", "payments-db-readonly")
 	first.approveInInbox(t, op)
-	waitUntil(t, 30*time.Second, "the batch's MR", func() bool {
+	testkit.Eventually(t, "the batch's MR", func() bool {
 		v := first.request(t, op)
 		return v.BatchID != 0 && v.MR != nil && v.Status == "MR_CREATING"
 	})
@@ -193,7 +183,7 @@ func TestAStoppedDemoFinishesTheRequestAfterARestart(t *testing.T) {
 
 	second := startDemo(t, configPath, dsn)
 	var v api.RequestView
-	waitUntil(t, 90*time.Second, "VALIDATED after the restart", func() bool { v = second.request(t, op); return v.Status == "VALIDATED" })
+	testkit.Eventually(t, "VALIDATED after the restart", func() bool { v = second.request(t, op); return v.Status == "VALIDATED" })
 	if !strings.Contains(second.logs.String(), `msg="batch settled"`) {
 		t.Fatalf("the second process did not finish the batch:\n%s", second.logs.String())
 	}

@@ -124,10 +124,10 @@ func TestChaos(t *testing.T) {
 	users.Wait()
 	// The kills and revokes go on until the load phase's length and every kill are done.
 	for time.Since(loadStart) < p.load && k.kills.Load() < int64(p.kills) {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the behaviour: the load phase lasts p.load
 	}
 	for k.kills.Load() < int64(p.kills) && time.Since(loadStart) < 2*p.load+time.Duration(p.kills)*p.killEvery {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the behaviour: every planned kill happens, within its bound
 	}
 	stopLoad()
 	side.Wait()

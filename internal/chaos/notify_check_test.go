@@ -1,10 +1,10 @@
 package chaos
 
 import (
+	"bindery/internal/testkit"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 )
 
 // chaosWebhookSecret signs the deliveries to the sim's receiver (whsec_ and 32 bytes).
@@ -34,13 +34,8 @@ func (c *checker) deliveredOnce() notifyFigures {
 	// hour for its next attempt: it is not the endpoint's.)
 	pending := "SELECT %s FROM task t LEFT JOIN notify_delivery d ON t.ref = CONCAT('delivery:', d.id) " +
 		"WHERE t.kind = 'notify' AND (t.step = 'route' OR d.channel = 'webhook')"
-	deadline := time.Now().Add(90 * time.Second)
-	for c.count(fmt.Sprintf(pending, "COUNT(*)")) > 0 {
-		if time.Now().After(deadline) {
-			c.none("routings and webhook deliveries still due after the drain", fmt.Sprintf(pending, "t.ref, t.step, t.note")+" LIMIT 20")
-			break
-		}
-		time.Sleep(time.Second)
+	if testkit.Poll(testkit.Timeout()*3/2, func() bool { return c.count(fmt.Sprintf(pending, "COUNT(*)")) == 0 }) != nil {
+		c.none("routings and webhook deliveries still due after the drain", fmt.Sprintf(pending, "t.ref, t.step, t.note")+" LIMIT 20")
 	}
 	resp, err := http.Get(c.simURL + "/sim/webhooks")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 )
 
 func TestCommandLineExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -77,6 +78,7 @@ func startDemo(t *testing.T, dir string) (string, func()) {
 }
 
 func TestDemoStartsTwiceOnTheSameDirectory(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "demo")
 	for i := range 2 {
 		url, stop := startDemo(t, dir)
@@ -90,6 +92,7 @@ func TestDemoStartsTwiceOnTheSameDirectory(t *testing.T) {
 }
 
 func TestMigrateCommandIsIdempotent(t *testing.T) {
+	t.Parallel()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
 	for i, want := range []string{"applied 1 migration", "applied 0 migration"} {
 		var out bytes.Buffer
@@ -103,6 +106,7 @@ func TestMigrateCommandIsIdempotent(t *testing.T) {
 }
 
 func TestSmokeCommandPassesAgainstDemoAndExitsNonZeroOnAMismatch(t *testing.T) {
+	t.Parallel()
 	url, stop := startDemo(t, filepath.Join(t.TempDir(), "demo"))
 	defer stop()
 	var out bytes.Buffer

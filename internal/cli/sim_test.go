@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/testkit"
 )
 
 var simURLRE = regexp.MustCompile(`listening at (http://[0-9.:]+)`)
@@ -59,6 +60,7 @@ func fetch(t *testing.T, url, token string) (int, string) {
 }
 
 func TestSimCommandServesEverySimulator(t *testing.T) {
+	t.Parallel()
 	url, stop := startSim(t, "-bindery", "http://127.0.0.1:1")
 	defer stop()
 	for _, tc := range []struct{ path, token, want string }{
@@ -76,6 +78,7 @@ func TestSimCommandServesEverySimulator(t *testing.T) {
 }
 
 func TestSimCommandFollowsItsConfigFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sim.yaml")
 	os.WriteFile(path, []byte("gitlab:\n  botToken: file-token\n  reviewerTokens: [r]\n"), 0o644)
 	url, stop := startSim(t, "-config", path)
@@ -84,17 +87,14 @@ func TestSimCommandFollowsItsConfigFile(t *testing.T) {
 		t.Fatalf("token from -config: %d %s", code, body)
 	}
 	os.WriteFile(path, []byte("gitlab:\n  botToken: rotated\n  reviewerTokens: [r]\n"), 0o644)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if code, _ := fetch(t, url+"/sim/gitlab/api/v4/user", "rotated"); code == 200 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("an edit of the sim's config file was not picked up")
+	testkit.Eventually(t, "the sim to pick up the edit of its config file", func() bool {
+		code, _ := fetch(t, url+"/sim/gitlab/api/v4/user", "rotated")
+		return code == 200
+	})
 }
 
 func TestSimCommandRefusesBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		code int

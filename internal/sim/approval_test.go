@@ -11,6 +11,7 @@ import (
 	"bindery/api"
 	"bindery/internal/remote/approval"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The approval simulator's HTTP formats (the shared formats of the brief) and its callbacks.
@@ -23,6 +24,7 @@ func (e *env) raw(t *testing.T, method, path, body string) answer {
 }
 
 func TestApprovalInboxFormats(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	ticket := `{"operationId":"op-1","subject":"alice@example.com","targetKey":"t1","title":"T1","reason":"why","callbackUrl":"` +
 		e.bindery + `/hooks/approval","ext":{"mrId":"7"}}`
@@ -86,6 +88,7 @@ func TestApprovalInboxFormats(t *testing.T) {
 }
 
 func TestApprovalSimulatorTransportFaults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, strings.Replace(simConfig, "  deploy:", "  approval:\n    errorRate: 1\n    faultEndpoints: [list]\n  deploy:", 1), nil)
 	if a := e.raw(t, "GET", "/sim/approvals", ""); a.status != 500 {
 		t.Fatalf("list with errorRate 1: %d", a.status)
@@ -102,6 +105,7 @@ func TestApprovalSimulatorTransportFaults(t *testing.T) {
 // A lost callback (sim.approval.callbackLossRate) never reaches bindery; the decision is on the
 // ticket, where GET /sim/approval/tickets/:id shows it with the id its callback would have carried.
 func TestALostApprovalCallbackLeavesTheDecisionOnTheTicket(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.sims.Approval.SetFaults(sim.ApprovalFaults{CallbackLossRate: 1})
 	ticket := `{"operationId":"op-lost","subject":"alice@example.com","targetKey":"t1","title":"T1","reason":"why","callbackUrl":"` + e.bindery + `/hooks/approval"}`
@@ -109,10 +113,7 @@ func TestALostApprovalCallbackLeavesTheDecisionOnTheTicket(t *testing.T) {
 	if _, err := e.sims.Approval.Decide(id, sim.TicketApproved); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(e.sims.Approval.Callbacks()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { return len(e.sims.Approval.Callbacks()) > 0 })
 	cbs := e.sims.Approval.Callbacks()
 	if got, _ := e.hook.requests(); len(got) != 0 || len(cbs) != 1 || cbs[0].Attempts != 0 || cbs[0].Status != 0 {
 		t.Fatalf("a lost callback was delivered: %d requests, records %+v", len(got), cbs)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestTheSimulatedRunnerRunsTheJobsABranchPipelineWould(t *testing.T) {
+	t.Parallel()
 	cfg := `
 variables:
   GREETING: hello
@@ -47,6 +48,7 @@ mr-only:
 }
 
 func TestTheSimulatedRunnerFailsAJobThatFailsOrItCannotRead(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range map[string]string{
 		"a failing script":    "deploy:\n  script:\n    - exit 3\n",
 		"an unsupported rule": "deploy:\n  rules:\n    - if: $A =~ /x/\n  script: echo hi\n",

@@ -335,7 +335,7 @@ func (g *GitLab) Approvers(projectPath string, iid int64) []string {
 }
 
 // Sync brings every pipeline, rebase and auto-merge up to the clock's time now and queues the
-// webhooks that follows. Reads do this too; tests with a ManualClock call it after Advance.
+// webhooks that follows. Reads do this too; tests with a clock of their own (testkit.Clock) call it after Advance.
 func (g *GitLab) Sync() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"bindery/internal/platform/config"
-	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The simulated GitLab's modes (sim.gitlab.pipelineSource, mergeBlocker, checkingFor, version,
@@ -54,6 +54,7 @@ func list(t *testing.T, a answer) []map[string]any {
 // the MR's head, its ref is the merge ref, head_pipeline points at it, and the commit's parents
 // are the target and the head.
 func TestMergedResultPipelinesRunOnAMergeCommit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withKnobs("pipelineSource: merged_result"), nil)
 	e.prepare(t)
 	mainHead := e.sims.GitLab.BranchHead("grp/sub.proj", "main")
@@ -83,6 +84,7 @@ func TestMergedResultPipelinesRunOnAMergeCommit(t *testing.T) {
 // MR shows it; an MR pipeline cannot be created (400), a branch pipeline can (POST
 // /projects/:id/pipeline, source api), and a pipeline hook names no merge request.
 func TestBranchPipelinesOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withKnobs("pipelineSource: push"), nil)
 	e.prepare(t)
 	m := e.mr(t)
@@ -116,6 +118,7 @@ func TestBranchPipelinesOnly(t *testing.T) {
 
 // A failed pipeline retried through POST /pipelines/:id/retry runs again with the same id.
 func TestRetryingAFailedPipelineRunsItAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withKnobs("pipelineSource: push"), nil)
 	e.sims.GitLab.FailNextPipelines(1)
 	e.prepare(t)
@@ -140,6 +143,7 @@ func TestRetryingAFailedPipelineRunsItAgain(t *testing.T) {
 // the fields older GitLab has, and is cleared by a person: the endpoint, or the button on the
 // MR page. Clearing sends an MR update hook.
 func TestAMergeBlockerHoldsTheMRUntilCleared(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withKnobs("mergeBlocker: discussions_not_resolved"), nil)
 	e.prepare(t)
 	e.approveBoth(t)
@@ -184,7 +188,8 @@ func mustRequest(t *testing.T, method, u string) *http.Request {
 // With checkingFor, every read answers checking until the time is up, and a merge meanwhile is
 // refused as git cannot tell yet.
 func TestCheckingLastsCheckingFor(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	t.Parallel()
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	e := newEnv(t, withKnobs("checkingFor: 5s"), clock)
 	e.prepare(t)
 	e.approveBoth(t)
@@ -204,6 +209,7 @@ func TestCheckingLastsCheckingFor(t *testing.T) {
 
 // GitLab before 15.6 has no detailed_merge_status; merge_status and has_conflicts remain.
 func TestGitLabBefore15_6HasNoDetailedMergeStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withKnobs(`version: "15.5"`), nil)
 	e.prepare(t)
 	m := e.mr(t)
@@ -218,6 +224,7 @@ func TestGitLabBefore15_6HasNoDetailedMergeStatus(t *testing.T) {
 // A rate-limited call is answered 429 with Retry-After and the RateLimit headers, before any
 // effect.
 func TestRateLimitedCallsAnswer429WithRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withKnobs("rateLimitRate: 1"), nil)
 	a := e.call(t, "POST", proj+"/repository/branches", "bot-token", map[string]any{"branch": "b", "ref": "main"})
 	if a.status != 429 || a.header.Get("Retry-After") != "1" || a.header.Get("RateLimit-Remaining") != "0" || a.header.Get("RateLimit-Reset") == "" {
@@ -233,6 +240,7 @@ func TestRateLimitedCallsAnswer429WithRetryAfter(t *testing.T) {
 
 // GitLab CE answers approvals with four fields only.
 func TestCEApprovalsHaveNoRules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withKnobs("edition: ce"), nil)
 	e.prepare(t)
 	e.approveBoth(t)
@@ -249,6 +257,7 @@ func TestCEApprovalsHaveNoRules(t *testing.T) {
 
 // Booleans are read as Grape reads them (python-gitlab sends True); GET /projects/:id answers.
 func TestBooleansAreLenientAndTheProjectCanBeRead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	for _, v := range []string{"True", "true", "1", "yes"} {
@@ -270,6 +279,7 @@ func TestBooleansAreLenientAndTheProjectCanBeRead(t *testing.T) {
 
 // The blockers the knob accepts are the ones a bot cannot clear.
 func TestMergeBlockerValuesAreTheBotUnclearableOnes(t *testing.T) {
+	t.Parallel()
 	for _, b := range []string{"draft_status", "discussions_not_resolved", "requested_changes", "not_approved"} {
 		if !slices.Contains(config.MergeBlockers, b) {
 			t.Errorf("%s missing", b)

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"bindery/internal/platform/config"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // The simulated GitLab over raw HTTP, answering as GitLab does (docs/gitlab.md).
@@ -165,6 +165,7 @@ func (e *env) prepare(t *testing.T) {
 }
 
 func TestGitLabSimulatorAnswersLikeGitLab(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	head := e.call(t, "GET", proj+"/repository/branches/feat%2Fx%2Ey", "bot-token", nil).json(t)["commit"].(map[string]any)["id"].(string)
@@ -254,6 +255,7 @@ func TestGitLabSimulatorAnswersLikeGitLab(t *testing.T) {
 }
 
 func TestUserWithoutRightsIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	e.sims.GitLab.AddUser(sim.User{Username: "guest", Token: "guest-token"})
@@ -275,6 +277,7 @@ func TestUserWithoutRightsIsRefused(t *testing.T) {
 }
 
 func TestRepeatApproveAnswers401Or304(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	approve := func() answer { return e.call(t, "POST", proj+"/merge_requests/1/approve", "rev1-token", nil) }
@@ -307,6 +310,7 @@ func TestRepeatApproveAnswers401Or304(t *testing.T) {
 }
 
 func TestChecklistRequiredAnswers422WithTheCurrentList(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, strings.Replace(simConfig, "rebaseDuration: 0s", "rebaseDuration: 0s\n    checklist: [Security review done]", 1), nil)
 	e.prepare(t)
 	a := e.call(t, "POST", proj+"/merge_requests/1/approve", "rev1-token", nil)
@@ -326,6 +330,7 @@ func TestChecklistRequiredAnswers422WithTheCurrentList(t *testing.T) {
 }
 
 func TestMergeFlowAndMergeRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	for _, tok := range []string{"rev1-token", "rev2-token"} {
@@ -360,6 +365,7 @@ func TestMergeFlowAndMergeRefusals(t *testing.T) {
 
 // A merge git cannot do is refused with the status of the GitLab version simulated.
 func TestMergeWithConflictsIsRefusedPerVersionAndRebaseFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	for _, tok := range []string{"rev1-token", "rev2-token"} {
@@ -395,6 +401,7 @@ func TestMergeWithConflictsIsRefusedPerVersionAndRebaseFails(t *testing.T) {
 }
 
 func TestPipelineListIsPaginatedLikeGitLab(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	for range 4 {
@@ -423,6 +430,7 @@ func TestPipelineListIsPaginatedLikeGitLab(t *testing.T) {
 }
 
 func TestWebhooksCarryGitLabsHeadersAndPayloads(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	e.call(t, "PUT", proj+"/merge_requests/1", "bot-token", map[string]any{"state_event": "close"})
@@ -461,29 +469,23 @@ func TestWebhooksCarryGitLabsHeadersAndPayloads(t *testing.T) {
 
 func waitHooks(t *testing.T, e *env, n int) ([]*http.Request, [][]byte) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if reqs, bodies := e.hook.requests(); len(reqs) >= n {
-			return reqs, bodies
-		}
-		time.Sleep(10 * time.Millisecond)
+	var reqs []*http.Request
+	var bodies [][]byte
+	if testkit.Poll(testkit.Timeout(), func() bool { reqs, bodies = e.hook.requests(); return len(reqs) >= n }) != nil {
+		t.Fatalf("%d hooks, want %d", len(reqs), n)
 	}
-	reqs, _ := e.hook.requests()
-	t.Fatalf("%d hooks, want %d", len(reqs), n)
-	return nil, nil
+	return reqs, bodies
 }
 
 func TestFailingReceiverDisablesTheHookAfterFourFailures(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.hook.setStatus(500)
 	e.prepare(t) // open + pipeline success: 2 events
 	for range 3 {
 		e.call(t, "POST", proj+"/merge_requests/1/pipelines", "bot-token", nil) // one event each
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for e.sims.GitLab.Hooks().Failed+e.sims.GitLab.Hooks().Skipped < 5 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { h := e.sims.GitLab.Hooks(); return h.Failed+h.Skipped >= 5 })
 	st := e.sims.GitLab.Hooks()
 	if st.Failed != 4 || st.Skipped != 1 || !st.Disabled || st.Permanent {
 		t.Fatalf("stats %+v", st)
@@ -491,6 +493,7 @@ func TestFailingReceiverDisablesTheHookAfterFourFailures(t *testing.T) {
 }
 
 func TestRedeliveryKeepsTheIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, strings.Replace(simConfig, "rebaseDuration: 0s", "rebaseDuration: 0s\n    hookRedeliver: true", 1), nil)
 	e.hook.setStatus(503)
 	e.prepare(t)
@@ -502,6 +505,7 @@ func TestRedeliveryKeepsTheIdempotencyKey(t *testing.T) {
 }
 
 func TestWebURLsOpenAPage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t)
 	m := e.call(t, "GET", proj+"/merge_requests/1", "bot-token", nil).json(t)
@@ -532,6 +536,7 @@ func TestWebURLsOpenAPage(t *testing.T) {
 // The benchmarks read the simulator's usage: every call counted by endpoint (refused ones too),
 // and the merge requests and pipelines that exist.
 func TestUsageCountsCallsMergeRequestsAndPipelines(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	before := e.sims.GitLab.Usage()
 	if before.TotalCalls() != 0 || before.MergeRequests != 0 || before.Pipelines != 0 {
@@ -568,6 +573,7 @@ func (e *env) headPipelineStatus(t *testing.T) string {
 // the same MR regenerated without that file passes. FailNextPipelines is a flaky run instead:
 // the retry of the same commit passes.
 func TestPipelinesFailOnABadChangeOrWhenToldToFailOnce(t *testing.T) {
+	t.Parallel()
 	cfg := strings.Replace(simConfig, "    rebaseDuration: 0s\n", "    rebaseDuration: 0s\n    pipelineFailOn: [\"poison\"]\n", 1)
 	e := newEnv(t, cfg, nil)
 	commit := func(files map[string]string) {
@@ -614,6 +620,7 @@ func TestPipelinesFailOnABadChangeOrWhenToldToFailOnce(t *testing.T) {
 // unknown status is a 400), retried runs only with include_retried, offset pagination, and each
 // job's web_url opens a page.
 func TestPipelineJobsAreListedByScopeLikeGitLab(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "", nil)
 	e.prepare(t) // pipeline 1 passes
 	e.sims.GitLab.FailNextPipelines(2)

@@ -10,6 +10,7 @@ import (
 
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // Branches built on branches, as bindery's merge train builds its cars (docs/gitlab.md): car k's
@@ -116,6 +117,7 @@ func (e *trainEnv) has(branch, path string) bool {
 // Each car's pipeline runs on its combined tree: a poisoned middle car fails itself and the car
 // on top, never the one below; the top car rebuilt on car 1 without car 2 passes.
 func TestPipelinesRunOnTheTreeOfBranchesBuiltOnBranches(t *testing.T) {
+	t.Parallel()
 	e := newTrain(t)
 	c1 := e.buildCar(t, 1, "main", "", "operationId: op-1\n", false)
 	c2 := e.buildCar(t, 2, carBranch(1), "", "operationId: op-2\nreason: poison\n", false)
@@ -162,6 +164,7 @@ func TestPipelinesRunOnTheTreeOfBranchesBuiltOnBranches(t *testing.T) {
 // change merged below no longer fails the car on top. Under the merge method the target's head is
 // a merge commit whose first parent is the old target: the merge base is the car's own base.
 func TestOnceTheCarBelowMergedOnlyWhatACarAddsCounts(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"merge", "ff"} {
 		t.Run(method, func(t *testing.T) {
 			// Pipelines need not pass: the bad car is merged by a person regardless.
@@ -186,6 +189,7 @@ func TestOnceTheCarBelowMergedOnlyWhatACarAddsCounts(t *testing.T) {
 // The cars merge in order, each at the SHA its pipeline passed, with no rebase and no conflict:
 // a merge commit each (merge), or the target fast-forwarded to each head (ff).
 func TestATrainOfBranchesMergesInOrderAtItsSHAs(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"merge", "ff"} {
 		t.Run(method, func(t *testing.T) {
 			e := newTrain(t, "mergeMethod: "+method)
@@ -231,6 +235,7 @@ func TestATrainOfBranchesMergesInOrderAtItsSHAs(t *testing.T) {
 // In a project with semi-linear history (rebase_merge, the simulator's default) a merge commit
 // on main is in no car's branch: the next car needs a rebase, as GitLab reports it.
 func TestSemiLinearHistoryNeedsARebaseAfterEachCar(t *testing.T) {
+	t.Parallel()
 	e := newTrain(t)
 	if m := e.call(t, "GET", proj, "bot-token", nil).json(t); m["merge_method"] != "rebase_merge" {
 		t.Fatalf("merge_method %v", m["merge_method"])
@@ -261,6 +266,7 @@ func TestSemiLinearHistoryNeedsARebaseAfterEachCar(t *testing.T) {
 // merge it merges beside it. Either way merge_base shows the car's base still in main's history,
 // and main's head not in the car's.
 func TestAnOutsideCommitOnTheTarget(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ method, status string }{{"ff", "need_rebase"}, {"merge", "mergeable"}} {
 		t.Run(tc.method, func(t *testing.T) {
 			e := newTrain(t, "mergeMethod: "+tc.method)
@@ -305,12 +311,13 @@ func TestAnOutsideCommitOnTheTarget(t *testing.T) {
 // when the target moved under it and git can no longer do it: the MR open again with merge_error,
 // the target as the other change left it.
 func TestABackgroundMergeFailsWhenTheTargetMovedUnderIt(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ method, push, status, mergeError string }{
 		{"ff", "other/change.txt", "need_rebase", "Only fast-forward merge is allowed for your project. Please update your source branch"},
 		{"merge", carFile(1), "conflict", "Conflicts detected during merge"},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			e := newTrainOn(t, clock, "mergeMethod: "+tc.method, "mergeDuration: 10s")
 			_, mrs := e.chain(t, 1)
 			got := e.settled(t, mrs[0].IID)
@@ -339,6 +346,7 @@ func TestABackgroundMergeFailsWhenTheTargetMovedUnderIt(t *testing.T) {
 // sides (the same file added with the same content, the same file deleted) is no conflict; the
 // same file added differently is, in every method.
 func TestTheSameChangeOnBothSidesIsNoConflict(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ method, clean string }{{"merge", "mergeable"}, {"ff", "need_rebase"}, {"rebase_merge", "need_rebase"}} {
 		t.Run(tc.method, func(t *testing.T) {
 			e := newTrain(t, "mergeMethod: "+tc.method)
@@ -383,6 +391,7 @@ func TestTheSameChangeOnBothSidesIsNoConflict(t *testing.T) {
 
 // GET /repository/merge_base answers as GitLab's lib/api/repositories.rb does.
 func TestMergeBaseAnswersLikeGitLab(t *testing.T) {
+	t.Parallel()
 	e := newTrain(t)
 	cms, _ := e.chain(t, 2)
 	main := e.sims.GitLab.BranchHead(trainProject, "main")
@@ -420,6 +429,7 @@ func TestMergeBaseAnswersLikeGitLab(t *testing.T) {
 
 // Commits start where GitLab's Commits::CreateService starts them.
 func TestCommitsStartWhereGitLabStartsThem(t *testing.T) {
+	t.Parallel()
 	e := newTrain(t)
 	cms, _ := e.chain(t, 1)
 	commit := func(body map[string]any) answer {
@@ -462,6 +472,7 @@ func TestCommitsStartWhereGitLabStartsThem(t *testing.T) {
 
 // Making a branch is a push: with branch pipelines, it runs one, as GitLab's push does.
 func TestCreatingABranchRunsItsBranchPipeline(t *testing.T) {
+	t.Parallel()
 	e := newTrain(t, "pipelineSource: push")
 	before := e.sims.GitLab.Usage().Pipelines
 	if _, err := e.gl.CreateBranch(ctx, trainProject, "pushed", "main"); err != nil {

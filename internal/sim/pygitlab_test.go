@@ -34,6 +34,7 @@ func pythonWithGitLab(t *testing.T) string {
 }
 
 func TestPythonGitLabDrivesTheSimulator(t *testing.T) {
+	t.Parallel()
 	python := pythonWithGitLab(t)
 	for _, run := range []struct{ source, method string }{
 		{"merge_request_event", "rebase_merge"}, {"merged_result", "rebase_merge"}, {"push", "rebase_merge"},

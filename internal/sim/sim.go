@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"bindery/internal/platform/config"
@@ -44,35 +43,13 @@ type Options struct {
 	StateFile string
 }
 
-// Clock tells simulated time. Pipelines and rebases progress by it.
+// Clock tells simulated time. Pipelines and rebases progress by it; a test moves it by hand
+// with testkit.Clock.
 type Clock interface{ Now() time.Time }
 
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
-
-// ManualClock is a Clock a test moves by hand, so pipeline and rebase progress is deterministic.
-type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewManualClock starts at t.
-func NewManualClock(t time.Time) *ManualClock { return &ManualClock{now: t} }
-
-// Now is the clock's time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *ManualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // Sims is the set of simulators behind one handler.
 type Sims struct {

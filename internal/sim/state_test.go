@@ -25,6 +25,7 @@ func startAt(t *testing.T, file string, rec *receiver, bindery *httptest.Server)
 }
 
 func TestStateSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "sim-state.json")
 	rec := &receiver{}
 	bindery := httptest.NewServer(rec)
@@ -77,6 +78,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 }
 
 func TestUnreadableStateIsSetAsideNotFatal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sim-state.json")
 	os.WriteFile(file, []byte("{not json"), 0o644)

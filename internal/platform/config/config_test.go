@@ -17,12 +17,14 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/config.md from the key registry")
 
 // TestConfigDocs keeps docs/config.md equal to the registry, so no key goes undocumented.
 func TestConfigDocs(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("..", "..", "..", "docs", "config.md")
 	want := Markdown()
 	if *update {
@@ -198,6 +200,7 @@ var misconfigTable = map[string][]misconfigCase{
 // TestDynamicKeyMisconfig covers every dynamic key × {missing, blank, garbage, negative/zero,
 // valid}, read through the key's getter.
 func TestDynamicKeyMisconfig(t *testing.T) {
+	t.Parallel()
 	classes := []string{"missing", "blank", "garbage", "negative/zero", "valid"}
 	for _, k := range Keys {
 		if k.Static {
@@ -264,6 +267,7 @@ func reportFor(t *testing.T, s *Snapshot, key string) KeyReport {
 }
 
 func TestStaticKeysFallBackOrRejectClearly(t *testing.T) {
+	t.Parallel()
 	s := MustParse("database:\n  maxOpenConns: -3\nworkers:\n  size: lots\n  first: 0\n  idlePoll: 1ms\n")
 	if s.MaxOpenConns() != 20 || s.Workers() != 8 || s.FirstWorkers() != 4 || s.IdlePoll() != time.Second {
 		t.Fatalf("got maxOpenConns=%d workers=%d first=%d idlePoll=%s", s.MaxOpenConns(), s.Workers(), s.FirstWorkers(), s.IdlePoll())
@@ -279,6 +283,7 @@ func TestStaticKeysFallBackOrRejectClearly(t *testing.T) {
 }
 
 func TestUnknownKeysAreReportedNotFatal(t *testing.T) {
+	t.Parallel()
 	s, err := Parse([]byte("ratelimit:\n  aply: 5\nsurprise: 1\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +294,7 @@ func TestUnknownKeysAreReportedNotFatal(t *testing.T) {
 }
 
 func TestStructuralMistakesRejectTheFile(t *testing.T) {
+	t.Parallel()
 	for _, doc := range []string{
 		"ratelimit: 5\n",          // scalar where a section belongs
 		"- a\n- b\n",              // not a mapping
@@ -306,6 +312,7 @@ func TestStructuralMistakesRejectTheFile(t *testing.T) {
 }
 
 func TestSampleConfigLoadsClean(t *testing.T) {
+	t.Parallel()
 	s, err := Parse(Sample)
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +331,7 @@ func TestSampleConfigLoadsClean(t *testing.T) {
 }
 
 func TestWindowUsesTheFixedZoneNotTheHost(t *testing.T) {
+	t.Parallel()
 	s := MustParse("apply:\n  mode: test_window\n  window: Mon-Fri 10:00-18:00\n  timezone: Asia/Shanghai\n")
 	cases := []struct {
 		at   time.Time
@@ -346,6 +354,7 @@ func TestWindowUsesTheFixedZoneNotTheHost(t *testing.T) {
 }
 
 func TestParseWindowForms(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"Mon-Fri 10:00-18:00", "daily 00:00-24:00", "Sat,Sun 09:30-12:00", "Fri-Mon 08:00-09:00", "* 00:00-00:01"} {
 		if _, err := ParseWindow(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
@@ -359,6 +368,7 @@ func TestParseWindowForms(t *testing.T) {
 }
 
 func TestTrustedProxiesNormalise(t *testing.T) {
+	t.Parallel()
 	s := MustParse("server:\n  trustedProxies: [10.1.2.3/8, \"::ffff:127.0.0.1\"]\n")
 	got := s.TrustedProxies()
 	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}
@@ -408,6 +418,7 @@ func (ts testSource) metric(name string) string {
 }
 
 func TestReloadKeepsLastGoodOnBrokenFile(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 3\n")
 	if got := ts.Current().RateLimit("ratelimit.apply", 10); got != 3 {
 		t.Fatalf("limit %d", got)
@@ -441,6 +452,7 @@ func TestReloadKeepsLastGoodOnBrokenFile(t *testing.T) {
 }
 
 func TestStaticKeyChangeLogsRestartNeeded(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "server:\n  addr: 127.0.0.1:1\n")
 	write(t, ts.path, "server:\n  addr: 127.0.0.1:2\n")
 	if err := ts.Reload(); err != nil {
@@ -462,24 +474,28 @@ func write(t *testing.T, path, content string) {
 // with a generous deadline rather than asserting a duration.
 func waitLimit(t *testing.T, src *Source, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if src.Current().RateLimit("ratelimit.apply", 10) == want {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	testkit.Eventually(t, fmt.Sprintf("the limit to become %d", want), func() bool { return src.Current().RateLimit("ratelimit.apply", 10) == want })
+}
+
+// watching installs the watch on s before it returns (so an edit made next is seen, with no
+// wait for a goroutine to get there), runs its loop, and returns what stops it.
+func watching(t *testing.T, s *Source) (stop func()) {
+	t.Helper()
+	w, err := s.openWatch()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("limit = %d, want %d", src.Current().RateLimit("ratelimit.apply", 10), want)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.watch(ctx, w) }()
+	return func() { cancel(); <-done }
 }
 
 func TestWatchSeesEveryKindOfEdit(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = time.Hour // prove fsnotify alone sees these edits
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(50 * time.Millisecond) // let the watch be installed
+	defer watching(t, ts.Source)()
 
 	write(t, ts.path, "ratelimit:\n  apply: 2\n") // in-place write
 	waitLimit(t, ts.Source, 2)
@@ -498,10 +514,7 @@ func TestWatchSeesEveryKindOfEdit(t *testing.T) {
 	waitLimit(t, ts.Source, 4)
 
 	write(t, ts.path, "ratelimit: {apply: [\n") // broken edit: last good stays
-	deadline := time.Now().Add(10 * time.Second)
-	for ts.LastError() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { return ts.LastError() != nil })
 	if ts.LastError() == nil {
 		t.Fatal("broken edit not reported")
 	}
@@ -509,13 +522,10 @@ func TestWatchSeesEveryKindOfEdit(t *testing.T) {
 }
 
 func TestWatchSurvivesReplacedDirectory(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = 20 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(50 * time.Millisecond)
+	defer watching(t, ts.Source)()
 
 	dir := filepath.Dir(ts.path)
 	if err := os.RemoveAll(dir); err != nil {
@@ -533,22 +543,19 @@ func TestWatchSurvivesReplacedDirectory(t *testing.T) {
 // TestWatchIgnoresBusyNeighbours: writes to other files of the directory (the demo keeps its
 // database beside the config) must not make the watcher re-read the config.
 func TestWatchIgnoresBusyNeighbours(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 1\n")
 	ts.PollInterval = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	time.Sleep(50 * time.Millisecond)
+	stop := watching(t, ts.Source)
 	neighbour := filepath.Join(filepath.Dir(ts.path), "bindery.db-wal")
 	for i := range 20 {
 		write(t, neighbour, strings.Repeat("x", i))
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the behaviour: a busy neighbour, writing over the debounce
 	}
-	time.Sleep(3 * debounce)
+	time.Sleep(3 * debounce) // the behaviour: past the debounce, a re-read would have happened by now
 	write(t, ts.path, "ratelimit:\n  apply: 2\n")
 	waitLimit(t, ts.Source, 2)
-	cancel()
-	<-done
+	stop()
 	if n := ts.reads.Load(); n != 1 {
 		t.Fatalf("the config was read %d times for one edit among 20 neighbour writes", n)
 	}
@@ -557,6 +564,7 @@ func TestWatchIgnoresBusyNeighbours(t *testing.T) {
 // A sign-in link that cannot work is dropped and reported (the loader warns on a fallback),
 // never offered to a person.
 func TestALoginURLThatIsNotAnAbsoluteHTTPURLIsIgnoredAndReported(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"login.example.com", "/sso", "ftp://login.example.com/", "javascript:alert(1)"} {
 		s := MustParse("server:\n  loginURL: " + strconv.Quote(bad) + "\n")
 		if r := reportFor(t, s, "server.loginURL"); s.LoginURL() != "" || r.Status != StatusFallback || r.Note == "" {
@@ -571,6 +579,7 @@ func TestALoginURLThatIsNotAnAbsoluteHTTPURLIsIgnoredAndReported(t *testing.T) {
 // A target's expiry is written in days as people think of access ("30d"), or as a duration;
 // anything else refuses the catalog.
 func TestATargetsExpiryIsWrittenInDays(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		ttl  string
 		want time.Duration

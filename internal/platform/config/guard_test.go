@@ -9,6 +9,7 @@ import (
 // refused (the last good configuration stays, the error is kept for the ops console and counted),
 // or it still has every section, its catalog and every secret of the file in force.
 func TestAFileCutShortIsNeverInstalledHalf(t *testing.T) {
+	t.Parallel()
 	full := string(Sample)
 	ts := openTestSource(t, full)
 	good := ts.Current()
@@ -50,6 +51,7 @@ func TestAFileCutShortIsNeverInstalledHalf(t *testing.T) {
 
 // What the guard refuses, and how a file says it means it.
 func TestHalfAFileIsRefusedUnlessItSaysSo(t *testing.T) {
+	t.Parallel()
 	const base = `
 hooks:
   approvalSecret: s3cret
@@ -90,6 +92,7 @@ targets:
 // A section emptied on purpose (`ratelimit: {}`) may then be deleted: only a section that held
 // keys is missed.
 func TestASectionEmptiedOnPurposeCanThenGo(t *testing.T) {
+	t.Parallel()
 	ts := openTestSource(t, "ratelimit:\n  apply: 3\nlog:\n  level: info\n")
 	for _, step := range []string{"ratelimit: {}\nlog:\n  level: info\n", "log:\n  level: info\n"} {
 		write(t, ts.path, step)

@@ -1,7 +1,7 @@
 package config
 
 import (
-	"context"
+	"bindery/internal/testkit"
 	"fmt"
 	"os"
 	"sort"
@@ -160,6 +160,7 @@ func checkOutcome(t *testing.T, src *Source, before *Snapshot, err error, key st
 }
 
 func TestHostileValueOfEveryKeyKeepsTheLastGoodOrFallsBack(t *testing.T) {
+	t.Parallel()
 	values := hostileValues()
 	ts := openTestSource(t, nestedDoc(goodBase))
 	for _, k := range Keys {
@@ -184,6 +185,7 @@ func TestHostileValueOfEveryKeyKeepsTheLastGoodOrFallsBack(t *testing.T) {
 // find them (fsnotify, debounce, read, parse), waiting on the reload error counter or a new
 // generation.
 func TestHostileFilesThroughTheWatchKeepTheLastGood(t *testing.T) {
+	t.Parallel()
 	good := nestedDoc(goodBase)
 	binary := make([]byte, 4096)
 	for i := range binary {
@@ -214,11 +216,7 @@ func TestHostileFilesThroughTheWatchKeepTheLastGood(t *testing.T) {
 	}
 	ts := openTestSource(t, good)
 	ts.PollInterval = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.Watch(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(50 * time.Millisecond) // let the watch be installed
+	defer watching(t, ts.Source)()
 
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -259,19 +257,14 @@ func deepBlock(depth int) string {
 // than asserting a duration.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the watch")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the watch", cond)
 }
 
 // An alias is the value it names: `apply: *five` is 5, not a blank that turns the limit off, and
 // `targets: *catalog` is that catalog, not an empty one. A billion-laughs alias stays one node
 // here; only decoding would expand it, and the YAML decoder refuses excessive aliasing.
 func TestAliasesAreTheirValuesNotBlanks(t *testing.T) {
+	t.Parallel()
 	s, err := Parse([]byte(`x-shared:
   five: &five 5
   catalog: &catalog [{key: a, title: A, project: a/b, path: "x/{subject}.yaml"}]
@@ -304,6 +297,7 @@ gitlab:
 // (docs/workflow.md, 'Targets and the file change'): whatever {subject} becomes, the path stays
 // where the template puts it.
 func TestPathTemplatesThatLeaveTheRepositoryAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{
 		"../{subject}", "../../etc/{subject}", "/etc/{subject}", "//{subject}", "a/../../{subject}", "a/./{subject}",
 		"a//{subject}", `a\..\{subject}`, `..\{subject}`, "a/{subject}/..", "a/\x00/{subject}", "./{subject}", "a/..",
@@ -326,6 +320,7 @@ func TestPathTemplatesThatLeaveTheRepositoryAreRefused(t *testing.T) {
 // A pasted blob as a key name, or as a value that is refused, reaches the log and the ops console
 // clipped to a short text, cut between characters (never inside one), with its real length.
 func TestHugeKeysAndValuesAreReportedClipped(t *testing.T) {
+	t.Parallel()
 	huge := "x" + strings.Repeat("é", 1000) // odd offset: the cut falls inside a character
 	snap, err := Parse([]byte(huge + ": 1\nratelimit:\n  apply: 3\n"))
 	if err != nil {

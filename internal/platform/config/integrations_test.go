@@ -68,6 +68,7 @@ func init() {
 }
 
 func TestBrokenPermissionRuleIsReportedAndOthersStay(t *testing.T) {
+	t.Parallel()
 	s := MustParse("permission:\n  rules:\n    ops: [ops@example.com]\n    broken: {a: b}\n")
 	if ids, ok := s.PermissionRule("ops"); !ok || len(ids) != 1 {
 		t.Fatalf("ops rule = %v %v", ids, ok)
@@ -81,6 +82,7 @@ func TestBrokenPermissionRuleIsReportedAndOthersStay(t *testing.T) {
 }
 
 func TestIntegrationSecretsAreRedacted(t *testing.T) {
+	t.Parallel()
 	s := MustParse("gitlab:\n  botToken: glpat-secret\n  reviewerTokens: [one-secret, two-secret]\n")
 	for _, r := range s.Report {
 		if strings.Contains(r.Effective, "secret") {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bindery/internal/vocab/text"
 	"bytes"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -79,14 +79,8 @@ func ParseOver(data []byte, last *Snapshot) (*Snapshot, error) {
 const shownMax = 256
 
 func clip(s string) string {
-	if len(s) <= shownMax {
-		return s
-	}
-	cut := shownMax
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
+	mark := fmt.Sprintf("… (%d bytes)", len(s))
+	return text.Clip(s, shownMax+len(mark), text.Bytes, mark)
 }
 
 func clipError(err error) error {

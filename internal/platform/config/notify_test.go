@@ -80,6 +80,7 @@ func init() {
 // key keeps the value in force, the report says so, and the refusal hooks of a whole-file
 // refusal are not what tells it (the snapshot's RefusedKeys is).
 func TestARefusedReceiverKeepsTheLastGoodValue(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
 	write := func(s string) {
@@ -141,6 +142,7 @@ func TestARefusedReceiverKeepsTheLastGoodValue(t *testing.T) {
 
 // The email password never shows in the report.
 func TestTheEmailPasswordIsNotReported(t *testing.T) {
+	t.Parallel()
 	s := MustParse("notify:\n  email: {smtp: \"mail.example.com:587\", from: \"b@example.com\", username: bot, password: hunter2-secret}\n")
 	for _, r := range s.Report {
 		if strings.Contains(r.Effective, "hunter2") || strings.Contains(r.Note, "hunter2") {

@@ -24,6 +24,7 @@ func nested(key, value string) string {
 // widened by guessing how a string splits. A list of maps or of targets given the wrong shape
 // rejects the whole file instead.
 func TestAListKeyOfTheWrongShapeIsNeverCoerced(t *testing.T) {
+	t.Parallel()
 	n := 0
 	for _, k := range Keys {
 		if !strings.HasPrefix(k.Type, "list of") {

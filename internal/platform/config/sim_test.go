@@ -106,6 +106,7 @@ func init() {
 }
 
 func TestSimRatesAboveOneAreCapped(t *testing.T) {
+	t.Parallel()
 	s := MustParse("sim:\n  gitlab:\n    errorRate: 7\n")
 	if got := s.SimGitLab().ErrorRate; got != 1 {
 		t.Fatalf("errorRate = %v, want 1", got)
@@ -116,6 +117,7 @@ func TestSimRatesAboveOneAreCapped(t *testing.T) {
 }
 
 func TestSimSettingsAreCopiesNotShared(t *testing.T) {
+	t.Parallel()
 	s := MustParse("sim:\n  gitlab:\n    checklist: [a, b]\n")
 	g := s.SimGitLab()
 	g.Checklist[0] = "changed"

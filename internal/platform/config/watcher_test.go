@@ -27,7 +27,7 @@ func TestTheWatcherStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 			waitLimit(t, ts.Source, 2)
 		})
 		write(t, ts.path, "ratelimit:\n  apply: 3\n")
-		time.Sleep(3 * debounce)
+		time.Sleep(3 * debounce) // the behaviour: past the debounce, a running watcher would have reloaded
 		if got := ts.Current().RateLimit("ratelimit.apply", 10); got != 2 {
 			t.Fatalf("a stopped watcher still reloads: limit %d", got)
 		}

@@ -69,6 +69,7 @@ func init() {
 // it is a valid value, not one reported as "not positive" and replaced at every load. Only a
 // negative wait is a mistake.
 func TestAZeroMaxWaitIsValid(t *testing.T) {
+	t.Parallel()
 	for _, written := range []string{"0s", "0"} {
 		snap, err := Parse([]byte("batch:\n  maxWait: " + written + "\n"))
 		if err != nil {

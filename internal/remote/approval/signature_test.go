@@ -8,6 +8,7 @@ import (
 )
 
 func TestSignatureRoundTripAndRefusals(t *testing.T) {
+	t.Parallel()
 	secret := []byte("s3cret")
 	now := time.Unix(1_800_000_000, 0)
 	body := []byte(`{"operationId":"op-1","result":"APPROVED"}`)

@@ -18,6 +18,7 @@ import (
 // 'The approve step') and the approve call with a checklist (docs/gitlab.md, 'Approving').
 
 func TestApproveHasBothReviewersApprove(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "both")
 	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
@@ -38,6 +39,7 @@ func TestApproveHasBothReviewersApprove(t *testing.T) {
 }
 
 func TestLostApproveAnswerIsResolvedByTheNextPreRead(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "lost")
 	// reviewer-1's approval lands but its answer is lost.
@@ -52,6 +54,7 @@ func TestLostApproveAnswerIsResolvedByTheNextPreRead(t *testing.T) {
 }
 
 func TestLostApproveAnswerIsResolvedByTheFinalReRead(t *testing.T) {
+	t.Parallel()
 	b := setup(t, strings.Replace(baseConfig, "maxRetries: 2", "maxRetries: -1", 1)) // negative → no retry
 	mr := b.openMR(t, "lost-final")
 	b.sim.Inject("approve", sim.FaultDrop, 1)
@@ -67,6 +70,7 @@ func TestLostApproveAnswerIsResolvedByTheFinalReRead(t *testing.T) {
 // pre-reads fail, the loop reaches the approve call and gets that refusal; the final re-read
 // then finds the approval and the step succeeds.
 func TestRepeatedApproveRefusalIsSettledByTheFinalReRead(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{401, 304} {
 		t.Run(map[int]string{401: "older GitLab 401", 304: "newer GitLab 304"}[status], func(t *testing.T) {
 			b := setup(t, "")
@@ -90,6 +94,7 @@ func TestRepeatedApproveRefusalIsSettledByTheFinalReRead(t *testing.T) {
 }
 
 func TestReviewerWithoutRightsFailsWithTheRealStatus(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"false", "true"} { // both implementations
 		for _, status := range []int{401, 403} {
 			t.Run("checklistMode="+mode+"/"+map[int]string{401: "401", 403: "403"}[status], func(t *testing.T) {
@@ -121,6 +126,7 @@ func TestReviewerWithoutRightsFailsWithTheRealStatus(t *testing.T) {
 }
 
 func TestChecklistModeSwitchesWithoutRestart(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	b.sim.SetChecklist(project, []string{"Security review done", "Rollback plan exists"})
 	mr := b.openMR(t, "switch")
@@ -148,6 +154,7 @@ func TestChecklistModeSwitchesWithoutRestart(t *testing.T) {
 }
 
 func TestChangedChecklistHealsFromThe422Body(t *testing.T) {
+	t.Parallel()
 	b := setup(t, strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: true", 1))
 	b.sim.SetChecklist(project, []string{"Security review done"})
 	mr := b.openMR(t, "heal-1")
@@ -175,6 +182,7 @@ func TestChangedChecklistHealsFromThe422Body(t *testing.T) {
 }
 
 func TestChecklistSelfHealRetriesOnlyOnce(t *testing.T) {
+	t.Parallel()
 	b := setup(t, strings.Replace(strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: true", 1), "maxRetries: 2", "maxRetries: 0", 1))
 	b.sim.SetChecklist(project, []string{"A"})
 	mr := b.openMR(t, "unstable")
@@ -191,6 +199,7 @@ func TestChecklistSelfHealRetriesOnlyOnce(t *testing.T) {
 }
 
 func TestChecklist422WithoutAListIsNotRetried(t *testing.T) {
+	t.Parallel()
 	b := setup(t, strings.Replace(baseConfig, "backoff: 1ms", "backoff: 1ms\n  checklistMode: true", 1))
 	mr := b.openMR(t, "nolist")
 	b.sim.Inject("approve", sim.FaultStatus(422, "Unprocessable"), 1)
@@ -203,6 +212,7 @@ func TestChecklist422WithoutAListIsNotRetried(t *testing.T) {
 }
 
 func TestApproveWithoutReviewerTokensIsNotConfigured(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "none")
 	b.reconfigure(t, strings.Replace(baseConfig, "reviewerTokens: [rev1-token, rev2-token]", "reviewerTokens: []", 1))
@@ -215,6 +225,7 @@ func TestApproveWithoutReviewerTokensIsNotConfigured(t *testing.T) {
 }
 
 func TestApproveAtAMovedHeadIsNotRetried(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "moved")
 	err := b.client.Approve(ctx, project, mr.IID, strings.Repeat("b", 40))
@@ -230,6 +241,7 @@ func TestApproveAtAMovedHeadIsNotRetried(t *testing.T) {
 // many approval.maxRetries never keep a worker asleep; the retries left are the step's, so the
 // answer is a temporary failure the step backs off from — and the next call approves.
 func TestApproveWaitsInsideTheCallOnlyWithinItsBudget(t *testing.T) {
+	t.Parallel()
 	b, c := budgeted(t)
 	mr := b.openMR(t, "budget")
 	b.sim.Inject("approve", sim.FaultError, 2)
@@ -251,6 +263,7 @@ func TestApproveWaitsInsideTheCallOnlyWithinItsBudget(t *testing.T) {
 // the second too little for its own, so the call answers a temporary failure instead of
 // sleeping once per reviewer; the step's next run approves.
 func TestTheApproveWaitBudgetIsSharedByTheReviewers(t *testing.T) {
+	t.Parallel()
 	b, c := budgeted(t)
 	mr := b.openMR(t, "shared-budget")
 	// First reviewer: fails, waits 20ms, approves. Second: fails, and 10ms are left of 30.

@@ -17,6 +17,7 @@ import (
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // Every test here runs bindery's real client against the simulated GitLab over real HTTP.
@@ -117,6 +118,7 @@ func (b *bundle) openMR(t testing.TB, branch string) gitlab.MergeRequest {
 func statusOf(err error) int { return outbound.StatusOf(err) }
 
 func TestEverySeamCallWorksAgainstTheSimulator(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	br, err := b.client.CreateBranch(ctx, project, "batch/1", "main")
 	if err != nil || br.Name != "batch/1" || len(br.CommitSHA) != 40 {
@@ -213,6 +215,7 @@ func TestEverySeamCallWorksAgainstTheSimulator(t *testing.T) {
 }
 
 func TestCloseOpenMergeRequestClosesIt(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "close-me")
 	closed, err := b.client.CloseMergeRequest(ctx, project, mr.IID)
@@ -222,6 +225,7 @@ func TestCloseOpenMergeRequestClosesIt(t *testing.T) {
 }
 
 func TestMergeRequestIIDsGrowPerProject(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	b.sim.CreateProject("other/repo", "main")
 	for i, want := range []int64{1, 2} {
@@ -241,6 +245,7 @@ func TestMergeRequestIIDsGrowPerProject(t *testing.T) {
 }
 
 func TestRefusalsAreClassifiedAndCarryNoUpstreamText(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "c1")
 	cases := []struct {
@@ -308,6 +313,7 @@ func TestRefusalsAreClassifiedAndCarryNoUpstreamText(t *testing.T) {
 }
 
 func TestLostCreateMergeRequestAnswerIsFoundOnRetry(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	if _, err := b.client.CreateCommit(ctx, project, gitlab.CommitRequest{Branch: "lost", StartBranch: "main", Message: "m",
 		Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "lost.yaml", Content: "x"}}}); err != nil {
@@ -327,6 +333,7 @@ func TestLostCreateMergeRequestAnswerIsFoundOnRetry(t *testing.T) {
 }
 
 func TestCommitCanRegenerateABranchFromTheTarget(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "regen")
 	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil { // approvals outrank the git checks
@@ -353,7 +360,8 @@ func TestCommitCanRegenerateABranchFromTheTarget(t *testing.T) {
 }
 
 func TestMergeWaitsForPipelineAndApprovals(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	t.Parallel()
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 100s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "waits")
 	status := func() (string, string) {
@@ -393,7 +401,8 @@ func TestMergeWaitsForPipelineAndApprovals(t *testing.T) {
 }
 
 func TestAutoMergeMergesWhenThePipelinePasses(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	t.Parallel()
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 10s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "auto")
 	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
@@ -413,6 +422,7 @@ func TestAutoMergeMergesWhenThePipelinePasses(t *testing.T) {
 // A branch built on another branch's commit, remade elsewhere with force; MergeBase tells
 // whether a commit is still in a branch's history.
 func TestBranchesOnBranchesAndTheirMergeBase(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	add := func(r gitlab.CommitRequest, path string) (gitlab.Commit, error) {
 		r.Message = "add " + path

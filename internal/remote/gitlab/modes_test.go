@@ -22,6 +22,7 @@ func withKnobs(knobs ...string) string {
 // Before GitLab 15.6 an MR has no detailed_merge_status: merge_status, has_conflicts, draft and
 // blocking_discussions_resolved say what is in the way, and the client reads every one.
 func TestBeforeGitLab15_6TheOlderFieldsSayWhatIsInTheWay(t *testing.T) {
+	t.Parallel()
 	b := setup(t, withKnobs(`version: "15.5"`, "mergeBlocker: discussions_not_resolved"))
 	mr := b.openMR(t, "old")
 	read := func() (gitlab.MergeRequest, error) {
@@ -54,6 +55,7 @@ func TestBeforeGitLab15_6TheOlderFieldsSayWhatIsInTheWay(t *testing.T) {
 // A project with branch pipelines only refuses MR pipelines (ErrNoMRPipelines, not transient);
 // a pipeline on the branch (source api) and the pipeline retry work there.
 func TestBranchPipelinesOnlyRefuseMRPipelines(t *testing.T) {
+	t.Parallel()
 	b := setup(t, withKnobs("pipelineSource: push"))
 	mr := b.openMR(t, "push")
 	_, err := b.client.CreateMergeRequestPipeline(ctx, project, mr.IID)
@@ -72,6 +74,7 @@ func TestBranchPipelinesOnlyRefuseMRPipelines(t *testing.T) {
 
 // GitLab's pipeline retry runs the failed jobs again in the same pipeline.
 func TestAFailedPipelineIsRetriedInPlace(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	b.sim.FailNextPipelines(1)
 	mr := b.openMR(t, "flaky")
@@ -94,6 +97,7 @@ func TestAFailedPipelineIsRetriedInPlace(t *testing.T) {
 // A merged-results pipeline runs on a merge commit of the head into the target: its sha is not
 // the head's, its ref is the MR's merge ref, and the commit's parents name the head.
 func TestAMergedResultsPipelineRunsOnAMergeCommitOfTheHead(t *testing.T) {
+	t.Parallel()
 	b := setup(t, withKnobs("pipelineSource: merged_result"))
 	mr := b.openMR(t, "merged-results")
 	b.sim.Sync()
@@ -117,6 +121,7 @@ func TestAMergedResultsPipelineRunsOnAMergeCommitOfTheHead(t *testing.T) {
 // A rate limit is a transient 429 carrying GitLab's Retry-After, which the engine's backoff
 // honours.
 func TestARateLimitCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
 	b := setup(t, withKnobs("rateLimitRate: 1"))
 	_, err := b.client.GetMergeRequest(ctx, project, 1)
 	if statusOf(err) != 429 || !engine.Transient(err) || outbound.RetryAfterOf(err) != time.Second {

@@ -83,6 +83,7 @@ func recordedClient(t *testing.T, rc *recorded) *gitlab.Client {
 var versions = []string{"17", "16", "15", "15.5"}
 
 func TestRecordedMergeRequestsDecodeIntoWhatBinderyDecidesFrom(t *testing.T) {
+	t.Parallel()
 	const head = "8f2f4a8d0c6c1b5e7a9d3f2e1c0b9a8d7e6f5a4b"
 	for _, v := range versions {
 		old := v == "15.5"
@@ -131,6 +132,7 @@ func TestRecordedMergeRequestsDecodeIntoWhatBinderyDecidesFrom(t *testing.T) {
 // The MR's pipelines, one pipeline, a merged-results pipeline's merge commit, both approvals
 // shapes, and GitLab's refusals, per version.
 func TestRecordedPipelinesCommitsApprovalsAndRefusals(t *testing.T) {
+	t.Parallel()
 	rc := &recorded{t: t, version: "17", mr: "merged_results"}
 	c := recordedClient(t, rc)
 	list, err := c.MergeRequestPipelines(ctx, project, 12)

@@ -11,6 +11,7 @@ import (
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 )
 
 // Timeouts, the circuit breaker, configuration mistakes and the simulator's GitLab-side faults,
@@ -25,6 +26,7 @@ func kindOf(err error) outbound.Kind {
 }
 
 func TestBreakerOpensAndRecovers(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "breaker")
 	b.sim.SetFaults(sim.GitLabFaults{SimTransport: config.SimTransport{ErrorRate: 1}, ApprovalsRequired: 2})
@@ -47,10 +49,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	}
 	// GitLab recovers; after breaker.cooldown one trial call goes through and closes it.
 	b.sim.ResetFaults()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.client.BreakerState() == "open" && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = testkit.Poll(testkit.Timeout(), func() bool { return b.client.BreakerState() != "open" })
 	if _, err := b.client.GetMergeRequest(ctx, project, mr.IID); err != nil {
 		t.Fatalf("trial call: %v", err)
 	}
@@ -69,6 +68,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 }
 
 func TestRefusalsDoNotOpenTheBreaker(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	for range 5 {
 		if _, err := b.client.GetMergeRequest(ctx, project, 12345); !errors.Is(err, gitlab.ErrNotFound) {
@@ -81,6 +81,7 @@ func TestRefusalsDoNotOpenTheBreaker(t *testing.T) {
 }
 
 func TestHangingGitLabReturnsWithinTheConfiguredTimeout(t *testing.T) {
+	t.Parallel()
 	b := setup(t, strings.Replace(baseConfig, "timeout: 5s", "timeout: 150ms", 1))
 	mr := b.openMR(t, "hang")
 	b.sim.SetFaults(sim.GitLabFaults{SimTransport: config.SimTransport{Hang: true}, ApprovalsRequired: 2})
@@ -106,6 +107,7 @@ func TestHangingGitLabReturnsWithinTheConfiguredTimeout(t *testing.T) {
 }
 
 func TestCallerCancellationIsNotGitLabsFault(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	b.sim.SetFaults(sim.GitLabFaults{SimTransport: config.SimTransport{Hang: true}, ApprovalsRequired: 2})
 	for range 5 {
@@ -122,6 +124,7 @@ func TestCallerCancellationIsNotGitLabsFault(t *testing.T) {
 }
 
 func TestDroppedAnswerAfterTheEffect(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	b.sim.SetFaults(sim.GitLabFaults{SimTransport: config.SimTransport{DropRate: 1, Endpoints: []string{"create_branch"}}, ApprovalsRequired: 2})
 	_, err := b.client.CreateBranch(ctx, project, "dropped", "main")
@@ -138,6 +141,7 @@ func TestDroppedAnswerAfterTheEffect(t *testing.T) {
 }
 
 func TestErrorRateAppliesOnlyToTheNamedEndpoints(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "scoped")
 	b.sim.SetFaults(sim.GitLabFaults{SimTransport: config.SimTransport{ErrorRate: 1, Endpoints: []string{"merge"}}, ApprovalsRequired: 2})
@@ -153,6 +157,7 @@ func TestErrorRateAppliesOnlyToTheNamedEndpoints(t *testing.T) {
 }
 
 func TestMergeNeedingRebaseThenRebaseThenMerge(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "needs-rebase")
 	if err := b.client.Approve(ctx, project, mr.IID, mr.SHA); err != nil {
@@ -185,6 +190,7 @@ func TestMergeNeedingRebaseThenRebaseThenMerge(t *testing.T) {
 }
 
 func TestRebaseConflictSetsMergeError(t *testing.T) {
+	t.Parallel()
 	b := setup(t, strings.Replace(baseConfig, "rebaseDuration: 0s", "rebaseDuration: 0s\n    rebaseConflictRate: 1", 1))
 	mr := b.openMR(t, "conflict")
 	if err := b.client.Rebase(ctx, project, mr.IID); err != nil {
@@ -196,7 +202,8 @@ func TestRebaseConflictSetsMergeError(t *testing.T) {
 }
 
 func TestRebaseIsAsynchronous(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	t.Parallel()
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "rebaseDuration: 0s", "rebaseDuration: 5s", 1), func(o *sim.Options) { o.Clock = clock })
 	mr := b.openMR(t, "async")
 	if _, err := b.sim.PushToBranch(project, "main", "other.txt", "x"); err != nil {
@@ -219,22 +226,20 @@ func TestRebaseIsAsynchronous(t *testing.T) {
 
 func pollRebase(t *testing.T, b *bundle, iid int64) gitlab.MergeRequest {
 	t.Helper()
-	for range 100 {
-		got, err := b.client.GetMergeRequest(ctx, project, iid)
-		if err != nil {
+	var got gitlab.MergeRequest
+	testkit.Eventually(t, "the rebase to finish", func() bool {
+		var err error
+		if got, err = b.client.GetMergeRequest(ctx, project, iid); err != nil {
 			t.Fatal(err)
 		}
-		if !got.RebaseInProgress && got.DetailedMergeStatus != "checking" {
-			return got
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("rebase never finished")
-	return gitlab.MergeRequest{}
+		return !got.RebaseInProgress && got.DetailedMergeStatus != "checking"
+	})
+	return got
 }
 
 func TestPipelineFailAndStuckKnobs(t *testing.T) {
-	clock := sim.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	t.Parallel()
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	b := setup(t, strings.Replace(baseConfig, "pipelineDuration: 0s", "pipelineDuration: 10s", 1), func(o *sim.Options) { o.Clock = clock })
 	f := b.sim.Faults()
 	f.PipelineFailRate = 1
@@ -255,6 +260,7 @@ func TestPipelineFailAndStuckKnobs(t *testing.T) {
 }
 
 func TestEveryPipelinePageIsRead(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "")
 	mr := b.openMR(t, "pages")
 	for range 120 {
@@ -272,6 +278,7 @@ func TestEveryPipelinePageIsRead(t *testing.T) {
 }
 
 func TestMissingConfigurationIsAClearErrorNotACrash(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ cfg, want string }{
 		{"gitlab:\n  botToken: b\n  reviewerTokens: [r]\n", "gitlab.baseURL is not set"},
 		{"gitlab:\n  baseURL: https://gitlab.example.com\n  reviewerTokens: [r]\n", "gitlab.botToken is not set"},
@@ -290,6 +297,7 @@ func TestMissingConfigurationIsAClearErrorNotACrash(t *testing.T) {
 }
 
 func TestTokenRemovedByReloadStopsCallsWithoutSendingThem(t *testing.T) {
+	t.Parallel()
 	// The simulated GitLab keeps its own accounts while bindery's configuration changes.
 	b := setup(t, "", func(o *sim.Options) { o.Config = config.NewStatic(config.MustParse(baseConfig)) })
 	b.reconfigure(t, strings.Replace(baseConfig, "botToken: bot-token", "botToken: ''", 1))

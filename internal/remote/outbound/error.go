@@ -5,6 +5,7 @@
 package outbound
 
 import (
+	"bindery/internal/vocab/text"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -174,10 +175,7 @@ func StatusOf(err error) int {
 	return 0
 }
 
+// truncate bounds the upstream body the log keeps.
 func truncate(s string) string {
-	const max = 300
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
+	return text.Clip(s, 300+len(text.Ellipsis), text.Bytes, text.Ellipsis)
 }

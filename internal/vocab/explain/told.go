@@ -43,7 +43,7 @@ var (
 func SafeDetails(note string, links func(kind string, id int64) string) string {
 	var out []string
 	if m := isolatedRef.FindStringSubmatch(note); m != nil {
-		out = append(out, fmt.Sprintf("batch %s isolated this request as the change that fails, after %s %s", m[1], m[2], plural(m[2], "bisection")))
+		out = append(out, fmt.Sprintf("batch %s isolated this request as the change that fails, after %s %s", m[1], m[2], pluralOf(m[2], "bisection")))
 	} else if m := batchRef.FindStringSubmatch(note); m != nil {
 		out = append(out, "batch "+m[1])
 	}
@@ -65,11 +65,4 @@ func linked(words, kind, digits string, links func(kind string, id int64) string
 		return words + ": " + url
 	}
 	return words
-}
-
-func plural(n, word string) string {
-	if n == "1" {
-		return word
-	}
-	return word + "s"
 }

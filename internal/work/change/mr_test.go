@@ -100,7 +100,7 @@ func (b *bundle) waitPipeline(iid int64, looks int) (change.PipelineResult, erro
 		if res, err = b.runner.CheckPipeline(ctx, project, iid); err != nil || res.Outcome != change.PipelinePending {
 			return res, err
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the poll's pace: one look a millisecond, as the engine's schedule spaces them
 	}
 	return res, err
 }
@@ -120,7 +120,7 @@ func (b *bundle) merge(s change.Spec, iid int64) (gitlab.MergeRequest, []change.
 		}
 		st = res.State
 		if res.Wait || res.Pause {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the poll's pace, as the engine would space the next look
 		}
 	}
 	return gitlab.MergeRequest{}, events, errors.New("merge undecided after 2000 actions")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"bindery/internal/remote/outbound"
+	"bindery/internal/testkit"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/work/engine"
 	"bindery/internal/work/service/servicetest"
 	"bindery/store"
@@ -21,35 +23,15 @@ var bg = context.Background()
 // put makes a task due (an outside writer's reschedule).
 func put(t *testing.T, db *store.DB, kind, ref, lane, step string) {
 	t.Helper()
-	if err := db.InTx(bg, func(tx *store.Tx) error {
-		return tx.PutTask(bg, store.TaskSpec{Kind: kind, Ref: ref, Lane: lane, Step: step}, false)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	enginekit.On(t, db).Put(store.TaskSpec{Kind: kind, Ref: ref, Lane: lane, Step: step})
 }
 
 func start(t *testing.T, db *store.DB, instance string, lanes map[string]int, kinds ...engine.Kind) *engine.Engine {
 	t.Helper()
-	e := engine.New(engine.Options{DB: db, Instance: instance, Lanes: lanes, IdlePoll: 20 * time.Millisecond})
-	for _, k := range kinds {
-		e.Register(k)
+	if lanes == nil {
+		lanes = map[string]int{} // one worker per lane
 	}
-	if err := e.Start(bg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Kill)
-	return e
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return enginekit.On(t, db).Engine(enginekit.Options{Instance: instance, Lanes: lanes, IdlePoll: 20 * time.Millisecond, Kinds: kinds})
 }
 
 func gone(db *store.DB, kind, ref string) func() bool {
@@ -67,6 +49,7 @@ func finish(name string, ran *atomic.Int32) engine.Kind {
 // No number of busy background workers delays the first-steps lane: with every background
 // worker stuck in an action, a first step still runs at once.
 func TestTheFirstLaneRunsWhileTheBackgroundLaneIsBusy(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		release := make(chan struct{})
 		var entered atomic.Int32
@@ -85,16 +68,16 @@ func TestTheFirstLaneRunsWhileTheBackgroundLaneIsBusy(t *testing.T) {
 			put(t, db, "slow", fmt.Sprint(i), engine.LaneBackground, "wait")
 		}
 		e.NudgeAll()
-		waitFor(t, "both background workers to be busy", func() bool { return entered.Load() == 2 })
+		testkit.Eventually(t, "both background workers to be busy", func() bool { return entered.Load() == 2 })
 		put(t, db, "quick", "op-1", engine.LaneFirst, "ticket")
 		e.Nudge(engine.LaneFirst)
-		waitFor(t, "the first step to run", gone(db, "quick", "op-1"))
+		testkit.Eventually(t, "the first step to run", gone(db, "quick", "op-1"))
 		if entered.Load() != 2 {
 			t.Fatalf("%d background actions started with 2 workers", entered.Load())
 		}
 		close(release)
 		for i := range 5 {
-			waitFor(t, "the background tasks", gone(db, "slow", fmt.Sprint(i)))
+			testkit.Eventually(t, "the background tasks", gone(db, "slow", fmt.Sprint(i)))
 		}
 	})
 }
@@ -104,6 +87,7 @@ func TestTheFirstLaneRunsWhileTheBackgroundLaneIsBusy(t *testing.T) {
 // pool), and another instance. Only one attempt runs at a time; the one that loses writes
 // nothing and orphans nothing: the work is never left without a due time.
 func TestTwoAttemptsOnOneInstanceNeitherRunTwiceNorOrphanTheWork(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var running, overlaps, runs atomic.Int32
 		work := engine.Kind{Name: "request", Run: func(ctx context.Context, r *engine.Run) error {
@@ -134,9 +118,9 @@ func TestTwoAttemptsOnOneInstanceNeitherRunTwiceNorOrphanTheWork(t *testing.T) {
 			_ = db.InTx(bg, func(tx *store.Tx) error {
 				return tx.PutTask(bg, store.TaskSpec{Kind: "request", Ref: "op-1", Lane: engine.LaneFirst, Step: "ticket"}, true)
 			})
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(3 * time.Millisecond) // the behaviour: reschedules spread over the runs
 		}
-		waitFor(t, "the work to finish", gone(db, "request", "op-1"))
+		testkit.Eventually(t, "the work to finish", gone(db, "request", "op-1"))
 		if overlaps.Load() != 0 {
 			t.Fatalf("%d runs overlapped", overlaps.Load())
 		}
@@ -149,6 +133,7 @@ func TestTwoAttemptsOnOneInstanceNeitherRunTwiceNorOrphanTheWork(t *testing.T) {
 // An instance that dies in the middle of an action leaves a claim that expires; another
 // instance runs the work then, and the dead holder's late outcome is refused.
 func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		stuck := make(chan *engine.Run, 1)
 		hold := make(chan struct{})
@@ -180,7 +165,7 @@ func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing
 		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
 		b := start(t, db, "b", nil, survivor)
 		b.NudgeAll()
-		waitFor(t, "the other instance to finish the work", gone(db, "batch", "1"))
+		testkit.Eventually(t, "the other instance to finish the work", gone(db, "batch", "1"))
 		if ranOn.Load() != "b" {
 			t.Fatalf("ran on %v", ranOn.Load())
 		}
@@ -196,6 +181,7 @@ func TestAKilledInstancesWorkIsResumedElsewhereAndItsLateWriteRefused(t *testing
 // after a backoff at least as long as its Retry-After, then the kind gives up and the declared
 // failure is written; a panic is a failure too; a preempted write only lets go.
 func TestStepOutcomesAreClassifiedForEveryKind(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var mu sync.Mutex
 		attempts := map[string][]time.Time{}
@@ -233,7 +219,7 @@ func TestStepOutcomesAreClassifiedForEveryKind(t *testing.T) {
 		}
 		e.NudgeAll()
 		for _, ref := range []string{"unavailable", "panics", "preempted", "deterministic"} {
-			waitFor(t, ref+" to end", gone(db, "request", ref))
+			testkit.Eventually(t, ref+" to end", gone(db, "request", ref))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -258,15 +244,72 @@ func TestStepOutcomesAreClassifiedForEveryKind(t *testing.T) {
 // Polling is data: each look is one run, the schedule follows the checks recorded on the task
 // (short, then long), and the look after the timeout is the last.
 func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		st := engine.Stages{Short: time.Millisecond, ShortCount: 3, Long: 30 * time.Millisecond, Timeout: 250 * time.Millisecond}
+		// The schedule is read from what each look asks for (Poll's next), not counted in a
+		// window of wall time: how many looks fit in a window depends on how loaded the
+		// machine is, the schedule does not.
+		st := engine.Stages{Short: time.Millisecond, ShortCount: 3, Long: 30 * time.Millisecond, Timeout: time.Hour}
+		const enough = 8 // 3 short looks, then long ones
 		var mu sync.Mutex
 		var looks []time.Time
-		timedOut := make(chan int, 1)
+		var waits []time.Duration
+		var checks []int
+		done := make(chan struct{}, 1)
 		kind := engine.Kind{Name: "batch", Run: func(ctx context.Context, r *engine.Run) error {
+			next, out := r.Poll(st, "waiting")
 			mu.Lock()
 			looks = append(looks, time.Now())
+			waits = append(waits, next.In)
+			checks = append(checks, r.Task.Checks)
+			n := len(looks)
 			mu.Unlock()
+			if out || n == enough {
+				done <- struct{}{}
+				return r.Finish(ctx, nil)
+			}
+			return r.Next(ctx, next, nil)
+		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
+		startWaiting(t, db, kind)
+		testkit.Receive(t, "the looks", done)
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range looks {
+			want := st.Long
+			if i < st.ShortCount {
+				want = st.Short
+			}
+			if checks[i] != i || (i < enough-1 && waits[i] != want) {
+				t.Fatalf("look %d: checks %d, next in %s; want %d, %s (checks %v, waits %v)", i, checks[i], waits[i], i, want, checks, waits)
+			}
+			// A long wait is waited: never a busy loop.
+			if i > st.ShortCount {
+				if gap := looks[i].Sub(looks[i-1]); gap < 25*time.Millisecond {
+					t.Fatalf("look %d came %s after the one before (want poll.long)", i, gap)
+				}
+			}
+		}
+	})
+}
+
+// startWaiting starts an instance running kind and gives it batch 1's task, waiting from now.
+func startWaiting(t *testing.T, db *store.DB, kind engine.Kind) {
+	t.Helper()
+	e := start(t, db, "i", nil, kind)
+	enginekit.On(t, db).Put(store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true})
+	e.NudgeAll()
+}
+
+// The staged schedule's timeout ends the wait: the first look past it is told so, after a
+// bounded number of looks (never a busy loop).
+func TestAPollPastItsTimeoutIsTimedOut(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		st := engine.Stages{Short: time.Millisecond, ShortCount: 3, Long: 30 * time.Millisecond, Timeout: 100 * time.Millisecond}
+		var looks atomic.Int32
+		timedOut := make(chan int, 1)
+		kind := engine.Kind{Name: "batch", Run: func(ctx context.Context, r *engine.Run) error {
+			looks.Add(1)
 			next, out := r.Poll(st, "waiting")
 			if out {
 				timedOut <- r.Task.Checks
@@ -274,22 +317,11 @@ func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
 			}
 			return r.Next(ctx, next, nil)
 		}, Fail: func(ctx context.Context, r *engine.Run, err error) error { return r.Finish(ctx, nil) }}
-		e := start(t, db, "i", nil, kind)
-		if err := db.InTx(bg, func(tx *store.Tx) error {
-			return tx.PutTask(bg, store.TaskSpec{Kind: "batch", Ref: "1", Lane: engine.LaneBackground, Step: "pipeline", Wait: true}, false)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		e.NudgeAll()
-		checks := <-timedOut
-		mu.Lock()
-		defer mu.Unlock()
-		// 3 short looks, then long ones until 250ms: about 3 + 250/30 ≈ 11; never a busy loop.
-		if checks < 5 || checks > 15 || len(looks) != checks+1 {
-			t.Fatalf("%d checks, %d looks", checks, len(looks))
-		}
-		if gap := looks[len(looks)-1].Sub(looks[len(looks)-2]); gap < 25*time.Millisecond {
-			t.Fatalf("a late look came %s after the one before (want poll.long)", gap)
+		startWaiting(t, db, kind)
+		checks := testkit.Receive(t, "the timeout", timedOut)
+		// 3 short looks, then long ones until 100 ms: at most 3 + 100/30 + the one that timed out.
+		if n := int(looks.Load()); n != checks+1 || n > 8 {
+			t.Fatalf("%d looks, %d checks", n, checks)
 		}
 	})
 }
@@ -297,6 +329,7 @@ func TestAPollIsOneLookPerRunOnTheStagedSchedule(t *testing.T) {
 // A wake makes waiting work run now, on an instance that did not receive it (its idle poll sees
 // it); a wake that arrives during a run is not lost.
 func TestAWakeRunsWaitingWorkNowOnAnyInstance(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var runs atomic.Int32
 		kind := engine.Kind{Name: "batch", Run: func(ctx context.Context, r *engine.Run) error {
@@ -314,15 +347,15 @@ func TestAWakeRunsWaitingWorkNowOnAnyInstance(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the second run, brought forward by the wake", func() bool { return runs.Load() >= 2 })
-		time.Sleep(50 * time.Millisecond)
+		testkit.Eventually(t, "the second run, brought forward by the wake", func() bool { return runs.Load() >= 2 })
+		time.Sleep(50 * time.Millisecond) // the behaviour: no third run in this window (an idle poll is 20 ms)
 		if n := runs.Load(); n != 2 {
 			t.Fatalf("%d runs, want 2 (the wake's, then an hour)", n)
 		}
 		if _, err := db.WakeTasks(bg, []store.TaskRef{{Kind: "batch", Ref: "1"}}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the run a wake from elsewhere makes due", func() bool { return runs.Load() == 3 })
+		testkit.Eventually(t, "the run a wake from elsewhere makes due", func() bool { return runs.Load() == 3 })
 	})
 }
 
@@ -330,6 +363,7 @@ func TestAWakeRunsWaitingWorkNowOnAnyInstance(t *testing.T) {
 // cancelled action writes nothing but gives its claim back, so another instance need not wait
 // for it to expire.
 func TestAShutdownWritesNothingAndGivesTheClaimBack(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		entered := make(chan struct{})
 		kind := engine.Kind{Name: "batch", Lease: func() time.Duration { return time.Hour },
@@ -364,6 +398,7 @@ func TestAShutdownWritesNothingAndGivesTheClaimBack(t *testing.T) {
 // An action that outlives its lease (every outbound call's own deadline is far shorter: it is
 // stuck) is cut there and tried again like an unavailable dependency, not left holding the work.
 func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var runs atomic.Int32
 		var failures atomic.Int32
@@ -382,7 +417,7 @@ func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
 		e := start(t, db, "i", nil, kind)
 		put(t, db, "request", "op-1", engine.LaneFirst, "ticket")
 		e.NudgeAll()
-		waitFor(t, "the second attempt", gone(db, "request", "op-1"))
+		testkit.Eventually(t, "the second attempt", gone(db, "request", "op-1"))
 		if runs.Load() != 2 || failures.Load() != 1 {
 			t.Fatalf("%d runs, the second after %d failures", runs.Load(), failures.Load())
 		}
@@ -392,17 +427,18 @@ func TestAnActionThatOutlivesItsLeaseIsCutAndTriedAgain(t *testing.T) {
 // Work of a kind this instance does not know (a newer version wrote it) is put aside with a note,
 // not run, failed or spun on: it is due again minutes later, and the rest of the lane goes on.
 func TestWorkOfAnUnknownKindIsParked(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		var ran atomic.Int32
 		e := start(t, db, "i", nil, finish("request", &ran))
 		put(t, db, "from-the-future", "x", engine.LaneFirst, "anything")
 		put(t, db, "request", "op-1", engine.LaneFirst, "ticket")
 		e.NudgeAll()
-		waitFor(t, "the known work to run", gone(db, "request", "op-1"))
+		testkit.Eventually(t, "the known work to run", gone(db, "request", "op-1"))
 		// The pass that ran op-1 parks x in the same loop, but op-1 may end before x is put
 		// aside: wait for the note, then check x is neither run nor due soon nor held.
 		var task store.Task
-		waitFor(t, "the unknown kind to be parked", func() bool {
+		testkit.Eventually(t, "the unknown kind to be parked", func() bool {
 			var err error
 			task, err = db.Task(bg, "from-the-future", "x")
 			return err == nil && task.Note != ""
@@ -428,7 +464,7 @@ func TestTheEngineStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 		servicetest.StartedAndStoppedTwice(t, e, func() {
 			put(t, db, "batch", "leak-1", engine.LaneBackground, "pipeline")
 			e.NudgeAll()
-			waitFor(t, "the task to run", gone(db, "batch", "leak-1"))
+			testkit.Eventually(t, "the task to run", gone(db, "batch", "leak-1"))
 		})
 		if ran.Load() != 1 {
 			t.Fatalf("ran %d times", ran.Load())

@@ -14,7 +14,7 @@ import (
 // kind with its lane, how it waits and how an unavailable dependency is retried, and its memo is a
 // typed struct M that the engine decodes before a run and encodes with its outcome. Everything
 // the engine, the repair sweep and the documentation need to know of a step is in that table
-// (docs/architecture.md, "The kinds").
+// (docs/architecture.md, "The two kinds").
 
 // Step is one step of a kind whose steps are named by S and whose memo is M.
 type Step[M any, S ~string] struct {

@@ -13,6 +13,7 @@ import (
 // A merge held for a person is told in a notification as on the request page and in the ops
 // console: what holds it, who must act and where — for the blocked batch and for its request.
 func TestABlockedMergeIsToldAsOnThePage(t *testing.T) {
+	t.Parallel()
 	snap := config.MustParse(string(config.Sample))
 	note := explain.BlockerNote("discussions_not_resolved", 4)
 	story := "merge request !4 has an unresolved discussion: a maintainer of infra/acl must resolve it in GitLab; bindery merges within a minute after"

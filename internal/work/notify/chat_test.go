@@ -13,6 +13,7 @@ import (
 // A chat (Slack-compatible incoming webhook) gets the operators' events and, when it lists the
 // project, the requests of that project: {"text": …} with the link on its own line.
 func TestAChatGetsOperatorsEventsAndItsProjectsRequests(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ops := newReceiver(t, nil)
 		team := newReceiver(t, nil)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -15,6 +16,7 @@ import (
 // you" — in plain text and HTML, every message about one request in one thread, read back from
 // a real SMTP server (mailpit).
 func TestARequesterIsEmailedInOneThread(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mp := startMailpit(t)
 		newEnv(t, db, emailConfig(mp.smtp, ", username: bot, password: s3cret")+"targets:\n  - {key: team-a, title: Team A, project: infra/acl, path: \"acl/{subject}.yaml\"}\n")
@@ -65,6 +67,7 @@ func TestARequesterIsEmailedInOneThread(t *testing.T) {
 
 // A person's choice replaces the defaults; an empty choice emails nothing.
 func TestEmailFollowsThePersonsChoice(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mp := startMailpit(t)
 		e := newEnv(t, db, emailConfig(mp.smtp, ""))
@@ -105,6 +108,7 @@ func TestEmailFollowsThePersonsChoice(t *testing.T) {
 // notify.timeout), no STARTTLS when it is required; and a person without an address, whose
 // delivery is skipped. None of them is a failure of the request.
 func TestMailServerFaults(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		mp := startMailpit(t)
 		outcome := func(t *testing.T, ds []store.Delivery) (string, []string) {
@@ -130,7 +134,7 @@ func TestMailServerFaults(t *testing.T) {
 			return outcome(t, settled(t, db))
 		}
 
-		closed := freeAddr(t) // nothing listens there
+		closed := testkit.FreeAddr(t) // nothing listens there
 		if st, cl := run(t, emailConfig(closed, ""), "down"); st != store.DeliveryFailed || len(cl) != len(fastSchedule) || cl[0] != "connect" {
 			t.Fatalf("SMTP down: %s %v", st, cl)
 		}
@@ -142,7 +146,7 @@ func TestMailServerFaults(t *testing.T) {
 		mp.chaos(t, 451)
 		go func() {
 			// The server takes mail again after the first attempts.
-			waitFor(t, "a refused attempt", func() bool {
+			testkit.Eventually(t, "a refused attempt", func() bool {
 				return count(t, db, "SELECT COUNT(*) FROM notify_attempt a JOIN notify_delivery d ON d.id = a.delivery_id WHERE d.target = 'later@example.com'") >= 2
 			})
 			mp.chaos(t, 0)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"bindery/internal/platform/config"
+	"bindery/internal/testkit"
+	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/engine"
 	"bindery/store"
@@ -49,8 +50,8 @@ func newEnv(t *testing.T, db *store.DB, yaml string, opts ...func(*Options)) *en
 
 func startEnv(t *testing.T, db *store.DB, src *config.Source, instance string, opts ...func(*Options)) *env {
 	t.Helper()
-	eng := engine.New(engine.Options{DB: db, Instance: instance, IdlePoll: 10 * time.Millisecond,
-		Lanes: map[string]int{engine.LaneNotify: 4, engine.LaneFirst: 1, engine.LaneBackground: 1}, Log: slog.New(slog.DiscardHandler)})
+	eng := enginekit.On(t, db).Engine(enginekit.Options{Instance: instance, Held: true,
+		Lanes: map[string]int{engine.LaneNotify: 4, engine.LaneFirst: 1, engine.LaneBackground: 1}})
 	o := Options{DB: db, Config: src, Engine: eng, Instance: instance, BaseURL: "http://bindery.test", GitLabURL: "http://gitlab.test", Jitter: func() float64 { return 0.5 }}
 	for _, f := range opts {
 		f(&o)
@@ -63,7 +64,6 @@ func startEnv(t *testing.T, db *store.DB, src *config.Source, instance string, o
 	if err := eng.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(eng.Kill)
 	return &env{t: t, db: db, src: src, eng: eng, n: n}
 }
 
@@ -114,18 +114,6 @@ func (rc *receiver) got() []hit {
 	return append([]hit(nil), rc.hits...)
 }
 
-// waitFor polls cond until it holds (30 s at most).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // deliveries reads every delivery of the database.
 func deliveries(t *testing.T, db *store.DB) []store.Delivery {
 	t.Helper()
@@ -139,7 +127,7 @@ func deliveries(t *testing.T, db *store.DB) []store.Delivery {
 // settled waits until no notify task is left and returns the deliveries.
 func settled(t *testing.T, db *store.DB) []store.Delivery {
 	t.Helper()
-	waitFor(t, "every notify task to end", func() bool { return count(t, db, "SELECT COUNT(*) FROM task WHERE kind = 'notify'") == 0 })
+	testkit.Eventually(t, "every notify task to end", func() bool { return count(t, db, "SELECT COUNT(*) FROM task WHERE kind = 'notify'") == 0 })
 	return deliveries(t, db)
 }
 

@@ -1,17 +1,16 @@
 package notify
 
 import (
+	"bindery/internal/testkit"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // mailpit is a real SMTP server we did not write (github.com/axllent/mailpit), started for one
@@ -43,16 +42,6 @@ func mailpitBinary() string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startMailpit runs a private mailpit with chaos enabled and any login accepted.
 func startMailpit(t *testing.T, extra ...string) *mailpit {
 	t.Helper()
@@ -63,7 +52,7 @@ func startMailpit(t *testing.T, extra ...string) *mailpit {
 		}
 		t.Skip("mailpit not installed (go install github.com/axllent/mailpit@v1.33.1); BINDERY_REQUIRE_MAILPIT=1 makes this a failure")
 	}
-	m := &mailpit{smtp: freeAddr(t), api: "http://" + freeAddr(t)}
+	m := &mailpit{smtp: testkit.FreeAddr(t), api: "http://" + testkit.FreeAddr(t)}
 	args := append([]string{"--smtp", m.smtp, "--listen", strings.TrimPrefix(m.api, "http://"), "--database", filepath.Join(t.TempDir(), "mailpit.db"),
 		"--quiet", "--disable-version-check", "--smtp-disable-rdns", "--enable-chaos", "--smtp-auth-accept-any", "--smtp-auth-allow-insecure"}, extra...)
 	cmd := exec.Command(bin, args...)
@@ -73,19 +62,15 @@ func startMailpit(t *testing.T, extra ...string) *mailpit {
 		t.Fatalf("start mailpit: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if err := testkit.Poll(testkit.Timeout(), func() bool {
 		resp, err := http.Get(m.api + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mailpit did not start: %v\n%s", err, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}); err != nil {
+		t.Fatalf("mailpit did not start: %v\n%s", err, out.String())
 	}
 	return m
 }

@@ -100,7 +100,7 @@ func parseMR(target string) (string, int64, bool) {
 func openedNote(e store.Event, l explain.Links) string {
 	f := e.Facts
 	var b strings.Builder
-	fmt.Fprintf(&b, "**bindery** batch %d carries %d %s:\n\n", f.BatchID, len(f.Members), plural(len(f.Members), "change"))
+	fmt.Fprintf(&b, "**bindery** batch %d carries %d %s:\n\n", f.BatchID, len(f.Members), explain.Plural(len(f.Members), "change"))
 	for _, op := range f.Members {
 		fmt.Fprintf(&b, "- [%s](%s)\n", op, l.Request(op))
 	}
@@ -119,12 +119,5 @@ func withCulprit(note string, e store.Event, l explain.Links) string {
 		note = note[:i]
 	}
 	return note + culpritMark + fmt.Sprintf("[%s](%s) — batch %d failed with it alone, after %d %s; the other changes go on without it.",
-		f.Culprit, l.Request(f.Culprit), f.BatchID, f.Bisections, plural(f.Bisections, "bisection"))
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
+		f.Culprit, l.Request(f.Culprit), f.BatchID, f.Bisections, explain.Plural(f.Bisections, "bisection"))
 }

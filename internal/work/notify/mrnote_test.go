@@ -33,6 +33,7 @@ targets:
 // links to their requests, and the same note is edited when a bisection isolates the change
 // that fails — through bindery's GitLab client, against the simulated GitLab over HTTP.
 func TestTheBatchMergeRequestNote(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		src := config.NewStatic(config.MustParse(gitlabConfig))
 		sims := sim.New(sim.Options{Config: src})

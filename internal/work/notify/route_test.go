@@ -13,6 +13,7 @@ import (
 // default or some person chose it; a webhook's or chat's subscription routes its types; the
 // batch's own events route only to merge request notes.
 func TestTheRoutingFilterFollowsTheChoicesAndTheConfiguration(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		src := config.NewStatic(config.MustParse(emailConfig("127.0.0.1:1", "") + "  mrNotes: false\n  chat:\n    - {name: ops, url: \"http://127.0.0.1:1/x\"}\n"))
 		e := startEnv(t, db, src, "i-1")

@@ -9,6 +9,7 @@ import (
 // 5 h, 10 h, 14 h, 20 h and 24 h, each within ±10 % jitter; a Retry-After is the least wait (up
 // to a day); after the tenth attempt nothing is left.
 func TestTheStandardSchedule(t *testing.T) {
+	t.Parallel()
 	want := []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
 	for i, w := range want {
 		lo, _ := nextWait(schedule, i, 0, func() float64 { return 0 })

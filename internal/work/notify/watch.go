@@ -13,6 +13,7 @@ import (
 
 	"bindery/internal/platform/config"
 	"bindery/internal/vocab/state"
+	"bindery/internal/vocab/text"
 	"bindery/internal/work/service"
 	"bindery/store"
 )
@@ -201,9 +202,4 @@ func (n *Notifier) refusedKeys(snap *config.Snapshot) {
 }
 
 // clipWhy bounds a refusal's text (a file's error may quote a long value).
-func clipWhy(s string) string {
-	if len(s) <= 480 {
-		return s
-	}
-	return s[:480] + "…"
-}
+func clipWhy(s string) string { return text.Clip(s, 480+len(text.Ellipsis), text.Bytes, text.Ellipsis) }

@@ -12,6 +12,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/internal/platform/config"
+	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/service/servicetest"
 	"bindery/store"
@@ -22,6 +23,7 @@ import (
 // callback overdue, an approval waiting too long — however many instances look and however
 // often; it counts what the alert rules read, and purges old attempts.
 func TestTheWatchTellsOverdueRequestsOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
 		yaml := webhookConfig("ops", rc.URL, "[deploy.overdue, request.needs_attention]") + "  keepAttempts: 1ms\nreconcile:\n  deployOverdue: 1ms\napproval:\n  timeout: 1ms\n"
@@ -30,7 +32,7 @@ func TestTheWatchTellsOverdueRequestsOnce(t *testing.T) {
 		b := startEnv(t, db, src, "i-2")
 		apply(t, db, "op-merged", "alice@example.com", toInEffect[:6]...)
 		apply(t, db, "op-waiting", "bob@example.com", toInEffect[:1]...)
-		time.Sleep(20 * time.Millisecond) // past both overdue bounds, by the database clock too
+		dbClockPasses(t, db, 2*time.Millisecond) // past both overdue bounds (1 ms)
 		set := metrics.NewSet()
 		wa, wb := a.n.NewWatch(15*time.Second, set), b.n.NewWatch(15*time.Second, nil)
 		for range 3 {
@@ -70,7 +72,7 @@ func TestTheWatchTellsOverdueRequestsOnce(t *testing.T) {
 		if _, err := db.Transition(bg, cur, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent, Note: "asked again"}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		dbClockPasses(t, db, 2*time.Millisecond) // the new stay is past the bound too
 		if _, err := wb.RunOnce(bg); err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +81,7 @@ func TestTheWatchTellsOverdueRequestsOnce(t *testing.T) {
 			t.Fatalf("%d deliveries after a new stay, want 3", n)
 		}
 		// Attempts older than notify.keepAttempts (1ms) are purged by the next look.
-		time.Sleep(20 * time.Millisecond)
+		dbClockPasses(t, db, 2*time.Millisecond)
 		if _, err := wa.RunOnce(bg); err != nil {
 			t.Fatal(err)
 		}
@@ -94,6 +96,7 @@ func TestTheWatchTellsOverdueRequestsOnce(t *testing.T) {
 
 // A BLOCKED batch counts from its batch.blocked event.
 func TestTheWatchCountsBlockedBatches(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		e := newEnv(t, db, "notify:\n  mrNotes: false\n")
 		if _, err := db.Raw().ExecContext(bg, "INSERT INTO merge_batch (partition_key, project, status) VALUES ('infra/acl', 'infra/acl', 'RUNNING')"); err != nil {
@@ -106,7 +109,7 @@ func TestTheWatchCountsBlockedBatches(t *testing.T) {
 		if _, err := db.UpdateBatch(bg, b, store.BatchChange{Status: state.BatchBlocked, Note: "a thread"}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the behaviour: the batch stays blocked 50 ms, which the watch measures
 		w := e.n.NewWatch(15*time.Second, nil)
 		if _, err := w.RunOnce(bg); err != nil {
 			t.Fatal(err)
@@ -120,6 +123,7 @@ func TestTheWatchCountsBlockedBatches(t *testing.T) {
 // A refused configuration — a whole file, or keys of one — is told to operators once, however
 // many instances refuse it.
 func TestARefusedConfigurationIsToldOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
 		path := filepath.Join(t.TempDir(), "config.yaml")
@@ -187,6 +191,20 @@ func TestTheWatchIsAService(t *testing.T) {
 	}
 	w := e.n.NewWatch(15*time.Second, nil)
 	servicetest.StartedAndStoppedTwice(t, w, func() {
-		waitFor(t, "the first look", func() bool { return w.Counts().BatchesBlocked == 1 })
+		testkit.Eventually(t, "the first look", func() bool { return w.Counts().BatchesBlocked == 1 })
+	})
+}
+
+// dbClockPasses waits until the database clock is d past what it says now: the watch measures
+// its bounds by that clock.
+func dbClockPasses(t *testing.T, db *store.DB, d time.Duration) {
+	t.Helper()
+	start, err := db.Now(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the database clock to move on by "+d.String(), func() bool {
+		now, err := db.Now(bg)
+		return err == nil && now.Sub(start) > d
 	})
 }

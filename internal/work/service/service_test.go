@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"bindery/internal/testkit"
 	"bindery/internal/work/service"
 )
 
@@ -59,9 +60,7 @@ func TestStopEndsEveryGoroutineAndASecondStopWaitsToo(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatalf("a second start of a running service: %v", err)
 	}
-	for s.ticks.Load() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "three ticks", func() bool { return s.ticks.Load() >= 3 })
 	var wg sync.WaitGroup
 	for range 3 { // concurrent stops: each returns once the goroutine ended
 		wg.Add(1)
@@ -74,7 +73,7 @@ func TestStopEndsEveryGoroutineAndASecondStopWaitsToo(t *testing.T) {
 	}
 	wg.Wait()
 	n := s.ticks.Load()
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the behaviour: no tick in this window (the ticker's period is 1 ms or less)
 	if s.ticks.Load() != n {
 		t.Fatal("the service still ticks after Stop returned")
 	}
