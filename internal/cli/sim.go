@@ -12,6 +12,20 @@ import (
 	"bindery/internal/platform/config"
 )
 
+// databaseDSN is the database a command works on (migrate, backup): -dsn, else the -config
+// file's database.dsn; neither is a usage error.
+func databaseDSN(fs *flag.FlagSet, stderr io.Writer, configPath, dsn string) (string, error) {
+	switch {
+	case dsn != "":
+		return dsn, nil
+	case configPath == "":
+		fmt.Fprintln(stderr, "-config or -dsn is required")
+		fs.Usage()
+		return "", errUsage
+	}
+	return dsnFromConfig(configPath)
+}
+
 func dsnFromConfig(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
