@@ -19,7 +19,7 @@ const (
 )
 
 // heartbeat keeps this instance's row in the instance table, as a service: each beat refreshes
-// the row, then the live-instance count the rate limits are divided by, and sweeps the idle
+// the row, takes over the claims of instances whose heartbeat stopped, then the live-instance count the rate limits are divided by, and sweeps the idle
 // rate-limit keys. It owns the row: its Stop removes it, so that the other instances' shares
 // grow at once instead of when the row would have aged out.
 type heartbeat struct {
@@ -50,6 +50,13 @@ func (h *heartbeat) Start(ctx context.Context) error {
 func (h *heartbeat) runOnce(ctx context.Context) {
 	if err := h.db.Heartbeat(ctx, h.instance, h.version); err != nil && ctx.Err() == nil {
 		h.log.Warn("instance heartbeat failed", "err", err)
+	}
+	// A crashed instance's claims (or, after a restore, those of the instances the copy names)
+	// go to the live ones once its heartbeat is as old as liveWithin, not when their leases end.
+	if n, err := h.db.TakeOverClaims(ctx, h.instance, liveWithin); err != nil && ctx.Err() == nil {
+		h.log.Warn("the claims of stopped instances were not taken over; they run again when their leases end", "err", err)
+	} else if n > 0 {
+		h.log.Info("took over the claims of instances whose heartbeat stopped", "tasks", n, "silentFor", liveWithin)
 	}
 	if err := h.share.Refresh(ctx); err != nil && ctx.Err() == nil {
 		h.log.Warn("rate limit: live instance count not refreshed; keeping the last one", "live", h.share.Live(), "err", err)

@@ -25,9 +25,11 @@ type SimOptions struct {
 	// fault knobs, watched for edits; "" is the embedded sample.
 	ConfigPath string
 	// RunJobs runs the jobs of a project's .gitlab-ci.yml after a merge (sim.Options.RunJobs).
-	RunJobs   bool
-	Stdout    io.Writer // where the URLs are printed
-	LogOutput io.Writer
+	RunJobs bool
+	// AdminToken is the simulated GitLab's administrator token (sim.Options.AdminToken).
+	AdminToken string
+	Stdout     io.Writer // where the URLs are printed
+	LogOutput  io.Writer
 }
 
 // RunSim serves the simulators alone (GitLab, approval system, deploy pipeline, permission
@@ -51,7 +53,7 @@ func RunSim(ctx context.Context, o SimOptions) error {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
-	sims := sim.New(sim.Options{Config: src, BinderyURL: o.BinderyURL, RunJobs: o.RunJobs, Log: log})
+	sims := sim.New(sim.Options{Config: src, BinderyURL: o.BinderyURL, RunJobs: o.RunJobs, AdminToken: o.AdminToken, Log: log})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -15,24 +15,21 @@ import (
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file; its database.dsn is copied (required unless -dsn)")
-	dsn := fs.String("dsn", "", "database DSN (overrides database.dsn)")
+	dsnFlag := fs.String("dsn", "", "database DSN (overrides database.dsn)")
 	out := fs.String("out", "", "file to write the copy to; it must not exist (required)")
 	if err := parseFlags(fs, args, stderr, "backup -config FILE -out FILE [-dsn DSN]"); err != nil {
 		return err
 	}
-	if *out == "" || (*configPath == "" && *dsn == "") {
-		fmt.Fprintln(stderr, "-out and -config (or -dsn) are required")
+	if *out == "" {
+		fmt.Fprintln(stderr, "-out is required")
 		fs.Usage()
 		return errUsage
 	}
-	if *dsn == "" {
-		d, err := dsnFromConfig(*configPath)
-		if err != nil {
-			return err
-		}
-		*dsn = d
+	dsn, err := databaseDSN(fs, stderr, *configPath, *dsnFlag)
+	if err != nil {
+		return err
 	}
-	db, err := store.Open(ctx, *dsn, store.Options{})
+	db, err := store.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		return err
 	}
@@ -42,6 +39,6 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	v, _ := db.SchemaVersion(ctx)
-	fmt.Fprintf(stdout, "backup of %s written to %s (schema %04d) in %s\n", store.RedactDSN(*dsn), *out, v, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "backup of %s written to %s (schema %04d) in %s\n", store.RedactDSN(dsn), *out, v, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -148,23 +148,15 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, assets app.A
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, assets app.Assets) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file; its database.dsn is used unless -dsn is given")
-	dsn := fs.String("dsn", "", "database DSN (overrides database.dsn)")
+	dsnFlag := fs.String("dsn", "", "database DSN (overrides database.dsn)")
 	if err := parseFlags(fs, args, stderr, "migrate -config FILE [-dsn DSN]"); err != nil {
 		return err
 	}
-	if *dsn == "" {
-		if *configPath == "" {
-			fmt.Fprintln(stderr, "-config or -dsn is required")
-			fs.Usage()
-			return errUsage
-		}
-		d, err := dsnFromConfig(*configPath)
-		if err != nil {
-			return err
-		}
-		*dsn = d
+	dsn, err := databaseDSN(fs, stderr, *configPath, *dsnFlag)
+	if err != nil {
+		return err
 	}
-	db, err := store.Open(ctx, *dsn, store.Options{})
+	db, err := store.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer, ass
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	sendTest := fs.Bool("send-test", false, "send a test email to notify.email's from address (otherwise nothing is sent)")
+	sendTest := fs.Bool("send-test", false, "send a test email to notify.email's from address and a test delivery to each webhook and chat (otherwise nothing is sent)")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of each remote call")
 	if err := parseFlags(fs, args, stderr, "doctor -config FILE [-json] [-send-test] [-timeout 10s]"); err != nil {
 		return err

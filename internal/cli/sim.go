@@ -12,6 +12,20 @@ import (
 	"bindery/internal/platform/config"
 )
 
+// databaseDSN is the database a command works on (migrate, backup): -dsn, else the -config
+// file's database.dsn; neither is a usage error.
+func databaseDSN(fs *flag.FlagSet, stderr io.Writer, configPath, dsn string) (string, error) {
+	switch {
+	case dsn != "":
+		return dsn, nil
+	case configPath == "":
+		fmt.Fprintln(stderr, "-config or -dsn is required")
+		fs.Usage()
+		return "", errUsage
+	}
+	return dsnFromConfig(configPath)
+}
+
 func dsnFromConfig(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -31,7 +45,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bindery := fs.String("bindery", "", "base URL of bindery, for GitLab webhooks and deploy callbacks (approval callbacks go to each ticket's callbackUrl); empty: none are sent")
 	cfgPath := fs.String("config", "", "config file with the secrets shared with bindery (hooks.*, gitlab tokens), the catalog and the sim.* fault knobs; watched for edits. Empty: the embedded sample (demo secrets)")
 	runJobs := fs.Bool("run-jobs", false, "after a merge, run the jobs of the project's .gitlab-ci.yml on this machine (sh), as a shell runner would: how the deploy job of deploy/gitlab is rehearsed")
-	if err := parseFlags(fs, args, stderr, "sim -addr ADDR [-bindery URL] [-config FILE] [-run-jobs]"); err != nil {
+	adminToken := fs.String("admin-token", "", "token of a GitLab administrator (user root, Owner of every project) for the setup calls of docs/install.md; empty: no such account")
+	if err := parseFlags(fs, args, stderr, "sim -addr ADDR [-bindery URL] [-config FILE] [-run-jobs] [-admin-token TOKEN]"); err != nil {
 		return err
 	}
 	if *bindery != "" && !strings.HasPrefix(*bindery, "http://") && !strings.HasPrefix(*bindery, "https://") {
@@ -39,5 +54,5 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return errUsage
 	}
-	return app.RunSim(ctx, app.SimOptions{Addr: *addr, BinderyURL: *bindery, ConfigPath: *cfgPath, RunJobs: *runJobs, Stdout: stdout, LogOutput: stderr})
+	return app.RunSim(ctx, app.SimOptions{Addr: *addr, BinderyURL: *bindery, ConfigPath: *cfgPath, RunJobs: *runJobs, AdminToken: *adminToken, Stdout: stdout, LogOutput: stderr})
 }

@@ -97,6 +97,11 @@ func newGitLab(o Options) *GitLab {
 		nextUserID: 100,
 	}
 	g.hooks = newHooks(g)
+	if o.AdminToken != "" {
+		g.users = append(g.users, User{ID: g.nextUserID, Username: AdminUsername, Name: "Administrator", Token: o.AdminToken,
+			CanPush: true, CanMerge: true, AccessLevel: Owner})
+		g.nextUserID++
+	}
 	return g
 }
 

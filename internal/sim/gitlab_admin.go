@@ -8,7 +8,8 @@ import (
 )
 
 // What a project's maintainers set up and bindery doctor reads: the token in use
-// (GET /personal_access_tokens/self), membership (GET /projects/:id/members/all/:user_id), branch
+// (GET /personal_access_tokens/self), accounts by username (GET /users?username=), membership
+// (GET /projects/:id/members/all/:user_id, POST /projects/:id/members), branch
 // protection (GET/POST/DELETE /projects/:id/protected_branches), project webhooks
 // (GET/POST/DELETE /projects/:id/hooks) and CI/CD variables (GET/POST /projects/:id/variables).
 // Bodies and status codes as GitLab's (lib/api/personal_access_tokens.rb, members.rb,
@@ -20,11 +21,18 @@ const (
 	Reporter   = 20
 	Developer  = 30
 	Maintainer = 40
+	Owner      = 50
 )
+
+// AdminUsername is the administrator account of Options.AdminToken: the operator who sets the
+// projects up (docs/install.md, 'GitLab'), Owner of every project.
+const AdminUsername = "root"
 
 var adminRoutes = []gitlabRoute{
 	{"GET", "token_self", path("personal_access_tokens/self"), (*call).tokenSelf},
 	{"GET", "member", path("projects/:id/members/all/:user_id"), (*call).member},
+	{"POST", "add_member", path("projects/:id/members"), (*call).addMember},
+	{"GET", "users", path("users"), (*call).listUsers},
 	{"GET", "protected_branches", path("projects/:id/protected_branches"), (*call).listProtected},
 	{"GET", "protected_branch", path("projects/:id/protected_branches/:name"), (*call).getProtected},
 	{"POST", "protect_branch", path("projects/:id/protected_branches"), (*call).protectBranch},
@@ -121,6 +129,66 @@ func (g *GitLab) knownUser(id int64) (User, bool) { // holds g.mu
 		}
 	}
 	return User{}, false
+}
+
+// listUsers is GET /users?username=NAME: the account with that username, as a list of one (an
+// empty list when there is none). Without username it lists every account the simulator knows.
+func (c *call) listUsers() {
+	want, _ := c.in.str("username")
+	out := []userJSON{}
+	seen := map[int64]bool{}
+	for _, u := range append(append([]User(nil), c.g.users...), c.g.configUsers()...) {
+		if !seen[u.ID] && (want == "" || u.Username == want) {
+			seen[u.ID] = true
+			out = append(out, c.userJSON(u))
+		}
+	}
+	writeJSON(c.w, http.StatusOK, paginate(c, out))
+}
+
+// addMember is POST /projects/:id/members (user_id, access_level): 409 when the account was
+// added to the project before. The simulator's roles are per account, not per project: the
+// level given becomes the account's role everywhere (every catalog project is set up alike).
+func (c *call) addMember() {
+	if !c.maintainer() || c.missing("user_id") || c.missing("access_level") {
+		return
+	}
+	id, level := c.in.intOr("user_id", 0), int(c.in.intOr("access_level", 0))
+	if !slices.Contains([]int{10, Reporter, Developer, Maintainer, Owner}, level) {
+		writeJSON(c.w, http.StatusBadRequest, map[string]string{"error": "access_level does not have a valid value"})
+		return
+	}
+	u, ok := c.g.knownUser(id)
+	if !ok {
+		c.fail(http.StatusNotFound, "404 User Not Found")
+		return
+	}
+	if c.p.members[id] {
+		c.fail(http.StatusConflict, "Member already exists")
+		return
+	}
+	if c.p.members == nil {
+		c.p.members = map[int64]bool{}
+	}
+	c.p.members[id] = true
+	u.AccessLevel = level
+	c.g.putUser(u)
+	writeJSON(c.w, http.StatusCreated, map[string]any{
+		"id": u.ID, "username": u.Username, "name": u.Name, "state": "active", "access_level": level,
+		"web_url": c.base + "/" + u.Username, "created_at": c.now.UTC().Format(time.RFC3339), "expires_at": nil,
+	})
+}
+
+// putUser replaces the account with u's id, or adds it (an account made from the configuration
+// becomes an added one with the same id).
+func (g *GitLab) putUser(u User) { // holds g.mu
+	for i := range g.users {
+		if g.users[i].ID == u.ID {
+			g.users[i] = u
+			return
+		}
+	}
+	g.users = append(g.users, u)
 }
 
 // ---- protected branches ----

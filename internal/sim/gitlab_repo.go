@@ -29,6 +29,7 @@ type project struct {
 	hooks     []*projectHook
 	protected map[string]*protection // by branch name
 	variables map[string]string
+	members   map[int64]bool // accounts added with POST /projects/:id/members
 }
 
 type fileEntry struct {

@@ -38,6 +38,10 @@ type Options struct {
 	// this machine (deploy_job.go) instead of the deploy simulator's own callback: a project
 	// without the file gets the simulator's callback as before.
 	RunJobs bool
+	// AdminToken is the token of an administrator account (AdminUsername, Owner of every
+	// project), for the setup calls a maintainer makes (members, protection, hooks, variables,
+	// the CI file). Empty: no such account.
+	AdminToken string
 	// StateFile keeps the simulators' state across restarts (see state.go); the demo puts it
 	// in its data directory. Empty: in memory only.
 	StateFile string

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -16,8 +17,9 @@ import (
 // decision whose callback never got through is sent again after the restart.
 //
 // Saved: projects (commits as changes against their first parent), MRs, pipelines, counters,
-// approval tickets. Not saved: webhooks in flight, deploys not yet called back (reconciliation
-// covers a lost deploy callback), test overrides.
+// what maintainers set up (webhooks with their secret tokens, branch protections, CI/CD
+// variables, members and their roles), approval tickets. Not saved: webhooks in flight, deploys
+// not yet called back (reconciliation covers a lost deploy callback), test overrides.
 
 const stateVersion = 1
 
@@ -34,6 +36,8 @@ type savedGitLab struct {
 	NextJobID      int64          `json:"nextJobId,omitempty"`
 	Seq            int64          `json:"seq"`
 	Projects       []savedProject `json:"projects"`
+	// Roles are the accounts' roles set through POST /projects/:id/members, by account id.
+	Roles map[int64]int `json:"roles,omitempty"`
 }
 
 type savedProject struct {
@@ -45,6 +49,26 @@ type savedProject struct {
 	MRs           []savedMR         `json:"mrs"`
 	Pipelines     []savedPipeline   `json:"pipelines"`
 	NextPipeIID   int64             `json:"nextPipelineIid"`
+	Hooks         []savedHook       `json:"hooks,omitempty"`
+	// Protected is every protected branch; nil (a state saved before protections were kept):
+	// GitLab's default protection of the default branch.
+	Protected *[]savedProtection `json:"protected,omitempty"`
+	Variables map[string]string  `json:"variables,omitempty"`
+	Members   []int64            `json:"members,omitempty"`
+}
+
+type savedHook struct {
+	projectHook
+	Token string `json:"token,omitempty"` // the secret GitLab sends with each delivery
+}
+
+type savedProtection struct {
+	Branch    string  `json:"branch"`
+	ID        int64   `json:"id"`
+	Push      int     `json:"push"`
+	Merge     int     `json:"merge"`
+	PushUsers []int64 `json:"pushUsers,omitempty"`
+	MergeSet  []int64 `json:"mergeUsers,omitempty"`
 }
 
 type savedFile struct {
@@ -193,9 +217,64 @@ func (g *GitLab) save() savedGitLab { // holds g.mu
 				UserID: pl.userID, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt, Dur: pl.dur, Outcome: pl.outcome, Reported: pl.reported,
 				Head: pl.head, Source: pl.source, Jobs: pl.jobs})
 		}
+		saveSetup(p, &sp)
 		out.Projects = append(out.Projects, sp)
 	}
+	for _, u := range g.users {
+		if u.AccessLevel != 0 && u.Username != AdminUsername {
+			if out.Roles == nil {
+				out.Roles = map[int64]int{}
+			}
+			out.Roles[u.ID] = u.AccessLevel
+		}
+	}
 	return out
+}
+
+// saveSetup records what a project's maintainers set up.
+func saveSetup(p *project, sp *savedProject) {
+	for _, h := range p.hooks {
+		sp.Hooks = append(sp.Hooks, savedHook{projectHook: *h, Token: h.token})
+	}
+	branches := make([]string, 0, len(p.protected))
+	for b := range p.protected {
+		branches = append(branches, b)
+	}
+	slices.Sort(branches)
+	protected := []savedProtection{}
+	for _, b := range branches {
+		pr := p.protected[b]
+		protected = append(protected, savedProtection{Branch: b, ID: pr.id, Push: pr.push, Merge: pr.merge, PushUsers: pr.pushUsers, MergeSet: pr.mergeSet})
+	}
+	sp.Protected = &protected
+	sp.Variables = p.variables
+	for id := range p.members {
+		sp.Members = append(sp.Members, id)
+	}
+	slices.Sort(sp.Members)
+}
+
+// restoreSetup puts back what a project's maintainers set up.
+func (g *GitLab) restoreSetup(p *project, sp savedProject) { // holds g.mu
+	for _, h := range sp.Hooks {
+		hook := h.projectHook
+		hook.token = h.Token
+		p.hooks = append(p.hooks, &hook)
+	}
+	if sp.Protected == nil {
+		p.protect(p.defaultBranch, &protection{id: g.nextID(), push: Maintainer, merge: Maintainer})
+	} else {
+		for _, pr := range *sp.Protected {
+			p.protect(pr.Branch, &protection{id: pr.ID, push: pr.Push, merge: pr.Merge, pushUsers: pr.PushUsers, mergeSet: pr.MergeSet})
+		}
+	}
+	p.variables = sp.Variables
+	for _, id := range sp.Members {
+		if p.members == nil {
+			p.members = map[int64]bool{}
+		}
+		p.members[id] = true
+	}
 }
 
 func (g *GitLab) restore(s savedGitLab) { // holds g.mu
@@ -205,9 +284,7 @@ func (g *GitLab) restore(s savedGitLab) { // holds g.mu
 		if p.branches == nil {
 			p.branches = map[string]string{}
 		}
-		// Maintainers' setup (hooks, protections, variables) is not saved: a restored project
-		// has GitLab's default protection again.
-		p.protect(p.defaultBranch, &protection{id: g.nextID(), push: Maintainer, merge: Maintainer})
+		g.restoreSetup(p, sp)
 		for _, sc := range sp.Commits {
 			files := tree{}
 			if len(sc.Parents) > 0 && p.commits[sc.Parents[0]] != nil {
@@ -269,6 +346,21 @@ func (g *GitLab) restore(s savedGitLab) { // holds g.mu
 		}
 		g.projects[p.path] = p
 		g.projectsByID[p.id] = p
+	}
+	// Hooks and protections keep their ids; new ones are numbered after them (nextID).
+	for _, p := range g.projectsByID {
+		for _, h := range p.hooks {
+			g.nextUserID = max(g.nextUserID, h.ID-10000)
+		}
+		for _, pr := range p.protected {
+			g.nextUserID = max(g.nextUserID, pr.id-10000)
+		}
+	}
+	for id, level := range s.Roles {
+		if u, ok := g.knownUser(id); ok {
+			u.AccessLevel = level
+			g.putUser(u)
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -91,5 +93,73 @@ func TestUnreadableStateIsSetAsideNotFatal(t *testing.T) {
 	matches, _ := filepath.Glob(file + ".broken-*")
 	if len(matches) != 1 {
 		t.Fatalf("broken state not set aside: %v", matches)
+	}
+}
+
+// What a maintainer set up survives a restart (the demo restarts keep it): the project's
+// webhook, still delivering with its secret token, the branch protection as set (not GitLab's
+// default again), the CI/CD variables and the members' roles; a hook added after the restart
+// gets a new id.
+func TestAMaintainersSetupSurvivesARestart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sim-state.json")
+	rec := &receiver{}
+	bindery := httptest.NewServer(rec)
+	defer bindery.Close()
+	e, stop := startAt(t, file, rec, bindery)
+	if a := e.call(t, "POST", proj+"/hooks", "bot-token", map[string]any{"url": bindery.URL + "/hooks/gitlab", "token": "kept-secret",
+		"merge_requests_events": true, "pipeline_events": true}); a.status != 201 {
+		t.Fatal(a.body)
+	}
+	e.call(t, "DELETE", proj+"/protected_branches/main", "bot-token", nil)
+	if a := e.call(t, "POST", proj+"/protected_branches", "bot-token", map[string]any{"name": "main", "push_access_level": 0, "merge_access_level": 40}); a.status != 201 {
+		t.Fatal(a.body)
+	}
+	if a := e.call(t, "POST", proj+"/variables", "bot-token", map[string]any{"key": "BINDERY_URL", "value": "https://bindery.example.com"}); a.status != 201 {
+		t.Fatal(a.body)
+	}
+	if a := e.call(t, "POST", proj+"/members", "bot-token", map[string]any{"user_id": 2, "access_level": 30}); a.status != 201 {
+		t.Fatal(a.body)
+	}
+	stop()
+
+	e2, stop2 := startAt(t, file, rec, bindery)
+	defer stop2()
+	hooks := e2.call(t, "GET", proj+"/hooks", "bot-token", nil)
+	if hooks.status != 200 || !strings.Contains(hooks.body, bindery.URL+"/hooks/gitlab") {
+		t.Fatalf("hooks after the restart: %d %s", hooks.status, hooks.body)
+	}
+	if pr := e2.call(t, "GET", proj+"/protected_branches/main", "bot-token", nil); !strings.Contains(pr.body, `"push_access_levels":[{"access_level":0`) {
+		t.Fatalf("the protection after the restart: %s", pr.body)
+	}
+	if v := e2.call(t, "GET", proj+"/variables", "bot-token", nil); !strings.Contains(v.body, "https://bindery.example.com") {
+		t.Fatalf("variables after the restart: %s", v.body)
+	}
+	if m := e2.call(t, "GET", proj+"/members/all/2", "bot-token", nil); !strings.Contains(m.body, `"access_level":30`) {
+		t.Fatalf("the reviewer's role after the restart: %s", m.body)
+	}
+	if again := e2.call(t, "POST", proj+"/members", "bot-token", map[string]any{"user_id": 2, "access_level": 30}); again.status != 409 {
+		t.Fatalf("the member added before the restart, added again: %d", again.status)
+	}
+	added := e2.call(t, "POST", proj+"/hooks", "bot-token", map[string]any{"url": bindery.URL + "/other"}).json(t)
+	if strings.Count(e2.call(t, "GET", proj+"/hooks", "bot-token", nil).body, fmt.Sprintf(`"id":%v,`, added["id"])) != 1 {
+		t.Fatalf("a hook added after the restart reuses the id %v", added["id"])
+	}
+	// The kept hook still delivers, with its secret token.
+	rec.mu.Lock()
+	rec.got, rec.bodies = nil, nil
+	rec.mu.Unlock()
+	e2.mergeMR(t)
+	var hook *http.Request
+	for deadline := time.Now().Add(10 * time.Second); hook == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		reqs, _ := e2.hook.requests()
+		for _, r := range reqs {
+			if r.URL.Path == "/hooks/gitlab" {
+				hook = r
+				break
+			}
+		}
+	}
+	if hook == nil || hook.Header.Get("X-Gitlab-Token") != "kept-secret" {
+		t.Fatalf("no delivery to the kept hook with its secret token after the restart: %v", hook)
 	}
 }

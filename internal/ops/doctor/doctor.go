@@ -84,7 +84,8 @@ func (r Report) WriteJSON(w io.Writer) error {
 type Options struct {
 	ConfigPath string
 	Schema     fs.FS // the migrations this binary carries
-	// SendTest sends one test email (to notify.email's from address); otherwise nothing is sent.
+	// SendTest sends one test email (to notify.email's from address) and one test delivery to each
+	// webhook and chat (event endpoint.test); otherwise nothing is sent.
 	SendTest bool
 	// HTTPClient makes every HTTP call (nil: the client bindery's outbound calls use).
 	HTTPClient *http.Client

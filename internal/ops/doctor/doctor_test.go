@@ -4,20 +4,26 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"bindery/internal/ops/doctor"
 	"bindery/internal/platform/config"
 	"bindery/internal/sim"
+	"bindery/internal/work/notify"
 	"bindery/schema"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -34,6 +40,8 @@ type setup struct {
 	dsn    string
 	public string
 	over   map[string]string // config lines replaced by a case (key prefix → line)
+	extra  []string          // config lines added by a case ("section.key: value")
+	send   bool              // -send-test
 }
 
 func newSetup(t *testing.T) *setup {
@@ -67,6 +75,7 @@ func (s *setup) yaml(base string) string {
 		"hooks.approvalSecret: approval-secret-0123456789abc",
 		"server.trustedProxies: [127.0.0.1/32]",
 	}
+	lines = append(lines, s.extra...)
 	var b strings.Builder
 	var order []string
 	sections := map[string][]string{}
@@ -98,7 +107,7 @@ func (s *setup) run(t *testing.T) doctor.Report {
 	if err := os.WriteFile(path, []byte(s.yaml(s.srv.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client()})
+	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client(), SendTest: s.send})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +211,7 @@ func TestAProjectWithoutCIFails(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client()})
+	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client(), SendTest: s.send})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +258,7 @@ func TestSignInWithOIDCIsDiscovered(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client()})
+	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client(), SendTest: s.send})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +266,7 @@ func TestSignInWithOIDCIsDiscovered(t *testing.T) {
 		t.Fatalf("want the provider discovered:\n%s", out)
 	}
 	issuer = "https://impostor.example.com"
-	r, _ = doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client()})
+	r, _ = doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client(), SendTest: s.send})
 	if out := text(r); !strings.Contains(out, "FAIL  sign-in: OIDC "+op.URL+": the provider calls itself") {
 		t.Fatalf("want a wrong issuer named:\n%s", out)
 	}
@@ -293,4 +302,94 @@ func limitedUser(t *testing.T, dsn string) string {
 	raw(t, dsn, "GRANT SELECT, INSERT, UPDATE, DELETE ON `"+cfg.DBName+"`.* TO '"+user+"'@'%'")
 	cfg.User, cfg.Passwd = user, "pw"
 	return "mysql://" + cfg.FormatDSN()
+}
+
+// -send-test posts one test delivery to each webhook (signed with its secret, as bindery's news
+// is) and chat, and says what each answered; without it nothing reaches them. A receiver that
+// refuses the delivery is a FAIL line naming its answer.
+func TestSendTestPostsATestDeliveryToEachWebhookAndChat(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	var mu sync.Mutex
+	got := map[string][]*http.Request{}
+	bodies := map[string][]byte{}
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.URL.Path] = append(got[r.URL.Path], r)
+		bodies[r.URL.Path] = b
+		mu.Unlock()
+		if r.URL.Path == "/refuses" {
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	defer receiver.Close()
+	s := newSetup(t)
+	s.extra = []string{
+		fmt.Sprintf("notify.webhooks: [{name: ops-hook, url: %q, secrets: [%s], events: [request.failed]}]", receiver.URL+"/hook", secret),
+		fmt.Sprintf("notify.chat: [{name: ops-chat, url: %q}]", receiver.URL+"/chat"),
+	}
+
+	out := text(s.run(t))
+	if len(got) != 0 {
+		t.Fatalf("without -send-test the endpoints got %v", got)
+	}
+	for _, want := range []string{"ok    notify: webhook ops-hook", "ok    notify: chat ops-chat", "nothing sent"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+
+	s.send = true
+	r := s.run(t)
+	out = text(r)
+	if r.Failed() {
+		t.Fatalf("-send-test failed:\n%s", out)
+	}
+	for _, want := range []string{"ok    notify: webhook ops-hook: a test delivery (endpoint.test) to " + receiver.URL + "/hook was answered 200", "ok    notify: chat ops-chat: a test delivery"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if len(got["/hook"]) != 1 || len(got["/chat"]) != 1 {
+		t.Fatalf("deliveries: %d to the webhook, %d to the chat; want one each", len(got["/hook"]), len(got["/chat"]))
+	}
+	// The webhook's delivery is a Standard Webhooks one, signed with its secret, of type
+	// endpoint.test although the endpoint subscribes to request.failed only.
+	h := got["/hook"][0].Header
+	ts, _ := strconv.ParseInt(h.Get(notify.HeaderTimestamp), 10, 64)
+	if want := notify.Sign([]string{secret}, h.Get(notify.HeaderID), time.Unix(ts, 0), bodies["/hook"]); h.Get(notify.HeaderSignature) != want || want == "" {
+		t.Errorf("signature %q, want %q", h.Get(notify.HeaderSignature), want)
+	}
+	var body struct {
+		Type string `json:"type"`
+		Data struct {
+			Endpoint string `json:"endpoint"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(bodies["/hook"], &body); err != nil || body.Type != "endpoint.test" || body.Data.Endpoint != "ops-hook" {
+		t.Errorf("webhook body %s (%v)", bodies["/hook"], err)
+	}
+	if !strings.HasPrefix(h.Get(notify.HeaderID), "test-") {
+		t.Errorf("webhook-id %q: want a test- id, never a real event's", h.Get(notify.HeaderID))
+	}
+	if !strings.Contains(string(bodies["/chat"]), "A test delivery to ops-chat") {
+		t.Errorf("chat body %s", bodies["/chat"])
+	}
+
+	s.extra[1] = fmt.Sprintf("notify.chat: [{name: ops-chat, url: %q}]", receiver.URL+"/refuses")
+	r = s.run(t)
+	if fails := failures(r); len(fails) != 1 || !strings.Contains(fails[0], "notify: chat ops-chat") || !strings.Contains(fails[0], "403") {
+		t.Fatalf("a chat that refuses: FAIL lines %q", fails)
+	}
+}
+
+// failures are the report's FAIL lines.
+func failures(r doctor.Report) []string {
+	var out []string
+	for _, l := range strings.Split(text(r), "\n") {
+		if strings.HasPrefix(l, "FAIL") {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 	"bindery/internal/remote/approval"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/remote/permission"
+	"bindery/internal/work/notify"
 )
 
 // checkSecrets: each callback is refused while its secret is blank.
@@ -85,13 +86,26 @@ func (d *doctor) checkPermission(ctx context.Context) {
 	d.ok("permission service", d.snap.PermissionURL()+" answers POST /check")
 }
 
-// checkNotify reaches each notification endpoint without sending anything (unless SendTest).
+// checkNotify reaches each notification endpoint without sending anything; with SendTest it
+// posts one test delivery to each webhook and chat instead, as bindery would post its news, and
+// says what each answered.
 func (d *doctor) checkNotify(ctx context.Context) {
-	for _, w := range d.snap.Webhooks() {
-		d.reach(ctx, "notify: webhook "+w.Name, w.URL)
-	}
-	for _, c := range d.snap.Chats() {
-		d.reach(ctx, "notify: chat "+c.Name, c.URL)
+	if d.opts.SendTest {
+		for _, t := range notify.SendTests(ctx, d.hc, d.snap, "bindery doctor -send-test") {
+			check := "notify: " + t.Kind + " " + t.Endpoint
+			if t.Err != nil {
+				d.fail(check, "test delivery to "+t.URL+": "+t.Err.Error(), "check the URL and that the receiver accepts bindery's deliveries (a webhook: its secret in notify.webhooks)")
+				continue
+			}
+			d.ok(check, fmt.Sprintf("a test delivery (endpoint.test) to %s was answered %d", t.URL, t.Code))
+		}
+	} else {
+		for _, w := range d.snap.Webhooks() {
+			d.reach(ctx, "notify: webhook "+w.Name, w.URL)
+		}
+		for _, c := range d.snap.Chats() {
+			d.reach(ctx, "notify: chat "+c.Name, c.URL)
+		}
 	}
 	if e := d.snap.Email(); e.On() {
 		d.checkSMTP(ctx)
@@ -123,7 +137,7 @@ func (d *doctor) reach(ctx context.Context, check, raw string) {
 		return
 	}
 	conn.Close()
-	d.ok(check, u.Scheme+"://"+u.Host+" reachable (nothing sent)")
+	d.ok(check, u.Scheme+"://"+u.Host+" reachable (nothing sent; -send-test posts a test delivery)")
 }
 
 // checkSMTP greets the server and, when required, starts TLS and authenticates; with SendTest it

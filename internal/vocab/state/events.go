@@ -27,6 +27,7 @@ const (
 	EventCallbackRefused       EventType = "callback.refused"        // a deploy callback bindery cannot believe
 	EventConfigRefused         EventType = "config.refused"          // a configuration file or key was refused
 	EventEndpointDisabled      EventType = "endpoint.disabled"       // a delivery endpoint was switched off
+	EventEndpointTest          EventType = "endpoint.test"           // a test delivery (bindery doctor -send-test), never stored
 )
 
 // The batch's own events, for its merge request's note (never sent to a webhook or a person).
@@ -69,6 +70,7 @@ var eventTypes = map[EventType]EventInfo{
 	EventCallbackRefused:       {Audience: AudienceOperators},
 	EventConfigRefused:         {Audience: AudienceOperators},
 	EventEndpointDisabled:      {Audience: AudienceOperators},
+	EventEndpointTest:          {Audience: AudienceOperators},
 	EventBatchOpened:           {Audience: AudienceBatch},
 	EventBatchCulprit:          {Audience: AudienceBatch},
 }

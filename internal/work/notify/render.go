@@ -31,6 +31,7 @@ var eventWords = map[state.EventType]string{
 	state.EventCallbackRefused:       "callback refused",
 	state.EventConfigRefused:         "configuration refused",
 	state.EventEndpointDisabled:      "delivery endpoint disabled",
+	state.EventEndpointTest:          "test delivery",
 	state.EventBatchOpened:           "batch merge request opened",
 	state.EventBatchCulprit:          "culprit isolated",
 }
@@ -94,6 +95,8 @@ func Summary(e store.Event, snap *config.Snapshot) string {
 		return "The configuration was refused: " + f.Why
 	case state.EventEndpointDisabled:
 		return fmt.Sprintf("Delivery endpoint %s was disabled: %s", f.Endpoint, f.Why)
+	case state.EventEndpointTest:
+		return fmt.Sprintf("A test delivery to %s: bindery's notifications reach it (%s)", f.Endpoint, f.Why)
 	case state.EventDeployOverdue:
 		return fmt.Sprintf("Request %s (%s) merged, but its deploy has not been reported in time", f.OperationID, f.TargetKey)
 	case state.EventRequestNeedsAttention:
