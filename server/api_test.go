@@ -158,14 +158,14 @@ func rows() []row {
 		{name: "a restricted target with its rule code is accepted", call: post("/api/apply", "bob", applyJSON("op-1", "restricted-b")), status: 202},
 		{name: "a permission service error is 403",
 			prep: func(h *harness) {
-				h.perms.CheckFn = func(context.Context, string, []string) (bool, error) {
+				h.perms.CheckFn = func(context.Context, string, []string, []string) (bool, error) {
 					return false, errors.New("upstream said: 502 from perm.internal")
 				}
 			},
 			call: post("/api/apply", "bob", applyJSON("op-1", "restricted-b")), status: 403, want: []string{"Access denied"}},
 		{name: "a permission service timeout is 403",
 			prep: func(h *harness) {
-				h.perms.CheckFn = func(ctx context.Context, _ string, _ []string) (bool, error) { <-ctx.Done(); return true, ctx.Err() }
+				h.perms.CheckFn = func(ctx context.Context, _ string, _, _ []string) (bool, error) { <-ctx.Done(); return true, ctx.Err() }
 			},
 			call: post("/api/apply", "bob", applyJSON("op-1", "restricted-b")), status: 403},
 		{name: "access mode CLOSED is 403 APPLY_CLOSED", opts: options{config: map[string]string{"apply.mode": "CLOSED"}},

@@ -103,7 +103,7 @@ func leakyWorkflow(h *harness, mode int) {
 	w.GitLabEventFn = func(context.Context, workflow.GitLabEvent) (api.CallbackResult, error) {
 		return api.CallbackResult{}, fail()
 	}
-	h.perms.CheckFn = func(context.Context, string, []string) (bool, error) { return false, cause }
+	h.perms.CheckFn = func(context.Context, string, []string, []string) (bool, error) { return false, cause }
 }
 
 // docs/api.md, 'Errors': no error body carries a stack, SQL, a file path, a host name or an

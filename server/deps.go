@@ -82,10 +82,11 @@ type Notifications interface {
 	Enable(ctx context.Context, endpoint string) (api.NotifyEndpoint, error)
 }
 
-// Permissions answers whether identity holds at least one of ruleCodes, in one round trip
-// ("ops admin OR target owner"). Any error means "no" to the caller (403).
+// Permissions answers whether identity, or one of its groups (those the identity provider named
+// at sign-in), holds at least one of ruleCodes, in one round trip ("ops admin OR target owner").
+// Any error means "no" to the caller (403).
 type Permissions interface {
-	Check(ctx context.Context, identity string, ruleCodes []string) (bool, error)
+	Check(ctx context.Context, identity string, groups, ruleCodes []string) (bool, error)
 }
 
 // Store is what the HTTP layer keeps itself: readiness, idempotency records and the audit log.

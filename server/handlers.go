@@ -71,7 +71,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	}
 	caller := infoOf(r).caller
 	// A restricted target: any of its rule codes, or the ops rule, in one round trip.
-	if len(target.RuleCodes) > 0 && !s.permit(r.Context(), caller.ID, append(append([]string{}, target.RuleCodes...), snap.OpsRule())...) {
+	if len(target.RuleCodes) > 0 && !s.permit(r.Context(), caller, s.orOps(caller, target.RuleCodes)...) {
 		return 0, nil, apperr.Denied(errors.New("target rule codes not held"))
 	}
 	wf := s.deps.Workflow
@@ -145,7 +145,7 @@ func (s *Server) ownedRequest(r *http.Request) (api.RequestView, error) {
 	// The owner reads the requester's view; an operator (asked only for someone else's request,
 	// so that a requester's page costs no permission check) also reads the recorded causes.
 	if caller := infoOf(r).caller; v.Subject != caller.ID {
-		if !s.isOperator(r.Context(), caller.ID) {
+		if !s.isOperator(r.Context(), caller) {
 			return api.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
 		}
 		v = v.ForOperator()
@@ -277,7 +277,7 @@ func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, erro
 		if codes == nil {
 			codes = []string{}
 		}
-		may := len(codes) == 0 || s.permit(r.Context(), caller.ID, append(append([]string{}, codes...), snap.OpsRule())...)
+		may := len(codes) == 0 || s.permit(r.Context(), caller, s.orOps(caller, codes)...)
 		items = append(items, targetView{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: api.ShortDuration(t.TTL), MayApply: may, Yours: yours[t.Key]})
 	}
 	return http.StatusOK, map[string]any{"items": items}, nil
@@ -340,7 +340,7 @@ type meView struct {
 // me is GET /api/me: who the caller is and whether the ops console is theirs.
 func (s *Server) me(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	c := infoOf(r).caller
-	v := meView{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c.ID), Demo: s.deps.Demo}
+	v := meView{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c), Demo: s.deps.Demo}
 	if s.deps.Demo {
 		v.DemoUsers = identity.DemoUserNames()
 	}

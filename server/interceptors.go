@@ -90,7 +90,7 @@ func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
 		case authUser, authOwnerOrOps:
 			err = s.authenticate(r) // the owner check follows in endpoint, before the body
 		case authOps:
-			if err = s.authenticate(r); err == nil && !s.isOperator(r.Context(), infoOf(r).caller.ID) {
+			if err = s.authenticate(r); err == nil && !s.isOperator(r.Context(), infoOf(r).caller) {
 				err = apperr.Denied(errors.New("not an operator"))
 			}
 		case authApprovalHook:
@@ -195,15 +195,26 @@ func (s *Server) verifyApproval(w http.ResponseWriter, r *http.Request, limit in
 	return nil
 }
 
-// isOperator asks the permission service whether identity holds authz.opsRule.
-func (s *Server) isOperator(ctx context.Context, id string) bool {
-	return s.permit(ctx, id, s.deps.Config.Current().OpsRule())
+// isOperator asks the permission service whether the caller holds authz.opsRule. A caller with
+// an API token never does: a token carries no operator's powers (docs/api.md, 'API tokens').
+func (s *Server) isOperator(ctx context.Context, c identity.Caller) bool {
+	return !c.ByToken() && s.permit(ctx, c, s.deps.Config.Current().OpsRule())
 }
 
-// permit asks whether id holds any of codes, in one round trip. It fails closed: no code
-// configured, no permission service, an error, a panic or a timeout all answer false. The
-// deadline holds even if the service ignores its context.
-func (s *Server) permit(ctx context.Context, id string, codes ...string) bool {
+// orOps is codes and the ops rule, which grants whatever codes guard — except to an API token.
+func (s *Server) orOps(c identity.Caller, codes []string) []string {
+	out := append([]string{}, codes...)
+	if !c.ByToken() {
+		out = append(out, s.deps.Config.Current().OpsRule())
+	}
+	return out
+}
+
+// permit asks whether the caller (or one of its groups) holds any of codes, in one round trip.
+// It fails closed: no code configured, no permission service, an error, a panic or a timeout all
+// answer false. The deadline holds even if the service ignores its context.
+func (s *Server) permit(ctx context.Context, c identity.Caller, codes ...string) bool {
+	id := c.ID
 	var rules []string
 	for _, c := range codes {
 		if c = strings.TrimSpace(c); c != "" {
@@ -234,7 +245,7 @@ func (s *Server) permit(ctx context.Context, id string, codes ...string) bool {
 				done <- answer{err: fmt.Errorf("permission check panicked: %v", p)}
 			}
 		}()
-		ok, err := s.deps.Permissions.Check(ctx, id, rules)
+		ok, err := s.deps.Permissions.Check(ctx, id, c.Groups, rules)
 		done <- answer{ok, err}
 	}()
 	select {
