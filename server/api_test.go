@@ -331,7 +331,7 @@ func rows() []row {
 			call: get("/api/preview?target=public-a", "alice"), status: 200, want: []string{"{}"}},
 		{name: "a preview of an unknown target is 200 and empty", call: get("/api/preview?target=nope", "alice"), status: 200, want: []string{"{}"}},
 		{name: "me names the caller and the demo users", call: get("/api/me", "E1001"), status: 200,
-			want: []string{`{"identity":"alice@example.com","displayName":"alice","ops":false,"demo":true,"demoUsers":["alice","bob","ops"]}`}},
+			want: []string{`{"identity":"alice@example.com","displayName":"alice","ops":false,"demo":true,"demoUsers":["alice","bob","ops"],"signOut":false}`}},
 		{name: "me tells an operator the console is theirs", call: get("/api/me", "ops@example.com"), status: 200, want: []string{`"ops":true`}},
 		{name: "an unknown demo user is 401", call: get("/api/me", "mallory"), status: 401},
 		// The SPA's first page reads the demo users from this sentence (ui/src/main.js, demoUsersOf).

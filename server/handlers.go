@@ -334,14 +334,15 @@ type meView struct {
 	DisplayName string   `json:"displayName"`
 	Ops         bool     `json:"ops"`
 	Demo        bool     `json:"demo"`
-	DemoUsers   []string `json:"demoUsers,omitempty"`
+	DemoUsers   []string `json:"demoUsers,omitempty"` // the demo's user switcher (off when people sign in with OpenID Connect)
+	SignOut     bool     `json:"signOut"`             // signed in with a session bindery can end (POST /auth/logout)
 }
 
 // me is GET /api/me: who the caller is and whether the ops console is theirs.
 func (s *Server) me(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	c := infoOf(r).caller
-	v := meView{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c), Demo: s.deps.Demo}
-	if s.deps.Demo {
+	v := meView{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c), Demo: s.deps.Demo, SignOut: c.From == identity.FromSession}
+	if s.deps.Demo && s.deps.Config.Current().OIDCIssuer() == "" {
 		v.DemoUsers = identity.DemoUserNames()
 	}
 	return http.StatusOK, v, nil

@@ -32,10 +32,11 @@ var ErrTokensFull = errors.New("too many live API tokens")
 const tokenColumns = "id, owner, name, scopes, lookup_key, secret_hash, created_at, expires_at, last_used_at, revoked_at"
 
 // CreateToken records t (its ID, times and Expired are ignored) to expire after ttl, in a free
-// slot of the owner's at most max live tokens, and returns it as stored. ErrTokensFull when
-// every slot is taken. The unique (owner, slot) key is what holds the cap when several requests
-// create tokens at once: the loser of a slot takes the next free one.
-func (db *DB) CreateToken(ctx context.Context, t APIToken, ttl time.Duration, max int) (APIToken, error) {
+// slot of the owner's at most max live tokens, and ev in the audit log in the same transaction
+// (its key is "<action>:<the token's id>", its parameters get the id), and returns the token as
+// stored. ErrTokensFull when every slot is taken. The unique (owner, slot) key is what holds the
+// cap when several requests create tokens at once: the loser of a slot takes the next free one.
+func (db *DB) CreateToken(ctx context.Context, t APIToken, ttl time.Duration, max int, ev AuditEvent) (APIToken, error) {
 	// An expired token gives its slot up; a revoked one did when it was revoked.
 	if _, err := db.rw.ExecContext(ctx, "UPDATE api_token SET slot = NULL WHERE owner = ? AND slot IS NOT NULL AND expires_at <= "+db.now(), t.Owner); err != nil {
 		return APIToken{}, fmt.Errorf("free expired token slots: %w", translate(err))
@@ -45,16 +46,23 @@ func (db *DB) CreateToken(ctx context.Context, t APIToken, ttl time.Duration, ma
 		if err != nil {
 			return APIToken{}, err
 		}
-		res, err := db.rw.ExecContext(ctx, "INSERT INTO api_token (owner, slot, name, scopes, lookup_key, secret_hash, expires_at) VALUES (?, ?, ?, ?, ?, ?, "+db.nowPlus()+")",
-			t.Owner, slot, t.Name, strings.Join(t.Scopes, " "), t.LookupKey, t.SecretHash, micros(ttl))
-		switch err = translate(err); {
+		var id int64
+		err = db.InTx(ctx, func(tx *Tx) error {
+			res, err := tx.tx.ExecContext(ctx, "INSERT INTO api_token (owner, slot, name, scopes, lookup_key, secret_hash, expires_at) VALUES (?, ?, ?, ?, ?, ?, "+db.nowPlus()+")",
+				t.Owner, slot, t.Name, strings.Join(t.Scopes, " "), t.LookupKey, t.SecretHash, micros(ttl))
+			if err != nil {
+				return err
+			}
+			if id, err = res.LastInsertId(); err != nil {
+				return err
+			}
+			_, err = recordAudit(ctx, tx.tx, auditOfToken(ev, id))
+			return err
+		})
+		switch {
 		case errors.Is(err, ErrDuplicate) && !db.lookupTaken(ctx, t.LookupKey):
 			continue // another request took the slot at the same moment: the next free one
 		case err != nil:
-			return APIToken{}, fmt.Errorf("create token: %w", err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
 			return APIToken{}, fmt.Errorf("create token: %w", err)
 		}
 		return db.tokenWhere(ctx, "id = ?", id)
@@ -141,11 +149,22 @@ func (db *DB) Tokens(ctx context.Context, owner string) ([]APIToken, error) {
 	return out, translate(rows.Err())
 }
 
-// RevokeToken revokes owner's token id and returns it; revoking it again returns it unchanged.
-// ErrNotFound: no such token of owner's (someone else's is not found either).
-func (db *DB) RevokeToken(ctx context.Context, owner string, id int64) (APIToken, error) {
-	if _, err := db.rw.ExecContext(ctx, "UPDATE api_token SET revoked_at = "+db.now()+", slot = NULL WHERE id = ? AND owner = ? AND revoked_at IS NULL", id, owner); err != nil {
-		return APIToken{}, fmt.Errorf("revoke token %d: %w", id, translate(err))
+// RevokeToken revokes owner's token id, with ev in the audit log in the same transaction (key
+// "<action>:<id>"), and returns it; revoking it again returns it unchanged (and records
+// nothing). ErrNotFound: no such token of owner's (someone else's is not found either).
+func (db *DB) RevokeToken(ctx context.Context, owner string, id int64, ev AuditEvent) (APIToken, error) {
+	err := db.InTx(ctx, func(tx *Tx) error {
+		res, err := tx.tx.ExecContext(ctx, "UPDATE api_token SET revoked_at = "+db.now()+", slot = NULL WHERE id = ? AND owner = ? AND revoked_at IS NULL", id, owner)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			_, err = recordAudit(ctx, tx.tx, auditOfToken(ev, id))
+		}
+		return err
+	})
+	if err != nil {
+		return APIToken{}, fmt.Errorf("revoke token %d: %w", id, err)
 	}
 	t, err := db.tokenWhere(ctx, "id = ?", id)
 	if err != nil || t.Owner != owner {
@@ -166,4 +185,16 @@ func (db *DB) UseToken(ctx context.Context, id int64, ev AuditEvent) error {
 		}
 		return nil
 	})
+}
+
+// auditOfToken is ev about token id: keyed by its action and the id, the id among its
+// parameters.
+func auditOfToken(ev AuditEvent, id int64) AuditEvent {
+	ev.Key = fmt.Sprintf("%s:%d", ev.Action, id)
+	params := map[string]any{"id": id}
+	for k, v := range ev.Params {
+		params[k] = v
+	}
+	ev.Params = params
+	return ev
 }

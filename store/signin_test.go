@@ -171,12 +171,12 @@ func TestThePurgeDeletesEndedSessionsAttemptsAndOldTokens(t *testing.T) {
 		expired := mustToken(t, db, "alice@example.com", "expired long ago")
 		storetest.Backdate(t, db, "api_token", "expires_at", "id", expired.ID, 31*24*time.Hour)
 		revoked := mustToken(t, db, "alice@example.com", "revoked long ago")
-		if _, err := db.RevokeToken(ctx, "alice@example.com", revoked.ID); err != nil {
+		if _, err := db.RevokeToken(ctx, "alice@example.com", revoked.ID, tokenAudit("token.revoke")); err != nil {
 			t.Fatal(err)
 		}
 		storetest.Backdate(t, db, "api_token", "revoked_at", "id", revoked.ID, 31*24*time.Hour)
 		recent := mustToken(t, db, "alice@example.com", "revoked just now")
-		if _, err := db.RevokeToken(ctx, "alice@example.com", recent.ID); err != nil {
+		if _, err := db.RevokeToken(ctx, "alice@example.com", recent.ID, tokenAudit("token.revoke")); err != nil {
 			t.Fatal(err)
 		}
 
@@ -207,7 +207,7 @@ func TestThePurgeDeletesEndedSessionsAttemptsAndOldTokens(t *testing.T) {
 func mustToken(t testing.TB, db *store.DB, owner, name string) store.APIToken {
 	t.Helper()
 	tok, err := db.CreateToken(context.Background(), store.APIToken{Owner: owner, Name: name, Scopes: []string{"read"},
-		LookupKey: fmt.Sprintf("%016x", tokenSeq.Add(1)), SecretHash: hash64(name)}, 24*time.Hour, 50)
+		LookupKey: fmt.Sprintf("%016x", tokenSeq.Add(1)), SecretHash: hash64(name)}, 24*time.Hour, 50, tokenAudit("token.create"))
 	if err != nil {
 		t.Fatalf("create token %q: %v", name, err)
 	}
@@ -215,6 +215,10 @@ func mustToken(t testing.TB, db *store.DB, owner, name string) store.APIToken {
 }
 
 var tokenSeq atomic.Int64
+
+func tokenAudit(action string) store.AuditEvent {
+	return store.AuditEvent{Actor: "alice@example.com", Action: action, Params: map[string]any{"name": "x"}}
+}
 
 func hash64(s string) string { return fmt.Sprintf("%064x", []byte(s)) }
 
@@ -225,7 +229,7 @@ func TestATokenIsListedUsedAuditedAndRevoked(t *testing.T) {
 		ctx := context.Background()
 		first := mustToken(t, db, "alice@example.com", "deploy script")
 		second, err := db.CreateToken(ctx, store.APIToken{Owner: "alice@example.com", Name: "onboarding", Scopes: []string{"read", "apply"},
-			LookupKey: "00000000000000aa", SecretHash: hash64("onboarding")}, 2*time.Hour, 50)
+			LookupKey: "00000000000000aa", SecretHash: hash64("onboarding")}, 2*time.Hour, 50, tokenAudit("token.create"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,6 +237,9 @@ func TestATokenIsListedUsedAuditedAndRevoked(t *testing.T) {
 			t.Fatalf("created %+v", second)
 		}
 		mustToken(t, db, "bob@example.com", "bob's")
+		if n := count(t, db, "SELECT COUNT(*) FROM audit_log WHERE action = 'token.create' AND event_key = ?", fmt.Sprintf("token.create:%d", second.ID)); n != 1 {
+			t.Fatalf("the creation is audited %d times", n)
+		}
 		list, err := db.Tokens(ctx, "alice@example.com")
 		if err != nil || len(list) != 2 || list[0].ID != second.ID || list[1].ID != first.ID {
 			t.Fatalf("alice's tokens: %+v, %v", list, err)
@@ -253,15 +260,18 @@ func TestATokenIsListedUsedAuditedAndRevoked(t *testing.T) {
 		}
 
 		// Someone else's token is not found, and stays live.
-		if _, err := db.RevokeToken(ctx, "bob@example.com", second.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := db.RevokeToken(ctx, "bob@example.com", second.ID, tokenAudit("token.revoke")); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("bob revoking alice's token: %v", err)
 		}
-		rev, err := db.RevokeToken(ctx, "alice@example.com", second.ID)
+		rev, err := db.RevokeToken(ctx, "alice@example.com", second.ID, tokenAudit("token.revoke"))
 		if err != nil || rev.RevokedAt.IsZero() {
 			t.Fatalf("revoke = %+v, %v", rev, err)
 		}
-		if again, err := db.RevokeToken(ctx, "alice@example.com", second.ID); err != nil || !again.RevokedAt.Equal(rev.RevokedAt) {
+		if again, err := db.RevokeToken(ctx, "alice@example.com", second.ID, tokenAudit("token.revoke")); err != nil || !again.RevokedAt.Equal(rev.RevokedAt) {
 			t.Fatalf("revoke again = %+v, %v", again, err)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM audit_log WHERE event_key = ?", fmt.Sprintf("token.revoke:%d", second.ID)); n != 1 {
+			t.Fatalf("the revocation is audited %d times (a second revocation records nothing)", n)
 		}
 		if got, _ := db.TokenByLookup(ctx, "00000000000000aa"); got.RevokedAt.IsZero() {
 			t.Fatal("a revoked token reads as live")
@@ -289,7 +299,7 @@ func TestTokensPerPersonAreCappedUnderConcurrency(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				_, err := db.CreateToken(ctx, store.APIToken{Owner: "alice@example.com", Name: fmt.Sprint("t", i), Scopes: []string{"read"},
-					LookupKey: fmt.Sprintf("%016x", 1000+i), SecretHash: hash64(fmt.Sprint("t", i))}, time.Hour, limit)
+					LookupKey: fmt.Sprintf("%016x", 1000+i), SecretHash: hash64(fmt.Sprint("t", i))}, time.Hour, limit, tokenAudit("token.create"))
 				switch {
 				case err == nil:
 					made.Add(1)
@@ -308,18 +318,18 @@ func TestTokensPerPersonAreCappedUnderConcurrency(t *testing.T) {
 			t.Fatalf("%d slots taken, want %d", n, limit)
 		}
 		list, _ := db.Tokens(ctx, "alice@example.com")
-		if _, err := db.RevokeToken(ctx, "alice@example.com", list[0].ID); err != nil {
+		if _, err := db.RevokeToken(ctx, "alice@example.com", list[0].ID, tokenAudit("token.revoke")); err != nil {
 			t.Fatal(err)
 		}
 		storetest.Backdate(t, db, "api_token", "expires_at", "id", list[1].ID, time.Second)
 		for i := range 2 {
 			if _, err := db.CreateToken(ctx, store.APIToken{Owner: "alice@example.com", Name: "again", Scopes: []string{"read"},
-				LookupKey: fmt.Sprintf("%016x", 2000+i), SecretHash: hash64(fmt.Sprint("again", i))}, time.Hour, limit); err != nil {
+				LookupKey: fmt.Sprintf("%016x", 2000+i), SecretHash: hash64(fmt.Sprint("again", i))}, time.Hour, limit, tokenAudit("token.create")); err != nil {
 				t.Fatalf("a place freed by a revocation and an expiry: %v", err)
 			}
 		}
 		if _, err := db.CreateToken(ctx, store.APIToken{Owner: "alice@example.com", Name: "one too many", Scopes: []string{"read"},
-			LookupKey: "0000000000002fff", SecretHash: hash64("x")}, time.Hour, limit); !errors.Is(err, store.ErrTokensFull) {
+			LookupKey: "0000000000002fff", SecretHash: hash64("x")}, time.Hour, limit, tokenAudit("token.create")); !errors.Is(err, store.ErrTokensFull) {
 			t.Fatalf("over the cap again: %v", err)
 		}
 	})

@@ -99,6 +99,28 @@ func (l *Limiter) Allow(key string, limit int, win time.Duration) Decision {
 	return Decision{Allowed: true}
 }
 
+// Peek answers as Allow would, without recording anything: for a count of failures, which a
+// request is refused for having reached before it is looked at, and which only its failure adds
+// to (with Allow).
+func (l *Limiter) Peek(key string, limit int, win time.Duration) Decision {
+	if limit <= 0 || win <= 0 {
+		return Decision{Allowed: true}
+	}
+	now := int64(l.now().Sub(l.base))
+	sh := &l.shards[maphash.String(l.seed, key)%shardCount]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	w := sh.logs[key]
+	if w == nil {
+		return Decision{Allowed: true}
+	}
+	w.prune(now, int64(win))
+	if w.n >= limit {
+		return Decision{RetryAfter: time.Duration(w.ts[w.head] + int64(win) - now)}
+	}
+	return Decision{Allowed: true}
+}
+
 // prune drops the arrival times that left the window.
 func (w *window) prune(now, win int64) {
 	for w.n > 0 && now-w.ts[w.head] >= win {
