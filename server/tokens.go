@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"bindery/api"
 	"bindery/internal/platform/signin"
 	"bindery/internal/vocab/apperr"
 	"bindery/store"
@@ -57,27 +58,8 @@ func tokenAllowed(rt route, scopes []string) error {
 	return nil
 }
 
-// tokenView is a token as its owner sees it (never its secret, which only the creation's
-// answer carries, once).
-type tokenView struct {
-	ID         int64      `json:"id"`
-	Name       string     `json:"name"`
-	Scopes     []string   `json:"scopes"`
-	CreatedAt  time.Time  `json:"createdAt"`
-	ExpiresAt  time.Time  `json:"expiresAt"`
-	Expired    bool       `json:"expired"`
-	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
-	RevokedAt  *time.Time `json:"revokedAt,omitempty"`
-}
-
-// createdToken is the creation's answer: the token's view and, this once, the token.
-type createdToken struct {
-	tokenView
-	Token string `json:"token"`
-}
-
-func viewOf(t store.APIToken) tokenView {
-	v := tokenView{ID: t.ID, Name: t.Name, Scopes: t.Scopes, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Expired: t.Expired}
+func viewOf(t store.APIToken) api.Token {
+	v := api.Token{ID: t.ID, Name: t.Name, Scopes: t.Scopes, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Expired: t.Expired}
 	if !t.LastUsedAt.IsZero() {
 		v.LastUsedAt = &t.LastUsedAt
 	}
@@ -116,7 +98,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) (int, any, 
 		return 0, nil, err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	return http.StatusCreated, createdToken{tokenView: viewOf(stored), Token: tok.Value}, nil
+	return http.StatusCreated, api.CreatedToken{Token: viewOf(stored), Secret: tok.Value}, nil
 }
 
 // checkTokenBody validates a creation: a name (1 to 64 characters, no control characters),
@@ -156,11 +138,11 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
-	items := make([]tokenView, len(toks))
+	list := api.TokenList{Items: make([]api.Token, len(toks)), Max: maxLiveTokens}
 	for i, t := range toks {
-		items[i] = viewOf(t)
+		list.Items[i] = viewOf(t)
 	}
-	return http.StatusOK, map[string]any{"items": items, "max": maxLiveTokens}, nil
+	return http.StatusOK, list, nil
 }
 
 // revokeToken is DELETE /api/tokens/{id}: the caller's token stops working at once, on every
