@@ -171,33 +171,35 @@ func accountOf(c signin.Claims, snap *config.Snapshot) (identity.Identity, error
 // signinFailure is a failed sign-in in the one error model: what went wrong, in words a person
 // reads (the cause, which may hold the provider's text, goes to the log only).
 func signinFailure(err error) error {
-	const again = " Nothing was signed in; sign in again."
-	const operators = " Nobody can sign in until the operators fix it; nothing else in bindery is affected."
-	switch signin.ReasonOf(err) {
-	case signin.Unreachable:
-		return apperr.Wrap(err, apperr.Unavailable, "The identity provider cannot be reached right now, so nobody can sign in; nothing else in bindery is affected. Try again in a minute.")
-	case signin.NotConfigured:
-		return apperr.Wrap(err, apperr.Unavailable, "Sign-in is not configured completely (identity.oidc.clientID is blank)."+operators)
-	case signin.Misconfigured:
-		return apperr.Wrap(err, apperr.Unavailable, "The identity provider at the configured address does not answer as that provider (its discovery names another issuer, or is no discovery document)."+operators)
-	case signin.ClientRefused:
-		return apperr.Wrap(err, apperr.Unavailable, "The identity provider refused bindery as its client (identity.oidc.clientID or clientSecret is wrong)."+operators)
-	case signin.CodeRefused:
-		return apperr.Wrap(err, apperr.Unauthenticated, "The identity provider did not accept this sign-in's code: it was used already, or it expired."+again)
-	case signin.NoIDToken:
-		return apperr.Wrap(err, apperr.Unauthenticated, "The identity provider's answer held no ID token (is the openid scope allowed for bindery?)."+again)
-	case signin.WrongIssuer:
-		return apperr.Wrap(err, apperr.Unauthenticated, "The sign-in answer was issued by another identity provider than the configured one, and was refused."+again)
-	case signin.WrongAudience:
-		return apperr.Wrap(err, apperr.Unauthenticated, "The sign-in answer was issued for another application, not for bindery, and was refused."+again)
-	case signin.Expired:
-		return apperr.Wrap(err, apperr.Unauthenticated, "The sign-in answer had expired when it arrived (are the clocks of bindery and the identity provider right?)."+again)
-	case signin.Unverifiable:
-		return apperr.Wrap(err, apperr.Unauthenticated, "The sign-in answer's signature could not be verified, and it was refused."+again)
-	case signin.NonceMismatch:
-		return apperr.Wrap(err, apperr.Unauthenticated, "The sign-in answer belongs to another sign-in (a replay), and was refused."+again)
+	w, ok := signinWords[signin.ReasonOf(err)]
+	if !ok {
+		return err
 	}
-	return err
+	return apperr.Wrap(err, w.code, "%s", w.words)
+}
+
+const (
+	signInAgainWords = " Nothing was signed in; sign in again."
+	operatorsWords   = " Nobody can sign in until the operators fix it; nothing else in bindery is affected."
+)
+
+// signinWords: a sign-in's failures and what a person reads of each. What a person can retry is
+// 401; what only the provider's recovery or an operator's fix ends is 503.
+var signinWords = map[signin.Reason]struct {
+	code  apperr.Code
+	words string
+}{
+	signin.Unreachable:   {apperr.Unavailable, "The identity provider cannot be reached right now, so nobody can sign in; nothing else in bindery is affected. Try again in a minute."},
+	signin.NotConfigured: {apperr.Unavailable, "Sign-in is not configured completely (identity.oidc.clientID is blank)." + operatorsWords},
+	signin.Misconfigured: {apperr.Unavailable, "The identity provider at the configured address does not answer as that provider (its discovery names another issuer, or is no discovery document)." + operatorsWords},
+	signin.ClientRefused: {apperr.Unavailable, "The identity provider refused bindery as its client (identity.oidc.clientID or clientSecret is wrong)." + operatorsWords},
+	signin.CodeRefused:   {apperr.Unauthenticated, "The identity provider did not accept this sign-in's code: it was used already, or it expired." + signInAgainWords},
+	signin.NoIDToken:     {apperr.Unauthenticated, "The identity provider's answer held no ID token (is the openid scope allowed for bindery?)." + signInAgainWords},
+	signin.WrongIssuer:   {apperr.Unauthenticated, "The sign-in answer was issued by another identity provider than the configured one, and was refused." + signInAgainWords},
+	signin.WrongAudience: {apperr.Unauthenticated, "The sign-in answer was issued for another application, not for bindery, and was refused." + signInAgainWords},
+	signin.Expired:       {apperr.Unauthenticated, "The sign-in answer had expired when it arrived (are the clocks of bindery and the identity provider right?)." + signInAgainWords},
+	signin.Unverifiable:  {apperr.Unauthenticated, "The sign-in answer's signature could not be verified, and it was refused." + signInAgainWords},
+	signin.NonceMismatch: {apperr.Unauthenticated, "The sign-in answer belongs to another sign-in (a replay), and was refused." + signInAgainWords},
 }
 
 // errorCodePattern: an OAuth error code is a short token; anything else is not repeated.

@@ -122,21 +122,11 @@ func (b *browser) login(next string) *url.URL {
 // redirect back to bindery.
 func atProvider(t testing.TB, authorize *url.URL, account string) *url.URL {
 	t.Helper()
-	form := authorize.Query()
-	form.Set("login", account)
-	target := *authorize
-	target.RawQuery = ""
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := hc.PostForm(target.String(), form)
+	back, err := sim.AnswerSignIn(context.Background(), authorize, account)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	loc, err := resp.Location()
-	if err != nil {
-		t.Fatalf("the provider answered %d without a redirect", resp.StatusCode)
-	}
-	return loc
+	return back
 }
 
 // callback brings the provider's answer to bindery, as the browser does.
@@ -232,6 +222,12 @@ func TestSignInWithTheIdentityProviderStartsASession(t *testing.T) {
 		}
 		if n := counted(t, db, "signin_session"); n != 0 {
 			t.Fatalf("%d sessions after sign-out", n)
+		}
+		// Nothing secret reaches the log: the client secret, the session id, the state, the code.
+		for what, secret := range map[string]string{"client secret": clientSecret, "session id": sess.Value, "state": q.Get("state"), "nonce": q.Get("nonce")} {
+			if strings.Contains(h.logs.String(), secret) {
+				t.Errorf("the log holds the %s", what)
+			}
 		}
 		// The old cookie, kept by someone who copied it, is no session any more.
 		stale := h.do(call{method: "GET", path: "/api/me", header: map[string]string{"Cookie": signin.SessionCookie + "=" + sess.Value}})
@@ -351,6 +347,9 @@ func TestASignInThatGoesWrongSaysWhatHappenedAndStoresNothing(t *testing.T) {
 				if strings.Contains(body, leak) {
 					t.Errorf("the page leaks %q:\n%s", leak, body)
 				}
+			}
+			if strings.Contains(h.logs.String(), clientSecret) {
+				t.Error("the log holds the client secret")
 			}
 			if b.cookie(signin.SessionCookie) != "" || counted(t, h.db, "signin_session") != 0 {
 				t.Fatalf("a failed sign-in left a session (cookie %q, %d rows)", b.cookie(signin.SessionCookie), counted(t, h.db, "signin_session"))

@@ -448,6 +448,17 @@ func oidcPage(w http.ResponseWriter, status int, title, message string, data map
 	_ = oidcLogin.Execute(w, data)
 }
 
+// AnswerSignIn is a person at the simulated provider's sign-in page picking account, for the
+// authorization request authorize (the address a client sent the browser to): the provider's
+// redirect back to the client, with its code — or its error, when it refuses.
+func AnswerSignIn(ctx context.Context, authorize *url.URL, account string) (*url.URL, error) {
+	form := authorize.Query()
+	form.Set("login", account)
+	target := *authorize
+	target.RawQuery = ""
+	return redirectOf(ctx, http.DefaultClient, "the provider's sign-in", http.MethodPost, target.String(), form)
+}
+
 // SignIn signs account in to bindery at binderyURL through this provider, as a browser would:
 // GET /auth/login?next=…, the provider's page answered with account, then bindery's callback.
 // hc must have a cookie jar: it holds bindery's session cookie afterwards. It is how a test or a
@@ -457,50 +468,48 @@ func (p *OIDC) SignIn(ctx context.Context, hc *http.Client, binderyURL, next, ac
 	if hc.Jar == nil {
 		return errors.New("sign in: the client has no cookie jar to keep the session in")
 	}
-	noFollow := *hc
-	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	step := func(what, method, target string, form url.Values) (*url.URL, error) {
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, err := http.NewRequestWithContext(ctx, method, target, body)
-		if err != nil {
-			return nil, fmt.Errorf("sign in: %s: %w", what, err)
-		}
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		resp, err := noFollow.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("sign in: %s: %w", what, err)
-		}
-		defer resp.Body.Close()
-		page, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		loc, err := resp.Location()
-		if resp.StatusCode/100 != 3 || err != nil {
-			return nil, fmt.Errorf("sign in: %s answered %d: %s", what, resp.StatusCode, strings.Join(strings.Fields(tagsOut(string(page))), " "))
-		}
-		return loc, nil
-	}
-	authz, err := step("bindery's /auth/login", http.MethodGet, strings.TrimRight(binderyURL, "/")+"/auth/login?next="+url.QueryEscape(next), nil)
+	authorize, err := redirectOf(ctx, hc, "bindery's /auth/login", http.MethodGet, strings.TrimRight(binderyURL, "/")+"/auth/login?next="+url.QueryEscape(next), nil)
 	if err != nil {
 		return err
 	}
-	form := authz.Query()
-	form.Set("login", account)
-	authz.RawQuery = ""
-	callback, err := step("the provider's sign-in", http.MethodPost, authz.String(), form)
+	callback, err := AnswerSignIn(ctx, authorize, account)
 	if err != nil {
 		return err
 	}
 	if e := callback.Query().Get("error"); e != "" {
 		return fmt.Errorf("sign in: the provider refused: %s", e)
 	}
-	if _, err := step("bindery's callback", http.MethodGet, callback.String(), nil); err != nil {
-		return err
+	_, err = redirectOf(ctx, hc, "bindery's callback", http.MethodGet, callback.String(), nil)
+	return err
+}
+
+// redirectOf sends one request with hc (its cookies, never following redirects) and returns
+// where the answer redirects; any other answer is an error with the page's text.
+func redirectOf(ctx context.Context, hc *http.Client, what, method, target string, form url.Values) (*url.URL, error) {
+	noFollow := *hc
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
 	}
-	return nil
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return nil, fmt.Errorf("sign in: %s: %w", what, err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("sign in: %s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	loc, err := resp.Location()
+	if resp.StatusCode/100 != 3 || err != nil {
+		return nil, fmt.Errorf("sign in: %s answered %d: %s", what, resp.StatusCode, strings.Join(strings.Fields(tagsOut(string(page))), " "))
+	}
+	return loc, nil
 }
 
 // tagsOut is an HTML page's text, roughly: enough for an error message.

@@ -79,18 +79,17 @@ type Reason string
 // The reasons. Each is one thing that went wrong, named so that the page a person reads (and
 // the log an operator reads) says which.
 const (
-	Unreachable    Reason = "provider_unreachable"   // discovery, keys or the code exchange got no answer
-	Misconfigured  Reason = "provider_misconfigured" // the discovery document names another issuer, or is not one
-	NotConfigured  Reason = "not_configured"         // no issuer or no client id in the configuration
-	CodeRefused    Reason = "code_refused"           // the provider refused the code (used twice, expired, PKCE mismatch)
-	ClientRefused  Reason = "client_refused"         // the provider refused bindery as a client (id or secret)
-	NoIDToken      Reason = "no_id_token"            // the exchange answered without an ID token
-	WrongIssuer    Reason = "wrong_issuer"           // the ID token was issued by another issuer
-	WrongAudience  Reason = "wrong_audience"         // the ID token was issued to another client
-	Expired        Reason = "token_expired"          // the ID token's time is over
-	Unverifiable   Reason = "token_unverifiable"     // signature, format or keys do not check out
-	NonceMismatch  Reason = "nonce_mismatch"         // the ID token belongs to another sign-in (a replay)
-	ProviderDenied Reason = "provider_denied"        // the provider sent an error instead of a code
+	Unreachable   Reason = "provider_unreachable"   // discovery, keys or the code exchange got no answer
+	Misconfigured Reason = "provider_misconfigured" // the discovery document names another issuer, or is not one
+	NotConfigured Reason = "not_configured"         // no issuer or no client id in the configuration
+	CodeRefused   Reason = "code_refused"           // the provider refused the code (used twice, expired, PKCE mismatch)
+	ClientRefused Reason = "client_refused"         // the provider refused bindery as a client (id or secret)
+	NoIDToken     Reason = "no_id_token"            // the exchange answered without an ID token
+	WrongIssuer   Reason = "wrong_issuer"           // the ID token was issued by another issuer
+	WrongAudience Reason = "wrong_audience"         // the ID token was issued to another client
+	Expired       Reason = "token_expired"          // the ID token's time is over
+	Unverifiable  Reason = "token_unverifiable"     // signature, format or keys do not check out
+	NonceMismatch Reason = "nonce_mismatch"         // the ID token belongs to another sign-in (a replay)
 )
 
 // Failure is a sign-in that failed for Reason; Cause, for the log, holds the detail (never shown
@@ -176,6 +175,14 @@ func (o *OIDC) Finish(ctx context.Context, c Client, nonce, verifier, code strin
 		return Claims{}, fail(Unverifiable, err)
 	}
 	return cl, nil
+}
+
+// Check reads the provider's discovery document as a sign-in would (or finds it read within
+// the hour): nil when people can be sent to sign in, else a Failure saying why — for a check of
+// a deployment, which wants to know before a person tries.
+func (o *OIDC) Check(ctx context.Context, c Client) error {
+	_, err := o.provider(ctx, c)
+	return err
 }
 
 // provider is the issuer's discovery, read when not known or older than discoveryFor.

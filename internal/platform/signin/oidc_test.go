@@ -42,20 +42,11 @@ func setup(t *testing.T) *rp {
 func (r *rp) code(t *testing.T, start signin.Start) string {
 	t.Helper()
 	u, _ := url.Parse(start.URL)
-	form := u.Query()
-	form.Set("login", "alice@example.com")
-	u.RawQuery = ""
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := hc.PostForm(u.String(), form)
-	if err != nil {
-		t.Fatal(err)
+	back, err := sim.AnswerSignIn(context.Background(), u, "alice@example.com")
+	if err != nil || back.Query().Get("state") != start.State {
+		t.Fatalf("the provider's answer: %v %v", back, err)
 	}
-	resp.Body.Close()
-	loc, err := resp.Location()
-	if err != nil || loc.Query().Get("state") != start.State {
-		t.Fatalf("the provider's answer: %v %v", loc, err)
-	}
-	return loc.Query().Get("code")
+	return back.Query().Get("code")
 }
 
 func TestTheCodeFlowYieldsTheProvidersClaims(t *testing.T) {
@@ -107,6 +98,12 @@ func TestAProviderDownIsAskedAgainAtTheNextSignIn(t *testing.T) {
 	closed.Close()
 	if _, err := r.oidc.Begin(context.Background(), down); signin.ReasonOf(err) != signin.Unreachable {
 		t.Fatalf("down: %v", err)
+	}
+	if err := r.oidc.Check(context.Background(), down); signin.ReasonOf(err) != signin.Unreachable {
+		t.Fatalf("a check of a provider down: %v", err)
+	}
+	if err := r.oidc.Check(context.Background(), r.client); err != nil {
+		t.Fatalf("a check of a provider up: %v", err)
 	}
 	if _, err := r.oidc.Begin(context.Background(), r.client); err != nil {
 		t.Fatalf("up: %v", err)
