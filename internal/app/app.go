@@ -35,9 +35,6 @@ import (
 	"bindery/workflow"
 )
 
-// Version is stamped at build time (-ldflags "-X bindery/internal/app.Version=…").
-var Version = "dev"
-
 // Mode selects defaults that differ between production and demo.
 type Mode string
 

@@ -274,3 +274,21 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 		t.Fatalf("the metrics listener served another path: %d", code)
 	}
 }
+
+func TestVersionSaysWhatABuildDoesNotCarry(t *testing.T) {
+	got := app.Build{Version: "dev", Go: "go1.26", Platform: "linux/amd64"}.String()
+	for _, want := range []string{"bindery dev", "commit:   unknown", "built:    unknown", "not a release build"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("an unstamped build's version lacks %q:\n%s", want, got)
+		}
+	}
+	got = app.Build{Version: "v1.2.0", Commit: "0123abc", Modified: true, BuildTime: "2025-01-02T03:04:05Z", Go: "go1.26", Platform: "linux/arm64"}.String()
+	for _, want := range []string{"bindery v1.2.0", "0123abc, with uncommitted changes", "built:    2025-01-02T03:04:05Z", "go1.26 linux/arm64"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("a stamped build's version lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "unknown") || strings.Contains(got, "not a release") {
+		t.Errorf("a stamped build claims a missing stamp:\n%s", got)
+	}
+}

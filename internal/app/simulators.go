@@ -24,8 +24,10 @@ type SimOptions struct {
 	// ConfigPath is the file with the secrets shared with bindery, the catalog and the sim.*
 	// fault knobs, watched for edits; "" is the embedded sample.
 	ConfigPath string
-	Stdout     io.Writer // where the URLs are printed
-	LogOutput  io.Writer
+	// RunJobs runs the jobs of a project's .gitlab-ci.yml after a merge (sim.Options.RunJobs).
+	RunJobs   bool
+	Stdout    io.Writer // where the URLs are printed
+	LogOutput io.Writer
 }
 
 // RunSim serves the simulators alone (GitLab, approval system, deploy pipeline, permission
@@ -49,7 +51,7 @@ func RunSim(ctx context.Context, o SimOptions) error {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
-	sims := sim.New(sim.Options{Config: src, BinderyURL: o.BinderyURL, Log: log})
+	sims := sim.New(sim.Options{Config: src, BinderyURL: o.BinderyURL, RunJobs: o.RunJobs, Log: log})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

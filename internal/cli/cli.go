@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 
 	"bindery/internal/app"
 	"bindery/store"
@@ -21,7 +20,9 @@ Usage:
   bindery demo    [-addr 127.0.0.1:8080] [-data ./bindery-demo] [-dsn DSN]   everything local, one command
   bindery serve   -config FILE [-addr ADDR]                                  production (MySQL, real GitLab)
   bindery sim     -addr ADDR [-bindery URL] [-config FILE]                   the simulators alone
-  bindery migrate -config FILE [-dsn DSN]                                    apply database migrations
+  bindery migrate -config FILE [-dsn DSN]                                    apply database migrations (forward-only)
+  bindery doctor  -config FILE [-json] [-send-test]                          check the setup against the systems it names
+  bindery backup  -config FILE -out FILE                                     an online copy of a SQLite database
   bindery smoke   -url URL                                                   check a deployment's SPA serving rules and headers
   bindery version
 
@@ -48,12 +49,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, assets ap
 		err = runMigrate(ctx, rest, stdout, stderr, assets)
 	case "smoke":
 		err = runSmoke(ctx, rest, stdout, stderr)
+	case "doctor":
+		err = runDoctor(ctx, rest, stdout, stderr, assets)
+	case "backup":
+		err = runBackup(ctx, rest, stdout, stderr)
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		fmt.Fprintf(stdout, "bindery %s (%s, %s/%s)\n", app.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprint(stdout, app.BuildInfo())
 		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

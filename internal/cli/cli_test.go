@@ -27,7 +27,7 @@ func TestCommandLineExitCodes(t *testing.T) {
 		{nil, 2, "Usage:"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"-h"}, 0, "Usage:"},
-		{[]string{"version"}, 0, "bindery "},
+		{[]string{"version"}, 0, "not a release build"},
 		{[]string{"serve", "-h"}, 0, "-config"},
 		{[]string{"serve", "-nope"}, 2, "flag provided but not defined"},
 		{[]string{"serve"}, 2, "-config is required"},

@@ -30,7 +30,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address")
 	bindery := fs.String("bindery", "", "base URL of bindery, for GitLab webhooks and deploy callbacks (approval callbacks go to each ticket's callbackUrl); empty: none are sent")
 	cfgPath := fs.String("config", "", "config file with the secrets shared with bindery (hooks.*, gitlab tokens), the catalog and the sim.* fault knobs; watched for edits. Empty: the embedded sample (demo secrets)")
-	if err := parseFlags(fs, args, stderr, "sim -addr ADDR [-bindery URL] [-config FILE]"); err != nil {
+	runJobs := fs.Bool("run-jobs", false, "after a merge, run the jobs of the project's .gitlab-ci.yml on this machine (sh), as a shell runner would: how the deploy job of deploy/gitlab is rehearsed")
+	if err := parseFlags(fs, args, stderr, "sim -addr ADDR [-bindery URL] [-config FILE] [-run-jobs]"); err != nil {
 		return err
 	}
 	if *bindery != "" && !strings.HasPrefix(*bindery, "http://") && !strings.HasPrefix(*bindery, "https://") {
@@ -38,5 +39,5 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return errUsage
 	}
-	return app.RunSim(ctx, app.SimOptions{Addr: *addr, BinderyURL: *bindery, ConfigPath: *cfgPath, Stdout: stdout, LogOutput: stderr})
+	return app.RunSim(ctx, app.SimOptions{Addr: *addr, BinderyURL: *bindery, ConfigPath: *cfgPath, RunJobs: *runJobs, Stdout: stdout, LogOutput: stderr})
 }

@@ -34,14 +34,17 @@ const (
 
 // DeployRecord is one deploy after a merge.
 type DeployRecord struct {
-	Project      string    `json:"project"`
-	MRIID        int64     `json:"mrIid"`
-	SHA          string    `json:"sha"`
-	OperationIDs []string  `json:"operationIds"` // what the merge carried (the files' operationIds)
-	Exact        bool      `json:"exact"`        // the callback names them
-	Status       string    `json:"status"`
-	Answer       int       `json:"answer"` // bindery's HTTP status; 0: none
-	At           time.Time `json:"at"`
+	Project      string   `json:"project"`
+	MRIID        int64    `json:"mrIid"`
+	SHA          string   `json:"sha"`
+	OperationIDs []string `json:"operationIds"` // what the merge carried (the files' operationIds)
+	Exact        bool     `json:"exact"`        // the callback names them
+	Status       string   `json:"status"`
+	Answer       int      `json:"answer"` // bindery's HTTP status; 0: none
+	// Job is what the branch pipeline's jobs printed, when the project's .gitlab-ci.yml ran
+	// (Options.RunJobs): then Status is SENT when every job passed, FAILED otherwise.
+	Job string    `json:"job,omitempty"`
+	At  time.Time `json:"at"`
 }
 
 // Deploy simulates the deploy pipeline.
@@ -110,6 +113,21 @@ func (d *Deploy) merged(info MergeInfo) {
 		d.injected.add("callback_dropped")
 	}
 	delay := scaled(d.cfg, f.Delay)
+	if d.opts.RunJobs && info.CIConfig != "" {
+		// The project's own pipeline deploys and calls back, as in production: the knobs that
+		// stand in for it (delay, drops, operationIds) do not apply.
+		d.bg.Go(func(ctx context.Context) {
+			ok, out := runJobs(ctx, info)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			rec.Status, rec.Job, rec.At = DeploySent, out, time.Now()
+			if !ok {
+				rec.Status = DeployFailed
+				d.log.Warn("simulated runner: the branch pipeline failed", "project", rec.Project, "sha", rec.SHA, "output", out)
+			}
+		})
+		return
+	}
 	d.bg.Go(func(ctx context.Context) {
 		t := time.NewTimer(delay)
 		defer t.Stop()

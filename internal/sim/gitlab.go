@@ -27,6 +27,11 @@ type User struct {
 	Token    string
 	CanPush  bool // may create branches and commits, and rebase
 	CanMerge bool // may merge
+	// AccessLevel is the account's role in every project (Developer, Maintainer, …); 0: from the
+	// flags (Maintainer with CanMerge, Developer with CanPush).
+	AccessLevel  int
+	Scopes       []string // the token's scopes; nil: api
+	TokenExpires string   // the token's expires_at (YYYY-MM-DD); "": never
 }
 
 // Usernames of the accounts made from the configuration: gitlab.botToken is BotUsername,
@@ -75,6 +80,14 @@ type MergeInfo struct {
 	// OperationIDs are the operationId values of the YAML files the merge added, changed or
 	// deleted (bindery's rendered binding files carry one each), sorted.
 	OperationIDs []string
+	// What the branch pipeline of the merge runs with (deploy_job.go): the target branch, the
+	// project's id and default branch, its .gitlab-ci.yml at SHA ("" when it has none), its
+	// CI/CD variables and the instance's URL.
+	Branch, DefaultBranch string
+	ProjectID             int64
+	CIConfig              string
+	Variables             map[string]string
+	InstanceURL           string
 }
 
 func newGitLab(o Options) *GitLab {
@@ -414,6 +427,8 @@ func (g *GitLab) createProject(path, defaultBranch string, now time.Time) *proje
 	}
 	g.nextProjectID++
 	p := &project{id: g.nextProjectID, path: path, defaultBranch: defaultBranch, branches: map[string]string{}, commits: map[string]*commit{}}
+	// A new project's default branch is protected as GitLab protects it: Maintainers push and merge.
+	p.protect(defaultBranch, &protection{id: g.nextID(), push: Maintainer, merge: Maintainer})
 	g.projects[path] = p
 	g.projectsByID[p.id] = p
 	c := g.newCommit(p, nil, "Initial commit", tree{}, now)

@@ -181,6 +181,12 @@ func (g *GitLab) handle(w http.ResponseWriter, r *http.Request, rt *gitlabRoute,
 		c.fail(http.StatusUnauthorized, "401 Unauthorized")
 		return
 	}
+	if r.Method != http.MethodGet && !slices.Contains(c.user.scopes(), "api") {
+		// A read_api (or read_user, …) token may not write: GitLab's 403 from Doorkeeper.
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope",
+			"error_description": "The request requires higher privileges than provided by the access token.", "scope": "api"})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
@@ -780,7 +786,7 @@ func (c *call) merge() {
 	if mr == nil {
 		return
 	}
-	if !c.user.CanMerge {
+	if !c.user.CanMerge || !c.p.mayMerge(mr.target, *c.user) {
 		c.fail(http.StatusUnauthorized, "401 Unauthorized")
 		return
 	}

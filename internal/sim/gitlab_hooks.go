@@ -42,6 +42,7 @@ type HookStats struct {
 }
 
 type hookEvent struct {
+	url, token   string // where it goes and the secret it carries (X-Gitlab-Token)
 	kind, action string
 	body         []byte
 	eventUUID    string
@@ -85,22 +86,38 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-func (h *hooks) enqueue(kind, action string, payload any) { // holds g.mu
+// enqueue queues one event for each of the project's webhooks that subscribes to it (project
+// hooks, gitlab_admin.go). A project nobody added a hook to sends to Options.BinderyURL when set,
+// with hooks.gitlabToken: the hook the demo and the tests would otherwise add to every project.
+func (h *hooks) enqueue(p *project, kind, action string, payload any) { // holds g.mu
 	body, err := json.Marshal(payload)
 	if err != nil {
 		return
 	}
+	type target struct{ url, token string }
+	var targets []target
+	for _, ph := range p.hooks {
+		if ph.wants(kind) {
+			targets = append(targets, target{ph.URL, ph.token})
+		}
+	}
+	if len(p.hooks) == 0 && h.g.opts.BinderyURL != "" {
+		targets = append(targets, target{h.g.opts.BinderyURL + "/hooks/gitlab", h.g.cfg.Current().GitLabHookToken()})
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.g.opts.BinderyURL == "" {
+	if len(targets) == 0 {
 		h.stats.Skipped++
 		return
 	}
-	if len(h.queue) >= hookQueueSize {
-		h.queue = h.queue[1:]
-		h.stats.Skipped++
+	eventUUID := newUUID()
+	for _, t := range targets {
+		if len(h.queue) >= hookQueueSize {
+			h.queue = h.queue[1:]
+			h.stats.Skipped++
+		}
+		h.queue = append(h.queue, hookEvent{url: t.url, token: t.token, kind: kind, action: action, body: body, eventUUID: eventUUID, idemKey: newUUID()})
 	}
-	h.queue = append(h.queue, hookEvent{kind: kind, action: action, body: body, eventUUID: newUUID(), idemKey: newUUID()})
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -144,15 +161,16 @@ func (h *hooks) deliver(ctx context.Context, ev hookEvent) {
 
 // send makes one delivery attempt and applies the auto-disable rules to its outcome.
 func (h *hooks) send(ctx context.Context, ev hookEvent) bool {
-	cfg := h.g.cfg.Current()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.g.opts.BinderyURL+"/hooks/gitlab", bytes.NewReader(ev.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ev.url, bytes.NewReader(ev.body))
 	if err != nil {
 		return false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "GitLab/"+gitlabVersion)
 	req.Header.Set("X-Gitlab-Event", ev.kind)
-	req.Header.Set("X-Gitlab-Token", cfg.GitLabHookToken())
+	if ev.token != "" { // GitLab sends the header only when the hook has a secret token
+		req.Header.Set("X-Gitlab-Token", ev.token)
+	}
 	req.Header.Set("X-Gitlab-Event-UUID", ev.eventUUID)
 	req.Header.Set("X-Gitlab-Webhook-UUID", h.webhookUUID)
 	req.Header.Set("X-Gitlab-Instance", h.instance())
@@ -242,7 +260,7 @@ func (g *GitLab) mrHook(mr *mergeRequest, action string, userID int64, oldrev st
 	if oldrev != "" {
 		attrs["oldrev"] = oldrev
 	}
-	g.hooks.enqueue("Merge Request Hook", action, map[string]any{
+	g.hooks.enqueue(p, "Merge Request Hook", action, map[string]any{
 		"object_kind": "merge_request", "event_type": "merge_request", "user": g.hookUser(userID),
 		"project": g.hookProject(p), "object_attributes": attrs, "labels": []any{}, "changes": map[string]any{},
 		"assignees": []any{}, "reviewers": []any{},
@@ -276,5 +294,5 @@ func (g *GitLab) pipelineHook(pl *pipeline, now time.Time) { // holds g.mu
 			"url": g.hooks.instance() + "/" + p.path + "/-/merge_requests/" + itoa64(mr.iid),
 		}
 	}
-	g.hooks.enqueue("Pipeline Hook", st, payload)
+	g.hooks.enqueue(p, "Pipeline Hook", st, payload)
 }

@@ -561,7 +561,9 @@ func (g *GitLab) doMerge(mr *mergeRequest, userID int64, removeSource bool, now 
 	}
 	g.mrHook(mr, "merge", userID, "", now)
 	g.headMoved(p, mr.target, userID, now)
-	info := MergeInfo{Project: p.path, IID: mr.iid, SHA: landed, OperationIDs: operationIDs(tgtBefore.files, p.commits[landed].files)}
+	info := MergeInfo{Project: p.path, IID: mr.iid, SHA: landed, OperationIDs: operationIDs(tgtBefore.files, p.commits[landed].files),
+		Branch: mr.target, DefaultBranch: p.defaultBranch, ProjectID: p.id, CIConfig: p.commits[landed].files[ciConfigPath].content,
+		Variables: maps.Clone(p.variables), InstanceURL: g.hooks.instance()}
 	for _, fn := range g.onMerge {
 		fn(info)
 	}

@@ -25,6 +25,10 @@ type project struct {
 	mrs           []*mergeRequest // index iid-1: iids grow by one per project
 	pipelines     []*pipeline     // in creation order
 	nextPipeIID   int64
+	// What a maintainer sets up (gitlab_admin.go): webhooks, branch protection, CI/CD variables.
+	hooks     []*projectHook
+	protected map[string]*protection // by branch name
+	variables map[string]string
 }
 
 type fileEntry struct {

@@ -36,6 +36,10 @@ type Options struct {
 	PublicURL string
 	Log       *slog.Logger
 	Clock     Clock // nil: the real clock
+	// RunJobs makes a merge's branch pipeline run the jobs of the project's .gitlab-ci.yml on
+	// this machine (deploy_job.go) instead of the deploy simulator's own callback: a project
+	// without the file gets the simulator's callback as before.
+	RunJobs bool
 	// StateFile keeps the simulators' state across restarts (see state.go); the demo puts it
 	// in its data directory. Empty: in memory only.
 	StateFile string

@@ -205,6 +205,9 @@ func (g *GitLab) restore(s savedGitLab) { // holds g.mu
 		if p.branches == nil {
 			p.branches = map[string]string{}
 		}
+		// Maintainers' setup (hooks, protections, variables) is not saved: a restored project
+		// has GitLab's default protection again.
+		p.protect(p.defaultBranch, &protection{id: g.nextID(), push: Maintainer, merge: Maintainer})
 		for _, sc := range sp.Commits {
 			files := tree{}
 			if len(sc.Parents) > 0 && p.commits[sc.Parents[0]] != nil {
