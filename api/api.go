@@ -442,3 +442,28 @@ func ShortDuration(d time.Duration) string {
 	}
 	return out
 }
+
+// Token is a personal API token as its owner sees it (GET /api/tokens, DELETE
+// /api/tokens/:id): never its secret, which only the creation's answer carries, once.
+type Token struct {
+	ID         int64      `json:"id"`
+	Name       string     `json:"name"`
+	Scopes     []string   `json:"scopes"` // ["read"] or ["read", "apply"]
+	CreatedAt  time.Time  `json:"createdAt"`
+	ExpiresAt  time.Time  `json:"expiresAt"`
+	Expired    bool       `json:"expired"`
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	RevokedAt  *time.Time `json:"revokedAt,omitempty"`
+}
+
+// CreatedToken is the 201 answer of POST /api/tokens: the token's view and the token itself.
+type CreatedToken struct {
+	Token
+	Secret string `json:"token"` // "bdy_" + 32 random bytes, base64url
+}
+
+// TokenList is GET /api/tokens: the caller's tokens that are not revoked, newest first.
+type TokenList struct {
+	Items []Token `json:"items"`
+	Max   int     `json:"max"` // the most live tokens one person may hold
+}

@@ -54,7 +54,8 @@ type Me struct {
 	DisplayName string   `json:"displayName"`
 	Ops         bool     `json:"ops"`
 	Demo        bool     `json:"demo"`
-	DemoUsers   []string `json:"demoUsers,omitempty"`
+	DemoUsers   []string `json:"demoUsers,omitempty"` // the demo's user switcher (off when people sign in with OpenID Connect)
+	SignOut     bool     `json:"signOut"`             // signed in with a session bindery can end (POST /auth/logout)
 }
 
 // GitLabHook is the part of a GitLab merge-request or pipeline hook bindery reads.
@@ -97,5 +98,5 @@ type ErrorBody struct {
 	Message   string      `json:"message"`
 	Field     string      `json:"field,omitempty"`
 	RequestID string      `json:"requestId"`
-	LoginURL  string      `json:"loginUrl,omitempty"` // UNAUTHENTICATED: where to sign in (server.loginURL)
+	LoginURL  string      `json:"loginUrl,omitempty"` // UNAUTHENTICATED: where to sign in (/auth/login, or server.loginURL)
 }

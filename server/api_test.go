@@ -159,14 +159,14 @@ func rows() []row {
 		{name: "a restricted target with its rule code is accepted", call: post("/api/apply", "bob", applyJSON("op-1", "restricted-b")), status: 202},
 		{name: "a permission service error is 403",
 			prep: func(h *harness) {
-				h.perms.CheckFn = func(context.Context, string, []string) (bool, error) {
+				h.perms.CheckFn = func(context.Context, string, []string, []string) (bool, error) {
 					return false, errors.New("upstream said: 502 from perm.internal")
 				}
 			},
 			call: post("/api/apply", "bob", applyJSON("op-1", "restricted-b")), status: 403, want: []string{"Access denied"}},
 		{name: "a permission service timeout is 403", opts: options{permissionTimeout: 100 * time.Millisecond},
 			prep: func(h *harness) {
-				h.perms.CheckFn = func(ctx context.Context, _ string, _ []string) (bool, error) { <-ctx.Done(); return true, ctx.Err() }
+				h.perms.CheckFn = func(ctx context.Context, _ string, _, _ []string) (bool, error) { <-ctx.Done(); return true, ctx.Err() }
 			},
 			call: post("/api/apply", "bob", applyJSON("op-1", "restricted-b")), status: 403},
 		{name: "access mode CLOSED is 403 APPLY_CLOSED", opts: options{config: map[string]string{"apply.mode": "CLOSED"}},
@@ -332,7 +332,7 @@ func rows() []row {
 			call: get("/api/preview?target=public-a", "alice"), status: 200, want: []string{"{}"}},
 		{name: "a preview of an unknown target is 200 and empty", call: get("/api/preview?target=nope", "alice"), status: 200, want: []string{"{}"}},
 		{name: "me names the caller and the demo users", call: get("/api/me", "E1001"), status: 200,
-			want: []string{`{"identity":"alice@example.com","displayName":"alice","ops":false,"demo":true,"demoUsers":["alice","bob","ops"]}`}},
+			want: []string{`{"identity":"alice@example.com","displayName":"alice","ops":false,"demo":true,"demoUsers":["alice","bob","ops"],"signOut":false}`}},
 		{name: "me tells an operator the console is theirs", call: get("/api/me", "ops@example.com"), status: 200, want: []string{`"ops":true`}},
 		{name: "an unknown demo user is 401", call: get("/api/me", "mallory"), status: 401},
 		// The SPA's first page reads the demo users from this sentence (ui/src/main.js, demoUsersOf).

@@ -10,12 +10,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"bindery/api"
+	"bindery/internal/platform/signin"
 	"bindery/internal/vocab/apperr"
 	"bindery/internal/vocab/state"
+	"bindery/store"
 	"bindery/workflow"
 )
 
@@ -90,6 +93,14 @@ func probeHarness(t *testing.T) *harness {
 	}
 	h.wf.BatchesFn = func(_ context.Context, cursor string, _ int, _ state.BatchStatus) (api.Page[api.BatchView], error) {
 		return api.Page[api.BatchView]{Items: []api.BatchView{}}, fakeCursorCheck(cursor)
+	}
+	// The example token (id 7) is the probing operator's.
+	for i := range 7 {
+		tok := signin.NewToken()
+		if _, err := h.db.CreateToken(context.Background(), store.APIToken{Owner: "ops@example.com", Name: fmt.Sprint("probe ", i), Scopes: []string{"read"},
+			LookupKey: tok.Lookup, SecretHash: tok.Hash}, time.Hour, maxLiveTokens, store.AuditEvent{Actor: "ops@example.com", Action: "token.create"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return h
 }
@@ -210,6 +221,11 @@ func TestWhatTheDocumentAllowsTheServerAccepts(t *testing.T) {
 	total, allowed := 0, 0
 	for _, path := range doc.Paths.InMatchingOrder() {
 		for method, op := range doc.Paths.Value(path).Operations() {
+			if strings.HasPrefix(path, "/auth/") {
+				// The sign-in's navigations: a redirect through an identity provider and back,
+				// which one request cannot make; the sign-in's own tests hold them to the document.
+				continue
+			}
 			t.Run(op.OperationID, func(t *testing.T) {
 				h := probeHarness(t)
 				base := exampleOf(t, method, path, op)

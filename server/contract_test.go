@@ -34,6 +34,8 @@ import (
 
 // contractDoc is the served document, loaded and validated once for the package's tests.
 var contractDoc = sync.OnceValues(func() (*openapi3.T, error) {
+	// The sign-in's navigations answer pages; their text is a string to the document.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
 	doc, err := openapi3.NewLoader().LoadFromData(openAPIDoc)
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
@@ -212,6 +214,11 @@ var documentProperties = sync.OnceValues(func() (exact, lower map[string]bool) {
 })
 
 func outsideTheSchema(answer []byte) bool {
+	// The sign-in's refusals depend on the browser's state (its state cookie, a sign-in taken
+	// already) and on what a path means, which a document cannot describe.
+	if bytes.Contains(answer, []byte(`id="signin-problem"`)) {
+		return true
+	}
 	var e api.ErrorBody
 	if json.Unmarshal(answer, &e) != nil {
 		return false

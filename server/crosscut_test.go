@@ -105,7 +105,7 @@ func leakyWorkflow(h *harness, mode int) {
 	w.GitLabEventFn = func(context.Context, workflow.GitLabEvent) (api.CallbackResult, error) {
 		return api.CallbackResult{}, fail()
 	}
-	h.perms.CheckFn = func(context.Context, string, []string) (bool, error) { return false, cause }
+	h.perms.CheckFn = func(context.Context, string, []string, []string) (bool, error) { return false, cause }
 }
 
 // docs/api.md, 'Errors': no error body carries a stack, SQL, a file path, a host name or an
@@ -578,6 +578,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Auth      string `json:"x-auth"`
+			Token     string `json:"x-token"`
 			RateLimit *struct {
 				Bucket, Key string
 				Default     int
@@ -588,7 +589,8 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
 		t.Fatal(err)
 	}
-	auth := map[authKind]string{authPublic: "public", authUser: "user", authOwnerOrOps: "owner-or-ops", authOps: "ops", authApprovalHook: "hmac", authGitLabHook: "gitlab-token", authDeployHook: "bearer", authMetrics: "metrics"}
+	auth := map[authKind]string{authPublic: "public", authUser: "user", authOwnerOrOps: "owner-or-ops", authOps: "ops", authApprovalHook: "hmac", authGitLabHook: "gitlab-token", authDeployHook: "bearer", authMetrics: "metrics", authSession: "session"}
+	tokens := map[tokenUse]string{tokenNone: "none", tokenRead: "read", tokenApply: "apply"}
 	documented := map[string]bool{}
 	for path, ops := range doc.Paths {
 		for m := range ops {
@@ -610,12 +612,20 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		if (op.RateLimit == nil) != (rt.limit == nil) || (rt.limit != nil && (op.RateLimit.Bucket != rt.limit.bucket || op.RateLimit.Key != rt.limit.key || op.RateLimit.Default != rt.limit.def)) {
 			t.Errorf("%s: documented rate limit %+v, route has %+v", key, op.RateLimit, rt.limit)
 		}
+		if rt.auth.people() && op.Token != tokens[rt.tok] {
+			t.Errorf("%s: documented x-token %q, route has %q", key, op.Token, tokens[rt.tok])
+		}
 		want := []string{}
 		if rt.limit != nil {
 			want = append(want, "429")
 		}
-		if rt.auth != authPublic {
+		if rt.auth != authPublic && rt.auth != authSession {
 			want = append(want, "401")
+		}
+		if rt.auth.people() && rt.auth != authSession {
+			// A refused credential's limit, the database a credential needs, a token's scope
+			// and a write of another site's page.
+			want = append(want, "429", "503", "403")
 		}
 		if rt.body > 0 {
 			want = append(want, "413", "415", "400")

@@ -83,22 +83,24 @@ type Notifications interface {
 	Enable(ctx context.Context, endpoint string) (api.NotifyEndpoint, error)
 }
 
-// Permissions answers whether identity holds at least one of ruleCodes, in one round trip
-// ("ops admin OR target owner"). Any error means "no" to the caller (403).
+// Permissions answers whether identity, or one of its groups (those the identity provider named
+// at sign-in), holds at least one of ruleCodes, in one round trip ("ops admin OR target owner").
+// Any error means "no" to the caller (403).
 type Permissions interface {
-	Check(ctx context.Context, identity string, ruleCodes []string) (bool, error)
+	Check(ctx context.Context, identity string, groups, ruleCodes []string) (bool, error)
 }
 
 // closedPermissions is the permission service of a server built without one (the UI's tests of
 // pages): every check fails closed. It logs at debug only, as /api/me asks on every page load.
 type closedPermissions struct{ log *slog.Logger }
 
-func (p closedPermissions) Check(ctx context.Context, identity string, rules []string) (bool, error) {
+func (p closedPermissions) Check(ctx context.Context, identity string, groups, rules []string) (bool, error) {
 	p.log.DebugContext(ctx, "permission refused: no permission service wired", "identity", identity, "rules", rules)
 	return false, nil
 }
 
-// Store is what the HTTP layer keeps itself: readiness, idempotency records and the audit log.
+// Store is what the HTTP layer keeps itself: readiness, idempotency records, the audit log, and
+// who is signed in.
 type Store interface {
 	Ping(ctx context.Context) error
 	// WriteProbe commits one small write: /readyz shows that writes go through.
@@ -111,6 +113,18 @@ type Store interface {
 	AnswerOf(ctx context.Context, scope, key, hash string) (store.Claim, error)
 	RecordAudit(ctx context.Context, ev store.AuditEvent) (bool, error)
 	ListAudit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error)
+
+	// Signing in: sign-ins on their way, sessions, personal API tokens.
+	PutSigninAttempt(ctx context.Context, a store.SigninAttempt, ttl time.Duration) error
+	TakeSigninAttempt(ctx context.Context, stateHash string) (store.SigninAttempt, error)
+	CreateSession(ctx context.Context, s store.Session, replacing string) error
+	SessionOf(ctx context.Context, idHash string, lim store.SessionLimits) (store.Session, error)
+	EndSession(ctx context.Context, idHash string) (bool, error)
+	CreateToken(ctx context.Context, t store.APIToken, ttl time.Duration, max int, ev store.AuditEvent) (store.APIToken, error)
+	TokenByLookup(ctx context.Context, lookupKey string) (store.APIToken, error)
+	Tokens(ctx context.Context, owner string) ([]store.APIToken, error)
+	RevokeToken(ctx context.Context, owner string, id int64, ev store.AuditEvent) (store.APIToken, error)
+	UseToken(ctx context.Context, id int64, ev store.AuditEvent) error
 }
 
 var _ Store = (*store.DB)(nil)

@@ -21,6 +21,8 @@ var statusOf = map[apperr.Code]int{
 	apperr.InvalidArgument:      http.StatusBadRequest,
 	apperr.Unauthenticated:      http.StatusUnauthorized,
 	apperr.AccessDenied:         http.StatusForbidden,
+	apperr.CrossOrigin:          http.StatusForbidden,
+	apperr.TokenScope:           http.StatusForbidden,
 	apperr.ApplyClosed:          http.StatusForbidden,
 	apperr.NotFound:             http.StatusNotFound,
 	apperr.MethodNotAllowed:     http.StatusMethodNotAllowed,
@@ -39,6 +41,13 @@ var statusOf = map[apperr.Code]int{
 // the code and a message safe to show; causes, stacks and upstream text go to the log with
 // the request id.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	status, body := answerOf(w, r, log, err)
+	writeJSON(w, status, body)
+}
+
+// answerOf reads an error the one way every answer does (the JSON body above, the sign-in's page):
+// its status and the body safe to show, Retry-After set on w, the cause logged.
+func answerOf(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) (int, api.ErrorBody) {
 	ctx := r.Context()
 	body := api.ErrorBody{Code: apperr.Internal, Message: apperr.GenericMessage, RequestID: logging.RequestID(ctx)}
 	status := http.StatusInternalServerError
@@ -62,7 +71,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case errors.Unwrap(err) != nil:
 		log.WarnContext(ctx, "request refused", "status", status, "code", body.Code, "err", err)
 	}
-	writeJSON(w, status, body)
+	return status, body
 }
 
 // unavailable classifies an error no layer named: a dependency that did not answer — an outbound

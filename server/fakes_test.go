@@ -339,7 +339,7 @@ func (f *fakeWorkflow) GitLabEvent(ctx context.Context, ev workflow.GitLabEvent)
 
 // fakePermissions grants rule codes per identity and counts round trips.
 type fakePermissions struct {
-	CheckFn func(ctx context.Context, id string, codes []string) (bool, error)
+	CheckFn func(ctx context.Context, id string, groups, codes []string) (bool, error)
 
 	mu     sync.Mutex
 	grants map[string][]string
@@ -355,14 +355,18 @@ func newFakePermissions() *fakePermissions {
 	}}
 }
 
-func (p *fakePermissions) Check(ctx context.Context, id string, codes []string) (bool, error) {
+func (p *fakePermissions) Check(ctx context.Context, id string, groups, codes []string) (bool, error) {
 	p.mu.Lock()
 	p.checks = append(p.checks, id+":"+strings.Join(codes, "|"))
 	p.mu.Unlock()
 	if p.CheckFn != nil {
-		return p.CheckFn(ctx, id, codes)
+		return p.CheckFn(ctx, id, groups, codes)
 	}
-	for _, g := range p.grants[id] {
+	grants := p.grants[id]
+	for _, g := range groups {
+		grants = append(grants, p.grants["group:"+g]...)
+	}
+	for _, g := range grants {
 		for _, c := range codes {
 			if g == c {
 				return true, nil

@@ -65,7 +65,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) (int, any, error)
 	}
 	caller := infoOf(r).caller
 	// A restricted target: any of its rule codes, or the ops rule, in one round trip.
-	if len(target.RuleCodes) > 0 && !s.permit(r.Context(), caller.ID, append(append([]string{}, target.RuleCodes...), snap.OpsRule())...) {
+	if len(target.RuleCodes) > 0 && !s.permit(r.Context(), caller, s.orOps(caller, target.RuleCodes)...) {
 		return 0, nil, apperr.Denied(errors.New("target rule codes not held"))
 	}
 	wf := s.deps.Workflow
@@ -139,7 +139,7 @@ func (s *Server) ownedRequest(r *http.Request) (api.RequestView, error) {
 	// The owner reads the requester's view; an operator (asked only for someone else's request,
 	// so that a requester's page costs no permission check) also reads the recorded causes.
 	if caller := infoOf(r).caller; v.Subject != caller.ID {
-		if !s.isOperator(r.Context(), caller.ID) {
+		if !s.isOperator(r.Context(), caller) {
 			return api.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
 		}
 		v = v.ForOperator()
@@ -245,7 +245,7 @@ func (s *Server) targets(w http.ResponseWriter, r *http.Request) (int, any, erro
 		if codes == nil {
 			codes = []string{}
 		}
-		may := len(codes) == 0 || s.permit(r.Context(), caller.ID, append(append([]string{}, codes...), snap.OpsRule())...)
+		may := len(codes) == 0 || s.permit(r.Context(), caller, s.orOps(caller, codes)...)
 		items = append(items, api.Target{Key: t.Key, Title: t.Title, Project: t.Project, RuleCodes: codes, TTL: api.ShortDuration(t.TTL), MayApply: may, Yours: yours[t.Key]})
 	}
 	return http.StatusOK, map[string]any{"items": items}, nil
@@ -299,8 +299,8 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) (int, any, erro
 // me is GET /api/me: who the caller is and whether the ops console is theirs.
 func (s *Server) me(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	c := infoOf(r).caller
-	v := api.Me{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c.ID), Demo: s.deps.Demo}
-	if s.deps.Demo {
+	v := api.Me{Identity: c.ID, DisplayName: c.Name, Ops: s.isOperator(r.Context(), c), Demo: s.deps.Demo, SignOut: c.From == identity.FromSession}
+	if s.deps.Demo && s.deps.Config.Current().OIDCIssuer() == "" {
 		v.DemoUsers = identity.DemoUserNames()
 	}
 	return http.StatusOK, v, nil

@@ -86,6 +86,23 @@ func checkAnswer(t *testing.T, what string, status int, body []byte) {
 	}
 }
 
+// checkSigninPage holds the sign-in's page to what checkAnswer holds an error body to: a clear
+// 4xx in words with the request id, nothing internal, bounded.
+func checkSigninPage(t *testing.T, what string, status int, page string) {
+	t.Helper()
+	switch {
+	case status >= 500 || status == 0:
+		t.Errorf("%s: %d %.300s", what, status, page)
+	case status < 400:
+	case !strings.Contains(page, `id="signin-message"`) || !strings.Contains(page, "request id"):
+		t.Errorf("%s: %d, not the sign-in's page: %.300s", what, status, page)
+	case leakPatterns.MatchString(page):
+		t.Errorf("%s: the page leaks %q", what, leakPatterns.FindString(page))
+	case len(page) > 4096:
+		t.Errorf("%s: a %d-byte page (does it echo the input?)", what, len(page))
+	}
+}
+
 func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 	t.Parallel()
 	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
@@ -310,7 +327,11 @@ func TestHostileQueriesOnEveryGetRouteGetAClearAnswer(t *testing.T) {
 				status, body := rawGetAs(t, ts.Listener.Addr().String(), path+q, "ops")
 				what := fmt.Sprintf("GET %.60s%.60s", path, q)
 				seen[status]++
-				checkAnswer(t, what, status, []byte(body))
+				if strings.HasPrefix(rt.path, "/auth/") {
+					checkSigninPage(t, what, status, body) // a navigation: its answer is a page
+				} else {
+					checkAnswer(t, what, status, []byte(body))
+				}
 				if status >= 400 && strings.Contains(body, long[:200]) {
 					t.Errorf("%s: the error echoes the input", what)
 				}

@@ -177,12 +177,16 @@ func payloadHash(scope, caller string, payload any) string {
 // is on record. The key is the client's operationId of the action: a replay or a retry of the
 // same action is "already recorded". Without an audit record the action does not run.
 func (s *Server) audit(r *http.Request, action, key string, params map[string]any) error {
-	_, err := s.deps.DB.RecordAudit(r.Context(), store.AuditEvent{
-		Key: action + ":" + key, Actor: infoOf(r).caller.ID, Action: action,
-		RequestID: logging.RequestID(r.Context()), Params: params,
-	})
+	ev := s.auditEvent(r, action, params)
+	ev.Key = action + ":" + key
+	_, err := s.deps.DB.RecordAudit(r.Context(), ev)
 	if err != nil {
 		return apperr.Wrap(err, apperr.Unavailable, "The action could not be audited, so it was not run; please retry.")
 	}
 	return nil
+}
+
+// auditEvent is action by the caller of r, with params (the key is the caller's to set).
+func (s *Server) auditEvent(r *http.Request, action string, params map[string]any) store.AuditEvent {
+	return store.AuditEvent{Actor: infoOf(r).caller.ID, Action: action, RequestID: logging.RequestID(r.Context()), Params: params}
 }

@@ -16,6 +16,7 @@ import (
 	"bindery/internal/platform/identity"
 	"bindery/internal/remote/approval"
 	"bindery/internal/vocab/apperr"
+	"bindery/store"
 )
 
 // The interceptors (docs/api.md, 'Interceptors'). Each is a plain func(http.Handler) http.Handler
@@ -23,10 +24,12 @@ import (
 
 // reqInfo is what the chain learned about a request before the handler runs.
 type reqInfo struct {
-	caller identity.Caller
-	body   []byte // the body, once read (by the approval hook's authentication or endpoint)
-	read   bool
-	owned  *api.RequestView // an owner-checked route's request, loaded by authorization
+	caller  identity.Caller
+	session string          // the hash of the caller's session id (a sign-in with OpenID Connect)
+	token   *store.APIToken // the caller's personal API token
+	body    []byte          // the body, once read (by the approval hook's authentication or endpoint)
+	read    bool
+	owned   *api.RequestView // an owner-checked route's request, loaded by authorization
 }
 
 type infoKey struct{}
@@ -38,17 +41,38 @@ func infoOf(r *http.Request) *reqInfo {
 	return &reqInfo{caller: identity.Caller{Err: identity.ErrNone}}
 }
 
-// withCaller resolves who is calling with the one resolver, once per request, from the config
-// in force. It never answers: the rate limit keys on the result, authentication enforces it.
-func (s *Server) withCaller(next http.Handler) http.Handler {
+// withCaller resolves who is calling, once per request, from the config in force (callerOf),
+// on the routes of people; the webhooks, the metrics and the public routes have no caller. It
+// never answers: the rate limit keys on the result, authentication enforces it.
+func (s *Server) withCaller(rt route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		snap := s.deps.Config.Current()
-		info := &reqInfo{
-			caller: identity.FromRequest(r, identity.Sources{
-				LoginHeader: snap.LoginHeader(), Trusted: snap.TrustedProxies(), Demo: s.deps.Demo, Directory: snap.IdentityDirectory(),
-			}),
+		info := &reqInfo{caller: identity.Caller{Err: identity.ErrNone}}
+		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+		if rt.auth.people() {
+			info.caller = s.callerOf(r, info)
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withCrossOrigin refuses a write of a person's browser that another site's page sent
+// (docs/api.md, 'Cross-origin writes'): net/http's CrossOriginProtection reads Sec-Fetch-Site,
+// else Origin against the host (and server.publicURL's origin is bindery's own too). A browser's
+// credentials — the session cookie, the demo's cookie, a login proxy's cookie behind its header —
+// go with such a request by themselves; a personal API token does not, so a token's call is not
+// looked at, nor are the webhooks. It runs before the rate limit: a forged request must not
+// use up the victim's quota.
+func (s *Server) withCrossOrigin(rt route, next http.Handler) http.Handler {
+	if !rt.auth.people() {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.cop.Check(r); err != nil && !infoOf(r).caller.ByToken() {
+			s.rec.Inc("bindery_http_refused_total", "route", rt.name, "code", string(apperr.CrossOrigin))
+			s.fail(w, r, apperr.Wrap(err, apperr.CrossOrigin, "This change was sent by a page of another site, and was refused: bindery takes changes only from its own pages."))
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -87,10 +111,15 @@ func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch rt.auth {
-		case authUser, authOwnerOrOps:
-			err = s.authenticate(r) // the owner check follows in endpoint, before the body
-		case authOps:
-			if err = s.authenticate(r); err == nil && !s.isOperator(r.Context(), infoOf(r).caller.ID) {
+		case authUser, authOwnerOrOps, authOps:
+			// The owner check of authOwnerOrOps follows in endpoint, before the body. A token
+			// is held to its scopes first: an ops route answers a token that it is not for
+			// tokens, whoever owns it.
+			err = s.authenticate(w, r)
+			if err == nil && infoOf(r).token != nil {
+				err = s.tokenUse(r, rt)
+			}
+			if err == nil && rt.auth == authOps && !s.isOperator(r.Context(), infoOf(r).caller) {
 				err = apperr.Denied(errors.New("not an operator"))
 			}
 		case authApprovalHook:
@@ -110,6 +139,16 @@ func (s *Server) withAuth(rt route, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tokenUse holds a personal API token to what it may do on rt (before the owner check, which
+// then holds it to its owner's requests) and audits the use, allowed or not, with its id.
+func (s *Server) tokenUse(r *http.Request, rt route) error {
+	refused := tokenAllowed(rt, infoOf(r).token.Scopes)
+	if err := s.useToken(r.Context(), r, rt, refused == nil); err != nil {
+		return err
+	}
+	return refused
 }
 
 // metricsAllowed: /metrics carries the shape of the traffic and the state of every dependency,
@@ -144,13 +183,25 @@ func loopback(remoteAddr string) bool {
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
-func (s *Server) authenticate(r *http.Request) error {
+// authenticate is 401 without an identity, in the words of why: the refusal a credential got
+// (callerOf), else how to sign in — bindery's own sign-in (loginUrl /auth/login), the demo's
+// users, or server.loginURL. A session cookie that was refused is cleared.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) error {
 	c := infoOf(r).caller
 	if c.Authenticated() {
 		return nil
 	}
+	if c.From == identity.FromSession {
+		s.clearSession(w, r)
+	}
+	if e := apperr.As(c.Err); e != nil {
+		return e
+	}
 	msg, login := "Sign-in required.", ""
 	switch {
+	case s.deps.Config.Current().OIDCIssuer() != "":
+		login = loginPath
+		msg = "Sign-in required: sign in with your organisation's account."
 	case s.deps.Demo:
 		// The SPA's first page reads the names from this sentence: keep its shape.
 		msg = "Pick a demo user: " + strings.Join(identity.DemoUserNames(), ", ") + "."
@@ -195,15 +246,26 @@ func (s *Server) verifyApproval(w http.ResponseWriter, r *http.Request, limit in
 	return nil
 }
 
-// isOperator asks the permission service whether identity holds authz.opsRule.
-func (s *Server) isOperator(ctx context.Context, id string) bool {
-	return s.permit(ctx, id, s.deps.Config.Current().OpsRule())
+// isOperator asks the permission service whether the caller holds authz.opsRule. A caller with
+// an API token never does: a token carries no operator's powers (docs/api.md, 'API tokens').
+func (s *Server) isOperator(ctx context.Context, c identity.Caller) bool {
+	return !c.ByToken() && s.permit(ctx, c, s.deps.Config.Current().OpsRule())
 }
 
-// permit asks whether id holds any of codes, in one round trip. It fails closed: no code
-// configured, no permission service, an error, a panic or a timeout all answer false. The
-// deadline holds even if the service ignores its context.
-func (s *Server) permit(ctx context.Context, id string, codes ...string) bool {
+// orOps is codes and the ops rule, which grants whatever codes guard — except to an API token.
+func (s *Server) orOps(c identity.Caller, codes []string) []string {
+	out := append([]string{}, codes...)
+	if !c.ByToken() {
+		out = append(out, s.deps.Config.Current().OpsRule())
+	}
+	return out
+}
+
+// permit asks whether the caller (or one of its groups) holds any of codes, in one round trip.
+// It fails closed: no code configured, no permission service, an error, a panic or a timeout all
+// answer false. The deadline holds even if the service ignores its context.
+func (s *Server) permit(ctx context.Context, c identity.Caller, codes ...string) bool {
+	id := c.ID
 	var rules []string
 	for _, c := range codes {
 		if c = strings.TrimSpace(c); c != "" {
@@ -228,7 +290,7 @@ func (s *Server) permit(ctx context.Context, id string, codes ...string) bool {
 				done <- answer{err: fmt.Errorf("permission check panicked: %v", p)}
 			}
 		}()
-		ok, err := s.deps.Permissions.Check(ctx, id, rules)
+		ok, err := s.deps.Permissions.Check(ctx, id, c.Groups, rules)
 		done <- answer{ok, err}
 	}()
 	select {

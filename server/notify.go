@@ -76,7 +76,7 @@ func (s *Server) setMyNotifications(w http.ResponseWriter, r *http.Request) (int
 func (s *Server) requestSent(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	v := infoOf(r).owned
 	c := infoOf(r).caller
-	all := v.Subject != c.ID || s.isOperator(r.Context(), c.ID)
+	all := v.Subject != c.ID || s.isOperator(r.Context(), c)
 	sent, err := s.deps.Notifications.Sent(r.Context(), v.OperationID, all)
 	return http.StatusOK, sent, err
 }

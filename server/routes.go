@@ -17,7 +17,14 @@ const (
 	authGitLabHook                   // X-Gitlab-Token == hooks.gitlabToken
 	authDeployHook                   // Authorization: Bearer hooks.deployToken
 	authMetrics                      // loopback, server.trustedProxies or Bearer server.metricsToken
+	authSession                      // anyone; the caller's session, when there is one, is read (sign-out)
 )
+
+// people reports whether a route's callers are people (and their scripts): the routes whose
+// caller is resolved, and whose writes are refused when another site's page sends them.
+func (a authKind) people() bool {
+	return a == authUser || a == authOwnerOrOps || a == authOps || a == authSession
+}
 
 // rateSpec is a route's rate limit (docs/api.md, 'Rate limits'): the bucket, the config key read at
 // each request, the default when the key is missing (equal to the key's registered default; a test
@@ -43,6 +50,7 @@ type route struct {
 	method, path string
 	name         string    // metric label, idempotency scope and audit action
 	auth         authKind  // see authKind
+	tok          tokenUse  // what a personal API token may do here (tokenNone: nothing)
 	limit        *rateSpec // nil: not rate limited
 	activity     bool      // in the business-activity whitelist (interceptor 4)
 	body         int64     // largest body read; 0: the route reads no body
@@ -60,49 +68,58 @@ func (s *Server) routes() []route {
 	// A withdrawal shares the revocations' bucket: both end a request on its owner's word.
 	revokeLimit := &rateSpec{"revoke", "ratelimit.revoke", 10, "Too many revocations or withdrawals; please wait before trying again."}
 	return []route{
-		// method, path, name, auth, rate limit, business activity, body limit, handler
-		{"POST", "/api/apply", "apply", authUser, applyLimit, true, apiBody, s.apply},
-		{"GET", "/api/requests/{operationId}", "request", authOwnerOrOps, nil, false, 0, s.request},
-		{"POST", "/api/requests/{operationId}/revoke", "revoke", authOwnerOrOps, revokeLimit, true, apiBody, s.revoke},
-		{"POST", "/api/requests/{operationId}/withdraw", "withdraw", authOwnerOrOps, revokeLimit, true, apiBody, s.withdraw},
-		{"GET", "/api/my/requests", "my.requests", authUser, nil, false, 0, s.myRequests},
-		{"GET", "/api/targets", "targets", authUser, nil, false, 0, s.targets},
-		{"GET", "/api/preview", "preview", authUser, nil, false, 0, s.preview},
-		{"GET", "/api/me", "me", authUser, nil, false, 0, s.me},
-		{"GET", "/api/my/notifications", "my.notifications", authUser, nil, false, 0, s.myNotifications},
-		{"POST", "/api/my/notifications", "my.notifications.set", authUser, nil, false, apiBody, s.setMyNotifications},
-		{"GET", "/api/requests/{operationId}/sent", "request.sent", authOwnerOrOps, nil, false, 0, s.requestSent},
+		// method, path, name, auth, API token, rate limit, business activity, body limit, handler
+		{"POST", "/api/apply", "apply", authUser, tokenApply, applyLimit, true, apiBody, s.apply},
+		{"GET", "/api/requests/{operationId}", "request", authOwnerOrOps, tokenRead, nil, false, 0, s.request},
+		{"POST", "/api/requests/{operationId}/revoke", "revoke", authOwnerOrOps, tokenApply, revokeLimit, true, apiBody, s.revoke},
+		{"POST", "/api/requests/{operationId}/withdraw", "withdraw", authOwnerOrOps, tokenApply, revokeLimit, true, apiBody, s.withdraw},
+		{"GET", "/api/my/requests", "my.requests", authUser, tokenRead, nil, false, 0, s.myRequests},
+		{"GET", "/api/targets", "targets", authUser, tokenRead, nil, false, 0, s.targets},
+		{"GET", "/api/preview", "preview", authUser, tokenRead, nil, false, 0, s.preview},
+		{"GET", "/api/me", "me", authUser, tokenRead, nil, false, 0, s.me},
+		{"GET", "/api/my/notifications", "my.notifications", authUser, tokenRead, nil, false, 0, s.myNotifications},
+		{"POST", "/api/my/notifications", "my.notifications.set", authUser, tokenNone, nil, false, apiBody, s.setMyNotifications},
+		{"GET", "/api/requests/{operationId}/sent", "request.sent", authOwnerOrOps, tokenRead, nil, false, 0, s.requestSent},
 
-		{"GET", "/api/ops/batches", "ops.batches", authOps, nil, false, 0, s.opsBatches},
-		{"POST", "/api/ops/batches/run", "ops.batches.run", authOps, nil, true, apiBody, s.opsRunRound},
-		{"POST", "/api/ops/batches/{id}/settle", "ops.batches.settle", authOps, nil, true, apiBody, s.opsSettle},
-		{"GET", "/api/ops/requests", "ops.requests", authOps, nil, false, 0, s.opsStuck},
-		{"GET", "/api/ops/attention", "ops.attention", authOps, nil, false, 0, s.opsAttention},
-		{"POST", "/api/ops/requests/{operationId}/retry", "ops.requests.retry", authOps, nil, true, apiBody, s.opsRetry},
-		{"POST", "/api/ops/requests/{operationId}/next", "ops.requests.next", authOps, nil, true, apiBody, s.opsMergeNext},
-		{"GET", "/api/ops/trains", "ops.trains", authOps, nil, false, 0, s.opsTrains},
-		{"POST", "/api/ops/trains/pause", "ops.trains.pause", authOps, nil, true, apiBody, s.opsPause},
-		{"POST", "/api/ops/trains/resume", "ops.trains.resume", authOps, nil, true, apiBody, s.opsResume},
-		{"POST", "/api/ops/reconcile", "ops.reconcile", authOps, nil, true, apiBody, s.opsReconcile},
-		{"GET", "/api/ops/config", "ops.config", authOps, nil, false, 0, s.opsConfig},
-		{"GET", "/api/ops/audit", "ops.audit", authOps, nil, false, 0, s.opsAudit},
-		{"GET", "/api/ops/notify", "ops.notify", authOps, nil, false, 0, s.opsNotify},
-		{"POST", "/api/ops/notify/deliveries/{id}/resend", "ops.notify.resend", authOps, nil, true, apiBody, s.opsResend},
-		{"POST", "/api/ops/notify/endpoints/{name}/enable", "ops.notify.enable", authOps, nil, true, apiBody, s.opsEnable},
+		{"GET", "/api/ops/batches", "ops.batches", authOps, tokenNone, nil, false, 0, s.opsBatches},
+		{"POST", "/api/ops/batches/run", "ops.batches.run", authOps, tokenNone, nil, true, apiBody, s.opsRunRound},
+		{"POST", "/api/ops/batches/{id}/settle", "ops.batches.settle", authOps, tokenNone, nil, true, apiBody, s.opsSettle},
+		{"GET", "/api/ops/requests", "ops.requests", authOps, tokenNone, nil, false, 0, s.opsStuck},
+		{"GET", "/api/ops/attention", "ops.attention", authOps, tokenNone, nil, false, 0, s.opsAttention},
+		{"POST", "/api/ops/requests/{operationId}/retry", "ops.requests.retry", authOps, tokenNone, nil, true, apiBody, s.opsRetry},
+		{"POST", "/api/ops/requests/{operationId}/next", "ops.requests.next", authOps, tokenNone, nil, true, apiBody, s.opsMergeNext},
+		{"GET", "/api/ops/trains", "ops.trains", authOps, tokenNone, nil, false, 0, s.opsTrains},
+		{"POST", "/api/ops/trains/pause", "ops.trains.pause", authOps, tokenNone, nil, true, apiBody, s.opsPause},
+		{"POST", "/api/ops/trains/resume", "ops.trains.resume", authOps, tokenNone, nil, true, apiBody, s.opsResume},
+		{"POST", "/api/ops/reconcile", "ops.reconcile", authOps, tokenNone, nil, true, apiBody, s.opsReconcile},
+		{"GET", "/api/ops/config", "ops.config", authOps, tokenNone, nil, false, 0, s.opsConfig},
+		{"GET", "/api/ops/audit", "ops.audit", authOps, tokenNone, nil, false, 0, s.opsAudit},
+		{"GET", "/api/ops/notify", "ops.notify", authOps, tokenNone, nil, false, 0, s.opsNotify},
+		{"POST", "/api/ops/notify/deliveries/{id}/resend", "ops.notify.resend", authOps, tokenNone, nil, true, apiBody, s.opsResend},
+		{"POST", "/api/ops/notify/endpoints/{name}/enable", "ops.notify.enable", authOps, tokenNone, nil, true, apiBody, s.opsEnable},
 
-		{"POST", "/hooks/approval", "hook.approval", authApprovalHook, nil, false, hookBody, s.approvalHook},
-		{"POST", "/hooks/deploy", "hook.deploy", authDeployHook, nil, false, hookBody, s.deployHook},
-		{"POST", "/hooks/gitlab", "hook.gitlab", authGitLabHook, nil, false, hookBody, s.gitlabHook},
+		{"GET", "/api/tokens", "tokens", authUser, tokenNone, nil, false, 0, s.listTokens},
+		{"POST", "/api/tokens", "tokens.create", authUser, tokenNone, nil, true, apiBody, s.createToken},
+		{"DELETE", "/api/tokens/{id}", "tokens.revoke", authUser, tokenNone, nil, true, 0, s.revokeToken},
 
-		{"GET", "/api/openapi.json", "openapi", authPublic, nil, false, 0, s.openAPI},
-		{"GET", "/healthz", "healthz", authPublic, nil, false, 0, s.healthz},
-		{"GET", "/readyz", "readyz", authPublic, nil, false, 0, s.readyz},
-		{"GET", "/metrics", "metrics", authMetrics, nil, false, 0, s.metrics},
+		{"GET", "/auth/login", "auth.login", authPublic, tokenNone, nil, false, 0, s.signinStart},
+		{"GET", "/auth/callback", "auth.callback", authPublic, tokenNone, nil, false, 0, s.signinFinish},
+		{"POST", "/auth/logout", "auth.logout", authSession, tokenNone, nil, false, 0, s.signout},
+
+		{"POST", "/hooks/approval", "hook.approval", authApprovalHook, tokenNone, nil, false, hookBody, s.approvalHook},
+		{"POST", "/hooks/deploy", "hook.deploy", authDeployHook, tokenNone, nil, false, hookBody, s.deployHook},
+		{"POST", "/hooks/gitlab", "hook.gitlab", authGitLabHook, tokenNone, nil, false, hookBody, s.gitlabHook},
+
+		{"GET", "/api/openapi.json", "openapi", authPublic, tokenNone, nil, false, 0, s.openAPI},
+		{"GET", "/healthz", "healthz", authPublic, tokenNone, nil, false, 0, s.healthz},
+		{"GET", "/readyz", "readyz", authPublic, tokenNone, nil, false, 0, s.readyz},
+		{"GET", "/metrics", "metrics", authMetrics, tokenNone, nil, false, 0, s.metrics},
 	}
 }
 
 // chain wraps a route's handler in the interceptors, outermost first: who is calling (parsed,
-// never answered), then the steps of docs/api.md, 'Interceptors' — 1 rate limit, 2 authentication
+// never answered), then the steps of docs/api.md, 'Interceptors' — 0.5 cross-origin writes,
+// 1 rate limit, 2 authentication
 // and authorization, 3 API latency and status metrics, 4 business-activity metrics — then the body checks (413, 415) and the handler, which binds the body. Each interceptor that
 // refuses writes its own response and stops the chain, so a refused request reaches no later step
 // and no handler, and a malformed body can never answer before authentication does.
@@ -116,7 +133,8 @@ func (s *Server) chain(rt route) http.Handler {
 	if rt.limit != nil {
 		h = s.withRateLimit(rt.limit, h)
 	}
-	return s.withCaller(h)
+	h = s.withCrossOrigin(rt, h)
+	return s.withCaller(rt, h)
 }
 
 // endpoint checks that an owner-checked route's request is the caller's, then the body (size,

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strings"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"bindery/internal/platform/config"
 	"bindery/internal/platform/metric"
 	"bindery/internal/platform/ratelimit"
+	"bindery/internal/platform/signin"
+	"bindery/internal/remote/outbound"
 	"bindery/internal/vocab/apperr"
 )
 
@@ -60,7 +63,14 @@ type Deps struct {
 	Recorder *metric.Recorder
 	// Now is the clock of the access window and the callback skew; nil → time.Now.
 	Now func() time.Time
+	// SignIn is the OpenID Connect relying party (used when identity.oidc.issuer is set); nil →
+	// one of the server's own, its calls bounded by the breaker.* keys and a 10s deadline.
+	SignIn *signin.OIDC
 }
+
+// signinTimeout bounds one call to the identity provider (discovery, keys, the code exchange): a
+// person waits for it on the sign-in page.
+const signinTimeout = 10 * time.Second
 
 // Server holds the router and its dependencies.
 type Server struct {
@@ -73,6 +83,8 @@ type Server struct {
 	// are "pending restart".
 	started *config.Snapshot
 	table   []route
+	oidc    *signin.OIDC
+	cop     *http.CrossOriginProtection // cross-origin writes (withCrossOrigin)
 
 	router      *httprouter.Router
 	unmatched   http.Handler // the SPA, or 404 JSON
@@ -99,6 +111,21 @@ func New(d Deps) *Server {
 	}
 	if s.deps.PermissionTimeout <= 0 {
 		s.deps.PermissionTimeout = 5 * time.Second
+	}
+	s.oidc = d.SignIn
+	if s.oidc == nil {
+		s.oidc = signin.NewOIDC(signin.Options{Metrics: d.Metrics, Log: d.Log, Limits: func() outbound.Limits {
+			snap := d.Config.Current()
+			return outbound.Limits{Timeout: signinTimeout, Failures: snap.BreakerFailures(), Cooldown: snap.BreakerCooldown()}
+		}})
+	}
+	s.cop = http.NewCrossOriginProtection()
+	if u := s.started.PublicURL(); u != "" {
+		// Behind a proxy that rewrites the Host header, bindery's own pages send its public
+		// origin: that is no other site. (A URL the check cannot read as an origin adds nothing.)
+		if p, err := url.Parse(u); err == nil {
+			_ = s.cop.AddTrustedOrigin(p.Scheme + "://" + p.Host)
+		}
 	}
 	d.Metrics.NewGauge(`bindery_build_info{version="`+metric.Normalize(d.Version)+`",goversion="`+runtime.Version()+`"}`, func() float64 { return 1 })
 	d.Metrics.NewGauge("bindery_ratelimit_keys", func() float64 { return float64(s.limiter.Keys()) })

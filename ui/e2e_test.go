@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +31,14 @@ import (
 
 // bootDemo starts the product exactly as `bindery demo` does, on :0 in a fresh data directory.
 func bootDemo(t *testing.T) string {
+	t.Helper()
+	url, _ := bootDemoAt(t)
+	return url
+}
+
+// bootDemoAt is bootDemo that also says where the demo's configuration file is (a test edits it,
+// as a person trying the demo does).
+func bootDemoAt(t *testing.T) (url, configPath string) {
 	t.Helper()
 	configPath, dsn, err := app.PrepareDemo(filepath.Join(t.TempDir(), "demo"))
 	if err != nil {
@@ -53,7 +62,54 @@ func bootDemo(t *testing.T) string {
 			t.Logf("demo log:\n%s", logs.String())
 		}
 	})
-	return a.URL()
+	return a.URL(), configPath
+}
+
+// The demo signing people in through an identity provider — its own simulated one, as the
+// README shows (a team's own works the same way) — in a real browser: a person without a session
+// sees "Sign in", signs in at the provider, applies, signs out and is back at "Sign in"; the
+// demo's user switcher is off throughout.
+func TestE2ESignInApplyAndSignOutInTheRealDemo(t *testing.T) {
+	url, configPath := bootDemoAt(t)
+	data, err := os.ReadFile(configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "identity:\n", "identity:\n  oidc: {issuer: \""+url+"/sim/oidc\", clientID: bindery-demo}\n", 1)
+	if edited == string(data) {
+		t.Fatal("the demo's configuration has no identity section to add the provider to")
+	}
+	if err := os.WriteFile(configPath, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/api/me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), `"loginUrl":"/auth/login"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the edited configuration was not taken: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond) // a poll of the condition above, not a wait for time
+	}
+
+	b := newBrowser(t, 1280, 900)
+	b.do("open the demo", chromedp.Navigate(url+"/"))
+	b.waitFor("the sign-in page", `document.querySelector('#sign-in #sign-in-link') && !document.querySelector('[data-demo-user]')`, 20*time.Second)
+	b.click("#sign-in-link")
+	b.waitFor("the simulated provider's page", `!!document.querySelector('#sim-login [data-login="bob@example.com"]')`, 20*time.Second)
+	b.click(`[data-login="bob@example.com"]`)
+	b.waitFor("signed in as bob, no switcher", `document.querySelector('#who-name') && document.querySelector('#who-name').innerText.includes('bob') && document.querySelector('#sign-out') && !document.querySelector('#user-switcher')`, 20*time.Second)
+	applyFor(b, "grafana-editor", "dashboards for the incident review")
+	b.waitFor("the accepted notice", `document.querySelector('#apply-accepted')`, 20*time.Second)
+	b.click("#sign-out")
+	b.waitFor("back at Sign in", `document.querySelector('#sign-in #sign-in-link') && !document.querySelector('#sign-out')`, 20*time.Second)
 }
 
 func TestE2EApplyApproveInTheInboxAndReachValidatedInTheRealDemo(t *testing.T) {

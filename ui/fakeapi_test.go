@@ -107,6 +107,7 @@ func (f *fakeAPI) Handler() http.Handler {
 	mux.HandleFunc("GET /api/ops/config", f.opsOnly(f.config))
 	mux.HandleFunc("GET /api/ops/audit", f.opsOnly(f.auditLog))
 	(&fakeNotify{}).register(mux, f)
+	(&fakeTokens{}).register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "NOT_FOUND", "No such endpoint.")
 	})
@@ -157,7 +158,7 @@ func (f *fakeAPI) me(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name, id := identity(r)
-	reply(w, 200, map[string]any{"identity": id, "displayName": name, "ops": name == "ops", "demo": true, "demoUsers": []string{"alice", "bob", "ops"}})
+	reply(w, 200, map[string]any{"identity": id, "displayName": name, "ops": name == "ops", "demo": true, "demoUsers": []string{"alice", "bob", "ops"}, "signOut": false})
 }
 
 func (f *fakeAPI) targets(w http.ResponseWriter, r *http.Request) {

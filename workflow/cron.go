@@ -57,12 +57,26 @@ type expiryJob struct{ w *Workflow }
 
 func (j expiryJob) runOnce(ctx context.Context) (int, error) { return j.w.Expire(ctx) }
 
-// purgeJob deletes expired idempotency records, a bounded number per pass.
-type purgeJob struct{ db *store.DB }
+// purgeJob deletes what is over, in chunks: expired idempotency records, and of signing in the
+// sessions past identity.session.idle or .absolute (by the configuration in force), the
+// sign-ins never finished, and the API tokens expired or revoked tokenKeep ago.
+type purgeJob struct {
+	db  *store.DB
+	cfg *config.Source
+}
+
+// tokenKeep is how long an expired or revoked API token's row stays, so that a script that
+// still uses it is told "revoked" or "expired" rather than "unknown".
+const tokenKeep = 30 * 24 * time.Hour
 
 func (j purgeJob) runOnce(ctx context.Context) (int, error) {
 	n, err := j.db.PurgeExpiredIdempotency(ctx, 1000)
-	return int(n), err
+	if err != nil {
+		return int(n), err
+	}
+	snap := j.cfg.Current()
+	m, err := j.db.PurgeSignins(ctx, store.SessionLimits{Idle: snap.SessionIdle(), Absolute: snap.SessionAbsolute()}, tokenKeep, 1000)
+	return int(n + m), err
 }
 
 // Cron runs the workflow's periodic jobs on every instance (robfig/cron/v3), as a service:
@@ -100,7 +114,7 @@ func NewCron(w *Workflow, db *store.DB) *Cron {
 		{config.JobReconcile, reconcileJob{w}},
 		{config.JobSweep, sweepJob{w}},
 		{config.JobExpiry, expiryJob{w}},
-		{config.JobPurge, purgeJob{db}},
+		{config.JobPurge, purgeJob{db, w.cfg}},
 	} {
 		c.jobs = append(c.jobs, &cronJob{name: j.name, job: j.job})
 	}

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,21 @@ func TestCronJobsRunTheWorkflowsOwnCode(t *testing.T) {
 		db.Raw().QueryRow("SELECT COUNT(*) FROM idempotency_record").Scan(&n)
 		if n != 0 {
 			t.Fatalf("%d idempotency records left", n)
+		}
+		// And the sessions past identity.session.idle (8h by default): the purge is the one
+		// that deletes ended sessions, by the configuration in force.
+		for _, id := range []string{"idle", "live"} {
+			if err := db.CreateSession(bg, store.Session{IDHash: fmt.Sprintf("%064s", id), Account: "alice@example.com"}, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		storetest.Backdate(t, db, "signin_session", "seen_at", "id_hash", fmt.Sprintf("%064s", "idle"), 9*time.Hour)
+		if n, err := c.RunOnce(bg, config.JobPurge); err != nil || n != 1 {
+			t.Fatalf("purge of sessions: %d %v", n, err)
+		}
+		db.Raw().QueryRow("SELECT COUNT(*) FROM signin_session").Scan(&n)
+		if n != 1 {
+			t.Fatalf("%d sessions left, want the live one", n)
 		}
 	})
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // The simulated permission service: POST /sim/permission/check with
-// {"identity","ruleCodes"} answers {"allowed","matched"} from the static rules of the
+// {"identity","ruleCodes","groups"?} answers {"allowed","matched"} from the static rules of the
 // configuration (permission.rules), so `bindery serve` instances can be tested against an HTTP
 // permission service. Its faults are set through the Go API only.
 
@@ -55,12 +55,13 @@ func (p *Permission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Identity  string   `json:"identity"`
 			RuleCodes []string `json:"ruleCodes"`
+			Groups    []string `json:"groups"`
 		}
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || strings.TrimSpace(req.Identity) == "" {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"message": "body must be {\"identity\": \"…\", \"ruleCodes\": [\"…\"]}"})
 			return
 		}
-		matched := p.cfg.Current().PermissionMatches(req.Identity, req.RuleCodes)
+		matched := p.cfg.Current().PermissionMatches(req.Identity, req.Groups, req.RuleCodes)
 		if matched == nil {
 			matched = []string{}
 		}

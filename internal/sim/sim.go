@@ -1,8 +1,9 @@
 // Package sim holds the simulators bindery is demonstrated and tested against: a GitLab that
 // speaks the REST subset bindery uses (faithful in paths, status codes, bodies and pagination
 // headers; what bindery relies on is in docs/gitlab.md), the external approval system, the deploy
-// pipeline and the permission service. They are product code: `bindery demo` mounts them under
-// /sim/ and `bindery sim` serves them alone, so several bindery instances can share one.
+// pipeline, the permission service and an OpenID Connect identity provider. They are product
+// code: `bindery demo` mounts them under /sim/ and `bindery sim` serves them alone, so several
+// bindery instances can share one.
 //
 // Every fault knob is read from the configuration at each call (sim.* keys, hot-reloaded in a
 // demo) unless a test pinned its own with the Go API (SetFaults, Inject).
@@ -62,6 +63,7 @@ type Sims struct {
 	Deploy     *Deploy
 	Permission *Permission
 	Mailbox    *Mailbox
+	OIDC       *OIDC // the identity provider
 
 	opts     Options
 	bg       service.Base // webhook delivery, time's progress, timed callbacks, periodic saves
@@ -90,6 +92,7 @@ func New(o Options) *Sims {
 	s.GitLab.OnMerge(s.Deploy.merged)
 	s.Approval = newApproval(o, &s.bg)
 	s.Permission = newPermission(o)
+	s.OIDC = newOIDC(o)
 	s.transport = http.DefaultTransport.(*http.Transport).Clone()
 	for _, hc := range []*http.Client{s.GitLab.hooks.hc, s.Deploy.hc, s.Approval.hc} {
 		hc.Transport = s.transport
@@ -100,8 +103,9 @@ func New(o Options) *Sims {
 }
 
 // Handler serves every simulator under /sim/: /sim/gitlab/api/v4/…, /sim/approval/tickets,
-// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check, the mailbox
-// (GET /sim/mailbox, POST /sim/webhooks/:name), and GET /sim/faults (FaultCounts).
+// /sim/approvals, /sim/approvals/:id/decide, /sim/deploys, /sim/permission/check, the identity
+// provider (/sim/oidc/…), the mailbox (GET /sim/mailbox, POST /sim/webhooks/:name), and GET
+// /sim/faults (FaultCounts).
 func (s *Sims) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.EscapedPath()
@@ -114,6 +118,8 @@ func (s *Sims) Handler() http.Handler {
 			s.Deploy.ServeHTTP(w, r)
 		case strings.HasPrefix(p, "/sim/permission/"):
 			s.Permission.ServeHTTP(w, r)
+		case strings.HasPrefix(p, "/sim/oidc/"):
+			s.OIDC.ServeHTTP(w, r)
 		case p == "/sim/mailbox" || p == "/sim/webhooks" || strings.HasPrefix(p, "/sim/webhooks/"):
 			s.Mailbox.ServeHTTP(w, r)
 		case p == "/sim/faults" && r.Method == http.MethodGet:
@@ -166,6 +172,7 @@ func (s *Sims) Stop(ctx context.Context) error {
 	s.GitLab.gate.stop()
 	s.Permission.gate.stop()
 	s.Approval.gate.stop()
+	s.OIDC.gate.stop()
 	err := s.bg.Wait(ctx)
 	// Kept-alive connections to bindery are goroutines of the transport (and of bindery's server).
 	s.transport.CloseIdleConnections()

@@ -285,3 +285,22 @@ func dropLeaked(admin *sql.DB) {
 		_, _ = admin.Exec("DROP DATABASE IF EXISTS `" + name + "`")
 	}
 }
+
+// Backdate sets column of the rows of table where keyColumn = key to the database clock minus
+// ago: a test of expiry makes a row old instead of waiting for it to age. The time is written
+// as text in the layout both engines compare with their own clock.
+func Backdate(t testing.TB, db *store.DB, table, column, keyColumn string, key any, ago time.Duration) {
+	t.Helper()
+	now, err := db.Now(context.Background())
+	if err != nil {
+		t.Fatalf("database clock: %v", err)
+	}
+	at := now.Add(-ago).UTC().Format("2006-01-02 15:04:05.000")
+	res, err := db.Raw().ExecContext(context.Background(), "UPDATE "+table+" SET "+column+" = ? WHERE "+keyColumn+" = ?", at, key)
+	if err != nil {
+		t.Fatalf("backdate %s.%s: %v", table, column, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		t.Fatalf("backdate %s.%s: no row with %s = %v", table, column, keyColumn, key)
+	}
+}

@@ -184,11 +184,13 @@ export function keySource(status) {
   return keySourceWords[status] || status;
 }
 
-// The actions of the audit log, in words (server/ops.go, the revoke handler, workflow/validate.go).
+// The actions of the audit log, in words (server/ops.go, the revoke handler, workflow/validate.go,
+// signing in and API tokens: server/signin.go, server/tokens.go, server/credentials.go).
 const auditActionWords = {
   'ops.batches.run': 'Ran a batch round', 'ops.batches.settle': 'Settled a batch', 'ops.requests.retry': 'Retried a request',
   'ops.reconcile': 'Ran reconciliation', revoke: 'Revoked a request', withdraw: 'Withdrew a failed request', 'hook.deploy.refused': 'Refused a deploy callback',
   'ops.trains.pause': 'Paused a queue', 'ops.trains.resume': 'Resumed a queue', 'ops.requests.next': 'Sent a request into the next car',
+  signin: 'Signed in', signout: 'Signed out', 'token.create': 'Made an API token', 'token.revoke': 'Revoked an API token', 'token.use': 'Used an API token',
 };
 export function auditAction(action) {
   return h('span', {}, auditActionWords[action] || action, auditActionWords[action] ? [' ', h('code', {class: 'muted small'}, action)] : null);

@@ -3,7 +3,7 @@
 // mount(root, ctx) → cleanup; cleanup stops their polling when the reader leaves.
 import './style.css';
 import {h, swap, errorBox, loading} from './dom.js';
-import {get} from './api.js';
+import {get, request} from './api.js';
 import {poll} from './poll.js';
 
 const routes = [
@@ -81,8 +81,11 @@ function renderWho() {
     swap(who);
     return;
   }
-  if (!me.demo) {
-    swap(who, h('span', {class: 'muted', title: me.identity}, me.displayName || me.identity));
+  // The demo's switcher, unless the demo signs people in with an identity provider (then it
+  // has no demo users to offer, and the header is a deployment's).
+  if (!me.demo || !(me.demoUsers || []).length) {
+    swap(who, h('span', {class: 'who-name', id: 'who-name', title: me.identity}, h('span', {class: 'who-words'}, 'Signed in as '), me.displayName || me.identity),
+      me.signOut ? h('button', {type: 'button', id: 'sign-out', class: 'sign-out', 'data-focus': 'sign-out', onclick: signOut}, 'Sign out') : null);
     return;
   }
   const users = [...(me.demoUsers || [])];
@@ -98,6 +101,19 @@ function renderWho() {
 function demoUsersOf(err) {
   const m = /^Pick a demo user: (.+)\.$/.exec(err.message || '');
   return m ? m[1].split(',').map((u) => u.trim()).filter(Boolean) : [];
+}
+
+// signOut ends the session (POST /auth/logout) and starts the page again: signed out, it shows
+// "Sign in". A sign-out that did not reach the server says so and leaves the page as it was.
+async function signOut() {
+  try {
+    await request('POST', '/auth/logout');
+  } catch (err) {
+    swap(main, h('h1', {}, 'Sign-out did not work'), errorBox(err, signOut));
+    return;
+  }
+  me = null;
+  boot();
 }
 
 // The demo identity is a cookie the server trusts in demo mode only (docs/api.md, 'Who may call').
@@ -180,11 +196,21 @@ document.addEventListener('click', (e) => {
 });
 addEventListener('popstate', () => render(true));
 
-// signIn is the page of a caller without an identity outside demo mode: bindery takes the
-// identity from the login in front of it. With server.loginURL the server's answer names where
-// to sign in, and the page links it (only an http(s) address: the link is the server's, but a
-// javascript: URL must never become one).
+// signIn is the page of a caller without an identity outside demo mode. When bindery signs
+// people in itself (OpenID Connect) the server's answer names /auth/login: a "Sign in" button
+// that returns to this page afterwards, and the server's words (a session that ended says
+// why). Else bindery takes the identity from the login in front of it; with server.loginURL
+// the page links it (only an http(s) address: the link is the server's, but a javascript: URL
+// must never become one).
 function signIn(err) {
+  if (err.loginUrl === '/auth/login') {
+    const next = encodeURIComponent(location.pathname + location.search);
+    return h('section', {id: 'sign-in'},
+      h('h1', {}, 'Sign in to bindery'),
+      h('p', {id: 'sign-in-why'}, err.message || 'Sign in with your organisation\'s account.'),
+      h('p', {class: 'actions'}, h('a', {href: `/auth/login?next=${next}`, class: 'button primary', id: 'sign-in-link', 'data-reload': true}, 'Sign in')),
+      err.requestId ? h('p', {class: 'muted small'}, 'Request id: ', h('code', {}, err.requestId)) : null);
+  }
   const login = err.loginUrl && /^https?:\/\//i.test(err.loginUrl) ? err.loginUrl : null;
   return h('section', {id: 'sign-in'},
     h('h1', {}, 'Please sign in'),
@@ -209,6 +235,8 @@ async function boot() {
   try {
     await loadMe();
   } catch (err) {
+    me = null; // signed out (or never in): the header names nobody
+    renderWho();
     renderNav(null);
     const demoUsers = err.code === 'UNAUTHENTICATED' ? demoUsersOf(err) : [];
     if (demoUsers.length) {

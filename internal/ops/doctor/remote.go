@@ -79,7 +79,7 @@ func (d *doctor) checkPermission(ctx context.Context) {
 	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
-	if _, err := permission.New(d.cfg, permission.Options{HTTPClient: d.hc}).Check(cctx, "bindery-doctor@invalid", []string{d.snap.OpsRule()}); err != nil {
+	if _, err := permission.New(d.cfg, permission.Options{HTTPClient: d.hc}).Check(cctx, "bindery-doctor@invalid", nil, []string{d.snap.OpsRule()}); err != nil {
 		d.fail("permission service", hint(err), "check permission.url and that the service answers POST /check")
 		return
 	}

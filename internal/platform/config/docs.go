@@ -61,6 +61,26 @@ by which mistake hurts less:
   or token refuses every call it guards;
 - a timeout is never zero: a blank or invalid one is its default, so no call runs without one.
 
+## Signing in
+
+One way of signing people in per deployment, chosen here, each failing closed (the protocol and
+the answers are in docs/api.md, 'Who may call'):
+
+- **A login proxy** in front of bindery (the default): ` + "`identity.loginHeader`" + `, believed only from
+  ` + "`server.trustedProxies`" + `, resolved through ` + "`identity.directory`" + `. An invalid header name reads
+  no header: every request is 401.
+- **OpenID Connect**, with ` + "`identity.oidc.issuer`" + ` set: bindery sends people to the provider
+  (` + "`identity.oidc.clientID`" + `, ` + "`clientSecret`" + `, ` + "`scopes`" + `; the redirect URL is ` + "`server.publicURL`" + ` +
+  ` + "`/auth/callback`" + `), names them by ` + "`identity.oidc.accountClaim`" + ` and keeps their groups
+  (` + "`identity.oidc.groupsClaim`" + `, for ` + "`permission.rules`" + `' ` + "`group:NAME`" + `); the session lives in the
+  database for ` + "`identity.session.idle`" + ` unused, ` + "`identity.session.absolute`" + ` in all. The login header
+  is not read, nor, in the demo, the user switcher. A provider that cannot be reached stops only
+  sign-in; a blank client id lets nobody sign in.
+
+Personal API tokens for scripts work with either; they need no key (a person makes them on the
+Settings page). Refused credentials — an unknown, revoked or expired token, a session cookie
+that names nobody — are limited per client address by ` + "`ratelimit.authFailures`" + `.
+
 ## Keys at a glance
 
 | key | type | default | kind | what a blank, unknown or invalid value does |

@@ -102,7 +102,7 @@ func init() {
 			func(s *Snapshot) *time.Duration { return &s.permissionTimeout }),
 		Key{
 			Name: "permission.rules", Type: "map: rule code → list of identities", Default: "(none)",
-			Doc:       "Static permission rules, used when permission.url is blank: each rule code lists the canonical identities (e.g. alice@example.com) it grants. Identities compare case-insensitively.",
+			Doc:       "Static permission rules, used when permission.url is blank: each rule code lists the canonical identities (e.g. alice@example.com) it grants, and the groups, as group:NAME, whose members it grants (the groups the identity provider names, identity.oidc.groupsClaim). Identities and groups compare case-insensitively.",
 			Misconfig: "missing/blank → no rule grants anything (authorization fails closed); an entry that is not a list of identities (one string, even with commas) is skipped and reported.",
 			apply: func(s *Snapshot, v value) (string, string, error) {
 				var note string
@@ -233,14 +233,24 @@ func (s *Snapshot) PermissionRule(code string) ([]string, bool) {
 	return ids, ok
 }
 
-// PermissionMatches returns the rule codes among codes whose static rule grants identity
-// (compared case-insensitively), in the order given. An unconfigured code grants nothing.
-func (s *Snapshot) PermissionMatches(identity string, codes []string) []string {
+// GroupPrefix marks a group in a static rule's list: "group:NAME" grants the rule to every
+// member of the group NAME (the groups the identity provider names, identity.oidc.groupsClaim).
+const GroupPrefix = "group:"
+
+// PermissionMatches returns the rule codes among codes whose static rule grants identity, or
+// one of its groups as "group:NAME" (compared case-insensitively), in the order given. An
+// unconfigured code grants nothing.
+func (s *Snapshot) PermissionMatches(identity string, groups, codes []string) []string {
 	identity = strings.ToLower(strings.TrimSpace(identity))
+	if strings.HasPrefix(identity, GroupPrefix) {
+		identity = "" // a group's entry never grants a caller who merely spells its name
+	}
 	var out []string
 	for _, code := range codes {
 		ids, _ := s.PermissionRule(code)
-		if identity != "" && slices.Contains(ids, identity) {
+		if identity != "" && (slices.Contains(ids, identity) || slices.ContainsFunc(groups, func(g string) bool {
+			return slices.Contains(ids, GroupPrefix+strings.ToLower(strings.TrimSpace(g)))
+		})) {
 			out = append(out, code)
 		}
 	}

@@ -67,6 +67,7 @@ type Snapshot struct {
 	integrationSettings
 	simSettings
 	httpSettings
+	signinSettings
 	workflowSettings
 }
 

@@ -196,7 +196,7 @@ func init() {
 		scheduleKey(JobReconcile, "Schedule of the reconciliation of merged requests whose deploy callback was lost."),
 		scheduleKey(JobSweep, "Schedule of the repair sweep: in-flight work without a task (an old database, a hand edit) gets one. Crashed instances need no sweep: their work falls due again by itself."),
 		scheduleKey(JobExpiry, "Schedule of the expiry of bindings whose ttl passed (they are closed through the batch path)."),
-		scheduleKey(JobPurge, "Schedule of the purge of expired idempotency records."),
+		scheduleKey(JobPurge, "Schedule of the purge of what is over: expired idempotency records, ended sessions, unfinished sign-ins, API tokens expired or revoked 30 days ago."),
 	)
 }
 

@@ -98,6 +98,9 @@ func (d *Directory) Lookup(spelling string) (Entry, bool) {
 type Identity struct {
 	ID   string // canonical: the lower-cased email-shaped account
 	Name string // for people: the directory name, else the account's local part
+	// Groups are the groups the identity provider named at sign-in (identity.oidc.groupsClaim);
+	// none for an identity from the login header or the demo.
+	Groups []string
 }
 
 // Resolve is the one resolver. The value may be an email-shaped account or an employee id (or a

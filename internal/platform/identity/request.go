@@ -25,16 +25,29 @@ type Sources struct {
 	Directory   *Directory     // identity.directory
 }
 
+// Where a caller's identity came from (Caller.From).
+const (
+	FromDemoHeader  = "demo-header"
+	FromDemoCookie  = "demo-cookie"
+	FromLoginHeader = "login-header"
+	FromSession     = "session" // the session cookie of a sign-in with OpenID Connect
+	FromToken       = "token"   // a personal API token
+)
+
 // Caller is what a request says about who sent it.
 type Caller struct {
 	Identity
 	Presented string // the value as presented, for the strict metrics parse only
-	From      string // "demo-header", "demo-cookie", "login-header" or ""
+	From      string // one of the From… values, or "" when nothing was presented
 	Err       error  // why there is no identity (nil when ID is set)
 }
 
 // Authenticated reports whether the caller has a canonical identity.
 func (c Caller) Authenticated() bool { return c.Err == nil && c.ID != "" }
+
+// ByToken reports whether the caller presented a personal API token (never a person at a
+// browser: no operator's powers, no cookie, so no cross-origin check).
+func (c Caller) ByToken() bool { return c.From == FromToken }
 
 // FromRequest resolves the request's identity with the one resolver. In demo mode the demo
 // header, then the demo cookie, are read first (and the demo users are in the directory); the
@@ -45,18 +58,18 @@ func FromRequest(r *http.Request, src Sources) Caller {
 		dirs = []*Directory{demoDirectory, src.Directory}
 		if vs := r.Header.Values(DemoHeader); len(vs) > 0 {
 			if len(vs) > 1 || (src.LoginHeader != "" && r.Header.Get(src.LoginHeader) != "") {
-				return Caller{From: "demo-header", Err: ErrAmbiguous} // two users named: which one?
+				return Caller{From: FromDemoHeader, Err: ErrAmbiguous} // two users named: which one?
 			}
-			return resolved(vs[0], "demo-header", dirs)
+			return resolved(vs[0], FromDemoHeader, dirs)
 		}
 		if cs := cookies(r, DemoCookie); len(cs) > 1 {
-			return Caller{From: "demo-cookie", Err: ErrAmbiguous}
+			return Caller{From: FromDemoCookie, Err: ErrAmbiguous}
 		} else if len(cs) == 1 {
 			v, err := url.QueryUnescape(cs[0])
 			if err != nil {
-				return Caller{Presented: cs[0], From: "demo-cookie", Err: ErrInvalid}
+				return Caller{Presented: cs[0], From: FromDemoCookie, Err: ErrInvalid}
 			}
-			return resolved(v, "demo-cookie", dirs)
+			return resolved(v, FromDemoCookie, dirs)
 		}
 	}
 	if src.LoginHeader == "" {
@@ -67,11 +80,11 @@ func FromRequest(r *http.Request, src Sources) Caller {
 	case len(vs) == 0 || (len(vs) == 1 && vs[0] == ""):
 		return Caller{Err: ErrNone}
 	case !PeerTrusted(r.RemoteAddr, src.Trusted):
-		return Caller{Presented: vs[0], From: "login-header", Err: ErrUntrustedPeer}
+		return Caller{Presented: vs[0], From: FromLoginHeader, Err: ErrUntrustedPeer}
 	case len(vs) > 1:
-		return Caller{From: "login-header", Err: ErrAmbiguous}
+		return Caller{From: FromLoginHeader, Err: ErrAmbiguous}
 	}
-	return resolved(vs[0], "login-header", dirs)
+	return resolved(vs[0], FromLoginHeader, dirs)
 }
 
 // cookies are the non-empty values of every cookie named name.

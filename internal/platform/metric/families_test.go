@@ -142,7 +142,11 @@ func TestRecordedHistogramsHaveTheirFamilysBuckets(t *testing.T) {
 var metricName = regexp.MustCompile(`^(bindery_[a-z0-9_]*[a-z0-9])(\{|$)`)
 
 // notMetrics are literals of that shape that name something else.
-var notMetrics = map[string]string{"bindery_user": "the demo mode's cookie (identity.DemoCookie)"}
+var notMetrics = map[string]string{
+	"bindery_user":    "the demo mode's cookie (identity.DemoCookie)",
+	"bindery_session": "the session cookie (signin.SessionCookie)",
+	"bindery_signin":  "the cookie of a sign-in on its way (signin.AttemptCookie)",
+}
 
 // Every metric name the code uses is in the registry, so its family has help text and, for a
 // histogram, its buckets — also those the scrape test's traffic never reaches.

@@ -73,6 +73,18 @@ type Decision struct {
 // limit ≤ 0 or window ≤ 0 means "no limiting" and records nothing (a misconfiguration must not
 // block traffic).
 func (l *Limiter) Allow(key string, limit int, win time.Duration) Decision {
+	return l.check(key, limit, win, true)
+}
+
+// Peek answers as Allow would, without recording anything: for a count of failures, which a
+// request is refused for having reached before it is looked at, and which only its failure adds
+// to (with Allow).
+func (l *Limiter) Peek(key string, limit int, win time.Duration) Decision {
+	return l.check(key, limit, win, false)
+}
+
+// check is Allow, recording the request only when record is set.
+func (l *Limiter) check(key string, limit int, win time.Duration, record bool) Decision {
 	if limit <= 0 || win <= 0 {
 		return Decision{Allowed: true}
 	}
@@ -82,6 +94,9 @@ func (l *Limiter) Allow(key string, limit int, win time.Duration) Decision {
 	defer sh.mu.Unlock()
 	w := sh.logs[key]
 	if w == nil {
+		if !record {
+			return Decision{Allowed: true} // nothing counted yet, and a peek makes no key
+		}
 		if len(sh.logs) >= l.maxPerShard {
 			sh.sweep(now, int64(win))
 			if len(sh.logs) >= l.maxPerShard {
@@ -95,7 +110,9 @@ func (l *Limiter) Allow(key string, limit int, win time.Duration) Decision {
 	if w.n >= limit {
 		return Decision{RetryAfter: time.Duration(w.ts[w.head] + int64(win) - now)}
 	}
-	w.push(now, limit)
+	if record {
+		w.push(now, limit)
+	}
 	return Decision{Allowed: true}
 }
 

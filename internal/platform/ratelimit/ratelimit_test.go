@@ -52,6 +52,34 @@ func TestSlidingWindowAdmitsLimitThenRefusesUntilTheOldestLeaves(t *testing.T) {
 	}
 }
 
+// Peek answers what Allow would, and records nothing: a count of failures is read before a
+// request is looked at and grows only by its failures.
+func TestPeekAnswersWithoutRecording(t *testing.T) {
+	l, c := newTestLimiter(0)
+	for range 5 {
+		if !l.Peek("authfail:ip:192.0.2.1", 2, time.Minute).Allowed {
+			t.Fatal("peeking refused before any failure")
+		}
+	}
+	if l.Keys() != 0 {
+		t.Fatalf("peeking made %d keys", l.Keys())
+	}
+	l.Allow("authfail:ip:192.0.2.1", 2, time.Minute)
+	c.advance(10 * time.Second)
+	l.Allow("authfail:ip:192.0.2.1", 2, time.Minute)
+	d := l.Peek("authfail:ip:192.0.2.1", 2, time.Minute)
+	if d.Allowed || d.RetryAfter != 50*time.Second {
+		t.Fatalf("after two failures: %+v, want refused for 50s", d)
+	}
+	c.advance(50 * time.Second)
+	if !l.Peek("authfail:ip:192.0.2.1", 2, time.Minute).Allowed {
+		t.Fatal("still refused once the first failure left the window")
+	}
+	if !l.Peek("authfail:ip:192.0.2.1", 0, time.Minute).Allowed {
+		t.Fatal("no limit configured, and yet refused")
+	}
+}
+
 func TestMisconfiguredLimitDoesNotLimitOrRecord(t *testing.T) {
 	l, _ := newTestLimiter(0)
 	for _, limit := range []int{0, -5} {

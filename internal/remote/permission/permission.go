@@ -1,6 +1,6 @@
 // Package permission answers "may this identity do what these rule codes guard?". With
 // permission.url set it asks the permission service (POST <url>/check with
-// {"identity","ruleCodes"} → {"allowed","matched"}, every code in one round trip, under
+// {"identity","ruleCodes","groups"?} → {"allowed","matched"}, every code in one round trip, under
 // permission.timeout and a circuit breaker); with it blank the static rules of
 // permission.rules decide (demo). The switch is read at each call.
 //
@@ -47,10 +47,12 @@ func New(src *config.Source, o Options) *Checker {
 	return &Checker{cfg: src, guard: outbound.NewGuard(system, o.Metrics, o.Log), hc: o.HTTPClient}
 }
 
-// Check reports whether identity holds at least one of ruleCodes ("ops admin OR target
-// owner"), in one round trip. It returns false with the error when the answer could not be had
-// (the caller answers 403 either way and logs the error). No identity or no rule code → false.
-func (c *Checker) Check(ctx context.Context, identity string, ruleCodes []string) (bool, error) {
+// Check reports whether identity, or one of its groups (those its identity provider named at
+// sign-in; none for a login-header identity), holds at least one of ruleCodes ("ops admin OR
+// target owner"), in one round trip. It returns false with the error when the answer could not
+// be had (the caller answers 403 either way and logs the error). No identity or no rule code →
+// false.
+func (c *Checker) Check(ctx context.Context, identity string, groups, ruleCodes []string) (bool, error) {
 	identity = strings.TrimSpace(identity)
 	if identity == "" || len(ruleCodes) == 0 {
 		return false, nil
@@ -58,7 +60,7 @@ func (c *Checker) Check(ctx context.Context, identity string, ruleCodes []string
 	snap := c.cfg.Current()
 	base := snap.PermissionURL()
 	if base == "" {
-		return len(snap.PermissionMatches(identity, ruleCodes)) > 0, nil
+		return len(snap.PermissionMatches(identity, groups, ruleCodes)) > 0, nil
 	}
 	limits := outbound.Limits{Timeout: snap.PermissionTimeout(), Failures: snap.BreakerFailures(), Cooldown: snap.BreakerCooldown()}
 	var answer struct {
@@ -68,7 +70,7 @@ func (c *Checker) Check(ctx context.Context, identity string, ruleCodes []string
 	err := c.guard.Call(ctx, base, "check", limits, func(ctx context.Context) (int, error) {
 		status, data, err := outbound.DoJSON(ctx, c.hc, outbound.Request{
 			System: system, Endpoint: "check", Method: http.MethodPost, URL: base + "/check",
-			Body: map[string]any{"identity": identity, "ruleCodes": ruleCodes},
+			Body: checkBody(identity, groups, ruleCodes),
 		}, &answer)
 		if err == nil && answer.Allowed == nil {
 			return status, outbound.NewStatusError(system, "check", status, "malformed_answer", string(data), nil)
@@ -89,4 +91,14 @@ func (c *Checker) Check(ctx context.Context, identity string, ruleCodes []string
 		}
 	}
 	return false, errors.New("permission service allowed without naming a rule code that was asked")
+}
+
+// checkBody is the service's question. groups is sent only when there are some, so that a
+// service that knows no groups sees the question it always saw.
+func checkBody(identity string, groups, ruleCodes []string) map[string]any {
+	b := map[string]any{"identity": identity, "ruleCodes": ruleCodes}
+	if len(groups) > 0 {
+		b["groups"] = groups
+	}
+	return b
 }

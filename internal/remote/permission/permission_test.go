@@ -15,7 +15,7 @@ import (
 
 // The HTTP layer calls the permission checker through an interface with exactly this method.
 var _ interface {
-	Check(ctx context.Context, identity string, ruleCodes []string) (bool, error)
+	Check(ctx context.Context, identity string, groups, ruleCodes []string) (bool, error)
 } = (*permission.Checker)(nil)
 
 const rules = `
@@ -24,6 +24,7 @@ permission:
   rules:
     ops-admin: [ops@example.com]
     payments-admin: [Alice@Example.com, bob@example.com]
+    audit-readers: ["group:Auditors"]
 breaker:
   failures: 2
   cooldown: 50ms
@@ -36,22 +37,30 @@ func TestStaticRulesDecideWithoutAURL(t *testing.T) {
 	c := permission.New(config.NewStatic(config.MustParse(rules)), permission.Options{})
 	for _, tc := range []struct {
 		identity string
+		groups   []string
 		codes    []string
 		want     bool
 	}{
-		{"alice@example.com", []string{"payments-admin"}, true},
-		{"ALICE@example.com", []string{"ops-admin", "payments-admin"}, true}, // several codes, one round
-		{"alice@example.com", []string{"ops-admin"}, false},
-		{"alice@example.com", []string{"nobody-configured-this"}, false}, // unconfigured → no
-		{"alice@example.com", nil, false},
-		{"", []string{"payments-admin"}, false},
+		{"alice@example.com", nil, []string{"payments-admin"}, true},
+		{"ALICE@example.com", nil, []string{"ops-admin", "payments-admin"}, true}, // several codes, one round
+		{"alice@example.com", nil, []string{"ops-admin"}, false},
+		{"alice@example.com", nil, []string{"nobody-configured-this"}, false}, // unconfigured → no
+		{"alice@example.com", nil, nil, false},
+		{"", nil, []string{"payments-admin"}, false},
+		// A group the identity provider named grants what the rules give "group:NAME".
+		{"dan@example.com", []string{"staff", "auditors"}, []string{"audit-readers"}, true},
+		{"dan@example.com", []string{"staff"}, []string{"audit-readers"}, false},
+		{"dan@example.com", nil, []string{"audit-readers"}, false},
+		{"", []string{"auditors"}, []string{"audit-readers"}, false}, // a group is no identity
+		// A person named like a group gains nothing: only the groups list grants a group's rule.
+		{"group:auditors", nil, []string{"audit-readers"}, false},
 	} {
-		if got, err := c.Check(ctx, tc.identity, tc.codes); got != tc.want || err != nil {
-			t.Errorf("Check(%q, %v) = %v, %v; want %v", tc.identity, tc.codes, got, err, tc.want)
+		if got, err := c.Check(ctx, tc.identity, tc.groups, tc.codes); got != tc.want || err != nil {
+			t.Errorf("Check(%q, %v, %v) = %v, %v; want %v", tc.identity, tc.groups, tc.codes, got, err, tc.want)
 		}
 	}
 	none := permission.New(config.NewStatic(config.MustParse("")), permission.Options{})
-	if ok, _ := none.Check(ctx, "ops@example.com", []string{"ops-admin"}); ok {
+	if ok, _ := none.Check(ctx, "ops@example.com", nil, []string{"ops-admin"}); ok {
 		t.Fatal("no rules must grant nothing")
 	}
 }
@@ -77,16 +86,20 @@ func setup(t *testing.T) *bundle {
 func TestServiceAnswersSeveralCodesInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ok, err := b.c.Check(ctx, "bob@example.com", []string{"ops-admin", "payments-admin"})
+	ok, err := b.c.Check(ctx, "bob@example.com", nil, []string{"ops-admin", "payments-admin"})
 	if !ok || err != nil || b.sims.Permission.Calls() != 1 {
 		t.Fatalf("Check = %v, %v after %d calls", ok, err, b.sims.Permission.Calls())
 	}
-	if ok, err := b.c.Check(ctx, "bob@example.com", []string{"ops-admin"}); ok || err != nil {
+	if ok, err := b.c.Check(ctx, "bob@example.com", nil, []string{"ops-admin"}); ok || err != nil {
 		t.Fatalf("not granted = %v, %v", ok, err)
+	}
+	// The caller's groups travel with the question: the service grants a group's rule.
+	if ok, err := b.c.Check(ctx, "dan@example.com", []string{"Auditors"}, []string{"audit-readers"}); !ok || err != nil {
+		t.Fatalf("granted through a group = %v, %v", ok, err)
 	}
 	// Blanking permission.url switches to the static rules at the next call (none here).
 	b.src.Replace(config.MustParse("permission:\n  timeout: 100ms\n"))
-	if ok, _ := b.c.Check(ctx, "bob@example.com", []string{"payments-admin"}); ok || b.sims.Permission.Calls() != 2 {
+	if ok, _ := b.c.Check(ctx, "bob@example.com", nil, []string{"payments-admin"}); ok || b.sims.Permission.Calls() != 3 {
 		t.Fatal("static rules (none) must decide once the URL is blank")
 	}
 }
@@ -103,11 +116,11 @@ func TestServiceFailuresDeny(t *testing.T) {
 		{"allowed without a matching code", sim.FaultAnswer(200, map[string]any{"allowed": true, "matched": []string{"something-else"}})},
 	} {
 		b.sims.Permission.Inject(tc.fault, 1)
-		if ok, err := b.c.Check(ctx, "bob@example.com", []string{"payments-admin"}); ok || err == nil {
+		if ok, err := b.c.Check(ctx, "bob@example.com", nil, []string{"payments-admin"}); ok || err == nil {
 			t.Errorf("%s: Check = %v, %v; want a denial with an error", tc.name, ok, err)
 		}
 		// Reset the breaker's failure count with a good call.
-		if ok, err := b.c.Check(ctx, "bob@example.com", []string{"payments-admin"}); !ok || err != nil {
+		if ok, err := b.c.Check(ctx, "bob@example.com", nil, []string{"payments-admin"}); !ok || err != nil {
 			t.Fatalf("%s: recovery call = %v, %v", tc.name, ok, err)
 		}
 	}
@@ -118,21 +131,21 @@ func TestHangingServiceDeniesWithinTheTimeoutAndOpensTheBreaker(t *testing.T) {
 	b := setup(t)
 	b.sims.Permission.SetFaults(config.SimTransport{Hang: true})
 	for range 2 {
-		ok, err := b.c.Check(ctx, "ops@example.com", []string{"ops-admin"})
+		ok, err := b.c.Check(ctx, "ops@example.com", nil, []string{"ops-admin"})
 		var oe *outbound.Error
 		if ok || !errors.As(err, &oe) || oe.Kind != outbound.KindTimeout {
 			t.Fatalf("Check = %v, %v", ok, err)
 		}
 	}
 	calls := b.sims.Permission.Calls()
-	ok, err := b.c.Check(ctx, "ops@example.com", []string{"ops-admin"})
+	ok, err := b.c.Check(ctx, "ops@example.com", nil, []string{"ops-admin"})
 	var oe *outbound.Error
 	if ok || !errors.As(err, &oe) || oe.Kind != outbound.KindCircuitOpen || b.sims.Permission.Calls() != calls {
 		t.Fatalf("with the breaker open: %v, %v", ok, err)
 	}
 	b.sims.Permission.SetFaults(config.SimTransport{})
 	testkit.Eventually(t, "the breaker to let the service back in", func() bool {
-		ok, err := b.c.Check(ctx, "ops@example.com", []string{"ops-admin"})
+		ok, err := b.c.Check(ctx, "ops@example.com", nil, []string{"ops-admin"})
 		return ok && err == nil
 	})
 }

@@ -31,6 +31,8 @@ const (
 	Unavailable          Code = "UNAVAILABLE"
 	Internal             Code = "INTERNAL"
 	MethodNotAllowed     Code = "METHOD_NOT_ALLOWED"
+	CrossOrigin          Code = "CROSS_ORIGIN" // a write with a browser's credentials sent by another site's page
+	TokenScope           Code = "TOKEN_SCOPE"  // an API token used beyond what it may do
 )
 
 // GenericMessage is the only text a client ever sees for an internal error.

@@ -1,7 +1,8 @@
-// Settings: which events email the caller. Operators' channels (webhooks, chats) are the
-// configuration's; this page is each person's own choice of emails about their requests.
+// Settings: which events email the caller, and the caller's personal API tokens. Operators'
+// channels (webhooks, chats) are the configuration's; this page is each person's own.
 import {h, swap, loading, errorBox, describeError} from '../dom.js';
 import {get, post} from '../api.js';
+import {mountTokens} from './tokens.js';
 
 export function mount(root, ctx) {
   ctx.title('Settings');
@@ -45,5 +46,8 @@ export function mount(root, ctx) {
 
   swap(region, loading('your settings'));
   get('/api/my/notifications').then((p) => { if (!stopped) render(p); }, (err) => { if (!stopped) swap(region, errorBox(err, () => location.reload())); });
-  return () => { stopped = true; };
+  const tokens = h('section', {id: 'api-tokens'});
+  root.append(tokens);
+  const stopTokens = mountTokens(tokens);
+  return () => { stopped = true; stopTokens(); };
 }
