@@ -733,10 +733,33 @@ func (r *run) merge(ctx context.Context) error {
 			Change: store.BatchChange{Status: state.BatchRunning, Note: o.Note}, Moves: resumed(o.Note)})
 	}
 	// Moved: progress is worth a step (the request view shows it).
+	if tested := r.testedNow(o.MR.SHA); tested != nil {
+		// The pipeline of the head a rebase or a regeneration gave it passed: recorded like a
+		// pass at the pipeline step, so the cars built on this head find it tested (a failure
+		// of theirs held behind it is now theirs to decide).
+		note := o.Note
+		if note == "" {
+			note = fmt.Sprintf("the pipeline of MR !%d's new head %s passed", b.MRIID, short(*tested))
+		}
+		if err := r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{Note: note, Tested: tested}}); err != nil {
+			return err
+		}
+		r.s.wakeBehind(ctx, r.batch)
+		return nil
+	}
 	if o.Event == "" {
 		return r.r.Next(ctx, o.Next, nil)
 	}
 	return r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{Note: o.Note}, Moves: handling(state.StepHandleStarted, o.Note)})
+}
+
+// testedNow is head when the merge phase's pipeline passed for it (the memo's tested head) and
+// the batch has not recorded it yet; nil otherwise.
+func (r *run) testedNow(head string) *string {
+	if t := r.r.Memo.Tested; t != "" && t == head && t != r.batch.TestedSHA {
+		return &t
+	}
+	return nil
 }
 
 // headMoved records the branch's new head (a rebase or a regeneration in the merge) with the
@@ -753,7 +776,7 @@ func (r *run) headMoved(ctx context.Context, o change.Outcome) error {
 	if note == "" {
 		note = fmt.Sprintf("MR !%d has a new head %s", r.batch.MRIID, short(o.MR.SHA))
 	}
-	err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note, Built: &store.Build{HeadSHA: o.MR.SHA}},
+	err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note, Built: &store.Build{HeadSHA: o.MR.SHA}, Tested: r.testedNow(o.MR.SHA)},
 		Moves: handling(state.StepHandleStarted, note)})
 	if err != nil {
 		return err
@@ -865,7 +888,11 @@ func (r *run) settle(ctx context.Context) error {
 // settleMerged settles the batch as merged by mr (as GitLab gave it after the merge), recording
 // where it landed in the project's merge order.
 func (r *run) settleMerged(ctx context.Context, note string, mr gitlab.MergeRequest) error {
-	return r.settleWith(ctx, store.Settlement{Status: state.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)})
+	s := store.Settlement{Status: state.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)}
+	if tested := r.testedNow(mr.SHA); tested != nil {
+		s.Tested = *tested // passed and merged in one action of the merge phase
+	}
+	return r.settleWith(ctx, s)
 }
 
 // settleAbsent ends a batch whose only member deletes a file already gone: the change is in

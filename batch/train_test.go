@@ -323,6 +323,44 @@ func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
 	}
 }
 
+// A car whose pipeline passes in the merge phase — after the rebase a commit from outside the
+// train made it take — records the head it tested, as a pipeline passed at its pipeline step
+// would: the car built on that head finds the car it stands on merged exactly what it carries.
+// It is rebuilt once (on the new head), not a second time after the merge, and none of its
+// members reads that the car ahead "left the train without merging" when it merged.
+func TestACarPassedAfterARebaseRecordsItsTestedSHAAndTheCarBehindStays(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, mergeMethod: "ff"})
+		svc := e.service(t, "i1")
+		car1 := e.claimCar(t, svc, "a1")
+		car2 := e.claimCar(t, svc, "b1")
+		if _, err := e.gl.PushToBranch(projectA, "main", "README.md", "a person's change\n"); err != nil {
+			t.Fatal(err)
+		}
+		e.waitQuiet(t, svc, "op-a1", "op-b1")
+		e.mergedInOrder(t, car1.ID, car2.ID)
+		c1 := e.settled(t, car1.ID)
+		if c1.TestedSHA == "" || c1.TestedSHA == car1.HeadSHA || c1.TestedSHA != c1.HeadSHA {
+			t.Errorf("car 1 passed its pipeline after the rebase but recorded tested %q (head %q, before the rebase %q)", c1.TestedSHA, c1.HeadSHA, car1.HeadSHA)
+		}
+		rebuilds := 0
+		for _, s := range e.steps(t, "op-b1") {
+			if strings.Contains(s.Note, "left the train without merging") {
+				t.Errorf("car 2's member was told car 1 left without merging, though it merged: %q", s.Note)
+			}
+			if strings.HasPrefix(s.Note, fmt.Sprintf("rebuilding batch %d", car2.ID)) {
+				rebuilds++
+			}
+		}
+		if rebuilds != 1 {
+			t.Errorf("car 2 was rebuilt %d times, want once (on car 1's rebased head)", rebuilds)
+		}
+		if c2 := e.settled(t, car2.ID); c2.BaseBatch != car1.ID || c2.BaseSHA != c1.TestedSHA {
+			t.Errorf("car 2 merged built on %d at %q, want car 1's tested head %q", c2.BaseBatch, c2.BaseSHA, c1.TestedSHA)
+		}
+	})
+}
+
 // A merge train spreads its cars over a pipeline: with room in the train, the next car is claimed
 // once the newest has been in CI for a batch.train-th of the project's median pipeline (SPACED
 // before), and at once when batch.maxRequests wait; a backlog is shared among the free places.

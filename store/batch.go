@@ -715,11 +715,16 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	if bisect {
 		a.set("bisections = bisections + 1")
 	}
-	if c.Built != nil {
+	switch {
+	case c.Built != nil && c.Tested != nil:
+		// A head tested as it was written (a merge's regeneration whose pipeline passed at the
+		// first look): built and passed in one write.
+		a.set("base_batch = ?, base_sha = ?, head_sha = ?, tested_sha = ?, ci_started_at = "+db.now()+", ci_passed_at = "+db.now(),
+			nullIfZero(c.Built.BaseBatch), c.Built.BaseSHA, c.Built.HeadSHA, *c.Tested)
+	case c.Built != nil:
 		a.set("base_batch = ?, base_sha = ?, head_sha = ?, tested_sha = '', ci_started_at = "+db.now()+", ci_passed_at = NULL",
 			nullIfZero(c.Built.BaseBatch), c.Built.BaseSHA, c.Built.HeadSHA)
-	}
-	if c.Tested != nil {
+	case c.Tested != nil:
 		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
 	}
 	if c.Rejoin {
@@ -743,6 +748,9 @@ type Settlement struct {
 	// Merge, when the batch's MR landed, is recorded in the same transaction: the project's
 	// merge order that deploys are reconciled by.
 	Merge *MergeRecord
+	// Tested, when set, records the head whose pipeline passed with the settlement: the merge
+	// phase tested a head (after a rebase or a regeneration) and merged it in one action.
+	Tested string
 }
 
 // Settled is what a settlement did.
@@ -767,9 +775,13 @@ func (tx *Tx) settle(ctx context.Context, s Settlement) (Settled, error) {
 	}
 	db := tx.db
 	var out Settled
-	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
-		", settled_at = "+db.now()+", failing = '', last_error = '' WHERE id = ? AND version = ? AND status IN (?, ?)",
-		s.Status, clipNote(s.Note), s.BatchID, s.Version, state.BatchRunning, state.BatchBlocked)
+	var a assignments
+	a.set("status = ?, note = ?, version = version + 1, updated_at = "+db.now()+", settled_at = "+db.now()+", failing = '', last_error = ''", s.Status, clipNote(s.Note))
+	if s.Tested != "" {
+		a.set("tested_sha = ?, ci_passed_at = "+db.now(), s.Tested)
+	}
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ? AND status IN (?, ?)",
+		append(a.args, s.BatchID, s.Version, state.BatchRunning, state.BatchBlocked)...)
 	if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
 		return Settled{}, err
 	}
