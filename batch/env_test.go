@@ -137,7 +137,10 @@ type env struct {
 	// failClose, while set, answers every MR update (the close) with a 500 before the simulator
 	// sees it: GitLab failing while a batch is settled.
 	failClose atomic.Bool
-	logs      *logtest.Buffer // every service's log, text
+	// afterServe, when set, runs after the simulator answered a request (something that happens
+	// right after bindery read what it read).
+	afterServe atomic.Pointer[func(*http.Request)]
+	logs       *logtest.Buffer // every service's log, text
 }
 
 // mrUpdate is PUT …/merge_requests/:iid (the close), not …/merge or …/rebase.
@@ -163,6 +166,9 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 			return
 		}
 		handler.ServeHTTP(w, r)
+		if fn := e.afterServe.Load(); fn != nil {
+			(*fn)(r)
+		}
 	}))
 	ctx, cancel := context.WithCancel(bg)
 	sims.Start(ctx)

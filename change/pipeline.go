@@ -140,7 +140,7 @@ func (r *Runner) parentsOf(ctx context.Context, project, sha string) ([]string, 
 		return nil, nil // a merge ref's commit GitLab already dropped: not this head's
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the commit of a merged-results pipeline: %w", err)
+		return nil, fmt.Errorf("read commit %s: %w", sha, err)
 	}
 	r.parents.put(project+"@"+sha, c.ParentIDs)
 	return c.ParentIDs, nil

@@ -65,6 +65,7 @@ type GitLab struct {
 	rebasing       []*mergeRequest
 	locking        []*mergeRequest // merges GitLab is carrying out (sim.gitlab.mergeDuration)
 	onMerge        []func(MergeInfo)
+	merges         []MergeRecord // every merge, in order (gitlab_history.go)
 }
 
 // MergeInfo describes a merge, for the deploy pipeline.
@@ -444,13 +445,16 @@ type checklistItem struct {
 
 // ServeHTTP serves the API under /sim/gitlab/api/v4/ (gitlab_api.go), the MR and pipeline
 // pages their web_url fields point at (gitlab_web.go) and the simulator's own control
-// POST /sim/gitlab/blockers/clear?project=<path>&iid=<iid> (a person clears what holds an MR).
+// POST /sim/gitlab/blockers/clear?project=<path>&iid=<iid> (a person clears what holds an MR)
+// and GET /sim/gitlab/merges (the merge history, gitlab_history.go).
 func (g *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch p := r.URL.EscapedPath(); {
 	case strings.HasPrefix(p, "/sim/gitlab/api/v4/"):
 		g.serveAPI(w, r)
 	case p == "/sim/gitlab/blockers/clear":
 		g.serveClearBlocker(w, r)
+	case p == "/sim/gitlab/merges":
+		g.serveMerges(w, r)
 	default:
 		g.serveWeb(w, r)
 	}

@@ -25,6 +25,7 @@ type project struct {
 	mrs           []*mergeRequest // index iid-1: iids grow by one per project
 	pipelines     []*pipeline     // in creation order
 	nextPipeIID   int64
+	reads         map[int64]map[string]string // user → branch → the head that user last read (the merge history's "seen")
 }
 
 type fileEntry struct {

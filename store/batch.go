@@ -59,9 +59,9 @@ type Batch struct {
 	// on a car retrying at the end of the train a failure that failed the cars behind it; such a
 	// failure is now decided at once, so only a car of those versions still carries it.
 	Side bool
-	// Rejoined: a bisection's car that passed its pipeline while cars of the train were in CI
-	// behind it went back into the train at its end (BatchChange.Rejoin): it is a car of the
-	// train again, not one beside it.
+	// Rejoined: a bisection's car whose pipeline passed beside the train went into the train at
+	// its end (BatchChange.Rejoin), to merge in the train's order: it is a car of the train now,
+	// not one beside it.
 	Rejoined bool
 }
 
@@ -643,6 +643,12 @@ type BatchChange struct {
 	// Rejoin puts a car tested beside the train back into it (Batch.Rejoined); with ToEnd, at
 	// its end.
 	Rejoin bool
+	// Behind, with ToEnd, is the car the move expects to go behind: the last car of the train,
+	// the cars beside it left out (0: an empty train). Another car there — a car that joined the
+	// end since the caller read the train — is ErrPreempted and nothing is written: the caller
+	// reads the train again (a car keeping the branch it built on that car must not go behind
+	// another).
+	Behind *int64
 	// Beside is how many places beside the train its partition has (batch.isolationCars): a
 	// bisection, which makes the car one tested beside the train, moves it out of its place in
 	// the train into a free one of them (none free: it keeps its place).
@@ -658,16 +664,42 @@ func nullIfZero(n int64) any {
 
 // toEnd moves car id of partition behind the last car of its train (lastCar holds the end while
 // it does); a duplicate key is a claim that took the place first: ErrRetry, the step runs again.
-func (tx *Tx) toEnd(ctx context.Context, partition string, id int64) error {
+// behind, when set, is the car expected last in the train (see BatchChange.Behind).
+func (tx *Tx) toEnd(ctx context.Context, partition string, id int64, behind *int64) error {
 	last, err := tx.lastCar(ctx, partition)
 	if err != nil {
 		return err
+	}
+	if behind != nil {
+		end, err := tx.endOfTrain(ctx, partition, id)
+		if err != nil {
+			return err
+		}
+		if end != *behind {
+			return fmt.Errorf("move batch %d behind batch %d: batch %d is at the end of the train now: %w", id, *behind, end, ErrPreempted)
+		}
 	}
 	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET train_seq = ? WHERE id = ?", last+1, id)
 	if err = translate(err); errors.Is(err, ErrDuplicate) {
 		return fmt.Errorf("move batch %d to the end of its train: %w", id, ErrRetry)
 	}
 	return err
+}
+
+// endOfTrain is the last active car of partition's train (0: none), the cars beside it (a
+// bisection's, not rejoined; Batch.Beside) and car but left out — read under the lock lastCar
+// took.
+func (tx *Tx) endOfTrain(ctx context.Context, partition string, car int64) (int64, error) {
+	var id int64
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ? AND id <> ? "+
+		"AND (rejoined = 1 OR (side = 0 AND bisections = 0 AND bisect_of IS NULL)) ORDER BY train_seq DESC, id DESC LIMIT 1", partition, car).Scan(&id))
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("the end of the train of %s: %w", partition, err)
+	}
+	return id, nil
 }
 
 // Build is what a car's branch was built on and carries.
