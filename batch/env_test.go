@@ -137,10 +137,10 @@ type env struct {
 	// failClose, while set, answers every MR update (the close) with a 500 before the simulator
 	// sees it: GitLab failing while a batch is settled.
 	failClose atomic.Bool
-	// afterServe, when set, runs after the simulator answered a request (something that happens
-	// right after bindery read what it read).
-	afterServe atomic.Pointer[func(*http.Request)]
-	logs       *logtest.Buffer // every service's log, text
+	// beforeServe and afterServe, when set, run before the simulator handles a request and after
+	// it answered (something that happens inside a call, or right after bindery read).
+	beforeServe, afterServe atomic.Pointer[func(*http.Request)]
+	logs                    *logtest.Buffer // every service's log, text
 }
 
 // mrUpdate is PUT …/merge_requests/:iid (the close), not …/merge or …/rebase.
@@ -164,6 +164,9 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 		if e.failClose.Load() && r.Method == http.MethodPut && mrUpdate.MatchString(r.URL.EscapedPath()) {
 			http.Error(w, `{"message":"500 Internal Server Error"}`, http.StatusInternalServerError)
 			return
+		}
+		if fn := e.beforeServe.Load(); fn != nil {
+			(*fn)(r)
 		}
 		handler.ServeHTTP(w, r)
 		if fn := e.afterServe.Load(); fn != nil {

@@ -48,6 +48,11 @@ const (
 	stepBlocked       Step = "blocked" // BLOCKED: operators' window; when it ends, settled as failed
 )
 
+// merging reports the merge phases: a merge there went onto the target its last look read.
+func (s Step) merging() bool {
+	return s == stepMerge || s == stepMergeRebase || s == stepMergePipeline || s == stepMergeChecking || s == stepMergeBlocked
+}
+
 // memo is what a batch remembers between its runs (the task's memo): the lifecycle's memory of
 // its MR (the same JSON as when it was a struct embedding it).
 type memo = change.Memo
@@ -897,6 +902,9 @@ func (r *run) settleMerged(ctx context.Context, note string, mr gitlab.MergeRequ
 	s := store.Settlement{Status: state.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)}
 	if tested := r.testedNow(mr.SHA); tested != nil {
 		s.Tested = *tested // passed and merged in one action of the merge phase
+	}
+	if r.r.Step.Name.merging() {
+		s.MergedOn = r.r.Memo.On // the target the merge call went onto, as last read (batch.builtOn)
 	}
 	return r.settleWith(ctx, s)
 }

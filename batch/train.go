@@ -256,7 +256,12 @@ func (r *run) turn(ctx context.Context) error {
 }
 
 // builtOn reports whether the car's branch was built on target head: that commit itself, or the
-// commit the car it was built on put on the target when it merged.
+// commit the car it was built on put on the target when it merged — and then only when that
+// merge put nothing beside the head it tested: the head itself (a fast-forward), or a merge
+// commit standing on the target that car's merge read right before its call (Batch.MergedOn).
+// A commit that landed inside that merge call (GitLab's merge method `merge` merges a branch
+// whose base is behind) is in the target but in no pipeline of this car: it rebases and tests
+// again rather than merge an untested tree on top.
 func (r *run) builtOn(ctx context.Context, head string) (bool, error) {
 	b := r.batch
 	switch {
@@ -272,7 +277,21 @@ func (r *run) builtOn(ctx context.Context, head string) (bool, error) {
 		return false, err
 	}
 	landed, err := r.s.db.LandedSHA(ctx, base)
-	return err == nil && landed != "" && landed == head && base.TestedSHA == b.BaseSHA, err
+	switch {
+	case err != nil:
+		return false, err
+	case landed == "" || landed != head || base.TestedSHA != b.BaseSHA:
+		return false, nil
+	case landed == base.TestedSHA:
+		return true, nil // fast-forwarded to the tested head
+	case base.MergedOn == "":
+		return false, nil // not known what the merge went onto
+	}
+	parents, err := r.s.mr.ParentsOf(ctx, b.Project, landed)
+	if err != nil {
+		return false, err
+	}
+	return len(parents) == 2 && parents[0] == base.MergedOn && parents[1] == base.TestedSHA, nil
 }
 
 func short(sha string) string {

@@ -477,6 +477,43 @@ func TestACommitLandingAfterTheCarsTurnIsNotMergedBesideIt(t *testing.T) {
 	})
 }
 
+// A commit pushed to the target inside car 1's merge call is merged beside car 1 under the merge
+// method `merge` — the one case nothing in GitLab's API lets bindery prevent. Car 2, built on car
+// 1's head, does not merge on top of that untested tree as if the target held what it tested: car
+// 1's merge commit does not stand on the target car 1's merge last read, so car 2 rebases onto the
+// target and is tested again.
+func TestACommitInsideTheCarAheadsMergeCallMakesTheCarBehindTestAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, mergeMethod: "merge"})
+		svc := e.service(t, "i1")
+		car1 := e.claimCar(t, svc, "a1")
+		car2 := e.claimCar(t, svc, "b1")
+		var once sync.Once
+		inCall := func(r *http.Request) {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.EscapedPath(), fmt.Sprintf("/merge_requests/%d/merge", car1.MRIID)) {
+				once.Do(func() {
+					if _, err := e.gl.PushToBranch(projectA, "main", "README.md", "a person's change\n"); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		e.beforeServe.Store(&inCall)
+		e.waitQuiet(t, svc, "op-a1", "op-b1")
+		e.mergedInOrder(t, car1.ID, car2.ID)
+		if c2 := e.settled(t, car2.ID); c2.TestedSHA == car2.HeadSHA || c2.TestedSHA != c2.HeadSHA {
+			t.Errorf("car 2 merged the head it was built with on car 1 (%s), not one tested on the target car 1's merge left: %+v", car2.HeadSHA, c2)
+		}
+		for _, m := range e.gl.Merges() {
+			for _, f := range m.Untested {
+				if m.IID != car1.MRIID || f.Path != "README.md" || f.Seen {
+					t.Errorf("MR !%d was merged beside %s of %s (%q), seen %v: only car 1's merge call may be", m.IID, f.Path, f.Commit, f.Title, f.Seen)
+				}
+			}
+		}
+	})
+}
+
 // A merge train spreads its cars over a pipeline: with room in the train, the next car is claimed
 // once the newest has been in CI for a batch.train-th of the project's median pipeline (SPACED
 // before), and at once when batch.maxRequests wait; a backlog is shared among the free places.

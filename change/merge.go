@@ -198,7 +198,10 @@ func (r *Runner) decide(ctx context.Context, spec Spec, res MergeResult) (MergeR
 			res.State.Phase, res.Event, res.Pipeline = MergePipeline, EventPipeline, pl
 			return res, nil
 		}
+		// Tested: recorded by the owner with this outcome, before the merge of the next action
+		// (so the head merged is always one the owner recorded as tested).
 		res.State.Tested = mr.SHA
+		return res, nil
 	}
 	if res.State.On != "" {
 		on, err := r.onTarget(ctx, spec, &res)
@@ -229,7 +232,7 @@ func (r *Runner) onTarget(ctx context.Context, spec Spec, res *MergeResult) (boo
 	if b.CommitSHA == res.State.On {
 		return true, nil
 	}
-	parents, err := r.parentsOf(ctx, spec.Project, res.MR.SHA)
+	parents, err := r.ParentsOf(ctx, spec.Project, res.MR.SHA)
 	if err != nil {
 		return false, err
 	}

@@ -63,6 +63,10 @@ type Batch struct {
 	// its end (BatchChange.Rejoin), to merge in the train's order: it is a car of the train now,
 	// not one beside it.
 	Rejoined bool
+	// MergedOn is the target head the car's merge went onto, as bindery read it right before the
+	// merge call ("": not known). The car behind trusts the target after the merge only when the
+	// merge commit stands on it (batch.builtOn).
+	MergedOn string
 }
 
 // Beside reports a car tested beside its train rather than in it — a bisection's car (its
@@ -83,7 +87,7 @@ func (b Batch) BisectionRoot() int64 {
 }
 
 const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit, " +
-	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side, rejoined"
+	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side, rejoined, merged_on"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
 const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error, updated_at"
@@ -106,7 +110,7 @@ func scanBatch(s scanner) (Batch, error) {
 	var created, updated, settled, ciStarted, ciPassed dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
 		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit,
-		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side, &b.Rejoined); err != nil {
+		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side, &b.Rejoined, &b.MergedOn); err != nil {
 		return Batch{}, translate(err)
 	}
 	b.MRIID, b.PipelineID, b.BisectOf, b.TrainSeq, b.BaseBatch = int64(mr), int64(pipeline), int64(of), int64(seq), int64(base)
@@ -783,6 +787,8 @@ type Settlement struct {
 	// Tested, when set, records the head whose pipeline passed with the settlement: the merge
 	// phase tested a head (after a rebase or a regeneration) and merged it in one action.
 	Tested string
+	// MergedOn, when set, records the target head the merge went onto (Batch.MergedOn).
+	MergedOn string
 }
 
 // Settled is what a settlement did.
@@ -811,6 +817,9 @@ func (tx *Tx) settle(ctx context.Context, s Settlement) (Settled, error) {
 	a.set("status = ?, note = ?, version = version + 1, updated_at = "+db.now()+", settled_at = "+db.now()+", failing = '', last_error = ''", s.Status, clipNote(s.Note))
 	if s.Tested != "" {
 		a.set("tested_sha = ?, ci_passed_at = "+db.now(), s.Tested)
+	}
+	if s.MergedOn != "" {
+		a.set("merged_on = ?", s.MergedOn)
 	}
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ? AND status IN (?, ?)",
 		append(a.args, s.BatchID, s.Version, state.BatchRunning, state.BatchBlocked)...)
