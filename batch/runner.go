@@ -294,7 +294,7 @@ func (r *run) changeOf(snap *config.Snapshot, q store.BatchRequest) (change.File
 		}
 		return fa, c.Branch, nil
 	}
-	t, ok := snap.Target(q.Operation.TargetKey)
+	t, ok := TargetOf(snap, q.Operation)
 	switch {
 	case !ok:
 		return change.FileAction{}, "", fmt.Errorf("target %s is no longer in the catalog", q.Operation.TargetKey)

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -188,5 +189,71 @@ func TestTheWatchIsAService(t *testing.T) {
 	w := e.n.NewWatch(15*time.Second, nil)
 	servicetest.StartedAndStoppedTwice(t, w, func() {
 		waitFor(t, "the first look", func() bool { return w.Counts().BatchesBlocked == 1 })
+	})
+}
+
+// A reload that removes targets bindings still use is told to operators once, however many
+// instances take it: the keys with how many bindings are in flight and in effect. A target
+// removed that nothing uses is not news, and neither is a reload that removes nothing.
+func TestAReloadThatRemovesTargetsInUseIsToldOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		rc := newReceiver(t, nil)
+		hooks := webhookConfig("ops", rc.URL, "[config.targets_removed]")
+		catalog := func(keys ...string) string {
+			var b strings.Builder
+			b.WriteString("targets:\n")
+			for _, k := range keys {
+				fmt.Fprintf(&b, "  - {key: %s, project: infra/%s, path: \"bindings/%s/{subject}.yaml\"}\n", k, k, k)
+			}
+			return b.String()
+		}
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(hooks+catalog("kept", "leaving", "unused")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var srcs []*config.Source
+		for i := range 2 {
+			src, err := config.Open(path, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srcs = append(srcs, src)
+			startEnv(t, db, src, "i-"+string(rune('1'+i)))
+		}
+		// leaving: two bindings in effect, one on its way, one closed (not in use).
+		for i, st := range []state.BindingStatus{state.StatusValidated, state.StatusValidated, state.StatusMRCreating, state.StatusClosed} {
+			if _, err := db.Raw().ExecContext(bg, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, 'leaving', ?, ?)",
+				fmt.Sprintf("s%d", i), st, fmt.Sprintf("op-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reload := func(content string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range srcs {
+				if err := s.Reload(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		reload(hooks + catalog("kept", "leaving"))                                                                                // unused removed: no news
+		reload(hooks + strings.Replace(catalog("kept", "leaving"), "project: infra/kept", "title: Kept, project: infra/kept", 1)) // nothing removed: no news
+		reload(hooks + catalog("kept"))                                                                                           // leaving removed, in use
+		settled(t, db)
+		hits := rc.got()
+		if len(hits) != 1 {
+			t.Fatalf("%d config.targets_removed deliveries, want 1", len(hits))
+		}
+		b := body(t, hits[0])
+		data := b["data"].(map[string]any)
+		targets, _ := data["targets"].([]any)
+		if b["type"] != "config.targets_removed" || len(targets) != 1 {
+			t.Fatalf("the news: %v", b)
+		}
+		if tu := targets[0].(map[string]any); tu["key"] != "leaving" || tu["inFlight"] != float64(1) || tu["inEffect"] != float64(2) {
+			t.Fatalf("the removed target told: %v", tu)
+		}
 	})
 }

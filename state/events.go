@@ -26,6 +26,7 @@ const (
 	EventDeployOverdue         EventType = "deploy.overdue"          // a merged request's deploy callback is late
 	EventCallbackRefused       EventType = "callback.refused"        // a deploy callback bindery cannot believe
 	EventConfigRefused         EventType = "config.refused"          // a configuration file or key was refused
+	EventTargetsRemoved        EventType = "config.targets_removed"  // a reload removed targets that bindings still use
 	EventEndpointDisabled      EventType = "endpoint.disabled"       // a delivery endpoint was switched off
 )
 
@@ -68,6 +69,7 @@ var eventTypes = map[EventType]EventInfo{
 	EventDeployOverdue:         {Audience: AudienceOperators},
 	EventCallbackRefused:       {Audience: AudienceOperators},
 	EventConfigRefused:         {Audience: AudienceOperators},
+	EventTargetsRemoved:        {Audience: AudienceOperators},
 	EventEndpointDisabled:      {Audience: AudienceOperators},
 	EventBatchOpened:           {Audience: AudienceBatch},
 	EventBatchCulprit:          {Audience: AudienceBatch},

@@ -8,6 +8,7 @@ import (
 
 	"bindery/api"
 	"bindery/apperr"
+	"bindery/batch"
 	"bindery/change"
 	"bindery/state"
 	"bindery/store"
@@ -49,6 +50,9 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (api.ApplyResult, e
 	a := store.Application{
 		OperationID: in.OperationID, SubjectID: in.Subject, TargetKey: t.Key, Project: t.Project, Reason: in.Reason,
 		Flow: FlowLegacy, Status: state.StatusMRCreating, Step: state.StepCreateStarted, Task: &first,
+		// The target as it is now goes with the request: a reload that changes or removes it
+		// later harms nothing already accepted.
+		TargetDef: batch.TargetDef(t),
 	}
 	if snap.ApprovalFirst() {
 		first = w.requestTask("", stepTicket, 0, reqMemo{})

@@ -11,6 +11,7 @@ import (
 
 	"bindery/api"
 	"bindery/approval"
+	"bindery/batch"
 	"bindery/change"
 	"bindery/engine"
 	"bindery/state"
@@ -38,7 +39,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	}
 	snap := w.cfg.Current()
 	title := op.TargetKey
-	if t, ok := snap.Target(op.TargetKey); ok {
+	if t, ok := batch.TargetOf(snap, op); ok {
 		title = t.Title
 	}
 	ticket := approval.Ticket{

@@ -50,11 +50,13 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 	})
 }
 
-// deletion is the close phase's admission: the delete rendered from the catalog, or — when the
-// target left the catalog — without a rendered change, which the batch then fails visibly
+// deletion is the close phase's admission: the delete rendered from the target the request was
+// accepted for (batch.TargetOf: its recorded definition, so a binding whose target left the
+// catalog since is removed all the same), or — a request from before definitions were recorded,
+// whose target left the catalog — without a rendered change, which the batch then fails visibly
 // (HANDLE_FAILED / CLOSE_FAILED) rather than the revocation being refused.
 func (w *Workflow) deletion(op store.Operation) store.Admission {
-	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
+	if t, ok := batch.TargetOf(w.cfg.Current(), op); ok {
 		if adm, err := batch.Admission(t, op, state.ActionDelete); err == nil {
 			return adm
 		}
