@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -550,5 +551,69 @@ func TestTheMergeHistoryRecordsWhatAMergePutBesideTheHead(t *testing.T) {
 	var served []sim.MergeRecord
 	if err := json.NewDecoder(resp.Body).Decode(&served); err != nil || len(served) != 4 || len(served[2].Untested) != 2 || served[2].Untested[0] != second.Untested[0] {
 		t.Fatalf("served history: %+v %v", served, err)
+	}
+}
+
+// A person's commit pushed through the simulator's control (POST /sim/gitlab/push) lands on the
+// branch as theirs, and a merge beside it names it; a removal merged beside a head that still
+// holds the file is put down to the commit that removed it. Bad requests get clear answers.
+func TestAPersonsPushAndARemovalAreNamedInTheMergeHistory(t *testing.T) {
+	e := newTrain(t, "mergeMethod: merge")
+	e.buildCar(t, 1, "main", "", "operationId: op-1\n", false)
+	mr1 := e.openCar(t, 1)
+	if _, err := e.gl.Merge(ctx, trainProject, e.settled(t, mr1.IID).IID, gitlab.MergeOptions{SHA: mr1.SHA}); err != nil {
+		t.Fatal(err)
+	}
+	// Car 2 removes car 1's file; car 3 was built while it was there.
+	rm, err := e.gl.CreateCommit(ctx, trainProject, gitlab.CommitRequest{Branch: carBranch(2), StartBranch: "main", Message: "remove car 1",
+		Actions: []gitlab.FileAction{{Action: gitlab.ActionDelete, Path: carFile(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr2 := e.openCar(t, 2)
+	e.buildCar(t, 3, "main", "", "operationId: op-3\n", false)
+	mr3 := e.openCar(t, 3)
+	post := func(form url.Values) (int, map[string]string) {
+		t.Helper()
+		resp, err := http.PostForm(e.url+"/sim/gitlab/push", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, pushed := post(url.Values{"project": {trainProject}, "branch": {"main"}, "path": {"README.md"}, "content": {"a person's change\n"}})
+	if code != http.StatusCreated || len(pushed["sha"]) != 40 {
+		t.Fatalf("the push: %d %v", code, pushed)
+	}
+	for form, want := range map[string]int{
+		"project=" + url.QueryEscape(trainProject) + "&branch=main":            http.StatusBadRequest, // no path
+		"project=nowhere&branch=main&path=x":                                   http.StatusNotFound,
+		"project=" + url.QueryEscape(trainProject) + "&branch=nobranch&path=x": http.StatusNotFound,
+	} {
+		v, _ := url.ParseQuery(form)
+		if code, _ := post(v); code != want {
+			t.Errorf("push %s: %d, want %d", form, code, want)
+		}
+	}
+	for _, mr := range []gitlab.MergeRequest{mr2, mr3} {
+		got := e.settled(t, mr.IID)
+		if _, err := e.gl.Merge(ctx, trainProject, mr.IID, gitlab.MergeOptions{SHA: got.SHA}); err != nil {
+			t.Fatalf("merge !%d: %v", mr.IID, err)
+		}
+	}
+	ms := e.sims.GitLab.Merges()
+	last := ms[len(ms)-1]
+	byPath := map[string]sim.UntestedFile{}
+	for _, f := range last.Untested {
+		byPath[f.Path] = f
+	}
+	if f := byPath[carFile(1)]; f.Commit != rm.ID || f.Author != "bindery bot" {
+		t.Errorf("car 1's file, removed beside car 3: %+v, want car 2's commit %s", f, rm.ID)
+	}
+	if f := byPath["README.md"]; f.Commit != pushed["sha"] || f.Author != sim.PersonName || f.Seen {
+		t.Errorf("the person's file beside car 3: %+v", f)
 	}
 }
