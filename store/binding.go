@@ -113,6 +113,21 @@ func (db *DB) FillExpiry(ctx context.Context, targetKey string, ttl time.Duratio
 	return total, nil
 }
 
+// WithoutExpiry returns the applications of up to limit VALIDATED bindings of targetKey that have
+// no expiry (a crash between their validation and the write of their expiry, or a target without
+// a ttl): the expiry cron's repair reads the ttl each was accepted with from them. One read on
+// idx_binding_target_status.
+func (db *DB) WithoutExpiry(ctx context.Context, targetKey string, limit int) ([]Operation, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("o.", operationColumns)+" FROM "+db.hinted("binding", "idx_binding_target_status")+
+		" JOIN operation o ON o.operation_id = binding.operation_id WHERE binding.target_key = ? AND binding.status = ? AND binding.expires_at IS NULL LIMIT ?",
+		targetKey, state.StatusValidated, limit)
+	out, err := collect(rows, err, scanOp)
+	if err != nil {
+		return nil, fmt.Errorf("bindings of %s without an expiry: %w", targetKey, err)
+	}
+	return out, nil
+}
+
 // TargetUse is how a target is used now: its bindings in flight (accepted, on their way to being
 // in effect, or stopped at a failure on the way) and in effect (VALIDATED, a removal under way
 // included). A reload that removes targets tells operators of those still used

@@ -192,8 +192,16 @@ func TestAReloadThatDropsATargetHarmsNothingInFlight(t *testing.T) {
 		if _, err := db.Raw().Exec("UPDATE binding SET expires_at = '2000-01-01 00:00:00' WHERE operation_id = ?", expiring); err != nil {
 			t.Fatal(err)
 		}
+		// bob's expiry lost in a crash right after his validation: the expiry run repairs it
+		// with the ttl his target had when he applied.
+		if _, err := db.Raw().Exec("UPDATE binding SET expires_at = NULL WHERE operation_id = ?", mergedOp); err != nil {
+			t.Fatal(err)
+		}
 		if n, err := h.wf.Expire(bg); err != nil || n != 1 {
 			t.Fatalf("expiry: %d %v", n, err)
+		}
+		if v := h.view(mergedOp); v.ExpiresAt == nil || v.ExpiresAt.Before(time.Now().Add(29*24*time.Hour)) {
+			t.Errorf("bob's lost expiry, repaired: %v, want about 30 days from his validation", v.ExpiresAt)
 		}
 		h.driveUntil(clock, "both removals merged", func() bool {
 			return h.view(effect).Step.Code == int(state.StepCloseMerged) && h.view(expiring).Step.Code == int(state.StepCloseMerged)

@@ -151,23 +151,8 @@ func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via str
 	if len(ops) == 0 {
 		return
 	}
-	// Each binding's ttl is its target's as the request was accepted (batch.TargetOf).
-	type expiry struct {
-		key string
-		ttl time.Duration
-	}
-	byTarget := map[expiry][]string{}
-	snap := w.cfg.Current()
-	for _, o := range ops {
-		if t, ok := batch.TargetOf(snap, o); ok && t.TTL > 0 {
-			k := expiry{o.TargetKey, t.TTL}
-			byTarget[k] = append(byTarget[k], o.OperationID)
-		}
-	}
-	for k, list := range byTarget {
-		if _, err := w.db.FillExpiry(ctx, k.key, k.ttl, list...); err != nil {
-			w.log.WarnContext(ctx, "expiry not set after validation; the expiry cron repairs it", "target", k.key, "err", err)
-		}
+	if err := w.fillExpiries(ctx, ops); err != nil {
+		w.log.WarnContext(ctx, "expiry not set after validation; the expiry cron repairs it", "err", err)
 	}
 	for _, o := range ops {
 		w.rec.Inc(metricValidated, "via", via, "project", o.Project)
@@ -184,6 +169,29 @@ func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via str
 			}
 		}
 	}
+}
+
+// fillExpiries gives each of ops' VALIDATED bindings without an expiry one: its target's ttl as
+// the request was accepted (batch.TargetOf) after its validation; none for a target without one.
+func (w *Workflow) fillExpiries(ctx context.Context, ops []store.Operation) error {
+	type expiry struct {
+		key string
+		ttl time.Duration
+	}
+	byTarget := map[expiry][]string{}
+	snap := w.cfg.Current()
+	for _, o := range ops {
+		if t, ok := batch.TargetOf(snap, o); ok && t.TTL > 0 {
+			k := expiry{o.TargetKey, t.TTL}
+			byTarget[k] = append(byTarget[k], o.OperationID)
+		}
+	}
+	for k, list := range byTarget {
+		if _, err := w.db.FillExpiry(ctx, k.key, k.ttl, list...); err != nil {
+			return fmt.Errorf("the expiry of %s: %w", k.key, err)
+		}
+	}
+	return nil
 }
 
 // observeApproval records the approval wait of a decided request (after the callback's commit).
