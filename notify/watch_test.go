@@ -118,25 +118,34 @@ func TestTheWatchCountsBlockedBatches(t *testing.T) {
 	})
 }
 
+// twoInstances writes content as a configuration file and starts two instances' notifiers on it,
+// each with its own Source (each reloads on its own, as processes do); it returns the file's path
+// and the sources.
+func twoInstances(t *testing.T, db *store.DB, content string) (string, []*config.Source) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var srcs []*config.Source
+	for i := range 2 {
+		src, err := config.Open(path, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, src)
+		startEnv(t, db, src, "i-"+string(rune('1'+i)))
+	}
+	return path, srcs
+}
+
 // A refused configuration — a whole file, or keys of one — is told to operators once, however
 // many instances refuse it.
 func TestARefusedConfigurationIsToldOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
-		path := filepath.Join(t.TempDir(), "config.yaml")
 		good := webhookConfig("ops", rc.URL, "[config.refused]")
-		if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var srcs []*config.Source
-		for i := range 2 {
-			src, err := config.Open(path, slog.New(slog.DiscardHandler), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srcs = append(srcs, src)
-			startEnv(t, db, src, "i-"+string(rune('1'+i)))
-		}
+		path, srcs := twoInstances(t, db, good)
 		// A key refused (a bad secret beside the good endpoint): told once for both instances.
 		bad := good + "  email: {smtp: \"nowhere\", from: \"x@example.com\"}\n"
 		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
@@ -207,19 +216,7 @@ func TestAReloadThatRemovesTargetsInUseIsToldOnce(t *testing.T) {
 			}
 			return b.String()
 		}
-		path := filepath.Join(t.TempDir(), "config.yaml")
-		if err := os.WriteFile(path, []byte(hooks+catalog("kept", "leaving", "unused")), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var srcs []*config.Source
-		for i := range 2 {
-			src, err := config.Open(path, slog.New(slog.DiscardHandler), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srcs = append(srcs, src)
-			startEnv(t, db, src, "i-"+string(rune('1'+i)))
-		}
+		path, srcs := twoInstances(t, db, hooks+catalog("kept", "leaving", "unused"))
 		// leaving: two bindings in effect, one on its way, one closed (not in use).
 		for i, st := range []state.BindingStatus{state.StatusValidated, state.StatusValidated, state.StatusMRCreating, state.StatusClosed} {
 			if _, err := db.Raw().ExecContext(bg, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, 'leaving', ?, ?)",

@@ -18,28 +18,10 @@ import (
 // leavingProject holds the one target a reload removes from the catalog (targetsRemovedSims).
 const leavingProject = "infra/leaving"
 
-// targetsRemovedSims: one request per car of a one-car train, pipelines of ten minutes of the
-// simulator's clock, deploys called back by hand (the simulator drops its own); the target
-// `leaving` is alone in its project, with a ttl.
-const targetsRemovedSims = `
-batch:
-  flakyRetries: 0
-  maxRequests: 1
-poll:
-  short: 5ms
-  shortCount: 100000
-  long: 1m
-  timeout: 10h
-sim:
-  gitlab:
-    pipelineDuration: 10m
-    rebaseDuration: 0s
-    approvalsRequired: 2
-    mergeMethod: merge
-  deploy:
-    delay: 0s
-    dropRate: 1
-reconcile:
+// targetsRemovedSims: the merge train's simulators with one car (trainSims), deploys called back
+// by hand (the simulator drops its own); the target `leaving` (leavingTarget) is alone in its
+// project, with a ttl.
+var targetsRemovedSims = strings.Replace(fmt.Sprintf(trainSims, 1), "    delay: 0s\n", "    delay: 0s\n    dropRate: 1\n", 1) + `reconcile:
   minAge: 1ms
 targets:
   - key: db-read
