@@ -102,7 +102,7 @@ func TestTheArchitectureTableIsTheCode(t *testing.T) {
 // and what is no Go code of ours (docs, schema files come as package schema, the SPA's sources).
 func omitted(dir string) bool {
 	switch dir {
-	case "cmd", "chaos", "leakcheck", "proc", "docs", "testdata", "deploy", "ui/src", "ui/dist":
+	case "cmd", "internal/chaos", "internal/testkit", "docs", "testdata", "deploy", "ui/src", "ui/dist":
 		return true
 	}
 	return strings.HasSuffix(dir, "test") // storetest, servicetest, logtest, steptest

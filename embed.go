@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bindery/app"
+	"bindery/internal/app"
 	"bindery/schema"
 	"bindery/ui"
 )

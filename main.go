@@ -1,182 +1,20 @@
-// Command bindery is a self-service, configuration-as-code change system. See README.md.
+// Command bindery is a self-service, configuration-as-code change system. See README.md; the
+// commands are in internal/cli.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 	_ "time/tzdata" // apply.timezone must resolve on hosts without a zoneinfo database
 
-	"bindery/app"
-	"bindery/store"
+	"bindery/internal/cli"
 )
-
-const usage = `bindery — self-service configuration-as-code changes
-
-Usage:
-  bindery demo    [-addr 127.0.0.1:8080] [-data ./bindery-demo] [-dsn DSN]   everything local, one command
-  bindery serve   -config FILE [-addr ADDR]                                  production (MySQL, real GitLab)
-  bindery sim     -addr ADDR [-bindery URL] [-config FILE]                   the simulators alone
-  bindery migrate -config FILE [-dsn DSN]                                    apply database migrations
-  bindery smoke   -url URL                                                   check a deployment's SPA serving rules and headers
-  bindery version
-
-Run "bindery <command> -h" for a command's flags.
-`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, assets)
 	stop()
 	os.Exit(code)
-}
-
-// run executes one command and returns the process exit code: 0 ok, 1 failure, 2 usage.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	cmd, rest := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "demo":
-		err = runDemo(ctx, rest, stdout, stderr)
-	case "serve":
-		err = runServe(ctx, rest, stderr)
-	case "sim":
-		err = runSim(ctx, rest, stdout, stderr)
-	case "migrate":
-		err = runMigrate(ctx, rest, stdout, stderr)
-	case "smoke":
-		err = runSmoke(ctx, rest, stdout, stderr)
-	case "version":
-		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
-			fmt.Fprint(stderr, usage)
-			return 2
-		}
-		fmt.Fprintf(stdout, "bindery %s (%s, %s/%s)\n", app.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		return 0
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "bindery: unknown command %q\n\n%s", cmd, usage)
-		return 2
-	}
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	}
-	fmt.Fprintf(stderr, "bindery %s: %v\n", cmd, err)
-	return 1
-}
-
-var errUsage = errors.New("usage")
-
-// parseFlags parses a command's flags; -h prints them (exit 0), a bad flag prints them (exit 2).
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) error {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: bindery %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
-	}
-	return nil
-}
-
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	data := fs.String("data", "./bindery-demo", "data directory (config.yaml and bindery.db)")
-	dsn := fs.String("dsn", "", "database DSN instead of the SQLite file, e.g. mysql://root@tcp(127.0.0.1:3306)/bindery")
-	if err := parseFlags(fs, args, stderr, "demo [-addr ADDR] [-data DIR] [-dsn DSN]"); err != nil {
-		return err
-	}
-	configPath, fileDSN, err := app.PrepareDemo(*data)
-	if err != nil {
-		return err
-	}
-	if *dsn == "" {
-		*dsn = fileDSN
-	}
-	a, err := app.New(ctx, app.Options{Mode: app.ModeDemo, ConfigPath: configPath, Addr: *addr, DSN: *dsn, Assets: assets, LogOutput: stderr})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "bindery demo is running at %s\n  config:   %s (edits apply live)\n  database: %s\nPress Ctrl-C to stop.\n",
-		a.URL(), configPath, store.RedactDSN(*dsn))
-	return a.Run(ctx)
-}
-
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	configPath := fs.String("config", "", "config file (required)")
-	addr := fs.String("addr", "", "listen address (overrides server.addr)")
-	if err := parseFlags(fs, args, stderr, "serve -config FILE [-addr ADDR]"); err != nil {
-		return err
-	}
-	if *configPath == "" {
-		fmt.Fprintln(stderr, "-config is required")
-		fs.Usage()
-		return errUsage
-	}
-	a, err := app.New(ctx, app.Options{Mode: app.ModeServe, ConfigPath: *configPath, Addr: *addr, Assets: assets, LogOutput: stderr})
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
-}
-
-func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	configPath := fs.String("config", "", "config file; its database.dsn is used unless -dsn is given")
-	dsn := fs.String("dsn", "", "database DSN (overrides database.dsn)")
-	if err := parseFlags(fs, args, stderr, "migrate -config FILE [-dsn DSN]"); err != nil {
-		return err
-	}
-	if *dsn == "" {
-		if *configPath == "" {
-			fmt.Fprintln(stderr, "-config or -dsn is required")
-			fs.Usage()
-			return errUsage
-		}
-		d, err := dsnFromConfig(*configPath)
-		if err != nil {
-			return err
-		}
-		*dsn = d
-	}
-	db, err := store.Open(ctx, *dsn, store.Options{})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	applied, err := db.Migrate(ctx, assets.Schema)
-	if err != nil {
-		return err
-	}
-	v, _ := db.SchemaVersion(ctx)
-	fmt.Fprintf(stdout, "applied %d migration(s) %v; schema version %d\n", len(applied), applied, v)
-	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"bindery/approval"
-	"bindery/state"
+	"bindery/internal/remote/approval"
+	"bindery/internal/vocab/state"
 )
 
 // Answer codes of a 202 on POST /api/apply.

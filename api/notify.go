@@ -3,7 +3,7 @@ package api
 import (
 	"time"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // WebhookBody is the body of an outgoing webhook (Standard Webhooks v1): the event's type, when

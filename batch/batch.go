@@ -19,11 +19,11 @@ import (
 	"strconv"
 	"time"
 
-	"bindery/change"
-	"bindery/config"
-	"bindery/engine"
-	"bindery/metric"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/platform/metric"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -3,7 +3,7 @@ package batch
 import (
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"bindery/batch"
-	"bindery/change"
-	"bindery/gitlab"
-	"bindery/state"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"bindery/batch"
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/engine"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -17,14 +17,14 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"bindery/batch"
-	"bindery/change"
-	"bindery/config"
-	"bindery/engine"
-	"bindery/gitlab"
-	"bindery/logging/logtest"
-	"bindery/metric"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/platform/metric"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

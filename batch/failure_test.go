@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"bindery/batch"
-	"bindery/change"
-	"bindery/config"
-	"bindery/gitlab"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 	"bindery/store"
 	"bindery/store/storetest"
 )

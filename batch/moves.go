@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // A failure recorded on a batch whose settlement did not go through reads back as decided, note

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"bindery/change"
-	"bindery/config"
-	"bindery/engine"
-	"bindery/explain"
-	"bindery/gitlab"
-	"bindery/outbound"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/remote/outbound"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"bindery/gitlab"
-	"bindery/state"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

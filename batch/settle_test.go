@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"bindery/batch"
-	"bindery/gitlab"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -3,7 +3,7 @@ package batch_test
 import (
 	"testing"
 
-	"bindery/engine/steptest"
+	"bindery/internal/work/engine/steptest"
 )
 
 // Every step of a batch is a row of its step table, and no step is named by a raw string.

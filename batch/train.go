@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"bindery/change"
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

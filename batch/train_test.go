@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bindery/batch"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

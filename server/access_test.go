@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/logging/logtest"
-	"bindery/state"
+	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/vocab/state"
 )
 
 // accessLines are the access log's lines, decoded, each checked for repeated keys.

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/approval"
-	"bindery/state"
+	"bindery/internal/remote/approval"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 	"bindery/workflow"
 )
 

@@ -14,9 +14,9 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"bindery/api"
-	"bindery/identity"
-	"bindery/ratelimit"
-	"bindery/state"
+	"bindery/internal/platform/identity"
+	"bindery/internal/platform/ratelimit"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/workflow"
 )

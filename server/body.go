@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"bindery/apperr"
+	"bindery/internal/vocab/apperr"
 )
 
 // readBody reads the whole body once, bounded by limit (413 beyond it), and keeps it for the

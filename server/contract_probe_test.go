@@ -14,8 +14,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 	"bindery/workflow"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // The OpenAPI document is a contract the API tests hold the server to: every request a test

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/workflow"
 )

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"bindery/apperr"
-	"bindery/logging"
-	"bindery/outbound"
+	"bindery/internal/platform/logging"
+	"bindery/internal/remote/outbound"
+	"bindery/internal/vocab/apperr"
 	"bindery/store"
 )
 

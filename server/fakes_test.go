@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/workflow"
 )

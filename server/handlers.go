@@ -10,10 +10,10 @@ import (
 	"unicode/utf8"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/explain"
-	"bindery/identity"
-	"bindery/state"
+	"bindery/internal/platform/identity"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/workflow"
 )

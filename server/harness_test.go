@@ -16,12 +16,12 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"bindery/approval"
-	"bindery/config"
-	"bindery/logging"
-	"bindery/logging/logtest"
-	"bindery/metric"
-	"bindery/ratelimit"
+	"bindery/internal/platform/config"
+	"bindery/internal/platform/logging"
+	"bindery/internal/platform/logging/logtest"
+	"bindery/internal/platform/metric"
+	"bindery/internal/platform/ratelimit"
+	"bindery/internal/remote/approval"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"bindery/api"
-	"bindery/apperr"
+	"bindery/internal/vocab/apperr"
 	"bindery/workflow"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // Oversized, deeply nested and malformed bodies on every route that reads one (issue 8, point

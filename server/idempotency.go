@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"bindery/apperr"
-	"bindery/logging"
+	"bindery/internal/platform/logging"
+	"bindery/internal/vocab/apperr"
 	"bindery/store"
 )
 

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/approval"
-	"bindery/identity"
+	"bindery/internal/platform/identity"
+	"bindery/internal/remote/approval"
+	"bindery/internal/vocab/apperr"
 )
 
 // The interceptors (docs/api.md, 'Interceptors'). Each is a plain func(http.Handler) http.Handler

@@ -11,8 +11,8 @@ import (
 	"runtime/debug"
 	"time"
 
-	"bindery/apperr"
-	"bindery/logging"
+	"bindery/internal/platform/logging"
+	"bindery/internal/vocab/apperr"
 )
 
 // Interceptors are plain func(http.Handler) http.Handler; each writes its own response.

@@ -5,8 +5,8 @@ import (
 	"regexp"
 	"strconv"
 
-	"bindery/apperr"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 )
 
 // The notification routes: a person's choice of emails, what was sent about a request, and the

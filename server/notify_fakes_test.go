@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 )
 
 // fakeNotifications behaves like the notifier's contract: a choice per person among the events

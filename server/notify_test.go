@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // The notification routes: a person's choice is theirs (an event they cannot choose is a 400),

@@ -10,9 +10,9 @@ import (
 	"unicode/utf8"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/config"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/workflow"
 )

@@ -13,10 +13,10 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/julienschmidt/httprouter"
 
-	"bindery/apperr"
-	"bindery/config"
-	"bindery/metric"
-	"bindery/ratelimit"
+	"bindery/internal/platform/config"
+	"bindery/internal/platform/metric"
+	"bindery/internal/platform/ratelimit"
+	"bindery/internal/vocab/apperr"
 )
 
 // Deps are what the server needs from the rest of the process.

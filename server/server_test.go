@@ -17,8 +17,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/outbound"
+	"bindery/internal/remote/outbound"
+	"bindery/internal/vocab/apperr"
 	"bindery/store"
 	"bindery/workflow"
 )

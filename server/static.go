@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"bindery/apperr"
+	"bindery/internal/vocab/apperr"
 )
 
 // hashedAsset matches build outputs whose name carries a content hash (index-3f9a1c2b.js):

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/vocab/state"
 	"bindery/schema"
-	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

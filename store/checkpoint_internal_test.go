@@ -8,7 +8,7 @@ import (
 
 	"modernc.org/sqlite"
 
-	"bindery/service/servicetest"
+	"bindery/internal/work/service/servicetest"
 )
 
 // SQLite's background checkpointer keeps the start/stop contract of every background service:

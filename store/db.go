@@ -23,7 +23,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"modernc.org/sqlite"
 
-	"bindery/service"
+	"bindery/internal/work/service"
 )
 
 // Dialect names the SQL dialect of a DB.

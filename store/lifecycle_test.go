@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -3,12 +3,15 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Migration is one numbered schema step, e.g. schema/mysql/0002_batches.sql.
@@ -56,6 +59,11 @@ func Migrations(fsys fs.FS, d Dialect) ([]Migration, error) {
 // own transaction, and returns the names applied. It is idempotent and safe to run from several
 // instances at once: MySQL serialises on a named lock, SQLite on its single write connection.
 //
+// Migrations are forward-only: there is no down migration, and a binary never undoes one. A
+// database migrated by a newer release is refused (*NewerSchemaError) before anything is applied:
+// an older binary does not know what the newer columns and tables mean (docs/install.md,
+// 'Upgrading and rolling back').
+//
 // MySQL commits DDL implicitly, so a migration interrupted halfway is not rolled back: write
 // MySQL migrations with IF NOT EXISTS so that a re-run completes them.
 func (db *DB) Migrate(ctx context.Context, fsys fs.FS) ([]string, error) {
@@ -85,6 +93,13 @@ func (db *DB) Migrate(ctx context.Context, fsys fs.FS) ([]string, error) {
 	)`); err != nil {
 		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
+	var newest sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
+		return nil, fmt.Errorf("read schema version: %w", err)
+	}
+	if known := latest(migs); int(newest.Int64) > known {
+		return nil, &NewerSchemaError{Database: int(newest.Int64), Binary: known}
+	}
 	var applied []string
 	for _, m := range migs {
 		done, err := db.applyOne(ctx, conn, m)
@@ -96,6 +111,78 @@ func (db *DB) Migrate(ctx context.Context, fsys fs.FS) ([]string, error) {
 		}
 	}
 	return applied, nil
+}
+
+// NewerSchemaError is a database whose schema a newer release migrated: this binary refuses to
+// run against it.
+type NewerSchemaError struct {
+	Database int // the highest migration recorded in the database
+	Binary   int // the highest migration this binary carries
+}
+
+func (e *NewerSchemaError) Error() string {
+	return fmt.Sprintf("the database schema is at version %04d, newer than this binary knows (%04d): a newer release of bindery migrated it. "+
+		"Run that release (or a newer one) instead; migrations are forward-only, so going back to this release means restoring the backup taken before the upgrade (docs/install.md, 'Upgrading and rolling back')",
+		e.Database, e.Binary)
+}
+
+func latest(migs []Migration) int {
+	if len(migs) == 0 {
+		return 0
+	}
+	return migs[len(migs)-1].Version
+}
+
+// SchemaStatus is what a database holds against the migrations a binary carries, read without
+// changing anything (bindery doctor).
+type SchemaStatus struct {
+	Database int      // the highest migration recorded (0: none, or no schema_migrations table)
+	Binary   int      // the highest migration the binary carries
+	Pending  []string // migrations the binary carries that the database lacks, in order
+}
+
+// Schema reads the database's migration state against fsys's migrations. It writes nothing: a
+// database never migrated reports every migration pending.
+func (db *DB) Schema(ctx context.Context, fsys fs.FS) (SchemaStatus, error) {
+	migs, err := Migrations(fsys, db.dialect)
+	if err != nil {
+		return SchemaStatus{}, err
+	}
+	st := SchemaStatus{Binary: latest(migs)}
+	done := map[int]bool{}
+	rows, err := db.ro.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err == nil {
+		defer rows.Close()
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				return st, err
+			}
+			done[v] = true
+			st.Database = max(st.Database, v)
+		}
+		if err := rows.Err(); err != nil {
+			return st, err
+		}
+	} else if !missingTable(err) {
+		return st, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for _, m := range migs {
+		if !done[m.Version] {
+			st.Pending = append(st.Pending, m.Name)
+		}
+	}
+	return st, nil
+}
+
+// missingTable is the error of a read from a table that does not exist (MySQL 1146, SQLite's
+// "no such table").
+func missingTable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1146
+	}
+	return strings.Contains(err.Error(), "no such table")
 }
 
 func (db *DB) applyOne(ctx context.Context, conn *sql.Conn, m Migration) (bool, error) {

@@ -6,8 +6,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"bindery/internal/vocab/state"
 	"bindery/schema"
-	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

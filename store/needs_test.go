@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/vocab/state"
 	"bindery/schema"
-	"bindery/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

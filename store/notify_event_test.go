@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

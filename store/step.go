@@ -1,7 +1,7 @@
 package store
 
 import (
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"context"
 	"database/sql"
 	"fmt"

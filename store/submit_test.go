@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

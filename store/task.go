@@ -1,7 +1,7 @@
 package store
 
 import (
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"context"
 	"errors"
 	"fmt"

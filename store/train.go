@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // A partition's merge train: its active batches ("cars") in order (docs/architecture.md, "The

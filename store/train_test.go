@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -24,7 +24,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"bindery/config"
+	"bindery/internal/platform/config"
 	"bindery/server"
 	"bindery/store/storetest"
 	"bindery/ui"

@@ -22,7 +22,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"bindery/app"
+	"bindery/internal/app"
 	"bindery/schema"
 	"bindery/ui"
 )

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/config"
-	"bindery/explain"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
 	"bindery/workflow"
 )
 

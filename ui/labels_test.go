@@ -8,8 +8,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"bindery/explain"
-	"bindery/state"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
 )
 
 // rawCode is what a requester never reads: a binding status, a step name, an identifier with an

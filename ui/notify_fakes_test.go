@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // The fake API's notification routes, as the server answers them (api/notify.go): a person's

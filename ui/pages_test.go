@@ -8,7 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // seedHistory gives alice a finished, a moving and a rejected request, and bob a stuck one:

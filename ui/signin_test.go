@@ -12,7 +12,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/chromedp/chromedp"
 
-	"bindery/config"
+	"bindery/internal/platform/config"
 	"bindery/server"
 	"bindery/store/storetest"
 	"bindery/ui"

@@ -7,8 +7,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"bindery/explain"
-	"bindery/state"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
 )
 
 // signInAs sets the demo user for the next pages.

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
 	"bindery/batch"
-	"bindery/change"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 	"bindery/store"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"bindery/api"
-	"bindery/config"
+	"bindery/internal/platform/config"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/approval"
 	"bindery/batch"
-	"bindery/change"
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/remote/approval"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/engine"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/engine"
 	"bindery/store"
 	"bindery/store/storetest"
 )

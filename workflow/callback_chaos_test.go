@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/approval"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/remote/approval"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -5,9 +5,9 @@ import (
 	"errors"
 
 	"bindery/api"
-	"bindery/apperr"
 	"bindery/batch"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"bindery/config"
-	"bindery/metric"
-	"bindery/service"
+	"bindery/internal/platform/config"
+	"bindery/internal/platform/metric"
+	"bindery/internal/work/service"
 	"bindery/store"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"bindery/batch"
-	"bindery/config"
-	"bindery/service/servicetest"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/service/servicetest"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"
@@ -21,7 +21,7 @@ const idleCron = "cron:\n  rounds: \"0 0 1 1 *\"\n  reconcile: \"0 0 1 1 *\"\n  
 
 var cronJobs = []string{config.JobRounds, config.JobReconcile, config.JobSweep, config.JobExpiry, config.JobPurge}
 
-// Every job of config/workflow.go runs from the cron with the schedule in force; a change of
+// Every job of internal/platform/config/workflow.go runs from the cron with the schedule in force; a change of
 // the configuration re-schedules.
 func TestCronSchedulesEveryJobAndFollowsTheConfiguration(t *testing.T) {
 	h := setup(t, storetest.SQLite(t), options{approvalFirst: true})

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"bindery/api"
-	"bindery/explain"
-	"bindery/state"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"bindery/api"
-	"bindery/gitlab"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"bindery/config"
+	"bindery/internal/platform/config"
 	"bindery/store"
 )
 

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

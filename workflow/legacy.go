@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"bindery/batch"
-	"bindery/change"
-	"bindery/config"
-	"bindery/engine"
-	"bindery/gitlab"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/remote/gitlab"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"

@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"bindery/api"
-	"bindery/explain"
-	"bindery/state"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

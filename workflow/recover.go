@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	"bindery/api"
-	"bindery/apperr"
 	"bindery/batch"
-	"bindery/change"
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"bindery/approval"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/remote/approval"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"

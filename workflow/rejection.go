@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 
 	"bindery/api"
-	"bindery/explain"
-	"bindery/state"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

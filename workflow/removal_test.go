@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"bindery/api"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

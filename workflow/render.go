@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"bindery/batch"
-	"bindery/change"
-	"bindery/config"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 	"bindery/store"
 )
 

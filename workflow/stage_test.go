@@ -3,7 +3,7 @@ package workflow_test
 import (
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/workflow"
 )
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"bindery/batch"
-	"bindery/engine"
-	"bindery/explain"
-	"bindery/notify"
-	"bindery/state"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/engine"
+	"bindery/internal/work/notify"
 	"bindery/workflow"
 )
 

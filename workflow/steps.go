@@ -7,10 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"bindery/change"
-	"bindery/engine"
-	"bindery/outbound"
-	"bindery/state"
+	"bindery/internal/remote/outbound"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/config"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/workflow"

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
 	"bindery/batch"
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )

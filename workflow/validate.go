@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
 	"bindery/batch"
-	"bindery/logging"
+	"bindery/internal/platform/logging"
+	"bindery/internal/vocab/apperr"
 	"bindery/store"
 )
 

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/apperr"
 	"bindery/batch"
-	"bindery/engine"
-	"bindery/explain"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/explain"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/engine"
-	"bindery/state"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

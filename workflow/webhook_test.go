@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 	"bindery/store/storetest"
 )
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"bindery/api"
-	"bindery/apperr"
-	"bindery/state"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 

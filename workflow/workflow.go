@@ -9,14 +9,14 @@ import (
 	"log/slog"
 	"strings"
 
-	"bindery/apperr"
-	"bindery/approval"
 	"bindery/batch"
-	"bindery/change"
-	"bindery/config"
-	"bindery/engine"
-	"bindery/metric"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/platform/metric"
+	"bindery/internal/remote/approval"
+	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // apiClient calls bindery's HTTP API as the bench's people: each request carries an identity

@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"bindery/config"
-	"bindery/proc"
-	"bindery/sim"
-	"bindery/state"
+	"bindery/internal/platform/config"
+	"bindery/internal/sim"
+	"bindery/internal/testkit/proc"
+	"bindery/internal/vocab/state"
 )
 
 // e2eSection: N applications through the HTTP API, approved by the simulated approval system

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"bindery/proc"
+	"bindery/internal/testkit/proc"
 )
 
 // footprintSection: binary size against hello-world binaries built the same way, start-to-ready

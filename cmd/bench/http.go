@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"bindery/proc"
-	"bindery/state"
+	"bindery/internal/testkit/proc"
+	"bindery/internal/vocab/state"
 )
 
 // httpSection: apply and status throughput against `bindery serve` on each database, the load

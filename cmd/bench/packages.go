@@ -44,10 +44,10 @@ func chainSection(ctx context.Context, e *env) (string, []goal, error) {
 	return body + table(rows), goals, nil
 }
 
-// limiterSection: BenchmarkCheck and BenchmarkMemoryPerKey in ratelimit/bench_test.go.
+// limiterSection: BenchmarkCheck and BenchmarkMemoryPerKey in internal/platform/ratelimit/bench_test.go.
 func limiterSection(ctx context.Context, e *env) (string, []goal, error) {
 	benchtime := quickOr(e, "300ms", "50ms") // the checks take about 100 ns: millions of them per run
-	runs, err := goBench(ctx, e, "./ratelimit", ".", benchtime, nil)
+	runs, err := goBench(ctx, e, "./internal/platform/ratelimit", ".", benchtime, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -75,7 +75,7 @@ func limiterSection(ctx context.Context, e *env) (string, []goal, error) {
 		}
 		mem = append(mem, []string{what, distOf(ours).show(byteSize), distOf(base).show(byteSize), ratios(ours, base).show(times)})
 	}
-	body := fmt.Sprintf("`go test ./ratelimit -bench . -benchtime %s -count %d` (`ratelimit/bench_test.go`): bindery's sliding-window "+
+	body := fmt.Sprintf("`go test ./internal/platform/ratelimit -bench . -benchtime %s -count %d` (`internal/platform/ratelimit/bench_test.go`): bindery's sliding-window "+
 		"log against `golang.org/x/time/rate` token buckets in a mutex-guarded map, the usual per-key use. A token bucket is "+
 		"not a sliding window (it admits a burst at the window edge), so this compares cost, not semantics.\n\n"+
 		"**Cost per check**\n\n", benchtime, e.runs)

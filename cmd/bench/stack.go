@@ -16,7 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"bindery/proc"
+	"bindery/internal/testkit/proc"
 )
 
 // The product as it runs in production: the built binary, `bindery serve` on a generated

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 // trainSection: the merge train (batch.train, docs/architecture.md "The merge train") against

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"bindery/api"
-	"bindery/state"
+	"bindery/internal/vocab/state"
 )
 
 func TestPercentilesAreNearestRank(t *testing.T) {

@@ -1,0 +1,12 @@
+package notify_test
+
+import (
+	"testing"
+
+	"bindery/internal/work/engine/steptest"
+)
+
+// Every step of a notify task is a row of its step table, and no step is named by a raw string.
+func TestEveryNotifyStepIsInItsTable(t *testing.T) {
+	steptest.Check(t, ".", "Step", "steps")
+}
