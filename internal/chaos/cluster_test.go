@@ -118,8 +118,6 @@ reconcile:
 notify:
   timeout: 2s
   webhooks: # the sim's receiver counts each delivery by webhook-id (internal/chaos/notify_check_test.go)
-    - {name: chaos, url: "%[9]s/sim/webhooks/chaos", secrets: [%[10]s], events: "*"}
-  webhooks: # the sim's receiver counts each delivery by webhook-id (chaos/notify_check_test.go)
     - {name: chaos, url: "%[11]s/sim/webhooks/chaos", secrets: [%[12]s], events: "*"}
 cron:
   rounds: "@every 1s"
