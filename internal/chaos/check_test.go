@@ -215,13 +215,18 @@ func (c *checker) invariants() {
 
 	// I2: a request is in at most one batch at a time. The member history may list a request in
 	// several batches over time (bisection requeues, a failed batch's members are re-admitted),
-	// but a later batch may claim it only after the earlier one released it, and a queue row
-	// is claimed by the batch that lists it.
+	// but a later batch may claim it only after the earlier one released it — settled, or handed
+	// it back to the waiting set while it goes on (a bisection's returned half, a member for a
+	// later batch: the request's history shows it QUEUED again, or CLOSE_STARTED for a removal,
+	// between the two claims; with a merge train the next car claims it while the bisected car
+	// is still active) — and a queue row is claimed by the batch that lists it.
 	c.none("I2: a request claimed by a batch while an earlier batch holding it was active",
 		`SELECT m1.operation_id, m1.action, m1.batch_id first_batch, a.settled_at, m2.batch_id second_batch, m2.claimed_at
 		   FROM merge_batch_member m1 JOIN merge_batch a ON a.id = m1.batch_id
 		   JOIN merge_batch_member m2 ON m2.operation_id = m1.operation_id AND m2.action = m1.action AND m2.batch_id > m1.batch_id
-		 WHERE a.settled_at IS NULL OR m2.claimed_at < a.settled_at - `+clockSlack)
+		 WHERE (a.settled_at IS NULL OR m2.claimed_at < a.settled_at - `+clockSlack+`)
+		   AND NOT EXISTS (SELECT 1 FROM operation_step s WHERE s.operation_id = m1.operation_id AND s.step IN (10010, 10201)
+		     AND s.at > m1.claimed_at AND s.at <= m2.claimed_at + `+clockSlack+`)`)
 	c.none("I2: a request listed twice in one batch's history",
 		`SELECT batch_id, operation_id, action, COUNT(*) n FROM merge_batch_member GROUP BY batch_id, operation_id, action HAVING COUNT(*) > 1`)
 	c.none("I2: a claimed queue row whose batch's history does not list it",
