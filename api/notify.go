@@ -60,7 +60,19 @@ type OpsNews struct {
 	Endpoint string   `json:"endpoint,omitempty"`
 	Keys     []string `json:"keys,omitempty"`
 	Instance string   `json:"instance,omitempty"`
-	URL      string   `json:"url"` // the ops console
+	// Targets: targets that left the catalog while bindings use them (config.targets_removed).
+	Targets []TargetUse `json:"targets,omitempty"`
+	URL     string      `json:"url"` // the ops console
+}
+
+// TargetUse is a target bindings still use although the catalog no longer has it: how many are
+// on their way (accepted, not yet in effect) and how many are in effect. They finish, and stay
+// until revoked or expired, with the target as it was when they were accepted; only new
+// applications are refused.
+type TargetUse struct {
+	Key      string `json:"key"`
+	InFlight int    `json:"inFlight"`
+	InEffect int    `json:"inEffect"`
 }
 
 // Sent is one message bindery sent (or tried to) about a request, as its page shows it.

@@ -90,6 +90,9 @@ type ConfigView struct {
 	Unknown        []string           `json:"unknown"`
 	LastError      *config.LoadError  `json:"lastError"`
 	PendingRestart []string           `json:"pendingRestart"`
+	// RemovedTargets are the targets bindings still use (in flight or in effect) that the
+	// catalog in force no longer has: a reload removed them, on purpose or with a file cut short.
+	RemovedTargets []TargetUse `json:"removedTargets"`
 }
 
 // ErrorBody is the JSON body of every error response.

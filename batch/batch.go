@@ -12,6 +12,7 @@ package batch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,6 +131,30 @@ func (s *Service) outside(ctx context.Context, b store.Batch, step Step, m memo,
 	}
 	s.engine.Nudge(engine.LaneBackground)
 	return nil
+}
+
+// TargetOf is the target request op was accepted for: the definition recorded with it at its
+// application (Operation.TargetDef) — so a target that left the catalog, or changed, since goes on
+// unchanged for the requests already accepted (docs/workflow.md, 'Targets and the file change') —
+// or, for a request accepted before definitions were recorded (or one whose record does not
+// read), the catalog's. false: neither knows it.
+func TargetOf(snap *config.Snapshot, op store.Operation) (config.Target, bool) {
+	if op.TargetDef != "" {
+		var t config.Target
+		if err := json.Unmarshal([]byte(op.TargetDef), &t); err == nil && t.Key == op.TargetKey && t.Project != "" {
+			return t, true
+		}
+	}
+	return snap.Target(op.TargetKey)
+}
+
+// TargetDef is t as an application records it (store.Application.TargetDef; read by TargetOf).
+func TargetDef(t config.Target) string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "" // a plain struct of strings and a duration: never; the catalog is read then
+	}
+	return string(b)
 }
 
 // RenderChange renders what request op changes in the repository: ADD creates the binding's

@@ -139,8 +139,11 @@ type env struct {
 	// failClose, while set, answers every MR update (the close) with a 500 before the simulator
 	// sees it: GitLab failing while a batch is settled.
 	failClose atomic.Bool
-	logs      *logtest.Buffer // every service's log, text
-	kit       *enginekit.Harness
+	// beforeServe and afterServe, when set, run before the simulator handles a request and after
+	// it answered (something that happens inside a call, or right after bindery read).
+	beforeServe, afterServe atomic.Pointer[func(*http.Request)]
+	logs                    *logtest.Buffer // every service's log, text
+	kit                     *enginekit.Harness
 }
 
 // mrUpdate is PUT …/merge_requests/:iid (the close), not …/merge or …/rebase.
@@ -165,7 +168,13 @@ func setup(t *testing.T, db *store.DB, s settings) *env {
 			http.Error(w, `{"message":"500 Internal Server Error"}`, http.StatusInternalServerError)
 			return
 		}
+		if fn := e.beforeServe.Load(); fn != nil {
+			(*fn)(r)
+		}
 		handler.ServeHTTP(w, r)
+		if fn := e.afterServe.Load(); fn != nil {
+			(*fn)(r)
+		}
 	}))
 	ctx, cancel := context.WithCancel(bg)
 	sims.Start(ctx)

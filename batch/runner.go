@@ -48,6 +48,11 @@ const (
 	stepBlocked       Step = "blocked" // BLOCKED: operators' window; when it ends, settled as failed
 )
 
+// merging reports the merge phases: a merge there went onto the target its last look read.
+func (s Step) merging() bool {
+	return s == stepMerge || s == stepMergeRebase || s == stepMergePipeline || s == stepMergeChecking || s == stepMergeBlocked
+}
+
 // memo is what a batch remembers between its runs (the task's memo): the lifecycle's memory of
 // its MR (the same JSON as when it was a struct embedding it).
 type memo = change.Memo
@@ -80,7 +85,7 @@ func (s *Service) steps() []stepRow {
 			does:    "render the members (failing or deferring those that cannot be in it), build the branch on the head of the car ahead in the merge train (the first car: on the target branch), one commit and the MR; rebuild when the member set or what is ahead changed"},
 		{Step: es{Name: stepPipeline, Lane: bg, Polls: true, Run: s.run((*run).pipeline)}, fail: failedCreate,
 			waiting: "the pipeline of {mr} to pass",
-			does:    "one look at the head's pipeline: pass → approve; fail → held while a car ahead is untested, else flaky retry, then bisection or the failure; no answer within `poll.timeout` → a new pipeline on the same commit once, then BLOCKED; what it was built on changed → rebuilt"},
+			does:    "one look at the head's pipeline: pass → approve (a car beside the train first takes a place at the end of the train: its pass counts there when it stands on the last car, else it is rebuilt on it); fail → held while a car ahead is untested, else flaky retry, then bisection or the failure; no answer within `poll.timeout` → a new pipeline on the same commit once, then BLOCKED; what it was built on changed → rebuilt"},
 		{Step: es{Name: stepApprove, Lane: bg, Run: s.run((*run).approve)}, fail: failedApprove,
 			waiting: "the reviewer bots to approve {mr}", does: "both reviewer accounts approve the head"},
 		{Step: es{Name: stepTurn, Lane: bg, Polls: true, Run: s.run((*run).turn)}, fail: failedMerge,
@@ -88,7 +93,7 @@ func (s *Service) steps() []stepRow {
 			does:    "wait for the cars ahead to merge and the project's queue not to be paused; then the target must be what the branch was built on (else: rebase and test again first)"},
 		{Step: es{Name: stepMerge, Lane: bg, Run: s.run((*run).merge)}, fail: failedMerge,
 			waiting: "the bot to merge {mr}",
-			does:    "one merge action, decided from the MR's state in GitLab's order ([gitlab.md](gitlab.md)): locked → look again; computing → wait; conflict → regenerate (a conflict after that: bisected, never BLOCKED); behind → rebase; CI not passed or head not the tested one → wait for the head's pipeline; not approved → approve; merge at the tested SHA"},
+			does:    "one merge action, decided from the MR's state in GitLab's order ([gitlab.md](gitlab.md)): locked → look again; computing → wait; conflict → regenerate (a conflict after that: bisected, never BLOCKED); behind → rebase; CI not passed or head not the tested one → wait for the head's pipeline; not approved → approve; the target read once more (still what the head was built on, else rebase); merge at the tested SHA"},
 		{Step: es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
 			waiting: "GitLab to rebase {mr} onto the target branch", does: "wait for GitLab's rebase (no answer within `poll.timeout` → BLOCKED)"},
 		{Step: es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
@@ -289,7 +294,7 @@ func (r *run) changeOf(snap *config.Snapshot, q store.BatchRequest) (change.File
 		}
 		return fa, c.Branch, nil
 	}
-	t, ok := snap.Target(q.Operation.TargetKey)
+	t, ok := TargetOf(snap, q.Operation)
 	switch {
 	case !ok:
 		return change.FileAction{}, "", fmt.Errorf("target %s is no longer in the catalog", q.Operation.TargetKey)
@@ -482,18 +487,10 @@ func (r *run) pipeline(ctx context.Context) error {
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note}})
 	case o.Result == change.Merged:
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
-	case o.Result == change.Passed && t.beside && t.carsBehind(b):
-		return r.rejoin(ctx, o.Note)
+	case o.Result == change.Passed && t.beside:
+		return r.rejoin(ctx, t, o, pipeline)
 	case o.Result == change.Passed:
-		r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.r.Memo.CI), "project", b.Project)
-		r.r.Memo.CI = 0
-		tested := o.MR.SHA
-		if err := r.next(ctx, r.r.To(stepApprove), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note, Tested: &tested},
-			Moves: pipelinePassed(pipeline, o.Note)}); err != nil {
-			return err
-		}
-		r.s.wakeBehind(ctx, r.batch) // a failure held behind it is now theirs to decide
-		return nil
+		return r.passed(ctx, o, pipeline, store.BatchChange{Note: o.Note})
 	case o.Result == change.Failed && hold:
 		_, _, long, _ := r.s.cfg.Current().PollStages()
 		if err := r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitKeep, Checks: r.r.Task.Checks,
@@ -521,6 +518,20 @@ func (r *run) pipeline(ctx context.Context) error {
 		return r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{PipelineID: pipeline}})
 	}
 	return r.r.Next(ctx, o.Next, nil)
+}
+
+// passed records the pass of the head's pipeline (with c, the batch's change of this step) and
+// goes on to the approvals.
+func (r *run) passed(ctx context.Context, o change.Outcome, pipeline int64, c store.BatchChange) error {
+	r.s.rec.Since("bindery_batch_ci_seconds", time.UnixMilli(r.r.Memo.CI), "project", r.batch.Project)
+	r.r.Memo.CI = 0
+	tested := o.MR.SHA
+	c.PipelineID, c.Tested = pipeline, &tested
+	if err := r.next(ctx, r.r.To(stepApprove), store.BatchStep{Change: c, Moves: pipelinePassed(pipeline, o.Note)}); err != nil {
+		return err
+	}
+	r.s.wakeBehind(ctx, r.batch) // a failure held behind it is now theirs to decide
+	return nil
 }
 
 // retryBehind is the flaky retry of a car with cars behind it. When a car behind failed too (its
@@ -726,10 +737,33 @@ func (r *run) merge(ctx context.Context) error {
 			Change: store.BatchChange{Status: state.BatchRunning, Note: o.Note}, Moves: resumed(o.Note)})
 	}
 	// Moved: progress is worth a step (the request view shows it).
+	if tested := r.testedNow(o.MR.SHA); tested != nil {
+		// The pipeline of the head a rebase or a regeneration gave it passed: recorded like a
+		// pass at the pipeline step, so the cars built on this head find it tested (a failure
+		// of theirs held behind it is now theirs to decide).
+		note := o.Note
+		if note == "" {
+			note = fmt.Sprintf("the pipeline of MR !%d's new head %s passed", b.MRIID, short(*tested))
+		}
+		if err := r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{Note: note, Tested: tested}}); err != nil {
+			return err
+		}
+		r.s.wakeBehind(ctx, r.batch)
+		return nil
+	}
 	if o.Event == "" {
 		return r.r.Next(ctx, o.Next, nil)
 	}
 	return r.next(ctx, o.Next, store.BatchStep{Change: store.BatchChange{Note: o.Note}, Moves: handling(state.StepHandleStarted, o.Note)})
+}
+
+// testedNow is head when the merge phase's pipeline passed for it (the memo's tested head) and
+// the batch has not recorded it yet; nil otherwise.
+func (r *run) testedNow(head string) *string {
+	if t := r.r.Memo.Tested; t != "" && t == head && t != r.batch.TestedSHA {
+		return &t
+	}
+	return nil
 }
 
 // headMoved records the branch's new head (a rebase or a regeneration in the merge) with the
@@ -746,7 +780,7 @@ func (r *run) headMoved(ctx context.Context, o change.Outcome) error {
 	if note == "" {
 		note = fmt.Sprintf("MR !%d has a new head %s", r.batch.MRIID, short(o.MR.SHA))
 	}
-	err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note, Built: &store.Build{HeadSHA: o.MR.SHA}},
+	err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Note: note, Built: &store.Build{HeadSHA: o.MR.SHA}, Tested: r.testedNow(o.MR.SHA)},
 		Moves: handling(state.StepHandleStarted, note)})
 	if err != nil {
 		return err
@@ -858,7 +892,14 @@ func (r *run) settle(ctx context.Context) error {
 // settleMerged settles the batch as merged by mr (as GitLab gave it after the merge), recording
 // where it landed in the project's merge order.
 func (r *run) settleMerged(ctx context.Context, note string, mr gitlab.MergeRequest) error {
-	return r.settleWith(ctx, store.Settlement{Status: state.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)})
+	s := store.Settlement{Status: state.BatchSucceeded, Note: note, Moves: merged(mr.IID, note), Merge: change.Landed(r.batch.Project, mr)}
+	if tested := r.testedNow(mr.SHA); tested != nil {
+		s.Tested = *tested // passed and merged in one action of the merge phase
+	}
+	if r.r.Step.Name.merging() {
+		s.MergedOn = r.r.Memo.On // the target the merge call went onto, as last read (batch.builtOn)
+	}
+	return r.settleWith(ctx, s)
 }
 
 // settleAbsent ends a batch whose only member deletes a file already gone: the change is in

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
+	"bindery/internal/work/engine"
 	"bindery/store"
 )
 
@@ -58,24 +60,50 @@ func (t train) behind(b store.Batch) bool {
 	return false
 }
 
-// carsBehind reports whether cars of the train follow b, a car beside it, in the train's order:
-// were b to merge first, each of them would find the target moved and rebase and test again.
-func (t train) carsBehind(b store.Batch) bool {
-	for _, c := range t.cars {
-		if c.ID != b.ID && c.TrainSeq > b.TrainSeq {
-			return true
+// atEnd is the train as it would be with b, a car beside it, at its end: behind the train's last
+// car, or first in an empty train.
+func (t train) atEnd(b store.Batch) train {
+	out := train{}
+	for i, c := range t.cars {
+		if c.ID != b.ID {
+			out.cars = append(out.cars, c)
+			out.ahead = &t.cars[i]
 		}
 	}
-	return false
+	out.cars = append(out.cars, b)
+	return out
 }
 
-// rejoin puts a car of a bisection whose pipeline passed beside the train back into the train, at
-// its end: rebuilt on the last car and tested there (its members' one more pipeline), it merges
-// in order, instead of merging beside the train and making every car in CI behind it rebase and
-// test again.
-func (r *run) rejoin(ctx context.Context, passed string) error {
-	note := fmt.Sprintf("%s beside the merge train; with cars of the train in CI behind it, batch %d goes back into the train at its end and is tested there on top of them, so none of them has to rebase", passed, r.batch.ID)
-	return r.reopen(ctx, note, store.BatchChange{ToEnd: true, Rejoin: true})
+// rejoin puts a car of a bisection whose pipeline passed beside the train into the train, at its
+// end: a car beside the train merges by the train's rule — in the order the database gives the
+// cars (its place at the end, taken under the lock on the end of the train), and only when the
+// target is what its pipeline tested. Two cars beside the train never merge one over the other,
+// and none merges beside the train and moves the target under the cars in CI behind it. When the
+// car stands on what is at the end of the train now (the last car, or in an empty train the
+// target it was built on), its passed pipeline counts there and it goes on to its approvals; the
+// move is guarded on that last car, so a car that joined the end meanwhile makes it read the train
+// again. Otherwise it is rebuilt at the end and tested there (its members' one more pipeline).
+func (r *run) rejoin(ctx context.Context, t train, o change.Outcome, pipeline int64) error {
+	b := r.batch
+	at := t.atEnd(b)
+	why, err := r.stale(ctx, at)
+	if err != nil {
+		return engine.Unavailable(err)
+	}
+	if why != "" {
+		behind := "the target branch"
+		if at.ahead != nil {
+			behind = fmt.Sprintf("batch %d", at.ahead.ID)
+		}
+		note := fmt.Sprintf("%s beside the merge train; batch %d goes into the train at its end, behind %s, and is rebuilt and tested there before it merges (%s)", o.Note, b.ID, behind, why)
+		return r.reopen(ctx, note, store.BatchChange{ToEnd: true, Rejoin: true})
+	}
+	end := int64(0)
+	if at.ahead != nil {
+		end = at.ahead.ID
+	}
+	note := fmt.Sprintf("%s beside the merge train; batch %d goes into the train at its end, on what it was tested on, and merges in the train's order", o.Note, b.ID)
+	return r.passed(ctx, o, pipeline, store.BatchChange{Note: note, ToEnd: true, Rejoin: true, Behind: &end})
 }
 
 // aheadPassed reports whether every car ahead of b passed its pipeline for the head it carries:
@@ -211,6 +239,9 @@ func (r *run) turn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The merge reads the target once more right before its call: it must still be this head
+	// (or the one a rebase put the branch on).
+	r.r.Memo.On = head.CommitSHA
 	if !ok {
 		// A commit from outside the train: the merge rebases the branch onto the new head and
 		// tests it again before merging (GitLab's own rebase, as a project that asks for a
@@ -225,7 +256,12 @@ func (r *run) turn(ctx context.Context) error {
 }
 
 // builtOn reports whether the car's branch was built on target head: that commit itself, or the
-// commit the car it was built on put on the target when it merged.
+// commit the car it was built on put on the target when it merged — and then only when that
+// merge put nothing beside the head it tested: the head itself (a fast-forward), or a merge
+// commit standing on the target that car's merge read right before its call (Batch.MergedOn).
+// A commit that landed inside that merge call (GitLab's merge method `merge` merges a branch
+// whose base is behind) is in the target but in no pipeline of this car: it rebases and tests
+// again rather than merge an untested tree on top.
 func (r *run) builtOn(ctx context.Context, head string) (bool, error) {
 	b := r.batch
 	switch {
@@ -241,7 +277,21 @@ func (r *run) builtOn(ctx context.Context, head string) (bool, error) {
 		return false, err
 	}
 	landed, err := r.s.db.LandedSHA(ctx, base)
-	return err == nil && landed != "" && landed == head && base.TestedSHA == b.BaseSHA, err
+	switch {
+	case err != nil:
+		return false, err
+	case landed == "" || landed != head || base.TestedSHA != b.BaseSHA:
+		return false, nil
+	case landed == base.TestedSHA:
+		return true, nil // fast-forwarded to the tested head
+	case base.MergedOn == "":
+		return false, nil // not known what the merge went onto
+	}
+	parents, err := r.s.mr.ParentsOf(ctx, b.Project, landed)
+	if err != nil {
+		return false, err
+	}
+	return len(parents) == 2 && parents[0] == base.MergedOn && parents[1] == base.TestedSHA, nil
 }
 
 func short(sha string) string {

@@ -2,7 +2,9 @@ package batch_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,6 +271,87 @@ func TestAFailuresSearchRunsBesideTheTrain(t *testing.T) {
 	})
 }
 
+// The two halves of a bisection beside the train, both built on the same target head, pass at
+// once under the merge method `merge` — where GitLab would merge the second beside the first's
+// commits, a tree no pipeline tested. Cars beside the train keep the train's rule: each goes into
+// the train, in the order the database gives them, and merges only on what its pipeline tested.
+// The first keeps its branch (it stands on the target, the end of the empty train); the second,
+// behind it now, is rebuilt on it and merges after its new pipeline. Nothing is ever merged
+// beside a commit bindery made.
+func TestTwoHalvesBesideTheTrainPassingAtOnceNeverMergeOneOverTheOther(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 1, isolation: 2, mergeMethod: "merge", flakyRetries: -1})
+		svc := e.service(t, "i1")
+		e.service(t, "i2")        // a second instance: the halves' steps run at the same moment
+		e.gl.FailNextPipelines(1) // the car's one failure: bisected, and both halves pass
+		car := e.claimCar(t, svc, "a1", "a2", "a3", "a4")
+		e.clock.Advance(11 * time.Minute)
+		first := e.batchWhen(t, car.ID, "to be bisected beside the train and rebuilt with its half", func(b store.Batch) bool {
+			return b.Bisections == 1 && b.SlotNo < 0 && b.HeadSHA != "" && b.HeadSHA != car.HeadSHA
+		})
+		o := e.round(t, svc, projectA)
+		if o.Result != state.RoundClaimed {
+			t.Fatalf("the returned half's round: %+v", o)
+		}
+		second := e.batchWhen(t, o.BatchID, "the returned half to write its branch", func(b store.Batch) bool { return b.HeadSHA != "" })
+		if second.SlotNo >= 0 || first.BaseSHA == "" || second.BaseSHA != first.BaseSHA || second.BaseBatch != 0 || first.BaseBatch != 0 {
+			t.Fatalf("the halves are not both beside the train on the same target head:\n%+v\n%+v", first, second)
+		}
+
+		// GitLab carries a merge out in the background (the MR "locked" until the clock moves):
+		// the first merge accepted is not done while the other half decides whether it may merge.
+		f := e.gl.Faults()
+		f.MergeDuration = time.Minute
+		e.gl.SetFaults(f)
+		e.clock.Advance(11 * time.Minute) // both halves' pipelines pass at once
+		locked := func(b store.Batch) bool { return e.gl.MergeRequestState(projectA, b.MRIID) == "locked" }
+		testkit.Eventually(t, "one half's merge to be accepted, and the other half to merge too or to wait behind it in the train", func() bool {
+			a, err1 := db.Batch(bg, first.ID)
+			z, err2 := db.Batch(bg, second.ID)
+			if err1 != nil || err2 != nil {
+				return false
+			}
+			if locked(z) {
+				a, z = z, a
+			}
+			return locked(a) && (locked(z) || z.Rejoined && z.TrainSeq > a.TrainSeq)
+		})
+		e.waitQuiet(t, svc, "op-a1", "op-a2", "op-a3", "op-a4")
+		for _, op := range []string{"op-a1", "op-a2", "op-a3", "op-a4"} {
+			e.expect(t, op, state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		}
+		// The database gave them their order: the one that went into the train first merged
+		// first, with the branch it passed with; the other was rebuilt on it and tested again.
+		a, z := e.settled(t, first.ID), e.settled(t, second.ID)
+		before := map[int64]store.Batch{first.ID: first, second.ID: second}
+		if z.TrainSeq < a.TrainSeq {
+			a, z = z, a
+		}
+		e.mergedInOrder(t, a.ID, z.ID)
+		if !a.Rejoined || !z.Rejoined {
+			t.Errorf("the halves merged beside the train: %+v %+v", a, z)
+		}
+		if was := before[a.ID]; a.HeadSHA != was.HeadSHA || a.TestedSHA != was.HeadSHA {
+			t.Errorf("the first half should merge the branch it passed with (%s): %+v", was.HeadSHA, a)
+		}
+		if was := before[z.ID]; z.BaseBatch != a.ID || z.HeadSHA == was.HeadSHA || z.TestedSHA != z.HeadSHA {
+			t.Errorf("the second half merged without being rebuilt on the first and tested again: before %+v, after %+v", was, z)
+		}
+		e.nothingMergedUntested(t)
+	})
+}
+
+// nothingMergedUntested checks the simulator's merge history: no merge gave the target a tree its
+// head's pipelines did not run on.
+func (e *env) nothingMergedUntested(t *testing.T) {
+	t.Helper()
+	for _, m := range e.gl.Merges() {
+		for _, f := range m.Untested {
+			t.Errorf("MR !%d was merged beside %s of %s (%q by %q), which its pipeline did not test", m.IID, f.Path, f.Commit, f.Title, f.Author)
+		}
+	}
+}
+
 // claimCarPaused is claimCar while the partition is paused: the claim is the store's (a paused
 // partition's round claims nothing), the car then runs as any other.
 func (e *env) claimCarPaused(t *testing.T, svc *batch.Service, subjects ...string) store.Batch {
@@ -304,14 +387,7 @@ func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
 				e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, mergeMethod: method})
-				svc := e.service(t, "i1")
-				car1 := e.claimCar(t, svc, "a1")
-				car2 := e.claimCar(t, svc, "b1")
-				if _, err := e.gl.PushToBranch(projectA, "main", "README.md", "a person's change\n"); err != nil {
-					t.Fatal(err)
-				}
-				e.waitQuiet(t, svc, "op-a1", "op-b1")
-				e.mergedInOrder(t, car1.ID, car2.ID)
+				car1, car2 := e.twoCarsAndAnOutsideCommit(t)
 				c1, c2 := e.settled(t, car1.ID), e.settled(t, car2.ID)
 				if c1.TestedSHA == car1.HeadSHA {
 					t.Fatalf("car 1 merged the head it had before the outside commit: %+v", c1)
@@ -330,6 +406,121 @@ func TestACommitFromOutsideTheTrainIsNeverMergedUntested(t *testing.T) {
 			})
 		})
 	}
+}
+
+// twoCarsAndAnOutsideCommit runs two cars (a1, then b1 built on it) while a person's commit lands
+// on the target during car 1's pipeline, until both merged in order; it returns the cars as built.
+func (e *env) twoCarsAndAnOutsideCommit(t *testing.T) (car1, car2 store.Batch) {
+	t.Helper()
+	svc := e.service(t, "i1")
+	car1 = e.claimCar(t, svc, "a1")
+	car2 = e.claimCar(t, svc, "b1")
+	if _, err := e.gl.PushToBranch(projectA, "main", "README.md", "a person's change\n"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitQuiet(t, svc, "op-a1", "op-b1")
+	e.mergedInOrder(t, car1.ID, car2.ID)
+	return car1, car2
+}
+
+// A car whose pipeline passes in the merge phase — after the rebase a commit from outside the
+// train made it take — records the head it tested, as a pipeline passed at its pipeline step
+// would: the car built on that head finds the car it stands on merged exactly what it carries.
+// It is rebuilt once (on the new head), not a second time after the merge, and none of its
+// members reads that the car ahead "left the train without merging" when it merged.
+func TestACarPassedAfterARebaseRecordsItsTestedSHAAndTheCarBehindStays(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, mergeMethod: "ff"})
+		car1, car2 := e.twoCarsAndAnOutsideCommit(t)
+		c1 := e.settled(t, car1.ID)
+		if c1.TestedSHA == "" || c1.TestedSHA == car1.HeadSHA || c1.TestedSHA != c1.HeadSHA {
+			t.Errorf("car 1 passed its pipeline after the rebase but recorded tested %q (head %q, before the rebase %q)", c1.TestedSHA, c1.HeadSHA, car1.HeadSHA)
+		}
+		rebuilds := 0
+		for _, s := range e.steps(t, "op-b1") {
+			if strings.Contains(s.Note, "left the train without merging") {
+				t.Errorf("car 2's member was told car 1 left without merging, though it merged: %q", s.Note)
+			}
+			if strings.HasPrefix(s.Note, fmt.Sprintf("rebuilding batch %d", car2.ID)) {
+				rebuilds++
+			}
+		}
+		if rebuilds != 1 {
+			t.Errorf("car 2 was rebuilt %d times, want once (on car 1's rebased head)", rebuilds)
+		}
+		if c2 := e.settled(t, car2.ID); c2.BaseBatch != car1.ID || c2.BaseSHA != c1.TestedSHA {
+			t.Errorf("car 2 merged built on %d at %q, want car 1's tested head %q", c2.BaseBatch, c2.BaseSHA, c1.TestedSHA)
+		}
+	})
+}
+
+// A commit that lands on the target after the car's turn found the target as it was built on —
+// between that look and the merge call — is not merged beside under the merge method `merge`:
+// the merge reads the target once more right before its call, and the car is rebased onto the
+// new head and tested again.
+func TestACommitLandingAfterTheCarsTurnIsNotMergedBesideIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, mergeMethod: "merge"})
+		svc := e.service(t, "i1")
+		var once sync.Once
+		push := func(r *http.Request) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.EscapedPath(), "/repository/branches/main") {
+				once.Do(func() {
+					if _, err := e.gl.PushToBranch(projectA, "main", "README.md", "a person's change\n"); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		e.afterServe.Store(&push) // right after the turn's look at the target
+		car := e.claimCar(t, svc, "a1")
+		e.waitQuiet(t, svc, "op-a1")
+		e.expect(t, "op-a1", state.StatusMerged, state.StepHandleMerged, state.NextWait)
+		if b := e.settled(t, car.ID); b.TestedSHA == car.HeadSHA || b.TestedSHA != b.HeadSHA {
+			t.Errorf("the car merged the head it had before the push (%s), not one rebased onto it and tested: %+v", car.HeadSHA, b)
+		}
+		e.nothingMergedUntested(t)
+		if content, ok := e.gl.File(projectA, "main", "README.md"); !ok || content != "a person's change\n" {
+			t.Fatalf("the outside commit is gone from main: %q %v", content, ok)
+		}
+	})
+}
+
+// A commit pushed to the target inside car 1's merge call is merged beside car 1 under the merge
+// method `merge` — the one case nothing in GitLab's API lets bindery prevent. Car 2, built on car
+// 1's head, does not merge on top of that untested tree as if the target held what it tested: car
+// 1's merge commit does not stand on the target car 1's merge last read, so car 2 rebases onto the
+// target and is tested again.
+func TestACommitInsideTheCarAheadsMergeCallMakesTheCarBehindTestAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := setup(t, db, settings{manualClock: true, pipelineTime: 10 * time.Minute, pollTimeout: time.Hour, train: 2, mergeMethod: "merge"})
+		svc := e.service(t, "i1")
+		car1 := e.claimCar(t, svc, "a1")
+		car2 := e.claimCar(t, svc, "b1")
+		var once sync.Once
+		inCall := func(r *http.Request) {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.EscapedPath(), fmt.Sprintf("/merge_requests/%d/merge", car1.MRIID)) {
+				once.Do(func() {
+					if _, err := e.gl.PushToBranch(projectA, "main", "README.md", "a person's change\n"); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		e.beforeServe.Store(&inCall)
+		e.waitQuiet(t, svc, "op-a1", "op-b1")
+		e.mergedInOrder(t, car1.ID, car2.ID)
+		if c2 := e.settled(t, car2.ID); c2.TestedSHA == car2.HeadSHA || c2.TestedSHA != c2.HeadSHA {
+			t.Errorf("car 2 merged the head it was built with on car 1 (%s), not one tested on the target car 1's merge left: %+v", car2.HeadSHA, c2)
+		}
+		for _, m := range e.gl.Merges() {
+			for _, f := range m.Untested {
+				if m.IID != car1.MRIID || f.Path != "README.md" || f.Seen {
+					t.Errorf("MR !%d was merged beside %s of %s (%q), seen %v: only car 1's merge call may be", m.IID, f.Path, f.Commit, f.Title, f.Seen)
+				}
+			}
+		}
+	})
 }
 
 // A merge train spreads its cars over a pipeline: with room in the train, the next car is claimed

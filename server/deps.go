@@ -48,6 +48,8 @@ type Workflow interface {
 	Reconcile(ctx context.Context) (api.ReconcileResult, error)
 	// Trains is each project's merge train, BLOCKED, failed and paused projects first.
 	Trains(ctx context.Context) (api.Page[api.Train], error)
+	// RemovedTargets lists the targets bindings still use that the catalog in force lacks.
+	RemovedTargets(ctx context.Context) ([]api.TargetUse, error)
 	// PauseTrain pauses a project's queue (NOT_FOUND: a project bindery knows nothing of).
 	PauseTrain(ctx context.Context, project, reason, actor string) (api.Train, error)
 	// ResumeTrain resumes a project's queue and wakes its cars.

@@ -35,6 +35,7 @@ type fakeWorkflow struct {
 	RetryFn            func(ctx context.Context, id, actor string) (api.RequestView, error)
 	ReconcileFn        func(ctx context.Context) (api.ReconcileResult, error)
 	TrainsFn           func(ctx context.Context) (api.Page[api.Train], error)
+	RemovedTargetsFn   func(ctx context.Context) ([]api.TargetUse, error)
 	PauseTrainFn       func(ctx context.Context, project, reason, actor string) (api.Train, error)
 	ResumeTrainFn      func(ctx context.Context, project, actor string) (api.Train, error)
 	MergeNextFn        func(ctx context.Context, id, actor string) (api.RequestView, error)
@@ -274,6 +275,14 @@ func (f *fakeWorkflow) Trains(ctx context.Context) (api.Page[api.Train], error) 
 		return f.TrainsFn(ctx)
 	}
 	return api.Page[api.Train]{Items: []api.Train{fakeTrain(nil)}}, nil
+}
+
+func (f *fakeWorkflow) RemovedTargets(ctx context.Context) ([]api.TargetUse, error) {
+	f.record("RemovedTargets()")
+	if f.RemovedTargetsFn != nil {
+		return f.RemovedTargetsFn(ctx)
+	}
+	return nil, nil
 }
 
 func (f *fakeWorkflow) PauseTrain(ctx context.Context, project, reason, actor string) (api.Train, error) {

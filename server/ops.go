@@ -280,13 +280,19 @@ func knownStatus(st state.BindingStatus) bool {
 }
 
 // opsConfig shows the effective configuration (secrets redacted by the loader), which keys fell
-// back to defaults, the last failed reload and the static keys waiting for a restart.
+// back to defaults, the last failed reload, the static keys waiting for a restart and the targets
+// in use that left the catalog.
 func (s *Server) opsConfig(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	snap := s.deps.Config.Current()
 	v := api.ConfigView{
 		Generation: snap.Generation, LoadedAt: snap.LoadedAt, Keys: s.inForce(snap.Report), Unknown: snap.Unknown,
-		LastError: s.deps.Config.LastError(), PendingRestart: config.PendingRestart(s.started, snap),
+		LastError: s.deps.Config.LastError(), PendingRestart: config.PendingRestart(s.started, snap), RemovedTargets: []api.TargetUse{},
 	}
+	removed, err := s.deps.Workflow.RemovedTargets(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	v.RemovedTargets = append(v.RemovedTargets, removed...)
 	if v.Unknown == nil {
 		v.Unknown = []string{}
 	}

@@ -59,10 +59,14 @@ type Batch struct {
 	// on a car retrying at the end of the train a failure that failed the cars behind it; such a
 	// failure is now decided at once, so only a car of those versions still carries it.
 	Side bool
-	// Rejoined: a bisection's car that passed its pipeline while cars of the train were in CI
-	// behind it went back into the train at its end (BatchChange.Rejoin): it is a car of the
-	// train again, not one beside it.
+	// Rejoined: a bisection's car whose pipeline passed beside the train went into the train at
+	// its end (BatchChange.Rejoin), to merge in the train's order: it is a car of the train now,
+	// not one beside it.
 	Rejoined bool
+	// MergedOn is the target head the car's merge went onto, as bindery read it right before the
+	// merge call ("": not known). The car behind trusts the target after the merge only when the
+	// merge commit stands on it (batch.builtOn).
+	MergedOn string
 }
 
 // Beside reports a car tested beside its train rather than in it — a bisection's car (its
@@ -83,7 +87,7 @@ func (b Batch) BisectionRoot() int64 {
 }
 
 const batchColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, created_at, updated_at, settled_at, branch_digest, failing, last_error, bisect_of, bisections, culprit, " +
-	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side, rejoined"
+	"train_seq, train_k, slot_no, base_batch, base_sha, head_sha, tested_sha, ci_started_at, ci_passed_at, side, rejoined, merged_on"
 
 // batchBriefColumns are the columns of a batch the request view needs (scanBatchBrief).
 const batchBriefColumns = "id, partition_key, project, status, version, mr_iid, pipeline_id, note, failing, last_error, updated_at"
@@ -106,7 +110,7 @@ func scanBatch(s scanner) (Batch, error) {
 	var created, updated, settled, ciStarted, ciPassed dbTime
 	if err := s.Scan(&b.ID, &b.Partition, &b.Project, &b.Status, &b.Version, &mr, &pipeline, &b.Note,
 		&created, &updated, &settled, &b.BranchDigest, &b.Failing, &b.LastError, &of, &b.Bisections, &b.Culprit,
-		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side, &b.Rejoined); err != nil {
+		&seq, &b.TrainK, &b.SlotNo, &base, &b.BaseSHA, &b.HeadSHA, &b.TestedSHA, &ciStarted, &ciPassed, &b.Side, &b.Rejoined, &b.MergedOn); err != nil {
 		return Batch{}, translate(err)
 	}
 	b.MRIID, b.PipelineID, b.BisectOf, b.TrainSeq, b.BaseBatch = int64(mr), int64(pipeline), int64(of), int64(seq), int64(base)
@@ -643,6 +647,12 @@ type BatchChange struct {
 	// Rejoin puts a car tested beside the train back into it (Batch.Rejoined); with ToEnd, at
 	// its end.
 	Rejoin bool
+	// Behind, with ToEnd, is the car the move expects to go behind: the last car of the train,
+	// the cars beside it left out (0: an empty train). Another car there — a car that joined the
+	// end since the caller read the train — is ErrPreempted and nothing is written: the caller
+	// reads the train again (a car keeping the branch it built on that car must not go behind
+	// another).
+	Behind *int64
 	// Beside is how many places beside the train its partition has (batch.isolationCars): a
 	// bisection, which makes the car one tested beside the train, moves it out of its place in
 	// the train into a free one of them (none free: it keeps its place).
@@ -658,16 +668,42 @@ func nullIfZero(n int64) any {
 
 // toEnd moves car id of partition behind the last car of its train (lastCar holds the end while
 // it does); a duplicate key is a claim that took the place first: ErrRetry, the step runs again.
-func (tx *Tx) toEnd(ctx context.Context, partition string, id int64) error {
+// behind, when set, is the car expected last in the train (see BatchChange.Behind).
+func (tx *Tx) toEnd(ctx context.Context, partition string, id int64, behind *int64) error {
 	last, err := tx.lastCar(ctx, partition)
 	if err != nil {
 		return err
+	}
+	if behind != nil {
+		end, err := tx.endOfTrain(ctx, partition, id)
+		if err != nil {
+			return err
+		}
+		if end != *behind {
+			return fmt.Errorf("move batch %d behind batch %d: batch %d is at the end of the train now: %w", id, *behind, end, ErrPreempted)
+		}
 	}
 	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET train_seq = ? WHERE id = ?", last+1, id)
 	if err = translate(err); errors.Is(err, ErrDuplicate) {
 		return fmt.Errorf("move batch %d to the end of its train: %w", id, ErrRetry)
 	}
 	return err
+}
+
+// endOfTrain is the last active car of partition's train (0: none), the cars beside it (a
+// bisection's, not rejoined; Batch.Beside) and car but left out — read under the lock lastCar
+// took.
+func (tx *Tx) endOfTrain(ctx context.Context, partition string, car int64) (int64, error) {
+	var id int64
+	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ? AND id <> ? "+
+		"AND (rejoined = 1 OR (side = 0 AND bisections = 0 AND bisect_of IS NULL)) ORDER BY train_seq DESC, id DESC LIMIT 1", partition, car).Scan(&id))
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("the end of the train of %s: %w", partition, err)
+	}
+	return id, nil
 }
 
 // Build is what a car's branch was built on and carries.
@@ -715,11 +751,16 @@ func (db *DB) batchUpdate(cur Batch, c BatchChange, bisect bool) (string, []any,
 	if bisect {
 		a.set("bisections = bisections + 1")
 	}
-	if c.Built != nil {
+	switch {
+	case c.Built != nil && c.Tested != nil:
+		// A head tested as it was written (a merge's regeneration whose pipeline passed at the
+		// first look): built and passed in one write.
+		a.set("base_batch = ?, base_sha = ?, head_sha = ?, tested_sha = ?, ci_started_at = "+db.now()+", ci_passed_at = "+db.now(),
+			nullIfZero(c.Built.BaseBatch), c.Built.BaseSHA, c.Built.HeadSHA, *c.Tested)
+	case c.Built != nil:
 		a.set("base_batch = ?, base_sha = ?, head_sha = ?, tested_sha = '', ci_started_at = "+db.now()+", ci_passed_at = NULL",
 			nullIfZero(c.Built.BaseBatch), c.Built.BaseSHA, c.Built.HeadSHA)
-	}
-	if c.Tested != nil {
+	case c.Tested != nil:
 		a.set("tested_sha = ?, ci_passed_at = "+db.now(), *c.Tested)
 	}
 	if c.Rejoin {
@@ -743,6 +784,11 @@ type Settlement struct {
 	// Merge, when the batch's MR landed, is recorded in the same transaction: the project's
 	// merge order that deploys are reconciled by.
 	Merge *MergeRecord
+	// Tested, when set, records the head whose pipeline passed with the settlement: the merge
+	// phase tested a head (after a rebase or a regeneration) and merged it in one action.
+	Tested string
+	// MergedOn, when set, records the target head the merge went onto (Batch.MergedOn).
+	MergedOn string
 }
 
 // Settled is what a settlement did.
@@ -767,9 +813,16 @@ func (tx *Tx) settle(ctx context.Context, s Settlement) (Settled, error) {
 	}
 	db := tx.db
 	var out Settled
-	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET status = ?, note = ?, version = version + 1, updated_at = "+db.now()+
-		", settled_at = "+db.now()+", failing = '', last_error = '' WHERE id = ? AND version = ? AND status IN (?, ?)",
-		s.Status, clipNote(s.Note), s.BatchID, s.Version, state.BatchRunning, state.BatchBlocked)
+	var a assignments
+	a.set("status = ?, note = ?, version = version + 1, updated_at = "+db.now()+", settled_at = "+db.now()+", failing = '', last_error = ''", s.Status, clipNote(s.Note))
+	if s.Tested != "" {
+		a.set("tested_sha = ?, ci_passed_at = "+db.now(), s.Tested)
+	}
+	if s.MergedOn != "" {
+		a.set("merged_on = ?", s.MergedOn)
+	}
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ? AND status IN (?, ?)",
+		append(a.args, s.BatchID, s.Version, state.BatchRunning, state.BatchBlocked)...)
 	if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
 		return Settled{}, err
 	}

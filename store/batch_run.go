@@ -99,7 +99,7 @@ func (tx *Tx) advanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 		return Batch{}, nil, err
 	}
 	if s.Change.ToEnd {
-		if err := tx.toEnd(ctx, s.Batch.Partition, id); err != nil {
+		if err := tx.toEnd(ctx, s.Batch.Partition, id, s.Change.Behind); err != nil {
 			return Batch{}, nil, err
 		}
 	}

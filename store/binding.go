@@ -112,3 +112,59 @@ func (db *DB) FillExpiry(ctx context.Context, targetKey string, ttl time.Duratio
 	}
 	return total, nil
 }
+
+// WithoutExpiry returns the applications of up to limit VALIDATED bindings of targetKey that have
+// no expiry (a crash between their validation and the write of their expiry, or a target without
+// a ttl): the expiry cron's repair reads the ttl each was accepted with from them. One read on
+// idx_binding_target_status.
+func (db *DB) WithoutExpiry(ctx context.Context, targetKey string, limit int) ([]Operation, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("o.", operationColumns)+" FROM "+db.hinted("binding", "idx_binding_target_status")+
+		" JOIN operation o ON o.operation_id = binding.operation_id WHERE binding.target_key = ? AND binding.status = ? AND binding.expires_at IS NULL LIMIT ?",
+		targetKey, state.StatusValidated, limit)
+	out, err := collect(rows, err, scanOp)
+	if err != nil {
+		return nil, fmt.Errorf("bindings of %s without an expiry: %w", targetKey, err)
+	}
+	return out, nil
+}
+
+// TargetUse is how a target is used now: its bindings in flight (accepted, on their way to being
+// in effect, or stopped at a failure on the way) and in effect (VALIDATED, a removal under way
+// included). A reload that removes targets tells operators of those still used
+// (config.targets_removed), and the ops console lists the used targets the catalog lacks.
+type TargetUse struct {
+	Key      string `json:"key"`
+	InFlight int    `json:"inFlight"`
+	InEffect int    `json:"inEffect"`
+}
+
+// TargetsInUse counts the bindings of each target some binding still uses (neither REJECTED nor
+// CLOSED), in key order: one grouped read of idx_binding_target_status, however many bindings.
+func (db *DB) TargetsInUse(ctx context.Context) ([]TargetUse, error) {
+	rows, err := db.ro.QueryContext(ctx, "SELECT target_key, status, COUNT(*) FROM "+db.hinted("binding", "idx_binding_target_status")+
+		" WHERE status NOT IN (?, ?) GROUP BY target_key, status ORDER BY target_key", state.StatusRejected, state.StatusClosed)
+	type counted struct {
+		key    string
+		status state.BindingStatus
+		n      int
+	}
+	cs, err := collect(rows, err, func(s scanner) (counted, error) {
+		var c counted
+		return c, s.Scan(&c.key, &c.status, &c.n)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("targets in use: %w", err)
+	}
+	var out []TargetUse
+	for _, c := range cs {
+		if len(out) == 0 || out[len(out)-1].Key != c.key {
+			out = append(out, TargetUse{Key: c.key})
+		}
+		if u := &out[len(out)-1]; c.status == state.StatusValidated {
+			u.InEffect += c.n
+		} else {
+			u.InFlight += c.n
+		}
+	}
+	return out, nil
+}

@@ -65,6 +65,9 @@ type EventFacts struct {
 	Refused  []string `json:"refused,omitempty"`
 	SHA      string   `json:"sha,omitempty"`
 	Instance string   `json:"instance,omitempty"`
+	// Targets: the targets a reload removed from the catalog that bindings still use, with how
+	// many are in flight and in effect (config.targets_removed).
+	Targets []TargetUse `json:"targets,omitempty"`
 }
 
 // Reasons a request needs attention (EventFacts.Reason).

@@ -32,6 +32,11 @@ type Operation struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	TicketID   string // the approval ticket it was sent with ("": none yet)
+	// TargetDef is the target's definition as the catalog had it when the request was accepted
+	// (JSON of config.Target; "": accepted before it was recorded). The request goes on with it:
+	// a target that left the catalog, or changed, since harms nothing in flight
+	// (batch.TargetOf).
+	TargetDef string
 	// Stages is the time spent in each stage entered, up to the change, on the operations a
 	// bulk transition returns (TransitionMany, MarkValidated, a deploy's or reconciliation's
 	// flips, a batch's members); nil on every other read.
@@ -39,18 +44,19 @@ type Operation struct {
 }
 
 const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +
-	"mr_iid, pipeline_id, batch_id, created_at, updated_at, ticket_id"
+	"mr_iid, pipeline_id, batch_id, created_at, updated_at, ticket_id, target_def"
 
 // scanOperation scans operationColumns, after the lead columns of a join when given.
 func scanOperation(s scanner, lead ...any) (Operation, error) {
 	var o Operation
 	var mr, pipeline, batch nullInt64
 	var created, updated dbTime
+	var def nullString
 	if err := s.Scan(append(lead, &o.ID, &o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step,
-		&o.Version, &mr, &pipeline, &batch, &created, &updated, &o.TicketID)...); err != nil {
+		&o.Version, &mr, &pipeline, &batch, &created, &updated, &o.TicketID, &def)...); err != nil {
 		return Operation{}, translate(err)
 	}
-	o.MRIID, o.PipelineID, o.BatchID = int64(mr), int64(pipeline), int64(batch)
+	o.MRIID, o.PipelineID, o.BatchID, o.TargetDef = int64(mr), int64(pipeline), int64(batch), string(def)
 	o.CreatedAt, o.UpdatedAt = created.T, updated.T
 	return o, nil
 }

@@ -26,17 +26,16 @@ func (r Request) Current() bool {
 // readRequest reads the operation and its binding in one query: every step of a request begins
 // with it.
 func readRequest(ctx context.Context, q queryer, operationID string) (Request, error) {
-	const nOp, nBinding = 16, 9
-	row, err := rowValues(q.QueryRowContext(ctx, requestQuery, operationID), nOp+nBinding)
+	row, err := rowValues(q.QueryRowContext(ctx, requestQuery, operationID), nOperation+nBinding)
 	if err != nil {
 		return Request{}, fmt.Errorf("operation %s: %w", operationID, translate(err))
 	}
-	op, err := scanOperation(row[:nOp])
+	op, err := scanOperation(row[:nOperation])
 	if err != nil {
 		return Request{}, err
 	}
 	r := Request{Operation: op}
-	if b := row[nOp:]; b[0] != nil {
+	if b := row[nOperation:]; b[0] != nil {
 		if r.Binding, err = scanBinding(b); err != nil {
 			return Request{}, err
 		}
@@ -69,6 +68,9 @@ type Application struct {
 	Reason      string
 	Status      state.BindingStatus
 	Step        state.Step
+	// TargetDef is the target's definition as the catalog had it when the request was accepted
+	// (JSON; Operation.TargetDef): the request goes on with it whatever later reloads do.
+	TargetDef string
 	// Task, when set, is the first step's task, inserted in the application's transaction (its
 	// Kind and Ref are the operation's): the step is data from the first commit on, so a crash
 	// right after the answer leaves work that any instance runs.
@@ -109,7 +111,7 @@ func (tx *Tx) apply(ctx context.Context, a Application) (Request, error) {
 		return Request{}, err
 	}
 	op := Operation{ID: w.operationID, OperationID: a.OperationID, SubjectID: a.SubjectID, TargetKey: a.TargetKey, Project: a.Project,
-		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1}
+		Flow: a.Flow, Reason: a.Reason, Status: a.Status, Step: a.Step, Version: 1, TargetDef: a.TargetDef}
 	return Request{Operation: op, Binding: b}, nil
 }
 
@@ -146,12 +148,12 @@ func (tx *Tx) insertApplications(ctx context.Context, apps []Application) (writt
 			return w, err
 		}
 	}
-	args := make([]any, 0, 8*len(apps))
+	args := make([]any, 0, 9*len(apps))
 	for _, a := range apps {
-		args = append(args, a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step)
+		args = append(args, a.OperationID, a.SubjectID, a.TargetKey, a.Project, a.Flow, a.Reason, a.Status, a.Step, nullIfEmpty(a.TargetDef))
 	}
-	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step) VALUES "+
-		rowsOf("(?, ?, ?, ?, ?, ?, ?, ?)", len(apps)), args...)
+	res, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step, target_def) VALUES "+
+		rowsOf("(?, ?, ?, ?, ?, ?, ?, ?, ?)", len(apps)), args...)
 	if err != nil {
 		return w, fmt.Errorf("apply %s: %w", what, translate(err))
 	}
@@ -413,7 +415,7 @@ func (p statusParts) index() int {
 }
 
 // Column counts of the status read's parts, in the order they are selected.
-const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 16, 9, 11, 7, 9, 3, 5
+const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 17, 9, 11, 7, 9, 3, 5
 
 // columnsOf hands out a row's columns part by part.
 type columnsOf values

@@ -318,14 +318,16 @@ func (db *DB) WaitingQueue(ctx context.Context, partition string, limit int) ([]
 	return out, nil
 }
 
-// PartitionKnown reports whether bindery ever batched, queued or paused anything of partition: an
-// operator may pause a project that left the catalog while its requests finish, never one bindery
-// knows nothing of.
+// PartitionKnown reports whether bindery ever accepted a request for, batched, queued or paused
+// anything of partition (a project): an operator may pause a project that left the catalog while
+// its requests finish, and its deploy pipeline's callbacks are heard, but never one bindery knows
+// nothing of.
 func (db *DB) PartitionKnown(ctx context.Context, partition string) (bool, error) {
 	var known bool
 	err := db.ro.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM merge_batch WHERE partition_key = ?) "+
-		"OR EXISTS (SELECT 1 FROM merge_batch_request WHERE partition_key = ?) OR EXISTS (SELECT 1 FROM train_pause WHERE partition_key = ?)",
-		partition, partition, partition).Scan(&known)
+		"OR EXISTS (SELECT 1 FROM merge_batch_request WHERE partition_key = ?) OR EXISTS (SELECT 1 FROM train_pause WHERE partition_key = ?) "+
+		"OR EXISTS (SELECT 1 FROM operation WHERE project = ?)",
+		partition, partition, partition, partition).Scan(&known)
 	if err != nil {
 		return false, fmt.Errorf("partition %s: %w", partition, translate(err))
 	}

@@ -329,3 +329,58 @@ func TestAFailuresIsolationIsTestedBesideTheTrain(t *testing.T) {
 		checkTrainShape(t, db, k, beside)
 	})
 }
+
+// Two cars beside the train whose pipelines passed at once take places at the end of the train in
+// the order the database gives them: each move is guarded on the car it expects to follow, so the
+// second, which read the train before the first moved, is preempted (nothing written) instead of
+// going behind a car it was not built on; read again, it goes behind the first.
+func TestACarBesideTheTrainJoinsItsEndOnlyBehindTheCarItExpects(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		const partition, k, beside = "infra/rejoin", 1, 2
+		queued(t, db, partition, 4)
+		c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 4, Train: k, Beside: beside})
+		if err != nil || c.Outcome != state.RoundClaimed {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+		cur, err := db.Batch(bg, c.Batch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := []string{c.Members[2].OperationID, c.Members[3].OperationID}
+		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: cur, Change: store.BatchChange{Note: "bisect", Beside: beside}, Bisect: true, Requeue: back}); err != nil {
+			t.Fatal(err)
+		}
+		g, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 4, Train: k, Beside: beside})
+		if err != nil || g.Outcome != state.RoundClaimed || g.Batch.SlotNo >= 0 {
+			t.Fatalf("the suspect group's claim beside the train: %+v %v", g, err)
+		}
+		first, _ := db.Batch(bg, c.Batch.ID)
+		second, _ := db.Batch(bg, g.Batch.ID)
+		if !first.Beside() || !second.Beside() {
+			t.Fatalf("both halves should be beside the train: %+v %+v", first, second)
+		}
+		none := int64(0) // both read an empty train
+		join := func(b store.Batch, behind *int64) (store.Batch, error) {
+			out, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: b, Change: store.BatchChange{Note: "joins the train", ToEnd: true, Rejoin: true, Behind: behind}})
+			return out, err
+		}
+		joined, err := join(first, &none)
+		if err != nil || !joined.Rejoined || joined.Beside() {
+			t.Fatalf("the first half into the empty train: %+v %v", joined, err)
+		}
+		if _, err := join(second, &none); !errors.Is(err, store.ErrPreempted) {
+			t.Fatalf("the second half behind an empty train that is not empty any more: %v, want ErrPreempted", err)
+		}
+		if again, _ := db.Batch(bg, second.ID); again.Version != second.Version || again.Rejoined || again.TrainSeq != second.TrainSeq {
+			t.Fatalf("a preempted move wrote something: %+v", again)
+		}
+		after := joined.ID
+		if z, err := join(second, &after); err != nil || !z.Rejoined || z.TrainSeq <= joined.TrainSeq {
+			t.Fatalf("the second half behind the first: %+v %v", z, err)
+		}
+		train, err := db.Train(bg, partition)
+		if err != nil || len(train) != 2 || train[0].ID != joined.ID || train[1].ID != second.ID {
+			t.Fatalf("the train: %+v %v", train, err)
+		}
+	})
+}

@@ -24,12 +24,14 @@ import (
 // step further each time its view is read, so polling pages see live progress; an operator's
 // retry puts a stuck request back on that path.
 type fakeAPI struct {
-	mu      sync.Mutex
-	cfg     *config.Snapshot
-	reqs    map[string]*fakeRequest
-	order   []string // operationIds, oldest first
-	tickets []*fakeTicket
-	batches map[int64]*api.BatchView
+	mu  sync.Mutex
+	cfg *config.Snapshot
+	// removedTargets: targets bindings use that the catalog lacks (GET /api/ops/config).
+	removedTargets []api.TargetUse
+	reqs           map[string]*fakeRequest
+	order          []string // operationIds, oldest first
+	tickets        []*fakeTicket
+	batches        map[int64]*api.BatchView
 	// anonymousIs401: /api/me without a demo user answers 401 as the demo server does (else the
 	// fake signs such a caller in as alice, as most tests want).
 	anonymousIs401 bool
@@ -77,7 +79,7 @@ type fakeTicket struct {
 
 func newFakeAPI() *fakeAPI {
 	return &fakeAPI{cfg: config.MustParse(string(config.Sample)), reqs: map[string]*fakeRequest{}, batches: map[int64]*api.BatchView{}, nextID: 40,
-		paused: map[string]*api.TrainPause{}, left: map[int64][]string{}}
+		paused: map[string]*api.TrainPause{}, left: map[int64][]string{}, removedTargets: []api.TargetUse{}}
 }
 
 // Handler serves /api/ and /sim/.
@@ -686,7 +688,8 @@ func (f *fakeAPI) config(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	reply(w, 200, map[string]any{"generation": 3, "loadedAt": time.Now().Add(-42 * time.Minute), "keys": keys, "unknown": []string{"ratelimit.aply"},
-		"lastError": map[string]any{"at": time.Now().Add(-5 * time.Minute), "message": "config.yaml line 12: apply.window: want \"Mon-Fri 10:00-18:00\""}, "pendingRestart": []string{}})
+		"lastError": map[string]any{"at": time.Now().Add(-5 * time.Minute), "message": "config.yaml line 12: apply.window: want \"Mon-Fri 10:00-18:00\""}, "pendingRestart": []string{},
+		"removedTargets": f.removedTargets})
 }
 
 func (f *fakeAPI) auditLog(w http.ResponseWriter, r *http.Request) {

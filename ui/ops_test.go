@@ -128,6 +128,7 @@ func TestTheOpsConsoleReadsAtAGlance(t *testing.T) {
 	fake.seedStuck(stuck, "bob@example.com", "payments-db-readonly", now.Add(-2*time.Hour))
 	failed, culprit, moved := fake.seedBisected("grafana-editor", now.Add(-3*time.Hour))
 	fake.paused["infra/observability-config"] = &api.TrainPause{By: "carol@example.com", Reason: "release freeze until 18:00", Since: now.Add(-10 * time.Minute)}
+	fake.removedTargets = []api.TargetUse{{Key: "legacy-vpn", InFlight: 3, InEffect: 12}}
 	var blocked, later int64
 	for id, b := range fake.batches {
 		switch {
@@ -152,6 +153,12 @@ func TestTheOpsConsoleReadsAtAGlance(t *testing.T) {
 	if banner := evalJS[string](b, `document.querySelector('#config-banner').innerText`); !strings.Contains(banner, "The configuration reload was refused") ||
 		!strings.Contains(banner, "previous configuration stays in force") || !strings.Contains(banner, "apply.window") {
 		t.Errorf("the banner says: %s", banner)
+	}
+	// A reload that removed a target bindings still use is told there too, with the counts and
+	// what becomes of them.
+	if removed := evalJS[string](b, `(document.querySelector('#config-banner [data-targets-removed]') || {}).innerText || ''`); !strings.Contains(removed, "A target left the catalog while bindings use it") ||
+		!strings.Contains(removed, "legacy-vpn (3 in flight, 12 in effect)") || !strings.Contains(removed, "new applications for it are refused") || !strings.Contains(removed, "cut short, restore it") {
+		t.Errorf("the banner of the removed targets says: %q", removed)
 	}
 	if first := evalJS[string](b, `document.querySelector('main .ops-section').id`); first != "projects" {
 		t.Errorf("the first section is %q, want the projects at a glance", first)

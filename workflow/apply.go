@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/api"
+	"bindery/batch"
 	"bindery/internal/vocab/apperr"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/change"
@@ -47,6 +48,9 @@ func (w *Workflow) Apply(ctx context.Context, in ApplyInput) (api.ApplyResult, e
 	a := store.Application{
 		OperationID: in.OperationID, SubjectID: in.Subject, TargetKey: t.Key, Project: t.Project, Reason: in.Reason,
 		Flow: FlowLegacy, Status: state.StatusMRCreating, Step: state.StepCreateStarted, Task: &first,
+		// The target as it is now goes with the request: a reload that changes or removes it
+		// later harms nothing already accepted.
+		TargetDef: batch.TargetDef(t),
 	}
 	if snap.ApprovalFirst() {
 		first = w.requestTask("", stepTicket, 0, reqMemo{})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"bindery/api"
+	"bindery/batch"
 	"bindery/internal/remote/approval"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/change"
@@ -38,7 +39,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	}
 	snap := w.cfg.Current()
 	title := op.TargetKey
-	if t, ok := snap.Target(op.TargetKey); ok {
+	if t, ok := batch.TargetOf(snap, op); ok {
 		title = t.Title
 	}
 	ticket := approval.Ticket{

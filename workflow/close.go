@@ -50,11 +50,13 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 	})
 }
 
-// deletion is the close phase's admission: the delete rendered from the catalog, or — when the
-// target left the catalog — without a rendered change, which the batch then fails visibly
+// deletion is the close phase's admission: the delete rendered from the target the request was
+// accepted for (batch.TargetOf: its recorded definition, so a binding whose target left the
+// catalog since is removed all the same), or — a request from before definitions were recorded,
+// whose target left the catalog — without a rendered change, which the batch then fails visibly
 // (HANDLE_FAILED / CLOSE_FAILED) rather than the revocation being refused.
 func (w *Workflow) deletion(op store.Operation) store.Admission {
-	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
+	if t, ok := batch.TargetOf(w.cfg.Current(), op); ok {
 		if adm, err := batch.Admission(t, op, state.ActionDelete); err == nil {
 			return adm
 		}
@@ -65,17 +67,45 @@ func (w *Workflow) deletion(op store.Operation) store.Admission {
 // expiryPage bounds one expiry run; the next run takes the rest.
 const expiryPage = 200
 
-// Expire starts the close phase of every VALIDATED binding whose expires_at passed (the expiry
-// cron). First it repairs missing expiries (a crash between a validation and the write of its
-// expiry): every VALIDATED binding of a target with a ttl gets one. Safe on every instance at
-// once: the waiting set's unique (operation, action) admits each delete once.
-func (w *Workflow) Expire(ctx context.Context) (int, error) {
-	for _, t := range w.cfg.Current().Targets() {
+// repairExpiries gives an expiry to the VALIDATED bindings that lack one after a crash between
+// their validation and the write of their expiry: those of the catalog's targets with a ttl, and
+// those of targets that left the catalog while bindings are in effect — each with the ttl of the
+// target as its request was accepted (up to expiryPage per target and run).
+func (w *Workflow) repairExpiries(ctx context.Context) error {
+	snap := w.cfg.Current()
+	var keys []string
+	for _, t := range snap.Targets() {
 		if t.TTL > 0 {
-			if _, err := w.db.FillExpiry(ctx, t.Key, t.TTL); err != nil {
-				return 0, err
-			}
+			keys = append(keys, t.Key)
 		}
+	}
+	used, err := w.db.TargetsInUse(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range used {
+		if _, ok := snap.Target(u.Key); !ok && u.InEffect > 0 {
+			keys = append(keys, u.Key)
+		}
+	}
+	for _, key := range keys {
+		ops, err := w.db.WithoutExpiry(ctx, key, expiryPage)
+		if err != nil {
+			return err
+		}
+		if err := w.fillExpiries(ctx, ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Expire starts the close phase of every VALIDATED binding whose expires_at passed (the expiry
+// cron). First it repairs missing expiries (repairExpiries). Safe on every instance at once: the
+// waiting set's unique (operation, action) admits each delete once.
+func (w *Workflow) Expire(ctx context.Context) (int, error) {
+	if err := w.repairExpiries(ctx); err != nil {
+		return 0, err
 	}
 	bs, err := w.db.ExpiredToClose(ctx, expiryPage)
 	if err != nil {

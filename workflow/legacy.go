@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/platform/config"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/vocab/state"
@@ -22,7 +23,7 @@ import (
 
 // legacySpec is the request's own MR.
 func (w *Workflow) legacySpec(op store.Operation) (change.Spec, config.Target, error) {
-	t, ok := w.cfg.Current().Target(op.TargetKey)
+	t, ok := batch.TargetOf(w.cfg.Current(), op)
 	if !ok {
 		return change.Spec{}, t, errTargetGone
 	}

@@ -32,7 +32,7 @@ var errTargetGone = fmt.Errorf("%w: the target is no longer in the catalog", cha
 // database's.
 func (w *Workflow) admission(ctx context.Context, op store.Operation, action state.Action) (store.Admission, error) {
 	snap := w.cfg.Current()
-	t, ok := snap.Target(op.TargetKey)
+	t, ok := batch.TargetOf(snap, op) // as accepted, whatever the catalog holds now
 	if !ok {
 		return store.Admission{}, errTargetGone
 	}

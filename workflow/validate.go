@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bindery/api"
+	"bindery/batch"
 	"bindery/internal/platform/logging"
 	"bindery/internal/vocab/apperr"
 	"bindery/store"
@@ -26,12 +27,20 @@ const (
 )
 
 // DeployCallback handles an authenticated deploy-pipeline callback, believed only for what
-// bindery knows: the project must be in the catalog and the MR one bindery opened there (else 422
-// CALLBACK_REFUSED, recorded for operators in the audit log, no effect — nothing is inferred from it);
-// listed operationIds that are not requests of that MR are refused and reported in the answer.
+// bindery knows: the project must be in the catalog — or one bindery accepted requests for,
+// whose targets may have left the catalog while those requests finish — and the MR one bindery
+// opened there (else 422 CALLBACK_REFUSED, recorded for operators in the audit log, no effect —
+// nothing is inferred from it); listed operationIds that are not requests of that MR are refused
+// and reported in the answer.
 func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (api.CallbackResult, error) {
 	if !w.catalogProject(cb.Project) {
-		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
+		known, err := w.db.PartitionKnown(ctx, cb.Project)
+		if err != nil {
+			return api.CallbackResult{}, err
+		}
+		if !known {
+			return api.CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
+		}
 	}
 	var d store.Deployed
 	err := retryPreempted(ctx, func() error { // a deadlock is tried again here, not by the sender
@@ -148,17 +157,8 @@ func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via str
 	if len(ops) == 0 {
 		return
 	}
-	byTarget := map[string][]string{}
-	for _, o := range ops {
-		byTarget[o.TargetKey] = append(byTarget[o.TargetKey], o.OperationID)
-	}
-	snap := w.cfg.Current()
-	for key, list := range byTarget {
-		if t, ok := snap.Target(key); ok && t.TTL > 0 {
-			if _, err := w.db.FillExpiry(ctx, key, t.TTL, list...); err != nil {
-				w.log.WarnContext(ctx, "expiry not set after validation; the expiry cron repairs it", "target", key, "err", err)
-			}
-		}
+	if err := w.fillExpiries(ctx, ops); err != nil {
+		w.log.WarnContext(ctx, "expiry not set after validation; the expiry cron repairs it", "err", err)
 	}
 	for _, o := range ops {
 		w.rec.Inc(metricValidated, "via", via, "project", o.Project)
@@ -175,6 +175,29 @@ func (w *Workflow) validated(ctx context.Context, ops []store.Operation, via str
 			}
 		}
 	}
+}
+
+// fillExpiries gives each of ops' VALIDATED bindings without an expiry one: its target's ttl as
+// the request was accepted (batch.TargetOf) after its validation; none for a target without one.
+func (w *Workflow) fillExpiries(ctx context.Context, ops []store.Operation) error {
+	type expiry struct {
+		key string
+		ttl time.Duration
+	}
+	byTarget := map[expiry][]string{}
+	snap := w.cfg.Current()
+	for _, o := range ops {
+		if t, ok := batch.TargetOf(snap, o); ok && t.TTL > 0 {
+			k := expiry{o.TargetKey, t.TTL}
+			byTarget[k] = append(byTarget[k], o.OperationID)
+		}
+	}
+	for k, list := range byTarget {
+		if _, err := w.db.FillExpiry(ctx, k.key, k.ttl, list...); err != nil {
+			return fmt.Errorf("the expiry of %s: %w", k.key, err)
+		}
+	}
+	return nil
 }
 
 // observeApproval records the approval wait of a decided request (after the callback's commit).

@@ -221,7 +221,7 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: expires,
 		Timeline: make([]api.TimelineEntry, len(d.Steps)), Causes: make([]string, len(d.Steps)),
 	}
-	if t, ok := w.cfg.Current().Target(op.TargetKey); ok {
+	if t, ok := batch.TargetOf(w.cfg.Current(), op); ok && t.Title != "" {
 		v.TargetTitle = t.Title
 	}
 	live := status != state.StatusValidated && status != state.StatusRejected && status != state.StatusClosed && !status.Failed()
@@ -657,6 +657,25 @@ func (w *Workflow) batchByID(ctx context.Context, id int64) (api.BatchView, erro
 		ops[i] = r.Operation
 	}
 	return w.batchView(b, ops, w.deployCutoff(ctx, ops...)), nil
+}
+
+// RemovedTargets lists the targets bindings still use (in flight or in effect) that the catalog
+// in force no longer has, with their counts: they finish with the target as accepted, and only
+// new applications are refused — but the ops console tells, in case a reload cut the catalog
+// short by mistake.
+func (w *Workflow) RemovedTargets(ctx context.Context) ([]api.TargetUse, error) {
+	used, err := w.db.TargetsInUse(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap := w.cfg.Current()
+	var out []api.TargetUse
+	for _, u := range used {
+		if _, ok := snap.Target(u.Key); !ok {
+			out = append(out, api.TargetUse(u))
+		}
+	}
+	return out, nil
 }
 
 // Preview renders the file a request of subject for targetKey would add. Read-only; the HTTP

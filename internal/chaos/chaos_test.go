@@ -112,8 +112,9 @@ func TestChaos(t *testing.T) {
 		users.Add(1)
 		go func() { defer users.Done(); l.user(lctx, u, pace) }()
 	}
-	side.Add(4)
+	side.Add(5)
 	go func() { defer side.Done(); l.revoker(lctx) }()
+	go func() { defer side.Done(); l.outsider(lctx, simURL) }()
 	go func() { defer side.Done(); l.rounds(lctx) }()
 	go func() { defer side.Done(); k.run(lctx, p.kills, p.killEvery) }()
 	var cutRefused, cutLive int
@@ -152,7 +153,7 @@ func TestChaos(t *testing.T) {
 		switch name {
 		case "apply.ACCEPTED", "apply.409_APPLY_IN_PROGRESS", "apply.cancelled", "apply.resubmit_replayed",
 			"apply.resent_after_lost_or_5xx", "apply.resent_after_409_pending",
-			"revoke.202_", "revoke.409_CONFLICT", "ops.round.200", "ops.round.0", "ops.round.502":
+			"revoke.202_", "revoke.409_CONFLICT", "ops.round.200", "ops.round.0", "ops.round.502", "outside.201":
 		default:
 			t.Errorf("unexpected answers during the load: %s=%d", name, l.tally.get(name))
 		}
@@ -178,6 +179,8 @@ func TestChaos(t *testing.T) {
 	c.invariants()
 	c.mergeRequests()
 	c.repository()
+	untested := c.mergedAsTested()
+	t.Logf("merges: %s", untested)
 	c.validatedCounter(insts, k.ledger)
 	c.requesterViews(ctx, l.c, simURL+"/sim/gitlab")
 	told := c.deliveredOnce()
@@ -203,6 +206,7 @@ drain: %s in %s; operator actions: %s
 final operation states: %s
 batches: %s; at most %d active at once (%d projects)
 merge requests merged: %d; deploy callbacks dropped by the sim: %d of %d; bindings checked against the files on main: %d
+merged as tested: %s
 sim fault counts: %s
 validated: %s
 notifications: %s
@@ -210,7 +214,7 @@ total duration: %s
 `, min(int(l.next.Load()), p.apps), p.users, loadTook.Round(time.Second), len(l.accepted), l.tally.String(),
 		k.kills.Load(), k.restarts.Load(), px.failover.Load(),
 		map[bool]string{true: "quiescent", false: "NOT quiescent"}[quiet], drainTook.Round(time.Second), op.tally.String(),
-		sum.states, sum.batches, sum.mostActive, p.projects, sum.merged, sum.deployDropped, sum.deploys, c.files, simFaults(simURL), c.counterLine, told, time.Since(began).Round(time.Second))
+		sum.states, sum.batches, sum.mostActive, p.projects, sum.merged, sum.deployDropped, sum.deploys, c.files, untested, simFaults(simURL), c.counterLine, told, time.Since(began).Round(time.Second))
 }
 
 func openSQL(t *testing.T, dsn string) *sql.DB {

@@ -83,6 +83,8 @@ batch:
   maxRequests: 20
   leaseTTL: 5s
   flakyRetries: 1
+  train: %d # cars tested on top of one another …
+  isolationCars: %d # … and a failure's bisection beside the train
 approval:
   maxRetries: 3
   backoff: 100ms
@@ -116,20 +118,21 @@ reconcile:
 notify:
   timeout: 2s
   webhooks: # the sim's receiver counts each delivery by webhook-id (internal/chaos/notify_check_test.go)
-    - {name: chaos, url: "%[9]s/sim/webhooks/chaos", secrets: [%[10]s], events: "*"}
+    - {name: chaos, url: "%[11]s/sim/webhooks/chaos", secrets: [%[12]s], events: "*"}
 cron:
   rounds: "@every 1s"
   reconcile: "@every 2s"
   sweep: "@every 2s"
   expiry: "@every 1m"
   purge: "@every 1h"
-`, proxyURL, dsn, loginHeader, simURL, botToken, simURL, opsIdentity, pollTimeout(r), simURL, chaosWebhookSecret)
+`, proxyURL, dsn, loginHeader, trainCars, besideCars, simURL, botToken, simURL, opsIdentity, pollTimeout(r), simURL, chaosWebhookSecret)
 	fmt.Fprintf(&b, `sim:
   timeScale: 4
   gitlab:
     pipelineDuration: %s
     rebaseDuration: 1s
     approvalsRequired: 2
+    mergeMethod: merge # GitLab's default: it merges a branch whose base is behind (internal/chaos/check_test.go mergedAsTested)
 `, r.pipeline)
 	if faults {
 		fmt.Fprintf(&b, `    latency: 20ms
@@ -172,6 +175,10 @@ cron:
 	}
 	return b.String()
 }
+
+// The merge train of each project (batch.train) and the places beside it for a failure's
+// bisection (batch.isolationCars): what the checks of I1 bound the active batches by.
+const trainCars, besideCars = 3, 2
 
 // pollTimeout is poll.timeout: 12 s, or three real pipeline lengths when pipelines are longer
 // (a pipeline that outlives it blocks its batch — that is the stuck faults' job, not the rule).

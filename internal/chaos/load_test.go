@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,6 +200,36 @@ func (l *load) rounds(ctx context.Context) {
 		body := fmt.Sprintf(`{"operationId":"round-%s-%d"}`, l.runID, i)
 		status, _ := l.c.call(ctx, "POST", "/api/ops/batches/run", opsIdentity, body)
 		l.tally.add(fmt.Sprintf("ops.round.%d", status), 1)
+	}
+}
+
+// outsidePushes is how many commits a person pushes straight to the targets' branches during the
+// load, spread over it: each lands beside the merge trains (internal/chaos/check_test.go mergedAsTested).
+const outsidePushes = 12
+
+// outsider pushes a person's commit to the main branch of a random project of the catalog now and
+// then (the simulator's POST /sim/gitlab/push): the cars in CI must rebase and test again rather
+// than merge beside it. A project bindery has not written to yet has no branch in the simulator
+// (404): another project is tried a moment later.
+func (l *load) outsider(ctx context.Context, simURL string) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	ps := projects(l.p.projects)
+	for i := 0; i < outsidePushes && ctx.Err() == nil; {
+		sleep(ctx, time.Duration(float64(l.p.load)/outsidePushes*(0.5+rand.Float64())))
+		form := url.Values{"project": {ps[rand.IntN(len(ps))]}, "branch": {"main"},
+			"path": {fmt.Sprintf("outside/%s-%d.txt", l.runID, i)}, "content": {"a person's change\n"}}
+		resp, err := hc.PostForm(simURL+"/sim/gitlab/push", form)
+		if err != nil {
+			l.tally.add("outside.unanswered", 1)
+			i++
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			continue // no branch there yet
+		}
+		l.tally.add(fmt.Sprintf("outside.%d", resp.StatusCode), 1)
+		i++
 	}
 }
 

@@ -70,6 +70,7 @@ type GitLab struct {
 	rebasing       []*mergeRequest
 	locking        []*mergeRequest // merges GitLab is carrying out (sim.gitlab.mergeDuration)
 	onMerge        []func(MergeInfo)
+	merges         []MergeRecord // every merge, in order (gitlab_history.go)
 }
 
 // MergeInfo describes a merge, for the deploy pipeline.
@@ -273,6 +274,9 @@ func (g *GitLab) Paths(projectPath string) []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
+// PersonName is the author of the commits PushToBranch makes: a person outside bindery.
+const PersonName = "A. Person"
+
 // PushToBranch commits content at path directly on branch, as another team's change would:
 // it moves the branch so open MRs targeting it may need a rebase or conflict.
 func (g *GitLab) PushToBranch(projectPath, branch, path, content string) (string, error) {
@@ -284,8 +288,31 @@ func (g *GitLab) PushToBranch(projectPath, branch, path, content string) (string
 	}
 	now := g.clock.Now()
 	sha := g.pushFile(p, branch, path, content, "Concurrent change to "+path, now)
+	p.commits[sha].author = PersonName
 	g.headMoved(p, branch, 0, now)
 	return sha, nil
+}
+
+// servePush answers POST /sim/gitlab/push?project=<path>&branch=<name>&path=<file>&content=<text>:
+// a person's commit pushed straight to a branch (PushToBranch), for a test that runs the
+// simulator in another process.
+func (g *GitLab) servePush(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "POST only"})
+		return
+	}
+	_ = r.ParseForm()
+	project, branch, path := r.Form.Get("project"), r.Form.Get("branch"), r.Form.Get("path")
+	if project == "" || branch == "" || path == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "project, branch and path are required"})
+		return
+	}
+	sha, err := g.PushToBranch(project, branch, path, r.Form.Get("content"))
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"sha": sha})
 }
 
 // MergeRequestState is the state ("opened", "closed", "merged") of an MR, or "" when unknown.
@@ -463,14 +490,20 @@ type checklistItem struct {
 }
 
 // ServeHTTP serves the API under /sim/gitlab/api/v4/ (gitlab_api.go), the MR and pipeline
-// pages their web_url fields point at (gitlab_web.go) and the simulator's own control
-// POST /sim/gitlab/blockers/clear?project=<path>&iid=<iid> (a person clears what holds an MR).
+// pages their web_url fields point at (gitlab_web.go) and the simulator's own controls:
+// POST /sim/gitlab/blockers/clear?project=<path>&iid=<iid> (a person clears what holds an MR),
+// POST /sim/gitlab/push (a person's commit straight to a branch) and GET /sim/gitlab/merges
+// (the merge history, gitlab_history.go).
 func (g *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch p := r.URL.EscapedPath(); {
 	case strings.HasPrefix(p, "/sim/gitlab/api/v4/"):
 		g.serveAPI(w, r)
 	case p == "/sim/gitlab/blockers/clear":
 		g.serveClearBlocker(w, r)
+	case p == "/sim/gitlab/merges":
+		g.serveMerges(w, r)
+	case p == "/sim/gitlab/push":
+		g.servePush(w, r)
 	default:
 		g.serveWeb(w, r)
 	}

@@ -345,6 +345,7 @@ func (c *call) getBranch() {
 		c.fail(http.StatusNotFound, "404 Branch Not Found")
 		return
 	}
+	c.p.noteRead(c.user.ID, c.vars["branch"])
 	writeJSON(c.w, http.StatusOK, c.branchJSON(c.vars["branch"]))
 }
 

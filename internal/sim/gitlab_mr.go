@@ -516,6 +516,7 @@ func (g *GitLab) finishRebase(mr *mergeRequest, now time.Time) { // holds g.mu
 	base := p.commits[p.mergeBase(src.id, tgt.id)]
 	files := tgt.files.clone()
 	c := g.newCommit(p, []string{tgt.id}, src.message, files, now)
+	c.author = src.author // a rebase keeps the commit's author
 	for path := range changes(base.files, src.files) {
 		if e, ok := src.files[path]; ok {
 			files[path] = fileEntry{content: e.content, commit: c.id}
@@ -550,10 +551,12 @@ func (g *GitLab) doMerge(mr *mergeRequest, userID int64, removeSource bool, now 
 	landed, mergeCommit := src.id, ""
 	if method != config.MergeMethodFF {
 		c := g.newCommit(p, []string{tgtBefore.id, src.id}, "Merge branch '"+mr.source+"' into '"+mr.target+"'\n\n"+mr.title, files, now)
+		c.author = g.userByID(userID).Name // GitLab's merge commit is the merging account's
 		landed, mergeCommit = c.id, c.id
 	}
 	p.branches[mr.target] = landed
 	mr.headSHA = src.id
+	g.recordMerge(mr, userID, tgtBefore.id, landed, now)
 	mr.state, mr.mergedAt, mr.mergeUserID, mr.mergeCommit, mr.updatedAt = "merged", &now, userID, mergeCommit, now
 	mr.autoMerge, mr.mergeError = nil, ""
 	if removeSource || mr.removeSource {

@@ -29,7 +29,8 @@ type project struct {
 	hooks     []*projectHook
 	protected map[string]*protection // by branch name
 	variables map[string]string
-	members   map[int64]bool // accounts added with POST /projects/:id/members
+	members   map[int64]bool              // accounts added with POST /projects/:id/members
+	reads     map[int64]map[string]string // user → branch → the head that user last read (the merge history's "seen")
 }
 
 type fileEntry struct {

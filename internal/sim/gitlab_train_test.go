@@ -2,7 +2,10 @@ package sim_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -480,5 +483,148 @@ func TestCreatingABranchRunsItsBranchPipeline(t *testing.T) {
 	}
 	if n := e.sims.GitLab.Usage().Pipelines - before; n != 1 {
 		t.Fatalf("%d pipelines for a new branch, want 1", n)
+	}
+}
+
+// The merge history tells a merge that gave the target a tree the head's pipelines never ran on:
+// under the merge method branches built on the same head all merge, each beside the files merged
+// before it — recorded with the commit that wrote them, its author and whether the merging
+// account had read the target at it — and the served history (GET /sim/gitlab/merges) says the
+// same. A branch built on a branch merged before it (a car on the car ahead) holds that tree:
+// nothing untested, though it does not hold the merge commit.
+func TestTheMergeHistoryRecordsWhatAMergePutBesideTheHead(t *testing.T) {
+	e := newTrain(t, "mergeMethod: merge")
+	var mrs []gitlab.MergeRequest
+	var cms []gitlab.Commit
+	for k := 1; k <= 3; k++ {
+		cms = append(cms, e.buildCar(t, k, "main", "", "operationId: op-"+itoa(int64(k))+"\n", false))
+		mrs = append(mrs, e.openCar(t, k))
+	}
+	e.buildCar(t, 4, carBranch(1), "", "operationId: op-4\n", false) // on car 1
+	mrs = append(mrs, e.openCar(t, 4))
+	merge := func(mr gitlab.MergeRequest) {
+		t.Helper()
+		if got := e.settled(t, mr.IID); got.DetailedMergeStatus != "mergeable" {
+			t.Fatalf("MR !%d: %s", mr.IID, got.DetailedMergeStatus)
+		}
+		if _, err := e.gl.Merge(ctx, trainProject, mr.IID, gitlab.MergeOptions{SHA: mr.SHA}); err != nil {
+			t.Fatalf("merge !%d: %v", mr.IID, err)
+		}
+	}
+	look := func() {
+		t.Helper()
+		if _, err := e.gl.GetBranch(ctx, trainProject, "main"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	look() // the bot reads main before car 1 merges …
+	merge(mrs[0])
+	merge(mrs[3]) // … car 4, built on car 1, merges with nothing untested …
+	merge(mrs[1]) // … and car 2 beside cars 1 and 4, without reading main again
+	look()        // then the bot reads main before car 3
+	merge(mrs[2])
+
+	ms := e.sims.GitLab.Merges()
+	if len(ms) != 4 {
+		t.Fatalf("history: %+v", ms)
+	}
+	for i, iid := range []int64{mrs[0].IID, mrs[3].IID} {
+		if m := ms[i]; m.IID != iid || len(m.Untested) != 0 || m.By != sim.BotUsername {
+			t.Fatalf("merge %d: the target got the tree the head tested: %+v", i+1, m)
+		}
+	}
+	second := ms[2]
+	if second.TargetBefore != ms[1].Landed || len(second.Untested) != 2 {
+		t.Fatalf("car 2 merged beside cars 1's and 4's files: %+v", second)
+	}
+	for i, f := range second.Untested {
+		if want := []string{carFile(1), carFile(4)}[i]; f.Path != want || f.Author != "bindery bot" || f.Seen {
+			t.Errorf("beside car 2: %+v, want %s, the bot's, unseen (the bot last read main before car 1 merged)", f, want)
+		}
+	}
+	if second.Untested[0].Commit != cms[0].ID {
+		t.Errorf("car 1's file is put down to %s, want car 1's commit %s", second.Untested[0].Commit, cms[0].ID)
+	}
+	third := ms[3]
+	if len(third.Untested) != 3 {
+		t.Fatalf("car 3 merged beside cars 1, 2 and 4: %+v", third)
+	}
+	for _, f := range third.Untested {
+		if !f.Seen {
+			t.Errorf("beside car 3: %+v, want seen (the bot read main after they merged)", f)
+		}
+	}
+	resp, err := http.Get(e.url + "/sim/gitlab/merges")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var served []sim.MergeRecord
+	if err := json.NewDecoder(resp.Body).Decode(&served); err != nil || len(served) != 4 || len(served[2].Untested) != 2 || served[2].Untested[0] != second.Untested[0] {
+		t.Fatalf("served history: %+v %v", served, err)
+	}
+}
+
+// A person's commit pushed through the simulator's control (POST /sim/gitlab/push) lands on the
+// branch as theirs, and a merge beside it names it; a removal merged beside a head that still
+// holds the file is put down to the commit that removed it. Bad requests get clear answers.
+func TestAPersonsPushAndARemovalAreNamedInTheMergeHistory(t *testing.T) {
+	e := newTrain(t, "mergeMethod: merge")
+	e.buildCar(t, 1, "main", "", "operationId: op-1\n", false)
+	mr1 := e.openCar(t, 1)
+	if _, err := e.gl.Merge(ctx, trainProject, e.settled(t, mr1.IID).IID, gitlab.MergeOptions{SHA: mr1.SHA}); err != nil {
+		t.Fatal(err)
+	}
+	// Car 2 removes car 1's file; car 3 was built while it was there.
+	rm, err := e.gl.CreateCommit(ctx, trainProject, gitlab.CommitRequest{Branch: carBranch(2), StartBranch: "main", Message: "remove car 1",
+		Actions: []gitlab.FileAction{{Action: gitlab.ActionDelete, Path: carFile(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr2 := e.openCar(t, 2)
+	e.buildCar(t, 3, "main", "", "operationId: op-3\n", false)
+	mr3 := e.openCar(t, 3)
+	post := func(form url.Values) (int, map[string]string) {
+		t.Helper()
+		resp, err := http.PostForm(e.url+"/sim/gitlab/push", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, pushed := post(url.Values{"project": {trainProject}, "branch": {"main"}, "path": {"README.md"}, "content": {"a person's change\n"}})
+	if code != http.StatusCreated || len(pushed["sha"]) != 40 {
+		t.Fatalf("the push: %d %v", code, pushed)
+	}
+	for form, want := range map[string]int{
+		"project=" + url.QueryEscape(trainProject) + "&branch=main":            http.StatusBadRequest, // no path
+		"project=nowhere&branch=main&path=x":                                   http.StatusNotFound,
+		"project=" + url.QueryEscape(trainProject) + "&branch=nobranch&path=x": http.StatusNotFound,
+	} {
+		v, _ := url.ParseQuery(form)
+		if code, _ := post(v); code != want {
+			t.Errorf("push %s: %d, want %d", form, code, want)
+		}
+	}
+	for _, mr := range []gitlab.MergeRequest{mr2, mr3} {
+		got := e.settled(t, mr.IID)
+		if _, err := e.gl.Merge(ctx, trainProject, mr.IID, gitlab.MergeOptions{SHA: got.SHA}); err != nil {
+			t.Fatalf("merge !%d: %v", mr.IID, err)
+		}
+	}
+	ms := e.sims.GitLab.Merges()
+	last := ms[len(ms)-1]
+	byPath := map[string]sim.UntestedFile{}
+	for _, f := range last.Untested {
+		byPath[f.Path] = f
+	}
+	if f := byPath[carFile(1)]; f.Commit != rm.ID || f.Author != "bindery bot" {
+		t.Errorf("car 1's file, removed beside car 3: %+v, want car 2's commit %s", f, rm.ID)
+	}
+	if f := byPath["README.md"]; f.Commit != pushed["sha"] || f.Author != sim.PersonName || f.Seen {
+		t.Errorf("the person's file beside car 3: %+v", f)
 	}
 }

@@ -43,6 +43,12 @@ until a good file is loaded. A reload fails when the file
   out, ` + "`\"\"`" + `), or drop a top-level section the configuration in force has (unless it keeps the
   section's name, ` + "`hooks: {}`" + `).
 
+A file cut in the middle of ` + "`targets:`" + ` is still valid YAML with fewer targets, and loads: replace
+the file in one rename ([operations.md](operations.md), 'Changing the configuration file'). A target that leaves the
+catalog refuses new applications only; requests already accepted go on with the target as they
+were accepted for it, and a reload that removes targets bindings still use is told to operators
+(` + "`config.targets_removed`" + `, and the ops console).
+
 Unknown keys are reported (log and ops console) and otherwise ignored. A process that starts with
 a file that fails stops with the error: there is no last good configuration yet.
 

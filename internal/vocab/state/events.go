@@ -26,6 +26,7 @@ const (
 	EventDeployOverdue         EventType = "deploy.overdue"          // a merged request's deploy callback is late
 	EventCallbackRefused       EventType = "callback.refused"        // a deploy callback bindery cannot believe
 	EventConfigRefused         EventType = "config.refused"          // a configuration file or key was refused
+	EventTargetsRemoved        EventType = "config.targets_removed"  // a reload removed targets that bindings still use
 	EventEndpointDisabled      EventType = "endpoint.disabled"       // a delivery endpoint was switched off
 	EventEndpointTest          EventType = "endpoint.test"           // a test delivery (bindery doctor -send-test), never stored
 )
@@ -69,6 +70,7 @@ var eventTypes = map[EventType]EventInfo{
 	EventDeployOverdue:         {Audience: AudienceOperators},
 	EventCallbackRefused:       {Audience: AudienceOperators},
 	EventConfigRefused:         {Audience: AudienceOperators},
+	EventTargetsRemoved:        {Audience: AudienceOperators},
 	EventEndpointDisabled:      {Audience: AudienceOperators},
 	EventEndpointTest:          {Audience: AudienceOperators},
 	EventBatchOpened:           {Audience: AudienceBatch},

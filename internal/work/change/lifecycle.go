@@ -33,9 +33,12 @@ type Memo struct {
 	Tested   string `json:"tested,omitempty"`
 	Approved string `json:"approved,omitempty"`
 	// Behind: the target moved since the head was built; the merge rebases first (MergeState).
-	Behind bool  `json:"behind,omitempty"`
-	CI     int64 `json:"ci,omitempty"`    // when the current pipeline wait started (unix ms, for the metrics)
-	Merge  int64 `json:"merge,omitempty"` // when the merge phase started (unix ms)
+	Behind bool `json:"behind,omitempty"`
+	// On: the target head the branch was found built on; the merge reads the target again
+	// right before it asks for the merge (MergeState.On; "" : no such look).
+	On    string `json:"on,omitempty"`
+	CI    int64  `json:"ci,omitempty"`    // when the current pipeline wait started (unix ms, for the metrics)
+	Merge int64  `json:"merge,omitempty"` // when the merge phase started (unix ms)
 }
 
 // Result is what one action of the lifecycle came to.
@@ -274,8 +277,8 @@ func (l *Lifecycle) Merge(ctx context.Context, r *engine.Run, spec Spec, iid int
 		}
 		m.Restart = false
 	}
-	res, err := l.MergeStep(ctx, spec, iid, MergeState{Phase: phase, Regenerated: m.Regen, Refused: m.Refused, Tested: m.Tested, Approved: m.Approved, Behind: m.Behind})
-	m.Regen, m.Refused, m.Tested, m.Approved, m.Behind = res.State.Regenerated, res.State.Refused, res.State.Tested, res.State.Approved, res.State.Behind
+	res, err := l.MergeStep(ctx, spec, iid, MergeState{Phase: phase, Regenerated: m.Regen, Refused: m.Refused, Tested: m.Tested, Approved: m.Approved, Behind: m.Behind, On: m.On})
+	m.Regen, m.Refused, m.Tested, m.Approved, m.Behind, m.On = res.State.Regenerated, res.State.Refused, res.State.Tested, res.State.Approved, res.State.Behind, res.State.On
 	o := Outcome{MR: res.MR, Pipeline: res.Pipeline, Phase: res.State.Phase}
 	switch {
 	case err == nil && res.Merged:

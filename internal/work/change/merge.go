@@ -58,6 +58,11 @@ type MergeState struct {
 	// not test): the branch is rebased before any merge, whatever GitLab reports — a merge
 	// commit would otherwise land a combination nobody tested.
 	Behind bool
+	// On, when set, asks for the target branch to be read right before the merge call: it must
+	// be On (the target head the owner found the branch built on) or the head's parent (a branch
+	// rebased onto the target, or written on it); anything else landed since and the branch is
+	// rebased first. "" : no such look (the legacy flow).
+	On string
 }
 
 // MergeResult is what one merge action did.
@@ -193,9 +198,46 @@ func (r *Runner) decide(ctx context.Context, spec Spec, res MergeResult) (MergeR
 			res.State.Phase, res.Event, res.Pipeline = MergePipeline, EventPipeline, pl
 			return res, nil
 		}
+		// Tested: recorded by the owner with this outcome, before the merge of the next action
+		// (so the head merged is always one the owner recorded as tested).
 		res.State.Tested = mr.SHA
+		return res, nil
+	}
+	if res.State.On != "" {
+		on, err := r.onTarget(ctx, spec, &res)
+		if err != nil || !on {
+			if err != nil {
+				return res, err
+			}
+			return r.rebase(ctx, spec, res)
+		}
 	}
 	return r.merge(ctx, spec, res)
+}
+
+// onTarget is the last look before a merge that asks for one (MergeState.On): the target
+// branch's head must be what the tested head was built on — On, or the head's parent (a branch
+// GitLab rebased onto the target, or one written on it). GitLab's merge method `merge` merges a
+// branch whose base is behind: without this look a commit that landed on the target since the
+// owner's own look (a person's push, a legacy merge) would be merged beside the head, a tree no
+// pipeline tested. A head not on the target is rebased onto it and tested again; On becomes the
+// head read, so a rebase GitLab finds needless (the head holds the target already) ends the
+// loop. Only a commit that lands inside the merge call itself is left beside (docs/gitlab.md,
+// 'What a merge guarantees, per merge method').
+func (r *Runner) onTarget(ctx context.Context, spec Spec, res *MergeResult) (bool, error) {
+	b, err := r.GitLab.GetBranch(ctx, spec.Project, spec.TargetBranch)
+	if err != nil {
+		return false, fmt.Errorf("read the target branch %s: %w", spec.TargetBranch, err)
+	}
+	if b.CommitSHA == res.State.On {
+		return true, nil
+	}
+	parents, err := r.ParentsOf(ctx, spec.Project, res.MR.SHA)
+	if err != nil {
+		return false, err
+	}
+	res.State.On = b.CommitSHA
+	return len(parents) > 0 && parents[0] == b.CommitSHA, nil
 }
 
 // computing are the statuses GitLab reports while it (re)computes mergeability.

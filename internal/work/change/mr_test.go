@@ -357,7 +357,7 @@ func TestALockedMRIsUndecidedUntilGitLabFinishesTheMerge(t *testing.T) {
 	}
 	b.waitPipeline(mr.IID, 1000)
 	b.runner.Approve(ctx, project, mr.IID)
-	res, err := b.runner.MergeStep(ctx, s, mr.IID, change.MergeState{Phase: change.MergeAttempt})
+	res, err := b.runner.MergeStep(ctx, s, mr.IID, change.MergeState{Phase: change.MergeAttempt, Tested: mr.SHA})
 	if err != nil || res.Merged || !res.Pause || res.MR.State != gitlab.StateLocked {
 		t.Fatalf("the merge call: %+v %v", res, err)
 	}

@@ -102,7 +102,7 @@ func (r *Runner) pipelineOf(ctx context.Context, project string, mr gitlab.Merge
 			return false, nil
 		}
 		lookups++
-		parents, err := r.parentsOf(ctx, project, p.SHA)
+		parents, err := r.ParentsOf(ctx, project, p.SHA)
 		return slices.Contains(parents, mr.SHA), err
 	}
 	if p := mr.HeadPipeline; p != nil {
@@ -130,8 +130,9 @@ func (r *Runner) pipelineOf(ctx context.Context, project string, mr gitlab.Merge
 // can be for the current head.
 const maxMergeRefLookups = 3
 
-// parentsOf is a commit's parents; a commit never changes, so the answer is kept.
-func (r *Runner) parentsOf(ctx context.Context, project, sha string) ([]string, error) {
+// ParentsOf is a commit's parents (none: GitLab no longer has it); a commit never changes, so
+// the answer is kept.
+func (r *Runner) ParentsOf(ctx context.Context, project, sha string) ([]string, error) {
 	if p, ok := r.parents.get(project + "@" + sha); ok {
 		return p, nil
 	}
@@ -140,7 +141,7 @@ func (r *Runner) parentsOf(ctx context.Context, project, sha string) ([]string, 
 		return nil, nil // a merge ref's commit GitLab already dropped: not this head's
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the commit of a merged-results pipeline: %w", err)
+		return nil, fmt.Errorf("read commit %s: %w", sha, err)
 	}
 	r.parents.put(project+"@"+sha, c.ParentIDs)
 	return c.ParentIDs, nil

@@ -30,6 +30,7 @@ var eventWords = map[state.EventType]string{
 	state.EventDeployOverdue:         "deploy callback overdue",
 	state.EventCallbackRefused:       "callback refused",
 	state.EventConfigRefused:         "configuration refused",
+	state.EventTargetsRemoved:        "targets in use removed from the catalog",
 	state.EventEndpointDisabled:      "delivery endpoint disabled",
 	state.EventEndpointTest:          "test delivery",
 	state.EventBatchOpened:           "batch merge request opened",
@@ -60,6 +61,9 @@ func news(e store.Event, snap *config.Snapshot, l explain.Links) any {
 		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.MR(f.Project, f.MRIID), Why: f.Why, URL: l.Ops()}
 	}
 	n := &api.OpsNews{Why: f.Why, Project: f.Project, MRIID: f.MRIID, SHA: f.SHA, Refused: f.Refused, Endpoint: f.Endpoint, Instance: f.Instance, URL: l.Ops()}
+	for _, t := range f.Targets {
+		n.Targets = append(n.Targets, api.TargetUse(t))
+	}
 	if e.Type == state.EventConfigRefused && f.Note != "" {
 		n.Keys = strings.Split(f.Note, ",")
 	}
@@ -93,6 +97,8 @@ func Summary(e store.Event, snap *config.Snapshot) string {
 		return fmt.Sprintf("A deploy callback for %s was refused: %s", f.Project, f.Why)
 	case state.EventConfigRefused:
 		return "The configuration was refused: " + f.Why
+	case state.EventTargetsRemoved:
+		return TargetsRemovedWords(f.Targets)
 	case state.EventEndpointDisabled:
 		return fmt.Sprintf("Delivery endpoint %s was disabled: %s", f.Endpoint, f.Why)
 	case state.EventEndpointTest:
@@ -111,6 +117,21 @@ func Summary(e store.Event, snap *config.Snapshot) string {
 		title = t.Title
 	}
 	return fmt.Sprintf("Your request for %s: %s", title, Words(e.Type))
+}
+
+// TargetsRemovedWords tells operators of targets that left the catalog while bindings use them —
+// the same words in a notification and on the ops console.
+func TargetsRemovedWords(ts []store.TargetUse) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = fmt.Sprintf("%s (%d in flight, %d in effect)", t.Key, t.InFlight, t.InEffect)
+	}
+	what, them := "Targets", "them"
+	if len(ts) == 1 {
+		what, them = "A target", "it"
+	}
+	return fmt.Sprintf("%s left the catalog while bindings use %s: %s. They finish, and stay until revoked or expired, with the target as it was when they were accepted; new applications for %s are refused. If the configuration file was cut short, restore it (replace the file in one rename).",
+		what, them, strings.Join(parts, ", "), them)
 }
 
 // blockedWhy is a blocked batch's reason: the story of a merge held for a person as the request

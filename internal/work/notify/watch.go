@@ -177,11 +177,63 @@ func (n *Notifier) tellConfigRefused(why string, keys []string) {
 	n.engine.Nudge(state.NotifyLane)
 }
 
-// watchConfig tells operators of every refused reload and every reload that refused keys.
+// watchConfig tells operators of every refused reload, every reload that refused keys and every
+// reload that removed targets bindings still use.
 func (n *Notifier) watchConfig() {
 	n.cfg.OnRefused(func(err error) { n.tellConfigRefused(err.Error(), nil) })
-	n.cfg.OnChange(func(_, cur *config.Snapshot) { n.refusedKeys(cur) })
+	n.cfg.OnChange(func(old, cur *config.Snapshot) {
+		n.refusedKeys(cur)
+		n.tellTargetsRemoved(old, cur)
+	})
 	n.refusedKeys(n.cfg.Current())
+}
+
+// tellTargetsRemoved tells operators that a reload removed targets which bindings still use —
+// in flight or in effect (config.targets_removed, with the keys and counts). Those bindings lose
+// nothing (they go on with the target as they were accepted for it, batch.TargetOf), but a file
+// cut short inside `targets:` is still valid YAML and looks just like this: a person must know.
+// Told once per set of keys and hour, however many instances take the reload.
+func (n *Notifier) tellTargetsRemoved(old, cur *config.Snapshot) {
+	if old == nil {
+		return
+	}
+	gone := map[string]bool{}
+	for _, t := range old.Targets() {
+		if _, ok := cur.Target(t.Key); !ok {
+			gone[t.Key] = true
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	// Within the reload (the config's lock held), like tellConfigRefused.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	used, err := n.db.TargetsInUse(ctx)
+	if err != nil {
+		n.log.Warn("targets removed from the catalog were not checked for bindings in use", "err", err)
+		return
+	}
+	var removed []store.TargetUse
+	var keys []string
+	for _, u := range used {
+		if gone[u.Key] {
+			removed = append(removed, u)
+			keys = append(keys, u.Key)
+		}
+	}
+	if len(removed) == 0 {
+		return
+	}
+	n.log.Warn("a reload removed targets that bindings still use; they finish with the target as accepted, new applications are refused", "targets", keys)
+	sum := sha256.Sum256([]byte(strings.Join(keys, ",")))
+	key := fmt.Sprintf("config.targets_removed:%x:%s", sum[:8], time.Now().UTC().Format("2006010215"))
+	e := store.Event{Type: state.EventTargetsRemoved, Key: key, Facts: store.EventFacts{Targets: removed, Instance: n.inst}}
+	if _, err := n.db.Tell(ctx, e); err != nil {
+		n.log.Warn("the targets removed from the catalog were not told to operators", "err", err)
+		return
+	}
+	n.engine.Nudge(state.NotifyLane)
 }
 
 func (n *Notifier) refusedKeys(snap *config.Snapshot) {

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -120,26 +121,35 @@ func TestTheWatchCountsBlockedBatches(t *testing.T) {
 	})
 }
 
+// twoInstances writes content as a configuration file and starts two instances' notifiers on it,
+// each with its own Source (each reloads on its own, as processes do); it returns the file's path
+// and the sources.
+func twoInstances(t *testing.T, db *store.DB, content string) (string, []*config.Source) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var srcs []*config.Source
+	for i := range 2 {
+		src, err := config.Open(path, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, src)
+		startEnv(t, db, src, "i-"+string(rune('1'+i)))
+	}
+	return path, srcs
+}
+
 // A refused configuration — a whole file, or keys of one — is told to operators once, however
 // many instances refuse it.
 func TestARefusedConfigurationIsToldOnce(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		rc := newReceiver(t, nil)
-		path := filepath.Join(t.TempDir(), "config.yaml")
 		good := webhookConfig("ops", rc.URL, "[config.refused]")
-		if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var srcs []*config.Source
-		for i := range 2 {
-			src, err := config.Open(path, slog.New(slog.DiscardHandler), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srcs = append(srcs, src)
-			startEnv(t, db, src, "i-"+string(rune('1'+i)))
-		}
+		path, srcs := twoInstances(t, db, good)
 		// A key refused (a bad secret beside the good endpoint): told once for both instances.
 		bad := good + "  email: {smtp: \"nowhere\", from: \"x@example.com\"}\n"
 		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
@@ -206,5 +216,59 @@ func dbClockPasses(t *testing.T, db *store.DB, d time.Duration) {
 	testkit.Eventually(t, "the database clock to move on by "+d.String(), func() bool {
 		now, err := db.Now(bg)
 		return err == nil && now.Sub(start) > d
+	})
+}
+
+// A reload that removes targets bindings still use is told to operators once, however many
+// instances take it: the keys with how many bindings are in flight and in effect. A target
+// removed that nothing uses is not news, and neither is a reload that removes nothing.
+func TestAReloadThatRemovesTargetsInUseIsToldOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		rc := newReceiver(t, nil)
+		hooks := webhookConfig("ops", rc.URL, "[config.targets_removed]")
+		catalog := func(keys ...string) string {
+			var b strings.Builder
+			b.WriteString("targets:\n")
+			for _, k := range keys {
+				fmt.Fprintf(&b, "  - {key: %s, project: infra/%s, path: \"bindings/%s/{subject}.yaml\"}\n", k, k, k)
+			}
+			return b.String()
+		}
+		path, srcs := twoInstances(t, db, hooks+catalog("kept", "leaving", "unused"))
+		// leaving: two bindings in effect, one on its way, one closed (not in use).
+		for i, st := range []state.BindingStatus{state.StatusValidated, state.StatusValidated, state.StatusMRCreating, state.StatusClosed} {
+			if _, err := db.Raw().ExecContext(bg, "INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, 'leaving', ?, ?)",
+				fmt.Sprintf("s%d", i), st, fmt.Sprintf("op-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reload := func(content string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range srcs {
+				if err := s.Reload(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		reload(hooks + catalog("kept", "leaving"))                                                                                // unused removed: no news
+		reload(hooks + strings.Replace(catalog("kept", "leaving"), "project: infra/kept", "title: Kept, project: infra/kept", 1)) // nothing removed: no news
+		reload(hooks + catalog("kept"))                                                                                           // leaving removed, in use
+		settled(t, db)
+		hits := rc.got()
+		if len(hits) != 1 {
+			t.Fatalf("%d config.targets_removed deliveries, want 1", len(hits))
+		}
+		b := body(t, hits[0])
+		data := b["data"].(map[string]any)
+		targets, _ := data["targets"].([]any)
+		if b["type"] != "config.targets_removed" || len(targets) != 1 {
+			t.Fatalf("the news: %v", b)
+		}
+		if tu := targets[0].(map[string]any); tu["key"] != "leaving" || tu["inFlight"] != float64(1) || tu["inEffect"] != float64(2) {
+			t.Fatalf("the removed target told: %v", tu)
+		}
 	})
 }

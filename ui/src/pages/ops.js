@@ -506,7 +506,8 @@ export function mount(root, ctx) {
     swap(configBanner, c && c.lastError ? h('div', {class: 'notice tone-bad', role: 'alert', 'data-config-error': ''},
       h('p', {}, h('strong', {}, 'The configuration reload was refused'), ' (', time(c.lastError.at), '): the previous configuration stays in force. ',
         h('a', {href: '#config-error'}, 'See the error'), '.'),
-      h('p', {class: 'small'}, h('code', {}, c.lastError.message.split('\n')[0]))) : null);
+      h('p', {class: 'small'}, h('code', {}, c.lastError.message.split('\n')[0]))) : null,
+    c && c.removedTargets && c.removedTargets.length ? removedTargetsNotice(c.removedTargets, 'data-targets-removed') : null);
     if (!busyReading(config.body)) swap(config.body, configView(c, remembered));
   }, (err) => {
     config.live.failed();
@@ -615,6 +616,16 @@ function stageTable(views) {
       h('span', {class: 'bar-value'}, `${duration(r.median)} median · ${duration(r.max)} slowest · ${r.n}`)))));
 }
 
+// removedTargetsNotice tells that targets left the catalog while bindings use them: what becomes
+// of those bindings, and what to do when the file was cut short (attr, value: how to find it).
+function removedTargetsNotice(ts, attr, value = '') {
+  const one = ts.length === 1;
+  return h('div', {class: 'notice tone-warn', role: 'status', [attr]: value},
+    h('p', {}, h('strong', {}, one ? 'A target left the catalog while bindings use it' : 'Targets left the catalog while bindings use them'), ': ',
+      ts.map((t, i) => [i ? ', ' : '', h('code', {}, t.key), ` (${t.inFlight} in flight, ${t.inEffect} in effect)`]), '.'),
+    h('p', {class: 'small'}, `They finish, and stay until revoked or expired, with the target as it was when they were accepted; new applications for ${one ? 'it' : 'them'} are refused. If the configuration file was cut short, restore it (replace the file in one rename).`));
+}
+
 function configView(c, remembered) {
   const keys = c.keys || [];
   const fellBack = keys.filter((k) => k.status === 'fallback');
@@ -623,6 +634,9 @@ function configView(c, remembered) {
     problems.push(h('div', {class: 'notice tone-bad', role: 'alert', id: 'config-error'},
       h('p', {}, h('strong', {}, 'The last edit of the configuration failed to load'), ' (', time(c.lastError.at), '). The previous configuration stays in force.'),
       h('pre', {class: 'file'}, c.lastError.message)));
+  }
+  if (c.removedTargets && c.removedTargets.length) {
+    problems.push(removedTargetsNotice(c.removedTargets, 'id', 'targets-removed'));
   }
   if (fellBack.length) {
     problems.push(h('div', {class: 'notice tone-warn'}, h('p', {}, `${fellBack.length} key${fellBack.length === 1 ? '' : 's'} had an invalid value and fell back to the default: `,
