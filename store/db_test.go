@@ -353,8 +353,10 @@ func sqlitePlan(t *testing.T, db *store.DB, query string, args ...any) string {
 // A reader that keeps a snapshot open (a long export) holds back the background checkpoint's
 // restart of the WAL; the restart must give up soon rather than hold the writer out while it
 // waits for that reader.
+//
+// Not parallel: it measures how long an application waits, and sharing the two cores with the
+// package's other tests made one wait 2 s for the CPU alone.
 func TestSQLiteCheckpointDoesNotHoldTheWriterBehindALongReader(t *testing.T) {
-	t.Parallel()
 	db, dir := sqliteFile(t)
 	mustApply(t, db, answered("op-first", "u-first", "t", "h"))
 	reader, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "b.db"))
