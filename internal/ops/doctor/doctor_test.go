@@ -220,20 +220,47 @@ func TestAProjectWithoutCIFails(t *testing.T) {
 	}
 }
 
-// With merge commits, a branch others may push to is a warning: such a push lands beside the
-// tree bindery tested.
-func TestMergeCommitsOnABranchOthersPushToWarn(t *testing.T) {
-	s := newSetup(t)
-	s.sims.GitLab.SetFaults(sim.GitLabFaults{MergeMethod: config.MergeMethodMerge})
-	s.sims.GitLab.Protect(project, "main", sim.Maintainer, sim.Maintainer, nil, nil)
-	r := s.run(t)
-	out := text(r)
-	if r.Failed() || !strings.Contains(out, "warn  gitlab: "+project+": merge method: merge commits, and others may push to main") {
-		t.Fatalf("want a warning, no failure:\n%s", out)
-	}
-	s.sims.GitLab.Protect(project, "main", sim.NoAccess, sim.Maintainer, nil, nil)
-	if out := text(s.run(t)); !strings.Contains(out, "ok    gitlab: "+project+": merge method: merge") {
-		t.Fatalf("nobody but the bot may push: merge commits are fine:\n%s", out)
+// With merge commits, a branch that anyone but the bot may write to while bindery merges is a
+// warning — each way alone: pushing, force-pushing, merging (a role, or another user by name),
+// no protection at all. Only the bot pushing nothing and merging alone passes.
+func TestMergeCommitsOnABranchOthersMayWriteToWarn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		protect func(g *sim.GitLab)
+		reason  string // "": no warning
+	}{
+		{"only the bot merges, nobody pushes", func(g *sim.GitLab) {}, ""},
+		{"Maintainers may push", func(g *sim.GitLab) {
+			g.Protect(project, "main", sim.Maintainer, sim.NoAccess, nil, []string{sim.BotUsername})
+		}, "Maintainers may push"},
+		{"force pushes are allowed", func(g *sim.GitLab) { g.AllowForcePush(project, "main", true) }, "force pushes are allowed"},
+		{"Maintainers may merge", func(g *sim.GitLab) {
+			g.Protect(project, "main", sim.NoAccess, sim.Maintainer, nil, nil)
+		}, "Maintainers may merge"},
+		{"a person may merge", func(g *sim.GitLab) {
+			g.Protect(project, "main", sim.NoAccess, sim.NoAccess, nil, []string{sim.BotUsername, sim.ReviewerUsername(0)})
+		}, "Reviewer 1 may merge"},
+		{"the branch is not protected", func(g *sim.GitLab) { g.Unprotect(project, "main") }, "it is not protected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			g := s.sims.GitLab
+			g.SetFaults(sim.GitLabFaults{MergeMethod: config.MergeMethodMerge})
+			g.Protect(project, "main", sim.NoAccess, sim.NoAccess, nil, []string{sim.BotUsername})
+			tc.protect(g)
+			r := s.run(t)
+			out := text(r)
+			if r.Failed() {
+				t.Fatalf("a warning, never a failure:\n%s", out)
+			}
+			want := "ok    gitlab: " + project + ": merge method: merge\n"
+			if tc.reason != "" {
+				want = "warn  gitlab: " + project + ": merge method: merge commits, and others may write to main (" + tc.reason + "): a commit that lands there while bindery merges"
+			}
+			if !strings.Contains(out, want) {
+				t.Fatalf("want %q:\n%s", want, out)
+			}
+		})
 	}
 }
 
