@@ -220,6 +220,24 @@ func TestAProjectWithoutCIFails(t *testing.T) {
 	}
 }
 
+// A target whose project GitLab does not show the bot (absent, or the bot no member of it) is
+// named as such: GitLab answers 404 for both.
+func TestATargetsProjectGitLabDoesNotShowFails(t *testing.T) {
+	s := newSetup(t)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	cfg := s.yaml(s.srv.URL) + "  - {key: gone, title: Gone, project: infra/gone, branch: main, path: \"g/{subject}.yaml\"}\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fails := failures(r); len(fails) != 1 || !strings.HasPrefix(fails[0], "FAIL  gitlab: infra/gone: not found (or the bot is not a member)") {
+		t.Fatalf("FAIL lines %q:\n%s", fails, text(r))
+	}
+}
+
 // With merge commits, a branch that anyone but the bot may write to while bindery merges is a
 // warning — each way alone: pushing, force-pushing, merging (a role, or another user by name),
 // no protection at all. Only the bot pushing nothing and merging alone passes.
