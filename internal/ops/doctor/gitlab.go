@@ -249,7 +249,7 @@ func (d *doctor) checkProtection(ctx context.Context, bot *account, project int6
 	pb, _, err := bot.client.ProtectedBranches.GetProtectedBranch(project, branch, gl.WithContext(ctx))
 	if status(err) == http.StatusNotFound {
 		d.warn(check+": branch "+branch, "not protected: any Developer may push to it and merge into it",
-			"protect it: push No one, merge Maintainers (docs/install.md, 'GitLab')")
+			"protect it: push No one, merge Maintainers (docs/install.md, 'The GitLab projects')")
 		return []string{"it is not protected"}
 	}
 	if err != nil {
