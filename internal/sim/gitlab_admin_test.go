@@ -25,16 +25,7 @@ func TestAnAdministratorFindsTheAccountsAndMakesThemMembers(t *testing.T) {
 	api := srv.URL + "/sim/gitlab/api/v4"
 	call := func(token, method, path string, form url.Values) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(context.Background(), method, api+path, strings.NewReader(form.Encode()))
-		req.Header.Set("PRIVATE-TOKEN", token)
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return formCall(t, srv, token, method, api+path, form.Encode())
 	}
 	code, body := call("admin-token", "GET", "/users?username="+sim.ReviewerUsername(0), nil)
 	var users []struct {
@@ -69,6 +60,21 @@ func TestAnAdministratorFindsTheAccountsAndMakesThemMembers(t *testing.T) {
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
+// formCall sends a form to the simulated GitLab as token's owner: the status and the body.
+func formCall(t *testing.T, srv *httptest.Server, token, method, u, form string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), method, u, strings.NewReader(form))
+	req.Header.Set("PRIVATE-TOKEN", token)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // A protected branch answers as GitLab's protected branches API does: the role entries with
 // their descriptions, a user allowed by id beside them, allow_force_push as set (false unless
 // asked; a value that is not a Boolean is Grape's 400), the same in the list and one by one.
@@ -79,16 +85,7 @@ func TestAProtectedBranchAnswersWhoMayPushMergeAndForcePush(t *testing.T) {
 	protected := srv.URL + "/sim/gitlab/api/v4/projects/grp%2Fsub.proj/protected_branches"
 	call := func(method, u, form string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(context.Background(), method, u, strings.NewReader(form))
-		req.Header.Set("PRIVATE-TOKEN", "admin-token")
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return formCall(t, srv, "admin-token", method, u, form)
 	}
 	type access struct {
 		AccessLevel int    `json:"access_level"`
