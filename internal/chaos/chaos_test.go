@@ -148,12 +148,15 @@ func TestChaos(t *testing.T) {
 		t.Errorf("restart after a kill: %v", err)
 	}
 	// Every application ends in an answer a user can act on: accepted (a replay after a lost
-	// answer included) or refused because the relation already has an active request.
+	// answer included) or refused because the relation already has an active request. An
+	// operator's manual round may also be told to try again (503: the database did not answer
+	// within the request's deadline while instances were killed, seen under -race); the cron runs
+	// the same round anyway, and nothing waits on the operator's.
 	for _, name := range sortedKeys(l.tally.m) {
 		switch name {
 		case "apply.ACCEPTED", "apply.409_APPLY_IN_PROGRESS", "apply.cancelled", "apply.resubmit_replayed",
 			"apply.resent_after_lost_or_5xx", "apply.resent_after_409_pending",
-			"revoke.202_", "revoke.409_CONFLICT", "ops.round.200", "ops.round.0", "ops.round.502", "outside.201":
+			"revoke.202_", "revoke.409_CONFLICT", "ops.round.200", "ops.round.0", "ops.round.502", "ops.round.503", "outside.201":
 		default:
 			t.Errorf("unexpected answers during the load: %s=%d", name, l.tally.get(name))
 		}
