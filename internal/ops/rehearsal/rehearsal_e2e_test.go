@@ -37,9 +37,9 @@ var overlaid = []string{"/etc", "/usr/local/bin", "/var/backups"}
 // The install guide, followed as written: every marked block of docs/install.md runs in order in
 // bash -euo pipefail, each seeing the variables and functions the blocks before it left, except
 // the blocks that only export the values an operator chooses (values, accounts, signin): those
-// are chosen for this machine instead (bindery sim as GitLab, the
-// approval system and the identity provider, a MariaDB database and user of their own, a load
-// balancer of the test's in front). The release is built, the database made with exactly the
+// are chosen for this machine instead (bindery sim as GitLab, the approval system and the
+// identity provider, a MariaDB database and user of their own, a load balancer of the test's in
+// front). The release is built, the database made with exactly the
 // documented grants and migrated as its user, doctor fails on the webhook left out on purpose and
 // passes once the guide's webhook block ran, two instances serve, a person signs in with OpenID
 // Connect's code flow (the session one instance made is good on the other), applies, an approver
