@@ -84,7 +84,7 @@ func RunSim(ctx context.Context, o SimOptions) error {
 		}
 		started = append(started, s)
 	}
-	fmt.Fprintf(o.Stdout, "bindery simulators listening at http://%s\n  GitLab:          http://%[1]s/sim/gitlab (gitlab.baseURL)\n  approval system: http://%[1]s/sim/approval (approvalSystem.url), inbox /sim/approvals\n  permission:      http://%[1]s/sim/permission (permission.url)\n  deploys:         http://%[1]s/sim/deploys\n", ln.Addr())
+	fmt.Fprintf(o.Stdout, "bindery simulators listening at http://%s\n  GitLab:          http://%[1]s/sim/gitlab (gitlab.baseURL)\n  approval system: http://%[1]s/sim/approval (approvalSystem.url), inbox /sim/approvals\n  permission:      http://%[1]s/sim/permission (permission.url)\n  identity:        http://%[1]s/sim/oidc (identity.oidc.issuer)\n  deploys:         http://%[1]s/sim/deploys\n", ln.Addr())
 	select {
 	case <-ctx.Done():
 		err = nil

@@ -43,7 +43,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address")
 	bindery := fs.String("bindery", "", "base URL of bindery, for GitLab webhooks and deploy callbacks (approval callbacks go to each ticket's callbackUrl); empty: none are sent")
-	cfgPath := fs.String("config", "", "config file with the secrets shared with bindery (hooks.*, gitlab tokens), the catalog and the sim.* fault knobs; watched for edits. Empty: the embedded sample (demo secrets)")
+	cfgPath := fs.String("config", "", "config file with the secrets shared with bindery (hooks.*, gitlab tokens, the identity.oidc client, registered for server.publicURL's /auth/callback), the catalog and the sim.* fault knobs; watched for edits. Empty: the embedded sample (demo secrets)")
 	runJobs := fs.Bool("run-jobs", false, "after a merge, run the jobs of the project's .gitlab-ci.yml on this machine (sh), as a shell runner would: how the deploy job of deploy/gitlab is rehearsed")
 	adminToken := fs.String("admin-token", "", "token of a GitLab administrator (user root, Owner of every project) for the setup calls of docs/install.md; empty: no such account")
 	if err := parseFlags(fs, args, stderr, "sim -addr ADDR [-bindery URL] [-config FILE] [-run-jobs] [-admin-token TOKEN]"); err != nil {

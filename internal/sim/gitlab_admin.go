@@ -194,11 +194,13 @@ func (g *GitLab) putUser(u User) { // holds g.mu
 // ---- protected branches ----
 
 // protection is a protected branch: who may push to it and who may merge into it, each a role
-// (the lowest level allowed; NoAccess: nobody) and users allowed by id.
+// (the lowest level allowed; NoAccess: nobody) and users allowed by id, and whether those who
+// may push may also force-push (allow_force_push).
 type protection struct {
 	id                  int64
 	push, merge         int
 	pushUsers, mergeSet []int64
+	forcePush           bool
 }
 
 // allows reports whether u may do what levels and users guard.
@@ -229,7 +231,7 @@ func (c *call) protectionJSON(name string, pr *protection) map[string]any {
 	}
 	return map[string]any{
 		"id": pr.id, "name": name, "push_access_levels": levels(pr.push, pr.pushUsers), "merge_access_levels": levels(pr.merge, pr.mergeSet),
-		"unprotect_access_levels": []any{}, "allow_force_push": false, "code_owner_approval_required": false,
+		"unprotect_access_levels": []any{}, "allow_force_push": pr.forcePush, "code_owner_approval_required": false,
 	}
 }
 
@@ -266,7 +268,8 @@ func (c *call) maintainer() bool {
 }
 
 // protectBranch is POST /projects/:id/protected_branches (name; push_access_level and
-// merge_access_level default to Maintainer; allowed_to_push/allowed_to_merge as user_id lists).
+// merge_access_level default to Maintainer; allowed_to_push/allowed_to_merge as user_id lists;
+// allow_force_push defaults to false).
 func (c *call) protectBranch() {
 	if !c.maintainer() || c.missing("name") {
 		return
@@ -276,7 +279,12 @@ func (c *call) protectBranch() {
 		c.fail(http.StatusConflict, "Protected branch '"+name+"' already exists")
 		return
 	}
-	pr := &protection{id: c.g.nextID(), push: int(c.in.intOr("push_access_level", Maintainer)), merge: int(c.in.intOr("merge_access_level", Maintainer))}
+	force, ok := c.in.boolean("allow_force_push", false)
+	if !ok {
+		writeJSON(c.w, http.StatusBadRequest, map[string]string{"error": "allow_force_push is invalid"})
+		return
+	}
+	pr := &protection{id: c.g.nextID(), push: int(c.in.intOr("push_access_level", Maintainer)), merge: int(c.in.intOr("merge_access_level", Maintainer)), forcePush: force}
 	for _, l := range []int{pr.push, pr.merge} {
 		if !slices.Contains([]int{NoAccess, Developer, Maintainer, 60}, l) {
 			writeJSON(c.w, http.StatusBadRequest, map[string]string{"error": "push_access_level, merge_access_level does not have a valid value"})
@@ -351,6 +359,16 @@ func (g *GitLab) Protect(projectPath, branch string, push, merge int, pushUsers,
 		return out
 	}
 	p.protect(branch, &protection{id: g.nextID(), push: push, merge: merge, pushUsers: ids(pushUsers), mergeSet: ids(mergeUsers)})
+}
+
+// AllowForcePush sets allow_force_push of branch's protection (as GitLab's PATCH
+// /projects/:id/protected_branches/:name does); an unprotected branch is left as it is.
+func (g *GitLab) AllowForcePush(projectPath, branch string, allow bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.lookupProject(projectPath, g.clock.Now()); p != nil && p.protected[branch] != nil {
+		p.protected[branch].forcePush = allow
+	}
 }
 
 // Unprotect removes the protection of branch.

@@ -1000,14 +1000,27 @@ func (p params) str(k string) (string, bool) {
 	return "", false
 }
 
-// flag reads a boolean as Grape does (dry-types Params::Bool): true, True, 1, yes, y, on, t…
+// flag reads a boolean as Grape does (dry-types Params::Bool): true, True, 1, yes, y, on, t…;
+// anything else is false.
 func (p params) flag(k string) bool {
-	s, _ := p.str(k)
+	v, _ := p.boolean(k, false)
+	return v
+}
+
+// boolean reads an optional Boolean parameter as Grape coerces one (dry-types Params::Bool):
+// missing is def; a value that is neither true nor false is not ok (GitLab's 400 "k is invalid").
+func (p params) boolean(k string, def bool) (value, ok bool) {
+	s, present := p.str(k)
+	if !present {
+		return def, p[k] == nil
+	}
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "true", "t", "1", "yes", "y", "on":
-		return true
+		return true, true
+	case "false", "f", "0", "no", "n", "off":
+		return false, true
 	}
-	return false
+	return false, false
 }
 
 func (p params) intOr(k string, def int64) int64 {

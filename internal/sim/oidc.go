@@ -155,8 +155,10 @@ func (p *OIDC) Calls(endpoint string) int { return p.gate.count(endpoint) }
 // Issuer is the provider's issuer as a caller of r sees it (Options.PublicURL + "/oidc").
 func (p *OIDC) Issuer(r *http.Request) string { return publicURL(p.opts, r) + "/oidc" }
 
-// client is a registered client; the configuration's (identity.oidc.clientID and secret,
-// redirecting to bindery's callback) is registered unless the Go API registered its own.
+// client is a registered client; the configuration's is registered unless the Go API
+// registered its own: identity.oidc.clientID and its secret, redirecting to bindery's callback
+// where bindery says it is — server.publicURL (what bindery sends as its redirect URL, and what
+// docs/install.md registers), and Options.BinderyURL (the demo's own address).
 func (p *OIDC) client(id string) (OIDCClient, bool) {
 	p.mu.Lock()
 	c, ok := p.clients[id]
@@ -165,10 +167,16 @@ func (p *OIDC) client(id string) (OIDCClient, bool) {
 		return c, true
 	}
 	snap := p.opts.Config.Current()
-	if id == "" || id != snap.OIDCClientID() || p.opts.BinderyURL == "" {
+	if id == "" || id != snap.OIDCClientID() {
 		return OIDCClient{}, false
 	}
-	return OIDCClient{ID: id, Secret: snap.OIDCClientSecret(), RedirectURIs: []string{p.opts.BinderyURL + "/auth/callback"}}, true
+	c = OIDCClient{ID: id, Secret: snap.OIDCClientSecret()}
+	for _, base := range []string{snap.PublicURL(), p.opts.BinderyURL} {
+		if base != "" && !slices.Contains(c.RedirectURIs, base+"/auth/callback") {
+			c.RedirectURIs = append(c.RedirectURIs, base+"/auth/callback")
+		}
+	}
+	return c, len(c.RedirectURIs) > 0
 }
 
 // ServeHTTP serves /sim/oidc/….
@@ -465,6 +473,12 @@ func AnswerSignIn(ctx context.Context, authorize *url.URL, account string) (*url
 // script signs somebody in without a browser; the error says at which step it failed and, for
 // bindery's refusal, what bindery answered.
 func (p *OIDC) SignIn(ctx context.Context, hc *http.Client, binderyURL, next, account string) error {
+	return SignIn(ctx, hc, binderyURL, next, account)
+}
+
+// SignIn is (*OIDC).SignIn for a simulated provider in another process (`bindery sim`'s
+// /sim/oidc): whichever one bindery sends the browser to answers its page.
+func SignIn(ctx context.Context, hc *http.Client, binderyURL, next, account string) error {
 	if hc.Jar == nil {
 		return errors.New("sign in: the client has no cookie jar to keep the session in")
 	}

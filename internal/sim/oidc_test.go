@@ -95,3 +95,35 @@ func TestTheSimulatedProviderKeepsTheCodeFlowsRules(t *testing.T) {
 		t.Fatalf("discovery: %v", disc)
 	}
 }
+
+// Without a client of the Go API's, the provider knows the one the configuration names
+// (identity.oidc.clientID and its secret, as registered at a real provider), returning to
+// bindery's callback under server.publicURL — what bindery sends, and what docs/install.md
+// registers — and under Options.BinderyURL; no other address, and no other client.
+func TestTheConfigurationsClientIsRegisteredAtBinderysAddresses(t *testing.T) {
+	cfg := config.MustParse("server:\n  publicURL: https://bindery.example.com\nidentity:\n  oidc:\n    issuer: https://idp.invalid\n    clientID: bindery\n    clientSecret: s3cret\n")
+	sims := sim.New(sim.Options{Config: config.NewStatic(cfg), BinderyURL: "http://127.0.0.1:8080"})
+	ts := httptest.NewServer(sims.Handler())
+	defer ts.Close()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	authorize := func(client, to string) (int, string) {
+		t.Helper()
+		resp, err := hc.PostForm(ts.URL+"/sim/oidc/authorize", url.Values{"response_type": {"code"}, "client_id": {client}, "redirect_uri": {to},
+			"scope": {"openid"}, "state": {"st"}, "nonce": {"n"}, "code_challenge": {"c"}, "code_challenge_method": {"S256"}, "login": {"alice@example.com"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Location")
+	}
+	for _, to := range []string{"https://bindery.example.com/auth/callback", "http://127.0.0.1:8080/auth/callback"} {
+		if code, loc := authorize("bindery", to); code != http.StatusFound || !strings.HasPrefix(loc, to+"?") || !strings.Contains(loc, "code=") {
+			t.Errorf("the configuration's client to %s: %d %q", to, code, loc)
+		}
+	}
+	for _, tc := range []struct{ client, to string }{{"bindery", "https://bindery.example.com/elsewhere"}, {"other", "https://bindery.example.com/auth/callback"}} {
+		if code, loc := authorize(tc.client, tc.to); code != http.StatusBadRequest || loc != "" {
+			t.Errorf("client %s to %s: %d %q, want the error page", tc.client, tc.to, code, loc)
+		}
+	}
+}

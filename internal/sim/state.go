@@ -69,6 +69,7 @@ type savedProtection struct {
 	Merge     int     `json:"merge"`
 	PushUsers []int64 `json:"pushUsers,omitempty"`
 	MergeSet  []int64 `json:"mergeUsers,omitempty"`
+	ForcePush bool    `json:"allowForcePush,omitempty"`
 }
 
 type savedFile struct {
@@ -244,7 +245,7 @@ func saveSetup(p *project, sp *savedProject) {
 	protected := []savedProtection{}
 	for _, b := range branches {
 		pr := p.protected[b]
-		protected = append(protected, savedProtection{Branch: b, ID: pr.id, Push: pr.push, Merge: pr.merge, PushUsers: pr.pushUsers, MergeSet: pr.mergeSet})
+		protected = append(protected, savedProtection{Branch: b, ID: pr.id, Push: pr.push, Merge: pr.merge, PushUsers: pr.pushUsers, MergeSet: pr.mergeSet, ForcePush: pr.forcePush})
 	}
 	sp.Protected = &protected
 	sp.Variables = p.variables
@@ -265,7 +266,7 @@ func (g *GitLab) restoreSetup(p *project, sp savedProject) { // holds g.mu
 		p.protect(p.defaultBranch, &protection{id: g.nextID(), push: Maintainer, merge: Maintainer})
 	} else {
 		for _, pr := range *sp.Protected {
-			p.protect(pr.Branch, &protection{id: pr.ID, push: pr.Push, merge: pr.Merge, pushUsers: pr.PushUsers, mergeSet: pr.MergeSet})
+			p.protect(pr.Branch, &protection{id: pr.ID, push: pr.Push, merge: pr.Merge, pushUsers: pr.PushUsers, mergeSet: pr.MergeSet, forcePush: pr.ForcePush})
 		}
 	}
 	p.variables = sp.Variables

@@ -111,7 +111,7 @@ func TestAMaintainersSetupSurvivesARestart(t *testing.T) {
 		t.Fatal(a.body)
 	}
 	e.call(t, "DELETE", proj+"/protected_branches/main", "bot-token", nil)
-	if a := e.call(t, "POST", proj+"/protected_branches", "bot-token", map[string]any{"name": "main", "push_access_level": 0, "merge_access_level": 40}); a.status != 201 {
+	if a := e.call(t, "POST", proj+"/protected_branches", "bot-token", map[string]any{"name": "main", "push_access_level": 0, "merge_access_level": 40, "allow_force_push": true}); a.status != 201 {
 		t.Fatal(a.body)
 	}
 	if a := e.call(t, "POST", proj+"/variables", "bot-token", map[string]any{"key": "BINDERY_URL", "value": "https://bindery.example.com"}); a.status != 201 {
@@ -128,7 +128,7 @@ func TestAMaintainersSetupSurvivesARestart(t *testing.T) {
 	if hooks.status != 200 || !strings.Contains(hooks.body, bindery.URL+"/hooks/gitlab") {
 		t.Fatalf("hooks after the restart: %d %s", hooks.status, hooks.body)
 	}
-	if pr := e2.call(t, "GET", proj+"/protected_branches/main", "bot-token", nil); !strings.Contains(pr.body, `"push_access_levels":[{"access_level":0`) {
+	if pr := e2.call(t, "GET", proj+"/protected_branches/main", "bot-token", nil); !strings.Contains(pr.body, `"push_access_levels":[{"access_level":0`) || !strings.Contains(pr.body, `"allow_force_push":true`) {
 		t.Fatalf("the protection after the restart: %s", pr.body)
 	}
 	if v := e2.call(t, "GET", proj+"/variables", "bot-token", nil); !strings.Contains(v.body, "https://bindery.example.com") {

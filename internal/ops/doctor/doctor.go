@@ -98,7 +98,6 @@ type doctor struct {
 	opts Options
 	cfg  *config.Source
 	snap *config.Snapshot
-	raw  []byte // the file as written, for keys this binary may not know yet
 	hc   *http.Client
 	out  []Result
 }
@@ -124,11 +123,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.HTTPClient == nil {
 		o.HTTPClient = outbound.NewHTTPClient()
 	}
-	raw, err := os.ReadFile(o.ConfigPath)
-	if err != nil {
+	if _, err := os.ReadFile(o.ConfigPath); err != nil {
 		return Report{}, err
 	}
-	d := &doctor{opts: o, raw: raw, hc: o.HTTPClient}
+	d := &doctor{opts: o, hc: o.HTTPClient}
+	var err error
 	d.cfg, err = config.Open(o.ConfigPath, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		d.fail("config", err.Error(), "fix the file: every key is described in docs/config.md")

@@ -220,55 +220,109 @@ func TestAProjectWithoutCIFails(t *testing.T) {
 	}
 }
 
-// With merge commits, a branch others may push to is a warning: such a push lands beside the
-// tree bindery tested.
-func TestMergeCommitsOnABranchOthersPushToWarn(t *testing.T) {
+// A target whose project GitLab does not show the bot (absent, or the bot no member of it) is
+// named as such: GitLab answers 404 for both.
+func TestATargetsProjectGitLabDoesNotShowFails(t *testing.T) {
 	s := newSetup(t)
-	s.sims.GitLab.SetFaults(sim.GitLabFaults{MergeMethod: config.MergeMethodMerge})
-	s.sims.GitLab.Protect(project, "main", sim.Maintainer, sim.Maintainer, nil, nil)
-	r := s.run(t)
-	out := text(r)
-	if r.Failed() || !strings.Contains(out, "warn  gitlab: "+project+": merge method: merge commits, and others may push to main") {
-		t.Fatalf("want a warning, no failure:\n%s", out)
-	}
-	s.sims.GitLab.Protect(project, "main", sim.NoAccess, sim.Maintainer, nil, nil)
-	if out := text(s.run(t)); !strings.Contains(out, "ok    gitlab: "+project+": merge method: merge") {
-		t.Fatalf("nobody but the bot may push: merge commits are fine:\n%s", out)
-	}
-}
-
-// An OIDC issuer in the file is discovered whether or not this binary knows the key.
-func TestSignInWithOIDCIsDiscovered(t *testing.T) {
-	s := newSetup(t)
-	var issuer string
-	op := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/.well-known/openid-configuration":
-			fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":"%[1]s/auth","token_endpoint":"%[1]s/token","jwks_uri":"%[1]s/keys"}`, issuer)
-		case "/keys":
-			fmt.Fprint(w, `{"keys":[{"kty":"RSA","kid":"k1","n":"x","e":"AQAB"}]}`)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer op.Close()
-	issuer = op.URL
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	cfg := strings.Replace(s.yaml(s.srv.URL), "identity:", "x:", 1) + "identity:\n  oidc:\n    issuer: " + issuer + "\n    clientID: bindery\n"
+	cfg := s.yaml(s.srv.URL) + "  - {key: gone, title: Gone, project: infra/gone, branch: main, path: \"g/{subject}.yaml\"}\n"
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client(), SendTest: s.send})
+	r, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := text(r); !strings.Contains(out, "ok    sign-in: OIDC "+issuer+": discovered, 1 signing key(s); register the redirect URL https://bindery.example.com/auth/callback") {
-		t.Fatalf("want the provider discovered:\n%s", out)
+	if fails := failures(r); len(fails) != 1 || !strings.HasPrefix(fails[0], "FAIL  gitlab: infra/gone: not found (or the bot is not a member)") {
+		t.Fatalf("FAIL lines %q:\n%s", fails, text(r))
 	}
-	issuer = "https://impostor.example.com"
-	r, _ = doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Schema: schema.FS, HTTPClient: s.srv.Client(), SendTest: s.send})
-	if out := text(r); !strings.Contains(out, "FAIL  sign-in: OIDC "+op.URL+": the provider calls itself") {
-		t.Fatalf("want a wrong issuer named:\n%s", out)
+}
+
+// With merge commits, a branch that anyone but the bot may write to while bindery merges is a
+// warning — each way alone: pushing, force-pushing, merging (a role, or another user by name),
+// no protection at all. Only the bot pushing nothing and merging alone passes.
+func TestMergeCommitsOnABranchOthersMayWriteToWarn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		protect func(g *sim.GitLab)
+		reason  string // "": no warning
+	}{
+		{"only the bot merges, nobody pushes", func(g *sim.GitLab) {}, ""},
+		{"Maintainers may push", func(g *sim.GitLab) {
+			g.Protect(project, "main", sim.Maintainer, sim.NoAccess, nil, []string{sim.BotUsername})
+		}, "Maintainers may push"},
+		{"force pushes are allowed", func(g *sim.GitLab) { g.AllowForcePush(project, "main", true) }, "force pushes are allowed"},
+		{"Maintainers may merge", func(g *sim.GitLab) {
+			g.Protect(project, "main", sim.NoAccess, sim.Maintainer, nil, nil)
+		}, "Maintainers may merge"},
+		{"a person may merge", func(g *sim.GitLab) {
+			g.Protect(project, "main", sim.NoAccess, sim.NoAccess, nil, []string{sim.BotUsername, sim.ReviewerUsername(0)})
+		}, "Reviewer 1 may merge"},
+		{"the branch is not protected", func(g *sim.GitLab) { g.Unprotect(project, "main") }, "it is not protected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			g := s.sims.GitLab
+			g.SetFaults(sim.GitLabFaults{MergeMethod: config.MergeMethodMerge})
+			g.Protect(project, "main", sim.NoAccess, sim.NoAccess, nil, []string{sim.BotUsername})
+			tc.protect(g)
+			r := s.run(t)
+			out := text(r)
+			if r.Failed() {
+				t.Fatalf("a warning, never a failure:\n%s", out)
+			}
+			want := "ok    gitlab: " + project + ": merge method: merge\n"
+			if tc.reason != "" {
+				want = "warn  gitlab: " + project + ": merge method: merge commits, and others may write to main (" + tc.reason + "): a commit that lands there while bindery merges"
+			}
+			if !strings.Contains(out, want) {
+				t.Fatalf("want %q:\n%s", want, out)
+			}
+		})
+	}
+}
+
+// With identity.oidc set, doctor reads the provider as sign-in does: the issuer is compared
+// with the discovery document's as written, so a trailing slash the provider does not write is
+// the FAIL that every sign-in would be (not an ok); an impostor, signing keys that cannot be read
+// and a missing client id are each one FAIL line.
+func TestSignInWithOIDCIsCheckedAsSignInReadsTheProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		oidc   func(issuer string) string
+		break_ func(s *setup)
+		want   string
+	}{
+		{"the provider as it names itself", func(iss string) string { return "{issuer: " + iss + ", clientID: bindery}" }, nil,
+			"ok    sign-in: OIDC %s: discovered, 1 signing key(s); register the redirect URL https://bindery.example.com/auth/callback for client bindery"},
+		{"a trailing slash the provider does not write", func(iss string) string { return "{issuer: " + iss + "/, clientID: bindery}" }, nil,
+			`FAIL  sign-in: OIDC %[1]s/: oidc: issuer URL provided to client ("%[1]s/") did not match the issuer URL returned by provider ("%[1]s") — set identity.oidc.issuer to exactly`},
+		{"an impostor", func(iss string) string { return "{issuer: " + iss + ", clientID: bindery}" },
+			func(s *setup) { s.sims.OIDC.SetFaults(sim.OIDCFaults{DiscoveryIssuer: "https://impostor.example.com"}) },
+			`FAIL  sign-in: OIDC %[1]s: oidc: issuer URL provided to client ("%[1]s") did not match the issuer URL returned by provider ("https://impostor.example.com")`},
+		{"the signing keys cannot be read", func(iss string) string { return "{issuer: " + iss + ", clientID: bindery}" },
+			func(s *setup) { s.sims.OIDC.Inject("keys", sim.FaultError, 1) },
+			`FAIL  sign-in: OIDC %[1]s: Get "%[1]s/keys": oidc keys: HTTP 500 — check identity.oidc.issuer and that this host reaches the provider`},
+		{"no client id", func(iss string) string { return "{issuer: " + iss + "}" }, nil,
+			"FAIL  sign-in: OIDC %s: identity.oidc.clientID is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			issuer := s.srv.URL + "/sim/oidc"
+			s.extra = []string{"identity.oidc: " + tc.oidc(issuer)}
+			if tc.break_ != nil {
+				tc.break_(s)
+			}
+			r := s.run(t)
+			out := text(r)
+			want := fmt.Sprintf(tc.want, issuer)
+			if !strings.Contains(out, want) {
+				t.Fatalf("want %q:\n%s", want, out)
+			}
+			if fails := failures(r); strings.HasPrefix(want, "FAIL") != (len(fails) == 1) || len(fails) > 1 {
+				t.Fatalf("FAIL lines %q", fails)
+			}
+		})
 	}
 }
 

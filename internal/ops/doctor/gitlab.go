@@ -213,9 +213,9 @@ func (d *doctor) checkProject(ctx context.Context, bot *account, reviewers []*ac
 				"add "+r.user.Username+" to the project as Developer (or an eligible approver)")
 		}
 	}
-	pushOthers := d.checkProtection(cctx, bot, p.ID, check, branch, level)
+	others := d.checkProtection(cctx, bot, p.ID, check, branch, level)
 	d.checkPipelines(cctx, bot, p, check, branch)
-	d.checkMergeMethod(p, check, branch, pushOthers)
+	d.checkMergeMethod(p, check, branch, others)
 	d.checkHook(cctx, bot, p.ID, check)
 }
 
@@ -243,18 +243,18 @@ func roleName(l gl.AccessLevelValue) string {
 	return "not a member"
 }
 
-// checkProtection checks the bot may merge into branch as it is protected, and returns whether
-// anyone but the bot may push to it.
-func (d *doctor) checkProtection(ctx context.Context, bot *account, project int64, check, branch string, level gl.AccessLevelValue) bool {
+// checkProtection checks the bot may merge into branch as it is protected, and returns how
+// others than the bot may write to the branch while bindery merges (none: only the bot).
+func (d *doctor) checkProtection(ctx context.Context, bot *account, project int64, check, branch string, level gl.AccessLevelValue) []string {
 	pb, _, err := bot.client.ProtectedBranches.GetProtectedBranch(project, branch, gl.WithContext(ctx))
 	if status(err) == http.StatusNotFound {
 		d.warn(check+": branch "+branch, "not protected: any Developer may push to it and merge into it",
-			"protect it: push No one, merge Maintainers (docs/install.md, 'GitLab')")
-		return true
+			"protect it: push No one, merge Maintainers (docs/install.md, 'The GitLab projects')")
+		return []string{"it is not protected"}
 	}
 	if err != nil {
 		d.fail(check+": branch "+branch, "GET protected branch: "+hint(err), "")
-		return true
+		return []string{"its protection could not be read"}
 	}
 	if !allowed(pb.MergeAccessLevels, bot.user.ID, level) {
 		d.fail(check+": branch "+branch, fmt.Sprintf("protected, and %s (%s) may not merge into it", bot.user.Username, roleName(level)),
@@ -262,15 +262,45 @@ func (d *doctor) checkProtection(ctx context.Context, bot *account, project int6
 	} else {
 		d.ok(check+": branch "+branch, "protected; the bot may merge into it")
 	}
-	for _, a := range pb.PushAccessLevels {
-		if a.UserID != 0 && a.UserID == bot.user.ID {
-			continue
-		}
-		if a.UserID != 0 || a.GroupID != 0 || a.DeployKeyID != 0 || a.AccessLevel != gl.NoPermissions {
-			return true
-		}
+	var others []string
+	if who := besidesTheBot(pb.PushAccessLevels, bot.user.ID); len(who) > 0 {
+		others = append(others, strings.Join(who, ", ")+" may push")
 	}
-	return false
+	if pb.AllowForcePush {
+		// GitLab lets those who may push force-push: even with push No one it is one setting
+		// away from rewriting the branch under a merge.
+		others = append(others, "force pushes are allowed")
+	}
+	if who := besidesTheBot(pb.MergeAccessLevels, bot.user.ID); len(who) > 0 {
+		others = append(others, strings.Join(who, ", ")+" may merge")
+	}
+	return others
+}
+
+// besidesTheBot names the entries of a protected branch's access list that admit anyone but the
+// bot: a role (every member of it, the bot's fellow Maintainers too), a group, a deploy key,
+// another user. No one (access level 0) and the bot by name admit nobody else.
+func besidesTheBot(levels []*gl.BranchAccessDescription, bot int64) []string {
+	var out []string
+	for _, a := range levels {
+		name := a.AccessLevelDescription
+		switch {
+		case a.UserID == bot && bot != 0:
+			continue
+		case a.UserID != 0 && name == "":
+			name = fmt.Sprintf("user %d", a.UserID)
+		case a.GroupID != 0 && name == "":
+			name = fmt.Sprintf("group %d", a.GroupID)
+		case a.DeployKeyID != 0 && name == "":
+			name = fmt.Sprintf("deploy key %d", a.DeployKeyID)
+		case a.UserID == 0 && a.GroupID == 0 && a.DeployKeyID == 0 && a.AccessLevel == gl.NoPermissions:
+			continue
+		case name == "":
+			name = roleName(a.AccessLevel) + "s"
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 func allowed(levels []*gl.BranchAccessDescription, user int64, level gl.AccessLevelValue) bool {
@@ -311,14 +341,17 @@ func (d *doctor) checkPipelines(ctx context.Context, bot *account, p *gl.Project
 	d.ok(check+": pipelines", file+" on "+branch)
 }
 
-// checkMergeMethod: with merge commits, a commit pushed to the target while a batch merges is
-// merged beside the tested tree (docs/gitlab.md states the guarantee of each method).
-func (d *doctor) checkMergeMethod(p *gl.Project, check, branch string, othersPush bool) {
+// checkMergeMethod: with merge commits, a commit that lands on the target while a batch merges
+// — pushed, force-pushed, or a person merging an MR — is merged beside the tested tree
+// (docs/gitlab.md states the guarantee of each method). others is how anyone but the bot may
+// write to the branch.
+func (d *doctor) checkMergeMethod(p *gl.Project, check, branch string, others []string) {
 	method := string(p.MergeMethod)
 	switch {
-	case method == "merge" && othersPush:
-		d.warn(check+": merge method", "merge commits, and others may push to "+branch+": a commit pushed during a merge is merged beside the tree bindery tested",
-			"let nobody but the bot push to "+branch+" (protect it: push No one), or use merge method rebase_merge or ff (docs/gitlab.md)")
+	case method == "merge" && len(others) > 0:
+		d.warn(check+": merge method", "merge commits, and others may write to "+branch+" ("+strings.Join(others, "; ")+
+			"): a commit that lands there while bindery merges — a push, or a person merging an MR — is merged beside the tree bindery tested",
+			"let only the bot write to "+branch+" (push No one, merge the bot alone, no force push), or use merge method rebase_merge or ff (docs/gitlab.md)")
 	case method == "":
 		d.warn(check+": merge method", "not reported by GitLab", "")
 	default:
@@ -365,10 +398,16 @@ func (d *doctor) checkHook(ctx context.Context, bot *account, project int64, che
 	d.fail(check+": webhook", "no webhook to "+want, add)
 }
 
-// status is the HTTP status of a client-go error (0: none).
+// status is the HTTP status of a client-go error (0: none). A 404 comes as client-go's
+// ErrNotFound, which carries its status without a response.
 func status(err error) int {
 	var er *gl.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil {
+	switch {
+	case !errors.As(err, &er):
+		return 0
+	case er.StatusCode != 0:
+		return er.StatusCode
+	case er.Response != nil:
 		return er.Response.StatusCode
 	}
 	return 0

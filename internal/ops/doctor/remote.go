@@ -3,7 +3,6 @@ package doctor
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,8 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"bindery/internal/platform/signin"
 	"bindery/internal/remote/approval"
 	"bindery/internal/remote/outbound"
 	"bindery/internal/remote/permission"
@@ -222,21 +220,11 @@ func sendTest(c *smtp.Client, from string) error {
 	return w.Close()
 }
 
-// checkSignIn checks the way people sign in: OIDC discovery when identity.oidc.issuer is set (read
-// from the file as written, so that this check works whether or not this binary knows the OIDC
-// keys), else the login header behind a trusted proxy.
+// checkSignIn checks the way people sign in: with identity.oidc.issuer, the provider as a
+// sign-in reads it; else the login header behind a trusted proxy.
 func (d *doctor) checkSignIn(ctx context.Context) {
-	var raw struct {
-		Identity struct {
-			OIDC struct {
-				Issuer   string `yaml:"issuer"`
-				ClientID string `yaml:"clientID"`
-			} `yaml:"oidc"`
-		} `yaml:"identity"`
-	}
-	_ = yaml.Unmarshal(d.raw, &raw)
-	if issuer := strings.TrimRight(raw.Identity.OIDC.Issuer, "/"); issuer != "" {
-		d.checkOIDC(ctx, issuer, raw.Identity.OIDC.ClientID)
+	if d.snap.OIDCIssuer() != "" {
+		d.checkOIDC(ctx)
 		return
 	}
 	if len(d.snap.TrustedProxies()) == 0 {
@@ -247,56 +235,41 @@ func (d *doctor) checkSignIn(ctx context.Context) {
 	d.ok("sign-in", fmt.Sprintf("header %s from the login proxy (server.trustedProxies: %d entries)", d.snap.LoginHeader(), len(d.snap.TrustedProxies())))
 }
 
-// checkOIDC reads the provider's discovery document and its keys, as a sign-in would.
-func (d *doctor) checkOIDC(ctx context.Context, issuer, clientID string) {
+// checkOIDC reads the provider with sign-in's own relying party (signin.OIDC.Check): the
+// discovery document, its issuer compared with identity.oidc.issuer as written — character for
+// character, as every sign-in compares it — and the signing keys. So doctor passes exactly when
+// sign-in would get as far as the provider's page.
+func (d *doctor) checkOIDC(ctx context.Context) {
+	issuer, clientID := d.snap.OIDCIssuer(), d.snap.OIDCClientID()
 	check := "sign-in: OIDC " + issuer
-	cctx, cancel := d.call(ctx)
-	defer cancel()
-	var doc struct {
-		Issuer                string `json:"issuer"`
-		AuthorizationEndpoint string `json:"authorization_endpoint"`
-		TokenEndpoint         string `json:"token_endpoint"`
-		JWKSURI               string `json:"jwks_uri"`
-	}
-	if err := d.getJSON(cctx, issuer+"/.well-known/openid-configuration", &doc); err != nil {
-		d.fail(check, "discovery: "+hint(err), "check identity.oidc.issuer and that this host reaches the provider")
-		return
-	}
-	switch {
-	case strings.TrimRight(doc.Issuer, "/") != issuer:
-		d.fail(check, fmt.Sprintf("the provider calls itself %q", doc.Issuer), "set identity.oidc.issuer to exactly the provider's issuer")
-		return
-	case doc.AuthorizationEndpoint == "" || doc.TokenEndpoint == "" || doc.JWKSURI == "":
-		d.fail(check, "the discovery document lacks an authorization, token or jwks endpoint", "")
-		return
-	}
-	var keys struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := d.getJSON(cctx, doc.JWKSURI, &keys); err != nil || len(keys.Keys) == 0 {
-		d.fail(check, "no signing keys at "+doc.JWKSURI, "check the provider")
-		return
-	}
 	if clientID == "" {
-		d.fail(check, "identity.oidc.clientID is not set", "register bindery as a client of the provider and set its id and secret")
+		d.fail(check, "identity.oidc.clientID is not set: every sign-in is refused", "register bindery as a client of the provider and set identity.oidc.clientID and clientSecret (docs/install.md, 'Signing in')")
 		return
 	}
-	d.ok(check, fmt.Sprintf("discovered, %d signing key(s); register the redirect URL %s/auth/callback for client %s",
-		len(keys.Keys), strings.TrimRight(d.snap.PublicURL(), "/"), clientID))
+	transport := d.hc.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	rp := signin.NewOIDC(signin.Options{Transport: transport, Limits: func() outbound.Limits {
+		return outbound.Limits{Timeout: d.opts.Timeout, Failures: d.snap.BreakerFailures(), Cooldown: d.snap.BreakerCooldown()}
+	}})
+	redirect := d.snap.PublicURL() + "/auth/callback"
+	found, err := rp.Check(ctx, signin.Client{Issuer: issuer, ClientID: clientID, ClientSecret: d.snap.OIDCClientSecret(), Scopes: d.snap.OIDCScopes(), RedirectURL: redirect})
+	switch {
+	case err == nil:
+		d.ok(check, fmt.Sprintf("discovered, %d signing key(s); register the redirect URL %s for client %s", found.Keys, redirect, clientID))
+	case signin.ReasonOf(err) == signin.Unreachable:
+		d.fail(check, hint(causeOf(err)), "check identity.oidc.issuer and that this host reaches the provider")
+	default:
+		d.fail(check, hint(causeOf(err)),
+			"set identity.oidc.issuer to exactly the issuer the provider's discovery document names (character for character: a trailing slash counts), and check the provider")
+	}
 }
 
-func (d *doctor) getJSON(ctx context.Context, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
+// causeOf is what a sign-in failure says went wrong, without its "sign-in failed: reason" frame.
+func causeOf(err error) error {
+	if cause := errors.Unwrap(err); cause != nil {
+		return cause
 	}
-	resp, err := d.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	return json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(v)
+	return err
 }

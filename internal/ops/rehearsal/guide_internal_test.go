@@ -31,6 +31,9 @@ func TestTheGuidesMarkedBlocksAreReadInOrder(t *testing.T) {
 	if got := exports(blocks[0].Script); !slices.Equal(got, []string{"BINDERY_URL", "GITLAB", "GITLAB_ADMIN_TOKEN", "PROJECT", "APPROVAL_URL", "DB_HOST", "DB_NAME", "DB_USER", "DB_PASSWORD"}) {
 		t.Errorf("the values block exports %v", got)
 	}
+	if got := exports(blocks[slices.Index(names, "signin")].Script); !slices.Equal(got, []string{"OIDC_ISSUER", "OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET"}) {
+		t.Errorf("the signin block exports %v", got)
+	}
 
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.md")

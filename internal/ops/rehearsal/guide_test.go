@@ -88,4 +88,4 @@ func exports(script string) []string {
 }
 
 // rehearsed are the blocks of docs/install.md the rehearsal runs, in the guide's order.
-var rehearsed = []string{"values", "release", "database", "accounts", "config", "members", "deploy-job", "protect", "webhook", "check", "instances", "backup", "restore"}
+var rehearsed = []string{"values", "release", "database", "accounts", "signin", "config", "members", "deploy-job", "protect", "webhook", "check", "instances", "backup", "restore"}

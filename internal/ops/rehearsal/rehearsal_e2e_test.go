@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/internal/sim"
 	"bindery/internal/testkit/proc"
 )
 
@@ -34,14 +35,17 @@ import (
 var overlaid = []string{"/etc", "/usr/local/bin", "/var/backups"}
 
 // The install guide, followed as written: every marked block of docs/install.md runs in order in
-// bash -euo pipefail, each seeing the variables and functions the blocks before it left, with
-// the values of the guide's first blocks chosen for this machine (bindery sim as GitLab and the
-// approval system, a MariaDB database and user of their own, a login proxy of the test's). The
-// release is built, the database made with exactly the documented grants and migrated as its
-// user, doctor fails on the webhook left out on purpose and passes once the guide's webhook block
-// ran, two instances serve, a person signs in and applies, an approver approves, bindery merges,
-// the shipped deploy job calls back and the request is in effect; a dump taken while the
-// instances run is restored into a fresh database and the request is still in effect there.
+// bash -euo pipefail, each seeing the variables and functions the blocks before it left, except
+// the blocks that only export the values an operator chooses (values, accounts, signin): those
+// are chosen for this machine instead (bindery sim as GitLab, the approval system and the
+// identity provider, a MariaDB database and user of their own, a load balancer of the test's in
+// front). The release is built, the database made with exactly the
+// documented grants and migrated as its user, doctor fails on the webhook left out on purpose and
+// passes once the guide's webhook block ran, two instances serve, a person signs in with OpenID
+// Connect's code flow (the session one instance made is good on the other), applies, an approver
+// approves, bindery merges, the shipped deploy job calls back and the request is in effect; a dump
+// taken while the instances run is restored into a fresh database and the request — and the
+// person's session — is still there.
 func TestTheInstallGuideWorksWhenFollowedAsWritten(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -65,10 +69,10 @@ func TestTheInstallGuideWorksWhenFollowedAsWritten(t *testing.T) {
 
 	s := newSession(t, root)
 	simAddr := freeAddr(t)
-	login := newLoginProxy(t)
+	front := newFront(t)
 	suffix := randomHex(4)
 	values := map[string]string{
-		"BINDERY_URL":        login.URL,
+		"BINDERY_URL":        front.URL,
 		"GITLAB":             "http://" + simAddr + "/sim/gitlab",
 		"GITLAB_ADMIN_TOKEN": "admin-" + randomHex(16),
 		"PROJECT":            "infra/access-config",
@@ -82,9 +86,14 @@ func TestTheInstallGuideWorksWhenFollowedAsWritten(t *testing.T) {
 		"BOT_TOKEN":       "bot-" + randomHex(16),
 		"REVIEWER_USERS":  "reviewer-1 reviewer-2",
 		"REVIEWER_TOKENS": "rev1-" + randomHex(16) + ", rev2-" + randomHex(16),
+		// Step 4's registration at the identity provider: the simulator's knows the client the
+		// configuration names, returning to server.publicURL + /auth/callback, as registered.
+		"OIDC_ISSUER":        "http://" + simAddr + "/sim/oidc",
+		"OIDC_CLIENT_ID":     "bindery",
+		"OIDC_CLIENT_SECRET": randomHex(24),
 	}
 	t.Cleanup(func() { dropDatabases(t, values) })
-	for _, name := range []string{"values", "accounts"} {
+	for _, name := range []string{"values", "accounts", "signin"} {
 		for _, v := range exports(guide[name].Script) {
 			if _, ok := values[v]; !ok {
 				t.Fatalf("the guide's %s block sets %s, which the rehearsal does not choose", name, v)
@@ -105,8 +114,9 @@ func TestTheInstallGuideWorksWhenFollowedAsWritten(t *testing.T) {
 	configFile := filepath.Join(s.upper("/etc"), "bindery/config.yaml")
 
 	// bindery sim stands in for GitLab (with the administrator of GITLAB_ADMIN_TOKEN), the
-	// approval system and the runner of the project's pipeline; it shares the secrets of the
-	// configuration the guide wrote, as the real systems would after the steps above.
+	// approval system, the runner of the project's pipeline and the identity provider; it shares
+	// the secrets of the configuration the guide wrote, as the real systems would after the steps
+	// above.
 	cfg, err := os.ReadFile(configFile)
 	if err != nil {
 		t.Fatal(err)
@@ -144,22 +154,25 @@ func TestTheInstallGuideWorksWhenFollowedAsWritten(t *testing.T) {
 	if len(failLines(out)) > 0 {
 		t.Fatalf("doctor failed:\n%s", out)
 	}
+	if want := "ok    sign-in: OIDC " + values["OIDC_ISSUER"] + ": discovered"; !strings.Contains(out, want) {
+		t.Fatalf("doctor did not find the identity provider of step 4 (%q):\n%s", want, out)
+	}
 	t.Logf("doctor, once the webhook is there:\n%s", out)
 
-	// Two instances, as the guide starts them, behind the login proxy.
+	// Two instances, as the guide starts them, behind the load balancer.
 	instances := s.startInstances(ctx, guide["instances"])
-	login.serve(instances...)
+	front.serve(instances...)
 
-	alice := login.signIn(t, "alice@example.com")
+	alice := signIn(ctx, t, front, instances, "alice@example.com")
 	op := "rehearsal-" + suffix
-	if code, body := do(t, alice, "POST", login.URL+"/api/apply", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-readonly","reason":"on call this week"}`, op)); code != http.StatusAccepted {
+	if code, body := do(t, alice, "POST", front.URL+"/api/apply", fmt.Sprintf(`{"operationId":%q,"targetKey":"db-readonly","reason":"on call this week"}`, op)); code != http.StatusAccepted {
 		t.Fatalf("apply: %d %s", code, body)
 	}
 	ticket := waitTicket(ctx, t, simAddr, op)
 	if code, body := do(t, http.DefaultClient, "POST", "http://"+simAddr+"/sim/approvals/"+ticket+"/decide", `{"decision":"APPROVED","decidedBy":"approver@example.com","comment":"ok"}`); code != http.StatusOK {
 		t.Fatalf("approve ticket %s: %d %s", ticket, code, body)
 	}
-	waitStatus(ctx, t, alice, login.URL, op, "VALIDATED", 4*time.Minute, instances...)
+	waitStatus(ctx, t, alice, front.URL, op, "VALIDATED", 4*time.Minute, instances...)
 	// In effect through the deploy job the guide committed: the simulator has no deploy
 	// callback of its own when the project's pipeline runs jobs.
 	checkDeployJob(t, simAddr)
@@ -174,8 +187,8 @@ func TestTheInstallGuideWorksWhenFollowedAsWritten(t *testing.T) {
 	s.mustRun("restore")
 	mariadb(t, fmt.Sprintf("DROP DATABASE `%s`", values["DB_NAME"]))
 	restored := s.startInstances(ctx, guide["instances"])[:1]
-	login.serve(restored...)
-	waitStatus(ctx, t, alice, login.URL, op, "VALIDATED", time.Minute, restored...)
+	front.serve(restored...)
+	waitStatus(ctx, t, alice, front.URL, op, "VALIDATED", time.Minute, restored...)
 }
 
 // ---- the shell ----
@@ -307,89 +320,87 @@ func failLines(out string) []string {
 	return fails
 }
 
-// ---- signing in ----
+// ---- in front, and signing in ----
 
-// loginProxy stands in for oauth2-proxy and the TLS terminator of step 7: it signs a person in
-// (as oauth2-proxy does once the identity provider's page said who they are), sends their
-// requests on with X-Forwarded-User, passes /hooks/ and the health checks without a sign-in,
-// and spreads requests over the instances. When bindery signs people in itself (OpenID
-// Connect), signIn becomes that flow and the proxy only spreads requests.
-type loginProxy struct {
+// front stands in for the TLS terminator of step 8 (without TLS): one address for the guide's
+// $BINDERY_URL, spreading requests over the instances in turn, passing every header through. It
+// remembers which instance answered each path last, so that the test can name where a session
+// was made.
+type front struct {
 	URL      string
 	mu       sync.Mutex
 	backends []*url.URL
 	next     atomic.Int64
-	sessions sync.Map // cookie value → who
+	served   sync.Map // path → the instance's address that answered it last
 }
 
-func newLoginProxy(t *testing.T) *loginProxy {
+func newFront(t *testing.T) *front {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &loginProxy{URL: "http://" + ln.Addr().String()}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	f := &front{URL: "http://" + ln.Addr().String()}
+	srv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return p
+	return f
 }
 
-func (p *loginProxy) serve(instances ...instance) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.backends = nil
+func (f *front) serve(instances ...instance) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.backends = nil
 	for _, in := range instances {
-		p.backends = append(p.backends, &url.URL{Scheme: "http", Host: in.addr})
+		f.backends = append(f.backends, &url.URL{Scheme: "http", Host: in.addr})
 	}
 }
 
-func (p *loginProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/oauth2/sign_in" {
-		cookie := randomHex(16)
-		p.sessions.Store(cookie, r.URL.Query().Get("user"))
-		http.SetCookie(w, &http.Cookie{Name: "_oauth2_proxy", Value: cookie, Path: "/", HttpOnly: true})
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	for _, h := range []string{"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-For"} {
-		r.Header.Del(h)
-	}
-	open := strings.HasPrefix(r.URL.Path, "/hooks/") || r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
-	if !open {
-		c, err := r.Cookie("_oauth2_proxy")
-		var who any
-		if err == nil {
-			who, _ = p.sessions.Load(c.Value)
-		}
-		if who == nil {
-			http.Error(w, "sign in first", http.StatusUnauthorized)
-			return
-		}
-		r.Header.Set("X-Forwarded-User", who.(string))
-		r.Header.Set("X-Forwarded-Email", who.(string))
-	}
-	p.mu.Lock()
-	backends := p.backends
-	p.mu.Unlock()
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	backends := f.backends
+	f.mu.Unlock()
 	if len(backends) == 0 {
 		http.Error(w, "no instance yet", http.StatusBadGateway)
 		return
 	}
-	target := backends[int(p.next.Add(1))%len(backends)]
+	target := backends[int(f.next.Add(1))%len(backends)]
+	f.served.Store(r.URL.Path, target.Host)
 	(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = pr.In.Host }}).ServeHTTP(w, r)
 }
 
-// signIn is a person's browser after signing in: a client whose requests carry the session.
-func (p *loginProxy) signIn(t *testing.T, who string) *http.Client {
+// signIn is a person signing in as the guide sets it up: the login header, which a proxy in
+// front could set, is not believed; the authorization code flow through $BINDERY_URL — to the
+// provider of step 4 and back to $BINDERY_URL/auth/callback, as registered — starts a session;
+// and that session, made on the instance that took the callback, is good on every instance, asked
+// directly. It returns the person's browser: a client whose cookie jar holds the session.
+func signIn(ctx context.Context, t *testing.T, f *front, instances []instance, who string) *http.Client {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.URL+"/api/me", nil)
+	req.Header.Set("X-Forwarded-User", who)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("with identity.oidc set, the login header must not sign anybody in: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	resp, err := c.Get(p.URL + "/oauth2/sign_in?user=" + url.QueryEscape(who))
-	if err != nil {
+	if err := sim.SignIn(ctx, c, f.URL, "/requests", who); err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("sign in: %d", resp.StatusCode)
+	madeOn, _ := f.served.Load("/auth/callback")
+	others := 0
+	for _, in := range instances {
+		code, body := do(t, c, "GET", "http://"+in.addr+"/api/me", "")
+		if code != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"identity":%q`, who)) {
+			t.Fatalf("the session made on %v, asked at %s: %d %s", madeOn, in.addr, code, body)
+		}
+		if in.addr != madeOn {
+			others++
+			t.Logf("the session of %s made on %v is good on %s", who, madeOn, in.addr)
+		}
+	}
+	if madeOn == nil || others != len(instances)-1 || others == 0 {
+		t.Fatalf("the session was made on %v, not on one of several instances", madeOn)
 	}
 	return c
 }

@@ -177,12 +177,55 @@ func (o *OIDC) Finish(ctx context.Context, c Client, nonce, verifier, code strin
 	return cl, nil
 }
 
-// Check reads the provider's discovery document as a sign-in would (or finds it read within
-// the hour): nil when people can be sent to sign in, else a Failure saying why — for a check of
-// a deployment, which wants to know before a person tries.
-func (o *OIDC) Check(ctx context.Context, c Client) error {
-	_, err := o.provider(ctx, c)
-	return err
+// Found is what Check found at the provider.
+type Found struct {
+	KeysURL string // the key set the discovery document names (jwks_uri)
+	Keys    int    // how many keys it publishes
+}
+
+// Check reads the provider as sign-in does, for a check of a deployment that wants to know
+// before a person tries: the discovery document (or the one read within the hour) by the same
+// call and checks — its issuer must be c.Issuer character for character — with the endpoints a
+// sign-in goes to, then the key set the ID tokens are verified with (read at the first sign-in
+// otherwise). nil when people can sign in as far as the provider tells; else a Failure saying
+// why. Nothing is kept of the key set.
+func (o *OIDC) Check(ctx context.Context, c Client) (Found, error) {
+	p, err := o.provider(ctx, c)
+	if err != nil {
+		return Found{}, err
+	}
+	var doc struct {
+		KeysURL string `json:"jwks_uri"`
+	}
+	if err := p.Claims(&doc); err != nil || p.Endpoint().AuthURL == "" || p.Endpoint().TokenURL == "" || doc.KeysURL == "" {
+		return Found{}, fail(Misconfigured, errors.New("the discovery document lacks the authorization, token or jwks endpoint"))
+	}
+	n, err := o.keys(ctx, doc.KeysURL)
+	return Found{KeysURL: doc.KeysURL, Keys: n}, err
+}
+
+// keys counts the keys of a key set (RFC 7517): none, or no key set at all, is Misconfigured
+// (no ID token could be verified); no answer is Unreachable.
+func (o *OIDC) keys(ctx context.Context, u string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, fail(Misconfigured, fmt.Errorf("jwks_uri %q: %w", u, err))
+	}
+	resp, err := o.hc.Do(req)
+	if err != nil {
+		return 0, fail(Unreachable, err)
+	}
+	defer resp.Body.Close()
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fail(Misconfigured, fmt.Errorf("GET %s: %s", u, resp.Status))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil || len(set.Keys) == 0 {
+		return 0, fail(Misconfigured, fmt.Errorf("%s publishes no signing keys", u))
+	}
+	return len(set.Keys), nil
 }
 
 // provider is the issuer's discovery, read when not known or older than discoveryFor.

@@ -3,6 +3,7 @@ package signin_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -99,10 +100,10 @@ func TestAProviderDownIsAskedAgainAtTheNextSignIn(t *testing.T) {
 	if _, err := r.oidc.Begin(context.Background(), down); signin.ReasonOf(err) != signin.Unreachable {
 		t.Fatalf("down: %v", err)
 	}
-	if err := r.oidc.Check(context.Background(), down); signin.ReasonOf(err) != signin.Unreachable {
+	if _, err := r.oidc.Check(context.Background(), down); signin.ReasonOf(err) != signin.Unreachable {
 		t.Fatalf("a check of a provider down: %v", err)
 	}
-	if err := r.oidc.Check(context.Background(), r.client); err != nil {
+	if _, err := r.oidc.Check(context.Background(), r.client); err != nil {
 		t.Fatalf("a check of a provider up: %v", err)
 	}
 	if _, err := r.oidc.Begin(context.Background(), r.client); err != nil {
@@ -117,5 +118,49 @@ func TestAProviderDownIsAskedAgainAtTheNextSignIn(t *testing.T) {
 	wrong.Issuer = r.ts.URL + "/sim/nothing-here"
 	if _, err := r.oidc.Begin(context.Background(), wrong); signin.ReasonOf(err) != signin.Misconfigured {
 		t.Fatalf("no discovery document there: %v", err)
+	}
+}
+
+// A check reads what a sign-in reads: the discovery document, its issuer compared as written
+// (a trailing slash is another issuer), and the key set the ID tokens are verified with — a
+// provider that publishes none, or names no token endpoint, is misconfigured, one whose keys
+// cannot be fetched is unreachable.
+func TestACheckReadsTheDiscoveryAndTheKeysAsASignInDoes(t *testing.T) {
+	r := setup(t)
+	found, err := r.oidc.Check(context.Background(), r.client)
+	if err != nil || found.Keys != 1 || found.KeysURL != r.ts.URL+"/sim/oidc/keys" {
+		t.Fatalf("a check of the provider: %+v %v", found, err)
+	}
+	slash := r.client
+	slash.Issuer += "/"
+	if _, err := r.oidc.Check(context.Background(), slash); signin.ReasonOf(err) != signin.Misconfigured || !strings.Contains(err.Error(), `"`+r.client.Issuer+`"`) {
+		t.Fatalf("the issuer with a trailing slash the provider does not write: %v", err)
+	}
+	r.sims.OIDC.Inject("keys", sim.FaultError, 1)
+	if _, err := r.oidc.Check(context.Background(), r.client); signin.ReasonOf(err) != signin.Unreachable {
+		t.Fatalf("the key set answers 500: %v", err)
+	}
+
+	var doc, keys string
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasSuffix(req.URL.Path, "/keys") {
+			w.Write([]byte(keys))
+			return
+		}
+		w.Write([]byte(doc))
+	}))
+	defer fake.Close()
+	c := signin.Client{Issuer: fake.URL, ClientID: "bindery"}
+	for _, tc := range []struct{ name, doc, keys string }{
+		{"no keys", `{"issuer":%q,"authorization_endpoint":"%[1]s/a","token_endpoint":"%[1]s/t","jwks_uri":"%[1]s/keys"}`, `{"keys":[]}`},
+		{"not a key set", `{"issuer":%q,"authorization_endpoint":"%[1]s/a","token_endpoint":"%[1]s/t","jwks_uri":"%[1]s/keys"}`, `<html>`},
+		{"no token endpoint", `{"issuer":%q,"authorization_endpoint":"%[1]s/a","jwks_uri":"%[1]s/keys"}`, `{"keys":[{"kty":"EC"}]}`},
+	} {
+		doc, keys = fmt.Sprintf(tc.doc, fake.URL), tc.keys
+		// A relying party of its own for each: the discovery document is kept for an hour.
+		o := signin.NewOIDC(signin.Options{})
+		if _, err := o.Check(context.Background(), c); signin.ReasonOf(err) != signin.Misconfigured {
+			t.Errorf("%s: %v, want %s", tc.name, err, signin.Misconfigured)
+		}
 	}
 }
