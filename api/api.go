@@ -177,7 +177,10 @@ type RequestView struct {
 	// FailedJob is the pipeline's failed job once the request failed with it (nil: none known).
 	FailedJob *JobLink `json:"failedJob,omitempty"`
 	// Ticket is the approval ticket the request was sent with (nil: none yet).
-	Ticket    *TicketLink     `json:"ticket,omitempty"`
+	Ticket *TicketLink `json:"ticket,omitempty"`
+	// DecidedBy is who decided its approval (approved or rejected), as the approval system named
+	// them ("": not named, or not decided yet).
+	DecidedBy string          `json:"decidedBy,omitempty"`
 	BatchID   int64           `json:"batchId,omitempty"`
 	Waiting   *Waiting        `json:"waiting,omitempty"`
 	Stages    []StageDuration `json:"stages"`
@@ -185,9 +188,20 @@ type RequestView struct {
 	CreatedAt time.Time       `json:"createdAt"`
 	UpdatedAt time.Time       `json:"updatedAt"`
 	ExpiresAt *time.Time      `json:"expiresAt,omitempty"`
+	// ExpiresIn is how long it has left in words ("expires in 6 days"), while it is in effect
+	// with an expiry and no removal runs: the page shows it beside Renew.
+	ExpiresIn string `json:"expiresIn,omitempty"`
+	// Renewable: in effect with an expiry and no renewal waiting for its decision; its owner or
+	// an operator may renew it (POST /api/requests/{operationId}/renew).
+	Renewable bool `json:"renewable,omitempty"`
+	// Renewal is its latest renewal (nil: never renewed).
+	Renewal *RenewalView `json:"renewal,omitempty"`
 	// Withdrawable: the request failed on its way to being in effect; its owner or an operator
 	// may withdraw it (POST /api/requests/{operationId}/withdraw), and then apply again.
 	Withdrawable bool `json:"withdrawable,omitempty"`
+	// Drift is what the drift check found of this binding's file in the config repository while
+	// the finding is open (nil: nothing), in the requester's words (docs/drift.md).
+	Drift *RequestDrift `json:"drift,omitempty"`
 
 	// Causes are the timeline's notes as recorded, for ForOperator only.
 	Causes []string `json:"-"`
@@ -214,6 +228,41 @@ func (v RequestView) ForOperator() RequestView {
 	return v
 }
 
+// RenewalView is a renewal of a binding in effect (docs/workflow.md, 'Expiry, reminders and
+// renewal').
+type RenewalView struct {
+	ID          string      `json:"id"`     // the renew call's operationId
+	Status      string      `json:"status"` // PENDING, RENEWED, REJECTED, CANCELLED
+	Mode        string      `json:"mode"`   // auto or approval
+	RequestedBy string      `json:"requestedBy"`
+	RequestedAt time.Time   `json:"requestedAt"`
+	DecidedBy   string      `json:"decidedBy,omitempty"`
+	DecidedAt   *time.Time  `json:"decidedAt,omitempty"`
+	ExpiresAt   *time.Time  `json:"expiresAt,omitempty"` // the expiry it gave (RENEWED)
+	Ticket      *TicketLink `json:"ticket,omitempty"`
+	Words       string      `json:"words,omitempty"` // what the page says of it while it waits
+}
+
+// AuditRecord is one row of the audit export (GET /api/ops/audit/export): an application or an
+// audited action, with the request it concerned.
+type AuditRecord struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`   // application or action
+	Actor   string    `json:"actor"`  // who: the applicant, or who acted
+	Action  string    `json:"action"` // what: apply, revoke, renew, ops.retry, …
+	Request string    `json:"request,omitempty"`
+	Subject string    `json:"subject,omitempty"`
+	Target  string    `json:"target,omitempty"`
+	Ticket  string    `json:"ticket,omitempty"`
+	// Approver is who decided the request's approval, as the approval system named them.
+	Approver string `json:"approver,omitempty"`
+	Project  string `json:"project,omitempty"`
+	MR       int64  `json:"mr,omitempty"`
+	// InEffectAt is when the request's deploy put it in effect (nil: never).
+	InEffectAt *time.Time `json:"inEffectAt,omitempty"`
+	Params     string     `json:"params,omitempty"` // an action's parameters as audited (JSON)
+}
+
 // RequestSummary is one row of GET /api/my/requests and of the ops stuck list.
 type RequestSummary struct {
 	OperationID string              `json:"operationId"`
@@ -230,8 +279,18 @@ type RequestSummary struct {
 	// Withdrawable: it failed on its way; its owner or an operator may withdraw it.
 	Withdrawable bool `json:"withdrawable,omitempty"`
 	// Blocker: its merge is held for a person (HANDLE_MR_BLOCKED) — what helps is that person or
-	// settling its batch, not a retry.
+	// settling its batch, not a retry — or (Behind) it waits behind a blocked batch of its project.
 	Blocker *Blocker `json:"blocker,omitempty"`
+	// Paused: an operator paused its project's queue while it waits in it ("My requests" only).
+	Paused *TrainPause `json:"paused,omitempty"`
+	// NextActionText is what its request page says of it when a hold says more than the sentence
+	// table of its state (a pause, a blocked batch, a merge held for a person): the same words
+	// ("My requests" only; "": the label says it).
+	NextActionText string `json:"nextActionText,omitempty"`
+	// ExpiresAt and ExpiresIn: while it is in effect with an expiry, when, and how long it has
+	// left in words ("expires in 6 days"); "My requests" shows it beside Renew.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	ExpiresIn string     `json:"expiresIn,omitempty"`
 }
 
 // Page is a cursor-paginated list; NextCursor is empty on the last page.
@@ -293,6 +352,9 @@ type Train struct {
 	Queue     []QueuedRequest `json:"queue"`
 	Paused    *TrainPause     `json:"paused,omitempty"`
 	Blocked   *TrainBlock     `json:"blocked,omitempty"`
+	// Failed is the project's newest batch when it FAILED: its requests just failed, although
+	// nothing of the project is in CI any more (nil: the newest batch did not fail).
+	Failed *TrainBlock `json:"failed,omitempty"`
 	// Pipelines is the basis of the project's estimates ("median of the last 8 pipelines of …").
 	Pipelines string `json:"pipelines,omitempty"`
 }
@@ -342,9 +404,86 @@ type TrainBlock struct {
 type Attention struct {
 	Requests       int  `json:"requests"`
 	BlockedBatches int  `json:"blockedBatches"`
+	Drift          int  `json:"drift"`   // open drift findings (GET /api/ops/drift)
+	Reviews        int  `json:"reviews"` // open access reviews past their due date
 	Total          int  `json:"total"`
 	More           bool `json:"more,omitempty"`
 }
+
+// DriftFinding is one finding of the drift check (GET /api/ops/drift, docs/drift.md): a file of
+// the config repository that differs from the bindings bindery holds.
+type DriftFinding struct {
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`  // missing, changed, unknown
+	State       string `json:"state"` // open, closed, ignored
+	TargetKey   string `json:"targetKey"`
+	Subject     string `json:"subject"`
+	Project     string `json:"project"`
+	Path        string `json:"path"`
+	OperationID string `json:"operationId,omitempty"` // the binding that owns the file
+	// Commit and Author: the commit that removed a missing file, when the repository says.
+	Commit       string     `json:"commit,omitempty"`
+	Author       string     `json:"author,omitempty"`
+	CommittedAt  *time.Time `json:"committedAt,omitempty"`
+	FirstSeen    time.Time  `json:"firstSeen"`
+	LastSeen     time.Time  `json:"lastSeen"`
+	ClosedAt     *time.Time `json:"closedAt,omitempty"`
+	IgnoreReason string     `json:"ignoreReason,omitempty"`
+	Text         string     `json:"text"` // the finding in words
+	// Restore is an operator's restore of the file, when one was asked since the finding opened.
+	Restore *DriftRestore `json:"restore,omitempty"`
+}
+
+// RequestDrift is an open drift finding of a request's binding, as its page shows it.
+type RequestDrift struct {
+	Kind        string     `json:"kind"` // missing, changed
+	Commit      string     `json:"commit,omitempty"`
+	Author      string     `json:"author,omitempty"`
+	CommittedAt *time.Time `json:"committedAt,omitempty"`
+	FirstSeen   time.Time  `json:"firstSeen"`
+	Text        string     `json:"text"`
+	// Restoring: an operator asked bindery to write the file again, and it is on its way.
+	Restoring bool `json:"restoring,omitempty"`
+}
+
+// DriftRestore is where a finding's restore stands (docs/drift.md, 'Repairs').
+type DriftRestore struct {
+	State   string    `json:"state"` // waiting, batched, merged, failed, done
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	BatchID int64     `json:"batchId,omitempty"`
+	MRIID   int64     `json:"mrIid,omitempty"`
+	Text    string    `json:"text"`
+}
+
+// DriftList is GET /api/ops/drift: the findings, first seen newest first, at most DriftListCap
+// (More: there are more).
+type DriftList struct {
+	Items []DriftFinding `json:"items"`
+	More  bool           `json:"more,omitempty"`
+}
+
+// ImportResult is POST /api/ops/import (docs/drift.md, 'Importing a repository'): every file under
+// every target's template with what it becomes, and how many bindings were adopted.
+type ImportResult struct {
+	Items   []ImportItem `json:"items"`
+	Adopted int          `json:"adopted"`
+	DryRun  bool         `json:"dryRun"`
+}
+
+// ImportItem is one file an import looked at: Becomes what it becomes, or Problem why it is
+// left out.
+type ImportItem struct {
+	Path      string     `json:"path"`
+	TargetKey string     `json:"targetKey"`
+	Subject   string     `json:"subject"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	Becomes   string     `json:"becomes,omitempty"`
+	Problem   string     `json:"problem,omitempty"`
+}
+
+// DriftListCap bounds DriftList.
+const DriftListCap = 500
 
 // AttentionCap bounds each count of Attention: the navigation shows "100+" beyond it.
 const AttentionCap = 100
@@ -460,6 +599,19 @@ type Token struct {
 type CreatedToken struct {
 	Token
 	Secret string `json:"token"` // "bdy_" + 32 random bytes, base64url
+}
+
+// NewToken is the body of POST /api/tokens: what the token is for, its scopes (["read"] or
+// ["read", "apply"]) and its lifetime in days (nil: the default).
+type NewToken struct {
+	Name          string   `json:"name"`
+	Scopes        []string `json:"scopes"`
+	ExpiresInDays *int     `json:"expiresInDays"`
+}
+
+// SignedOut is the answer of POST /auth/logout.
+type SignedOut struct {
+	SignedOut bool `json:"signedOut"` // false: there was no session to end
 }
 
 // TokenList is GET /api/tokens: the caller's tokens that are not revoked, newest first.

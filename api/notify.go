@@ -35,7 +35,9 @@ type RequestNews struct {
 	// Reason says why a request needs attention: failed, pending, approval (overdue), deploy
 	// (its deploy callback overdue).
 	Reason string `json:"reason,omitempty"`
-	URL    string `json:"url"` // the request's page
+	// ExpiresAt is when the binding expires (binding.expiring); nextActionText says how to renew.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	URL       string     `json:"url"` // the request's page
 }
 
 // BatchNews is what an event about a batch reports.

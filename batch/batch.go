@@ -164,6 +164,13 @@ func TargetDef(t config.Target) string {
 // renders the same way every time.
 func RenderChange(t config.Target, op store.Operation, a state.Action) (change.FileAction, error) {
 	switch a {
+	case state.ActionRestore, state.ActionRewrite:
+		// A drift repair writes the file again exactly as the grant did.
+		fa, err := RenderChange(t, op, state.ActionAdd)
+		if a == state.ActionRewrite {
+			fa.Action = "update"
+		}
+		return fa, err
 	case state.ActionAdd:
 		f := change.BindingFile{Subject: op.SubjectID, OperationID: op.OperationID, Reason: op.Reason, RequestedAt: op.CreatedAt}
 		if t.TTL > 0 {

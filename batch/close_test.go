@@ -9,6 +9,7 @@ import (
 	"bindery/internal/work/change"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // closing starts the close phase of a VALIDATED request as revoke and expiry do: the binding
@@ -67,7 +68,7 @@ func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 			t.Error("carol's file not on main")
 		}
 		// The batch MR's deploy: the grant is validated, the removals closed.
-		if d, err := db.RecordDeploy(bg, store.Deploy{Project: projectA, MRIID: batches[0].MRIID}); err != nil || len(d.Validated) != 1 || len(d.Closed) != 2 {
+		if d, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: projectA, MRIID: batches[0].MRIID}); err != nil || len(d.Validated) != 1 || len(d.Closed) != 2 {
 			t.Fatalf("the deploy of the batch's MR: %+v %v", d, err)
 		}
 		for _, id := range []string{"op-alice", "op-bob"} {

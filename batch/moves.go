@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 	"bindery/store"
 )
 
@@ -38,6 +39,15 @@ func mrOpened(iid int64, note string) []store.MemberMove {
 	return []store.MemberMove{
 		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepCreateStarted, MRIID: iid, Note: note}),
 		del(nil, store.MemberChange{From: closing, FromStep: state.StepCloseStarted, To: state.StatusValidated, Step: state.StepCloseStarted, MRIID: iid, Note: note}),
+	}
+}
+
+// flakyRetry records on the members still waiting for the batch's pipeline that it failed and
+// runs once more (batch.flakyRetries): their timelines show both runs, and their pages say so.
+func flakyRetry(pipeline int64, note string) []store.MemberMove {
+	return []store.MemberMove{
+		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: state.StepCreateStarted, PipelineID: pipeline, Note: note}),
+		del(nil, store.MemberChange{From: closing, FromStep: state.StepCloseStarted, To: state.StatusValidated, Step: state.StepCloseStarted, Note: note}),
 	}
 }
 
@@ -80,80 +90,54 @@ func requeued(ops []string, note string) []store.MemberMove {
 	}
 }
 
-// stopAt is where a blocked batch leaves its members (the batch holds its slot for operators):
-// create is the step of members still being created, handle of those in the merge phase. The
-// close phase's members stay VALIDATED at CLOSE_STARTED: the binding is still in effect.
-type stopAt struct{ create, handle state.Step }
-
-// with is the members' moves, with the reason they stopped.
-func (p stopAt) with(note string) []store.MemberMove {
+// stopped is where a blocked batch leaves its members (the batch holds its slot for operators),
+// with the reason they stopped: at (change.PipelineStuck, RebaseStuck, MRBlocked) names the step
+// of members still being created and of those in the merge phase. The close phase's members stay
+// VALIDATED at CLOSE_STARTED: the binding is still in effect.
+func stopped(at change.Steps, note string) []store.MemberMove {
 	return []store.MemberMove{
-		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: p.create, Note: note}),
-		add(nil, store.MemberChange{From: created, To: state.StatusMerging, Step: p.handle, Note: note}),
+		add(nil, store.MemberChange{From: creating, To: state.StatusMRCreating, Step: at.Create, Note: note}),
+		add(nil, store.MemberChange{From: created, To: state.StatusMerging, Step: at.Handle, Note: note}),
 	}
 }
 
-var (
-	pipelinePending = stopAt{create: state.StepCreatePipelinePending, handle: state.StepHandlePipelinePending}
-	rebasePending   = stopAt{create: state.StepCreatePipelinePending, handle: state.StepHandleRebasePending}
-	mrBlocked       = stopAt{create: state.StepHandleMRBlocked, handle: state.StepHandleMRBlocked} // a person must act on the MR
-)
-
-// failure is the declared failure of a step: create is the step of members still being created
-// (→ CREATE_FAILED), handle of those past it (→ HANDLE_FAILED); the close phase's members go to
-// HANDLE_FAILED / CLOSE_FAILED whatever failed.
-type failure struct {
-	create, handle state.Step
-	note           string
-}
-
-// moves applies the failure to ops (nil: every member the batch holds).
-func (f failure) moves(ops []string) []store.MemberMove {
+// failing is the moves of a decided failure (change.Failure) on ops (nil: every member the batch
+// holds): members still being created → CREATE_FAILED at f.Create, those past it → HANDLE_FAILED
+// at f.Handle; the close phase's members go to HANDLE_FAILED / CLOSE_FAILED whatever failed.
+func failing(f change.Failure, ops []string) []store.MemberMove {
 	return []store.MemberMove{
-		add(ops, store.MemberChange{From: creating, To: state.StatusCreateFailed, Step: f.create, Note: f.note}),
-		add(ops, store.MemberChange{From: created, To: state.StatusHandleFailed, Step: f.handle, Note: f.note}),
-		del(ops, store.MemberChange{From: closing, To: state.StatusHandleFailed, Step: state.StepCloseFailed, Note: f.note}),
+		add(ops, store.MemberChange{From: creating, To: state.StatusCreateFailed, Step: f.Create, Note: f.Note}),
+		add(ops, store.MemberChange{From: created, To: state.StatusHandleFailed, Step: f.Handle, Note: f.Note}),
+		del(ops, store.MemberChange{From: closing, To: state.StatusHandleFailed, Step: state.StepCloseFailed, Note: f.Note}),
 	}
 }
 
-func (f failure) with(note string) failure { f.note = note; return f }
+// abandoned: an operator settled the batch, or the sweep did once it stayed BLOCKED too long, with
+// no failure of its own decided — its members did not fail at anything of theirs, and nothing
+// tries them again by itself (docs/states.md, 'What people read of each state').
+var abandoned = change.Failure{Steps: change.Steps{Create: state.StepBatchAbandoned, Handle: state.StepBatchAbandoned}}
 
-// The declared failures.
-var (
-	failedCreate   = failure{create: state.StepCreateFailed, handle: state.StepHandleFailed}
-	failedInvalid  = failure{create: state.StepCreateInvalid, handle: state.StepHandleFailed}
-	failedPipeline = failure{create: state.StepCreatePipelineFailed, handle: state.StepHandlePipelineFailed}
-	failedMRClosed = failure{create: state.StepHandleMRClosed, handle: state.StepHandleMRClosed}
-	failedApprove  = failure{create: state.StepCreateFailed, handle: state.StepHandleApproveFailed}
-	failedMerge    = failure{create: state.StepCreateFailed, handle: state.StepHandleMergeFailed}
-	failedConflict = failure{create: state.StepHandleRebaseConflict, handle: state.StepHandleRebaseConflict}
-	// abandoned: an operator settled the batch, or the sweep did once it stayed BLOCKED too long,
-	// with no failure of its own decided — its members did not fail at anything of theirs, and
-	// nothing tries them again by itself (docs/states.md, 'What people read of each state').
-	abandoned = failure{create: state.StepBatchAbandoned, handle: state.StepBatchAbandoned}
-)
-
-// encode is the failure as recorded on a batch whose settlement did not go through
+// encodeFailure is the failure as recorded on a batch whose settlement did not go through
 // (merge_batch.failing): its two steps' codes and its note, "create handle note".
-func (f failure) encode() string {
-	return fmt.Sprintf("%d %d %s", f.create, f.handle, f.note)
+func encodeFailure(f change.Failure) string {
+	return fmt.Sprintf("%d %d %s", f.Create, f.Handle, f.Note)
 }
 
-// decodeFailure reads what encode wrote. Anything unreadable (a hand-edited row) is the generic
-// failure with the text as its note: the batch is still settled, never left active.
-func decodeFailure(s string) failure {
+// decodeFailure reads what encodeFailure wrote. Anything unreadable (a hand-edited row) is the
+// generic failure with the text as its note: the batch is still settled, never left active.
+func decodeFailure(s string) change.Failure {
 	var create, handle int
 	if _, err := fmt.Sscanf(s, "%d %d ", &create, &handle); err == nil {
 		parts := strings.SplitN(s, " ", 3)
-		f := failure{create: state.Step(create), handle: state.Step(handle)}
+		f := change.Failure{Steps: change.Steps{Create: state.Step(create), Handle: state.Step(handle)}}
 		if len(parts) == 3 {
-			f.note = parts[2]
+			f.Note = parts[2]
 		}
-		if f.create.Known() && f.handle.Known() {
+		if f.Create.Known() && f.Handle.Known() {
 			return f
 		}
 	}
-	return failedCreate.with(s)
+	return change.FailedCreate.With(s)
 }
 
 // resumed: an operator resumed a BLOCKED batch; its members show progress again.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 )
 
 // A failure recorded on a batch whose settlement did not go through reads back as decided, note
@@ -12,8 +13,8 @@ import (
 // note, so the sweep still settles the batch instead of leaving it active.
 func TestARecordedFailureReadsBackAndAGarbledOneIsTheGenericFailure(t *testing.T) {
 	t.Parallel()
-	decided := failedApprove.with("approve MR !3: HTTP 403; two words")
-	if got := decodeFailure(decided.encode()); got != decided {
+	decided := change.FailedApprove.With("approve MR !3: HTTP 403; two words")
+	if got := decodeFailure(encodeFailure(decided)); got != decided {
 		t.Fatalf("round trip: %+v, want %+v", got, decided)
 	}
 	for _, s := range []string{
@@ -24,7 +25,7 @@ func TestARecordedFailureReadsBackAndAGarbledOneIsTheGenericFailure(t *testing.T
 		"x 1 not a number",
 		fmt.Sprintf("%d 999 one step unknown", state.StepCreateFailed),
 	} {
-		want := failure{create: state.StepCreateFailed, handle: state.StepHandleFailed, note: s}
+		want := change.Failure{Steps: change.Steps{Create: state.StepCreateFailed, Handle: state.StepHandleFailed}, Note: s}
 		if got := decodeFailure(s); got != want {
 			t.Errorf("decodeFailure(%q) = %+v, want the generic failure %+v", s, got, want)
 		}

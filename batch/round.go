@@ -3,7 +3,6 @@ package batch
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 
 // Round runs one round over every partition with waiting requests (cron and the ops trigger call
 // it, on every instance at once): honours batch.maxRequests and batch.maxWait (close by size or
-// age), claims through store.Claim, writes the members' BATCHED step (in the claim's
+// age), claims (Claim), writes the members' BATCHED step (in the claim's
 // transaction, one bulk statement per 500) and the new batch's task (due now: any instance's
 // background lane runs it; this one is nudged). Concurrent rounds are safe: the partition's slot (I1) lets one claim win,
 // the others answer SLOT_OCCUPIED. An error of one partition is reported in its Outcome; the
@@ -62,7 +61,7 @@ func (s *Service) round(ctx context.Context, partition string) Outcome {
 	// The partition is the target's GitLab project (docs/invariants.md, 'Partitions'), so it also
 	// names the batch's project.
 	task := s.task(0, stepOpen, memo{})
-	c, err := s.db.Claim(ctx, store.ClaimInput{
+	c, err := Claim(ctx, s.db, store.ClaimInput{
 		Partition: partition, Project: partition, Max: size, Train: snap.BatchTrain(), Beside: snap.BatchIsolationCars(), Members: &batchedStep, Task: &task,
 	})
 	if err != nil {
@@ -93,7 +92,7 @@ func Spacing(durations []time.Duration, k int) (gap time.Duration, ok bool) {
 	if k < 2 || len(durations) < spacingMinimum {
 		return 0, false
 	}
-	return median(durations) / time.Duration(k), true
+	return Median(durations) / time.Duration(k), true
 }
 
 // SpacingLeft is how much longer the rounds of a merge train of k cars hold partition's waiting
@@ -142,13 +141,6 @@ func (s *Service) carSize(ctx context.Context, partition string, k, most int) (s
 	}
 	size = (load.Waiting + free - 1) / free
 	return min(max(size, 1), most), false, nil
-}
-
-// median of ds (not empty).
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // observeWait records how long each member waited in line (admission → claim, by the database

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ type job = engine.Job[memo, Step]
 // step does, in words (docs/states.md is generated from this table).
 type stepRow struct {
 	engine.Step[memo, Step]
-	fail    failure
+	fail    change.Failure
 	waiting string
 	does    string
 }
@@ -80,34 +81,42 @@ func (s *Service) steps() []stepRow {
 	type es = engine.Step[memo, Step]
 	bg := engine.LaneBackground
 	return []stepRow{
-		{Step: es{Name: stepOpen, Lane: bg, Run: s.run((*run).open)}, fail: failedCreate,
+		{Step: es{Name: stepOpen, Lane: bg, Run: s.run((*run).open)}, fail: change.FailedCreate,
 			waiting: "the bot to open the batch's merge request",
 			does:    "render the members (failing or deferring those that cannot be in it), build the branch on the head of the car ahead in the merge train (the first car: on the target branch), one commit and the MR; rebuild when the member set or what is ahead changed"},
-		{Step: es{Name: stepPipeline, Lane: bg, Polls: true, Run: s.run((*run).pipeline)}, fail: failedCreate,
+		{Step: es{Name: stepPipeline, Lane: bg, Polls: true, Run: s.run((*run).pipeline)}, fail: change.FailedCreate,
 			waiting: "the pipeline of {mr} to pass",
 			does:    "one look at the head's pipeline: pass → approve (a car beside the train first takes a place at the end of the train: its pass counts there when it stands on the last car, else it is rebuilt on it); fail → held while a car ahead is untested, else flaky retry, then bisection or the failure; no answer within `poll.timeout` → a new pipeline on the same commit once, then BLOCKED; what it was built on changed → rebuilt"},
-		{Step: es{Name: stepApprove, Lane: bg, Run: s.run((*run).approve)}, fail: failedApprove,
+		{Step: es{Name: stepApprove, Lane: bg, Run: s.run((*run).approve)}, fail: change.FailedApprove,
 			waiting: "the reviewer bots to approve {mr}", does: "both reviewer accounts approve the head"},
-		{Step: es{Name: stepTurn, Lane: bg, Polls: true, Run: s.run((*run).turn)}, fail: failedMerge,
+		{Step: es{Name: stepTurn, Lane: bg, Polls: true, Run: s.run((*run).turn)}, fail: change.FailedMerge,
 			waiting: "the batches ahead of it in the merge train to merge",
 			does:    "wait for the cars ahead to merge and the project's queue not to be paused; then the target must be what the branch was built on (else: rebase and test again first)"},
-		{Step: es{Name: stepMerge, Lane: bg, Run: s.run((*run).merge)}, fail: failedMerge,
-			waiting: "the bot to merge {mr}",
-			does:    "one merge action, decided from the MR's state in GitLab's order ([gitlab.md](gitlab.md)): locked → look again; computing → wait; conflict → regenerate (a conflict after that: bisected, never BLOCKED); behind → rebase; CI not passed or head not the tested one → wait for the head's pipeline; not approved → approve; the target read once more (still what the head was built on, else rebase); merge at the tested SHA"},
-		{Step: es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
-			waiting: "GitLab to rebase {mr} onto the target branch", does: "wait for GitLab's rebase (no answer within `poll.timeout` → BLOCKED)"},
-		{Step: es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
-			waiting: "the pipeline of the new head of {mr} to pass", does: "wait for the pipeline of a head the merge moved (flaky retry, then bisection)"},
-		{Step: es{Name: stepMergeChecking, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
-			waiting: "GitLab to work out whether {mr} can be merged", does: "wait while GitLab computes whether the MR can be merged"},
-		{Step: es{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: s.run((*run).merge)}, fail: failedMerge,
-			does: "BLOCKED with the MR open: something only a person can clear (members HANDLE_MR_BLOCKED with the reason); one look per poll, a webhook sooner; cleared → RUNNING; not within `batch.blockedTimeout` → the failure is decided"},
-		{Step: es{Name: stepSettle, Lane: bg, Run: s.run((*run).settle)}, fail: failedCreate,
+		s.mergeStep(es{Name: stepMerge}, "the bot to merge {mr}",
+			"one merge action, decided from the MR's state in GitLab's order ([gitlab.md](gitlab.md)): locked → look again; computing → wait; conflict → regenerate (a conflict after that: bisected, never BLOCKED); behind → rebase; CI not passed or head not the tested one → wait for the head's pipeline; not approved → approve; the target read once more (still what the head was built on, else rebase); merge at the tested SHA"),
+		s.mergeStep(es{Name: stepMergeRebase}, "", "wait for GitLab's rebase (no answer within `poll.timeout` → BLOCKED)"),
+		s.mergeStep(es{Name: stepMergePipeline}, "", "wait for the pipeline of a head the merge moved (flaky retry, then bisection)"),
+		s.mergeStep(es{Name: stepMergeChecking}, "", "wait while GitLab computes whether the MR can be merged"),
+		s.mergeStep(es{Name: stepMergeBlocked}, "", "BLOCKED with the MR open: something only a person can clear (members HANDLE_MR_BLOCKED with the reason); one look per poll, a webhook sooner; cleared → RUNNING; not within `batch.blockedTimeout` → the failure is decided"),
+		{Step: es{Name: stepSettle, Lane: bg, Run: s.run((*run).settle)}, fail: change.FailedCreate,
 			waiting: "bindery to settle the failed batch (closing {mr})",
 			does:    "carry out the decided failure (`merge_batch.failing`): close the MR, read it again (merged wins), settle"},
-		{Step: es{Name: stepBlocked, Lane: bg, Run: s.run((*run).expireBlocked)}, fail: failedCreate,
+		{Step: es{Name: stepBlocked, Lane: bg, Run: s.run((*run).expireBlocked)}, fail: change.FailedCreate,
 			does: "the BLOCKED window (`batch.blockedTimeout`) ended: the failure is decided, then settled"},
 	}
+}
+
+// mergeStep is the row of the merge phase st names (change.Phases): one merge action per run, the members
+// failing at the merge when it fails without deciding a failure itself; waiting is the batch's
+// own words where the phase has none.
+func (s *Service) mergeStep(st engine.Step[memo, Step], waiting, does string) stepRow {
+	i := slices.IndexFunc(change.Phases, func(p change.PhaseRow) bool { return Step(p.Phase) == st.Name })
+	p := change.Phases[i]
+	if p.Waiting != "" {
+		waiting = p.Waiting
+	}
+	return stepRow{Step: engine.Step[memo, Step]{Name: st.Name, Lane: engine.LaneBackground, Polls: p.Polls, Run: s.run((*run).merge)},
+		fail: change.FailedMerge, waiting: waiting, does: does}
 }
 
 // StepDocs is the batch kind's step table for docs/states.md.
@@ -116,7 +125,7 @@ func StepDocs() []engine.StepDoc {
 	for _, r := range (&Service{}).steps() {
 		d := engine.DocOf(r.Step)
 		d.Does, d.Waiting = r.does, r.waiting
-		d.Fails = fmt.Sprintf("%s / %s", r.fail.create, r.fail.handle)
+		d.Fails = fmt.Sprintf("%s / %s", r.fail.Create, r.fail.Handle)
 		if !r.Polls {
 			d.Retry = "backoff on an unavailable dependency, until the batch is older than `batch.blockedTimeout`"
 		}
@@ -151,7 +160,7 @@ func (s *Service) row(step Step) stepRow {
 			return r
 		}
 	}
-	return stepRow{fail: failedCreate}
+	return stepRow{fail: change.FailedCreate}
 }
 
 // Waiting is what the members of a batch wait for while its task is at step, in plain words
@@ -165,7 +174,7 @@ type run struct {
 	batch   store.Batch // as read at the start: its version guards the write
 	members []member    // what the batch holds, rendered (loaded by steps that need them)
 	spec    change.Spec
-	phase   failure // the declared failure of the step running now
+	phase   change.Failure // the declared failure of the step running now
 	// failed is the pipeline this step saw fail (0: none): recorded with the step's outcome, so
 	// the request page links the run that failed rather than an earlier one; failedURL is its
 	// web address, as GitLab gave it.
@@ -216,7 +225,7 @@ func (s *Service) failBatch(ctx context.Context, j *job, err error) error {
 	case r.batch.Failing != "":
 		return j.Next(ctx, store.TaskNext{Step: string(stepSettle), In: s.short(), Note: "settling: " + publicNote(err)}, nil)
 	}
-	return r.decide(ctx, r.phase.with(publicNote(err)))
+	return r.decide(ctx, r.phase.With(publicNote(err)))
 }
 
 // next records the step's outcome with the batch's own write (step.Batch is filled in).
@@ -270,14 +279,14 @@ func (r *run) load(ctx context.Context) (moved bool, err error) {
 	if len(dropped)+len(later) > 0 {
 		var moves []store.MemberMove
 		for reason, ops := range invalid {
-			moves = append(moves, failedInvalid.with(reason).moves(ops)...)
+			moves = append(moves, failing(change.FailedInvalid.With(reason), ops)...)
 		}
 		moves = append(moves, requeued(later, fmt.Sprintf("not in batch %d: another target branch or the same file as another member; next batch", r.batch.ID))...)
 		note := fmt.Sprintf("%d members failed alone (not renderable), %d wait for a later batch", len(dropped), len(later))
 		return true, r.next(ctx, store.TaskNext{}, store.BatchStep{Change: store.BatchChange{Note: note}, Drop: dropped, Requeue: later, Moves: moves})
 	}
 	if len(r.members) == 0 {
-		return true, r.decide(ctx, failedCreate.with("no member left to change"))
+		return true, r.decide(ctx, change.FailedCreate.With("no member left to change"))
 	}
 	r.spec = change.Spec{Project: r.batch.Project, TargetBranch: branch, SourceBranch: branchName(r.batch.ID)}
 	r.respec()
@@ -289,8 +298,11 @@ func (r *run) load(ctx context.Context) (moved bool, err error) {
 func (r *run) changeOf(snap *config.Snapshot, q store.BatchRequest) (change.FileAction, string, error) {
 	if c := q.Change; c.Path != "" && c.Branch != "" {
 		fa := change.FileAction{Action: "delete", Path: c.Path, OperationID: q.Operation.OperationID}
-		if q.Action == state.ActionAdd {
+		switch q.Action {
+		case state.ActionAdd, state.ActionRestore:
 			fa.Action, fa.Content = "create", c.Content
+		case state.ActionRewrite:
+			fa.Action, fa.Content = "update", c.Content
 		}
 		return fa, c.Branch, nil
 	}
@@ -406,7 +418,7 @@ func (r *run) open(ctx context.Context) error {
 		return r.r.Next(ctx, store.TaskNext{In: long, Wait: store.WaitStart,
 			Note: fmt.Sprintf("GitLab refused the commit on top of car %d ahead of it (%s); waiting for the train ahead to settle", baseBatch, publicNote(o.Cause))}, nil)
 	case o.Result == change.Failed:
-		return r.deterministic(ctx, failedCreate.with("GitLab refused the batch's commit: "+publicNote(o.Cause)))
+		return r.deterministic(ctx, change.FailedCreate.With("GitLab refused the batch's commit: "+publicNote(o.Cause)))
 	case o.Result == change.Restarted:
 		r.s.log.Info("batch resumed: a new pipeline replaces one still running", "batch", b.ID, "mr", o.MR.IID)
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
@@ -482,9 +494,10 @@ func (r *run) pipeline(ctx context.Context) error {
 	}
 	switch {
 	case o.Result == change.Closed:
-		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
+		return r.decide(ctx, change.FailedMRClosed.With(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
 	case o.Result == change.Retried:
-		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note}})
+		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{PipelineID: pipeline, Note: o.Note},
+			Moves: flakyRetry(pipeline, flakyWords(o.Pipeline, r.r.Memo.Flaky, r.s.cfg.Current().BatchFlakyRetries()))})
 	case o.Result == change.Merged:
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
 	case o.Result == change.Passed && t.beside:
@@ -507,11 +520,11 @@ func (r *run) pipeline(ctx context.Context) error {
 			r.failedURL = o.Pipeline.WebURL
 		}
 		r.s.mr.KeepFailedJob(ctx, r.s.db, b.Project, pipeline)
-		return r.deterministic(ctx, failedPipeline.with(o.Note))
+		return r.deterministic(ctx, change.FailedPipeline.With(o.Note))
 	case o.Result == change.Replaced:
 		return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
 	case o.Result == change.Stuck:
-		return r.block(ctx, pipelinePending, o.Reason+"; an operator can resume the batch")
+		return r.block(ctx, change.PipelineStuck, o.Reason+"; an operator can resume the batch")
 	}
 	// Waiting: the next look; a new pipeline id is worth recording (the request page links it).
 	if pipeline != 0 && pipeline != b.PipelineID {
@@ -559,7 +572,13 @@ func (r *run) retryBehind(ctx context.Context, t train, o change.Outcome) error 
 	}
 	r.r.Memo.CI = time.Now().UnixMilli()
 	note := fmt.Sprintf("%s; new run %d on the same commit (batch.flakyRetries)", o.Note, r.r.Memo.Flaky)
-	return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: note}})
+	return r.next(ctx, r.r.To(stepPipeline), store.BatchStep{Change: store.BatchChange{Note: note},
+		Moves: flakyRetry(0, flakyWords(o.Pipeline, r.r.Memo.Flaky, r.s.cfg.Current().BatchFlakyRetries()))})
+}
+
+// flakyWords is what a member's timeline says of a flaky retry (explain.FlakyRetryNote).
+func flakyWords(p *gitlab.Pipeline, n, of int) string {
+	return explain.FlakyRetryNote(change.PipelineWords(p), n, of)
 }
 
 // failedTwice decides the failure of a car whose pipeline failed while a car behind it, which
@@ -568,7 +587,7 @@ func (r *run) retryBehind(ctx context.Context, t train, o change.Outcome) error 
 func (r *run) failedTwice(ctx context.Context, what string, pipeline int64, url string) error {
 	r.failed, r.failedURL = pipeline, url
 	r.s.mr.KeepFailedJob(ctx, r.s.db, r.batch.Project, pipeline)
-	return r.deterministic(ctx, failedPipeline.with(what+", and so did the batches behind it, which carry its changes (a failure twice, as a retry would tell: batch.flakyRetries)"))
+	return r.deterministic(ctx, change.FailedPipeline.With(what+", and so did the batches behind it, which carry its changes (a failure twice, as a retry would tell: batch.flakyRetries)"))
 }
 
 // failedBehind reports whether a car behind this one failed its pipeline (held, undecided).
@@ -596,7 +615,7 @@ func (r *run) failedBehind(ctx context.Context, t train) (bool, error) {
 // deterministic handles a failure that is a property of the member set (docs/architecture.md,
 // "Bisection without collateral"): a batch of several members is bisected, a single member
 // fails with it — named the culprit when a bisection led to it.
-func (r *run) deterministic(ctx context.Context, f failure) error {
+func (r *run) deterministic(ctx context.Context, f change.Failure) error {
 	if len(r.members) == 0 {
 		if moved, err := r.load(ctx); moved || err != nil {
 			return err
@@ -615,7 +634,7 @@ func (r *run) deterministic(ctx context.Context, f failure) error {
 		found += fmt.Sprintf(" (bisection of batch %d)", b.BisectOf)
 	}
 	r.s.log.Info("culprit isolated", "batch", b.ID, "culprit", culprit, "bisections", b.Bisections, "bisection_of", b.BisectionRoot())
-	return r.decideAs(ctx, f.with(found+": "+f.note), culprit)
+	return r.decideAs(ctx, f.With(found+": "+f.Note), culprit)
 }
 
 // failedLink is the web address of the pipeline this step saw fail, for the members' words.
@@ -631,8 +650,8 @@ func (r *run) failedLink(kind string, id int64) string {
 // one suspect group: the claim takes it alone, before anything else of the partition, so the
 // culprit — if it is there — fails no newcomer, and a culprit is isolated in ⌈log₂ n⌉
 // bisections. The stale branch digest makes the open step regenerate, after a crash too.
-func (r *run) bisect(ctx context.Context, f failure) error {
-	why := f.note
+func (r *run) bisect(ctx context.Context, f change.Failure) error {
+	why := f.Note
 	keep := (len(r.members) + 1) / 2
 	back := operationIDs(r.members[keep:])
 	b := r.batch
@@ -656,7 +675,7 @@ func (r *run) bisect(ctx context.Context, f failure) error {
 		Change: store.BatchChange{Note: note, BranchDigest: &stale, ToEnd: toEnd, Beside: r.s.cfg.Current().BatchIsolationCars()}, Requeue: back, Bisect: true,
 		// The members read why in the words of the failure's step (the cause stays in the
 		// batch's note, for operators).
-		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, explain.Told(f.create, why, r.failedLink))),
+		Moves: requeued(back, fmt.Sprintf("returned to the waiting set: batch %d is bisected; retried with its half only, before any newcomer. %s", b.ID, explain.Told(f.Create, why, r.failedLink))),
 	}); err != nil {
 		return err
 	}
@@ -677,7 +696,7 @@ func (r *run) approve(ctx context.Context) error {
 	}
 	switch o.Result {
 	case change.Closed:
-		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
+		return r.decide(ctx, change.FailedMRClosed.With(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
 	case change.Merged:
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d found merged", b.MRIID), o.MR)
 	}
@@ -702,39 +721,40 @@ func (r *run) merge(ctx context.Context) error {
 		// must be built on now, and nothing of it is tested yet.
 		return r.headMoved(ctx, o)
 	}
-	switch o.Result {
-	case change.Merged:
+	m := change.MergeMeaning(o)
+	switch m.Class {
+	case change.MergeLanded:
 		if r.r.Memo.Merge != 0 {
 			r.s.rec.Since("bindery_batch_merge_seconds", time.UnixMilli(r.r.Memo.Merge), "project", b.Project)
 		}
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d merged", b.MRIID), o.MR)
-	case change.Closed:
-		return r.decide(ctx, failedMRClosed.with(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
-	case change.Failed:
-		if errors.Is(o.Cause, change.ErrConflict) {
-			return r.deterministic(ctx, failedConflict.with(o.Note))
+	case change.MergeFails:
+		switch o.Result {
+		case change.Closed:
+			return r.decide(ctx, m.Failure.With(fmt.Sprintf("MR !%d was closed outside bindery", b.MRIID)))
+		case change.Expired:
+			reason := o.Reason
+			if reason == "" {
+				reason = b.Note
+			}
+			return r.decide(ctx, m.Failure.With(fmt.Sprintf("%s, and nobody did within batch.blockedTimeout (%s)", reason, r.s.cfg.Current().BatchBlockedTimeout())))
 		}
-		return r.deterministic(ctx, failedPipeline.with(o.Note))
-	case change.Retried, change.Replaced:
+		// A conflict that survives regeneration, or a pipeline failing for good: a property of
+		// the member set, bisected (never BLOCKED, which would hold the partition behind a
+		// change that will not merge).
+		return r.deterministic(ctx, m.Failure.With(o.Note))
+	case change.MergeAgain:
 		return r.next(ctx, r.r.To(Step(o.Phase)), store.BatchStep{Change: store.BatchChange{Note: o.Note}})
-	case change.Waiting:
-		return r.r.Next(ctx, o.Next, nil)
-	case change.Blocked:
+	case change.MergeBlocks:
 		return r.blockOnMR(ctx, o.Reason)
-	case change.Expired:
-		reason := o.Reason
-		if reason == "" {
-			reason = b.Note
-		}
-		return r.decide(ctx, failedMerge.with(fmt.Sprintf("%s, and nobody did within batch.blockedTimeout (%s)", reason, r.s.cfg.Current().BatchBlockedTimeout())))
-	case change.Stuck:
-		if o.Phase == change.MergeRebasing {
-			return r.block(ctx, rebasePending, o.Reason+"; an operator can resume the batch")
-		}
-		return r.block(ctx, pipelinePending, o.Reason+"; an operator can resume the batch")
-	case change.Unblocked:
+	case change.MergeHolds:
+		return r.block(ctx, m.Steps, o.Reason+"; an operator can resume the batch")
+	case change.MergeResumes:
 		return r.next(ctx, r.r.To(Step(o.Phase)), store.BatchStep{
 			Change: store.BatchChange{Status: state.BatchRunning, Note: o.Note}, Moves: resumed(o.Note)})
+	}
+	if o.Result == change.Waiting {
+		return r.r.Next(ctx, o.Next, nil)
 	}
 	// Moved: progress is worth a step (the request view shows it).
 	if tested := r.testedNow(o.MR.SHA); tested != nil {
@@ -797,7 +817,7 @@ func (r *run) blockOnMR(ctx context.Context, reason string) error {
 	n := r.r.To(stepMergeBlocked)
 	n.Note = "BLOCKED: " + reason
 	if err := r.next(ctx, n, store.BatchStep{Change: store.BatchChange{Status: state.BatchBlocked, Note: reason},
-		Moves: mrBlocked.with(reason)}); err != nil {
+		Moves: stopped(change.MRBlocked, reason)}); err != nil {
 		return err
 	}
 	r.s.rec.Inc("bindery_batches_blocked_total", "project", r.batch.Project)
@@ -808,12 +828,12 @@ func (r *run) blockOnMR(ctx context.Context, reason string) error {
 // block stops the batch at a step the same MR can resume from: BLOCKED keeps the partition's slot
 // for batch.blockedTimeout (the task's next run, which then settles it); its members show
 // WAIT_MANUAL.
-func (r *run) block(ctx context.Context, at stopAt, note string) error {
+func (r *run) block(ctx context.Context, at change.Steps, note string) error {
 	n := r.r.To(stepBlocked)
 	n.In, n.Note = r.s.cfg.Current().BatchBlockedTimeout(), "BLOCKED: "+note
 	if err := r.next(ctx, n, store.BatchStep{
 		Change: store.BatchChange{Status: state.BatchBlocked, Note: note},
-		Moves:  at.with(note),
+		Moves:  stopped(at, note),
 	}); err != nil {
 		return err
 	}
@@ -832,20 +852,20 @@ func (r *run) expireBlocked(ctx context.Context) error {
 		// Resumed by an operator without a new task step (an older version): go on.
 		return r.r.Next(ctx, r.r.To(stepOpen), nil)
 	}
-	return r.decide(ctx, abandoned.with(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", r.s.cfg.Current().BatchBlockedTimeout())))
+	return r.decide(ctx, abandoned.With(fmt.Sprintf("BLOCKED for longer than batch.blockedTimeout (%s); settled by the sweep", r.s.cfg.Current().BatchBlockedTimeout())))
 }
 
 // decide records the batch's failure before anything is done about it (write-ahead): the settle
 // step carries it out — closes the MR, then fails the members with this cause — on whichever
 // instance runs it, after a crash too.
-func (r *run) decide(ctx context.Context, f failure) error {
+func (r *run) decide(ctx context.Context, f change.Failure) error {
 	return r.decideAs(ctx, f, "")
 }
 
 // decideAs is decide, naming the culprit a bisection isolated ("": none).
-func (r *run) decideAs(ctx context.Context, f failure, culprit string) error {
-	enc := f.encode()
-	c := store.BatchChange{Failing: &enc, Note: "failed: " + f.note + "; settling"}
+func (r *run) decideAs(ctx context.Context, f change.Failure, culprit string) error {
+	enc := encodeFailure(f)
+	c := store.BatchChange{Failing: &enc, Note: "failed: " + f.Note + "; settling"}
 	if culprit != "" {
 		c.Culprit = &culprit
 	}
@@ -863,7 +883,7 @@ func (r *run) settle(ctx context.Context) error {
 	b := r.batch
 	f := decodeFailure(b.Failing)
 	if b.Failing == "" {
-		f = abandoned.with("settled")
+		f = abandoned.With("settled")
 	}
 	wasMerged, iid, err := r.s.closeMR(ctx, b)
 	switch {
@@ -876,9 +896,9 @@ func (r *run) settle(ctx context.Context) error {
 		wait, _ := engine.Backoff(short, long)(r.r.Run, err)
 		msg := engine.Public(err)
 		r.s.rec.Inc("bindery_batch_settle_failures_total", "project", b.Project)
-		r.s.log.Warn("batch settlement did not go through; retrying", "batch", b.ID, "failure", f.note, "error", err, "wait", wait)
+		r.s.log.Warn("batch settlement did not go through; retrying", "batch", b.ID, "failure", f.Note, "error", err, "wait", wait)
 		return r.next(ctx, store.TaskNext{Step: string(stepSettle), In: max(wait, outbound.RetryAfterOf(err)), Failures: r.r.Task.Failures + 1, Note: "settling did not go through: " + msg},
-			store.BatchStep{Change: store.BatchChange{LastError: &msg, Note: fmt.Sprintf("failed (%s), but settling it did not go through: %s; retrying", f.note, msg)}})
+			store.BatchStep{Change: store.BatchChange{LastError: &msg, Note: fmt.Sprintf("failed (%s), but settling it did not go through: %s; retrying", f.Note, msg)}})
 	case wasMerged:
 		mr, err := r.s.mr.GitLab.GetMergeRequest(ctx, b.Project, iid)
 		if err != nil {
@@ -886,7 +906,7 @@ func (r *run) settle(ctx context.Context) error {
 		}
 		return r.settleMerged(ctx, fmt.Sprintf("MR !%d turned out merged: the merge wins over the close", iid), mr)
 	}
-	return r.settleAs(ctx, state.BatchFailed, f.note, f.moves(nil))
+	return r.settleAs(ctx, state.BatchFailed, f.Note, failing(f, nil))
 }
 
 // settleMerged settles the batch as merged by mr (as GitLab gave it after the merge), recording

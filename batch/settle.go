@@ -27,16 +27,16 @@ func (s *Service) Settle(ctx context.Context, batchID int64, actor string) error
 	if !b.Status.Active() {
 		return fmt.Errorf("settle batch %d: %w", batchID, ErrSettled)
 	}
-	f := abandoned.with("settled by " + actor)
+	f := abandoned.With("settled by " + actor)
 	if b.Failing != "" {
 		// The failure was decided already (its settlement is under way): the members keep it,
 		// with the operator who settles it now (not every operator who tried before).
 		f = decodeFailure(b.Failing)
-		f.note, _, _ = strings.Cut(f.note, settledBy)
-		f.note += settledBy + actor
+		f.Note, _, _ = strings.Cut(f.Note, settledBy)
+		f.Note += settledBy + actor
 	}
-	enc := f.encode()
-	return s.outside(ctx, b, stepSettle, memo{}, store.BatchChange{Failing: &enc, Note: "settling: " + f.note}, nil)
+	enc := encodeFailure(f)
+	return s.outside(ctx, b, stepSettle, memo{}, store.BatchChange{Failing: &enc, Note: "settling: " + f.Note}, nil)
 }
 
 // settledBy joins an operator's settlement to a decided failure's note.
@@ -48,7 +48,7 @@ func PendingFailure(b store.Batch) string {
 	if b.Failing == "" {
 		return ""
 	}
-	return decodeFailure(b.Failing).note
+	return decodeFailure(b.Failing).Note
 }
 
 // closeMR closes the batch's MR if open and reports whether it is merged, and which MR that is

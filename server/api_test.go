@@ -374,7 +374,7 @@ func rows() []row {
 			call: post("/api/ops/requests/op-bob/retry", "ops", `{"operationId":"rt-busy"}`), status: 409,
 			want: []string{"look again in a moment"}, header: map[string]string{"Retry-After": "1"}},
 		// ---- the navigation's attention count (docs/operations.md, 'The console at a glance') ----
-		{name: "ops counts the stuck requests and the blocked batches, as the lists show them",
+		{name: "ops counts the stuck requests, the blocked batches and the open drift findings, as the lists show them",
 			prep: func(h *harness) {
 				h.wf.StuckRequestsFn = func(_ context.Context, f workflow.StuckFilter) (api.Page[api.RequestSummary], error) {
 					if f.Status != "" || f.Step != 0 || f.Limit != api.AttentionCap {
@@ -388,8 +388,36 @@ func rows() []row {
 					}
 					return api.Page[api.BatchView]{Items: make([]api.BatchView, 1)}, nil
 				}
+				h.wf.DriftFn = func(context.Context) (api.DriftList, error) {
+					return api.DriftList{Items: []api.DriftFinding{{State: "open"}, {State: "ignored"}, {State: "closed"}}}, nil
+				}
 			},
-			call: get("/api/ops/attention", "ops"), status: 200, want: []string{`{"requests":2,"blockedBatches":1,"total":3}`}},
+			call: get("/api/ops/attention", "ops"), status: 200, want: []string{`{"requests":2,"blockedBatches":1,"drift":1,"reviews":0,"total":4}`}},
+		{name: "a blocked batch and its member in the stuck list are one thing to clear",
+			prep: func(h *harness) {
+				h.wf.StuckRequestsFn = func(context.Context, workflow.StuckFilter) (api.Page[api.RequestSummary], error) {
+					return api.Page[api.RequestSummary]{Items: []api.RequestSummary{{OperationID: "held"}, {OperationID: "failed"}}}, nil
+				}
+				h.wf.BatchesFn = func(context.Context, string, int, state.BatchStatus) (api.Page[api.BatchView], error) {
+					return api.Page[api.BatchView]{Items: []api.BatchView{{ID: 7, Status: "BLOCKED", Members: []api.RequestSummary{{OperationID: "held"}}}}}, nil
+				}
+			},
+			call: get("/api/ops/attention", "ops"), status: 200, want: []string{`{"requests":1,"blockedBatches":1,"drift":0,"reviews":0,"total":2}`}},
+		{name: "ops lists the drift findings",
+			prep: func(h *harness) {
+				h.wf.DriftFn = func(context.Context) (api.DriftList, error) {
+					return api.DriftList{Items: []api.DriftFinding{{ID: 7, Kind: "missing", State: "open", TargetKey: "db-read", Subject: "alice@example.com",
+						Project: "infra/access-config", Path: "bindings/db-read/alice@example.com.yaml", OperationID: "op-1", Commit: "abc1234def", Author: "A. Person", Text: "gone"}}}, nil
+				}
+			},
+			call: get("/api/ops/drift", "ops"), status: 200, want: []string{`"kind":"missing"`, `"commit":"abc1234def"`, `"author":"A. Person"`}},
+		{name: "a requester may not list drift findings", call: get("/api/ops/drift", "alice"), status: 403},
+		{name: "ops imports the repository's files, a dry run first", call: post("/api/ops/import", "ops", `{"operationId":"im-1","dryRun":true}`),
+			status: 200, want: []string{`"dryRun":true`, `"subject":"zed@example.com"`, `"becomes":"a binding in effect"`}},
+		{name: "an import's dryRun is a boolean", call: post("/api/ops/import", "ops", `{"operationId":"im-2","dryRun":"yes"}`), status: 400},
+		{name: "ignoring a drift finding needs a reason", call: post("/api/ops/drift/3/ignore", "ops", `{"operationId":"ig-1"}`), status: 400},
+		{name: "ops ignores a drift finding with a reason", call: post("/api/ops/drift/3/ignore", "ops", `{"operationId":"ig-2","reason":"known"}`),
+			status: 200, want: []string{`"state":"ignored"`, `"ignoreReason":"known"`}},
 		{name: "the attention count says when a list holds more than it counts",
 			prep: func(h *harness) {
 				h.wf.StuckRequestsFn = func(context.Context, workflow.StuckFilter) (api.Page[api.RequestSummary], error) {

@@ -85,6 +85,7 @@ func probeHarness(t *testing.T) *harness {
 	}
 	h.wf.RevokeFn = func(ctx context.Context, id, _ string) (api.RequestView, error) { return h.wf.Request(ctx, id) }
 	h.wf.WithdrawFn = func(ctx context.Context, id, _ string) (api.RequestView, error) { return h.wf.Request(ctx, id) }
+	h.wf.RenewFn = func(ctx context.Context, id, _, _ string) (api.RequestView, error) { return h.wf.Request(ctx, id) }
 	h.wf.MyRequestsFn = func(_ context.Context, _, cursor string, _ int) (api.Page[api.RequestSummary], error) {
 		return api.Page[api.RequestSummary]{Items: []api.RequestSummary{}}, fakeCursorCheck(cursor)
 	}
@@ -151,10 +152,13 @@ func exampleOf(t *testing.T, method, path string, op *openapi3.Operation) exampl
 		}
 	}
 	for _, p := range op.Parameters {
+		if p.Value.In == "query" && p.Value.Required && p.Value.Example != nil {
+			e.query.Set(p.Value.Name, fmt.Sprint(p.Value.Example)) // a required query's example
+		}
 		if p.Value.In == "path" {
 			// The probe harness's request and batch: examples that exist (a withdrawal's: a
 			// request that failed).
-			e.params[p.Value.Name] = map[string]string{"operationId": "op-v", "id": "7", "name": "webhook:ci"}[p.Value.Name]
+			e.params[p.Value.Name] = map[string]string{"operationId": "op-v", "id": "7", "itemId": "3", "name": "webhook:ci"}[p.Value.Name]
 			if p.Value.Name == "operationId" && strings.HasSuffix(path, "/withdraw") {
 				e.params[p.Value.Name] = "op-f"
 			}

@@ -29,6 +29,9 @@ type Workflow interface {
 	MyRequests(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error)
 	// Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise).
 	Revoke(ctx context.Context, operationID, actor string) (api.RequestView, error)
+	// Renew renews the binding of a request in effect as actor; renewalID is the call's own
+	// operationId (CONFLICT when it cannot be renewed now).
+	Renew(ctx context.Context, operationID, actor, renewalID string) (api.RequestView, error)
 	// Withdraw closes a request that failed on its way (CONFLICT otherwise); idempotent.
 	Withdraw(ctx context.Context, operationID, actor string) (api.RequestView, error)
 	// Preview renders the file a request of subject for targetKey would change. Read-only.
@@ -57,6 +60,37 @@ type Workflow interface {
 	// MergeNext sends a waiting request into the next car of its project (CONFLICT: it is not
 	// in a waiting set).
 	MergeNext(ctx context.Context, operationID, actor string) (api.RequestView, error)
+
+	// DriftFindings lists the drift check's findings (docs/drift.md), newest first.
+	DriftFindings(ctx context.Context) (api.DriftList, error)
+	// OpenDrift counts the open drift findings, up to limit.
+	OpenDrift(ctx context.Context, limit int) (int, error)
+	// AcceptDrift makes the repository win over an open finding (NOT_FOUND, CONFLICT).
+	AcceptDrift(ctx context.Context, id int64, actor string) (api.DriftFinding, error)
+	// ImportRepository adopts the files already in the config repository (dryRun: lists them).
+	ImportRepository(ctx context.Context, dryRun bool, actor string) (api.ImportResult, error)
+	// RestoreDrift has bindery write an open finding's file again, through a batch (NOT_FOUND,
+	// CONFLICT).
+	RestoreDrift(ctx context.Context, id int64, actor string) (api.DriftFinding, error)
+	// IgnoreDrift ignores an open finding for reason until its file changes (NOT_FOUND, CONFLICT).
+	IgnoreDrift(ctx context.Context, id int64, reason, actor string) (api.DriftFinding, error)
+
+	// Reviews lists the access reviews r may read, open ones first.
+	Reviews(ctx context.Context, r workflow.Reviewer) ([]api.ReviewSummary, error)
+	// StartReview starts an access review of targetKey (ACCESS_DENIED: r is neither an owner
+	// nor an operator; CONFLICT: nothing in effect, or an open review already).
+	StartReview(ctx context.Context, r workflow.Reviewer, operationID, targetKey string, due time.Time) (api.ReviewStarted, error)
+	// Review is a review with its items (NOT_FOUND, ACCESS_DENIED).
+	Review(ctx context.Context, r workflow.Reviewer, id int64) (api.ReviewView, error)
+	// DecideReviewItem keeps or removes one item (CONFLICT: decided otherwise, or completed).
+	DecideReviewItem(ctx context.Context, r workflow.Reviewer, id, itemID int64, operationID, decision, comment string) (api.ReviewView, error)
+	// CompleteReview starts every removal through the batch path (CONFLICT: completed by
+	// another call).
+	CompleteReview(ctx context.Context, r workflow.Reviewer, id int64, operationID string) (api.ReviewView, error)
+	// ReviewRecords calls row for each item of a review (its export).
+	ReviewRecords(ctx context.Context, r workflow.Reviewer, id int64, row func(api.ReviewRecord) error) error
+	// OverdueReviews counts the open reviews past due, up to limit.
+	OverdueReviews(ctx context.Context, limit int) (int, error)
 
 	// ApprovalCallback handles a verified approval-system callback.
 	ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error)
@@ -115,6 +149,10 @@ type Store interface {
 	AnswerOf(ctx context.Context, scope, key, hash string) (store.Claim, error)
 	RecordAudit(ctx context.Context, ev store.AuditEvent) (bool, error)
 	ListAudit(ctx context.Context, beforeID int64, limit int) ([]store.AuditEntry, error)
+	// The audit export's pages (docs/api.md, 'The audit export').
+	AuditBetween(ctx context.Context, from, to time.Time, c store.ExportCursor, limit int) ([]store.AuditEntry, error)
+	ApplicationsBetween(ctx context.Context, from, to time.Time, c store.ExportCursor, limit int) ([]store.RequestFacts, store.ExportCursor, error)
+	FactsOf(ctx context.Context, operationIDs []string) (map[string]store.RequestFacts, error)
 
 	// Signing in: sign-ins on their way, sessions, personal API tokens.
 	PutSigninAttempt(ctx context.Context, a store.SigninAttempt, ttl time.Duration) error

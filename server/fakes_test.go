@@ -27,6 +27,7 @@ type fakeWorkflow struct {
 	MyRequestsFn       func(ctx context.Context, subject, cursor string, limit int) (api.Page[api.RequestSummary], error)
 	RevokeFn           func(ctx context.Context, id, actor string) (api.RequestView, error)
 	WithdrawFn         func(ctx context.Context, id, actor string) (api.RequestView, error)
+	RenewFn            func(ctx context.Context, id, actor, renewalID string) (api.RequestView, error)
 	PreviewFn          func(ctx context.Context, target, subject string) (api.Preview, error)
 	BatchesFn          func(ctx context.Context, cursor string, limit int, status state.BatchStatus) (api.Page[api.BatchView], error)
 	RunRoundFn         func(ctx context.Context) (api.RoundResult, error)
@@ -42,6 +43,7 @@ type fakeWorkflow struct {
 	ApprovalCallbackFn func(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error)
 	DeployCallbackFn   func(ctx context.Context, cb api.DeployCallback) (api.CallbackResult, error)
 	GitLabEventFn      func(ctx context.Context, ev workflow.GitLabEvent) (api.CallbackResult, error)
+	DriftFn            func(ctx context.Context) (api.DriftList, error)
 
 	mu       sync.Mutex
 	calls    []string                   // every call, in order, with its arguments
@@ -189,6 +191,17 @@ func (f *fakeWorkflow) Revoke(ctx context.Context, id, actor string) (api.Reques
 	return v, nil
 }
 
+func (f *fakeWorkflow) Renew(ctx context.Context, id, actor, renewalID string) (api.RequestView, error) {
+	f.record("Renew(%s,%s,%s)", id, actor, renewalID)
+	if f.RenewFn != nil {
+		return f.RenewFn(ctx, id, actor, renewalID)
+	}
+	f.mu.Lock()
+	v := f.requests[id]
+	f.mu.Unlock()
+	return v, nil
+}
+
 func (f *fakeWorkflow) Withdraw(ctx context.Context, id, actor string) (api.RequestView, error) {
 	f.record("Withdraw(%s,%s)", id, actor)
 	if f.WithdrawFn != nil {
@@ -275,6 +288,45 @@ func (f *fakeWorkflow) Trains(ctx context.Context) (api.Page[api.Train], error) 
 		return f.TrainsFn(ctx)
 	}
 	return api.Page[api.Train]{Items: []api.Train{fakeTrain(nil)}}, nil
+}
+
+func (f *fakeWorkflow) DriftFindings(ctx context.Context) (api.DriftList, error) {
+	f.record("DriftFindings()")
+	if f.DriftFn != nil {
+		return f.DriftFn(ctx)
+	}
+	return api.DriftList{Items: []api.DriftFinding{}}, nil
+}
+
+func (f *fakeWorkflow) OpenDrift(ctx context.Context, limit int) (int, error) {
+	list, err := f.DriftFindings(ctx)
+	n := 0
+	for _, d := range list.Items {
+		if d.State == "open" {
+			n++
+		}
+	}
+	return min(n, limit), err
+}
+
+func (f *fakeWorkflow) AcceptDrift(ctx context.Context, id int64, actor string) (api.DriftFinding, error) {
+	f.record("AcceptDrift(%d, %s)", id, actor)
+	return api.DriftFinding{ID: id, Kind: "missing", State: "closed"}, nil
+}
+
+func (f *fakeWorkflow) RestoreDrift(ctx context.Context, id int64, actor string) (api.DriftFinding, error) {
+	f.record("RestoreDrift(%d, %s)", id, actor)
+	return api.DriftFinding{ID: id, Kind: "missing", State: "open"}, nil
+}
+
+func (f *fakeWorkflow) IgnoreDrift(ctx context.Context, id int64, reason, actor string) (api.DriftFinding, error) {
+	f.record("IgnoreDrift(%d, %q, %s)", id, reason, actor)
+	return api.DriftFinding{ID: id, Kind: "missing", State: "ignored", IgnoreReason: reason}, nil
+}
+
+func (f *fakeWorkflow) ImportRepository(ctx context.Context, dryRun bool, actor string) (api.ImportResult, error) {
+	f.record("ImportRepository(%t, %s)", dryRun, actor)
+	return api.ImportResult{Items: []api.ImportItem{{Path: "bindings/db-read/zed@example.com.yaml", TargetKey: "db-read", Subject: "zed@example.com", Becomes: "a binding in effect"}}, DryRun: dryRun}, nil
 }
 
 func (f *fakeWorkflow) RemovedTargets(ctx context.Context) ([]api.TargetUse, error) {
@@ -390,3 +442,41 @@ func (p *fakePermissions) Checks() []string {
 	defer p.mu.Unlock()
 	return append([]string(nil), p.checks...)
 }
+
+// The access reviews: one review of db-read with one item (the workflow's tests run them on the
+// real workflow).
+func (f *fakeWorkflow) Reviews(context.Context, workflow.Reviewer) ([]api.ReviewSummary, error) {
+	f.record("Reviews()")
+	return []api.ReviewSummary{{ID: 7, TargetKey: "db-read", Status: "OPEN", StartedBy: "ops", StartedAt: time.Unix(0, 0).UTC(), Due: time.Unix(86400, 0).UTC()}}, nil
+}
+
+func (f *fakeWorkflow) StartReview(_ context.Context, _ workflow.Reviewer, op, target string, _ time.Time) (api.ReviewStarted, error) {
+	f.record("StartReview(%s, %s)", op, target)
+	return api.ReviewStarted{ID: 7, Items: 1}, nil
+}
+
+func (f *fakeWorkflow) Review(_ context.Context, _ workflow.Reviewer, id int64) (api.ReviewView, error) {
+	f.record("Review(%d)", id)
+	return fakeReview(id), nil
+}
+
+func fakeReview(id int64) api.ReviewView {
+	return api.ReviewView{ID: id, TargetKey: "db-read", TargetTitle: "DB read", Status: "OPEN", StartedBy: "ops", StartedAt: time.Unix(0, 0).UTC(), Due: time.Unix(86400, 0).UTC(),
+		Items: []api.ReviewItem{{ID: 3, OperationID: "op-v", Subject: "alice", InEffect: true}}, Undecided: 1}
+}
+
+func (f *fakeWorkflow) DecideReviewItem(_ context.Context, _ workflow.Reviewer, id, item int64, op, decision, _ string) (api.ReviewView, error) {
+	f.record("DecideReviewItem(%d, %d, %s, %s)", id, item, op, decision)
+	return fakeReview(id), nil
+}
+
+func (f *fakeWorkflow) CompleteReview(_ context.Context, _ workflow.Reviewer, id int64, op string) (api.ReviewView, error) {
+	f.record("CompleteReview(%d, %s)", id, op)
+	return fakeReview(id), nil
+}
+
+func (f *fakeWorkflow) ReviewRecords(_ context.Context, _ workflow.Reviewer, id int64, row func(api.ReviewRecord) error) error {
+	return row(api.ReviewRecord{Review: id, Target: "db-read", Item: 3, Request: "op-v", Subject: "=alice"})
+}
+
+func (f *fakeWorkflow) OverdueReviews(context.Context, int) (int, error) { return 0, nil }

@@ -163,7 +163,22 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) (int, any, error
 			return apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", v.Status)
 		}
 		return nil
-	}, s.deps.Workflow.Revoke)
+	}, func(ctx context.Context, id, actor, _ string) (api.RequestView, error) {
+		return s.deps.Workflow.Revoke(ctx, id, actor)
+	})
+}
+
+// renew is POST /api/requests/:operationId/renew (owner or ops): renews a binding in effect
+// (docs/workflow.md, 'Expiry, reminders and renewal'); 409 when it is not in effect with an
+// expiry, when the target's maxTtl leaves no room, or while another renewal waits for its
+// decision.
+func (s *Server) renew(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.ownerAction(w, r, "renew", func(v *api.RequestView) error {
+		if v.Status != state.StatusValidated {
+			return apperr.New(apperr.Conflict, "%s", explain.NotRenewable)
+		}
+		return nil
+	}, s.deps.Workflow.Renew)
 }
 
 // withdraw is POST /api/requests/:operationId/withdraw (owner or ops): closes a request that
@@ -176,15 +191,17 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request) (int, any, err
 			return apperr.New(apperr.Conflict, "Only a request that failed can be withdrawn; this one is %s.", v.Status)
 		}
 		return nil
-	}, s.deps.Workflow.Withdraw)
+	}, func(ctx context.Context, id, actor, _ string) (api.RequestView, error) {
+		return s.deps.Workflow.Withdraw(ctx, id, actor)
+	})
 }
 
-// ownerAction runs an owner-checked action on a request (revoke, withdraw): its body is the
+// ownerAction runs an owner-checked action on a request (revoke, withdraw, renew): its body is the
 // action's own id and an optional reason; at most once per id (idempotent, the answer replayed);
 // refused says why the request's state does not allow it (before anything is audited); the
 // action is audited as scope, then run by the caller's identity.
 func (s *Server) ownerAction(w http.ResponseWriter, r *http.Request, scope string, refused func(*api.RequestView) error,
-	run func(ctx context.Context, operationID, actor string) (api.RequestView, error)) (int, any, error) {
+	run func(ctx context.Context, operationID, actor, actionID string) (api.RequestView, error)) (int, any, error) {
 	var b api.RevokeRequest
 	if err := bindJSON(r, &b, true); err != nil {
 		return 0, nil, err
@@ -204,7 +221,7 @@ func (s *Server) ownerAction(w http.ResponseWriter, r *http.Request, scope strin
 		if err := s.audit(r, scope, b.OperationID, params); err != nil {
 			return 0, nil, err
 		}
-		out, err := run(r.Context(), v.OperationID, infoOf(r).caller.ID)
+		out, err := run(r.Context(), v.OperationID, infoOf(r).caller.ID, b.OperationID)
 		return http.StatusAccepted, out, err
 	}, replayStored)
 }

@@ -105,7 +105,7 @@ func checkSigninPage(t *testing.T, what string, status int, page string) {
 
 func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 	t.Parallel()
-	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
+	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>", "ratelimit.renew": "<blank>"}})
 	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
@@ -198,7 +198,7 @@ func TestHostileBodiesOnEveryBodyRouteGetAClear4xx(t *testing.T) {
 // 10 GiB body are answered 413 after at most the limit (plus what the network buffers).
 func TestOversizedBodiesAreNotReadWhole(t *testing.T) {
 	t.Parallel()
-	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>"}})
+	h := setup(t, options{config: map[string]string{"ratelimit.apply": "<blank>", "ratelimit.revoke": "<blank>", "ratelimit.renew": "<blank>"}})
 	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()
@@ -350,7 +350,7 @@ func rawGetAs(t *testing.T, addr, target, user string) (int, string) {
 // and learns neither whether the id exists nor anything from the body's checks.
 func TestAStrangerOnAnOwnerCheckedRouteLearnsNothing(t *testing.T) {
 	t.Parallel()
-	h := setup(t, options{config: map[string]string{"ratelimit.revoke": "<blank>"}})
+	h := setup(t, options{config: map[string]string{"ratelimit.revoke": "<blank>", "ratelimit.renew": "<blank>"}})
 	h.wf.put(api.RequestView{OperationID: "op-1", Subject: "alice@example.com", TargetKey: "public-a", Status: state.StatusValidated})
 	ts := httptest.NewServer(h.srv.Handler())
 	defer ts.Close()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -203,8 +204,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) error {
 		login = loginPath
 		msg = "Sign-in required: sign in with your organisation's account."
 	case s.deps.Demo:
-		// The SPA's first page reads the names from this sentence: keep its shape.
-		msg = "Pick a demo user: " + strings.Join(identity.DemoUserNames(), ", ") + "."
+		// The SPA's first page reads the names, and who each one is, from this sentence: keep
+		// its shape ("name (who)" or "name", separated by commas).
+		msg = "Pick a demo user: " + strings.Join(s.demoUsersWords(), ", ") + "."
 	case s.deps.Config.Current().LoginURL() != "":
 		login = s.deps.Config.Current().LoginURL()
 		msg = "Sign-in required: sign in at " + login + ", then reload."
@@ -381,4 +383,30 @@ func statusLabel(code int) string {
 		return statusLabels[code]
 	}
 	return strconv.Itoa(code)
+}
+
+// demoUsersWords names each demo user with who they are by the rules in force, so that a first
+// visit knows whom to pick: "ops (the operator)", "alice (holds payments-admin)", "bob".
+func (s *Server) demoUsersWords() []string {
+	snap := s.deps.Config.Current()
+	var codes []string
+	for _, t := range snap.Targets() {
+		for _, c := range t.RuleCodes {
+			if !slices.Contains(codes, c) {
+				codes = append(codes, c)
+			}
+		}
+	}
+	var out []string
+	for _, u := range identity.DemoUsers() {
+		switch held := snap.PermissionMatches(u.Account, nil, codes); {
+		case snap.OpsRule() != "" && len(snap.PermissionMatches(u.Account, nil, []string{snap.OpsRule()})) > 0:
+			out = append(out, u.Name+" (the operator)")
+		case len(held) > 0:
+			out = append(out, u.Name+" (holds "+strings.Join(held, " and ")+")")
+		default:
+			out = append(out, u.Name)
+		}
+	}
+	return out
 }

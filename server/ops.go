@@ -155,17 +155,23 @@ func projectParam(params map[string]any) (string, error) {
 
 // pauseReason is a pause's reason: what every requester waiting for the project reads.
 func pauseReason(params map[string]any) (string, error) {
+	return requiredReason(params, "tell the waiting requesters why their queue is paused")
+}
+
+// requiredReason is an ops action's reason (at most maxPauseReason characters, no control
+// characters but line breaks and tabs); why says what it is for when it is missing.
+func requiredReason(params map[string]any, why string) (string, error) {
 	v, present := params["reason"]
 	reason, ok := v.(string)
 	switch {
 	case !present || v == nil:
-		return "", apperr.Invalid("reason", "is required: tell the waiting requesters why their queue is paused")
+		return "", apperr.Invalid("reason", "is required: %s", why)
 	case !ok:
 		return "", apperr.Invalid("reason", "must be a string")
 	case utf8.RuneCountInString(reason) > maxPauseReason:
 		return "", apperr.Invalid("reason", "must be at most %d characters", maxPauseReason)
 	case strings.TrimSpace(reason) == "":
-		return "", apperr.Invalid("reason", "is required: tell the waiting requesters why their queue is paused")
+		return "", apperr.Invalid("reason", "is required: %s", why)
 	case strings.ContainsFunc(reason, func(c rune) bool { return unicode.IsControl(c) && c != '\n' && c != '\r' && c != '\t' }):
 		return "", apperr.Invalid("reason", "must not contain control characters (line breaks and tabs are fine)")
 	}
@@ -253,9 +259,10 @@ func (s *Server) opsStuck(w http.ResponseWriter, r *http.Request) (int, any, err
 	return http.StatusOK, page, err
 }
 
-// opsAttention is GET /api/ops/attention: how many requests the stuck list holds and how many
-// batches are BLOCKED — what the navigation's count says on every page of an operator. Two
-// bounded reads of the lists the console shows, so the count never disagrees with them.
+// opsAttention is GET /api/ops/attention: how many requests the stuck list holds, how many
+// batches are BLOCKED and how many drift findings are open — what the navigation's count says on
+// every page of an operator. Three bounded reads of the lists the console shows, so the count
+// never disagrees with them.
 func (s *Server) opsAttention(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	stuck, err := s.deps.Workflow.StuckRequests(r.Context(), workflow.StuckFilter{Limit: api.AttentionCap})
 	if err != nil {
@@ -265,9 +272,109 @@ func (s *Server) opsAttention(w http.ResponseWriter, r *http.Request) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	a := api.Attention{Requests: len(stuck.Items), BlockedBatches: len(blocked.Items), More: stuck.NextCursor != "" || blocked.NextCursor != ""}
-	a.Total = a.Requests + a.BlockedBatches
+	// A member of a BLOCKED batch is that batch's matter: one thing to clear, counted once.
+	inBlocked := map[string]bool{}
+	for _, b := range blocked.Items {
+		for _, m := range b.Members {
+			inBlocked[m.OperationID] = true
+		}
+	}
+	requests := 0
+	for _, it := range stuck.Items {
+		if !inBlocked[it.OperationID] {
+			requests++
+		}
+	}
+	drift, err := s.deps.Workflow.OpenDrift(r.Context(), api.AttentionCap+1)
+	if err != nil {
+		return 0, nil, err
+	}
+	overdue, err := s.deps.Workflow.OverdueReviews(r.Context(), api.AttentionCap+1)
+	if err != nil {
+		return 0, nil, err
+	}
+	a := api.Attention{Requests: requests, BlockedBatches: len(blocked.Items), Drift: min(drift, api.AttentionCap), Reviews: min(overdue, api.AttentionCap),
+		More: stuck.NextCursor != "" || blocked.NextCursor != "" || drift > api.AttentionCap || overdue > api.AttentionCap}
+	a.Total = a.Requests + a.BlockedBatches + a.Drift + a.Reviews
 	return http.StatusOK, a, nil
+}
+
+// driftID is a drift finding's id from the path.
+func driftID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, apperr.Invalid("id", "must be a drift finding's id (a positive integer)")
+	}
+	return id, nil
+}
+
+// opsDriftAccept is POST /api/ops/drift/:id/accept: the repository wins (docs/drift.md, 'Repairs').
+func (s *Server) opsDriftAccept(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := driftID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.opsAction(w, r, "ops.drift.accept", map[string]any{"findingId": id}, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.AcceptDrift(r.Context(), id, op)
+		return http.StatusOK, res, err
+	})
+}
+
+// opsDriftRestore is POST /api/ops/drift/:id/restore: bindery writes the file again, through a
+// batch like any change (docs/drift.md, 'Repairs').
+func (s *Server) opsDriftRestore(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := driftID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.opsAction(w, r, "ops.drift.restore", map[string]any{"findingId": id}, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.RestoreDrift(r.Context(), id, op)
+		return http.StatusAccepted, res, err
+	})
+}
+
+// opsDriftIgnore is POST /api/ops/drift/:id/ignore {operationId, reason}.
+func (s *Server) opsDriftIgnore(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := driftID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var reason string
+	check := func(params map[string]any) (err error) {
+		reason, err = requiredReason(params, "tell the other operators why this file may differ")
+		return err
+	}
+	return s.checkedOpsAction(w, r, "ops.drift.ignore", map[string]any{"findingId": id}, check, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.IgnoreDrift(r.Context(), id, reason, op)
+		return http.StatusOK, res, err
+	})
+}
+
+// opsImport is POST /api/ops/import {operationId, dryRun}: bindery import from the console.
+func (s *Server) opsImport(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	dryRun := false
+	check := func(params map[string]any) error {
+		v, present := params["dryRun"]
+		if !present {
+			return nil
+		}
+		b, ok := v.(bool)
+		if !ok {
+			return apperr.Invalid("dryRun", "must be true or false")
+		}
+		dryRun = b
+		return nil
+	}
+	return s.checkedOpsAction(w, r, "ops.import", nil, check, func(op string) (int, any, error) {
+		res, err := s.deps.Workflow.ImportRepository(r.Context(), dryRun, op)
+		return http.StatusOK, res, err
+	})
+}
+
+// opsDrift is GET /api/ops/drift: the drift check's findings (docs/drift.md).
+func (s *Server) opsDrift(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	list, err := s.deps.Workflow.DriftFindings(r.Context())
+	return http.StatusOK, list, err
 }
 
 func knownStatus(st state.BindingStatus) bool {

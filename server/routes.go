@@ -67,12 +67,14 @@ func (s *Server) routes() []route {
 	applyLimit := &rateSpec{"apply", "ratelimit.apply", 10, "Too many applications; please wait before applying again."}
 	// A withdrawal shares the revocations' bucket: both end a request on its owner's word.
 	revokeLimit := &rateSpec{"revoke", "ratelimit.revoke", 10, "Too many revocations or withdrawals; please wait before trying again."}
+	renewLimit := &rateSpec{"renew", "ratelimit.renew", 10, "Too many renewals; please wait before trying again."}
 	return []route{
 		// method, path, name, auth, API token, rate limit, business activity, body limit, handler
 		{"POST", "/api/apply", "apply", authUser, tokenApply, applyLimit, true, apiBody, s.apply},
 		{"GET", "/api/requests/{operationId}", "request", authOwnerOrOps, tokenRead, nil, false, 0, s.request},
 		{"POST", "/api/requests/{operationId}/revoke", "revoke", authOwnerOrOps, tokenApply, revokeLimit, true, apiBody, s.revoke},
 		{"POST", "/api/requests/{operationId}/withdraw", "withdraw", authOwnerOrOps, tokenApply, revokeLimit, true, apiBody, s.withdraw},
+		{"POST", "/api/requests/{operationId}/renew", "renew", authOwnerOrOps, tokenApply, renewLimit, true, apiBody, s.renew},
 		{"GET", "/api/my/requests", "my.requests", authUser, tokenRead, nil, false, 0, s.myRequests},
 		{"GET", "/api/targets", "targets", authUser, tokenRead, nil, false, 0, s.targets},
 		{"GET", "/api/preview", "preview", authUser, tokenRead, nil, false, 0, s.preview},
@@ -81,11 +83,23 @@ func (s *Server) routes() []route {
 		{"POST", "/api/my/notifications", "my.notifications.set", authUser, tokenNone, nil, false, apiBody, s.setMyNotifications},
 		{"GET", "/api/requests/{operationId}/sent", "request.sent", authOwnerOrOps, tokenRead, nil, false, 0, s.requestSent},
 
+		{"GET", "/api/reviews", "reviews", authUser, tokenRead, nil, false, 0, s.reviews},
+		{"POST", "/api/reviews", "review.start", authUser, tokenNone, nil, true, apiBody, s.startReview},
+		{"GET", "/api/reviews/{id}", "review", authUser, tokenRead, nil, false, 0, s.review},
+		{"POST", "/api/reviews/{id}/items/{itemId}/decide", "review.decide", authUser, tokenNone, nil, true, apiBody, s.decideReview},
+		{"POST", "/api/reviews/{id}/complete", "review.complete", authUser, tokenNone, nil, true, apiBody, s.completeReview},
+		{"GET", "/api/reviews/{id}/export", "review.export", authUser, tokenRead, nil, false, 0, s.reviewExport},
+
 		{"GET", "/api/ops/batches", "ops.batches", authOps, tokenNone, nil, false, 0, s.opsBatches},
 		{"POST", "/api/ops/batches/run", "ops.batches.run", authOps, tokenNone, nil, true, apiBody, s.opsRunRound},
 		{"POST", "/api/ops/batches/{id}/settle", "ops.batches.settle", authOps, tokenNone, nil, true, apiBody, s.opsSettle},
 		{"GET", "/api/ops/requests", "ops.requests", authOps, tokenNone, nil, false, 0, s.opsStuck},
 		{"GET", "/api/ops/attention", "ops.attention", authOps, tokenNone, nil, false, 0, s.opsAttention},
+		{"GET", "/api/ops/drift", "ops.drift", authOps, tokenNone, nil, false, 0, s.opsDrift},
+		{"POST", "/api/ops/drift/{id}/accept", "ops.drift.accept", authOps, tokenNone, nil, true, apiBody, s.opsDriftAccept},
+		{"POST", "/api/ops/drift/{id}/ignore", "ops.drift.ignore", authOps, tokenNone, nil, true, apiBody, s.opsDriftIgnore},
+		{"POST", "/api/ops/drift/{id}/restore", "ops.drift.restore", authOps, tokenNone, nil, true, apiBody, s.opsDriftRestore},
+		{"POST", "/api/ops/import", "ops.import", authOps, tokenNone, nil, true, apiBody, s.opsImport},
 		{"POST", "/api/ops/requests/{operationId}/retry", "ops.requests.retry", authOps, tokenNone, nil, true, apiBody, s.opsRetry},
 		{"POST", "/api/ops/requests/{operationId}/next", "ops.requests.next", authOps, tokenNone, nil, true, apiBody, s.opsMergeNext},
 		{"GET", "/api/ops/trains", "ops.trains", authOps, tokenNone, nil, false, 0, s.opsTrains},
@@ -94,6 +108,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/ops/reconcile", "ops.reconcile", authOps, tokenNone, nil, true, apiBody, s.opsReconcile},
 		{"GET", "/api/ops/config", "ops.config", authOps, tokenNone, nil, false, 0, s.opsConfig},
 		{"GET", "/api/ops/audit", "ops.audit", authOps, tokenNone, nil, false, 0, s.opsAudit},
+		{"GET", "/api/ops/audit/export", "ops.audit.export", authOps, tokenNone, nil, false, 0, s.opsAuditExport},
 		{"GET", "/api/ops/notify", "ops.notify", authOps, tokenNone, nil, false, 0, s.opsNotify},
 		{"POST", "/api/ops/notify/deliveries/{id}/resend", "ops.notify.resend", authOps, tokenNone, nil, true, apiBody, s.opsResend},
 		{"POST", "/api/ops/notify/endpoints/{name}/enable", "ops.notify.enable", authOps, tokenNone, nil, true, apiBody, s.opsEnable},
@@ -137,15 +152,22 @@ func (s *Server) chain(rt route) http.Handler {
 	return s.withCaller(rt, h)
 }
 
+// streamed names the routes whose answer is a stream as long as what it holds (the audit
+// export): each read of theirs has its own deadline, and each write pushes the connection's.
+var streamed = map[string]bool{"ops.audit.export": true, "review.export": true}
+
 // endpoint checks that an owner-checked route's request is the caller's, then the body (size,
 // media type), runs the handler and writes its answer.
 func (s *Server) endpoint(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// One deadline for the request's database work (and whatever else it waits on): beyond
-		// it the answer is 503, never a long wait.
-		ctx, cancel := context.WithTimeout(r.Context(), s.deps.Config.Current().DatabaseRequestTimeout())
-		defer cancel()
-		r = r.WithContext(ctx)
+		// it the answer is 503, never a long wait. A streamed answer bounds each of its reads
+		// instead (its length is the range's, not a wait).
+		if !streamed[rt.name] {
+			ctx, cancel := context.WithTimeout(r.Context(), s.deps.Config.Current().DatabaseRequestTimeout())
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		if rt.auth == authOwnerOrOps {
 			// The request and its owner are checked before the body is looked at: a stranger
 			// learns nothing from the body's checks, nor whether the id exists.

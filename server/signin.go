@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"bindery/api"
 	"bindery/internal/platform/config"
 	"bindery/internal/platform/identity"
 	"bindery/internal/platform/logging"
@@ -128,11 +129,7 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if ended {
 		s.auditSignin(r, "signout", infoOf(r).caller.ID, nil)
 	}
-	return http.StatusOK, signoutView{SignedOut: ended}, nil
-}
-
-type signoutView struct {
-	SignedOut bool `json:"signedOut"` // false: there was no session to end
+	return http.StatusOK, api.SignedOut{SignedOut: ended}, nil
 }
 
 // auditSignin records a sign-in or sign-out for operators. It does not hold the person back: the

@@ -69,17 +69,11 @@ func viewOf(t store.APIToken) api.Token {
 	return v
 }
 
-type tokenBody struct {
-	Name          string   `json:"name"`
-	Scopes        []string `json:"scopes"`
-	ExpiresInDays *int     `json:"expiresInDays"`
-}
-
 // createToken is POST /api/tokens. It takes no operationId and is not replayed: its answer
 // holds the token, which must never be stored — an answer lost on the way means making another
 // one (the lost one is listed, and revoked with one click).
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b tokenBody
+	var b api.NewToken
 	if err := bindJSON(r, &b, true); err != nil {
 		return 0, nil, err
 	}
@@ -103,7 +97,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) (int, any, 
 
 // checkTokenBody validates a creation: a name (1 to 64 characters, no control characters),
 // the scopes ["read"] or ["read", "apply"], and a lifetime in days (1 to 365, default 90).
-func checkTokenBody(b tokenBody) (name string, scopes []string, days int, err error) {
+func checkTokenBody(b api.NewToken) (name string, scopes []string, days int, err error) {
 	name = strings.TrimSpace(b.Name)
 	switch {
 	case name == "":

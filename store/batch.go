@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -162,138 +161,75 @@ type BatchClaim struct {
 	Members []Member
 }
 
-// errNothingToClaim rolls the claim transaction back when the read found nothing, so that no
-// empty batch keeps the slot.
-var errNothingToClaim = errors.New("nothing to claim")
+// ErrSlotOccupied: the place a car was to take in its train (its sequence or its slot) is taken
+// already — another claim took it first, or the train is full — or the insert lost a deadlock on
+// it. Nothing was written; the claim rolls back (docs/invariants.md, I1).
+var ErrSlotOccupied = errors.New("slot occupied")
 
-// errSlotOccupied rolls back after the slot insert hit the unique key (or lost a deadlock on it).
-var errSlotOccupied = errors.New("slot occupied")
-
-// Claim runs one batch round for a partition (docs/invariants.md, 'The claim'). Concurrent rounds —
-// cron on every instance, a manual trigger — are safe: at most in.Train active batches ("cars")
-// per partition in its train and in.Beside beside it, each behind the last one (I1,
-// docs/invariants.md), a request in at most one batch
-// (I2), and enqueues never wait for a claim (I3).
-//
-// The statements, in order: a lock-free pre-check outside the transaction (nothing waiting → end
-// the round without touching the train); the end of the train read with a lock on it (claims of
-// one partition go one after another; lastCar) and the active cars' slots (a full train →
-// SLOT_OCCUPIED); the batch insert behind the last car, in a free slot, whose unique keys are the
-// mutual exclusion (duplicate → SLOT_OCCUPIED); plain reads of the requests an operator sent in
-// the next car, else of one suspect group (the half of a bisected batch, see readSuspects) —
-// found, the batch takes only its rows and records the bisection it continues — and of up to Max
-// waiting rows created before the database's now, in (created_at, id) order; nothing read → roll
-// back, releasing the place; the guarded update by primary key, which must change exactly the
-// rows read; the member history as multi-row inserts; with in.Members, the members' transition
-// (transitionMany's statements). Statements per round: 8 + 2 per 500 members (+ 4 per 500 with
-// in.Members, + 1 continuing a bisection), whatever the waiting set.
-func (db *DB) Claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
-	if in.Max <= 0 || in.Partition == "" {
-		return BatchClaim{}, fmt.Errorf("claim %q: max %d: want a partition and a positive maximum", in.Partition, in.Max)
+// AnyWaiting reports whether a waiting row of partition was admitted before the database's now:
+// a claim's pre-check, on the read pool — no transaction, no lock, no slot churn when idle.
+func (db *DB) AnyWaiting(ctx context.Context, partition string) (bool, error) {
+	if db.skipClaimPrecheck {
+		return true, nil
 	}
-	if in.Members != nil {
-		if err := in.Members.check(); err != nil {
-			return BatchClaim{}, err
-		}
+	var probe int64
+	err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
+		db.now()+" LIMIT 1", partition).Scan(&probe)
+	if err = translate(err); errors.Is(err, ErrNotFound) {
+		return false, nil
 	}
-	// Pre-check on the read pool: no transaction, no lock, no slot churn when idle.
-	if !db.skipClaimPrecheck {
-		var probe int64
-		err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND created_at < "+
-			db.now()+" LIMIT 1", in.Partition).Scan(&probe)
-		if err = translate(err); errors.Is(err, ErrNotFound) {
-			return BatchClaim{Outcome: state.RoundNothingWaiting}, nil
-		}
-		if err != nil {
-			return BatchClaim{}, fmt.Errorf("claim %s: pre-check: %w", in.Partition, err)
-		}
+	if err != nil {
+		return false, fmt.Errorf("claim %s: pre-check: %w", partition, err)
 	}
-
-	var out BatchClaim
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		out, err = tx.claim(ctx, in)
-		return err
-	})
-	switch {
-	case errors.Is(err, errSlotOccupied), errors.Is(err, ErrRetry):
-		// A deadlock victim among claimers of one partition: another claim is making the car
-		// (nothing was written; the next round looks again).
-		return BatchClaim{Outcome: state.RoundSlotOccupied}, nil
-	case errors.Is(err, errNothingToClaim):
-		return BatchClaim{Outcome: state.RoundNothingWaiting}, nil
-	case err != nil:
-		return BatchClaim{}, fmt.Errorf("claim %s: %w", in.Partition, err)
-	}
-	return out, nil
+	return true, nil
 }
 
-func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
-	db := tx.db
-	place, err := tx.trainPlace(ctx, in)
-	if err != nil {
-		return BatchClaim{}, err
-	}
+// CarPlace is where a new car joins its partition's train.
+type CarPlace struct {
+	Seq  int64 // behind the last car: the partition's highest sequence plus one
+	K    int   // the train's length in force
+	Slot int   // its place: [0, K) in the train, below 0 beside it
+}
+
+// InsertCar inserts the new active batch of partition at p; its unique keys (the sequence and the
+// slot of the partition) are the claim's mutual exclusion: a place taken already is
+// ErrSlotOccupied. Its times are not read back.
+func (tx *Tx) InsertCar(ctx context.Context, partition, project string, p CarPlace) (Batch, error) {
 	res, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch (partition_key, project, status, train_seq, train_k, slot_no) VALUES (?, ?, ?, ?, ?, ?)",
-		in.Partition, in.Project, state.BatchRunning, place.seq, place.k, place.slot)
+		partition, project, state.BatchRunning, p.Seq, p.K, p.Slot)
 	if err = translate(err); errors.Is(err, ErrDuplicate) || errors.Is(err, ErrRetry) {
 		// Duplicate: another claimer took this place in the train (its sequence or its slot)
 		// first. Deadlock (MySQL, when several claimers wait on a place whose holder rolled
 		// back): another claimer holds it now. Nothing was written; the caller rolls back.
-		return BatchClaim{}, errSlotOccupied
+		return Batch{}, ErrSlotOccupied
 	}
 	if err != nil {
-		return BatchClaim{}, fmt.Errorf("insert batch: %w", err)
+		return Batch{}, fmt.Errorf("insert batch: %w", err)
 	}
-	batchID, err := res.LastInsertId()
+	id, err := res.LastInsertId()
 	if err != nil {
-		return BatchClaim{}, translate(err)
+		return Batch{}, translate(err)
 	}
-	db.hook("claim.slot")
+	tx.db.hook("claim.slot")
+	return Batch{ID: id, Partition: partition, Project: project, Status: state.BatchRunning, Version: 1, TrainSeq: p.Seq, TrainK: p.K, SlotNo: p.Slot}, nil
+}
 
-	// Plain reads, never FOR UPDATE (I3): a locking range read would take next-key locks on
-	// the waiting range, exactly the gap new requests insert into, and block every enqueue until
-	// this transaction ends. Without the lock, other claimers are kept out by the slot, and any
-	// unexpected writer is caught by the guarded update below.
-	// Requests an operator sent in the next car go first, then — when none — a suspect group
-	// alone, then the waiting set in order.
-	var members []Member
-	if !place.beside { // a place beside the train is a suspect group's only
-		if members, err = tx.readWaiting(ctx, in, batchID, "next_by IS NOT NULL", in.Max); err != nil {
-			return BatchClaim{}, err
-		}
+// RecordBisection records on batch id the bisection its members come from (of, and which round
+// of it): the batch counts the bisection's rounds on.
+func (tx *Tx) RecordBisection(ctx context.Context, id, of int64, round int) error {
+	if _, err := tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET bisect_of = ?, bisections = ? WHERE id = ?", of, round, id); err != nil {
+		return fmt.Errorf("record the bisection of batch %d: %w", id, translate(err))
 	}
-	var group suspectGroup
-	if len(members) == 0 {
-		if members, group, err = tx.readSuspects(ctx, in, batchID); err != nil {
-			return BatchClaim{}, err
-		}
-	}
-	if group.of == 0 && !place.beside && len(members) < in.Max {
-		// Newcomers fill the car; a suspect is never among them.
-		more, err := tx.readWaiting(ctx, in, batchID, "suspect_round IS NULL AND next_by IS NULL", in.Max-len(members))
-		if err != nil {
-			return BatchClaim{}, err
-		}
-		members = append(members, more...)
-	}
-	if len(members) == 0 {
-		return BatchClaim{}, errNothingToClaim
-	}
-	batch := Batch{ID: batchID, Partition: in.Partition, Project: in.Project, Status: state.BatchRunning, Version: 1,
-		TrainSeq: place.seq, TrainK: place.k, SlotNo: place.slot}
-	if group.of != 0 {
-		// The batch goes on with the bisection its members come from: it counts its rounds on.
-		if _, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET bisect_of = ?, bisections = ? WHERE id = ?",
-			group.of, group.round, batchID); err != nil {
-			return BatchClaim{}, fmt.Errorf("record the bisection of batch %d: %w", batchID, translate(err))
-		}
-		batch.BisectOf, batch.Bisections = group.of, group.round
-	}
+	return nil
+}
+
+// ClaimRows gives batchID the waiting rows members were read from, and records them in the
+// member history. I2: it claims only rows still unclaimed, by primary key (record locks only,
+// never the waiting gap), and requires every row read to be claimed — anything else is
+// ErrPreempted, and the round rolls back.
+func (tx *Tx) ClaimRows(ctx context.Context, batchID int64, members []Member) error {
+	db := tx.db
 	db.hook("claim.read")
-
-	// I2: claim only rows still unclaimed, by primary key (record locks only, never the waiting
-	// gap), and require every row read to be claimed; anything else rolls the round back.
 	claimed := int64(0)
 	for _, chunk := range chunks(members, maxInList) {
 		args := []any{batchID}
@@ -302,18 +238,17 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		}
 		res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch_request", "PRIMARY")+" SET batch_id = ?, next_by = NULL WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), args...)
 		if err != nil {
-			return BatchClaim{}, fmt.Errorf("claim rows: %w", translate(err))
+			return fmt.Errorf("claim rows: %w", translate(err))
 		}
 		n, err := affected(res)
 		if err != nil {
-			return BatchClaim{}, translate(err)
+			return translate(err)
 		}
 		claimed += n
 	}
 	if claimed != int64(len(members)) {
-		return BatchClaim{}, fmt.Errorf("claimed %d of %d rows read: %w", claimed, len(members), ErrPreempted)
+		return fmt.Errorf("claimed %d of %d rows read: %w", claimed, len(members), ErrPreempted)
 	}
-
 	for _, chunk := range chunks(members, maxInList) {
 		args := make([]any, 0, 5*len(chunk))
 		for _, m := range chunk {
@@ -321,38 +256,50 @@ func (tx *Tx) claim(ctx context.Context, in ClaimInput) (BatchClaim, error) {
 		}
 		if _, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_member (batch_id, request_id, operation_id, action, queued_at) VALUES "+
 			rowsOf("(?, ?, ?, ?, ?)", len(chunk)), args...); err != nil {
-			return BatchClaim{}, fmt.Errorf("member history: %w", translate(err))
-		}
-	}
-	if in.Members != nil {
-		_, ops := memberIDs(members)
-		if _, err := tx.transitionMany(ctx, ops, *in.Members, batchID, ""); err != nil {
-			return BatchClaim{}, fmt.Errorf("move claimed members: %w", err)
-		}
-	}
-	if in.Task != nil {
-		t := *in.Task
-		t.Ref = strconv.FormatInt(batchID, 10)
-		if err := tx.InsertTask(ctx, t); err != nil {
-			return BatchClaim{}, err
+			return fmt.Errorf("member history: %w", translate(err))
 		}
 	}
 	db.hook("claim.written")
-	return BatchClaim{Outcome: state.RoundClaimed, Batch: batch, Members: members}, nil
+	return nil
 }
 
-// readWaiting is a plain read (I3) of up to max waiting rows of the partition matching cond,
+// TransitionClaimed moves the members batchID claimed with c in the claim's transaction, and
+// records the batch on their operations (transitionMany's statements).
+func (tx *Tx) TransitionClaimed(ctx context.Context, batchID int64, members []Member, c MemberChange) error {
+	_, ops := memberIDs(members)
+	if _, err := tx.transitionMany(ctx, ops, c, batchID, ""); err != nil {
+		return fmt.Errorf("move claimed members: %w", err)
+	}
+	return nil
+}
+
+// Waiting rows a claim reads (ReadWaiting).
+type WaitingRows int
+
+const (
+	SentNext  WaitingRows = iota // the requests an operator sent into the next car
+	Newcomers                    // the rest, never a suspect
+)
+
+// ReadWaiting is a plain read (I3) of up to max waiting rows of partition of the kind which,
 // admitted before the database's now, in the order they came: by the database clock, the id only
 // ordering rows admitted in the same microsecond (millisecond on SQLite) — never by itself, since
-// a distributed MySQL hands ids out in blocks per server.
-func (tx *Tx) readWaiting(ctx context.Context, in ClaimInput, batchID int64, cond string, max int) ([]Member, error) {
+// a distributed MySQL hands ids out in blocks per server. Plain, never FOR UPDATE: a locking range
+// read would take next-key locks on the waiting range, exactly the gap new requests insert into,
+// and block every enqueue until the claim ends; other claimers are kept out by the slot, and any
+// unexpected writer is caught by ClaimRows's guarded update.
+func (tx *Tx) ReadWaiting(ctx context.Context, partition string, batchID int64, which WaitingRows, max int) ([]Member, error) {
 	db := tx.db
+	cond := "next_by IS NOT NULL"
+	if which == Newcomers {
+		cond = "suspect_round IS NULL AND next_by IS NULL"
+	}
 	q := "SELECT id, operation_id, action, created_at FROM merge_batch_request WHERE partition_key = ? AND batch_id IS NULL AND " + cond +
 		" AND created_at < " + db.now() + " ORDER BY created_at, id LIMIT ?"
 	if db.lockingClaimRead {
 		q += db.forUpdate()
 	}
-	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, max)
+	rows, err := tx.tx.QueryContext(ctx, q, partition, max)
 	members, err := collect(rows, err, func(s scanner) (Member, error) {
 		m := Member{BatchID: batchID}
 		var queued dbTime
@@ -366,55 +313,9 @@ func (tx *Tx) readWaiting(ctx context.Context, in ClaimInput, batchID int64, con
 	return members, nil
 }
 
-// place is where a new car joins its partition's train.
-type place struct {
-	seq    int64 // the partition's highest sequence plus one: behind the last car
-	k      int   // the train's length in force
-	slot   int   // the lowest place in [0, k) no active car holds; beside: the highest free below 0
-	beside bool  // a place beside the train, for a waiting suspect group only
-}
-
-// trainPlace reads where a new car of in's partition would go: behind the last car (lastCar locks
-// the partition's train, so claims of one partition go one after another), in a free slot;
-// errSlotOccupied when the train already has in.Train active cars. The places beside the train
-// are the slots below 0 (-1 … -in.Beside): a waiting suspect group takes one of them when one is
-// free, so a bisection never holds a place in the train. The unique keys of the insert that
-// follows keep the shape whatever happens: two cars never share a place or a slot.
-func (tx *Tx) trainPlace(ctx context.Context, in ClaimInput) (place, error) {
-	p := place{k: max(in.Train, 1)}
-	last, err := tx.lastCar(ctx, in.Partition)
-	if err != nil {
-		return place{}, err
-	}
-	p.seq = last + 1
-	train, beside, err := tx.places(ctx, in.Partition)
-	if err != nil {
-		return place{}, err
-	}
-	if len(beside) < in.Beside {
-		waits, err := tx.suspectWaits(ctx, in.Partition)
-		if err != nil {
-			return place{}, err
-		}
-		if waits {
-			p.slot, p.beside = freeBeside(beside), true
-			return p, nil
-		}
-	}
-	if len(train) >= p.k {
-		return place{}, errSlotOccupied
-	}
-	// Fewer than k slots are held, so one below k is free (after batch.train was lowered, a
-	// car may hold one past the new length).
-	for slices.Contains(train, p.slot) {
-		p.slot++
-	}
-	return p, nil
-}
-
-// places reads the slots the active cars of partition hold: in the train (0 and up) and beside
+// Places reads the slots the active cars of partition hold: in the train (0 and up) and beside
 // it (below 0).
-func (tx *Tx) places(ctx context.Context, partition string) (train, beside []int, err error) {
+func (tx *Tx) Places(ctx context.Context, partition string) (train, beside []int, err error) {
 	rows, err := tx.tx.QueryContext(ctx, "SELECT slot_no FROM "+tx.db.hinted("merge_batch", "idx_merge_batch_active")+" WHERE active_slot = ?", partition)
 	slots, err := collect(rows, err, func(s scanner) (int, error) {
 		var n int
@@ -433,8 +334,8 @@ func (tx *Tx) places(ctx context.Context, partition string) (train, beside []int
 	return train, beside, nil
 }
 
-// freeBeside is the first place beside the train (-1, -2, …) that no car holds.
-func freeBeside(held []int) int {
+// FreeBeside is the first place beside the train (-1, -2, …) that no car holds.
+func FreeBeside(held []int) int {
 	n := -1
 	for slices.Contains(held, n) {
 		n--
@@ -442,9 +343,9 @@ func freeBeside(held []int) int {
 	return n
 }
 
-// suspectWaits reports whether a suspect group of partition waits to be claimed (one plain read
+// SuspectWaits reports whether a suspect group of partition waits to be claimed (one plain read
 // of idx_merge_batch_request_suspect, which holds only the suspects).
-func (tx *Tx) suspectWaits(ctx context.Context, partition string) (bool, error) {
+func (tx *Tx) SuspectWaits(ctx context.Context, partition string) (bool, error) {
 	var id int64
 	err := translate(tx.tx.QueryRowContext(ctx, "SELECT id FROM "+tx.db.hinted("merge_batch_request", "idx_merge_batch_request_suspect")+
 		" WHERE partition_key = ? AND batch_id IS NULL AND suspect_round IS NOT NULL LIMIT 1", partition).Scan(&id))
@@ -459,26 +360,26 @@ func (tx *Tx) suspectWaits(ctx context.Context, partition string) (bool, error) 
 
 // toBeside moves car id, tested beside its train from now on, out of its place in the train into
 // a free place beside it, when one of beside is free (else it keeps its place). It locks the
-// partition's train first (lastCar), as a claim does, so no claim takes the same place at once.
+// partition's train first (LastCar), as a claim does, so no claim takes the same place at once.
 func (tx *Tx) toBeside(ctx context.Context, partition string, id int64, beside int) error {
-	if _, err := tx.lastCar(ctx, partition); err != nil {
+	if _, err := tx.LastCar(ctx, partition); err != nil {
 		return err
 	}
-	_, held, err := tx.places(ctx, partition)
+	_, held, err := tx.Places(ctx, partition)
 	if err != nil || len(held) >= beside {
 		return err
 	}
-	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET slot_no = ? WHERE id = ? AND slot_no >= 0", freeBeside(held), id)
+	_, err = tx.tx.ExecContext(ctx, "UPDATE "+tx.db.hinted("merge_batch", "PRIMARY")+" SET slot_no = ? WHERE id = ? AND slot_no >= 0", FreeBeside(held), id)
 	return translate(err)
 }
 
-// lastCar is the highest place taken in partition's train (0: none), read after locking the
+// LastCar is the highest place taken in partition's train (0: none), read after locking the
 // partition's row of train_lock: a claim or a move to the end that runs at the same moment waits
 // until this transaction ends and then reads past what it wrote, so no car ever joins ahead of
 // one placed behind it. The lock is on that one row, never on the waiting set (I3); the read
 // after it sees every claim that committed before (MySQL takes a transaction's snapshot at its
 // first plain read). SQLite has one writer: its transactions never overlap.
-func (tx *Tx) lastCar(ctx context.Context, partition string) (int64, error) {
+func (tx *Tx) LastCar(ctx context.Context, partition string) (int64, error) {
 	db := tx.db
 	lock := "INSERT INTO train_lock (partition_key) VALUES (?) ON CONFLICT (partition_key) DO NOTHING"
 	if db.dialect == MySQL {
@@ -495,50 +396,33 @@ func (tx *Tx) lastCar(ctx context.Context, partition string) (int64, error) {
 	return int64(last), nil
 }
 
-// suspectGroup names the rows one bisection returned to the waiting set: the batch whose
-// failure started the bisection and which bisection of it returned them.
-type suspectGroup struct {
-	of    int64
-	round int
+// Suspect is a waiting row a bisection returned to the waiting set: the batch whose failure
+// started the bisection (Of) and which bisection of it returned the row (Round).
+type Suspect struct {
+	Member
+	Of    int64
+	Round int
 }
 
-// readSuspects reads one suspect group of the partition (up to in.Max of its rows), none when no
-// suspect waits. A group is taken alone — only its members, never a newcomer beside them — so a
-// culprit among them fails nothing but its own half. The latest round's group comes first: a
-// group returned earlier was followed by a bisection of the half kept with it, which fails only
-// when the culprit is there, so the group returned last is where the search goes on (depth
-// first); the earlier groups, then most likely innocent, are taken after it. One plain read on
-// idx_merge_batch_request_suspect, which holds only the suspects.
-func (tx *Tx) readSuspects(ctx context.Context, in ClaimInput, batchID int64) ([]Member, suspectGroup, error) {
+// ReadSuspects is a plain read (I3) of up to max waiting suspects of partition, latest round
+// first, then by the bisection and in the order they came (one read of
+// idx_merge_batch_request_suspect, which holds only the suspects).
+func (tx *Tx) ReadSuspects(ctx context.Context, partition string, batchID int64, max int) ([]Suspect, error) {
 	db := tx.db
 	q := "SELECT id, operation_id, action, created_at, suspect_of, suspect_round FROM " + db.hinted("merge_batch_request", "idx_merge_batch_request_suspect") +
 		" WHERE partition_key = ? AND batch_id IS NULL AND suspect_round IS NOT NULL ORDER BY suspect_round DESC, suspect_of, created_at, id LIMIT ?"
 	if db.lockingClaimRead {
 		q += db.forUpdate()
 	}
-	type row struct {
-		m Member
-		g suspectGroup
-	}
-	rows, err := tx.tx.QueryContext(ctx, q, in.Partition, in.Max)
-	read, err := collect(rows, err, func(s scanner) (row, error) {
-		r := row{m: Member{BatchID: batchID}}
+	rows, err := tx.tx.QueryContext(ctx, q, partition, max)
+	return collect(rows, err, func(s scanner) (Suspect, error) {
+		r := Suspect{Member: Member{BatchID: batchID}}
 		var queued dbTime
 		var of nullInt64
-		err := s.Scan(&r.m.RequestID, &r.m.OperationID, &r.m.Action, &queued, &of, &r.g.round)
-		r.m.QueuedAt, r.g.of = queued.T, int64(of)
+		err := s.Scan(&r.RequestID, &r.OperationID, &r.Action, &queued, &of, &r.Round)
+		r.QueuedAt, r.Of = queued.T, int64(of)
 		return r, err
 	})
-	if err != nil || len(read) == 0 {
-		return nil, suspectGroup{}, err
-	}
-	var out []Member
-	for _, r := range read {
-		if r.g == read[0].g {
-			out = append(out, r.m)
-		}
-	}
-	return out, read[0].g, nil
 }
 
 // Members returns the requests batch id claimed, from the append-only history: every request it
@@ -666,11 +550,11 @@ func nullIfZero(n int64) any {
 	return n
 }
 
-// toEnd moves car id of partition behind the last car of its train (lastCar holds the end while
+// toEnd moves car id of partition behind the last car of its train (LastCar holds the end while
 // it does); a duplicate key is a claim that took the place first: ErrRetry, the step runs again.
 // behind, when set, is the car expected last in the train (see BatchChange.Behind).
 func (tx *Tx) toEnd(ctx context.Context, partition string, id int64, behind *int64) error {
-	last, err := tx.lastCar(ctx, partition)
+	last, err := tx.LastCar(ctx, partition)
 	if err != nil {
 		return err
 	}
@@ -691,7 +575,7 @@ func (tx *Tx) toEnd(ctx context.Context, partition string, id int64, behind *int
 }
 
 // endOfTrain is the last active car of partition's train (0: none), the cars beside it (a
-// bisection's, not rejoined; Batch.Beside) and car but left out — read under the lock lastCar
+// bisection's, not rejoined; Batch.Beside) and car but left out — read under the lock LastCar
 // took.
 func (tx *Tx) endOfTrain(ctx context.Context, partition string, car int64) (int64, error) {
 	var id int64
@@ -804,7 +688,7 @@ func (tx *Tx) settle(ctx context.Context, s Settlement) (Settled, error) {
 		return Settled{}, &state.ErrIllegalBatchTransition{From: state.BatchRunning, To: s.Status}
 	}
 	if s.Members != nil {
-		if err := s.Members.check(); err != nil {
+		if err := s.Members.Check(); err != nil {
 			return Settled{}, err
 		}
 	}

@@ -22,7 +22,7 @@ type MemberMove struct {
 
 func checkMoves(moves []MemberMove) error {
 	for _, m := range moves {
-		if err := m.Change.check(); err != nil {
+		if err := m.Change.Check(); err != nil {
 			return err
 		}
 	}

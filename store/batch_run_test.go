@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/schema"
 	"bindery/store"
@@ -18,7 +19,7 @@ func claimBatched(t *testing.T, db *store.DB, partition string, max int) store.B
 	t.Helper()
 	in := claimInput(partition, max)
 	in.Members = batched
-	c, err := db.Claim(bg, in)
+	c, err := batch.Claim(bg, db, in)
 	if err != nil || c.Outcome != state.RoundClaimed {
 		t.Fatalf("claim %s: %+v %v", partition, c, err)
 	}
@@ -54,7 +55,7 @@ func TestAClaimMarksItsMembersBatchedAtOnce(t *testing.T) {
 		in := claimInput("infra/acl", 10)
 		in.Members = &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusValidated}
 		var illegal *state.ErrIllegalTransition
-		if _, err := db.Claim(bg, in); !errors.As(err, &illegal) {
+		if _, err := batch.Claim(bg, db, in); !errors.As(err, &illegal) {
 			t.Fatalf("illegal member change: %v", err)
 		}
 	})
@@ -107,7 +108,7 @@ func TestRequeuedMembersLeaveTheBatchAndAreClaimedFirstNextRound(t *testing.T) {
 		if st, _ := stepOf(t, db, ids[2]); st != state.StatusMRCreating {
 			t.Fatalf("a returned member was settled with the batch: %s", st)
 		}
-		next, err := db.Claim(bg, claimInput("infra/acl", 2))
+		next, err := batch.Claim(bg, db, claimInput("infra/acl", 2))
 		if err != nil || len(next.Members) != 2 || next.Members[0].OperationID != ids[2] || next.Members[1].OperationID != ids[3] {
 			t.Fatalf("next round: %+v %v", next.Members, err)
 		}

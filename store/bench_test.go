@@ -20,9 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // benchSeq keeps fixture names unique across the runs of one benchmark (b.N grows).
@@ -57,7 +59,7 @@ func BenchmarkClaim(b *testing.B) {
 					var c store.BatchClaim
 					total, _, _ := st.during(b, func() {
 						var err error
-						if c, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(c.Members) != n {
+						if c, err = batch.Claim(bg, db, claimInput(partition, n)); err != nil || len(c.Members) != n {
 							b.Fatalf("claim: %d members, %v", len(c.Members), err)
 						}
 					})
@@ -110,7 +112,7 @@ func BenchmarkApplyConcurrent(b *testing.B) {
 // claim ("idle"). Reports enqueue latency p50/p99 in milliseconds.
 func BenchmarkEnqueueDuringOpenClaim(b *testing.B) {
 	const hold = 100 * time.Millisecond
-	dsn := storetest.MySQLDSN(b)
+	dsn := storetest.MigratedDSN(b, store.MySQL)
 	db := storetest.Open(b, dsn, store.Options{MaxOpenConns: 60, MaxIdleConns: 60})
 	for _, mode := range []string{"idle", "plain-read", "for-update-read"} {
 		b.Run(mode, func(b *testing.B) {
@@ -132,7 +134,7 @@ func BenchmarkEnqueueDuringOpenClaim(b *testing.B) {
 						}
 					})
 					go func() {
-						c, err := db.Claim(bg, claimInput(partition, 5000))
+						c, err := batch.Claim(bg, db, claimInput(partition, 5000))
 						if err == nil && len(c.Members) != 1000 {
 							err = fmt.Errorf("claimed %d", len(c.Members))
 						}
@@ -199,10 +201,10 @@ func BenchmarkReconcile100k(b *testing.B) {
 		b.ResetTimer()
 		stmts, reads := 0, 0
 		for i := 0; i < b.N; i++ {
-			var r store.Reconciled
+			var r workflow.Reconciled
 			total, _, all := st.during(b, func() {
 				var err error
-				if r, err = db.Reconcile(bg, 0, time.Hour); err != nil || len(r.Validated) != rows {
+				if r, err = workflow.ReconcileDeploys(bg, db, 0, time.Hour); err != nil || len(r.Validated) != rows {
 					b.Fatalf("reconcile: %d of %d, %v", len(r.Validated), rows, err)
 				}
 			})
@@ -264,7 +266,7 @@ func BenchmarkScale(b *testing.B) {
 					var c store.BatchClaim
 					measure("claim", func() {
 						var err error
-						if c, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(c.Members) != n {
+						if c, err = batch.Claim(bg, db, claimInput(partition, n)); err != nil || len(c.Members) != n {
 							b.Fatalf("claim: %d of %d members, %v", len(c.Members), n, err)
 						}
 					})
@@ -296,7 +298,7 @@ func BenchmarkScale(b *testing.B) {
 					}
 					clockPast(b, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
 					measure("reconcile", func() {
-						r, err := db.Reconcile(bg, 0, time.Hour)
+						r, err := workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 						if err != nil || len(r.Validated) != n {
 							b.Fatalf("reconcile: %d of %d validated, %v", len(r.Validated), n, err)
 						}
@@ -422,7 +424,7 @@ func BenchmarkStatusRead(b *testing.B) {
 			batched = append(batched, queued(b, db, partition, 100)...)
 			in := claimInput(partition, 100)
 			in.Task = &store.TaskSpec{Kind: state.TaskBatch, Lane: "background", Step: "create"}
-			if c, err := db.Claim(bg, in); err != nil || len(c.Members) != 100 {
+			if c, err := batch.Claim(bg, db, in); err != nil || len(c.Members) != 100 {
 				b.Fatalf("claim: %d members, %v", len(c.Members), err)
 			}
 		}

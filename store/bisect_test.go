@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -77,7 +78,7 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 8)
-		first, err := db.Claim(bg, claimInput(partition, 50))
+		first, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if err != nil || len(first.Members) != 8 || first.Batch.Bisections != 0 || first.Batch.BisectOf != 0 {
 			t.Fatalf("first claim: %+v %v", first, err)
 		}
@@ -93,7 +94,7 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 		if b.Bisections != 2 || b.BisectOf != 0 || b.BisectionRoot() != b.ID {
 			t.Fatalf("after two bisections: %+v", b)
 		}
-		if c, err := db.Claim(bg, claimInput(partition, 50)); err != nil || c.Outcome != state.RoundSlotOccupied {
+		if c, err := batch.Claim(bg, db, claimInput(partition, 50)); err != nil || c.Outcome != state.RoundSlotOccupied {
 			t.Fatalf("claim beside the bisected batch: %+v %v (I1)", c, err)
 		}
 		settled(t, db, b)
@@ -116,7 +117,7 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 			if err != nil || !due {
 				t.Fatalf("suspects waiting, not due: %v %v", due, err)
 			}
-			c, err := db.Claim(bg, claimInput(partition, 50))
+			c, err := batch.Claim(bg, db, claimInput(partition, 50))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +136,7 @@ func TestASuspectGroupIsClaimedAloneBeforeEveryOtherWaitingRow(t *testing.T) {
 		if due, err := db.PartitionDue(bg, partition, 50, time.Hour); err != nil || due {
 			t.Fatalf("3 newcomers waiting for less than an hour: due %v %v", due, err)
 		}
-		c, err := db.Claim(bg, claimInput(partition, 50))
+		c, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if got := claimedIDs(c); err != nil || !slices.Equal(got, []string{"new-1", "new-2", "new-3"}) || c.Batch.Bisections != 0 || c.Batch.BisectOf != 0 {
 			t.Fatalf("after the suspects: %v %+v %v", got, c.Batch, err)
 		}
@@ -150,13 +151,13 @@ func TestABisectedSuspectBatchCountsTheRoundsOnAndNamesItsCulprit(t *testing.T) 
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 4)
-		first, err := db.Claim(bg, claimInput(partition, 50))
+		first, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := bisected(t, db, store.Batch{ID: first.Batch.ID, Version: first.Batch.Version, Status: state.BatchRunning}, 2)
 		settled(t, db, b) // the kept half passed: the culprit is among the two returned
-		c, err := db.Claim(bg, claimInput(partition, 50))
+		c, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if err != nil || len(c.Members) != 2 {
 			t.Fatalf("suspect claim: %+v %v", c, err)
 		}
@@ -176,7 +177,7 @@ func TestABisectedSuspectBatchCountsTheRoundsOnAndNamesItsCulprit(t *testing.T) 
 		if _, err := db.Settle(bg, store.Settlement{BatchID: s.ID, Version: s.Version, Status: state.BatchFailed}); err != nil {
 			t.Fatal(err)
 		}
-		last, err := db.Claim(bg, claimInput(partition, 50))
+		last, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if got := claimedIDs(last); err != nil || !slices.Equal(got, back) || last.Batch.Bisections != 2 || last.Batch.BisectOf != first.Batch.ID {
 			t.Fatalf("round 2's group: %v %+v %v", got, last.Batch, err)
 		}
@@ -191,7 +192,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 40)
-		first, err := db.Claim(bg, claimInput(partition, 40))
+		first, err := batch.Claim(bg, db, claimInput(partition, 40))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +216,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 20 {
-					c, err := db.Claim(bg, claimInput(partition, 7))
+					c, err := batch.Claim(bg, db, claimInput(partition, 7))
 					if errors.Is(err, store.ErrPreempted) || errors.Is(err, store.ErrRetry) {
 						continue // rolled back whole
 					}
@@ -259,7 +260,7 @@ func TestConcurrentClaimsOfASuspectGroupKeepI2(t *testing.T) {
 			t.Fatalf("%d rows taken by the foreign writer are in a later batch's history", n)
 		}
 		for { // what the racing rounds left
-			c, err := db.Claim(bg, claimInput(partition, 7))
+			c, err := batch.Claim(bg, db, claimInput(partition, 7))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +291,7 @@ func TestASuspectClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 	db := storetest.MySQL(t)
 	const partition = "infra/acl"
 	queued(t, db, partition, 6)
-	first, err := db.Claim(bg, claimInput(partition, 50))
+	first, err := batch.Claim(bg, db, claimInput(partition, 50))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,14 +305,14 @@ func TestASuspectClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 			}
 		}
 	})
-	if _, err := db.Claim(bg, claimInput(partition, 50)); !errors.Is(err, store.ErrPreempted) {
+	if _, err := batch.Claim(bg, db, claimInput(partition, 50)); !errors.Is(err, store.ErrPreempted) {
 		t.Fatalf("claim after a foreign write: %v, want ErrPreempted", err)
 	}
 	store.SetPause(db, nil)
 	if n := count(t, db, "SELECT COUNT(*) FROM merge_batch WHERE bisect_of IS NOT NULL"); n != 0 {
 		t.Fatalf("%d batches left by a rolled-back claim", n)
 	}
-	c, err := db.Claim(bg, claimInput(partition, 50))
+	c, err := batch.Claim(bg, db, claimInput(partition, 50))
 	if got := claimedIDs(c); err != nil || !slices.Equal(got, []string{back[0], back[2]}) || c.Batch.BisectOf != first.Batch.ID {
 		t.Fatalf("next round: %v %+v %v", got, c.Batch, err)
 	}
@@ -325,7 +326,7 @@ func TestTheBatchListNamesWhereABisectedBatchsMembersWent(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 4)
-		first, err := db.Claim(bg, claimInput(partition, 50))
+		first, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +352,7 @@ func TestTheBatchListNamesWhereABisectedBatchsMembersWent(t *testing.T) {
 			t.Errorf("after the bisection: moved %v, want %v (back in the waiting set)", got, want)
 		}
 		settled(t, db, b)
-		c, err := db.Claim(bg, claimInput(partition, 50))
+		c, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if err != nil || len(c.Members) != 2 {
 			t.Fatalf("suspect claim: %+v %v", c, err)
 		}

@@ -23,7 +23,8 @@ type MemberChange struct {
 	FromStep state.Step
 }
 
-func (c MemberChange) check() error {
+// Check refuses a change that names no From status or a move the transition table does not allow.
+func (c MemberChange) Check() error {
 	if len(c.From) == 0 {
 		return fmt.Errorf("member change to %s: no From statuses", c.To)
 	}
@@ -43,7 +44,7 @@ func (c MemberChange) check() error {
 // project's operations. It returns the operations flipped, as they are after the change, with
 // the time they spent in each stage up to it (Operation.Stages).
 func (tx *Tx) transitionMany(ctx context.Context, operationIDs []string, c MemberChange, batchID int64, project string) ([]Operation, error) {
-	if err := c.check(); err != nil {
+	if err := c.Check(); err != nil {
 		return nil, err
 	}
 	db := tx.db
@@ -204,7 +205,7 @@ func (db *DB) MarkValidated(ctx context.Context, operationIDs ...string) ([]Oper
 	var out []Operation
 	err := db.InTx(ctx, func(tx *Tx) error {
 		var err error
-		out, err = tx.markValidated(ctx, operationIDs, "")
+		out, err = tx.MarkValidated(ctx, operationIDs, "", "")
 		return err
 	})
 	return out, err
@@ -217,7 +218,7 @@ func (db *DB) ConfirmDeploy(ctx context.Context, operationID, note string) ([]Op
 	var out []Operation
 	err := db.InTx(ctx, func(tx *Tx) error {
 		var err error
-		out, err = tx.transitionMany(ctx, []string{operationID}, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note}, 0, "")
+		out, err = tx.MarkValidated(ctx, []string{operationID}, "", note)
 		return err
 	})
 	return out, err
@@ -229,20 +230,22 @@ func (db *DB) ConfirmRemoval(ctx context.Context, operationID, note string) ([]O
 	var out []Operation
 	err := db.InTx(ctx, func(tx *Tx) error {
 		var err error
-		out, err = tx.closeRemovals(ctx, []string{operationID}, "", note)
+		out, err = tx.CloseRemovals(ctx, []string{operationID}, "", note)
 		return err
 	})
 	return out, err
 }
 
-// closeRemovals closes the removals among operationIDs that wait for their deploy (VALIDATED at
-// CLOSE_MERGED; the others are left alone) and returns those it closed. project != "" limits
-// it to that project's.
-func (tx *Tx) closeRemovals(ctx context.Context, operationIDs []string, project, note string) ([]Operation, error) {
+// CloseRemovals is the mover VALIDATED at CLOSE_MERGED → CLOSED (CLOSE_SUCCEEDED): it closes the
+// removals among operationIDs that wait for their deploy (the others are left alone) and returns
+// those it closed. project != "" limits it to that project's.
+func (tx *Tx) CloseRemovals(ctx context.Context, operationIDs []string, project, note string) ([]Operation, error) {
 	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []state.BindingStatus{state.StatusValidated}, FromStep: state.StepCloseMerged,
 		To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note}, 0, project)
 }
 
-func (tx *Tx) markValidated(ctx context.Context, operationIDs []string, project string) ([]Operation, error) {
-	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack}, 0, project)
+// MarkValidated is the mover MERGED → VALIDATED (CALLED_BACK), with note in the step history: it
+// returns only the rows it really flipped. project != "" limits it to that project's.
+func (tx *Tx) MarkValidated(ctx context.Context, operationIDs []string, project, note string) ([]Operation, error) {
+	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note}, 0, project)
 }

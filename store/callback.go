@@ -3,7 +3,6 @@ package store
 import (
 	"bindery/internal/vocab/state"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,133 +34,57 @@ type Deploy struct {
 	OperationIDs []string
 }
 
-// Deployed is what recording a deploy callback did.
-type Deployed struct {
-	Fresh     bool        // false: this (project, MR) was already recorded
-	Validated []Operation // the requests flipped MERGED → VALIDATED by this call
-	Closed    []Operation // the removals it closed (VALIDATED at CLOSE_MERGED → CLOSED)
-	// Refused are the listed operationIds that are not requests of that MR: never validated by
-	// it, and not recorded with it.
-	Refused []string
-}
-
-// ErrUnknownMR: a deploy callback names an MR bindery never opened in that project. Nothing is
-// recorded (reconciliation infers nothing from it) and nothing is validated.
-var ErrUnknownMR = errors.New("bindery opened no such merge request in this project")
-
-// ErrUnknownCommit: a deploy callback names only a commit, and no merge bindery recorded in that
-// project landed it. Nothing is recorded.
-var ErrUnknownCommit = errors.New("no merge bindery recorded in this project landed that commit")
-
-// RecordDeploy verifies the callback against what bindery knows — the MR must be one bindery
-// opened in that project (a batch's or a legacy request's; merged or about to be: a deploy may
-// call back before the merge is recorded), else ErrUnknownMR; listed OperationIDs must be
-// requests whose current action (the grant, or the removal once a revocation or expiry opened
-// one) that MR carries, the others are Refused — then records it (duplicate (project, mrIid) =
-// already recorded) and, in the same transaction, acts on its requests: exactly the verified
-// OperationIDs when ids were given, else the MERGED operations of that MR and the removals it
-// merged. A grant is validated, a removal waiting for its deploy closed. Validated and Closed
-// list only real flips, for the metric after commit. A deploy that carried only removals is
-// recorded like any other: it proves deployed what merged before it (reconciliation). A duplicate still validates: it is idempotent. A
-// callback naming only a commit (SHA) stands for the MR whose recorded merge landed it, else
-// ErrUnknownCommit. The commit is kept: reconciliation places the deploy by it as well.
-func (db *DB) RecordDeploy(ctx context.Context, d Deploy) (Deployed, error) {
-	if d.Project == "" || d.MRIID < 0 || (d.MRIID == 0 && d.SHA == "") {
-		return Deployed{}, fmt.Errorf("deploy callback: project %q, mrIid %d, sha %q", d.Project, d.MRIID, d.SHA)
+// MRLanding returns the MR whose recorded merge in project landed commit sha (the earliest, by
+// the merge sequence), ErrNotFound when bindery recorded no such merge.
+func (tx *Tx) MRLanding(ctx context.Context, project, sha string) (int64, error) {
+	var iid int64
+	err := tx.tx.QueryRowContext(ctx, "SELECT mr_iid FROM mr_merge WHERE project = ? AND sha = ? ORDER BY seq LIMIT 1", project, sha).Scan(&iid)
+	if err != nil {
+		return 0, fmt.Errorf("merge of %s@%s: %w", project, sha, translate(err))
 	}
-	var out Deployed
-	err := db.InTx(ctx, func(tx *Tx) error {
-		if d.MRIID == 0 {
-			err := tx.tx.QueryRowContext(ctx, "SELECT mr_iid FROM mr_merge WHERE project = ? AND sha = ? ORDER BY seq LIMIT 1", d.Project, d.SHA).Scan(&d.MRIID)
-			if err = translate(err); errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("deploy callback %s@%s: %w", d.Project, d.SHA, ErrUnknownCommit)
-			} else if err != nil {
-				return err
-			}
-		}
-		known, members, err := tx.mrMembers(ctx, d.Project, d.MRIID, d.OperationIDs)
-		switch {
-		case err != nil:
-			return err
-		case !known:
-			return fmt.Errorf("deploy callback %s!%d: %w", d.Project, d.MRIID, ErrUnknownMR)
-		}
-		var ids any
-		if len(d.OperationIDs) > 0 {
-			for _, id := range d.OperationIDs {
-				if !slices.Contains(members, id) {
-					out.Refused = append(out.Refused, id)
-				}
-			}
-			if len(members) == 0 {
-				// It names none of this MR's requests: nothing to record or validate, only to tell.
-				_, err := tx.Tell(ctx, refusedEvent(d, out.Refused))
-				return err
-			}
-			raw, err := json.Marshal(members)
-			if err != nil {
-				return err
-			}
-			ids = string(raw)
-			d.OperationIDs = members
-		}
-		var sha any
-		if d.SHA != "" {
-			sha = d.SHA
-		}
-		_, err = tx.tx.ExecContext(ctx, "INSERT INTO deploy_callback (project, mr_iid, operation_ids, sha) VALUES (?, ?, ?, ?)", d.Project, d.MRIID, ids, sha)
-		switch err = translate(err); {
-		case err == nil:
-			out.Fresh = true
-		case !errors.Is(err, ErrDuplicate):
-			return fmt.Errorf("record deploy %s!%d: %w", d.Project, d.MRIID, err)
-		case d.SHA != "":
-			// Already recorded without the commit: keep the commit this one names.
-			if _, err := tx.tx.ExecContext(ctx, "UPDATE deploy_callback SET sha = ? WHERE project = ? AND mr_iid = ? AND sha IS NULL", d.SHA, d.Project, d.MRIID); err != nil {
-				return fmt.Errorf("record deploy %s!%d: %w", d.Project, d.MRIID, translate(err))
-			}
-		}
-		targets, removals := d.OperationIDs, d.OperationIDs
-		if len(targets) == 0 {
-			ops, err := operationsByMR(ctx, tx.tx, d.Project, d.MRIID)
-			if err != nil {
-				return err
-			}
-			for _, o := range ops {
-				targets = append(targets, o.OperationID)
-			}
-			if removals, err = tx.removalsByMR(ctx, d.Project, d.MRIID); err != nil {
-				return err
-			}
-		}
-		if out.Validated, err = tx.markValidated(ctx, targets, d.Project); err != nil {
-			return err
-		}
-		if out.Closed, err = tx.closeRemovals(ctx, removals, d.Project, fmt.Sprintf("the deploy of MR !%d includes the removal", d.MRIID)); err != nil {
-			return err
-		}
-		if len(out.Refused) > 0 {
-			_, err = tx.Tell(ctx, refusedEvent(d, out.Refused))
-		}
-		return err
-	})
-	return out, err
+	return iid, nil
 }
 
-// removalsByMR lists the removals MR project!iid merged that wait for their deploy.
-func (tx *Tx) removalsByMR(ctx context.Context, project string, iid int64) ([]string, error) {
-	rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM removal_merged WHERE project = ? AND mr_iid = ?", project, iid)
+// InsertDeploy records the deploy callback d (its OperationIDs as given: the caller has kept only
+// the MR's own) once per (project, mrIid). fresh is false when one was recorded already; that
+// record then keeps the commit d names when it had none.
+func (tx *Tx) InsertDeploy(ctx context.Context, d Deploy) (fresh bool, err error) {
+	var ids, sha any
+	if len(d.OperationIDs) > 0 {
+		raw, err := json.Marshal(d.OperationIDs)
+		if err != nil {
+			return false, err
+		}
+		ids = string(raw)
+	}
+	if d.SHA != "" {
+		sha = d.SHA
+	}
+	_, err = tx.tx.ExecContext(ctx, "INSERT INTO deploy_callback (project, mr_iid, operation_ids, sha) VALUES (?, ?, ?, ?)", d.Project, d.MRIID, ids, sha)
+	switch err = translate(err); {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, ErrDuplicate):
+		return false, fmt.Errorf("record deploy %s!%d: %w", d.Project, d.MRIID, err)
+	case d.SHA != "":
+		if _, err := tx.tx.ExecContext(ctx, "UPDATE deploy_callback SET sha = ? WHERE project = ? AND mr_iid = ? AND sha IS NULL", d.SHA, d.Project, d.MRIID); err != nil {
+			return false, fmt.Errorf("record deploy %s!%d: %w", d.Project, d.MRIID, translate(err))
+		}
+	}
+	return false, nil
+}
+
+// MergedOfMR lists the requests of MR project!iid at status (their grant merged with it and
+// waits for its deploy, when the caller passes MERGED).
+func (tx *Tx) MergedOfMR(ctx context.Context, project string, iid int64, status state.BindingStatus) ([]string, error) {
+	rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM operation WHERE project = ? AND mr_iid = ? AND status = ?", project, iid, status)
 	return collect(rows, err, func(s scanner) (string, error) { var id string; return id, s.Scan(&id) })
 }
 
-// refusedEvent tells operators of a deploy callback that listed requests not of its MR (once per
-// callback: the same refusal sent again is the same event).
-func refusedEvent(d Deploy, refused []string) Event {
-	ids := slices.Sorted(slices.Values(refused))
-	sum := sha256.Sum256([]byte(strings.Join(ids, "\x00")))
-	return Event{Type: state.EventCallbackRefused, Key: fmt.Sprintf("callback.refused:%s!%d:%x", clipText(d.Project, 100), d.MRIID, sum[:8]),
-		Facts: EventFacts{Project: d.Project, MRIID: d.MRIID, SHA: d.SHA, Refused: ids,
-			Why: "the deploy callback lists requests that are not of this merge request; they were not validated by it"}}
+// RemovalsOfMR lists the removals MR project!iid merged that wait for their deploy.
+func (tx *Tx) RemovalsOfMR(ctx context.Context, project string, iid int64) ([]string, error) {
+	rows, err := tx.tx.QueryContext(ctx, "SELECT operation_id FROM removal_merged WHERE project = ? AND mr_iid = ?", project, iid)
+	return collect(rows, err, func(s scanner) (string, error) { var id string; return id, s.Scan(&id) })
 }
 
 // RefuseCallback records a callback bindery cannot believe: the audit entry ev (once per its
@@ -181,11 +104,11 @@ func (db *DB) RefuseCallback(ctx context.Context, ev AuditEvent, facts EventFact
 	return recorded, err
 }
 
-// mrMembers reports whether bindery opened MR project!iid (a batch's MR, or a request's: legacy,
+// MRMembers reports whether bindery opened MR project!iid (a batch's MR, or a request's: legacy,
 // or a batch member's, recorded when the MR opened) and which of ids are requests of that MR:
 // an operation names the MR of its current action (a removal's MR replaces its grant's when it
 // opens), so a removal's deploy is checked against the removal's MR.
-func (tx *Tx) mrMembers(ctx context.Context, project string, iid int64, ids []string) (known bool, members []string, err error) {
+func (tx *Tx) MRMembers(ctx context.Context, project string, iid int64, ids []string) (known bool, members []string, err error) {
 	var n int
 	err = tx.tx.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM merge_batch WHERE project = ? AND mr_iid = ?) + "+
 		"(SELECT COUNT(*) FROM operation WHERE project = ? AND mr_iid = ?)", project, iid, project, iid).Scan(&n)
@@ -282,98 +205,6 @@ func (db *DB) DeployedUpTo(ctx context.Context, project, branch string) (m Merge
 	}
 	m.MergedAt = at.T
 	return m, true, nil
-}
-
-// Reconciled is what a reconciliation run did.
-type Reconciled struct {
-	Scanned   int
-	Validated []Operation // real flips only: emit the metric for these, after return
-	Closed    []Operation // the removals closed (real flips only)
-}
-
-// Reconcile closes the gap left by lost deploy callbacks by merge order: a MERGED request whose
-// MR landed at or before a merge that a deploy callback proves deployed, on the same branch, is
-// deployed too (a deploy ships the branch at that commit). Only requests no exact callback
-// decided are inferred; one whose merge bindery never placed waits for its own callback or an
-// operator. Each flip's step says which deploy it was inferred from. One read of the window, one
-// per (project, branch) in it, then the flips, chunked; the statement count does not depend on
-// rows otherwise.
-func (db *DB) Reconcile(ctx context.Context, minAge, maxAge time.Duration) (Reconciled, error) {
-	merged, err := db.MergedBetween(ctx, minAge, maxAge)
-	if err != nil {
-		return Reconciled{}, fmt.Errorf("reconcile: %w", err)
-	}
-	out := Reconciled{Scanned: len(merged)}
-	type line struct{ project, branch string }
-	frontier := map[line]*MergeRecord{}
-	due := map[int64][]string{}      // grants, by the deploy inferred from (its MR)
-	removals := map[int64][]string{} // removals, likewise
-	var from []MergeRecord
-	for _, m := range merged {
-		if m.Exact || m.Merge.MergedAt.IsZero() {
-			continue
-		}
-		l := line{m.Project, m.Merge.Branch}
-		f, seen := frontier[l]
-		if !seen {
-			up, ok, err := db.DeployedUpTo(ctx, l.project, l.branch)
-			if err != nil {
-				return out, fmt.Errorf("reconcile: %w", err)
-			}
-			if ok {
-				f = &up
-				from = append(from, up)
-			}
-			frontier[l] = f
-		}
-		if f != nil && m.Merge.before(*f) {
-			if m.Removal {
-				removals[f.MRIID] = append(removals[f.MRIID], m.OperationID)
-			} else {
-				due[f.MRIID] = append(due[f.MRIID], m.OperationID)
-			}
-		}
-	}
-	for _, f := range from {
-		merged := f.MergedAt.UTC().Format(time.RFC3339)
-		validate := MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack,
-			Note: fmt.Sprintf("in effect: the deploy of MR !%d (merged %s) includes this one's merge", f.MRIID, merged)}
-		remove := MemberChange{From: []state.BindingStatus{state.StatusValidated}, FromStep: state.StepCloseMerged, To: state.StatusClosed, Step: state.StepCloseSucceeded,
-			Note: fmt.Sprintf("removed: the deploy of MR !%d (merged %s) includes the removal's merge", f.MRIID, merged)}
-		flipped, err := db.flipInChunks(ctx, due[f.MRIID], validate, f.Project)
-		out.Validated = append(out.Validated, flipped...)
-		if err != nil {
-			return out, fmt.Errorf("reconcile: %w", err)
-		}
-		flipped, err = db.flipInChunks(ctx, removals[f.MRIID], remove, f.Project)
-		out.Closed = append(out.Closed, flipped...)
-		if err != nil {
-			return out, fmt.Errorf("reconcile: %w", err)
-		}
-	}
-	return out, nil
-}
-
-// flipInChunks applies c to ids of project, one transaction per 5,000 rows (ten statement
-// chunks): a 100,000-row run never holds 100,000 row locks at once, a failure keeps what was
-// committed (each flip is final and idempotent), and there are 20 commits instead of 200 (-20%
-// time on MariaDB). It returns the flips committed, also when it fails later.
-func (db *DB) flipInChunks(ctx context.Context, ids []string, c MemberChange, project string) ([]Operation, error) {
-	slices.Sort(ids)
-	var out []Operation
-	for _, chunk := range chunks(ids, 10*maxInList) {
-		var flipped []Operation
-		err := db.InTx(ctx, func(tx *Tx) error {
-			var err error
-			flipped, err = tx.transitionMany(ctx, chunk, c, 0, project)
-			return err
-		})
-		if err != nil {
-			return out, err
-		}
-		out = append(out, flipped...)
-	}
-	return out, nil
 }
 
 // RecordedDeploy returns the deploy callback recorded for (project, mrIID), ErrNotFound when

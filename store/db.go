@@ -418,9 +418,19 @@ func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 		}
 	}()
 	if err = fn(tx); err != nil {
-		return translate(err)
+		return translate(txEnded(ctx, err))
 	}
-	return translate(tx.Commit())
+	return translate(txEnded(ctx, tx.Commit()))
+}
+
+// txEnded names the deadline behind "transaction has already been committed or rolled back":
+// database/sql rolls a transaction back by itself when its context ends, and the next statement
+// or the commit then reports only that — a database too slow to answer in time, not a bug.
+func txEnded(ctx context.Context, err error) error {
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
 }
 
 // now is the database clock with sub-second precision. Every time comparison uses it, never the

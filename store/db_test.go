@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/testkit"
 	"bindery/schema"
 	"bindery/store"
@@ -311,7 +312,7 @@ func TestSQLiteClaimsRowsByTheirRowid(t *testing.T) {
 	queued(t, db, "team/a", 20)
 	claimable(t, db)
 	_, _, all := st.during(t, func() {
-		if c, err := db.Claim(bg, claimInput("team/a", 20)); err != nil || len(c.Members) != 20 {
+		if c, err := batch.Claim(bg, db, claimInput("team/a", 20)); err != nil || len(c.Members) != 20 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
@@ -91,7 +92,7 @@ func TestConcurrentRoundsNeverOpenTwoActiveBatchesInAPartition(t *testing.T) {
 							t.Errorf("admit: %v", err)
 						}
 					}
-					c, err := db.Claim(bg, claimInput(partition, 7))
+					c, err := batch.Claim(bg, db, claimInput(partition, 7))
 					if errors.Is(err, store.ErrRetry) {
 						continue // a deadlock victim rolled back whole: the next round claims, as cron's does
 					}
@@ -141,11 +142,11 @@ func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		queued(t, db, "team/a", 3)
 		queued(t, db, "team/b", 3)
-		a, err := db.Claim(bg, claimInput("team/a", 2))
+		a, err := batch.Claim(bg, db, claimInput("team/a", 2))
 		if err != nil || a.Outcome != state.RoundClaimed {
 			t.Fatalf("claim a: %+v %v", a, err)
 		}
-		b, err := db.Claim(bg, claimInput("team/b", 2))
+		b, err := batch.Claim(bg, db, claimInput("team/b", 2))
 		if err != nil || b.Outcome != state.RoundClaimed {
 			t.Fatalf("claim b while a is active: %+v %v", b, err)
 		}
@@ -161,17 +162,17 @@ func TestPartitionsBatchInParallelAndABlockedBatchHoldsOnlyItsOwnSlot(t *testing
 		if _, err := db.Settle(bg, store.Settlement{BatchID: bb.ID, Version: bb.Version, Status: state.BatchSucceeded}); err != nil {
 			t.Fatal(err)
 		}
-		if c, err := db.Claim(bg, claimInput("team/a", 2)); err != nil || c.Outcome != state.RoundSlotOccupied {
+		if c, err := batch.Claim(bg, db, claimInput("team/a", 2)); err != nil || c.Outcome != state.RoundSlotOccupied {
 			t.Fatalf("claim a while a is BLOCKED: %+v %v", c, err)
 		}
-		if c, err := db.Claim(bg, claimInput("team/b", 2)); err != nil || c.Outcome != state.RoundClaimed {
+		if c, err := batch.Claim(bg, db, claimInput("team/b", 2)); err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim b while a is BLOCKED: %+v %v", c, err)
 		}
 		if _, err := db.Settle(bg, store.Settlement{BatchID: blocked.ID, Version: blocked.Version, Status: state.BatchFailed}); err != nil {
 			t.Fatal(err)
 		}
 		// The failed batch released the slot and removed its members' rows; the third request waits.
-		if c, err := db.Claim(bg, claimInput("team/a", 5)); err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 1 {
+		if c, err := batch.Claim(bg, db, claimInput("team/a", 5)); err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim a after its blocked batch failed: %+v %v", c, err)
 		}
 		checkBatchInvariants(t, db)
@@ -192,7 +193,7 @@ func TestConcurrentClaimsAndForeignWritesNeverClaimARequestTwice(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 30 {
-					c, err := db.Claim(bg, claimInput(partition, 9))
+					c, err := batch.Claim(bg, db, claimInput(partition, 9))
 					if errors.Is(err, store.ErrPreempted) || errors.Is(err, store.ErrRetry) {
 						// Rolled back whole: the guarded update saw the foreign write, or InnoDB
 						// chose this claim as a deadlock victim. Either way nothing was claimed.
@@ -252,7 +253,7 @@ func TestAClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 			}
 		}
 	})
-	_, err := db.Claim(bg, claimInput(partition, 10))
+	_, err := batch.Claim(bg, db, claimInput(partition, 10))
 	if !errors.Is(err, store.ErrPreempted) {
 		t.Fatalf("claim after a foreign write: %v, want ErrPreempted", err)
 	}
@@ -260,7 +261,7 @@ func TestAClaimWhoseRowWasTakenAfterItsReadRollsBack(t *testing.T) {
 	if n := count(t, db, "SELECT COUNT(*) FROM merge_batch"); n != 0 {
 		t.Fatalf("%d batches left by a rolled-back claim", n)
 	}
-	c, err := db.Claim(bg, claimInput(partition, 10))
+	c, err := batch.Claim(bg, db, claimInput(partition, 10))
 	if err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 4 {
 		t.Fatalf("next round: %+v %v", c, err)
 	}
@@ -273,7 +274,7 @@ func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		store.SetSkipClaimPrecheck(db, true) // reach the in-transaction read with nothing waiting
-		c, err := db.Claim(bg, claimInput(partition, 10))
+		c, err := batch.Claim(bg, db, claimInput(partition, 10))
 		if err != nil || c.Outcome != state.RoundNothingWaiting {
 			t.Fatalf("empty claim: %+v %v", c, err)
 		}
@@ -281,7 +282,7 @@ func TestAnEmptyClaimReleasesTheSlot(t *testing.T) {
 			t.Fatalf("an empty claim left %d batches", n)
 		}
 		queued(t, db, partition, 1)
-		if c, err := db.Claim(bg, claimInput(partition, 10)); err != nil || c.Outcome != state.RoundClaimed {
+		if c, err := batch.Claim(bg, db, claimInput(partition, 10)); err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim after the empty one: %+v %v", c, err)
 		}
 	})
@@ -292,7 +293,7 @@ func TestAnIdleRoundIsOneReadAndNoSlot(t *testing.T) {
 	t.Parallel()
 	eachCounting(t, func(t *testing.T, db *store.DB, st *statements) {
 		total, verbs, _ := st.during(t, func() {
-			if c, err := db.Claim(bg, claimInput("infra/acl", 10)); err != nil || c.Outcome != state.RoundNothingWaiting {
+			if c, err := batch.Claim(bg, db, claimInput("infra/acl", 10)); err != nil || c.Outcome != state.RoundNothingWaiting {
 				t.Fatalf("idle claim: %+v %v", c, err)
 			}
 		})
@@ -520,7 +521,7 @@ func TestAStaleWriteFailsEvenWhenTheStatusCameBack(t *testing.T) {
 
 		// Batches too: RUNNING → BLOCKED → RUNNING, then a settlement with the old version fails.
 		queued(t, db, "infra/acl", 1)
-		c, err := db.Claim(bg, claimInput("infra/acl", 5))
+		c, err := batch.Claim(bg, db, claimInput("infra/acl", 5))
 		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
@@ -580,7 +581,7 @@ func TestTwoSettlersAtOnceResetTheMembersOnce(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "infra/acl", 30)
-		c, err := db.Claim(bg, claimInput("infra/acl", 50))
+		c, err := batch.Claim(bg, db, claimInput("infra/acl", 50))
 		if err != nil || len(c.Members) != 30 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}

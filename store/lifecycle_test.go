@@ -4,9 +4,11 @@ import (
 	"errors"
 	"testing"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // One request from apply to validated through the store API, as the workflow drives it; every
@@ -32,7 +34,7 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 		}
 
 		claimable(t, db) // SQLite's clock has milliseconds: let "created before now" pass
-		c, err := db.Claim(bg, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50})
+		c, err := batch.Claim(bg, db, store.ClaimInput{Partition: "infra/acl", Project: "infra/acl", Max: 50})
 		if err != nil || c.Outcome != state.RoundClaimed || len(c.Members) != 1 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
@@ -55,11 +57,11 @@ func TestARequestGoesFromApplyToValidatedWithItsTimeline(t *testing.T) {
 		if err != nil || len(settled.Flipped) != 1 || settled.Removed != 0 {
 			t.Fatalf("settle: %+v %v", settled, err)
 		}
-		dep, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 7})
+		dep, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "infra/acl", MRIID: 7})
 		if err != nil || !dep.Fresh || len(dep.Validated) != 1 || dep.Validated[0].OperationID != "op-1" {
 			t.Fatalf("deploy: %+v %v", dep, err)
 		}
-		again, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 7})
+		again, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "infra/acl", MRIID: 7})
 		if err != nil || again.Fresh || len(again.Validated) != 0 {
 			t.Fatalf("duplicate deploy callback: %+v %v", again, err)
 		}

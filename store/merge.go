@@ -58,18 +58,3 @@ func (tx *Tx) RecordMerge(ctx context.Context, m MergeRecord) error {
 	}
 	return nil
 }
-
-// before reports whether a landed at or before b on the same branch of the same project: by
-// GitLab's merge times, then (equal times) by the recorded sequence. A merge without GitLab's
-// time is never placed, so nothing is inferred from it or for it.
-func (a MergeRecord) before(b MergeRecord) bool {
-	switch {
-	case a.Project != b.Project || a.Branch != b.Branch || a.MergedAt.IsZero() || b.MergedAt.IsZero():
-		return false
-	case a.MRIID == b.MRIID:
-		return true
-	case !a.MergedAt.Equal(b.MergedAt):
-		return a.MergedAt.Before(b.MergedAt)
-	}
-	return a.Seq < b.Seq
-}

@@ -9,6 +9,7 @@ import (
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // status reads a request's binding status.
@@ -37,7 +38,7 @@ func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
 		seedMerge(t, db, "team/a", 10, "main", at.Add(time.Minute))
 		recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 11})
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
-		if r, err := db.Reconcile(bg, 0, 2*time.Hour); err != nil || len(r.Validated) != 0 || r.Scanned != 1 {
+		if r, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour); err != nil || len(r.Validated) != 0 || r.Scanned != 1 {
 			t.Fatalf("the deploy of !11, merged before !10, validated: %+v %v", r, err)
 		}
 		if st := status(t, db, "l10"); st != state.StatusMerged {
@@ -54,7 +55,7 @@ func TestReconciliationFollowsMergeOrderNotMRNumbers(t *testing.T) {
 			t.Fatalf("a callback by commit: %+v", d)
 		}
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
-		r, err := db.Reconcile(bg, 0, 2*time.Hour)
+		r, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour)
 		if got := opIDs(r.Validated); err != nil || len(got) != 1 || got[0] != "l10" {
 			t.Fatalf("after the deploy of !12: %v %v", got, err)
 		}
@@ -80,7 +81,7 @@ func TestAnExactCallbackIsNeverOverriddenByInference(t *testing.T) {
 		}
 		recordDeploy(t, db, store.Deploy{Project: "team/a", MRIID: 5})
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
-		r, err := db.Reconcile(bg, 0, 2*time.Hour)
+		r, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour)
 		if err != nil || len(r.Validated) != 0 {
 			t.Fatalf("inferred %v (%v) although MR 4's callback named only x", opIDs(r.Validated), err)
 		}
@@ -108,7 +109,7 @@ func TestMergeOrderIsPerBranchAndNeedsGitLabsTime(t *testing.T) {
 		seedMerge(t, db, "team/a", 3, "main", at.Add(time.Minute))
 		seedMerge(t, db, "team/a", 4, "main", at.Add(2*time.Minute))
 
-		if _, err := db.RecordDeploy(bg, store.Deploy{Project: "team/a", SHA: "0000"}); !errors.Is(err, store.ErrUnknownCommit) {
+		if _, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/a", SHA: "0000"}); !errors.Is(err, workflow.ErrUnknownCommit) {
 			t.Fatalf("an unknown commit: %v", err)
 		}
 		// The deploy of !3 shipped the branch at !4's commit.
@@ -117,7 +118,7 @@ func TestMergeOrderIsPerBranchAndNeedsGitLabsTime(t *testing.T) {
 			t.Fatalf("the callback of !3: %v", got)
 		}
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
-		r, err := db.Reconcile(bg, 0, 2*time.Hour)
+		r, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour)
 		if got := opIDs(r.Validated); err != nil || len(got) != 1 || got[0] != "e4" {
 			t.Fatalf("inferred %v (%v), want only e4 (rel is on another branch, untimed was never placed)", got, err)
 		}

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // lockWaits counts InnoDB transactions waiting for a row lock. MariaDB refreshes INNODB_TRX
@@ -36,7 +38,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 		locking bool
 	}{{"plain read", false}, {"FOR UPDATE read", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			dsn := storetest.MySQLDSN(t)
+			dsn := storetest.MigratedDSN(t, store.MySQL)
 			db := storetest.Open(t, dsn, storetest.DefaultOptions())
 			monitor := storetest.Open(t, dsn, store.Options{MaxOpenConns: 2, MaxIdleConns: 2})
 			const partition = "infra/acl"
@@ -60,7 +62,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 			}
 			claimDone := make(chan claimed, 1)
 			go func() {
-				cl, err := db.Claim(bg, claimInput(partition, 5000))
+				cl, err := batch.Claim(bg, db, claimInput(partition, 5000))
 				claimDone <- claimed{cl, err}
 			}()
 			<-held // the claim has read, claimed and recorded 1,000 rows; its transaction is open
@@ -125,7 +127,7 @@ func TestEnqueuesAreNeverBlockedByAnOpenClaim(t *testing.T) {
 func TestEveryHotQueryUsesAnIndex(t *testing.T) {
 	t.Parallel()
 	var st *statements
-	dsn := storetest.MySQLDSN(t)
+	dsn := storetest.MigratedDSN(t, store.MySQL)
 	st = &statements{counts: map[string]int{}}
 	db := storetest.Open(t, dsn, store.Options{OnStatement: st.observe})
 	fx := seedRealistic(t, db)
@@ -246,7 +248,7 @@ func seedRealistic(t *testing.T, db *store.DB) fixture {
 			t.Fatal(err)
 		}
 		claimable(t, db)
-		c, err := db.Claim(bg, claimInput("team/a", 50))
+		c, err := batch.Claim(bg, db, claimInput("team/a", 50))
 		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("seed batch: %+v %v", c, err)
 		}
@@ -345,7 +347,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("partitions", err)
 
 	// claim, hand-off, batch writes, settlement both ways
-	c, err := db.Claim(bg, claimInput("team/a", 50))
+	c, err := batch.Claim(bg, db, claimInput("team/a", 50))
 	must("claim", err)
 	_, err = db.TransitionMembers(bg, c.Batch.ID, store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusMRCreated, Step: state.StepCreateSucceeded, MRIID: 200})
 	must("hand-off", err)
@@ -366,7 +368,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	_, err = db.Settle(bg, store.Settlement{BatchID: b.ID, Version: b.Version, Status: state.BatchSucceeded,
 		Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreated}, To: state.StatusMerged, Step: state.StepHandleMerged}})
 	must("settle", err)
-	c, err = db.Claim(bg, claimInput("team/b", 50))
+	c, err = batch.Claim(bg, db, claimInput("team/b", 50))
 	must("claim b", err)
 	_, err = db.Settle(bg, store.Settlement{BatchID: c.Batch.ID, Version: c.Batch.Version, Status: state.BatchFailed,
 		Members: &store.MemberChange{From: []state.BindingStatus{state.StatusMRCreating}, To: state.StatusCreateFailed, Step: state.StepCreateFailed}})
@@ -375,13 +377,13 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("members", err)
 
 	// validation and reconciliation
-	_, err = db.RecordDeploy(bg, store.Deploy{Project: "team/b", MRIID: 101})
+	_, err = workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/b", MRIID: 101})
 	must("deploy by MR", err)
-	_, err = db.RecordDeploy(bg, store.Deploy{Project: "team/c", MRIID: 102, OperationIDs: fx.merged[250:260]})
+	_, err = workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/c", MRIID: 102, OperationIDs: fx.merged[250:260]})
 	must("deploy by ids", err)
 	_, err = db.MarkValidated(bg, fx.merged[:5]...)
 	must("mark validated", err)
-	_, err = db.Reconcile(bg, 0, time.Hour)
+	_, err = workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 	must("reconcile", err)
 
 	// the request view and the lists
@@ -426,7 +428,7 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 			var cl store.BatchClaim
 			c.claim, _, _ = st.during(t, func() {
 				var err error
-				if cl, err = db.Claim(bg, claimInput(partition, n)); err != nil || len(cl.Members) != n {
+				if cl, err = batch.Claim(bg, db, claimInput(partition, n)); err != nil || len(cl.Members) != n {
 					t.Fatalf("claim %d: %d members, %v", n, len(cl.Members), err)
 				}
 			})
@@ -456,7 +458,7 @@ func TestBulkPathsRunOneStatementPerChunkNotPerRow(t *testing.T) {
 			}
 			clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
 			c.reconcile, _, _ = st.during(t, func() {
-				r, err := db.Reconcile(bg, 0, time.Hour)
+				r, err := workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 				if err != nil || len(r.Validated) != len(ids) {
 					t.Fatalf("reconcile %d: %d validated, %v", n, len(r.Validated), err)
 				}
@@ -496,7 +498,7 @@ func TestReconciliationReadsTwice(t *testing.T) {
 		}
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
 		_, verbs, all := st.during(t, func() {
-			r, err := db.Reconcile(bg, 0, time.Hour)
+			r, err := workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 			if err != nil || r.Scanned != 1200 || len(r.Validated) != 1200 {
 				t.Fatalf("reconcile: %d scanned, %d validated, %v", r.Scanned, len(r.Validated), err)
 			}
@@ -522,12 +524,12 @@ func TestTheStatusReadIsPointLookupsOnItsIndexes(t *testing.T) {
 	t.Parallel()
 	var st *statements
 	st = &statements{counts: map[string]int{}}
-	db := storetest.Open(t, storetest.MySQLDSN(t), store.Options{OnStatement: st.observe})
+	db := storetest.Open(t, storetest.MigratedDSN(t, store.MySQL), store.Options{OnStatement: st.observe})
 	ids := queued(t, db, "team/a", 50)
 	claimable(t, db)
 	in := claimInput("team/a", 10)
 	in.Task = &store.TaskSpec{Kind: state.TaskBatch, Lane: "background", Step: "create"}
-	if _, err := db.Claim(bg, in); err != nil {
+	if _, err := batch.Claim(bg, db, in); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, db, answered("op-own", "alice", "t", "h"))

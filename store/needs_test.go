@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/schema"
 	"bindery/store"
@@ -89,7 +90,7 @@ func TestTheLatestClaimIsTheLatestInTime(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "p", 3)
-		a, err := db.Claim(bg, claimInput("p", 3))
+		a, err := batch.Claim(bg, db, claimInput("p", 3))
 		if err != nil || a.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", a, err)
 		}
@@ -102,7 +103,7 @@ func TestTheLatestClaimIsTheLatestInTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		clockPast(t, db, "SELECT CAST(MAX(claimed_at) AS CHAR) FROM merge_batch_member")
-		b, err := db.Claim(bg, claimInput("p", 3))
+		b, err := batch.Claim(bg, db, claimInput("p", 3))
 		if err != nil || b.Outcome != state.RoundClaimed || len(b.Members) != 1 {
 			t.Fatalf("second claim: %+v %v", b, err)
 		}
@@ -400,7 +401,7 @@ func TestAutoIncrementTablesAskTiDBForOneSequence(t *testing.T) {
 // bindery overrides it.
 func TestAFoundRowsDSNStillCountsChangedRows(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.MySQLDSN(t)
+	dsn := storetest.MigratedDSN(t, store.MySQL)
 	if strings.Contains(dsn, "?") {
 		dsn += "&clientFoundRows=true"
 	} else {

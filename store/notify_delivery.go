@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bindery/internal/vocab/explain"
 	"bindery/internal/vocab/state"
 	"context"
 	"errors"
@@ -185,7 +186,7 @@ func (tx *Tx) health(ctx context.Context, endpoint string, ok bool, disable stri
 	}
 	why := disable
 	if why == "" {
-		why = fmt.Sprintf("every delivery failed for longer than notify.disableAfter (%s)", after)
+		why = explain.EndpointFailing(after)
 	}
 	now := 0
 	if disable != "" {

@@ -65,9 +65,23 @@ type EventFacts struct {
 	Refused  []string `json:"refused,omitempty"`
 	SHA      string   `json:"sha,omitempty"`
 	Instance string   `json:"instance,omitempty"`
+	// A drift finding's (binding.drifted; Reason is its kind): the file, and the commit that
+	// removed it (SHA) with its author and time.
+	Path   string     `json:"path,omitempty"`
+	Author string     `json:"author,omitempty"`
+	At     *time.Time `json:"at,omitempty"`
 	// Targets: the targets a reload removed from the catalog that bindings still use, with how
 	// many are in flight and in effect (config.targets_removed).
 	Targets []TargetUse `json:"targets,omitempty"`
+	// ExpiresAt and Left: a binding's expiry and how long it had left when its reminder was
+	// told (binding.expiring).
+	ExpiresAt *time.Time    `json:"expiresAt,omitempty"`
+	Left      time.Duration `json:"left,omitempty"`
+	// An access review's (review.started, review.due): the review, its due date (ExpiresAt
+	// is not reused: a due date is not an expiry) and how many items it asks to decide.
+	Review int64      `json:"review,omitempty"`
+	Due    *time.Time `json:"due,omitempty"`
+	Items  int        `json:"items,omitempty"`
 }
 
 // Reasons a request needs attention (EventFacts.Reason).
@@ -77,6 +91,24 @@ const (
 	AttentionApproval = "approval" // sent for approval longer than approval.timeout
 	AttentionDeploy   = "deploy"   // merged, its deploy callback later than reconcile.deployOverdue
 )
+
+// ReviewEvent tells reviewer of review id of targetKey (review.started, review.due): keyed by the
+// type, the review and the reviewer, so that each is told once however many instances find it.
+func ReviewEvent(typ state.EventType, id int64, targetKey, reviewer string, due time.Time, items int) Event {
+	return Event{Type: typ, SubjectID: reviewer, Key: fmt.Sprintf("%s:%d:%s", typ, id, clipText(reviewer, 200)),
+		Facts: EventFacts{Subject: reviewer, TargetKey: targetKey, Review: id, Due: &due, Items: items}}
+}
+
+// ExpiringEvent is the reminder of a binding's expiry at offset before it: keyed by the request,
+// the expiry and the offset, so that it is told once per binding and reminder however many
+// instances find it, and again after a renewal moved the expiry.
+func ExpiringEvent(x Expiring, offset time.Duration) Event {
+	o, at := x.Operation, x.ExpiresAt
+	return Event{Type: state.EventBindingExpiring, OperationID: o.OperationID, SubjectID: o.SubjectID,
+		Key: fmt.Sprintf("%s:%s:%d:%d", state.EventBindingExpiring, clipText(o.OperationID, 64), at.UnixMicro(), int64(offset/time.Second)),
+		Facts: EventFacts{OperationID: o.OperationID, Subject: o.SubjectID, TargetKey: o.TargetKey, Project: o.Project, Flow: o.Flow,
+			Status: o.Status, Step: o.Step, ExpiresAt: &at, Left: x.Left}}
+}
 
 // NewEventID returns a fresh event id: "evt_" and 26 characters of randomness.
 func NewEventID() string {

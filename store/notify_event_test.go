@@ -10,6 +10,7 @@ import (
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // typesOf lists the types of the events about operationID, oldest first.
@@ -277,7 +278,7 @@ func TestACallbackListingNoneOfItsMRsRequestsIsTold(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		seedRequests(t, db, "team/a", []string{"op-1"}, state.StatusMerged, state.StepHandleMerged, 5)
 		for range 2 {
-			d, err := db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 5, OperationIDs: []string{"stranger"}})
+			d, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/a", MRIID: 5, OperationIDs: []string{"stranger"}})
 			if err != nil || len(d.Refused) != 1 || len(d.Validated) != 0 {
 				t.Fatalf("deploy %+v %v", d, err)
 			}

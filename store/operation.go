@@ -32,6 +32,9 @@ type Operation struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	TicketID   string // the approval ticket it was sent with ("": none yet)
+	// DecidedBy is who decided its approval, as the approval system named them ("": not named,
+	// or not decided yet).
+	DecidedBy string
 	// TargetDef is the target's definition as the catalog had it when the request was accepted
 	// (JSON of config.Target; "": accepted before it was recorded). The request goes on with it:
 	// a target that left the catalog, or changed, since harms nothing in flight
@@ -44,7 +47,7 @@ type Operation struct {
 }
 
 const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +
-	"mr_iid, pipeline_id, batch_id, created_at, updated_at, ticket_id, target_def"
+	"mr_iid, pipeline_id, batch_id, created_at, updated_at, ticket_id, target_def, decided_by"
 
 // scanOperation scans operationColumns, after the lead columns of a join when given.
 func scanOperation(s scanner, lead ...any) (Operation, error) {
@@ -53,7 +56,7 @@ func scanOperation(s scanner, lead ...any) (Operation, error) {
 	var created, updated dbTime
 	var def nullString
 	if err := s.Scan(append(lead, &o.ID, &o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step,
-		&o.Version, &mr, &pipeline, &batch, &created, &updated, &o.TicketID, &def)...); err != nil {
+		&o.Version, &mr, &pipeline, &batch, &created, &updated, &o.TicketID, &def, &o.DecidedBy)...); err != nil {
 		return Operation{}, translate(err)
 	}
 	o.MRIID, o.PipelineID, o.BatchID, o.TargetDef = int64(mr), int64(pipeline), int64(batch), string(def)

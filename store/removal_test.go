@@ -8,6 +8,7 @@ import (
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // mergedRemovals seeds removals whose MR mrIID merged (VALIDATED at CLOSE_MERGED) the way a
@@ -75,7 +76,7 @@ func TestReconciliationClosesRemovalsByMergeOrder(t *testing.T) {
 		mergedRemovals(t, db, "team/a", []string{"after"}, 8)
 		recordDeploy(t, db, store.Deploy{Project: "team/a", SHA: "sha-team/a-6"})
 		clockPast(t, db, "SELECT CAST(MAX(created_at) AS CHAR) FROM removal_merged")
-		r, err := db.Reconcile(bg, 0, 2*time.Hour)
+		r, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -276,8 +276,12 @@ type Change struct {
 	PipelineID int64
 	// TicketID records the approval ticket the request was sent with ("" keeps it).
 	TicketID string
+	// DecidedBy records who decided the approval ("" keeps it).
+	DecidedBy string
 	// ExpiresIn sets binding.expires_at to this long after now (database clock); 0 keeps it.
 	ExpiresIn time.Duration
+	// ExpiresAt sets binding.expires_at to this time (a renewal); nil keeps it.
+	ExpiresAt *time.Time
 }
 
 // Transition is DB.Transition inside the transaction.
@@ -297,6 +301,9 @@ func (tx *Tx) transition(ctx context.Context, cur Request, c Change) (Request, e
 	if c.TicketID != "" {
 		a.set("ticket_id = ?", clipText(c.TicketID, 64))
 	}
+	if c.DecidedBy != "" {
+		a.set("decided_by = ?", clipText(c.DecidedBy, 254))
+	}
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ?", append(a.args, op.ID, op.Version)...)
 	if err := requireOne(res, err, "transition operation %s", op.OperationID); err != nil {
 		return Request{}, err
@@ -307,6 +314,10 @@ func (tx *Tx) transition(ctx context.Context, cur Request, c Change) (Request, e
 	if c.ExpiresIn > 0 {
 		set += ", expires_at = " + db.nowPlus()
 		args = append(args, micros(c.ExpiresIn))
+	}
+	if c.ExpiresAt != nil {
+		set += ", expires_at = ?"
+		args = append(args, db.timeArg(*c.ExpiresAt))
 	}
 	args = append(args, b.ID, op.OperationID, b.Version)
 	res, err = tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("binding", "PRIMARY")+" SET "+set+" WHERE id = ? AND operation_id = ? AND version = ?", args...)
@@ -331,7 +342,14 @@ func (tx *Tx) transition(ctx context.Context, cur Request, c Change) (Request, e
 	if c.TicketID != "" {
 		op.TicketID = c.TicketID
 	}
+	if c.DecidedBy != "" {
+		op.DecidedBy = clipText(c.DecidedBy, 254)
+	}
 	b.Status, b.Version = c.To, b.Version+1
+	if c.ExpiresAt != nil {
+		at := *c.ExpiresAt
+		b.ExpiresAt = &at
+	}
 	if _, err := tx.insertEvents(ctx, requestEvents([]Operation{op}, []state.Move{move}, c.Note), true); err != nil {
 		return Request{}, err
 	}
@@ -415,7 +433,7 @@ func (p statusParts) index() int {
 }
 
 // Column counts of the status read's parts, in the order they are selected.
-const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 17, 9, 11, 7, 9, 3, 5
+const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 18, 9, 11, 7, 9, 3, 5
 
 // columnsOf hands out a row's columns part by part.
 type columnsOf values

@@ -98,7 +98,7 @@ func (db *DB) writeShared(ctx context.Context, live []*sharedCall) {
 	}
 	if err := tx.Commit(); err != nil {
 		for _, c := range written {
-			c.err = translate(err)
+			c.err = translate(txEnded(ctx, err))
 		}
 	}
 }

@@ -43,10 +43,12 @@ type Task struct {
 	Overdue time.Duration
 }
 
-// TaskRef names a task.
+// TaskRef names a task. Steps, when set, narrows a wake to the task while it is at one of them:
+// the news that woke it is news only those steps wait for.
 type TaskRef struct {
-	Kind string
-	Ref  string
+	Kind  string
+	Ref   string
+	Steps []string
 }
 
 // Claimed reports whether an instance holds the task and its claim is live (by the database
@@ -251,10 +253,28 @@ func (db *DB) ClaimTask(ctx context.Context, t Task, owner string, ttl time.Dura
 	return t, nil
 }
 
+// ErrReleased is RenewTask's answer when the holder's own outcome has released the claim
+// already: there is nothing left to extend.
+var ErrReleased = errors.New("the claim was released by its outcome")
+
 // RenewTask extends the holder's claim to ttl from now, guarded on its epoch (lost → ErrPreempted).
+// Only a claim still held is extended: a step writes its outcome (the next step and its due time,
+// the claim released, the epoch kept) before its action returns, and a renewal coming in between
+// would move that due time to the lease's end (a poll meant for a minute later, run seconds after).
 func (db *DB) RenewTask(ctx context.Context, t Task, ttl time.Duration) error {
-	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET due_at = "+db.nowPlus()+" WHERE id = ? AND epoch = ?", micros(ttl), t.ID, t.Epoch)
-	return requireOne(res, err, "renew task %s %s", t.Kind, t.Ref)
+	res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("task", "PRIMARY")+" SET due_at = "+db.nowPlus()+" WHERE id = ? AND epoch = ? AND owner IS NOT NULL", micros(ttl), t.ID, t.Epoch)
+	err = requireOne(res, err, "renew task %s %s", t.Kind, t.Ref)
+	if !errors.Is(err, ErrPreempted) {
+		return err
+	}
+	var owner nullString
+	switch rerr := translate(db.rw.QueryRowContext(ctx, "SELECT owner FROM task WHERE id = ? AND epoch = ?", t.ID, t.Epoch).Scan(&owner)); {
+	case rerr == nil && owner == "":
+		return fmt.Errorf("renew task %s %s: %w", t.Kind, t.Ref, ErrReleased)
+	case rerr != nil && !errors.Is(rerr, ErrNotFound):
+		return fmt.Errorf("renew task %s %s: %w", t.Kind, t.Ref, rerr)
+	}
+	return err
 }
 
 // WaitMode says what a TaskNext does with the current wait.
@@ -397,8 +417,9 @@ func (db *DB) TakeSlot(ctx context.Context, t Task, slot string) (bool, error) {
 // WakeTasks makes the named tasks that wait for news (a wait: wait_since set) due now — a
 // webhook says the pipeline or the MR changed — on whichever instance's dispatcher looks next. A
 // claimed task keeps its claim; its holder's outcome makes it due now instead (see AdvanceTask).
-// A task not waiting (a BLOCKED window, a backoff) is not brought forward. It returns how many
-// tasks it found. One statement per 250 tasks.
+// A task not waiting (a BLOCKED window, a backoff) is not brought forward, nor one at a step its
+// ref's Steps leave out (not counted: it was not woken). It returns how many tasks it found. One
+// statement per 250 tasks.
 func (db *DB) WakeTasks(ctx context.Context, refs []TaskRef) (int, error) {
 	n := 0
 	for _, chunk := range chunks(refs, maxInList/2) {
@@ -408,8 +429,13 @@ func (db *DB) WakeTasks(ctx context.Context, refs []TaskRef) (int, error) {
 			if i > 0 {
 				cond += " OR "
 			}
-			cond += "(kind = ? AND ref = ?)"
+			cond += "(kind = ? AND ref = ?"
 			args = append(args, r.Kind, r.Ref)
+			if len(r.Steps) > 0 {
+				cond += " AND step IN " + inList(len(r.Steps))
+				args = append(args, anys(r.Steps)...)
+			}
+			cond += ")"
 		}
 		res, err := db.rw.ExecContext(ctx, "UPDATE "+db.hinted("task", "uk_task_ref")+" SET wakes = wakes + 1, due_at = CASE WHEN owner IS NULL AND wait_since IS NOT NULL AND due_at > "+db.now()+
 			" THEN "+db.now()+" ELSE due_at END WHERE "+cond, args...)
@@ -456,11 +482,14 @@ func (db *DB) elapsed(expr string) string {
 // waiting set, not a batch): the approval ticket to send or to read while its decision is
 // awaited, and the legacy flow's own MR steps
 // before a pending stop. Every one of them has a request task; Orphans finds those that do not.
-func inFlight(alias string) string {
-	statuses := "'" + string(state.StatusApprovalSending) + "', '" + string(state.StatusApprovalSent) + "', '" + string(state.StatusMRCreated) + "', '" + string(state.StatusMRCreating) + "', '" + string(state.StatusMerging) + "'"
-	return alias + "status IN (" + statuses + ") AND (" + alias + "status IN ('" + string(state.StatusApprovalSending) + "', '" + string(state.StatusApprovalSent) + "') OR (" + alias + "flow = '" + state.FlowLegacy + "' AND (" +
-		alias + "status = '" + string(state.StatusMRCreated) + "' OR (" + alias + "status = '" + string(state.StatusMRCreating) + "' AND " + alias + "step = " + itoa(state.StepCreateStarted) + ")" +
-		" OR (" + alias + "status = '" + string(state.StatusMerging) + "' AND " + alias + "step NOT IN (" + pendingSteps() + ")))))"
+func inFlight(alias string) (string, []any) {
+	return alias + "status IN (?, ?, ?, ?, ?) AND (" + alias + "status IN (?, ?) OR (" + alias + "flow = ? AND (" +
+			alias + "status = ? OR (" + alias + "status = ? AND " + alias + "step = ?)" +
+			" OR (" + alias + "status = ? AND " + alias + "step NOT IN (" + pendingSteps() + ")))))",
+		[]any{state.StatusApprovalSending, state.StatusApprovalSent, state.StatusMRCreated, state.StatusMRCreating, state.StatusMerging,
+			state.StatusApprovalSending, state.StatusApprovalSent, state.FlowLegacy,
+			state.StatusMRCreated, state.StatusMRCreating, state.StepCreateStarted,
+			state.StatusMerging}
 }
 
 // pendingSteps lists the codes of the pending steps that wait for an operator, from the step
@@ -484,8 +513,9 @@ func itoa(s state.Step) string { return strconv.Itoa(int(s)) }
 // batches (RUNNING, BLOCKED). The sweep gives each a task and says so loudly. The id order only
 // makes the bounded read stable; which orphans come first means nothing, each run takes the rest.
 func (db *DB) Orphans(ctx context.Context, limit int) ([]Operation, []Batch, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("o.", operationColumns)+" FROM operation o WHERE "+inFlight("o.")+
-		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = o.operation_id) ORDER BY o.id LIMIT ?", state.TaskRequest, limit)
+	flying, args := inFlight("o.")
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+prefixed("o.", operationColumns)+" FROM operation o WHERE "+flying+
+		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = o.operation_id) ORDER BY o.id LIMIT ?", append(args, state.TaskRequest, limit)...)
 	ops, err := collect(rows, err, scanOp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("orphan operations: %w", err)

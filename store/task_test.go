@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
@@ -186,6 +187,32 @@ func TestAWaitIsKeptAcrossChecksOnTheDatabaseClock(t *testing.T) {
 	})
 }
 
+// A wake narrowed to some steps (news only they wait for) leaves the task alone at any other
+// step: not due sooner, and no wake its holder's outcome would turn into a look now.
+func TestAWakeForOtherStepsLeavesATaskAlone(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		if err := putTask(t, db, store.TaskSpec{Kind: "request", Ref: "op-1", Lane: "background", Step: "ticket_poll", In: time.Hour, Wait: true}, false); err != nil {
+			t.Fatal(err)
+		}
+		before, err := db.Task(bg, "request", "op-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := db.WakeTasks(bg, []store.TaskRef{{Kind: "request", Ref: "op-1", Steps: []string{"create_pipeline", "merge_pipeline"}}}); err != nil || n != 0 {
+			t.Fatalf("wake for other steps: %d %v", n, err)
+		}
+		after, err := db.Task(bg, "request", "op-1")
+		if err != nil || !after.DueAt.Equal(before.DueAt) || after.Wakes != before.Wakes {
+			t.Fatalf("after a wake for other steps: %+v %v (before %+v)", after, err, before)
+		}
+		if n, err := db.WakeTasks(bg, []store.TaskRef{{Kind: "request", Ref: "op-1", Steps: []string{"create_pipeline", "ticket_poll"}}}); err != nil || n != 1 {
+			t.Fatalf("wake for its step: %d %v", n, err)
+		}
+		dueNow(t, db, "background", "op-1")
+	})
+}
+
 // A wake makes waiting work due now; a wake during a claim makes the holder's next look now,
 // whatever the holder asked for, so a webhook that arrives mid-check is never lost. Work that is
 // not waiting for news (a BLOCKED window) is not brought forward.
@@ -293,12 +320,12 @@ func TestOrphansAreInFlightWorkWithoutATask(t *testing.T) {
 		legacy.Flow, legacy.Status, legacy.Step = state.FlowLegacy, state.StatusMRCreating, state.StepCreateStarted
 		mustApply(t, db, legacy)
 		seedRequests(t, db, "p", []string{"merging"}, state.StatusMerging, state.StepHandleStarted, 3) // approval-first: the batch's
-		c, err := db.Claim(bg, store.ClaimInput{Partition: "p", Project: "p", Max: 5})
+		c, err := batch.Claim(bg, db, store.ClaimInput{Partition: "p", Project: "p", Max: 5})
 		if err != nil || c.Outcome != state.RoundNothingWaiting {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
 		queued(t, db, "p", 1)
-		c, err = db.Claim(bg, store.ClaimInput{Partition: "p", Project: "p", Max: 5})
+		c, err = batch.Claim(bg, db, store.ClaimInput{Partition: "p", Project: "p", Max: 5})
 		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}

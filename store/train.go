@@ -163,13 +163,7 @@ func (db *DB) Paused(ctx context.Context, partition string) (Pause, bool, error)
 // Pauses returns every paused partition.
 func (db *DB) Pauses(ctx context.Context) ([]Pause, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT partition_key, paused_by, reason, paused_at FROM train_pause ORDER BY partition_key")
-	return collect(rows, err, func(s scanner) (Pause, error) {
-		var p Pause
-		var at dbTime
-		err := s.Scan(&p.Partition, &p.By, &p.Reason, &at)
-		p.At = at.T
-		return p, err
-	})
+	return collect(rows, err, scanPause)
 }
 
 // SendNext marks operationID's waiting row for the next car of its partition, ahead of the
@@ -332,4 +326,75 @@ func (db *DB) PartitionKnown(ctx context.Context, partition string) (bool, error
 		return false, fmt.Errorf("partition %s: %w", partition, translate(err))
 	}
 	return known, nil
+}
+
+// NewestBatch is partition's newest batch by the database clock (ok false: it has none), on
+// idx_merge_batch_partition_created: the ops console says when a project's latest batch failed.
+func (db *DB) NewestBatch(ctx context.Context, partition string) (Batch, bool, error) {
+	b, err := scanBatch(db.ro.QueryRowContext(ctx, "SELECT "+batchColumns+" FROM "+db.hinted("merge_batch", "idx_merge_batch_partition_created")+
+		" WHERE partition_key = ? ORDER BY created_at DESC, id DESC LIMIT 1", partition))
+	switch err = translate(err); {
+	case errors.Is(err, ErrNotFound):
+		return Batch{}, false, nil
+	case err != nil:
+		return Batch{}, false, fmt.Errorf("the newest batch of %s: %w", partition, err)
+	}
+	return b, true, nil
+}
+
+// Holds is what may hold a page of requests in their projects' trains, as a list shows it beside
+// each row (docs/workflow.md, 'What the requester is told'): each partition's active cars in
+// train order, its pause, and the latest "merge blocked" step of each request held for a person.
+type Holds struct {
+	Cars    map[string][]Batch    // by partition, in train order
+	Pauses  map[string]Pause      // by partition
+	Blocked map[string]StepRecord // by operation id: its latest HANDLE_MR_BLOCKED step
+}
+
+// HoldsOf reads the holds of a page of requests in a bounded number of reads, whatever the page's
+// size: the active cars and the pauses of partitions (on idx_merge_batch_active and the pause
+// table's key), and the latest HANDLE_MR_BLOCKED step of each of blocked (on the step table's
+// unique key). The list then tells every row what its request page tells, without a read per row.
+func (db *DB) HoldsOf(ctx context.Context, partitions, blocked []string) (Holds, error) {
+	h := Holds{Cars: map[string][]Batch{}, Pauses: map[string]Pause{}, Blocked: map[string]StepRecord{}}
+	for _, chunk := range chunks(partitions, maxInList) {
+		rows, err := db.ro.QueryContext(ctx, "SELECT "+batchColumns+" FROM "+db.hinted("merge_batch", "idx_merge_batch_active")+
+			" WHERE active_slot IN "+inList(len(chunk))+" ORDER BY active_slot, train_seq, id", anys(chunk)...)
+		cars, err := collect(rows, err, scanBatch)
+		if err != nil {
+			return Holds{}, fmt.Errorf("the trains of a page: %w", err)
+		}
+		for _, c := range cars {
+			h.Cars[c.Partition] = append(h.Cars[c.Partition], c)
+		}
+		rows, err = db.ro.QueryContext(ctx, "SELECT partition_key, paused_by, reason, paused_at FROM train_pause WHERE partition_key IN "+inList(len(chunk)), anys(chunk)...)
+		pauses, err := collect(rows, err, scanPause)
+		if err != nil {
+			return Holds{}, fmt.Errorf("the pauses of a page: %w", err)
+		}
+		for _, p := range pauses {
+			h.Pauses[p.Partition] = p
+		}
+	}
+	for _, chunk := range chunks(blocked, maxInList) {
+		// In each request's own order (seq): the last one read is its latest.
+		rows, err := db.ro.QueryContext(ctx, "SELECT id, operation_id, step, status, note, at FROM operation_step WHERE operation_id IN "+inList(len(chunk))+
+			" AND step = ? ORDER BY operation_id, seq", append(anys(chunk), state.StepHandleMRBlocked)...)
+		steps, err := collect(rows, err, scanStep)
+		if err != nil {
+			return Holds{}, fmt.Errorf("the blocked steps of a page: %w", err)
+		}
+		for _, s := range steps {
+			h.Blocked[s.OperationID] = s
+		}
+	}
+	return h, nil
+}
+
+func scanPause(s scanner) (Pause, error) {
+	var p Pause
+	var at dbTime
+	err := s.Scan(&p.Partition, &p.By, &p.Reason, &at)
+	p.At = at.T
+	return p, err
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -73,7 +74,7 @@ func TestConcurrentRoundsKeepTheTrainsShape(t *testing.T) {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(uint64(w), 7))
 				for range 30 {
-					c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 3, Train: k, Beside: beside})
+					c, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: 3, Train: k, Beside: beside})
 					switch {
 					case errors.Is(err, store.ErrRetry):
 						continue
@@ -203,13 +204,13 @@ func TestALowerTrainLengthLetsTheExtraCarsFinish(t *testing.T) {
 		queued(t, db, partition, 10)
 		var cars []store.Batch
 		for range 3 {
-			c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 3})
+			c, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 3})
 			if err != nil || c.Outcome != state.RoundClaimed {
 				t.Fatalf("claim with batch.train 3: %+v %v", c, err)
 			}
 			cars = append(cars, c.Batch)
 		}
-		if c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1}); err != nil || c.Outcome != state.RoundSlotOccupied {
+		if c, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1}); err != nil || c.Outcome != state.RoundSlotOccupied {
 			t.Fatalf("claim with batch.train lowered to 1: %+v %v", c, err)
 		}
 		for _, c := range cars[:2] {
@@ -217,13 +218,13 @@ func TestALowerTrainLengthLetsTheExtraCarsFinish(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1}); err != nil || c.Outcome != state.RoundSlotOccupied {
+		if c, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1}); err != nil || c.Outcome != state.RoundSlotOccupied {
 			t.Fatalf("one car still runs, batch.train 1: %+v %v", c, err)
 		}
 		if _, err := db.Settle(bg, store.Settlement{BatchID: cars[2].ID, Version: cars[2].Version, Status: state.BatchSucceeded}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1})
+		c, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: 1, Train: 1})
 		if err != nil || c.Outcome != state.RoundClaimed || c.Batch.TrainSeq != cars[2].TrainSeq+1 {
 			t.Fatalf("after the train emptied: %+v %v", c, err)
 		}
@@ -251,7 +252,7 @@ func TestAFailuresIsolationIsTestedBesideTheTrain(t *testing.T) {
 		queued(t, db, partition, 20)
 		claim := func(max int) store.BatchClaim {
 			t.Helper()
-			c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: max, Train: k, Beside: beside})
+			c, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: max, Train: k, Beside: beside})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +339,7 @@ func TestACarBesideTheTrainJoinsItsEndOnlyBehindTheCarItExpects(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition, k, beside = "infra/rejoin", 1, 2
 		queued(t, db, partition, 4)
-		c, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 4, Train: k, Beside: beside})
+		c, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: 4, Train: k, Beside: beside})
 		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
@@ -350,7 +351,7 @@ func TestACarBesideTheTrainJoinsItsEndOnlyBehindTheCarItExpects(t *testing.T) {
 		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: cur, Change: store.BatchChange{Note: "bisect", Beside: beside}, Bisect: true, Requeue: back}); err != nil {
 			t.Fatal(err)
 		}
-		g, err := db.Claim(bg, store.ClaimInput{Partition: partition, Project: partition, Max: 4, Train: k, Beside: beside})
+		g, err := batch.Claim(bg, db, store.ClaimInput{Partition: partition, Project: partition, Max: 4, Train: k, Beside: beside})
 		if err != nil || g.Outcome != state.RoundClaimed || g.Batch.SlotNo >= 0 {
 			t.Fatalf("the suspect group's claim beside the train: %+v %v", g, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -60,7 +61,7 @@ func TestARequestSentNextIsFirstInLineEverywhere(t *testing.T) {
 		if err != nil || counts["team/a"] != (store.WaitingCount{Waiting: 5, Next: 1}) || counts["team/b"] != (store.WaitingCount{Waiting: 1}) {
 			t.Fatalf("counts: %+v %v", counts, err)
 		}
-		c, err := db.Claim(bg, claimInput("team/a", 2))
+		c, err := batch.Claim(bg, db, claimInput("team/a", 2))
 		if err != nil || len(c.Members) != 2 || c.Members[0].OperationID != ids[3] || c.Members[1].OperationID != ids[0] {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
@@ -131,7 +132,7 @@ func TestARequestSentNextGoesBeforeTheSuspectsOfABisection(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		const partition = "infra/acl"
 		queued(t, db, partition, 8)
-		first, err := db.Claim(bg, claimInput(partition, 50))
+		first, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if err != nil || len(first.Members) != 8 {
 			t.Fatalf("first claim: %+v %v", first, err)
 		}
@@ -149,7 +150,7 @@ func TestARequestSentNextGoesBeforeTheSuspectsOfABisection(t *testing.T) {
 				t.Errorf("%s: place %d (%v), status read %+v (%v), want %d", id, w.Position(), err, d.Waiting, derr, i+1)
 			}
 		}
-		c, err := db.Claim(bg, claimInput(partition, 50))
+		c, err := batch.Claim(bg, db, claimInput(partition, 50))
 		if err != nil || len(c.Members) == 0 || c.Members[0].OperationID != "new-3" {
 			t.Fatalf("the next claim: %+v %v", c, err)
 		}

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/testkit"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // ids returns the operation ids of ops, sorted.
@@ -46,9 +48,9 @@ func ageRows(t testing.TB, db *store.DB, table string, d time.Duration, opIDs ..
 	}
 }
 
-func recordDeploy(t testing.TB, db *store.DB, d store.Deploy) store.Deployed {
+func recordDeploy(t testing.TB, db *store.DB, d store.Deploy) workflow.Deployed {
 	t.Helper()
-	out, err := db.RecordDeploy(bg, d)
+	out, err := workflow.RecordDeploy(bg, db, d)
 	if err != nil {
 		t.Fatalf("deploy %+v: %v", d, err)
 	}
@@ -74,10 +76,10 @@ func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
 		recordDeploy(t, db, store.Deploy{Project: "team/c", MRIID: 1})
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
 
-		if r, err := db.Reconcile(bg, time.Hour, 2*time.Hour); err != nil || r.Scanned != 0 {
+		if r, err := workflow.ReconcileDeploys(bg, db, time.Hour, 2*time.Hour); err != nil || r.Scanned != 0 {
 			t.Fatalf("rows younger than minAge were scanned: %+v %v", r, err)
 		}
-		r, err := db.Reconcile(bg, 0, 2*time.Hour)
+		r, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +87,7 @@ func TestReconciliationValidatesWhatMergedUpToEachProjectsDeploy(t *testing.T) {
 		if got := opIDs(r.Validated); r.Scanned != 4 || len(got) != 2 || got[0] != "a5" || got[1] != "a9" {
 			t.Fatalf("scanned %d, validated %v; want a5, a9 of 4 (a11 is above team/a's MR 10, b3 has no callback in team/b)", r.Scanned, got)
 		}
-		again, err := db.Reconcile(bg, 0, 2*time.Hour)
+		again, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour)
 		if err != nil || len(again.Validated) != 0 || again.Scanned != 2 {
 			t.Fatalf("second run: %+v %v", again, err)
 		}
@@ -118,7 +120,7 @@ func TestADeployCallbackWithOperationIDsValidatesExactlyThose(t *testing.T) {
 		if got := opIDs(d.Validated); len(got) != 1 || got[0] != "z" {
 			t.Fatalf("by MR: %v", got)
 		}
-		if _, err := db.RecordDeploy(bg, store.Deploy{Project: "team/b"}); err == nil {
+		if _, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/b"}); err == nil {
 			t.Fatal("a callback without an MR number was accepted")
 		}
 	})
@@ -161,12 +163,12 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 				var err error
 				switch w % 3 {
 				case 0:
-					var d store.Deployed
-					d, err = db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 9})
+					var d workflow.Deployed
+					d, err = workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/a", MRIID: 9})
 					ops = d.Validated
 				case 1:
-					var r store.Reconciled
-					r, err = db.Reconcile(bg, 0, time.Hour)
+					var r workflow.Reconciled
+					r, err = workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 					ops = r.Validated
 				case 2:
 					ops, err = db.MarkValidated(bg, ids[w*5:]...)
@@ -179,7 +181,7 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 		}
 		wg.Wait()
 		// Whatever a deadlock victim left (ErrRetry), one more reconciliation finishes.
-		r, err := db.Reconcile(bg, 0, time.Hour)
+		r, err := workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +203,7 @@ func TestASettlementIsGuardedOnTheVersionItRead(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		queued(t, db, "team/a", 2)
-		c, err := db.Claim(bg, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5})
+		c, err := batch.Claim(bg, db, store.ClaimInput{Partition: "team/a", Project: "team/a", Max: 5})
 		if err != nil || c.Outcome != state.RoundClaimed {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
@@ -268,7 +270,7 @@ func TestWaitingPositionAndBatchMembers(t *testing.T) {
 		if err != nil || len(parts) != 2 || parts[0] != "team/a" {
 			t.Fatalf("partitions: %v %v", parts, err)
 		}
-		c, err := db.Claim(bg, claimInput("team/a", 2))
+		c, err := batch.Claim(bg, db, claimInput("team/a", 2))
 		if err != nil || len(c.Members) != 2 || c.Members[0].OperationID != ids[0] {
 			t.Fatalf("claim takes the oldest first: %+v %v", c, err)
 		}
@@ -362,12 +364,16 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			d, err := db.RecordDeploy(bg, store.Deploy{Project: "team/a", MRIID: 8})
+			d, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/a", MRIID: 8})
 			add(d.Validated, err)
 		}()
-		go func() { defer wg.Done(); r, err := db.Reconcile(bg, 0, time.Hour); add(r.Validated, err) }()
+		go func() {
+			defer wg.Done()
+			r, err := workflow.ReconcileDeploys(bg, db, 0, time.Hour)
+			add(r.Validated, err)
+		}()
 		wg.Wait()
-		r, err := db.Reconcile(bg, 0, time.Hour) // what a deadlock victim (ErrRetry) left
+		r, err := workflow.ReconcileDeploys(bg, db, 0, time.Hour) // what a deadlock victim (ErrRetry) left
 		add(r.Validated, err)
 		for _, id := range ids {
 			if flips[id] != 1 {
@@ -394,7 +400,7 @@ func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
 		seedRequests(t, db, "team/a", []string{"m1"}, state.StatusMerged, state.StepHandleMerged, 1)
 		seedRequests(t, db, "team/a", []string{"m2"}, state.StatusMerged, state.StepHandleMerged, 2)
 		for _, d := range []store.Deploy{{Project: "team/a", MRIID: 999999}, {Project: "team/a", MRIID: 424242, OperationIDs: []string{"m1"}}, {Project: "elsewhere", MRIID: 1}} {
-			if _, err := db.RecordDeploy(bg, d); !errors.Is(err, store.ErrUnknownMR) {
+			if _, err := workflow.RecordDeploy(bg, db, d); !errors.Is(err, workflow.ErrUnknownMR) {
 				t.Fatalf("%+v: %v, want ErrUnknownMR", d, err)
 			}
 		}
@@ -406,7 +412,7 @@ func TestADeployCallbackIsVerifiedAgainstWhatBinderyKnows(t *testing.T) {
 			t.Fatalf("a callback of MR 2 naming MR 1's request: %+v", d)
 		}
 		clockPast(t, db, "SELECT CAST(MAX(updated_at) AS CHAR) FROM binding")
-		if r, err := db.Reconcile(bg, 0, 2*time.Hour); err != nil || len(r.Validated) != 0 {
+		if r, err := workflow.ReconcileDeploys(bg, db, 0, 2*time.Hour); err != nil || len(r.Validated) != 0 {
 			t.Fatalf("reconciliation inferred from unverified callbacks: %+v %v", r, err)
 		}
 	})
@@ -459,7 +465,7 @@ func TestAStatusReadIsAtMostTwoQueries(t *testing.T) {
 		claimable(t, db)
 		in := claimInput("team/a", 2)
 		in.Task = &store.TaskSpec{Kind: state.TaskBatch, Lane: "background", Step: "create"}
-		c, err := db.Claim(bg, in)
+		c, err := batch.Claim(bg, db, in)
 		if err != nil || len(c.Members) != 2 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}
@@ -641,7 +647,7 @@ func TestAStatusReadWhoseSecondQueryFailsIsAnError(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ids := queued(t, db, "team/a", 2)
-		c, err := db.Claim(bg, claimInput("team/a", 1))
+		c, err := batch.Claim(bg, db, claimInput("team/a", 1))
 		if err != nil || len(c.Members) != 1 {
 			t.Fatalf("claim: %+v %v", c, err)
 		}

@@ -31,7 +31,7 @@ type AdmittedChange struct {
 // Admit is DB.Admit inside the transaction. A duplicate leaves the transaction usable on both
 // databases (the failed statement alone is undone; TestDuplicateKeyInsideATransaction pins it).
 func (tx *Tx) admit(ctx context.Context, a Admission) (bool, error) {
-	if a.Action != state.ActionAdd && a.Action != state.ActionDelete {
+	if a.Action != state.ActionAdd && a.Action != state.ActionDelete && !a.Action.Restores() {
 		return false, fmt.Errorf("admit %s: unknown action %q", a.OperationID, a.Action)
 	}
 	_, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_request (operation_id, action, partition_key, change_branch, change_path, change_content) VALUES (?, ?, ?, ?, ?, ?)",
@@ -79,7 +79,7 @@ func (db *DB) Waiting(ctx context.Context, operationID string) (WaitingPlace, er
 	}
 	w.Since, w.NextBy = since.T, next.String
 	// Counted in the claim's order: the rows an operator sent into the next car first, then the
-	// suspect groups of a bisection (latest round first, see readSuspects), then (created_at, id) —
+	// suspect groups of a bisection (latest round first, see batch.Claim), then (created_at, id) —
 	// the id only orders rows admitted in the same microsecond (millisecond on SQLite), the same
 	// way for the claim and the count.
 	at := db.timeArg(w.Since)

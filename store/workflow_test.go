@@ -9,6 +9,7 @@ import (
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
+	"bindery/workflow"
 )
 
 // The store paths the workflow added: the first step's task written with the application, expiry filled after validation, the expiry list that skips closing bindings, the
@@ -134,7 +135,7 @@ func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The callback arrives while the request is still MERGING: recorded, nothing validated.
-		d, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"early"}})
+		d, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"early"}})
 		if err != nil || !d.Fresh || len(d.Validated) != 0 {
 			t.Fatalf("early callback: %+v %v", d, err)
 		}
@@ -153,7 +154,7 @@ func TestADeployCallbackThatCameBeforeMergedIsFoundAndReplayed(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].MRIID != 9 || got[0].OperationIDs[0] != "early" {
 			t.Fatalf("early deploys: %+v %v", got, err)
 		}
-		replay, err := db.RecordDeploy(bg, got[0])
+		replay, err := workflow.RecordDeploy(bg, db, got[0])
 		if err != nil || replay.Fresh || len(replay.Validated) != 1 {
 			t.Fatalf("replay: %+v %v", replay, err)
 		}
@@ -176,7 +177,7 @@ func TestAnEarlyDeployNamingOtherRequestsOfItsMRIsNotReplayed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := db.RecordDeploy(bg, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"named"}}); err != nil {
+		if _, err := workflow.RecordDeploy(bg, db, store.Deploy{Project: "infra/acl", MRIID: 9, OperationIDs: []string{"named"}}); err != nil {
 			t.Fatal(err)
 		}
 		mustMove(t, db, "other", state.StatusMerged)

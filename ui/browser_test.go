@@ -4,31 +4,22 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"bindery/internal/platform/config"
 	"bindery/internal/testkit"
-	"bindery/server"
-	"bindery/store/storetest"
-	"bindery/ui"
 )
 
 // The browser tests drive the real SPA bundle (ui/dist), served by the real static handler,
@@ -136,10 +127,11 @@ func newBrowser(t *testing.T, width, height int) *browser {
 	return b
 }
 
-// do runs steps with a deadline, failing the test with what the page shows.
+// do runs steps with a deadline (testkit.Timeout, a hang guard), failing the test with what the
+// page shows.
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, testkit.Timeout())
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.t.Fatalf("%s: %v\npage shows:\n%s", what, err, b.pageText())
@@ -157,9 +149,12 @@ func evalJS[T any](b *browser, expr string) T {
 	return v
 }
 
-// waitFor polls a JavaScript condition until it holds (a deadline, not a timing assertion).
+// waitFor polls a JavaScript condition until it holds. within says how long a passing test
+// takes at most on a quiet machine; the deadline is a hang guard, never a timing assertion:
+// testkit.Timeout (which a loaded machine stretches), or within when that is longer.
 func (b *browser) waitFor(what, cond string, within time.Duration) {
 	b.t.Helper()
+	within = max(within, testkit.Timeout())
 	var err error
 	if testkit.Poll(within, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
@@ -275,61 +270,23 @@ func (r *releasable) restore() {
 	r.mu.Unlock()
 }
 
-// site is the real server (static handler and all) with the fake API mounted.
-type site struct {
-	URL   string
-	api   *fakeAPI
-	files *releasable
-
-	mu        sync.Mutex
-	documents []string // request URIs of every page load (navigations), in order
-}
-
-func startSite(t *testing.T, fake *fakeAPI) *site {
-	t.Helper()
-	s := &site{api: fake, files: &releasable{FS: ui.Dist(), gone: map[string]bool{}}}
-	srv := server.New(server.Deps{
-		Config:  config.NewStatic(config.MustParse("")),
-		DB:      storetest.SQLite(t),
-		Metrics: metrics.NewSet(),
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		UI:      s.files,
-		Version: "test",
-	})
-	h := srv.Handler()
-	fakeHandler := fake.Handler()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Sec-Fetch-Dest") == "document" {
-			s.mu.Lock()
-			s.documents = append(s.documents, r.URL.RequestURI())
-			s.mu.Unlock()
+// answers hands every answer to a request matching pattern (a URL pattern, "*/api/apply") to
+// handle, before the page gets it: handle continues, fails or replaces it (fetch.ContinueRequest,
+// FailRequest, FulfillRequest); it runs on a goroutine of its own.
+func (b *browser) answers(pattern string, handle func(*fetch.EventRequestPaused)) {
+	b.t.Helper()
+	if err := chromedp.Listen(b.ctx, func(ev any) {
+		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+			go handle(e)
 		}
-		// The fake answers the whole JSON API (and the simulator's inbox); the real server
-		// answers everything else: pages, assets, and the 404s of both.
-		if p := r.URL.Path; strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/sim/") {
-			fakeHandler.ServeHTTP(w, r)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	s.URL = ts.URL
-	return s
-}
-
-func (s *site) pageLoads() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.documents...)
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern, RequestStage: fetch.RequestStageResponse}}}); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 func jsString(s string) string { return fmt.Sprintf("%q", s) }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if strings.Contains(x, s) {
-			return true
-		}
-	}
-	return false
-}

@@ -3,67 +3,27 @@
 package ui_test
 
 // End to end against the real `bindery demo` (SQLite, in-process GitLab/approval/deploy
-// simulators, demo users): the same browser flows as the fake-API tests, with nothing faked.
+// simulators, demo users), booted by `bindery demo`'s own code path from its sample configuration
+// at the sample's speed.
 // It needs the API handlers, the workflow and the simulators; run it with
 //
 //	go test -tags e2e ./ui -run E2E
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"bindery/internal/app"
 	"bindery/internal/testkit"
-	"bindery/schema"
-	"bindery/ui"
 )
-
-// bootDemo starts the product exactly as `bindery demo` does, on :0 in a fresh data directory.
-func bootDemo(t *testing.T) string {
-	t.Helper()
-	url, _ := bootDemoAt(t)
-	return url
-}
-
-// bootDemoAt is bootDemo that also says where the demo's configuration file is (a test edits it,
-// as a person trying the demo does).
-func bootDemoAt(t *testing.T) (url, configPath string) {
-	t.Helper()
-	configPath, dsn, err := app.PrepareDemo(filepath.Join(t.TempDir(), "demo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &bytes.Buffer{}
-	a, err := app.New(context.Background(), app.Options{Mode: app.ModeDemo, ConfigPath: configPath, Addr: "127.0.0.1:0", DSN: dsn,
-		Assets: app.Assets{Schema: schema.FS, UI: ui.Dist()}, LogOutput: logs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("demo stopped with %v", err)
-		}
-		if t.Failed() {
-			t.Logf("demo log:\n%s", logs.String())
-		}
-	})
-	return a.URL(), configPath
-}
 
 // The demo signing people in through an identity provider — its own simulated one, as the
 // README shows (a team's own works the same way) — in a real browser: a person without a session
@@ -191,7 +151,7 @@ func TestE2EAnEditAfterALostAnswerIsSentAsANewRequestInTheRealDemo(t *testing.T)
 	}
 }
 
-// The README's pictures, taken from the real demo rather than the fake API:
+// The README's pictures, taken from the real demo at the sample's speed:
 //
 //	go test -tags e2e ./ui -run TestE2EScreenshots -screenshots ../docs/screenshots
 //
@@ -209,83 +169,6 @@ func TestE2EScreenshotsOfTheRealDemo(t *testing.T) {
 
 	tourPages(t, pageTour{url: url, ready: 60 * time.Second, waiting: waiting, validated: validated,
 		opsReady: `document.querySelector('#stage-latency li') && document.querySelector('#batches [data-batch-id]')`})
-}
-
-// demoApply applies through the demo's API as user and returns the operationId.
-func demoApply(t *testing.T, url, user, target, reason string) string {
-	t.Helper()
-	op := fmt.Sprintf("%s-%s-%d", user, target, time.Now().UnixNano())
-	body := fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":%q}`, op, target, reason)
-	if code, text := demoCall(t, "POST", url+"/api/apply", user, body); code != 202 {
-		t.Fatalf("apply %s: %d %s", target, code, text)
-	}
-	return op
-}
-
-// demoDecide decides op's ticket in the approval simulator's inbox.
-func demoDecide(t *testing.T, url, op, decision string) {
-	t.Helper()
-	decided := false
-	if testkit.Poll(testkit.Timeout(), func() bool {
-		_, text := demoCall(t, "GET", url+"/sim/approvals", "", "")
-		var inbox struct {
-			Items []struct{ ID, OperationID string }
-		}
-		if err := json.Unmarshal([]byte(text), &inbox); err != nil {
-			t.Fatal(err)
-		}
-		for _, tk := range inbox.Items {
-			if tk.OperationID == op {
-				if code, text := demoCall(t, "POST", url+"/sim/approvals/"+tk.ID+"/decide", "", `{"decision":"`+decision+`"}`); code != 200 {
-					t.Fatalf("decide: %d %s", code, text)
-				}
-				decided = true
-			}
-		}
-		return decided
-	}) != nil {
-		t.Fatalf("no ticket for %s", op)
-	}
-}
-
-// demoWait waits until op has status.
-func demoWait(t *testing.T, url, op, status string) {
-	t.Helper()
-	var text string
-	// The demo's pipelines and deploys take real time (minutes at most): a longer hang guard.
-	if testkit.Poll(3*testkit.Timeout(), func() bool {
-		_, text = demoCall(t, "GET", url+"/api/requests/"+op, "ops", "")
-		return strings.Contains(text, `"status":"`+status+`"`)
-	}) != nil {
-		t.Fatalf("%s never reached %s: %s", op, status, text)
-	}
-}
-
-func demoCall(t *testing.T, method, url, user, body string) (int, string) {
-	t.Helper()
-	code, data, err := demoSend(method, url, user, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code, string(data)
-}
-
-// demoSend is demoCall for a goroutine beside the test's own: it returns its error.
-func demoSend(method, url, user, body string) (int, []byte, error) {
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if user != "" {
-		req.Header.Set("X-Bindery-User", user)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
 }
 
 // The demo runs a merge train (batch.train: 3, merge commits): with a steady stream of approved

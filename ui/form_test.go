@@ -14,16 +14,16 @@ import (
 // the focus moves to the error summary.
 func TestTheApplyFormKnowsTheUser(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	const inFlight = "5f0c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb1"
-	fake.seedInCI(inFlight, "alice@example.com", "grafana-editor", time.Now().Add(-10*time.Minute))
-	s := startSite(t, fake)
-	b := newBrowser(t, 1280, 900) // an empty profile: the fake signs the caller in as alice
+	s := startSite(t)
+	// bob: the demo's permission rules give alice payments-admin, not him.
+	inFlight := s.apply("bob", "grafana-editor", "dashboards") // on its way: awaiting its approval
+	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "bob")
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the catalog", `document.querySelector('#apply-form .target')`, 20*time.Second)
 
 	if !evalJS[bool](b, `document.querySelector('#target-payments-db-admin').disabled && !!document.querySelector('[data-may-apply=false] [data-denied]')`) {
-		t.Errorf("a target alice may not apply for can be picked:\n%s", b.pageText())
+		t.Errorf("a target bob may not apply for can be picked:\n%s", b.pageText())
 	}
 	if !evalJS[bool](b, `document.querySelector('#target-grafana-editor').disabled && !!document.querySelector('[data-yours=IN_FLIGHT] a[href="/requests/`+inFlight+`"]')`) {
 		t.Errorf("the request on its way is not said with a link:\n%s", b.pageText())
@@ -67,8 +67,10 @@ func TestAnEditAfterALostAnswerIsKeptAndSentAsANewRequest(t *testing.T) {
 		accepted     bool
 	}{{"for another target", "payments-db-readonly", true}, {"for the same target", "grafana-editor", false}} {
 		t.Run(c.name, func(t *testing.T) {
-			s := startSite(t, newFakeAPI())
+			t.Parallel()
+			s := startSite(t)
 			b := newBrowser(t, 1280, 900)
+			signInAs(b, s.URL, "alice")
 			dropFirstApplyAnswer(b)
 			b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 			op := applyFor(b, "grafana-editor", "dashboards")
@@ -104,13 +106,11 @@ func TestAnEditAfterALostAnswerIsKeptAndSentAsANewRequest(t *testing.T) {
 
 			b.click("#submit-as-new")
 			b.waitFor("the new request accepted", `document.querySelector('#apply-accepted')`, 10*time.Second)
-			s.api.mu.Lock()
-			v := s.api.reqs[fresh].view
-			s.api.mu.Unlock()
+			v := s.request(fresh)
 			if v.TargetKey != "payments-db-readonly" || v.Reason != "dashboards for the incident review" {
 				t.Fatalf("new request %s for %s with %q", fresh, v.TargetKey, v.Reason)
 			}
-			if got, _, _ := s.api.seen(); len(got) != 3 || got[0] != op || got[1] != op || got[2] != fresh {
+			if got := s.appliesSent(); len(got) != 3 || got[0] != op || got[1] != op || got[2] != fresh {
 				t.Fatalf("applications %v, want %s twice then %s", got, op, fresh)
 			}
 		})

@@ -32,13 +32,12 @@ var rawCode = func() *regexp.Regexp {
 // the raw status and step beside the words.
 func TestARequesterReadsOneLabelPerStateAndNoCode(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	const queued, inCI, failed, merged = "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb1", "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb2", "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb3", "7a1c3a52-7d1e-4a8b-9c2d-bbbbbbbbbbb4"
-	fake.seedQueued(queued, "alice@example.com", "payments-db-readonly", time.Now().Add(-5*time.Minute))
-	fake.seedInCI(inCI, "alice@example.com", "grafana-editor", time.Now().Add(-10*time.Minute))
-	fake.seedFailedInCI(failed, "alice@example.com", "payments-db-admin", time.Now().Add(-time.Hour))
-	fake.seedMerged(merged, "alice@example.com", "payments-db-readwrite", time.Now().Add(-2*time.Hour))
-	s := startSite(t, fake)
+	s := startSite(t, withTargets(readwriteTarget), culpritSettings[0])
+	// The ones that need batch rounds first: a round takes every request waiting in its project.
+	failed, _ := s.failedInCI("alice", "payments-db-admin", "bob", "payments-db-readonly")
+	merged := s.merged("alice", "payments-db-readwrite", "on-call rotation")
+	inCI := s.inCI("alice", "grafana-editor", "on-call rotation")
+	queued := s.queued("alice", "payments-db-readonly", "on-call rotation")
 	b := newBrowser(t, 1280, 900)
 	signInAs(b, s.URL, "alice")
 

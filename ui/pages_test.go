@@ -1,64 +1,30 @@
 package ui_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"bindery/api"
-	"bindery/internal/vocab/state"
 )
 
-// seedHistory gives alice a finished, a moving and a rejected request, and bob a stuck one:
-// what the main pages look like on an ordinary day.
-func seedHistory(f *fakeAPI) (inFlight string) {
-	now := time.Now()
-	f.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-111111111111", "bob@example.com", "payments-db-readonly", now.Add(-3*time.Hour))
-	f.mu.Lock()
-	defer f.mu.Unlock()
-
-	t, _ := f.cfg.Target("grafana-editor")
-	at := now.Add(-26 * time.Hour)
-	done := f.add("0b7e6a10-2f44-4c55-8e61-222222222222", "alice@example.com", t, "edit the on-call dashboards", at)
-	done.enter("batch", at.Add(18*time.Minute))
-	done.move(state.StatusMRCreating, state.StepQueued, at.Add(18*time.Minute))
-	f.nextID++
-	done.view.BatchID = f.nextID
-	f.batches[f.nextID] = &api.BatchView{ID: f.nextID, Partition: t.Project, Status: "SUCCEEDED", CreatedAt: at.Add(20 * time.Minute), UpdatedAt: at.Add(41 * time.Minute),
-		MR: &api.Link{ID: 52, URL: "https://gitlab.example.com/infra/observability-config/-/merge_requests/52"}}
-	done.view.MR = f.batches[f.nextID].MR
-	done.move(state.StatusMRCreating, state.StepBatched, at.Add(20*time.Minute))
-	done.enter("ci", at.Add(21*time.Minute))
-	done.move(state.StatusMRCreated, state.StepCreateSucceeded, at.Add(33*time.Minute))
-	done.enter("merge", at.Add(33*time.Minute))
-	done.move(state.StatusMerging, state.StepHandleApproved, at.Add(34*time.Minute))
-	done.move(state.StatusMerged, state.StepHandleMerged, at.Add(35*time.Minute))
-	done.enter("deploy", at.Add(35*time.Minute))
-	done.move(state.StatusValidated, state.StepCalledBack, at.Add(41*time.Minute))
-	done.enter("", at.Add(41*time.Minute))
-	done.view.Waiting = nil
-
-	t, _ = f.cfg.Target("payments-db-admin")
-	at = now.Add(-50 * time.Hour)
-	rej := f.add("9a1d2c3b-4e5f-4a6b-8c7d-333333333333", "alice@example.com", t, "schema migration", at)
-	rej.enter("", at.Add(3*time.Hour))
-	rej.move(state.StatusRejected, state.StepApprovalRejected, at.Add(3*time.Hour))
-	rej.view.Waiting = nil
-
-	t, _ = f.cfg.Target("payments-db-readonly")
-	at = now.Add(-47 * time.Minute)
-	moving := f.add("c4d5e6f7-0a1b-4c2d-9e3f-444444444444", "alice@example.com", t, longReason, at)
-	// Long data a phone must wrap: a reason with an unbroken token, in the inbox and the audit log.
-	f.tickets = append(f.tickets, &fakeTicket{ID: "T7", OperationID: moving.view.OperationID, Subject: "alice@example.com", TargetKey: t.Key,
-		Reason: longReason, Status: "PENDING", CreatedAt: at})
-	f.audit = append(f.audit, map[string]any{"at": now.Add(-time.Hour), "actor": "ops@example.com", "action": "request.retry",
-		"params": map[string]string{"operationId": moving.view.OperationID, "reason": longReason}, "requestId": "r-0123456789abcdef0123456789abcdef"})
-	moving.enter("batch", at.Add(12*time.Minute))
-	moving.move(state.StatusMRCreating, state.StepQueued, at.Add(12*time.Minute))
-	moving.view.Waiting = &api.Waiting{Stage: "batch", WaitingFor: "the running batch of infra/access-config to finish; the next round takes this request", Since: at.Add(12 * time.Minute), Position: 3, Ahead: 2}
-	return moving.view.OperationID
+// history gives alice a finished, a moving and a rejected request, and bob a stuck one — what
+// the main pages look like on an ordinary day — with long data a phone must wrap: a reason with an
+// unbroken token, in the inbox and the audit log. It returns alice's moving and finished requests.
+func (s *site) ordinaryDay() (inFlight, done string) {
+	s.t.Helper()
+	// In an order where no batch round takes a request another state needs waiting.
+	done = s.validated("alice", "grafana-editor", "edit the on-call dashboards")
+	s.decide(s.apply("alice", "payments-db-admin", "schema migration"), "REJECTED", "", "")
+	s.stuck("bob", "payments-db-readonly", "on-call rotation")
+	inFlight = s.queued("alice", "payments-db-readonly", longReason)
+	for _, path := range []string{"/api/ops/trains/pause", "/api/ops/trains/resume"} {
+		body, _ := json.Marshal(map[string]string{"operationId": s.opID(), "project": "infra/observability-config", "reason": longReason})
+		s.call("POST", path, "ops", string(body), 200, nil)
+	}
+	s.refusedEdit() // the ops console's configuration error
+	return inFlight, done
 }
 
 // longReason has a token no line break fits: a ticket number pasted with its whole URL.
@@ -69,10 +35,9 @@ const longReason = "quarterly revenue report for finance, see https://tickets.ex
 // the README shows.
 func TestPagesReadWellOnALaptopAndAPhone(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	inFlight := seedHistory(fake)
-	s := startSite(t, fake)
-	tourPages(t, pageTour{url: s.URL, ready: 20 * time.Second, waiting: inFlight, validated: "0b7e6a10-2f44-4c55-8e61-222222222222",
+	s := startSite(t)
+	inFlight, done := s.ordinaryDay()
+	tourPages(t, pageTour{url: s.URL, ready: 20 * time.Second, waiting: inFlight, validated: done,
 		opsReady: `document.querySelector('#stage-latency li') && document.querySelector('#config-error') && document.querySelector('#batches [data-batch-id]')`})
 }
 

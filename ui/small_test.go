@@ -16,8 +16,9 @@ import (
 // the new form says so and cannot pick it; the catalog's expiry reads in days ("30d").
 func TestStartingANewRequestReadsTheCatalogAgainAndExpiryReadsInDays(t *testing.T) {
 	t.Parallel()
-	s := startSite(t, newFakeAPI())
+	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the catalog", `document.querySelector('#apply-form .target')`, 20*time.Second)
 	if got := evalJS[string](b, `document.querySelector('label[for="target-payments-db-readonly"]').innerText`); !strings.Contains(got, "expires 30 days after you apply") {
@@ -38,17 +39,16 @@ func TestStartingANewRequestReadsTheCatalogAgainAndExpiryReadsInDays(t *testing.
 	}
 }
 
-// At 390 px the header shows every item of an operator's navigation (six, and the attention
+// At 390 px the header shows every item of an operator's navigation (seven, and the attention
 // count) whole and on screen: none scrolled out of sight or clipped.
 func TestThePhoneNavigationShowsEveryItem(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-aaaaaaaaaaa1", "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
-	s := startSite(t, fake)
+	s := startSite(t)
+	s.stuck("bob", "payments-db-readonly", "on-call rotation") // what the attention count counts
 	b := newBrowser(t, 390, 844)
 	b.do("size the viewport", chromedp.EmulateViewport(390, 844))
 	openOpsConsole(b, s.URL)
-	b.waitFor("the navigation with the count", `document.querySelectorAll('nav a').length === 6 && document.querySelector('#attention-count')`, 20*time.Second)
+	b.waitFor("the navigation with the count", `document.querySelectorAll('nav a').length === 7 && document.querySelector('#attention-count')`, 20*time.Second)
 	hidden := evalJS[[]string](b, `[...document.querySelectorAll('nav a')].filter(a => {
 		const r = a.getBoundingClientRect();
 		if (r.left < 0 || r.right > innerWidth || r.top < 0 || r.bottom > innerHeight || !r.width) return true;
@@ -67,13 +67,12 @@ func TestThePhoneNavigationShowsEveryItem(t *testing.T) {
 // reader looks at, and the outcome is told there, scrolled into view — not at the top of the page.
 func TestARevokesConfirmationAndOutcomeAppearWhereTheReaderIs(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	seedHistory(fake)
-	s := startSite(t, fake)
+	s := startSite(t)
+	op := s.validated("alice", "grafana-editor", "edit the on-call dashboards")
 	b := newBrowser(t, 1280, 600)
 	b.do("size the viewport", chromedp.EmulateViewport(1280, 600))
 	signInAs(b, s.URL, "alice")
-	b.do("open the request in effect", chromedp.Navigate(s.URL+"/requests/0b7e6a10-2f44-4c55-8e61-222222222222"))
+	b.do("open the request in effect", chromedp.Navigate(s.URL+"/requests/"+op))
 	b.waitFor("the revoke button", `document.querySelector('#revoke-request')`, 20*time.Second)
 	b.do("scroll to the revoke button", chromedp.Evaluate[chromedp.Void](`document.querySelector('#revoke-request').scrollIntoView({block: 'center'})`))
 	if evalJS[float64](b, `scrollY`) < 100 {

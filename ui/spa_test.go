@@ -1,8 +1,8 @@
 package ui_test
 
 import (
-	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +11,11 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"bindery/api"
+	"bindery/internal/sim"
+	"bindery/internal/testkit"
+	"bindery/internal/vocab/state"
 )
 
 // applyFor fills and submits the apply form for target with the mouse, returning the form's
@@ -28,13 +33,14 @@ func applyFor(b *browser, target, reason string) string {
 
 func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *testing.T) {
 	t.Parallel()
-	s := startSite(t, newFakeAPI())
+	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	op := applyFor(b, "payments-db-readonly", "quarterly revenue report")
 	b.waitFor("the accepted notice", `document.querySelector('#apply-accepted')`, 10*time.Second)
-	if got, _, _ := s.api.seen(); len(got) != 1 || got[0] != op {
-		t.Fatalf("applications sent %v, want exactly the form's %s", got, op)
+	if got := s.myRequests("alice"); len(got) != 1 || got[0] != op {
+		t.Fatalf("requests recorded %v, want exactly the form's %s", got, op)
 	}
 	// A marker on the window dies with the document: it proves nothing below reloads the page.
 	evalJS[bool](b, `window.__sameDocument = true`)
@@ -47,6 +53,9 @@ func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *
 	b.click(`.notice a[href="/requests/` + op + `"]`)
 
 	b.waitFor("the waiting explanation", `document.querySelector('#waiting')`, 10*time.Second)
+	// The batch round an operator (or the cron) runs; the rest — MR, pipeline, merge, deploy
+	// callback — runs by itself, and the page follows it without a reload.
+	s.roundTaking(op)
 	b.waitFor("the request to reach VALIDATED", `document.querySelector('#status-card [data-status="VALIDATED"]')`, 60*time.Second)
 	if !evalJS[bool](b, `window.__sameDocument === true`) {
 		t.Fatal("the page reloaded on the way to VALIDATED")
@@ -77,26 +86,13 @@ func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *
 func dropFirstApplyAnswer(b *browser) {
 	b.t.Helper()
 	var dropped atomic.Int32
-	if err := chromedp.Listen(b.ctx, func(ev any) {
-		e, ok := ev.(*fetch.EventRequestPaused)
-		if !ok {
+	b.answers("*/api/apply", func(e *fetch.EventRequestPaused) {
+		if e.ResponseStatusCode != 0 && dropped.Add(1) == 1 {
+			chromedp.Call(b.ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonConnectionReset})
 			return
 		}
-		go func() {
-			if e.ResponseStatusCode != 0 && dropped.Add(1) == 1 {
-				chromedp.Call(b.ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonConnectionReset})
-				return
-			}
-			chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
-		}()
-	}); err != nil {
-		b.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/api/apply", RequestStage: fetch.RequestStageResponse}}}); err != nil {
-		b.t.Fatal(err)
-	}
+		chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+	})
 }
 
 // resubmitAfterLostAnswer checks the form survived a lost answer with its operationId, sends
@@ -137,18 +133,18 @@ func resubmitAfterLostAnswer(b *browser, op string) {
 
 func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
 	t.Parallel()
-	s := startSite(t, newFakeAPI())
+	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 
 	dropFirstApplyAnswer(b)
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	op := applyFor(b, "grafana-editor", "dashboards for the incident review")
 	resubmitAfterLostAnswer(b, op)
-	got, _, n := s.api.seen()
-	if len(got) != 2 || got[0] != op || got[1] != op {
+	if got := s.appliesSent(); len(got) != 2 || got[0] != op || got[1] != op {
 		t.Fatalf("applications %v, want the same operationId twice", got)
 	}
-	if n != 1 {
+	if n := len(s.myRequests("alice")); n != 1 {
 		t.Fatalf("%d requests recorded, want 1", n)
 	}
 
@@ -162,8 +158,9 @@ func TestDuplicateSubmitKeepsTheFormLocked(t *testing.T) {
 
 func TestAReleaseThatRemovedAPageChunkReloadsOnceThenOffersARefreshButton(t *testing.T) {
 	t.Parallel()
-	s := startSite(t, newFakeAPI())
+	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the apply form", `document.querySelector('#apply-form')`, 20*time.Second)
 	evalJS[bool](b, `window.__firstDocument = true`)
@@ -215,8 +212,9 @@ func TestAReleaseThatRemovedAPageChunkReloadsOnceThenOffersARefreshButton(t *tes
 
 func TestAMissingStylesheetAlsoReloadsOnceThenOffersTheButton(t *testing.T) {
 	t.Parallel()
-	s := startSite(t, newFakeAPI())
+	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 	s.files.remove(t, `^app-.*\.css$`) // an index names a stylesheet the deployment lacks
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the Refresh page button", `document.querySelector('#recovery button')`, 20*time.Second)
@@ -227,10 +225,12 @@ func TestAMissingStylesheetAlsoReloadsOnceThenOffersTheButton(t *testing.T) {
 
 func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-111111111111", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
-	s := startSite(t, fake)
+	s := startSite(t)
+	op := s.stuck("bob", "payments-db-readonly", "on-call rotation")
+	mr := s.request(op).MR
+	s.refusedEdit()
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 	b.do("open bindery", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the user switcher", `document.querySelector('#user-switcher')`, 20*time.Second)
 	if evalJS[bool](b, `!!document.querySelector('nav a[href="/ops"]')`) {
@@ -240,7 +240,7 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('#user-switcher').dispatchEvent(new Event('change'))`))
 	b.click(`nav a[href="/ops"]`)
 
-	retry := `#stuck [data-retry="5f0c3a52-7d1e-4a8b-9c2d-111111111111"]`
+	retry := `#stuck [data-retry="` + op + `"]`
 	b.waitFor("the stuck request with its retry button", `document.querySelector('`+retry+`')`, 10*time.Second)
 	row := evalJS[string](b, `document.querySelector('#stuck tr[data-operation-id]').innerText`)
 	for _, want := range []string{"payments-db-readonly", "bob@example.com", "The pipeline gave no answer in time" /* the step in words */} {
@@ -252,13 +252,13 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 	if badge := evalJS[string](b, `document.querySelector('#stuck tr[data-operation-id] [data-next-action]').innerText`); badge != "Retry" {
 		t.Errorf("the stuck row's next action reads %q, want Retry", badge)
 	}
-	b.waitFor("the blocked batch with its MR link and settle button", `document.querySelector('#batches [data-settle]') && document.querySelector('#batches a.external[href*="merge_requests/57"]')`, 10*time.Second)
+	b.waitFor("the blocked batch with its MR link and settle button", `document.querySelector('#batches [data-settle]') && document.querySelector('#batches a.external[href$="merge_requests/`+itoa(mr.ID)+`"]')`, 10*time.Second)
 	b.waitFor("the config error", `document.querySelector('#config-error')`, 10*time.Second)
 	b.waitFor("per-stage latency", `document.querySelector('#stage-latency li')`, 10*time.Second)
 
 	b.click(retry)
 	b.waitFor("the retry confirmation", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Retry started'))`, 10*time.Second)
-	if _, got, _ := fake.seen(); len(got) != 1 || got[0] != "5f0c3a52-7d1e-4a8b-9c2d-111111111111 by ops@example.com" {
+	if got := s.audited("ops.requests.retry"); len(got) != 1 || got[0] != op+" by ops@example.com" {
 		t.Fatalf("retries %v", got)
 	}
 	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+retry+`') && document.querySelector('#stuck .empty')`, 10*time.Second)
@@ -268,11 +268,12 @@ func TestAnOperatorRetriesAStuckRequestFromTheConsole(t *testing.T) {
 // confirms the deploy, and the request leaves the list validated.
 func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	const op = "5f0c3a52-7d1e-4a8b-9c2d-222222222222"
-	fake.seedOverdueDeploy(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-3*time.Hour))
-	s := startSite(t, fake)
+	// Its deploy callback lost, and overdue a second after its merge.
+	s := startSite(t, set("reconcile.deployOverdue", "1s"))
+	op := s.merged("bob", "payments-db-readonly", "on-call rotation")
+	s.waitRequest(op, "the deploy of "+op+" overdue", func(v api.RequestView) bool { return v.NextAction == state.NextWaitManual })
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 	b.do("open bindery", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the user switcher", `document.querySelector('#user-switcher')`, 20*time.Second)
 	b.do("switch to the ops user", chromedp.SetValue(chromedp.CSS("#user-switcher"), "ops"),
@@ -290,10 +291,13 @@ func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 	}
 	b.click(confirm)
 	b.waitFor("the confirmation", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Deploy confirmed for'))`, 10*time.Second)
-	if _, got, _ := fake.seen(); len(got) != 1 || got[0] != op+" by ops@example.com" {
+	if got := s.audited("ops.requests.retry"); len(got) != 1 || got[0] != op+" by ops@example.com" {
 		t.Fatalf("retries %v", got)
 	}
 	b.waitFor("the request to leave the stuck list", `!document.querySelector('`+confirm+`')`, 10*time.Second)
+	if v := s.request(op); v.Status != state.StatusValidated {
+		t.Fatalf("a confirmed deploy left the request %s", v.Status)
+	}
 }
 
 // A batch whose failure was decided but whose settlement did not go through (GitLab or the
@@ -301,21 +305,24 @@ func TestAnOperatorConfirmsAnOverdueDeployFromTheConsole(t *testing.T) {
 // next try or an operator settles it.
 func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-333333333333", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
-	fake.mu.Lock()
-	var id int64
-	for _, b := range fake.batches {
-		b.Failing, b.LastError, id = "PIPELINE_FAILED", "gitlab: 502 Bad Gateway", b.ID
-	}
-	fake.mu.Unlock()
-	s := startSite(t, fake)
+	// A change that fails its pipeline, alone in its batch: the failure is decided at once, and
+	// closing the batch's merge request is what settling does first — which GitLab answers 502.
+	s := startSite(t, culpritSettings...)
+	s.sims().GitLab.Inject("update_mr", sim.FaultStatus(http.StatusBadGateway, "502 Bad Gateway"), 1000)
+	op := s.queued("bob", "payments-db-readonly", "on-call rotation "+breaksCI)
+	s.roundTaking(op)
+	var batch api.BatchView
+	testkit.Eventually(t, "a settlement that did not go through", func() bool {
+		batch = s.batchOf(op)
+		return batch.Failing != "" && batch.LastError != ""
+	})
+	id := batch.ID
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, s.URL)
 	notice := fmt.Sprintf(`#batches [data-failing="%d"]`, id)
 	b.waitFor("the failing batch's notice", `document.querySelector('`+notice+`')`, 20*time.Second)
 	text := evalJS[string](b, `document.querySelector('`+notice+`').innerText`)
-	for _, want := range []string{"Settling as failed (PIPELINE_FAILED) did not go through", "gitlab: 502 Bad Gateway", "bindery tries again"} {
+	for _, want := range []string{"Settling as failed (" + batch.Failing + ") did not go through", batch.LastError, "bindery tries again"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("notice lacks %q: %s", want, text)
 		}
@@ -326,9 +333,7 @@ func TestTheOpsConsoleShowsASettlementThatDidNotGoThrough(t *testing.T) {
 // dead end ("Please sign in" with nothing to click), and picking one signs in and shows the page.
 func TestAFreshBrowserOnTheDemoPicksAUser(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	fake.anonymousIs401 = true
-	s := startSite(t, fake)
+	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
 	b.do("open the demo in a fresh browser", chromedp.Navigate(s.URL+"/"))
 	b.waitFor("the demo users", `document.querySelectorAll('[data-demo-user]').length === 3`, 20*time.Second)
@@ -350,10 +355,9 @@ func openOpsConsole(b *browser, base string) {
 // and back; a status with no batch says so.
 func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	fake.seedStuck("5f0c3a52-7d1e-4a8b-9c2d-555555555555", "bob@example.com", "payments-db-readonly", time.Now().Add(-2*time.Hour))
-	fake.seedInCI("5f0c3a52-7d1e-4a8b-9c2d-666666666666", "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
-	s := startSite(t, fake)
+	s := startSite(t)
+	s.stuck("bob", "payments-db-readonly", "on-call rotation")
+	s.inCI("alice", "grafana-editor", "on-call rotation")
 	b := newBrowser(t, 1280, 900)
 	openOpsConsole(b, s.URL)
 	count := `document.querySelectorAll('#batches li.batch').length`
@@ -374,15 +378,16 @@ func TestTheOpsConsoleFiltersBatchesByStatus(t *testing.T) {
 // about it: it looks at the pipeline again at a time the page shows.
 func TestARequestInCIShowsWhenBinderyLooksAgain(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	const op = "5f0c3a52-7d1e-4a8b-9c2d-444444444444"
-	fake.seedInCI(op, "alice@example.com", "payments-db-readonly", time.Now().Add(-10*time.Minute))
-	s := startSite(t, fake)
+	s := startSite(t)
+	op := s.inCI("alice", "payments-db-readonly", "on-call rotation")
+	mr := s.request(op).MR
 	b := newBrowser(t, 1280, 900)
+	signInAs(b, s.URL, "alice")
 	b.do("open the request", chromedp.Navigate(s.URL+"/requests/"+op))
-	b.waitFor("the waiting explanation", `document.querySelector('#waiting .work')`, 20*time.Second)
+	// Between two looks (a loaded machine may show the look itself, due now, for a moment).
+	b.waitFor("when bindery looks again", `document.querySelector('#waiting .work') && document.querySelector('#waiting').innerText.includes('looks again at')`, 20*time.Second)
 	text := evalJS[string](b, `document.querySelector('#waiting').innerText`)
-	for _, want := range []string{"the pipeline of merge request !61 to pass", "looks again at"} {
+	for _, want := range []string{"the pipeline of merge request !" + itoa(mr.ID) + " to pass", "looks again at"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("waiting card lacks %q:\n%s", want, text)
 		}

@@ -1,20 +1,28 @@
 package ui_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"bindery/internal/vocab/explain"
+	"bindery/api"
 	"bindery/internal/vocab/state"
 )
 
-// signInAs sets the demo user for the next pages.
+// signInAs sets the demo user for the next pages (the cookie the user switcher sets), without
+// loading a page.
 func signInAs(b *browser, base, user string) {
 	b.t.Helper()
-	b.do("sign in as "+user, chromedp.Navigate(base+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=`+user+`; Path=/'`))
+	b.do("sign in as "+user, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, network.SetCookie, network.SetCookieParams{Name: "bindery_user", Value: user, URL: base + "/"})
+		return err
+	}))
 }
 
 // A failed request is no dead end for its owner: the page says what bindery knows of the cause
@@ -23,10 +31,9 @@ func signInAs(b *browser, base, user string) {
 // closed and can be applied for again.
 func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	const op = "5f0c3a52-7d1e-4a8b-9c2d-999999999991"
-	fake.seedFailedInCI(op, "alice@example.com", "grafana-editor", time.Now().Add(-time.Hour))
-	s := startSite(t, fake)
+	s := startSite(t, culpritSettings...)
+	op, _ := s.failedInCI("alice", "grafana-editor", "bob", "grafana-editor")
+	failed := s.request(op)
 	b := newBrowser(t, 1280, 900)
 	signInAs(b, s.URL, "alice")
 
@@ -39,8 +46,8 @@ func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
 	b.do("open the request", chromedp.Navigate(s.URL+"/requests/"+op))
 	b.waitFor("the ways out", `document.querySelector('#ways-out #withdraw-request')`, 20*time.Second)
 	next := evalJS[string](b, `document.querySelector('#next-action-text').innerText`)
-	for _, want := range []string{"Your change made the pipeline fail: batch 63 isolated this request as the change that fails, after 1 bisection",
-		"(failed job: test #77031)", "Waiting will not fix it.", "You can withdraw this request and apply again, or ask the operators of bindery."} {
+	for _, want := range []string{"Your change made the pipeline fail: batch " + itoa(failed.BatchID) + " isolated this request as the change that fails, after 1 bisection",
+		"(failed job: test #" + itoa(failed.FailedJob.ID) + ")", "Waiting will not fix it.", "You can withdraw this request and apply again, or ask the operators of bindery."} {
 		if !strings.Contains(next, want) {
 			t.Errorf("the failure's words lack %q: %s", want, next)
 		}
@@ -60,11 +67,8 @@ func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
 	}
 	b.click("#action-confirm-no")
 	b.waitFor("the dialog closed", `!document.querySelector('#action-confirm').open`, 10*time.Second)
-	fake.mu.Lock()
-	sent := len(fake.withdrawals)
-	fake.mu.Unlock()
-	if sent != 0 {
-		t.Fatal("cancelled, yet withdrawn")
+	if got := s.audited("withdraw"); len(got) != 0 || s.request(op).Status != state.StatusCreateFailed {
+		t.Fatalf("cancelled, yet withdrawn: %v", got)
 	}
 	b.click("#withdraw-request")
 	b.waitFor("the confirmation again", `document.querySelector('#action-confirm').open`, 10*time.Second)
@@ -83,10 +87,7 @@ func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
 	if evalJS[bool](b, `!!document.querySelector('#ways-out') || !!document.querySelector('#failure')`) {
 		t.Error("a withdrawn request still offers its ways out")
 	}
-	fake.mu.Lock()
-	got := append([]string(nil), fake.withdrawals...)
-	fake.mu.Unlock()
-	if len(got) != 1 || got[0] != op+" by alice@example.com" {
+	if got := s.audited("withdraw"); len(got) != 1 || got[0] != op+" by alice@example.com" {
 		t.Fatalf("withdrawals %v", got)
 	}
 	b.click(`#status-card a.button[href^="/?target="]`)
@@ -98,10 +99,8 @@ func TestAFailedRequestOffersItsOwnerAWayOut(t *testing.T) {
 // withdraw", and the withdrawal is confirmed first and audited.
 func TestAnOperatorRetriesOrWithdrawsAFailedRequest(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	const op = "5f0c3a52-7d1e-4a8b-9c2d-999999999992"
-	fake.seedFailedInCI(op, "bob@example.com", "payments-db-readonly", time.Now().Add(-time.Hour))
-	s := startSite(t, fake)
+	s := startSite(t, culpritSettings...)
+	op, _ := s.failedInCI("bob", "payments-db-readonly", "alice", "payments-db-readonly")
 	b := newBrowser(t, 1280, 900)
 	signInAs(b, s.URL, "ops")
 
@@ -126,9 +125,7 @@ func TestAnOperatorRetriesOrWithdrawsAFailedRequest(t *testing.T) {
 	b.click("#withdraw-confirm-yes")
 	b.waitFor("the withdrawal's notice", `[...document.querySelectorAll('.notice')].some(n => n.innerText.includes('Withdrawn for its requester'))`, 10*time.Second)
 	b.waitFor("its audit entry", `[...document.querySelectorAll('#audit tbody tr')].some(r => r.innerText.includes('Withdrew a failed request'))`, 20*time.Second)
-	fake.mu.Lock()
-	got, status := append([]string(nil), fake.withdrawals...), fake.reqs[op].view.Status
-	fake.mu.Unlock()
+	got, status := s.audited("withdraw"), s.request(op).Status
 	if len(got) != 1 || got[0] != op+" by ops@example.com" || status != state.StatusClosed {
 		t.Fatalf("withdrawals %v, status %s", got, status)
 	}
@@ -139,27 +136,17 @@ func TestAnOperatorRetriesOrWithdrawsAFailedRequest(t *testing.T) {
 // no longer the "Revocation started" notice.
 func TestARevocationEndsWithItsDeploy(t *testing.T) {
 	t.Parallel()
-	fake := newFakeAPI()
-	const merged, live = "5f0c3a52-7d1e-4a8b-9c2d-999999999993", "5f0c3a52-7d1e-4a8b-9c2d-999999999994"
-	fake.seedRevoked(merged, "alice@example.com", "payments-db-admin", time.Now().Add(-2*time.Hour), removalMerged)
-	fake.seedRevoked(live, "alice@example.com", "payments-db-readwrite", time.Now().Add(-3*time.Hour), revocationQueued)
-	// live is in effect again, as before its revocation (the page revokes it below).
-	fake.mu.Lock()
-	fr := fake.reqs[live]
-	fr.view.Timeline = fr.view.Timeline[:len(fr.view.Timeline)-1]
-	fr.view.Stages = fr.view.Stages[:len(fr.view.Stages)-1]
-	fr.view.Status, fr.view.Step, fr.view.Stage, fr.view.NextAction, fr.view.NextActionText, fr.view.Waiting =
-		state.StatusValidated, fr.view.Timeline[len(fr.view.Timeline)-1].Step, "effect", state.NextNone, "Done: the binding is in effect.", nil
-	fr.view.Label = explain.Sentence(state.StatusValidated, state.StepCalledBack, state.NextNone).Label
-	fake.mu.Unlock()
-	s := startSite(t, fake)
+	s := startSite(t)
+	merged := s.revoked("alice", "payments-db-admin", revokeMerged)
+	live := s.validated("alice", "payments-db-readonly", "on-call rotation")
+	removal := s.request(merged).MR
 	b := newBrowser(t, 1280, 900)
 	signInAs(b, s.URL, "alice")
 
 	b.do("open the merged removal", chromedp.Navigate(s.URL+"/requests/"+merged))
 	b.waitFor("its waiting card", `document.querySelector('#waiting')`, 20*time.Second)
 	text := evalJS[string](b, `document.querySelector('main').innerText`)
-	for _, want := range []string{"Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed.", "the deploy pipeline to report that the removal (merge request !66) is deployed; until then the binding is still in effect"} {
+	for _, want := range []string{"Removal merged, waiting for the deploy: the binding stays in effect until the deploy pipeline reports the removal deployed.", "the deploy pipeline to report that the removal (merge request !" + itoa(removal.ID) + ") is deployed; until then the binding is still in effect"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the merged removal's page lacks %q:\n%s", want, text)
 		}
@@ -174,6 +161,8 @@ func TestARevocationEndsWithItsDeploy(t *testing.T) {
 	b.waitFor("the confirmation", `document.querySelector('#action-confirm').open`, 10*time.Second)
 	b.click("#action-confirm-yes")
 	b.waitFor("the notice", `document.querySelector('#action-notice')`, 10*time.Second)
+	// The batch round that takes the removal, as an operator (or the cron) runs it.
+	s.roundsUntil(live, "the removal of "+live+" deployed", func(v api.RequestView) bool { return v.Status == state.StatusClosed })
 	b.waitFor("the removal deployed", `document.querySelector('#status-card [data-status="CLOSED"]')`, 30*time.Second)
 	text = evalJS[string](b, `document.querySelector('main').innerText`)
 	if !strings.Contains(text, "Revoked by alice@example.com: the binding's file was removed and the removal is deployed. You can apply again.") {
@@ -189,7 +178,7 @@ func TestARevocationEndsWithItsDeploy(t *testing.T) {
 // A rejection's page shows who decided and their comment, typed in the approval inbox.
 func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
 	t.Parallel()
-	s := startSite(t, newFakeAPI())
+	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
 	signInAs(b, s.URL, "alice")
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
@@ -200,6 +189,15 @@ func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
 	b.do("open the inbox", chromedp.Navigate(s.URL+"/inbox"))
 	ticket := `[data-ticket][data-operation-id=` + jsString(op) + `]`
 	b.waitFor("the ticket with a comment box", `document.querySelector('`+ticket+` [data-comment]')`, 20*time.Second)
+	// A refresh that brings nothing new leaves the list as it is: the comment box being typed in
+	// is the same element two polls later (drawn again, it lost the caret every 2 s).
+	evalJS[bool](b, `(document.querySelector('`+ticket+` [data-comment]').dataset.probe = 'kept', true)`)
+	polls := `performance.getEntriesByType('resource').filter(e => e.name.includes('/sim/approvals')).length`
+	n := evalJS[float64](b, polls)
+	b.waitFor("two more polls of the tickets", fmt.Sprintf(`%s >= %v`, polls, n+2), 20*time.Second)
+	if !evalJS[bool](b, `document.querySelector('`+ticket+` [data-comment]').dataset.probe === 'kept'`) {
+		t.Fatal("the inbox drew the unchanged ticket list again: the comment box was replaced")
+	}
 	b.do("type a comment", chromedp.SendKeys(chromedp.CSS(ticket+` [data-comment]`), "read-only access is enough for reports"))
 	b.click(ticket + ` [data-decide=REJECTED]`)
 	b.waitFor("the decided ticket with its comment", `[...document.querySelectorAll('[data-decision-comment]')].some(p => p.innerText.includes('read-only access is enough'))`, 20*time.Second)

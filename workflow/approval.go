@@ -33,7 +33,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	case st == state.StatusCreateFailed || st == state.StatusMRCreated:
 		// An operator's retry of a failed send, or the legacy flow after its MR passed CI: SENDING
 		// first, the call in the next run.
-		return r.move(ctx, store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, store.TaskNext{})
+		return r.move(ctx, sendingTicket(), store.TaskNext{})
 	case !st.AwaitingApproval():
 		return r.Finish(ctx, nil) // a callback or an operator moved it on
 	}
@@ -64,7 +64,7 @@ func (w *Workflow) openTicket(ctx context.Context, r *reqRun) error {
 	if !ticketID.MatchString(id) {
 		shown = ""
 	}
-	err = r.then(ctx, stepTicketPoll, poll, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent, Note: note, TicketID: shown})
+	err = r.then(ctx, stepTicketPoll, poll, ticketSent(note, shown))
 	if err != nil && shown != "" {
 		// The decision's callback may have moved the request on before this outcome could be
 		// written (a quick approval system): the ticket is still a fact the page should link.
@@ -93,15 +93,14 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 		return r.Next(ctx, store.TaskNext{In: every, Failures: r.Task.Failures + 1, Note: why}, nil)
 	}
 	if r.Memo.Ticket == "" {
-		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent, Note: "Asking the approval system about the ticket."})
+		return r.then(ctx, stepTicket, 0, ticketSent("Asking the approval system about the ticket.", ""))
 	}
 	t, err := w.tickets.Get(ctx, r.Memo.Ticket)
 	switch {
 	case errors.Is(err, approval.ErrNoTicket):
 		// Sent again from APPROVAL_SENT (the ticket step re-opens it, idempotent by operationId,
 		// and reads it at once).
-		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent,
-			Note: "The approval system no longer knows ticket " + ticketWords(r.Memo.Ticket) + "; sending it again."})
+		return r.then(ctx, stepTicket, 0, ticketSent("The approval system no longer knows ticket "+ticketWords(r.Memo.Ticket)+"; sending it again.", ""))
 	case err != nil:
 		return later("the approval system did not answer about the ticket: "+engine.Public(err), err)
 	case t.OperationID != "" && t.OperationID != op.OperationID:
@@ -137,6 +136,11 @@ func (w *Workflow) pollTicket(ctx context.Context, r *reqRun) error {
 // approval-first (validated and admitted to the waiting set). So tickets opened before
 // workflow.approvalFirst was switched finish in their own flow.
 func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback) (api.CallbackResult, error) {
+	if id := renewalOf(cb.OperationID); id != "" {
+		if _, err := w.db.RenewalByID(ctx, id); err == nil {
+			return w.renewalDecision(ctx, cb, id) // a renewal's ticket
+		}
+	}
 	mrID, legacy, err := legacyMR(cb)
 	if err != nil {
 		w.log.WarnContext(ctx, "approval callback with a malformed ext.mrId; ignored", "operation", cb.OperationID, "err", err)
@@ -163,13 +167,8 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback
 	err = retryPreempted(ctx, func() error {
 		code, moved = api.CallbackAccepted, store.Request{}
 		return w.db.InTx(ctx, func(tx *store.Tx) error {
-			fresh, err := tx.RecordApprovalCallback(ctx, cb.CallbackID, cb.OperationID, cb.Result)
-			if err != nil {
+			if fresh, err := freshCallback(ctx, tx, cb, &code); err != nil || !fresh {
 				return err
-			}
-			if !fresh {
-				code = api.CallbackDuplicate
-				return nil
 			}
 			cur, err := tx.Request(ctx, cb.OperationID)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && (!cur.Current() || !awaitingDecision(cur))) {
@@ -228,6 +227,15 @@ func (w *Workflow) ApprovalCallback(ctx context.Context, cb api.ApprovalCallback
 	return api.CallbackResult{Code: code}, nil
 }
 
+// freshCallback records cb by its own id in tx; a repeat sets code DUPLICATE (false).
+func freshCallback(ctx context.Context, tx *store.Tx, cb api.ApprovalCallback, code *string) (bool, error) {
+	fresh, err := tx.RecordApprovalCallback(ctx, cb.CallbackID, cb.OperationID, cb.Result)
+	if err == nil && !fresh {
+		*code = api.CallbackDuplicate
+	}
+	return fresh, err
+}
+
 // decisionTask is the work a fresh decision starts: the legacy flow's approved MR is approved
 // and merged, a rejected one's MR closed; nil when the decision ends the request's own work (the
 // approval-first flow goes on in the waiting set).
@@ -258,16 +266,18 @@ func awaitingDecision(cur store.Request) bool {
 }
 
 // decide is the transition a fresh, current callback makes.
+// Who decided is kept on the operation either way (the audit export reads it).
 func decide(cb api.ApprovalCallback, legacy, approved bool, invalid error) store.Change {
+	by := oneLine(cb.DecidedBy, maxDecidedBy)
 	switch {
 	case !approved:
-		return store.Change{To: state.StatusRejected, Step: state.StepApprovalRejected, Note: rejectionNote(cb)}
+		return approvalRejected(rejectionNote(cb), by)
 	case legacy:
-		return store.Change{To: state.StatusMerging, Step: state.StepHandleStarted, Note: "Approved."}
+		return approvedToMerge(approvalNote(cb), by)
 	case invalid != nil:
-		return store.Change{To: state.StatusCreateFailed, Step: state.StepCreateInvalid, Note: noteFor(invalid)}
+		return approvedInvalid(noteFor(invalid), by)
 	}
-	return store.Change{To: state.StatusMRCreating, Step: state.StepQueued, Note: "Approved; waiting for a batch."}
+	return queued(approvalNote(cb)+" Waiting for a batch.", by)
 }
 
 // legacyMR reads ext.mrId: present → the legacy flow.

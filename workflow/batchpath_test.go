@@ -5,10 +5,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"bindery/api"
 	"bindery/internal/remote/gitlab"
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/testkit/enginekit"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/engine"
@@ -200,7 +202,10 @@ func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.
 	t.Parallel()
 	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1500ms").Replace(fastSims)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
+		// GitLab's clock stands still until the batch is BLOCKED: on a loaded machine the
+		// pipeline would otherwise pass before the engine gets to see it time out.
+		clock := testkit.NewClock(time.Now())
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, clock: clock, extra: extra})
 		op := h.approved("alice", "db-read")[0]
 		h.round()
 		v := h.waitState(op, state.StatusMRCreating, state.StepCreatePipelinePending)
@@ -212,6 +217,7 @@ func TestABatchPipelineTimeoutWaitsForAnOperatorWhoseRetryFinishesIt(t *testing.
 		if h.api("GET", "/api/ops/requests", "ops", "", &stuck); len(stuck.Items) != 1 || stuck.Items[0].OperationID != op {
 			t.Fatalf("stuck list %+v", stuck.Items)
 		}
+		clock.Advance(time.Minute)
 		h.waitFor("the pipeline to pass in GitLab", func() bool {
 			mr, err := h.gl.GetMergeRequest(bg, project, v.MR.ID)
 			return err == nil && mr.HeadPipeline != nil && mr.HeadPipeline.Outcome() == gitlab.Passed
@@ -232,10 +238,12 @@ func TestTheMergeWinsOverTheCloseWhenAnOperatorSettles(t *testing.T) {
 	extra := strings.NewReplacer("timeout: 10s", "timeout: 100ms", "pipelineDuration: 0s", "pipelineDuration: 1500ms",
 		"approvalsRequired: 2", "approvalsRequired: 0").Replace(fastSims)
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		h := setup(t, db, options{approvalFirst: true, realBatch: true, extra: extra})
+		clock := testkit.NewClock(time.Now()) // the pipeline passes only once the batch is BLOCKED
+		h := setup(t, db, options{approvalFirst: true, realBatch: true, clock: clock, extra: extra})
 		op := h.approved("alice", "db-read")[0]
 		h.round()
 		v := h.waitState(op, state.StatusMRCreating, state.StepCreatePipelinePending)
+		clock.Advance(time.Minute)
 		h.waitFor("the pipeline to pass in GitLab", func() bool {
 			mr, err := h.gl.GetMergeRequest(bg, project, v.MR.ID)
 			return err == nil && mr.HeadPipeline != nil && mr.HeadPipeline.Outcome() == gitlab.Passed

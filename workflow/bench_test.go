@@ -125,9 +125,13 @@ func firstStepWithBatchesInCI(b *testing.B, db *store.DB, extra string, levels [
 	h := setup(b, db, options{approvalFirst: true, realBatch: true, extra: extra, workers: 8, first: 4, idlePoll: time.Second})
 	base := runtime.NumGoroutine()
 	made, probe := 0, 0
+	perLevel := probes / len(levels) * 2
+	if testing.Short() {
+		perLevel = 6 // a smoke of the measurement (go run ./cmd/bench -quick, in go test ./...)
+	}
 	measure := func(label string) {
 		var lat []time.Duration
-		for range probes / len(levels) * 2 {
+		for range perLevel {
 			user := []string{"alice", "bob", "ops"}[probe%3]
 			op := h.apply(user, fmt.Sprintf("probe-%02d", probe/3))
 			probe++
@@ -191,7 +195,7 @@ func BenchmarkWebhookToNextAction(b *testing.B) {
 				var lat []time.Duration
 				requests := 6
 				if testing.Short() {
-					requests = 2 // a smoke of the measurement (go run ./cmd/bench -quick), each one a pipeline of 2 s
+					requests = 1 // a smoke of the measurement (go run ./cmd/bench -quick), a pipeline of 2 s
 				}
 				for i := range requests {
 					op := h.approved([]string{"alice", "bob", "ops"}[i/2], []string{"db-read", "grafana"}[i%2])[0]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,11 +56,15 @@ type chaosReq struct {
 	accepted     []string
 }
 
-// answer is one delivery's HTTP status and answer code.
+// answer is one delivery's HTTP status and answer code; retried says an earlier attempt was
+// answered 503 (its transaction may have committed before its answer was lost).
 type answer struct {
-	status int
-	code   string
+	status  int
+	code    string
+	retried bool
 }
+
+func (a answer) is(status int, code string) bool { return a.status == status && a.code == code }
 
 func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testing.T) {
 	t.Parallel()
@@ -74,7 +79,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		const secret = "test-approval-secret"
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
-		post := func(path string, body []byte, hdr map[string]string) answer {
+		once := func(path string, body []byte, hdr map[string]string) (answer, []byte) {
 			req, _ := http.NewRequest("POST", h.url+path, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			for k, v := range hdr {
@@ -83,16 +88,31 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Error(err)
-				return answer{}
+				return answer{}, nil
 			}
 			defer resp.Body.Close()
 			data, _ := io.ReadAll(resp.Body)
 			var res struct{ Code string }
 			_ = json.Unmarshal(data, &res)
-			if resp.StatusCode >= 500 {
-				t.Errorf("%s: %d %s", path, resp.StatusCode, data)
+			return answer{status: resp.StatusCode, code: res.Code}, data
+		}
+		// A sender tries a 503 again, as the approval system and GitLab do: on a loaded machine
+		// (the race detector, CI's parallel packages) the database's request deadline answers
+		// some of these hundreds of concurrent callbacks "try again shortly".
+		post := func(path string, body []byte, hdr map[string]string) answer {
+			retried := false
+			for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+				a, data := once(path, body, hdr)
+				a.retried = retried
+				if a.status != http.StatusServiceUnavailable || wait >= 2*time.Second {
+					if a.status >= 500 {
+						t.Errorf("%s: %d %s", path, a.status, data)
+					}
+					return a
+				}
+				retried = true
+				time.Sleep(wait) // the sender's backoff
 			}
-			return answer{resp.StatusCode, res.Code}
 		}
 		signedAt := func(cb api.ApprovalCallback, key string, at time.Time) ([]byte, map[string]string) {
 			body, _ := json.Marshal(cb)
@@ -121,7 +141,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		parallel(reqs, 16, func(r *chaosReq) {
 			if r.class == chaosEarly {
 				// No row yet: nothing to decide, and the early decision must not block the later one.
-				if a := deliver(api.ApprovalCallback{CallbackID: "early-" + r.op, OperationID: r.op, Result: "APPROVED"}); a != (answer{200, api.CallbackIgnoredStale}) {
+				if a := deliver(api.ApprovalCallback{CallbackID: "early-" + r.op, OperationID: r.op, Result: "APPROVED"}); !a.is(200, api.CallbackIgnoredStale) {
 					t.Errorf("early callback for %s: %+v", r.op, a)
 				}
 			}
@@ -137,7 +157,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 				continue
 			}
 			waitStatus(t, db, r.oldOp, state.StatusApprovalSent)
-			if a := deliver(api.ApprovalCallback{CallbackID: "reject-" + r.oldOp, OperationID: r.oldOp, Result: "REJECTED"}); a != (answer{200, api.CallbackAccepted}) {
+			if a := deliver(api.ApprovalCallback{CallbackID: "reject-" + r.oldOp, OperationID: r.oldOp, Result: "REJECTED"}); !a.is(200, api.CallbackAccepted) && !(a.retried && a.is(200, api.CallbackDuplicate)) {
 				t.Fatalf("rejection of %s: %+v", r.oldOp, a)
 			}
 			applyAs(r, r.op)
@@ -287,7 +307,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 		parallel(hooks, 8, func(hk hook) {
 			a := hk.send()
 			if !hk.genuine {
-				if a != (answer{401, "UNAUTHENTICATED"}) {
+				if !a.is(401, "UNAUTHENTICATED") {
 					t.Errorf("forged webhook answered %+v, want 401 UNAUTHENTICATED", a)
 				}
 				return
@@ -314,7 +334,7 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 			for _, a := range as {
 				switch {
 				case strings.HasPrefix(id, "forged-"):
-					if a != (answer{401, "UNAUTHENTICATED"}) {
+					if !a.is(401, "UNAUTHENTICATED") {
 						t.Errorf("forged %s answered %+v", id, a)
 					}
 				case a.status != 200:
@@ -325,7 +345,10 @@ func TestCallbackChaosAtScaleChangesOnlyWhatTheFirstGenuineDecisionSays(t *testi
 					t.Errorf("%s answered %+v", id, a)
 				}
 			}
-			if !strings.HasPrefix(id, "forged-") && !strings.HasPrefix(id, "reject-") && fresh != 1 {
+			// An attempt answered 503 may have committed before its answer was lost: its retry
+			// is then a duplicate, and SQL below says whether it took effect exactly once.
+			lost := fresh == 0 && slices.ContainsFunc(as, func(a answer) bool { return a.retried && a.code == api.CallbackDuplicate })
+			if !strings.HasPrefix(id, "forged-") && !strings.HasPrefix(id, "reject-") && fresh != 1 && !lost {
 				t.Errorf("callback %s was taken as fresh %d times: %+v", id, fresh, as)
 			}
 		}

@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"time"
+
 	"context"
 	"errors"
 
@@ -19,14 +21,16 @@ import (
 // Revoke starts the close phase of a VALIDATED request (CONFLICT otherwise). Revoking a request
 // whose close phase already started changes nothing and answers its view.
 func (w *Workflow) Revoke(ctx context.Context, operationID, actor string) (api.RequestView, error) {
-	if err := w.startClose(ctx, operationID, revokedBy+actor+"."); err != nil {
+	if err := w.startClose(ctx, operationID, revokedBy+actor+".", nil); err != nil {
 		return api.RequestView{}, err
 	}
 	return w.Request(ctx, operationID)
 }
 
 // startClose moves the request to CLOSE_STARTED and admits its delete action, in one transaction.
-func (w *Workflow) startClose(ctx context.Context, operationID, note string) error {
+// expired is the expiry the expiry cron read (nil: a revocation): a binding renewed since — its
+// expiry moved — is not closed (a Conflict, as for one that moved on otherwise).
+func (w *Workflow) startClose(ctx context.Context, operationID, note string, expired *time.Time) error {
 	return retryPreempted(ctx, func() error {
 		return w.db.InTx(ctx, func(tx *store.Tx) error {
 			cur, err := tx.Request(ctx, operationID)
@@ -40,14 +44,25 @@ func (w *Workflow) startClose(ctx context.Context, operationID, note string) err
 				}
 				return apperr.New(apperr.Conflict, "Only a request in effect (VALIDATED) can be revoked; this one is %s.", st)
 			}
-			added, err := tx.Admit(ctx, w.deletion(cur.Operation))
-			if err != nil || !added {
-				return err // already closing: the admission is the guard, nothing else to write
+			if e := cur.Binding.ExpiresAt; expired != nil && (e == nil || !e.Equal(*expired)) {
+				return apperr.New(apperr.Conflict, "The binding was renewed: it now expires %v.", e)
 			}
-			_, err = tx.Transition(ctx, cur, store.Change{To: state.StatusValidated, Step: state.StepCloseStarted, Note: note})
+			_, err = w.beginClose(ctx, tx, cur, note)
 			return err
 		})
 	})
+}
+
+// beginClose admits cur's delete action and moves it to CLOSE_STARTED with note, in tx (a
+// revocation's, an expiry's, an access review's removal); false when its close phase had begun
+// already: the admission is the guard, and nothing else is written.
+func (w *Workflow) beginClose(ctx context.Context, tx *store.Tx, cur store.Request, note string) (bool, error) {
+	added, err := tx.Admit(ctx, w.deletion(cur.Operation))
+	if err != nil || !added {
+		return false, err
+	}
+	_, err = tx.Transition(ctx, cur, closeStarted(note))
+	return err == nil, err
 }
 
 // deletion is the close phase's admission: the delete rendered from the target the request was
@@ -113,7 +128,7 @@ func (w *Workflow) Expire(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, b := range bs {
-		err := w.startClose(ctx, b.OperationID, expiredNote+".")
+		err := w.startClose(ctx, b.OperationID, expiredNote+".", b.ExpiresAt)
 		var ae *apperr.Error
 		switch {
 		case err == nil:

@@ -57,6 +57,19 @@ type expiryJob struct{ w *Workflow }
 
 func (j expiryJob) runOnce(ctx context.Context) (int, error) { return j.w.Expire(ctx) }
 
+// driftJob is the drift check: the config repository compared with the bindings (docs/drift.md).
+type driftJob struct{ w *Workflow }
+
+func (j driftJob) runOnce(ctx context.Context) (int, error) {
+	res, err := j.w.Drift(ctx)
+	return res.Opened, err
+}
+
+// reviewsJob starts the access reviews due by themselves and reminds reviewers of due dates.
+type reviewsJob struct{ w *Workflow }
+
+func (j reviewsJob) runOnce(ctx context.Context) (int, error) { return j.w.RunReviews(ctx) }
+
 // purgeJob deletes what is over, in chunks: expired idempotency records, and of signing in the
 // sessions past identity.session.idle or .absolute (by the configuration in force), the
 // sign-ins never finished, and the API tokens expired or revoked tokenKeep ago.
@@ -115,6 +128,8 @@ func NewCron(w *Workflow, db *store.DB) *Cron {
 		{config.JobSweep, sweepJob{w}},
 		{config.JobExpiry, expiryJob{w}},
 		{config.JobPurge, purgeJob{db, w.cfg}},
+		{config.JobDrift, driftJob{w}},
+		{config.JobReviews, reviewsJob{w}},
 	} {
 		c.jobs = append(c.jobs, &cronJob{name: j.name, job: j.job})
 	}

@@ -238,6 +238,19 @@ func TestAFlakyBranchPipelineIsRetriedAndLands(t *testing.T) {
 		if n := h.sims.GitLab.Calls("create_mr_pipeline"); n != 0 {
 			t.Fatalf("%d MR pipelines asked for in a branch-pipelines project", n)
 		}
+		// The retry is no secret: the timeline shows both runs, the failed one and the next.
+		runs := 0
+		for _, e := range h.view(op).Timeline {
+			if e.Step.Code == int(state.StepCreateStarted) {
+				runs++
+				if runs == 2 && (!strings.Contains(e.Note, " failed; trying it once more on the same commit (flaky retry 1 of 1)") || !strings.HasPrefix(e.Note, "pipeline ")) {
+					t.Errorf("the second run's entry: %+v", e)
+				}
+			}
+		}
+		if runs != 2 {
+			t.Fatalf("%d runs of the pipeline in the timeline, want 2: %+v", runs, h.view(op).Timeline)
+		}
 	})
 }
 

@@ -73,7 +73,12 @@ approval:
   backoff: 1ms
 authz:
   opsRule: ops-rule
+# A loaded machine (CI with -race, other test binaries) can take seconds to answer: the deadlines
+# that deny or refuse in production are tested on their own, not by every workflow test.
+database:
+  requestTimeout: 20s
 permission:
+  timeout: 20s
   rules:
     ops-rule: [ops@example.com]
 %s`, approvalFirst, extra)
@@ -210,7 +215,7 @@ func (h *harness) currentEngine() *engine.Engine {
 func (h *harness) restart(instance string, wrap func(workflow.Tickets) workflow.Tickets) {
 	old := h.currentEngine()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout())
 		defer cancel()
 		_ = old.Stop(ctx)
 	}()
@@ -479,6 +484,12 @@ func (h *harness) metric(series string) string {
 func (h *harness) dueNow(op string) {
 	h.t.Helper()
 	enginekit.On(h.t, h.db).DueNow(state.TaskRequest, op)
+}
+
+// expire ends the claim of op's task as a stalled holder's lease runs out (enginekit.Expire).
+func (h *harness) expire(op string) {
+	h.t.Helper()
+	enginekit.On(h.t, h.db).Expire(state.TaskRequest, op)
 }
 
 // task is op's own task (ok false: it has none).

@@ -49,7 +49,21 @@ func legacyTaskOfBranch(branch string) (store.TaskRef, bool) {
 	if !ok || op == "" {
 		return store.TaskRef{}, false
 	}
-	return store.TaskRef{Kind: state.TaskRequest, Ref: op}, true
+	return legacyMRTask(op), true
+}
+
+// legacyMRTask is what GitLab news of a legacy request's MR or branch wakes: the request's task
+// at any step but the approval's. The ticket and its look wait for the approval system, asked
+// every approval.pollAfter — a pipeline event is no news of the decision (woken, the look would
+// read the ticket at each of them).
+func legacyMRTask(op string) store.TaskRef {
+	var steps []string
+	for _, r := range (&Workflow{}).steps() {
+		if r.Name != stepTicket && r.Name != stepTicketPoll {
+			steps = append(steps, string(r.Name))
+		}
+	}
+	return store.TaskRef{Kind: state.TaskRequest, Ref: op, Steps: steps}
 }
 
 // createMR is the legacy create step. It decides "insert or advance" from the database, not from
@@ -61,7 +75,7 @@ func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 	switch st, step := r.req.Binding.Status, r.req.Operation.Step; {
 	case st == state.StatusMRCreating && step == state.StepCreateStarted:
 	case st == state.StatusMRCreating || st == state.StatusCreateFailed:
-		return r.move(ctx, store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, store.TaskNext{})
+		return r.move(ctx, creatingMR(0, ""), store.TaskNext{})
 	case st == state.StatusMRCreated: // the MR passed CI before a crash: the ticket is next
 		return r.Next(ctx, r.To(stepTicket), nil)
 	default:
@@ -69,7 +83,7 @@ func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 	}
 	spec, _, err := w.legacySpec(r.req.Operation)
 	if err != nil {
-		return failed(state.StatusCreateFailed, state.StepCreateInvalid, err)
+		return change.FailedInvalid.Because(err)
 	}
 	r.Memo = reqMemo{}
 	o, err := w.mr.Open(ctx, spec, r.req.Operation.MRIID, false, &r.Memo.Memo)
@@ -83,8 +97,7 @@ func (w *Workflow) createMR(ctx context.Context, r *reqRun) error {
 	case o.MR.IID == r.req.Operation.MRIID: // recorded by an earlier run: only the wait is next
 		return r.Next(ctx, r.To(stepCreatePipeline), nil)
 	}
-	return r.then(ctx, stepCreatePipeline, 0, store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted, MRIID: o.MR.IID,
-		Note: "Merge request !" + fmt.Sprint(o.MR.IID) + " opened."})
+	return r.then(ctx, stepCreatePipeline, 0, creatingMR(o.MR.IID, "Merge request !"+fmt.Sprint(o.MR.IID)+" opened."))
 }
 
 // createPipeline is one look at the legacy MR's pipeline: passed → MR_CREATED / CREATE_SUCCEEDED
@@ -110,19 +123,20 @@ func (w *Workflow) createPipeline(ctx context.Context, r *reqRun) error {
 	pipeline := pipelineID(o.Pipeline)
 	switch o.Result {
 	case change.Closed:
-		return failed(state.StatusCreateFailed, state.StepHandleMRClosed, change.ErrMRClosed)
+		return change.FailedMRClosed.Because(change.ErrMRClosed)
 	case change.Retried, change.Replaced:
 		n := r.To(stepCreatePipeline)
 		n.Note = o.Note
 		return r.Next(ctx, n, nil)
 	case change.Failed:
 		w.mr.KeepFailedJob(ctx, w.db, op.Project, pipeline)
-		return &failure{to: state.StatusCreateFailed, step: state.StepCreatePipelineFailed, err: words("The merge request's pipeline failed."), pipeline: pipeline}
+		f := change.FailedPipeline
+		f.Pipeline = pipeline
+		return f.Because(words("The merge request's pipeline failed."))
 	case change.Passed, change.Merged:
-		return r.then(ctx, stepTicket, 0, store.Change{To: state.StatusMRCreated, Step: state.StepCreateSucceeded, PipelineID: pipeline})
+		return r.then(ctx, stepTicket, 0, mrCreated(pipeline))
 	case change.Stuck:
-		return r.finish(ctx, store.Change{To: state.StatusMRCreating, Step: state.StepCreatePipelinePending, PipelineID: pipeline,
-			Note: "The pipeline gave no answer in time."})
+		return r.finish(ctx, pipelineStuck(pipeline, "The pipeline gave no answer in time."))
 	}
 	return r.Next(ctx, o.Next, nil)
 }
@@ -134,7 +148,7 @@ func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 	switch st := r.req.Binding.Status; {
 	case st == state.StatusMerging:
 	case st == state.StatusHandleFailed && r.req.Operation.MRIID > 0:
-		return r.move(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, store.TaskNext{})
+		return r.move(ctx, merging(state.StepHandleStarted, ""), store.TaskNext{})
 	default:
 		return r.Finish(ctx, nil)
 	}
@@ -145,11 +159,11 @@ func (w *Workflow) approveMR(ctx context.Context, r *reqRun) error {
 	case err != nil:
 		return err
 	case o.Result == change.Closed:
-		return failed(state.StatusHandleFailed, state.StepHandleMRClosed, change.ErrMRClosed)
+		return change.FailedMRClosed.Because(change.ErrMRClosed)
 	case o.Result == change.Merged:
 		return w.recordMerged(ctx, r, "Already merged.", o.MR)
 	}
-	return r.then(ctx, stepMerge, 0, store.Change{To: state.StatusMerging, Step: state.StepHandleApproved})
+	return r.then(ctx, stepMerge, 0, merging(state.StepHandleApproved, ""))
 }
 
 // mergeSlot serialises the legacy merges of one project across every instance: each MR is merged
@@ -176,7 +190,7 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	}
 	spec, _, err := w.legacySpec(op)
 	if err != nil {
-		return failed(state.StatusHandleFailed, state.StepHandleMergeFailed, err)
+		return change.FailedMerge.Because(err)
 	}
 	phase := change.MergePhase(r.Step.Name)
 	slot := mergeSlot(op.Project)
@@ -194,39 +208,37 @@ func (w *Workflow) mergeMR(ctx context.Context, r *reqRun) error {
 	if err != nil {
 		return err
 	}
-	switch o.Result {
-	case change.Merged:
+	m := change.MergeMeaning(o)
+	switch m.Class {
+	case change.MergeLanded:
 		return w.recordMerged(ctx, r, "", o.MR)
-	case change.Closed:
-		return failed(state.StatusHandleFailed, state.StepHandleMRClosed, change.ErrMRClosed)
-	case change.Failed:
-		if errors.Is(o.Cause, change.ErrConflict) {
-			return failed(state.StatusHandleFailed, state.StepHandleRebaseConflict, o.Cause)
+	case change.MergeFails:
+		if o.Result == change.Expired {
+			m.Failure.Cause = words("The merge request stayed blocked for longer than batch.blockedTimeout.")
+			if o.Reason != "" {
+				m.Failure.Cause = words(fmt.Sprintf("Nobody did this within batch.blockedTimeout: %s.", o.Reason))
+			}
 		}
-		return failed(state.StatusHandleFailed, state.StepHandlePipelineFailed, o.Cause)
-	case change.Retried, change.Replaced:
+		return &m.Failure
+	case change.MergeAgain:
 		n := r.To(Step(o.Phase))
 		n.Note = o.Note
 		return r.Next(ctx, n, nil)
-	case change.Waiting:
-		return r.Next(ctx, o.Next, nil)
-	case change.Blocked:
+	case change.MergeBlocks:
 		return r.blocked(ctx, o.Reason)
-	case change.Expired:
-		if o.Reason != "" {
-			return failed(state.StatusHandleFailed, state.StepHandleMergeFailed, words(fmt.Sprintf("Nobody did this within batch.blockedTimeout: %s.", o.Reason)))
-		}
-		return failed(state.StatusHandleFailed, state.StepHandleMergeFailed, words("The merge request stayed blocked for longer than batch.blockedTimeout."))
-	case change.Stuck:
+	case change.MergeHolds:
+		step := m.Steps.Handle
+		note := "A pipeline or GitLab's mergeability check gave no answer in time."
 		if o.Phase == change.MergeRebasing {
-			return r.finish(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleRebasePending, Note: "The rebase gave no answer in time."})
+			note = "The rebase gave no answer in time."
 		}
-		return r.finish(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandlePipelinePending, Note: "A pipeline or GitLab's mergeability check gave no answer in time."})
-	case change.Unblocked:
-		return r.move(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleStarted, Note: "The merge request is no longer blocked."},
+		return r.finish(ctx, merging(step, note))
+	case change.MergeResumes:
+		step := m.Steps.Handle
+		return r.move(ctx, merging(step, "The merge request is no longer blocked."),
 			r.To(Step(o.Phase)))
 	}
-	return r.Next(ctx, o.Next, nil) // Moved
+	return r.Next(ctx, o.Next, nil) // MergeNext: waiting, or moved on
 }
 
 // blocked: something on the MR only a person can clear keeps GitLab from merging it. The request
@@ -235,7 +247,8 @@ func (r *reqRun) blocked(ctx context.Context, reason string) error {
 	none := ""
 	n := r.To(stepMergeBlocked)
 	n.Slot, n.Note = &none, "blocked: "+reason
-	return r.move(ctx, store.Change{To: state.StatusMerging, Step: state.StepHandleMRBlocked, Note: reason + "."}, n)
+	step := change.MRBlocked.Handle
+	return r.move(ctx, merging(step, reason+"."), n)
 }
 
 // recordMerged writes MERGED with where mr landed in the project's merge order, ends the task
@@ -246,7 +259,7 @@ func (w *Workflow) recordMerged(ctx context.Context, r *reqRun, note string, mr 
 		if err := tx.RecordMerge(ctx, *land); err != nil {
 			return err
 		}
-		return r.transition(ctx, tx, store.Change{To: state.StatusMerged, Step: state.StepHandleMerged, Note: note})
+		return r.transition(ctx, tx, mergedOwnMR(note))
 	})
 	if err != nil {
 		return err

@@ -240,10 +240,10 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 	case status == state.StatusApprovalSent:
 		// Waiting for a decision (approval.timeout lists it): the ticket is sent again —
 		// idempotent by operationId in the approval system — and the request stays SENT.
-		return store.Change{To: state.StatusApprovalSent, Step: state.StepApprovalSent}, stepTicket, reqMemo{}, nil
+		return ticketSent("", ""), stepTicket, reqMemo{}, nil
 	case status == state.StatusApprovalSending || op.Step == state.StepApprovalSendFailed:
 		// (Re)open the ticket: idempotent by operationId in the approval system.
-		return store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, stepTicket, reqMemo{}, nil
+		return sendingTicket(), stepTicket, reqMemo{}, nil
 	case status == state.StatusMerged:
 		return conflict("merged and waiting for the deploy pipeline; reconciliation validates it")
 	case status == state.StatusValidated && op.Step == state.StepCloseMerged:
@@ -255,7 +255,7 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
 			return conflict("queued for a batch round")
 		}
-		return store.Change{To: state.StatusValidated, Step: state.StepCloseStarted}, "", reqMemo{}, nil
+		return closeStarted(""), "", reqMemo{}, nil
 	}
 	if op.Flow == FlowLegacy {
 		if r, ok := w.legacyResume(status, op); ok {
@@ -267,12 +267,12 @@ func (w *Workflow) retryPlan(ctx context.Context, cur store.Request) (store.Chan
 	switch {
 	case status == state.StatusCreateFailed && op.Step == state.StepCreateInvalid:
 		// Re-validated at the re-admission (a fixed catalog may make it valid now).
-		return store.Change{To: state.StatusMRCreating, Step: state.StepQueued}, "", reqMemo{}, nil
+		return queued("", ""), "", reqMemo{}, nil
 	case status.Failed(), status == state.StatusMRCreating, status == state.StatusMRCreated, status == state.StatusMerging:
 		if _, err := w.db.Waiting(ctx, op.OperationID); err == nil {
 			return conflict("queued for a batch round")
 		}
-		return store.Change{To: state.StatusMRCreating, Step: state.StepQueued}, "", reqMemo{}, nil
+		return queued("", ""), "", reqMemo{}, nil
 	}
 	return conflict(string(status))
 }
@@ -292,15 +292,15 @@ func (w *Workflow) legacyResume(status state.BindingStatus, op store.Operation) 
 	restart := reqMemo{Memo: change.Memo{Restart: true}}
 	switch {
 	case status == state.StatusMRCreating && at != "":
-		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, at, restart}, true
+		return resume{creatingMR(0, ""), at, restart}, true
 	case status == state.StatusMerging && at != "":
-		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, at, restart}, true
+		return resume{merging(state.StepHandleStarted, ""), at, restart}, true
 	case status == state.StatusMRCreating, status == state.StatusCreateFailed:
-		return resume{store.Change{To: state.StatusMRCreating, Step: state.StepCreateStarted}, stepCreate, reqMemo{}}, true
+		return resume{creatingMR(0, ""), stepCreate, reqMemo{}}, true
 	case status == state.StatusMRCreated:
-		return resume{store.Change{To: state.StatusApprovalSending, Step: state.StepApprovalSending}, stepTicket, reqMemo{}}, true
+		return resume{sendingTicket(), stepTicket, reqMemo{}}, true
 	case status == state.StatusMerging, status == state.StatusHandleFailed && op.MRIID > 0:
-		return resume{store.Change{To: state.StatusMerging, Step: state.StepHandleStarted}, stepApprove, reqMemo{}}, true
+		return resume{merging(state.StepHandleStarted, ""), stepApprove, reqMemo{}}, true
 	}
 	return resume{}, false
 }
@@ -340,8 +340,9 @@ func (w *Workflow) RunRound(ctx context.Context) (api.RoundResult, error) {
 }
 
 // GitLabEvent takes a verified GitLab webhook as a hint: the work waiting on that MR (a batch, a
-// legacy request) is due now, on whichever instance claims it first — this one is nudged. The
-// steps still read the remote state before acting, so a forged or stale event changes nothing.
+// legacy request's MR step — not its approval's) is due now, on whichever instance claims it
+// first — this one is nudged. The steps still read the remote state before acting, so a forged or
+// stale event changes nothing.
 //
 // A database conflict (a deadlock with a step or a claim that holds the same task's row) is
 // tried again within the request: the wakes are idempotent, and a 5xx would count towards the
@@ -368,7 +369,7 @@ func (w *Workflow) gitlabEvent(ctx context.Context, ev GitLabEvent) (api.Callbac
 	op, err := w.db.LegacyByMR(ctx, ev.Project, ev.MRIID)
 	switch {
 	case err == nil:
-		k, err := w.db.WakeTasks(ctx, []store.TaskRef{{Kind: state.TaskRequest, Ref: op}})
+		k, err := w.db.WakeTasks(ctx, []store.TaskRef{legacyMRTask(op)})
 		if err != nil {
 			return api.CallbackResult{}, err
 		}

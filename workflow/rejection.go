@@ -11,9 +11,10 @@ import (
 	"bindery/store"
 )
 
-// A rejection keeps who decided and what they wrote, when the approval system sends them: the
-// note of the rejection's step says it in the requester's words ("Rejected by carol: not this
-// quarter."), and the request page shows it (rejected).
+// A decision keeps who decided and what they wrote, when the approval system sends them: the
+// note of the decision's step says it in the requester's words ("Rejected by carol: not this
+// quarter.", "Approved by dave: fine for Q3."), the request page shows it (rejected), and the
+// operation keeps who decided (store.Change.DecidedBy) for the audit export.
 
 // Bounds of what a rejection's note keeps of the callback, in bytes: the note is at most 512
 // (store's operation_step.note), and what is cut says so with an ellipsis.
@@ -25,11 +26,29 @@ const (
 // rejectionNote is the note of a rejection (or a withdrawal in the approval system): who decided
 // and their comment when the callback names them, else the decision alone.
 func rejectionNote(cb api.ApprovalCallback) string {
-	by, comment := oneLine(cb.DecidedBy, maxDecidedBy), oneLine(cb.Comment, maxComment)
 	verb := "Rejected"
 	if cb.Result == api.ApprovalWithdrawn {
 		verb = "Withdrawn in the approval system"
 	}
+	return decisionNote(cb, verb)
+}
+
+// approvalNote is the note of an approval: who approved and their comment when the callback
+// names them ("Approved by dave: fine for Q3."), else "Approved.".
+func approvalNote(cb api.ApprovalCallback) string {
+	if oneLine(cb.DecidedBy, maxDecidedBy) == "" && oneLine(cb.Comment, maxComment) == "" {
+		return "Approved."
+	}
+	note := decisionNote(cb, "Approved")
+	if !strings.HasSuffix(note, ".") && !strings.HasSuffix(note, "!") && !strings.HasSuffix(note, "?") {
+		note += "." // a sentence follows it in the step's note
+	}
+	return note
+}
+
+// decisionNote is verb with who decided and their comment.
+func decisionNote(cb api.ApprovalCallback, verb string) string {
+	by, comment := oneLine(cb.DecidedBy, maxDecidedBy), oneLine(cb.Comment, maxComment)
 	switch {
 	case by == "" && comment == "":
 		return "Decision: " + strings.ToLower(cb.Result) + "."

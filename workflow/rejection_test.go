@@ -19,12 +19,7 @@ func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
-		op := h.apply("alice", "db-read")
-		h.waitState(op, state.StatusApprovalSent, 0)
-		body := `{"decision":"REJECTED","decidedBy":"carol@example.com","comment":"Not for this team:\nask your lead first."}`
-		if code := h.api("POST", "/sim/approvals/"+h.ticketOf(op).ID+"/decide", "", body, nil); code != 200 {
-			t.Fatalf("the inbox's decision: %d", code)
-		}
+		op := inboxDecides(t, h, `{"decision":"REJECTED","decidedBy":"carol@example.com","comment":"Not for this team:\nask your lead first."}`)
 		h.waitState(op, state.StatusRejected, state.StepApprovalRejected)
 		var v api.RequestView
 		h.api("GET", "/api/requests/"+op, "alice", "", &v)
@@ -69,4 +64,47 @@ func TestARejectionsCommentIsKeptPrintableAndBounded(t *testing.T) {
 			t.Fatalf("note (%d characters): %q", utf8.RuneCountInString(note), note)
 		}
 	})
+}
+
+// An approval keeps who approved and their comment like a rejection does: the timeline's note
+// says it, the request view names the approver, and the operation keeps them for the audit export.
+func TestAnApprovalKeepsWhoApproved(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{approvalFirst: true})
+		op := inboxDecides(t, h, `{"decision":"APPROVED","decidedBy":"dave@example.com","comment":"fine for Q3"}`)
+		v := h.waitState(op, state.StatusMRCreating, state.StepQueued)
+		if v.DecidedBy != "dave@example.com" {
+			t.Fatalf("the view's approver %q", v.DecidedBy)
+		}
+		found := false
+		for _, e := range v.Timeline {
+			found = found || e.Note == "Approved by dave@example.com: fine for Q3. Waiting for a batch."
+		}
+		if !found {
+			t.Fatalf("no timeline note names the approver: %+v", v.Timeline)
+		}
+		if o, err := db.Operation(t.Context(), op); err != nil || o.DecidedBy != "dave@example.com" {
+			t.Fatalf("the operation keeps %q (%v)", o.DecidedBy, err)
+		}
+
+		// Without a name the approval reads as before, and nobody is named.
+		other := h.apply("bob", "db-read")
+		h.decide(other, "APPROVED")
+		if v := h.waitState(other, state.StatusMRCreating, state.StepQueued); v.DecidedBy != "" ||
+			v.Timeline[len(v.Timeline)-1].Note != "Approved. Waiting for a batch." {
+			t.Fatalf("without a name: %q %q", v.DecidedBy, v.Timeline[len(v.Timeline)-1].Note)
+		}
+	})
+}
+
+// inboxDecides applies for alice and decides her ticket in the approval simulator's inbox with
+// body (the decision, who and their comment); it returns the request's operationId.
+func inboxDecides(t *testing.T, h *harness, body string) string {
+	op := h.apply("alice", "db-read")
+	h.waitState(op, state.StatusApprovalSent, 0)
+	if code := h.api("POST", "/sim/approvals/"+h.ticketOf(op).ID+"/decide", "", body, nil); code != 200 {
+		t.Fatalf("the inbox's decision: %d", code)
+	}
+	return op
 }

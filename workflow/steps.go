@@ -40,7 +40,9 @@ const (
 	stepMergePipeline      = Step(change.MergePipeline)
 	stepMergeChecking      = Step(change.MergeChecking)
 	stepMergeBlocked       = Step(change.MergeBlocked)
-	stepCloseMR       Step = "close_mr" // legacy, rejected: close the request's MR
+	stepCloseMR       Step = "close_mr"     // legacy, rejected: close the request's MR
+	stepRenewTicket   Step = "renew_ticket" // in effect: send a renewal's approval ticket
+	stepRenewPoll     Step = "renew_poll"   // in effect, a renewal waits: ask the approval system now and then
 )
 
 // reqMemo is what a request's task remembers between runs: its MR's lifecycle, and the approval
@@ -96,24 +98,31 @@ func (w *Workflow) steps() []stepRow {
 			does:    "legacy: one look at the MR's pipeline (flaky retries; no answer within `poll.timeout` → a new pipeline once, then CREATE_PIPELINE_PENDING)"},
 		{Step: es{Name: stepApprove, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).approveMR)},
 			failTo: state.StatusHandleFailed, failStep: state.StepHandleApproveFailed, does: "legacy, approved: both reviewer accounts approve"},
-		{Step: es{Name: stepMerge, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).mergeMR)},
-			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, resumes: []state.Step{state.StepHandleMRBlocked},
-			does: "legacy: one merge action, holding the project's merge slot"},
-		{Step: es{Name: stepMergeRebase, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "GitLab to rebase {mr} onto the target branch",
-			resumes: []state.Step{state.StepHandleRebasePending}, does: "legacy: wait for GitLab's rebase"},
-		{Step: es{Name: stepMergePipeline, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "the pipeline of the new head of {mr} to pass",
-			resumes: []state.Step{state.StepHandlePipelinePending}, does: "legacy: wait for the pipeline of a head the merge moved"},
-		{Step: es{Name: stepMergeChecking, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: "GitLab to work out whether {mr} can be merged",
-			does: "legacy: wait while GitLab computes whether the MR can be merged"},
-		{Step: es{Name: stepMergeBlocked, Lane: bg, Polls: true, Run: w.run((*Workflow).mergeMR)},
-			failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed,
-			does: "legacy: the MR waits for a person (HANDLE_MR_BLOCKED), one look per poll, without the merge slot; cleared → `merge`; not within `batch.blockedTimeout` → failed"},
+		w.mergeStep(es{Name: stepMerge}, "legacy: one merge action, holding the project's merge slot", state.StepHandleMRBlocked),
+		w.mergeStep(es{Name: stepMergeRebase}, "legacy: wait for GitLab's rebase", state.StepHandleRebasePending),
+		w.mergeStep(es{Name: stepMergePipeline}, "legacy: wait for the pipeline of a head the merge moved", state.StepHandlePipelinePending),
+		w.mergeStep(es{Name: stepMergeChecking}, "legacy: wait while GitLab computes whether the MR can be merged"),
+		w.mergeStep(es{Name: stepMergeBlocked}, "legacy: the MR waits for a person (HANDLE_MR_BLOCKED), one look per poll, without the merge slot; cleared → `merge`; not within `batch.blockedTimeout` → failed"),
 		{Step: es{Name: stepCloseMR, Lane: bg, Attempts: mrAttempts, Run: w.run((*Workflow).closeRejectedMR)},
 			waiting: "bindery to close {mr}", does: "legacy, rejected or withdrawn: close the request's MR (a cleanup: nothing to fail)"},
+		{Step: es{Name: stepRenewTicket, Lane: first, Attempts: ticketAttempts, Backoff: ticketBackoff, Run: w.run((*Workflow).openRenewalTicket)},
+			does: "in effect, a renewal asked (renewal: approval): send its ticket to the approval system (the binding stays in effect; nothing to fail)"},
+		{Step: es{Name: stepRenewPoll, Lane: bg, Polls: true, Run: w.run((*Workflow).pollRenewalTicket)},
+			does: "in effect, a renewal waits for its decision: every `approval.pollAfter`, read its ticket; a decision found is applied as its callback would be (no renewal waits for ever)"},
 	}
+}
+
+// mergeStep is the row of the merge phase st names (change.Phases): one merge action of the legacy MR per
+// run, HANDLE_FAILED / HANDLE_MERGE_FAILED when it fails without deciding a failure itself.
+func (w *Workflow) mergeStep(st engine.Step[reqMemo, Step], does string, resumes ...state.Step) stepRow {
+	i := slices.IndexFunc(change.Phases, func(p change.PhaseRow) bool { return Step(p.Phase) == st.Name })
+	p := change.Phases[i]
+	row := stepRow{Step: engine.Step[reqMemo, Step]{Name: st.Name, Lane: engine.LaneBackground, Polls: p.Polls, Run: w.run((*Workflow).mergeMR)},
+		failTo: state.StatusHandleFailed, failStep: state.StepHandleMergeFailed, waiting: p.Waiting, resumes: resumes, does: does}
+	if !p.Polls {
+		row.Attempts = mrAttempts
+	}
+	return row
 }
 
 // StepDocs is the request kind's step table for docs/states.md.
@@ -205,15 +214,30 @@ func (w *Workflow) run(action func(*Workflow, context.Context, *reqRun) error) f
 // the version the run last wrote, and ends the task.
 func (w *Workflow) failRequest(ctx context.Context, j *reqJob, err error) error {
 	r, ok := j.State.(*reqRun)
+	if ok && (r.row.Name == stepRenewTicket || r.row.Name == stepRenewPoll) {
+		// The approval system did not take a renewal's ticket, or its decision could not be
+		// read: the renewal ends (the binding keeps its expiry), so that it can be asked again.
+		return j.Finish(ctx, func(tx *store.Tx) error {
+			rn, err := tx.RenewalPendingOf(ctx, r.req.Operation.OperationID)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err == nil {
+				_, err = tx.DecideRenewal(ctx, rn.RenewalID, store.RenewalCancelled, "", nil)
+			}
+			return err
+		})
+	}
 	if !ok || r.row.failTo == "" {
 		return j.Finish(ctx, nil) // nothing to fail: the request could not be read, or a cleanup
 	}
 	to, step, pipeline := r.row.failTo, r.row.failStep, int64(0)
-	var f *failure
-	if errors.As(err, &f) {
-		to, step, pipeline = f.to, f.step, f.pipeline
+	var f *change.Failure
+	if errors.As(err, &f) { // a failure the step recognised: pipeline failed, rebase conflict, MR closed, …
+		to, step = f.Of(r.req.Binding.Status)
+		pipeline = f.Pipeline
 	}
-	return r.finish(ctx, store.Change{To: to, Step: step, Note: noteFor(err), PipelineID: pipeline})
+	return r.finish(ctx, failed(to, step, pipeline, noteFor(err)))
 }
 
 // move writes a transition of the request with the task's next state, in one fenced transaction.
@@ -239,22 +263,6 @@ func (r *reqRun) transition(ctx context.Context, tx *store.Tx, c store.Change) e
 		r.req = next
 	}
 	return err
-}
-
-// failure is a failure a step recognised: the engine has this state written instead of the
-// declared one (pipeline failed, rebase conflict, MR closed outside bindery, …).
-type failure struct {
-	to       state.BindingStatus
-	step     state.Step
-	err      error
-	pipeline int64 // the pipeline that failed, recorded with the failure (0: none)
-}
-
-func (f *failure) Error() string { return fmt.Sprintf("%s: %v", f.step, f.err) }
-func (f *failure) Unwrap() error { return f.err }
-
-func failed(to state.BindingStatus, step state.Step, err error) error {
-	return &failure{to: to, step: step, err: err}
 }
 
 // noteFor is the failure note operators and the owner see in the timeline: the classified cause

@@ -14,6 +14,7 @@ import (
 	"bindery/api"
 	"bindery/batch"
 	"bindery/internal/vocab/apperr"
+	"bindery/internal/vocab/explain"
 	"bindery/internal/vocab/state"
 	"bindery/internal/work/engine"
 	"bindery/store"
@@ -143,10 +144,10 @@ func (c *trainCache) drop(partition string) {
 
 // trainStateOf is what an estimate reads of a snapshot, at now (the database clock: the cars'
 // times are its).
-func (w *Workflow) trainStateOf(partition string, s trainSnapshot, now time.Time) trainState {
-	t := trainState{Now: now, Project: partition, Durations: s.durations[:min(len(s.durations), estimateSample)], Length: w.cfg.Current().BatchTrain(), Paused: s.pause != nil}
+func (w *Workflow) trainStateOf(partition string, s trainSnapshot, now time.Time) batch.TrainState {
+	t := batch.TrainState{Now: now, Project: partition, Durations: s.durations[:min(len(s.durations), batch.EstimateSample)], Length: w.cfg.Current().BatchTrain(), Paused: s.pause != nil}
 	for _, c := range s.cars {
-		t.Cars = append(t.Cars, carState{ID: c.ID, Started: c.CIStartedAt, State: s.carState(c)})
+		t.Cars = append(t.Cars, batch.EstimatedCar{ID: c.ID, Started: c.CIStartedAt, State: s.carState(c)})
 	}
 	return t
 }
@@ -199,7 +200,7 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 			car.Ahead = append(car.Ahead, api.CarAhead{BatchID: c.ID, MR: w.mrLink(c.Project, c.MRIID), Pipeline: s.carState(c)})
 		}
 		wt.Car = car
-		e := estimateMerge(ts, trainPlace{Car: at})
+		e := api.Estimate(batch.EstimateMerge(ts, batch.Place{Car: at}))
 		wt.Estimate = &e
 		if i := slices.IndexFunc(s.cars[:at], func(c store.Batch) bool { return c.Status == state.BatchBlocked }); i >= 0 && v.NextAction == state.NextWait {
 			// A car ahead is BLOCKED: this one cannot merge before it is cleared or settled.
@@ -213,9 +214,11 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 		if mw := snap.BatchMaxWait(); mw > 0 && d.Waiting.Ahead+1 < snap.BatchMaxRequests() {
 			// A small waiting set is batched once its oldest request waited batch.maxWait: at
 			// the latest when this one did.
-			round = later(round, d.Waiting.Since.Add(mw))
+			if at := d.Waiting.Since.Add(mw); at.After(round) {
+				round = at
+			}
 		}
-		why := waitingForACar(partition, *d.Waiting, s, ts.Length)
+		why := waitingForACar(partition, *d.Waiting, s, ts.Length, d.Now)
 		h := roundHold{}
 		if why == "" && d.Waiting.BlockedBy == nil && v.NextAction == state.NextWait {
 			h = w.roundHoldOf(partition, s, d.Now)
@@ -225,7 +228,7 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 			round = h.until
 			wt.HeldUntil, wt.WaitingFor, v.NextActionText = &h.until, h.why, h.text
 		}
-		e := estimateMerge(ts, trainPlace{Car: -1, Ahead: d.Waiting.Ahead, PerCar: snap.BatchMaxRequests(), Round: round})
+		e := api.Estimate(batch.EstimateMerge(ts, batch.Place{Car: -1, Ahead: d.Waiting.Ahead, PerCar: snap.BatchMaxRequests(), Round: round}))
 		wt.Estimate = &e
 		if why != "" {
 			wt.WaitingFor = why
@@ -235,11 +238,11 @@ func (w *Workflow) describeTrain(ctx context.Context, d store.RequestDetail, v *
 		switch {
 		case carID != 0 && at == 0 && s.carState(s.cars[0]) == batch.CarPassed:
 			// Its car is next and ready: only the pause holds it.
-			wt.WaitingFor = fmt.Sprintf("the queue of %s to be resumed — %s; its car merges next", partition, pausedWords(*p))
+			wt.WaitingFor = fmt.Sprintf("the queue of %s to be resumed — %s; its car merges next", partition, pauseOf(partition, *p).Words(d.Now))
 		case carID != 0:
-			wt.WaitingFor = fmt.Sprintf("%s; the queue of %s is %s, so its car does not merge until an operator resumes it", wt.WaitingFor, partition, pausedWords(*p))
+			wt.WaitingFor = fmt.Sprintf("%s; the queue of %s is %s, so its car does not merge until an operator resumes it", wt.WaitingFor, partition, pauseOf(partition, *p).Words(d.Now))
 		}
-		v.NextActionText = fmt.Sprintf("Your request waits: the queue of %s is %s. It goes on when an operator resumes the queue.", partition, pausedWords(*p))
+		v.NextActionText = pauseOf(partition, *p).Requester(d.Now)
 	}
 }
 
@@ -280,7 +283,7 @@ func (w *Workflow) roundHoldOf(partition string, s trainSnapshot, now time.Time)
 		until := wholeMinute(now.Add(left))
 		return roundHold{until: until,
 			why: fmt.Sprintf("the next car of %s, until %s at the latest: the merge train starts its cars spaced over a pipeline (every %s, a %s of the usual pipeline)",
-				partition, clockWords(until, now), durationWords(gap), ordinalWords(k)),
+				partition, clockWords(until, now), explain.Duration(gap), ordinalWords(k)),
 			text: fmt.Sprintf("Your request waits until %s for the next car of the merge train of %s; its cars start spaced over a pipeline.", clockWords(until, now), partition)}
 	}
 	return roundHold{}
@@ -305,15 +308,15 @@ func ordinalWords(k int) string {
 	return strconv.Itoa(k) + "th"
 }
 
-// pausedWords say who paused a queue and why: "paused by ops@example.com: release freeze until 18:00".
-func pausedWords(p store.Pause) string {
-	return fmt.Sprintf("paused by %s: %s", p.By, p.Reason)
+// pauseOf is partition's pause as people read it (explain.Pause).
+func pauseOf(partition string, p store.Pause) explain.Pause {
+	return explain.Pause{Project: partition, By: p.By, Reason: p.Reason, Since: p.At}
 }
 
 // waitingForACar is what a request in the waiting set waits for when the train says more than
 // "the next batch round" ("": it does not): the queue is paused, the request was sent into the
 // next car, or the train is full.
-func waitingForACar(partition string, w store.WaitingPlace, s trainSnapshot, length int) string {
+func waitingForACar(partition string, w store.WaitingPlace, s trainSnapshot, length int, now time.Time) string {
 	what := ""
 	if w.Action == state.ActionDelete {
 		what = " to remove the file"
@@ -321,7 +324,7 @@ func waitingForACar(partition string, w store.WaitingPlace, s trainSnapshot, len
 	ahead := fmt.Sprintf("%d ahead in the queue", w.Ahead)
 	switch {
 	case s.pause != nil:
-		return fmt.Sprintf("the queue of %s to be resumed%s — %s (%s)", partition, what, pausedWords(*s.pause), ahead)
+		return fmt.Sprintf("the queue of %s to be resumed%s — %s (%s)", partition, what, pauseOf(partition, *s.pause).Words(now), ahead)
 	case w.NextBy != "" && len(s.cars) >= length:
 		return fmt.Sprintf("the next car of %s%s, sent ahead of the queue by %s; the merge train is full (%d of %d cars), so it waits for the first car to merge",
 			partition, what, w.NextBy, len(s.cars), length)
@@ -403,7 +406,7 @@ func trainRank(t api.Train) int {
 	switch {
 	case t.Blocked != nil:
 		return 0
-	case slices.ContainsFunc(t.Cars, func(c api.TrainCar) bool { return c.PipelineState == batch.CarFailed }):
+	case slices.ContainsFunc(t.Cars, func(c api.TrainCar) bool { return c.PipelineState == batch.CarFailed }), t.Failed != nil:
 		return 1
 	case t.Paused != nil:
 		return 2
@@ -420,6 +423,7 @@ type trainRead struct {
 	members   map[int64][]store.Operation
 	durations []time.Duration
 	pause     *store.Pause
+	failed    *store.Batch // the newest batch, when it FAILED
 	count     store.WaitingCount
 	queue     []store.Queued
 }
@@ -435,14 +439,20 @@ func (w *Workflow) carMembers(ctx context.Context, cars []store.Batch) (map[int6
 // readQueue reads what waits in project's waiting set and its recent pipelines, when there is
 // something to show them for.
 func (w *Workflow) readQueue(ctx context.Context, project string, r *trainRead) error {
-	var err error
+	newest, ok, err := w.db.NewestBatch(ctx, project)
+	if err != nil {
+		return err
+	}
+	if ok && newest.Status == state.BatchFailed {
+		r.failed = &newest
+	}
 	if r.count.Waiting > 0 {
 		if r.queue, err = w.db.WaitingQueue(ctx, project, trainQueueShown); err != nil {
 			return err
 		}
 	}
 	if len(r.cars) > 0 || r.count.Waiting > 0 {
-		r.durations, err = w.db.PipelineDurations(ctx, project, estimateSample)
+		r.durations, err = w.db.PipelineDurations(ctx, project, batch.EstimateSample)
 	}
 	return err
 }
@@ -503,7 +513,7 @@ func (w *Workflow) trainView(ctx context.Context, project string, r trainRead, n
 			PipelineState: s.carState(c), Members: w.summaries(r.members[c.ID], cutoff), Since: c.CreatedAt, CISince: c.CIStartedAt}
 		car.WaitingFor = w.carWaiting(c, r.tasks)
 		if car.PipelineState != batch.CarBlocked && car.PipelineState != batch.CarFailed {
-			e := estimateMerge(ts, trainPlace{Car: i})
+			e := api.Estimate(batch.EstimateMerge(ts, batch.Place{Car: i}))
 			car.Estimate = &e
 		}
 		t.Cars = append(t.Cars, car)
@@ -517,7 +527,22 @@ func (w *Workflow) trainView(ctx context.Context, project string, r trainRead, n
 	if p := r.pause; p != nil {
 		t.Paused = &api.TrainPause{By: p.By, Reason: p.Reason, Since: p.At}
 	}
+	if f := r.failed; f != nil {
+		t.Failed = &api.TrainBlock{BatchID: f.ID, Since: f.UpdatedAt, Why: failedWords(*f)}
+	}
 	return t
+}
+
+// failedWords say why a project's newest batch failed, for the ops console: its culprit when a
+// bisection isolated one, else its note.
+func failedWords(b store.Batch) string {
+	if b.Culprit != "" {
+		return "its change of request " + b.Culprit + " made the pipeline fail"
+	}
+	if b.Note == "" {
+		return "it failed"
+	}
+	return b.Note
 }
 
 // carWaiting says what a car waits for, as a phrase: its task's note (bindery's words of the step:
@@ -544,9 +569,9 @@ func (w *Workflow) carWaiting(c store.Batch, tasks map[string]store.Task) string
 }
 
 // pipelinesBasis is what a project's estimates stand on, in the words of their basis.
-func pipelinesBasis(t trainState) string {
+func pipelinesBasis(t batch.TrainState) string {
 	t.Paused, t.Cars = false, nil
-	return estimateMerge(t, trainPlace{Car: -1, PerCar: 1, Round: t.Now}).Basis
+	return batch.EstimateMerge(t, batch.Place{Car: -1, PerCar: 1, Round: t.Now}).Basis
 }
 
 // knownProject refuses a project bindery knows nothing of: not in the catalog, never batched,
@@ -669,7 +694,7 @@ func (w *Workflow) MergeNext(ctx context.Context, operationID, actor string) (ap
 				return err
 			}
 			// A step of its own in the timeline, in the status and step it waits at.
-			_, err = tx.Transition(ctx, cur, store.Change{To: cur.Binding.Status, Step: cur.Operation.Step, Note: note})
+			_, err = tx.Transition(ctx, cur, noted(cur, note))
 			return err
 		})
 	})

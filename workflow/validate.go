@@ -16,8 +16,8 @@ import (
 
 // Validation: a MERGED request becomes VALIDATED when the deploy pipeline reports its MR (exact
 // operationIds when the callback carries them), or when reconciliation infers it from a later MR
-// of the same project. A removal that merged (VALIDATED at CLOSE_MERGED) is CLOSED the same way. Both go through the store's MarkValidated, which returns only the rows it
-// really flipped; the metric and the stage durations are emitted for exactly those, after the
+// of the same project. A removal that merged (VALIDATED at CLOSE_MERGED) is CLOSED the same way. Both go through the store's movers (MarkValidated, CloseRemovals), which return only the rows
+// they really flipped; the metric and the stage durations are emitted for exactly those, after the
 // commit, so a race between the two paths counts each request once.
 
 // Metric names (histograms in seconds, counters).
@@ -42,16 +42,16 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (a
 			return api.CallbackResult{}, w.refuseDeploy(ctx, cb, "project "+cb.Project+" is not in the catalog")
 		}
 	}
-	var d store.Deployed
+	var d Deployed
 	err := retryPreempted(ctx, func() error { // a deadlock is tried again here, not by the sender
 		var err error
-		d, err = w.db.RecordDeploy(ctx, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
+		d, err = RecordDeploy(ctx, w.db, store.Deploy{Project: cb.Project, MRIID: cb.MRIID, SHA: strings.ToLower(cb.SHA), OperationIDs: cb.OperationIDs})
 		return err
 	})
 	switch {
-	case errors.Is(err, store.ErrUnknownMR):
+	case errors.Is(err, ErrUnknownMR):
 		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("bindery opened no merge request !%d in %s", cb.MRIID, cb.Project))
-	case errors.Is(err, store.ErrUnknownCommit):
+	case errors.Is(err, ErrUnknownCommit):
 		return api.CallbackResult{}, w.refuseDeploy(ctx, cb, fmt.Sprintf("no merge bindery recorded in %s landed commit %s", cb.Project, cb.SHA))
 	}
 	if err != nil {
@@ -117,7 +117,7 @@ func (w *Workflow) Reconcile(ctx context.Context) (api.ReconcileResult, error) {
 	}
 	replayed, closed := 0, 0
 	for _, d := range early {
-		res, err := w.db.RecordDeploy(ctx, d)
+		res, err := RecordDeploy(ctx, w.db, d)
 		if err != nil {
 			return api.ReconcileResult{}, err
 		}
@@ -126,7 +126,7 @@ func (w *Workflow) Reconcile(ctx context.Context) (api.ReconcileResult, error) {
 		replayed += len(res.Validated)
 		closed += len(res.Closed)
 	}
-	res, err := w.db.Reconcile(ctx, minAge, maxAge)
+	res, err := ReconcileDeploys(ctx, w.db, minAge, maxAge)
 	// What was committed before an error is real: report and count it either way.
 	w.validated(ctx, res.Validated, "reconcile")
 	w.removed(ctx, res.Closed, "reconcile")
@@ -229,10 +229,10 @@ func (w *Workflow) catchUpDeploy(ctx context.Context, project string, iid int64)
 		return
 	}
 	if err == nil {
-		var res store.Deployed
+		var res Deployed
 		if err = retryPreempted(ctx, func() error {
 			var err error
-			res, err = w.db.RecordDeploy(ctx, d)
+			res, err = RecordDeploy(ctx, w.db, d)
 			return err
 		}); err == nil {
 			w.validated(ctx, res.Validated, "callback")

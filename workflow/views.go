@@ -117,15 +117,47 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (api.Request
 		v.Waiting.WaitingFor += "; " + w.lastDeployWords(ctx, d.Operation.Project)
 	}
 	w.describeTrain(ctx, d, &v)
+	if v.ExpiresIn != "" {
+		// In effect with an expiry: it may be renewed, unless a renewal waits for its decision
+		// (one read, only for such a request).
+		if err := w.describeRenewal(ctx, &v); err != nil {
+			return api.RequestView{}, err
+		}
+	}
+	if inEffect(d.Operation) {
+		// In effect: the drift check may have found its file gone or changed (one read by the
+		// relation's key).
+		if err := w.describeDrift(ctx, d.Operation, &v); err != nil {
+			return api.RequestView{}, err
+		}
+	}
 	if v.Waiting != nil && v.Waiting.Stage == stageApproval && v.Status.AwaitingApproval() {
 		v.Waiting.ApprovalTakes = w.approvalTakes(ctx, d.Operation.TargetKey)
 	}
 	saidWithDetails(&v)
+	v.OperatorText = w.withValues(v.OperatorText)
 	return v, nil
 }
 
+// withValues gives the configuration keys an operator's sentence names their values in force
+// (explain.WithValues).
+func (w *Workflow) withValues(sentence string) string {
+	if sentence == "" {
+		return sentence
+	}
+	snap := w.cfg.Current()
+	return explain.WithValues(sentence, func(key string) (string, bool) {
+		for _, r := range snap.Report {
+			if r.Key == key {
+				return r.Effective, true
+			}
+		}
+		return "", false
+	})
+}
+
 // approvalSample is how many of a target's latest decided approvals the estimate of an approval
-// reads (estimateMinimum of them at least, else there is no estimate).
+// reads (batch.EstimateMinimum of them at least, else there is no estimate).
 const approvalSample = 20
 
 // approvalTakes says how long approvals of targetKey usually take: the median of its latest
@@ -137,10 +169,10 @@ func (w *Workflow) approvalTakes(ctx context.Context, targetKey string) string {
 	case err != nil:
 		w.log.WarnContext(ctx, "approval durations not read; the request view shows no estimate of its approval", "target", targetKey, "err", err)
 		return ""
-	case len(ds) < estimateMinimum:
-		return fmt.Sprintf("%s: %d %s of this target decided so far; an estimate needs %d", noEstimate, len(ds), explain.Plural(len(ds), "approval"), estimateMinimum)
+	case len(ds) < batch.EstimateMinimum:
+		return fmt.Sprintf("%s: %d %s of this target decided so far; an estimate needs %d", explain.NoEstimate, len(ds), explain.Plural(len(ds), "approval"), batch.EstimateMinimum)
 	}
-	return fmt.Sprintf("approvals of this target usually take about %s (median of the last %d)", durationWords(medianOf(ds)), len(ds))
+	return fmt.Sprintf("approvals of this target usually take about %s (median of the last %d)", explain.Duration(batch.Median(ds)), len(ds))
 }
 
 // saidWithDetails: where the view said more than the sentence table of its state (a paused
@@ -254,7 +286,10 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 		// Only a finished failure names the job: a pipeline an operator runs again keeps its id.
 		v.FailedJob = &api.JobLink{ID: j.JobID, Name: j.Name, URL: j.WebURL}
 	}
-	v.Ticket = w.ticketLink(op.TicketID)
+	v.Ticket, v.DecidedBy = w.ticketLink(op.TicketID), op.DecidedBy
+	if expires != nil && status == state.StatusValidated && op.Step == state.StepCalledBack {
+		v.ExpiresIn = explain.ExpiresIn(expires.Sub(d.Now))
+	}
 	w.outcome(&v, d, status)
 	v.Waiting = w.waitingFor(d, status, action, overdue, v)
 	switch {
@@ -265,6 +300,8 @@ func (w *Workflow) view(d store.RequestDetail, now, cutoff time.Time) api.Reques
 		v.NextActionText = "Your request waits: " + v.Waiting.Blocker.Text + "."
 	case op.Step.Info().Person:
 		v.NextActionText = "Your request waits for " + v.Waiting.WaitingFor
+	case action == state.NextWait && len(d.Steps) > 0 && explain.IsFlakyRetry(d.Steps[len(d.Steps)-1].Note):
+		v.NextActionText = explain.FlakyRetry
 	}
 	return v
 }
@@ -301,24 +338,17 @@ func (w *Workflow) behindBlocked(b store.Batch) *api.Blocker {
 }
 
 // behindWords: "behind blocked batch 7 since 08:06 UTC: <why>".
-func behindWords(b *api.Blocker, now time.Time) string {
-	return fmt.Sprintf("behind blocked batch %d since %s: %s", b.BatchID, clockWords(b.Since, now), b.Text)
-}
+func behindWords(b *api.Blocker, now time.Time) string { return behindOf(b).Words(now) }
 
 // behindText is the requester's sentence of a request behind a BLOCKED car.
-func behindText(b *api.Blocker, now time.Time) string {
-	return "Your request waits " + behindWords(b, now) + ". It goes on once that is cleared, or an operator settles the batch."
+func behindText(b *api.Blocker, now time.Time) string { return behindOf(b).Requester(now) }
+
+func behindOf(b *api.Blocker) explain.Behind {
+	return explain.Behind{BatchID: b.BatchID, Since: b.Since, Why: b.Text}
 }
 
-// clockWords says a time of the database clock for people: "08:06 UTC" today, with the date
-// otherwise.
-func clockWords(t, now time.Time) string {
-	t, now = t.UTC(), now.UTC()
-	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
-		return t.Format("15:04") + " UTC"
-	}
-	return t.Format("Jan 2 15:04") + " UTC"
-}
+// clockWords says a time of the database clock for people (explain.Clock).
+func clockWords(t, now time.Time) string { return explain.Clock(t, now) }
 
 // taskWaiting is what a request waits for while the task that drives it is at its step, from the
 // table of the task's kind ("" : the request's own step says it); {mr} is the merge request.
@@ -400,6 +430,10 @@ func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus,
 	default:
 		return nil
 	}
+	if explain.IsFlakyRetry(last.Note) && action == state.NextWait {
+		// Its pipeline failed and runs once more: the wait is that run's, and the page says so.
+		wt.WaitingFor = "its pipeline's new run to pass — " + explain.Told(last.Step, last.Note, nil)
+	}
 	if status.AwaitingApproval() {
 		// The approval wait began when the request first went to the approval system.
 		for i := len(d.Steps) - 1; i >= 0 && stageOf(d.Steps[i].Step) == stageApproval; i-- {
@@ -422,8 +456,9 @@ func (w *Workflow) waitingFor(d store.RequestDetail, status state.BindingStatus,
 		case t.Claimed():
 			wt.Running = true
 		case status.AwaitingApproval() && op.Step == state.StepApprovalSent:
-			// Its looks at the ticket are not a wait's end: the approvers decide when they do
-			// (ApprovalTakes says how long that usually takes).
+			// Its looks at the ticket are not a wait's end, nor is bindery to act: the approvers
+			// decide when they do (ApprovalTakes says how long that usually takes).
+			wt.Lane = ""
 		default:
 			next := t.DueAt
 			wt.NextCheckAt = &next
@@ -531,7 +566,122 @@ func (w *Workflow) MyRequests(ctx context.Context, subject, cursor string, limit
 	if err != nil {
 		return api.Page[api.RequestSummary]{}, badCursor(err)
 	}
-	return api.Page[api.RequestSummary]{Items: w.summaries(ops, w.deployCutoff(ctx, ops...)), NextCursor: next}, nil
+	items := w.summaries(ops, w.deployCutoff(ctx, ops...))
+	w.tellHolds(ctx, ops, items)
+	// In effect: when each expires, and that it can be renewed (one more read, only for a page
+	// that has requests in effect).
+	var inEffect []string
+	for _, o := range ops {
+		if o.Status == state.StatusValidated && o.Step == state.StepCalledBack {
+			inEffect = append(inEffect, o.OperationID)
+		}
+	}
+	if len(inEffect) > 0 {
+		at, now, err := w.db.Expiries(ctx, inEffect)
+		if err != nil {
+			return api.Page[api.RequestSummary]{}, err
+		}
+		for i := range items {
+			if e, ok := at[items[i].OperationID]; ok {
+				items[i].ExpiresAt, items[i].ExpiresIn = &e, explain.ExpiresIn(e.Sub(now))
+			}
+		}
+	}
+	return api.Page[api.RequestSummary]{Items: items, NextCursor: next}, nil
+}
+
+// inWaitingSet: the steps of a request in its project's waiting set (to add its file, or to
+// remove it).
+func inWaitingSet(o store.Operation) bool {
+	return o.Status == state.StatusMRCreating && o.Step == state.StepQueued || o.Status == state.StatusValidated && o.Step == state.StepCloseStarted
+}
+
+// tellHolds gives the rows of a list what holds their requests, in the words and with the facts
+// their request pages have (Request, describeTrain): a merge held for a person, a blocked batch
+// ahead in the project's train, an operator's pause of the queue. One bounded read for the
+// page (store.HoldsOf), and none when no row can be held. A read that fails leaves the rows
+// as the sentence table says them (the list must not fail for it).
+func (w *Workflow) tellHolds(ctx context.Context, ops []store.Operation, items []api.RequestSummary) {
+	var partitions, blocked []string
+	seen := map[string]bool{}
+	for i, o := range ops {
+		switch {
+		case o.Step == state.StepHandleMRBlocked:
+			blocked = append(blocked, o.OperationID)
+		case items[i].NextAction != state.NextWait:
+			continue
+		}
+		if !seen[o.Project] {
+			seen[o.Project] = true
+			partitions = append(partitions, o.Project)
+		}
+	}
+	if len(partitions) == 0 {
+		return
+	}
+	h, err := w.db.HoldsOf(ctx, partitions, blocked)
+	if err != nil {
+		w.log.WarnContext(ctx, "holds not read; the list shows its rows without their pauses and blocked batches", "err", err)
+		return
+	}
+	now, err := w.db.Now(ctx)
+	if err != nil {
+		now = time.Now()
+	}
+	for i, o := range ops {
+		w.tellHold(&items[i], o, h, now)
+	}
+}
+
+// tellHold is tellHolds for one row.
+func (w *Workflow) tellHold(it *api.RequestSummary, o store.Operation, h store.Holds, now time.Time) {
+	cars := h.Cars[o.Project]
+	at := -1
+	if o.BatchID != 0 && !inWaitingSet(o) {
+		at = slices.IndexFunc(cars, func(c store.Batch) bool { return c.ID == o.BatchID })
+	}
+	if o.Step == state.StepHandleMRBlocked {
+		// The merge is held for a person: the request page's story of it (waitingFor).
+		step, ok := h.Blocked[o.OperationID]
+		if !ok || it.NextAction != state.NextWaitManual {
+			return
+		}
+		var batchID int64
+		mr := o.MRIID
+		if at >= 0 {
+			if cars[at].Status == state.BatchBlocked {
+				batchID = cars[at].ID
+			}
+			if cars[at].MRIID != 0 {
+				mr = cars[at].MRIID
+			}
+		}
+		it.Blocker, _ = w.mergeBlocker(step.Note, o.Project, mr, batchID, step.At)
+		it.NextActionText = "Your request waits: " + it.Blocker.Text + "."
+		return
+	}
+	if it.NextAction != state.NextWait {
+		return
+	}
+	switch first := slices.IndexFunc(cars, func(c store.Batch) bool { return c.Status == state.BatchBlocked }); {
+	case inWaitingSet(o) && first >= 0:
+		// Nothing of the project is batched before its blocked car is cleared or settled.
+		it.NextAction = state.NextWaitManual
+		it.Label = explain.Sentence(o.Status, o.Step, it.NextAction).Label
+		it.Blocker = w.behindBlocked(cars[first])
+		it.NextActionText = behindText(it.Blocker, now)
+		return
+	case at > 0 && first >= 0 && first < at:
+		// A car ahead of its own is blocked: it cannot merge before that one.
+		it.NextAction = state.NextWaitManual
+		it.Blocker = w.behindBlocked(cars[first])
+		it.NextActionText = behindText(it.Blocker, now)
+		return
+	}
+	if p, ok := h.Pauses[o.Project]; ok && (inWaitingSet(o) || at >= 0) {
+		it.Paused = &api.TrainPause{By: p.By, Reason: p.Reason, Since: p.At}
+		it.NextActionText = pauseOf(o.Project, p).Requester(now)
+	}
 }
 
 // StuckRequests lists the requests an operator or support must act on — a failure status, a
@@ -703,4 +853,39 @@ type StuckFilter struct {
 	Step   state.Step          // 0 → any
 	Cursor string
 	Limit  int
+}
+
+// describeDrift adds the open drift finding of op's binding to its view, in the requester's words.
+func (w *Workflow) describeDrift(ctx context.Context, op store.Operation, v *api.RequestView) error {
+	f, err := w.db.DriftOfRelation(ctx, op.TargetKey, op.SubjectID)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (f.State != store.DriftOpen || f.OperationID != op.OperationID) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	what := v.TargetTitle
+	if what == "" {
+		what = op.TargetKey
+	}
+	d := &api.RequestDrift{Kind: f.Kind, Commit: f.CommitSHA, Author: f.Author, CommittedAt: f.CommittedAt, FirstSeen: f.FirstSeen}
+	switch f.Kind {
+	case store.DriftMissing:
+		d.Text = explain.DriftRemoved(what, f.CommitSHA, f.Author, f.CommittedAt)
+	case store.DriftChanged:
+		d.Text = explain.DriftChangedForRequester(what)
+	default:
+		return nil
+	}
+	if f.RestoreAt != nil {
+		r, err := w.db.RestoreOf(ctx, f)
+		if err != nil {
+			return err
+		}
+		if d.Restoring = r.State == store.RestoreWaiting || r.State == store.RestoreBatched || r.State == store.RestoreMerged; d.Restoring {
+			d.Text += " " + explain.DriftRestoringForRequester
+		}
+	}
+	v.Drift = d
+	return nil
 }

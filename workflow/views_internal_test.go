@@ -37,3 +37,21 @@ func TestAQueuedRequestSaysHowManyAreAheadOrThatMoreAre(t *testing.T) {
 		}
 	}
 }
+
+// While the pipeline that failed runs once more (a flaky retry), the page says so, not "its
+// pipeline to pass" as if nothing had happened.
+func TestAFlakyRetrySaysThePipelineFailedAndRunsOnceMore(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	note := "pipeline 12 (https://gitlab.example.com/p/-/pipelines/12) failed; trying it once more on the same commit (flaky retry 1 of 1)"
+	d := store.RequestDetail{
+		Operation: store.Operation{OperationID: "op-1", Status: state.StatusMRCreating, Step: state.StepCreateStarted, UpdatedAt: at},
+		Steps: []store.StepRecord{
+			{OperationID: "op-1", Step: state.StepCreateStarted, Status: state.StatusMRCreating, At: at, Note: "MR !3 opened"},
+			{OperationID: "op-1", Step: state.StepCreateStarted, Status: state.StatusMRCreating, At: at.Add(time.Minute), Note: note},
+		},
+	}
+	w := (&Workflow{}).waitingFor(d, state.StatusMRCreating, state.NextWait, false, api.RequestView{})
+	if w == nil || !strings.Contains(w.WaitingFor, "its pipeline's new run to pass — "+note) || !w.Since.Equal(at.Add(time.Minute)) {
+		t.Fatalf("during a flaky retry: %+v", w)
+	}
+}

@@ -47,14 +47,16 @@ func TestHeldForMoreRequestsSaysUntilWhen(t *testing.T) {
 
 // While a request waits for its approval, the page says how long approvals of its target usually
 // take — the median of the latest decided ones, or that there is no estimate yet — and not when
-// bindery looks at the ticket next (that is no end of the wait).
+// bindery looks at the ticket next (that is no end of the wait), nor bindery's scheduling.
 func TestApprovalSaysHowLongApprovalsOfTheTargetTake(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := setup(t, db, options{approvalFirst: true})
 		waiting := h.apply("alice", "db-read")
 		v := h.waitState(waiting, state.StatusApprovalSent, 0)
-		if w := v.Waiting; w == nil || w.NextCheckAt != nil || !strings.HasPrefix(w.ApprovalTakes, "no estimate yet: 0 approvals of this target decided so far") {
+		// Nor as "next in line for a free worker": bindery is not to act (a look at the ticket
+		// running right now may show as running).
+		if w := v.Waiting; w == nil || w.NextCheckAt != nil || (w.Lane != "" && !w.Running) || !strings.HasPrefix(w.ApprovalTakes, "no estimate yet: 0 approvals of this target decided so far") {
 			t.Fatalf("without decided approvals: %+v", w)
 		}
 		// Three decided approvals of the target, that took 1 h, 2 h and 3 h; one of another target.

@@ -60,7 +60,7 @@ func (w *Workflow) Withdraw(ctx context.Context, operationID, actor string) (api
 			if err != nil {
 				return err
 			}
-			_, err = tx.Transition(ctx, cur, store.Change{To: state.StatusClosed, Step: state.StepWithdrawn, Note: withdrawnBy + actor + "."})
+			_, err = tx.Transition(ctx, cur, withdrawn(withdrawnBy+actor+"."))
 			return err
 		})
 	})

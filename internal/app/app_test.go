@@ -15,6 +15,7 @@ import (
 	"bindery/internal/platform/logging/logtest"
 	"bindery/internal/testkit"
 	"bindery/schema"
+	"bindery/store"
 	"bindery/store/storetest"
 	"bindery/ui"
 )
@@ -102,13 +103,21 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// eachDSN runs fn on a fresh migrated SQLite and MariaDB database (the product's own migration
+// at boot then finds nothing to do); eachEmptyDSN on empty ones, which the boot migrates.
 func eachDSN(t *testing.T, fn func(t *testing.T, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, storetest.MigratedDSN(t, store.SQLite)) })
+	t.Run("mysql", func(t *testing.T) { fn(t, storetest.MigratedDSN(t, store.MySQL)) })
+}
+
+func eachEmptyDSN(t *testing.T, fn func(t *testing.T, dsn string)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, storetest.SQLiteDSN(t)) })
 	t.Run("mysql", func(t *testing.T) { fn(t, storetest.MySQLDSN(t)) })
 }
 
+// The product booted on an empty database migrates it and serves.
 func TestBootedProductAnswersHealthReadinessAndMetrics(t *testing.T) {
-	eachDSN(t, func(t *testing.T, dsn string) {
+	eachEmptyDSN(t, func(t *testing.T, dsn string) {
 		b := boot(t, dsn, "log:\n  level: debug\n")
 		if code, body := get(t, b.URL()+"/healthz"); code != 200 || !strings.Contains(body, "ok") {
 			t.Fatalf("healthz %d %s", code, body)

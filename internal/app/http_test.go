@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"bindery/internal/testkit"
+	"bindery/store"
 	"bindery/store/storetest"
 )
 
@@ -60,7 +61,7 @@ func TestBootedDemoServesTheAPI(t *testing.T) {
 // docs/api.md, 'Rate limits': two instances on one database each enforce ⌈limit ÷ 2⌉, learnt from
 // the heartbeat table in the background.
 func TestTwoInstancesShareOneRateLimit(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := storetest.MigratedDSN(t, store.MySQL)
 	cfg := "apply:\n  mode: OPEN\nratelimit:\n  apply: 3\ntargets:\n"
 	for _, k := range []string{"a", "b", "c"} {
 		cfg += "  - {key: " + k + ", title: " + k + ", project: p/q, path: \"" + k + "/{subject}.yaml\"}\n"

@@ -87,7 +87,7 @@ func serveAs(t *testing.T, method, url, identity, body string, out any) int {
 // cron job, applications and callbacks land on either, and every request is validated exactly
 // once, each in one batch.
 func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := storetest.MigratedDSN(t, store.MySQL)
 	addrA := testkit.FreeAddr(t)
 	simSrc := config.NewStatic(config.MustParse(serveConfig("http://unused")))
 	sims := sim.New(sim.Options{Config: simSrc, BinderyURL: "http://" + addrA})

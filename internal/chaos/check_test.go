@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"bindery/internal/sim"
+	"bindery/internal/testkit"
 	"bindery/internal/testkit/leakcheck"
 )
 
@@ -269,9 +270,11 @@ func (c *checker) invariants() {
 		`SELECT s.operation_id, s.seq, o.version FROM operation_step s JOIN operation o ON o.operation_id = s.operation_id WHERE s.seq > o.version OR s.seq < 1`)
 	c.none("I6: a batch or binding with a version below 1",
 		`SELECT 'batch' kind, id FROM merge_batch WHERE version < 1 UNION ALL SELECT 'binding', id FROM binding WHERE version < 1`)
-	// Validated exactly once: the MERGED → VALIDATED flip is written once per operation.
+	// Validated exactly once: the MERGED → VALIDATED flip is written once per operation. A
+	// renewal records a step of its own at CALLED_BACK, in effect throughout (its note says
+	// "Renewed…", explain.Renewed): not a flip.
 	c.none("an operation validated twice",
-		`SELECT operation_id, COUNT(*) n FROM operation_step WHERE step = 10301 AND status = 'VALIDATED' GROUP BY operation_id HAVING COUNT(*) > 1`)
+		`SELECT operation_id, COUNT(*) n FROM operation_step WHERE step = 10301 AND status = 'VALIDATED' AND note NOT LIKE 'Renewed%' GROUP BY operation_id HAVING COUNT(*) > 1`)
 }
 
 // mergeRequests: no MR merged twice, no two batches share an MR, and the simulated GitLab
@@ -281,8 +284,10 @@ func (c *checker) mergeRequests() {
 	c.t.Helper()
 	c.none("two batches share an MR",
 		`SELECT project, mr_iid, COUNT(*) n FROM merge_batch WHERE mr_iid IS NOT NULL GROUP BY project, mr_iid HAVING COUNT(*) > 1`)
+	// But a removal whose file a person had deleted outside bindery (the drifter): nothing to
+	// merge, no MR.
 	c.none("a SUCCEEDED batch without an MR",
-		`SELECT id FROM merge_batch WHERE status = 'SUCCEEDED' AND mr_iid IS NULL`)
+		`SELECT id FROM merge_batch WHERE status = 'SUCCEEDED' AND mr_iid IS NULL AND note <> ?`, absentNote)
 	deploys := c.deploys()
 	merges := map[string]int{}
 	for _, d := range deploys {
@@ -294,11 +299,11 @@ func (c *checker) mergeRequests() {
 		}
 	}
 	type b struct {
-		id, iid         int64
-		project, status string
+		id, iid               int64
+		project, status, note string
 	}
-	bs := all(c, func(r *sql.Rows, x *b) error { return r.Scan(&x.id, &x.project, &x.iid, &x.status) },
-		`SELECT id, project, mr_iid, status FROM merge_batch WHERE mr_iid IS NOT NULL ORDER BY id`)
+	bs := all(c, func(r *sql.Rows, x *b) error { return r.Scan(&x.id, &x.project, &x.iid, &x.status, &x.note) },
+		`SELECT id, project, mr_iid, status, note FROM merge_batch WHERE mr_iid IS NOT NULL ORDER BY id`)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	byMR := map[string]int64{}
 	for _, x := range bs {
@@ -320,7 +325,11 @@ func (c *checker) mergeRequests() {
 			c.t.Errorf("GitLab: MR %s of batch %d: %d %v", key, x.id, resp.StatusCode, err)
 			continue
 		}
+		// A removal whose file a person deleted outside bindery after its MR opened (the drifter)
+		// has nothing left to merge: its batch ends SUCCEEDED, its MR closed (settleAbsent).
+		absent := x.status == "SUCCEEDED" && x.note == absentNote && mr.State == "closed" && merges[key] == 0
 		switch {
+		case absent:
 		case x.status == "SUCCEEDED" && mr.State != "merged":
 			c.t.Errorf("batch %d SUCCEEDED but its MR %s is %s in GitLab", x.id, key, mr.State)
 		case x.status == "FAILED" && mr.State == "merged":
@@ -337,6 +346,9 @@ func (c *checker) mergeRequests() {
 	c.landedOnce(deploys)
 	c.validatedAfterItsDeploy(deploys)
 }
+
+// absentNote is the note of a batch whose only member deleted a file already gone.
+const absentNote = "the file is already absent"
 
 // validatedAfterItsDeploy: no request is VALIDATED before a deploy that includes its merge — a
 // deploy of its own MR or of one merged after it in the same project (the simulator logs one
@@ -503,10 +515,11 @@ func (c *checker) validatedCounter(insts []*instance, l *counterLedger) {
 		}
 		sum += v
 	}
-	flips := c.count(`SELECT COUNT(*) FROM operation_step WHERE step = 10301 AND status = 'VALIDATED'`)
+	// A renewal's step at CALLED_BACK ("Renewed…") is no flip: the metric does not count it.
+	flips := c.count(`SELECT COUNT(*) FROM operation_step WHERE step = 10301 AND status = 'VALIDATED' AND note NOT LIKE 'Renewed%'`)
 	blind := 0
 	for _, w := range l.windows {
-		blind += c.count(`SELECT COUNT(*) FROM operation_step WHERE step = 10301 AND status = 'VALIDATED' AND at BETWEEN ? AND ?`, w[0], w[1])
+		blind += c.count(`SELECT COUNT(*) FROM operation_step WHERE step = 10301 AND status = 'VALIDATED' AND note NOT LIKE 'Renewed%' AND at BETWEEN ? AND ?`, w[0], w[1])
 	}
 	c.counterLine = fmt.Sprintf("%d flips in SQL; counters summed over %d kills and the %d live instances: %.0f; flips inside the kills' blind windows: %d; failed pre-kill reads: %d",
 		flips, len(l.windows), len(insts), sum, blind, l.failed)
@@ -594,10 +607,11 @@ func (s *slotSampler) run(stop <-chan struct{}) {
 	}
 }
 
-// repository: what the merges left on each target branch is what the bindings say. A binding
+// repository: what the merges left on each target branch is what the bindings say, but for the
+// files a person changed outside bindery (c.drift checks those). A binding
 // in effect (VALIDATED) has its file, written by its current application; a revoked one
 // (CLOSED) has none. Nothing merged is lost and nothing closed lingers.
-func (c *checker) repository() {
+func (c *checker) repository(touched map[string]bool) {
 	c.t.Helper()
 	type rel struct{ subject, target, status, op, project string }
 	rels := all(c, func(r *sql.Rows, x *rel) error { return r.Scan(&x.subject, &x.target, &x.status, &x.op, &x.project) },
@@ -608,6 +622,9 @@ func (c *checker) repository() {
 	for _, r := range rels {
 		// The catalog's path template (configYAML): bindings/<target>/{subject}.yaml.
 		file := "bindings/" + r.target + "/" + r.subject + ".yaml"
+		if touched[r.project+" "+file] {
+			continue // a person changed it outside bindery: the drift check's (c.drift)
+		}
 		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/sim/gitlab/api/v4/projects/%s/repository/files/%s/raw?ref=main",
 			c.simURL, url.PathEscape(r.project), url.PathEscape(file)), nil)
 		req.Header.Set("Private-Token", botToken)
@@ -760,3 +777,106 @@ func (c *checker) mergedAsTested() string {
 
 // botName is the simulated GitLab's name of gitlab.botToken's account (the author of its commits).
 const botName = "bindery bot"
+
+// driftRoundsRead waits until a drift round has read every project's main at its last head
+// (drift_head), so that what the drift check found is about the repository as it ends.
+func (c *checker) driftRoundsRead(ctx context.Context) {
+	c.t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var behind []string
+	err := testkit.Poll(2*time.Minute, func() bool {
+		behind = behind[:0]
+		projects, err := column[string](c.db, "SELECT DISTINCT project FROM operation")
+		if err != nil {
+			behind = append(behind, err.Error())
+			return false
+		}
+		for _, p := range projects {
+			req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/sim/gitlab/api/v4/projects/%s/repository/branches/main", c.simURL, url.PathEscape(p)), nil)
+			req.Header.Set("Private-Token", botToken)
+			resp, err := hc.Do(req)
+			if err != nil {
+				behind = append(behind, p+": "+err.Error())
+				continue
+			}
+			var br struct{ Commit struct{ ID string } }
+			_ = json.NewDecoder(resp.Body).Decode(&br)
+			resp.Body.Close()
+			if c.count("SELECT COUNT(*) FROM drift_head WHERE project = ? AND branch = 'main' AND head_sha = ?", p, br.Commit.ID) == 0 {
+				behind = append(behind, p)
+			}
+		}
+		return len(behind) == 0
+	})
+	if err != nil {
+		c.t.Errorf("the drift check did not read the last head of %v", behind)
+	}
+}
+
+// drift: every file a person deleted or edited outside bindery (the drifter) whose binding is
+// still in effect, and is still as the person left it, is an open finding of that kind, told
+// once per change at most; no finding names a file nobody outside bindery touched — bindery's
+// own merges are never drift. It returns the touched files ("project path").
+func (c *checker) drift(drifts []outsideDrift) map[string]bool {
+	c.t.Helper()
+	touched := map[string]bool{}
+	changes := map[string]int{} // operation → outside changes of its file
+	for _, d := range drifts {
+		touched[d.project+" "+d.path] = true
+		changes[d.op]++
+	}
+	type finding struct{ project, path, kind, state, op string }
+	fs := all(c, func(r *sql.Rows, f *finding) error { return r.Scan(&f.project, &f.path, &f.kind, &f.state, &f.op) },
+		"SELECT project, path, kind, state, COALESCE(operation_id, '') FROM drift_finding ORDER BY id")
+	open := map[string]finding{}
+	for _, f := range fs {
+		if !touched[f.project+" "+f.path] {
+			c.t.Errorf("drift finding %s %s (%s, %s, request %s): nobody outside bindery changed that file; timeline:\n%s", f.project, f.path, f.kind, f.state, f.op, c.timeline(f.op))
+		}
+		if f.state == "open" {
+			open[f.project+" "+f.path] = f
+		}
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	found := 0
+	for _, d := range drifts {
+		var status string
+		var step int
+		err := c.db.QueryRow("SELECT b.status, o.step FROM binding b JOIN operation o ON o.operation_id = b.operation_id WHERE b.operation_id = ?", d.op).Scan(&status, &step)
+		if err != nil || status != "VALIDATED" || step != 10301 {
+			continue // removed since (a revocation, an expiry): nothing to find any more
+		}
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/sim/gitlab/api/v4/projects/%s/repository/files/%s/raw?ref=main",
+			c.simURL, url.PathEscape(d.project), url.PathEscape(d.path)), nil)
+		req.Header.Set("Private-Token", botToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			c.t.Fatalf("GitLab: %s: %v", d.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := ""
+		switch {
+		case resp.StatusCode == http.StatusNotFound:
+			want = "missing"
+		case !strings.Contains(string(body), "operationId: "+d.op):
+			want = "changed"
+		}
+		f, isOpen := open[d.project+" "+d.path]
+		switch {
+		case want == "" && isOpen:
+			c.t.Errorf("%s is as bindery wrote it again, yet its finding is open (%s)", d.path, f.kind)
+		case want != "" && (!isOpen || f.kind != want || f.op != d.op):
+			c.t.Errorf("%s was changed outside bindery (%s, request %s in effect), but the drift check did not find it: %+v", d.path, want, d.op, f)
+		case want != "":
+			found++
+		}
+	}
+	for op, n := range changes {
+		if told := c.count("SELECT COUNT(*) FROM notify_event WHERE type = 'binding.drifted' AND operation_id = ?", op); told > n {
+			c.t.Errorf("request %s: told binding.drifted %d times for %d changes of its file outside bindery", op, told, n)
+		}
+	}
+	c.t.Logf("drift: %d files changed outside bindery, %d found open at the end, %d findings in all", len(drifts), found, len(fs))
+	return touched
+}

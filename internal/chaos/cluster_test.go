@@ -70,6 +70,7 @@ workers:
 ratelimit:
   apply: 0
   revoke: 0
+  renew: 0
 identity:
   loginHeader: %s
 apply:
@@ -121,6 +122,7 @@ notify:
     - {name: chaos, url: "%[11]s/sim/webhooks/chaos", secrets: [%[12]s], events: "*"}
 cron:
   rounds: "@every 1s"
+  drift: "@every 2s"
   reconcile: "@every 2s"
   sweep: "@every 2s"
   expiry: "@every 1m"
@@ -171,6 +173,10 @@ cron:
 		for _, k := range []string{"read", "write"} {
 			fmt.Fprintf(&b, "  - key: %s-%s\n    title: %s %s\n    project: %s\n    branch: main\n    path: bindings/%s-%s/{subject}.yaml\n    ruleCodes: []\n",
 				name, k, name, k, p, name, k)
+			if k == "read" {
+				// Bindings that expire, renewed by their holders (internal/chaos/access_test.go).
+				b.WriteString("    ttl: 30d\n    maxTtl: 365d\n")
+			}
 		}
 	}
 	return b.String()

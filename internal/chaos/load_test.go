@@ -92,6 +92,7 @@ type load struct {
 	tally    tally
 	mu       sync.Mutex
 	accepted []accepted
+	drifts   []outsideDrift // the drifter's changes of bindery's files
 }
 
 func (l *load) codeOf(data []byte) string {
@@ -229,6 +230,51 @@ func (l *load) outsider(ctx context.Context, simURL string) {
 			continue // no branch there yet
 		}
 		l.tally.add(fmt.Sprintf("outside.%d", resp.StatusCode), 1)
+		i++
+	}
+}
+
+// outsideDrifts is how many binding files of bindery's a person deletes or edits straight on
+// the branch during the load phase (docs/drift.md): each is found by the drift check.
+const outsideDrifts = 6
+
+// outsideDrift is one such change: the file, the binding it belonged to, and what was done.
+type outsideDrift struct {
+	project, path, op, kind string // kind: missing (deleted) or changed (edited)
+}
+
+// drifter deletes or edits the file of a binding in effect (read from the database) now and
+// then, as a person's hotfix or clean-up would, while the requests flow.
+func (l *load) drifter(ctx context.Context, simURL string, db *sql.DB) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for i := 0; i < outsideDrifts && ctx.Err() == nil; {
+		sleep(ctx, time.Duration(float64(l.p.load)/outsideDrifts*(0.5+rand.Float64())))
+		var subject, target, op, project string
+		err := db.QueryRowContext(ctx, "SELECT b.subject_id, b.target_key, b.operation_id, o.project FROM binding b JOIN operation o ON o.operation_id = b.operation_id "+
+			"WHERE b.status = 'VALIDATED' AND o.step = 10301 ORDER BY RAND() LIMIT 1").Scan(&subject, &target, &op, &project)
+		if err != nil {
+			continue // none in effect yet
+		}
+		d := outsideDrift{project: project, path: "bindings/" + target + "/" + subject + ".yaml", op: op, kind: "missing"}
+		form := url.Values{"project": {project}, "branch": {"main"}, "path": {d.path}}
+		if i%2 == 0 {
+			form.Set("delete", "true")
+		} else {
+			d.kind = "changed"
+			form.Set("content", "subject: "+subject+"\nedited: by a person, outside bindery\n")
+		}
+		resp, err := hc.PostForm(simURL+"/sim/gitlab/push", form)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			continue // the file went meanwhile (a removal merged): another one
+		}
+		l.tally.add("drift.201", 1)
+		l.mu.Lock()
+		l.drifts = append(l.drifts, d)
+		l.mu.Unlock()
 		i++
 	}
 }

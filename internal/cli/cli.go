@@ -23,6 +23,7 @@ Usage:
   bindery migrate -config FILE [-dsn DSN]                                    apply database migrations (forward-only)
   bindery doctor  -config FILE [-json] [-send-test]                          check the setup against the systems it names
   bindery backup  -config FILE -out FILE                                     an online copy of a SQLite database
+  bindery import  -config FILE [-dry-run] [-dsn DSN]                         adopt the binding files already in the config repository
   bindery smoke   -url URL                                                   check a deployment's SPA serving rules and headers
   bindery version
 
@@ -53,6 +54,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, assets ap
 		err = runDoctor(ctx, rest, stdout, stderr, assets)
 	case "backup":
 		err = runBackup(ctx, rest, stdout, stderr)
+	case "import":
+		err = runImport(ctx, rest, stdout, stderr)
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			fmt.Fprint(stderr, usage)

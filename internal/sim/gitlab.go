@@ -280,22 +280,61 @@ const PersonName = "A. Person"
 // PushToBranch commits content at path directly on branch, as another team's change would:
 // it moves the branch so open MRs targeting it may need a rebase or conflict.
 func (g *GitLab) PushToBranch(projectPath, branch, path, content string) (string, error) {
+	return g.personCommit(projectPath, branch, func(files tree) (string, map[string]string, error) {
+		return "Concurrent change to " + path, map[string]string{path: content}, nil
+	})
+}
+
+// PushFilesToBranch commits files (path → content) directly on branch in one commit by
+// PersonName: a repository that holds thousands of files already, seeded in one step.
+func (g *GitLab) PushFilesToBranch(projectPath, branch string, files map[string]string) (string, error) {
+	return g.personCommit(projectPath, branch, func(tree) (string, map[string]string, error) {
+		return fmt.Sprintf("Add %d files", len(files)), files, nil
+	})
+}
+
+// RemoveFromBranch deletes path on branch in a commit of its own by PersonName, as a person's
+// clean-up outside bindery would. An error when the branch or the file does not exist.
+func (g *GitLab) RemoveFromBranch(projectPath, branch, path string) (string, error) {
+	return g.personCommit(projectPath, branch, func(files tree) (string, map[string]string, error) {
+		if _, ok := files[path]; !ok {
+			return "", nil, fmt.Errorf("no file %s on %s of %s", path, branch, projectPath)
+		}
+		delete(files, path)
+		return "Remove " + path, nil, nil
+	})
+}
+
+// personCommit commits on branch, as PersonName, what edit makes of a copy of the head's files
+// (it may delete from it) plus the files it returns to write, with its message; an error from
+// edit leaves the branch as it was. The branch moves as a person's push moves it.
+func (g *GitLab) personCommit(projectPath, branch string, edit func(files tree) (message string, write map[string]string, err error)) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p := g.projects[projectPath]
 	if p == nil || p.branches[branch] == "" {
 		return "", fmt.Errorf("no branch %s in %s", branch, projectPath)
 	}
+	head := p.commits[p.branches[branch]]
+	files := head.files.clone()
+	message, write, err := edit(files)
+	if err != nil {
+		return "", err
+	}
 	now := g.clock.Now()
-	sha := g.pushFile(p, branch, path, content, "Concurrent change to "+path, now)
-	p.commits[sha].author = PersonName
+	c := g.newCommit(p, []string{head.id}, message, files, now)
+	for path, content := range write {
+		files[path] = fileEntry{content: content, commit: c.id}
+	}
+	c.author = PersonName
+	p.branches[branch] = c.id
 	g.headMoved(p, branch, 0, now)
-	return sha, nil
+	return c.id, nil
 }
 
 // servePush answers POST /sim/gitlab/push?project=<path>&branch=<name>&path=<file>&content=<text>:
-// a person's commit pushed straight to a branch (PushToBranch), for a test that runs the
-// simulator in another process.
+// a person's commit pushed straight to a branch (PushToBranch; with delete=true, RemoveFromBranch),
+// for a test that runs the simulator in another process.
 func (g *GitLab) servePush(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "POST only"})
@@ -307,7 +346,13 @@ func (g *GitLab) servePush(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "project, branch and path are required"})
 		return
 	}
-	sha, err := g.PushToBranch(project, branch, path, r.Form.Get("content"))
+	push := g.PushToBranch
+	if del, _ := strconv.ParseBool(r.Form.Get("delete")); del {
+		push = func(project, branch, path, _ string) (string, error) {
+			return g.RemoveFromBranch(project, branch, path)
+		}
+	}
+	sha, err := push(project, branch, path, r.Form.Get("content"))
 	if err != nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 		return

@@ -37,6 +37,8 @@ var gitlabRoutes = []gitlabRoute{
 	{"GET", "get_branch", path("projects/:id/repository/branches/:branch"), (*call).getBranch},
 	{"DELETE", "delete_branch", path("projects/:id/repository/branches/:branch"), (*call).deleteBranch},
 	{"POST", "create_commit", path("projects/:id/repository/commits"), (*call).createCommit},
+	{"GET", "list_commits", path("projects/:id/repository/commits"), (*call).listCommits},
+	{"GET", "list_tree", path("projects/:id/repository/tree"), (*call).listTree},
 	{"GET", "get_file_raw", path("projects/:id/repository/files/:file_path/raw"), (*call).getFileRaw},
 	{"POST", "create_mr", path("projects/:id/merge_requests"), (*call).createMR},
 	{"GET", "list_mrs", path("projects/:id/merge_requests"), (*call).listMRs},

@@ -159,6 +159,10 @@ func TestAMergeBlockerHoldsTheMRUntilCleared(t *testing.T) {
 	if !strings.Contains(page.body, `id="clear-blocker"`) || !strings.Contains(page.body, "discussions_not_resolved") {
 		t.Fatalf("MR page has no clear button: %s", page.body)
 	}
+	// A phone shows the page at its own width, with a button a thumb can press.
+	if !strings.Contains(page.body, `<meta name="viewport" content="width=device-width, initial-scale=1">`) || !strings.Contains(page.body, "#clear-blocker{font:inherit;min-height:44px") {
+		t.Fatalf("MR page without a mobile viewport or a large Clear button: %s", page.body)
+	}
 	hooksBefore := len(e.sims.GitLab.Hooks().Deliveries)
 	req := mustRequest(t, "POST", e.url+"/sim/gitlab/blockers/clear?"+url.Values{"project": {"grp/sub.proj"}, "iid": {"1"}}.Encode())
 	if a := send(t, req); a.status != 200 {

@@ -49,6 +49,10 @@ type commit struct {
 	files   tree
 	at      time.Time
 	stats   commitStats
+	// listings caches the tree listings read of this commit (a commit never changes once
+	// made), by path and recursion: a tree read page by page builds and hashes the tree once,
+	// not once per page.
+	listings map[string][]treeEntryJSON
 }
 
 type commitStats struct {

@@ -13,10 +13,11 @@ import (
 // The simulated GitLab's web pages: the web_url of an MR or a pipeline (the links bindery shows
 // its users) opens a small read-only page instead of a 404.
 
-const webStyle = `body{font:14px system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}
-code,pre{background:#f4f4f4;padding:.1em .3em}pre{padding:.6em;overflow:auto}
-table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.3em .6em;text-align:left}
-.s{font-weight:bold}`
+const webStyle = `body{font:14px system-ui,sans-serif;margin:2em auto;max-width:60em;padding:0 1em;color:#222}
+code,pre{background:#f4f4f4;padding:.1em .3em;overflow-wrap:anywhere}pre{padding:.6em;overflow:auto}
+table{border-collapse:collapse;display:block;overflow-x:auto}td,th{border:1px solid #ddd;padding:.3em .6em;text-align:left}
+.s{font-weight:bold}
+#clear-blocker{font:inherit;min-height:44px;min-width:8em;margin:.5em 0;padding:.5em 1.2em;border:1px solid #999;border-radius:4px;background:#f6f6f6;cursor:pointer}`
 
 // webPolicy is the pages' own content policy, as strict as bindery's (the server's would refuse
 // the inline stylesheet): nothing runs, the one stylesheet is allowed by its hash, the form
@@ -28,14 +29,14 @@ var webPolicy = func() string {
 }()
 
 var webPage = template.Must(template.New("mr").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}} · {{.Site}}</title>
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{{.Title}} · {{.Site}}</title>
 <style>` + webStyle + `</style></head><body>
 <p><small>{{.Site}} · {{.Project}}</small></p>
 <h1>{{.Title}}</h1>
 <table>{{range .Rows}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>{{end}}</table>
 {{if .Blocker}}<form method="post" action="/sim/gitlab/blockers/clear"><p>Held at <code id="blocker">{{.Blocker}}</code> until someone clears it.
 <input type="hidden" name="project" value="{{.Project}}"><input type="hidden" name="iid" value="{{.IID}}">
-<button type="submit" id="clear-blocker">Clear</button></p></form>{{end}}
+<br><button type="submit" id="clear-blocker">Clear the blocker</button></p></form>{{end}}
 {{if .Pipelines}}<h2>Pipelines</h2><table><tr><th>id</th><th>sha</th><th>status</th></tr>
 {{range .Pipelines}}<tr><td>#{{index . 0}}</td><td><code>{{index . 1}}</code></td><td class="s">{{index . 2}}</td></tr>{{end}}</table>{{end}}
 {{if .Files}}<h2>Changes</h2>{{range .Files}}<h3><code>{{index . 0}}</code></h3><pre>{{index . 1}}</pre>{{end}}{{end}}

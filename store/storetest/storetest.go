@@ -1,6 +1,6 @@
 // Package storetest gives every database test a fresh, migrated database: a SQLite file in the
-// test's temp dir and a uniquely named MariaDB/MySQL database, dropped after the test. Use Each
-// to run one test body against both.
+// test's temp dir and a uniquely named MariaDB/MySQL database, dropped after the test, each a copy
+// of a template the migrations built once. Use Each to run one test body against both.
 //
 // MySQL is found at BINDERY_TEST_MYSQL (a go-sql-driver DSN without a database; default
 // root@tcp(127.0.0.1:3306)/). When it is unreachable the MySQL half skips with a loud message,
@@ -61,7 +61,7 @@ func EachWith[T any](t *testing.T, mk func(t *testing.T) (store.Options, T), fn 
 	t.Run("mysql", func(t *testing.T) {
 		t.Parallel()
 		opts, v := mk(t)
-		fn(t, Open(t, MySQLDSN(t), opts), v)
+		fn(t, Open(t, migratedMySQLDSN(t), opts), v)
 	})
 }
 
@@ -74,13 +74,23 @@ func SQLite(t testing.TB) *store.DB {
 // MySQL returns a migrated, freshly created database, dropped when the test ends.
 func MySQL(t testing.TB) *store.DB {
 	t.Helper()
-	return Open(t, MySQLDSN(t), DefaultOptions())
+	return Open(t, migratedMySQLDSN(t), DefaultOptions())
 }
 
 // DefaultOptions are the pool settings of test databases: enough connections for the
 // concurrency tests' goroutines.
 func DefaultOptions() store.Options {
 	return store.Options{MaxOpenConns: 20, MaxIdleConns: 20}
+}
+
+// MigratedDSN is the DSN of a fresh, migrated database of dialect d (a copy of its template,
+// as SQLite and MySQL give), for a test that opens it itself — a whole process booted on it.
+func MigratedDSN(t testing.TB, d store.Dialect) string {
+	t.Helper()
+	if d == store.MySQL {
+		return migratedMySQLDSN(t)
+	}
+	return migratedSQLiteDSN(t)
 }
 
 // SQLiteDSN names a fresh SQLite file, not yet created or migrated.
@@ -168,8 +178,15 @@ func makeSQLiteTemplate() (string, error) {
 // database is dropped when the test ends. It skips (or fails, see the package doc) without MySQL.
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
+	dsn, _ := emptyMySQL(t)
+	return dsn
+}
+
+// emptyMySQL is MySQLDSN, with the database's name.
+func emptyMySQL(t testing.TB) (dsn, name string) {
+	t.Helper()
 	admin := requireMySQL(t)
-	name := newName()
+	name = newName()
 	ctx := context.Background()
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
 		t.Fatalf("create test database: %v", err)
@@ -181,7 +198,154 @@ func MySQLDSN(t testing.TB) string {
 	})
 	cfg := adminConfig()
 	cfg.DBName = name
-	return "mysql://" + cfg.FormatDSN()
+	return "mysql://" + cfg.FormatDSN(), name
+}
+
+// migratedMySQLDSN is a fresh MariaDB/MySQL database that is already migrated: its tables are
+// copied from a template database (CREATE TABLE ... LIKE, then the rows the migrations seed).
+// A migration is some seventy DDL statements, each a few file creations and syncs of the
+// server's; the copy is one statement per table, and the suites create hundreds of databases.
+// Open's own Migrate then finds every migration applied.
+func migratedMySQLDSN(t testing.TB) string {
+	t.Helper()
+	admin := requireMySQL(t)
+	tmpl, err := mysqlTemplate(admin)
+	if err != nil {
+		t.Fatalf("template database: %v", err)
+	}
+	dsn, name := emptyMySQL(t)
+	ctx := context.Background()
+	// The tables at once, on the admin pool's connections: the server's file creations and
+	// syncs overlap (one after the other, the copy takes three times as long).
+	errs := make(chan error, len(tmpl.tables))
+	for _, tb := range tmpl.tables {
+		go func() {
+			_, err := admin.ExecContext(ctx, "CREATE TABLE `"+name+"`.`"+tb+"` LIKE `"+tmpl.name+"`.`"+tb+"`")
+			if err == nil && tmpl.columns[tb] != "" {
+				cols := tmpl.columns[tb]
+				_, err = admin.ExecContext(ctx, "INSERT INTO `"+name+"`.`"+tb+"` ("+cols+") SELECT "+cols+" FROM `"+tmpl.name+"`.`"+tb+"`")
+			}
+			if err != nil {
+				err = fmt.Errorf("copy the template's table %s: %w", tb, err)
+			}
+			errs <- err
+		}()
+	}
+	for range tmpl.tables {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dsn
+}
+
+// myTemplate is a migrated MySQL database to copy: its tables, and the columns of those holding
+// rows the migrations wrote (the generated ones left out: the copy computes them).
+type myTemplate struct {
+	name    string
+	tables  []string
+	columns map[string]string
+}
+
+var (
+	myTemplateOnce sync.Once
+	myTemplateVal  myTemplate
+	myTemplateErr  error
+)
+
+// templateReady is the template's last table, created once its migrations all ran: a template
+// without it is the leftover of a process killed while building it, built again.
+const templateReady = "template_ready"
+
+// mysqlTemplate is the template database of the migrations as they are, on the server: named by
+// a hash of the migrations (a change of any of them names another one), built by the first test
+// process that needs it under a lock of the server's, and shared by every later one. It is not
+// dropped: the next run uses it (dropLeaked leaves bindery_tmpl_ databases alone).
+func mysqlTemplate(admin *sql.DB) (myTemplate, error) {
+	myTemplateOnce.Do(func() {
+		myTemplateVal, myTemplateErr = makeMySQLTemplate(admin)
+	})
+	return myTemplateVal, myTemplateErr
+}
+
+func makeMySQLTemplate(admin *sql.DB) (myTemplate, error) {
+	migs, err := store.Migrations(schema.FS, store.MySQL)
+	if err != nil {
+		return myTemplate{}, err
+	}
+	h := sha256.New()
+	for _, m := range migs {
+		fmt.Fprintf(h, "%d %s\n%s\n", m.Version, m.Name, m.SQL)
+	}
+	tmpl := myTemplate{name: fmt.Sprintf("bindery_tmpl_%x", h.Sum(nil)[:8]), columns: map[string]string{}}
+	ctx := context.Background()
+	conn, err := admin.Conn(ctx) // GET_LOCK belongs to one connection
+	if err != nil {
+		return tmpl, err
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 600)", tmpl.name).Scan(&got); err != nil || got.Int64 != 1 {
+		return tmpl, fmt.Errorf("lock %s: %v (another process builds it for more than 10 minutes?)", tmpl.name, err)
+	}
+	defer conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", tmpl.name) //nolint:errcheck // the connection's end releases it too
+	var ready int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", tmpl.name, templateReady).Scan(&ready); err != nil {
+		return tmpl, err
+	}
+	if ready == 0 {
+		for _, q := range []string{"DROP DATABASE IF EXISTS `" + tmpl.name + "`", "CREATE DATABASE `" + tmpl.name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return tmpl, err
+			}
+		}
+		cfg := adminConfig()
+		cfg.DBName = tmpl.name
+		db, err := store.Open(ctx, "mysql://"+cfg.FormatDSN(), DefaultOptions())
+		if err != nil {
+			return tmpl, err
+		}
+		_, err = db.Migrate(ctx, schema.FS)
+		db.Close()
+		if err != nil {
+			return tmpl, err
+		}
+		if _, err := conn.ExecContext(ctx, "CREATE TABLE `"+tmpl.name+"`.`"+templateReady+"` (id INT PRIMARY KEY)"); err != nil {
+			return tmpl, err
+		}
+	}
+	rows, err := conn.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_type = 'BASE TABLE' AND table_name <> ? ORDER BY table_name", tmpl.name, templateReady)
+	if err != nil {
+		return tmpl, err
+	}
+	for rows.Next() {
+		var tb string
+		if err := rows.Scan(&tb); err != nil {
+			rows.Close()
+			return tmpl, err
+		}
+		tmpl.tables = append(tmpl.tables, tb)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return tmpl, err
+	}
+	for _, tb := range tmpl.tables {
+		var n int
+		if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+tmpl.name+"`.`"+tb+"`").Scan(&n); err != nil {
+			return tmpl, err
+		}
+		if n == 0 {
+			continue
+		}
+		var cols string
+		if err := conn.QueryRowContext(ctx, "SELECT GROUP_CONCAT(CONCAT('`', column_name, '`') ORDER BY ordinal_position) FROM information_schema.columns "+
+			"WHERE table_schema = ? AND table_name = ? AND extra NOT LIKE '%GENERATED%'", tmpl.name, tb).Scan(&cols); err != nil {
+			return tmpl, err
+		}
+		tmpl.columns[tb] = cols
+	}
+	return tmpl, nil
 }
 
 // Open opens dsn with opts (zero pool sizes take DefaultOptions'), migrates it and closes it
@@ -239,6 +403,10 @@ func requireMySQL(t testing.TB) *sql.DB {
 		cfg := adminConfig()
 		adminDB, adminErr = sql.Open("mysql", cfg.FormatDSN())
 		if adminErr == nil {
+			// A template's copy runs its tables at once: a bound keeps the suite's packages,
+			// in parallel, under the server's max_connections (151 by default).
+			adminDB.SetMaxOpenConns(8)
+			adminDB.SetMaxIdleConns(8)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			adminErr = adminDB.PingContext(ctx)

@@ -88,11 +88,33 @@ export function stageName(stage) {
   return stageWords[stage] || (stage ? stage.charAt(0).toUpperCase() + stage.slice(1) : '—');
 }
 
-/** linkify shows a server note with its web addresses (pipelines, MRs) as links. */
+/**
+ * linkify shows a server note with its web addresses as links. An address the note names ("pipeline
+ * 12: https://…", "merge request !4: https://…") becomes a link on those words, without the raw
+ * address, which would break mid-word on a phone; another one keeps the address as its words.
+ */
 export function linkify(text) {
   if (!text) return [];
+  text = localTimes(text);
   // An address ends before the punctuation of the sentence it ends ("…: https://x/help.").
-  return text.split(/(https?:\/\/[^\s)]*[^\s).,;:!?])/).map((part, i) => (i % 2 ? externalLink(part, part) : part));
+  const parts = text.split(/(https?:\/\/[^\s)]*[^\s).,;:!?])/);
+  const out = [];
+  parts.forEach((part, i) => {
+    if (i % 2 === 0) {
+      out.push(part);
+      return;
+    }
+    // "pipeline 12: <url>" or "pipeline 12 (<url>)".
+    const named = /(pipeline \d+|merge request !\d+|MR !\d+|job \S+ #\d+)(: | \()$/.exec(out[out.length - 1]);
+    if (!named) {
+      out.push(externalLink(part, part));
+      return;
+    }
+    out[out.length - 1] = out[out.length - 1].slice(0, named.index);
+    out.push(externalLink(part, named[1]));
+    if (named[2] === ' (' && parts[i + 1] && parts[i + 1].startsWith(')')) parts[i + 1] = parts[i + 1].slice(1);
+  });
+  return out;
 }
 
 /** duration formats nanoseconds (the API's durationNs) or milliseconds (ms=true) compactly. */
@@ -114,15 +136,42 @@ export function since(iso) {
   return Number.isNaN(t) ? '—' : duration(Date.now() - t, true);
 }
 
-/** time shows an ISO time in the reader's zone: the clock if today, else date and clock. */
+/**
+ * time shows an ISO time in the reader's locale and zone, one format on every page: the clock
+ * (hours and minutes) if today, else date and clock; the full time with its zone on hover.
+ */
 export function time(iso) {
   const t = new Date(iso);
   if (!iso || Number.isNaN(t.getTime())) return h('span', {}, '—');
+  return h('time', {datetime: t.toISOString(), title: t.toLocaleString([], {timeZoneName: 'short'})}, clockText(t));
+}
+
+function clockText(t, zone = false) {
   const today = new Date().toDateString() === t.toDateString();
-  const text = today
-    ? t.toLocaleTimeString([], {hour: '2-digit', minute: '2-digit', second: '2-digit'})
-    : t.toLocaleString([], {year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit'});
-  return h('time', {datetime: t.toISOString(), title: t.toLocaleString()}, text);
+  const opts = today ? {hour: '2-digit', minute: '2-digit'} : {year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit'};
+  if (zone) opts.timeZoneName = 'short';
+  return today ? t.toLocaleTimeString([], opts) : t.toLocaleString([], opts);
+}
+
+/**
+ * localTimes says the server's times in a sentence ("since 16:53 UTC", "until Mar 2 08:15 UTC":
+ * the database clock's, on today's date unless it names one) in the reader's locale and zone, with
+ * the zone named — the same clock as the times beside them. A time after a full date ("Fri 11
+ * Dec 2026 09:00 UTC") stays as written.
+ */
+export function localTimes(text) {
+  const months = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+  return text.replace(/(?<!\d{4} )\b(?:(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{1,2}) )?(\d{2}):(\d{2}) UTC\b/g, (all, mon, day, hh, mm) => {
+    const now = new Date();
+    const t = new Date(Date.UTC(now.getUTCFullYear(), mon ? months.indexOf(mon) : now.getUTCMonth(), mon ? Number(day) : now.getUTCDate(), Number(hh), Number(mm)));
+    return Number.isNaN(t.getTime()) ? all : clockText(t, true);
+  });
+}
+
+/** plural says a count with its noun: "1 delivery", "2 deliveries", "1 request", "3 requests". */
+export function plural(n, word) {
+  if (n === 1) return `${n} ${word}`;
+  return `${n} ${/[^aeiou]y$/.test(word) ? `${word.slice(0, -1)}ies` : `${word}s`}`;
 }
 
 /** ordinal: 1 → 1st, 2 → 2nd, 11 → 11th. */
@@ -190,6 +239,8 @@ const auditActionWords = {
   'ops.batches.run': 'Ran a batch round', 'ops.batches.settle': 'Settled a batch', 'ops.requests.retry': 'Retried a request',
   'ops.reconcile': 'Ran reconciliation', revoke: 'Revoked a request', withdraw: 'Withdrew a failed request', 'hook.deploy.refused': 'Refused a deploy callback',
   'ops.trains.pause': 'Paused a queue', 'ops.trains.resume': 'Resumed a queue', 'ops.requests.next': 'Sent a request into the next car',
+  'ops.drift.restore': 'Restored a drifted file', 'ops.drift.accept': 'Accepted a drifted file', 'ops.drift.ignore': 'Ignored a drifted file',
+  'ops.import': 'Imported the repository', import: 'Imported the repository',
   signin: 'Signed in', signout: 'Signed out', 'token.create': 'Made an API token', 'token.revoke': 'Revoked an API token', 'token.use': 'Used an API token',
 };
 export function auditAction(action) {

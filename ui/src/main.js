@@ -10,6 +10,8 @@ const routes = [
   {path: /^\/(?:apply\/?)?$/, nav: 'apply', load: () => import('./pages/apply.js')},
   {path: /^\/requests\/?$/, nav: 'requests', load: () => import('./pages/requests.js')},
   {path: /^\/requests\/([^/]+)\/?$/, nav: 'requests', load: () => import('./pages/request.js')},
+  {path: /^\/reviews\/?$/, nav: 'reviews', load: () => import('./pages/reviews.js')},
+  {path: /^\/reviews\/(\d+)\/?$/, nav: 'reviews', load: () => import('./pages/review.js')},
   {path: /^\/inbox\/?$/, nav: 'inbox', load: () => import('./pages/inbox.js')},
   {path: /^\/mailbox\/?$/, nav: 'mailbox', load: () => import('./pages/mailbox.js')},
   {path: /^\/settings\/?$/, nav: 'settings', load: () => import('./pages/settings.js')},
@@ -38,7 +40,7 @@ function shell() {
 }
 
 function renderNav(active) {
-  const items = [['apply', '/', 'Apply'], ['requests', '/requests', 'My requests']];
+  const items = [['apply', '/', 'Apply'], ['requests', '/requests', 'My requests'], ['reviews', '/reviews', 'Reviews']];
   if (me && me.demo) items.push(['inbox', '/inbox', 'Approval inbox'], ['mailbox', '/mailbox', 'Mailbox']);
   if (me && me.ops) items.push(['ops', '/ops', 'Ops console']);
   if (me) items.push(['settings', '/settings', 'Settings']);
@@ -46,14 +48,18 @@ function renderNav(active) {
     h('li', {}, h('a', {href, 'aria-current': key === active ? 'page' : null}, label, key === 'ops' ? attentionCount() : null)))));
 }
 
-// attentionCount is the number of stuck requests and BLOCKED batches, on the console's item.
+// attentionCount is the number of stuck requests, BLOCKED batches and open drift findings, on the
+// console's item.
 function attentionCount() {
   if (!attention || !attention.total) return null;
   const n = `${attention.total}${attention.more ? '+' : ''}`;
   const what = [attention.requests ? `${attention.requests}${attention.more ? '+' : ''} request${attention.requests === 1 ? '' : 's'}` : '',
-    attention.blockedBatches ? `${attention.blockedBatches} blocked batch${attention.blockedBatches === 1 ? '' : 'es'}` : ''].filter(Boolean).join(' and ');
-  return h('span', {class: 'nav-count', id: 'attention-count', 'data-attention': attention.total, title: `${what} need an operator`},
-    h('span', {'aria-hidden': 'true'}, n), h('span', {class: 'sr-only'}, `: ${what} need an operator`));
+    attention.blockedBatches ? `${attention.blockedBatches} blocked batch${attention.blockedBatches === 1 ? '' : 'es'}` : '',
+    attention.drift ? `${attention.drift} drift finding${attention.drift === 1 ? '' : 's'}` : '',
+    attention.reviews ? `${attention.reviews} overdue review${attention.reviews === 1 ? '' : 's'}` : ''].filter(Boolean).join(' and ');
+  const verb = attention.total === 1 && !attention.more ? 'needs' : 'need';
+  return h('span', {class: 'nav-count', id: 'attention-count', 'data-attention': attention.total, title: `${what} ${verb} an operator`},
+    h('span', {'aria-hidden': 'true'}, n), h('span', {class: 'sr-only'}, `: ${what} ${verb} an operator`));
 }
 
 // watchAttention polls the count while the caller is an operator (the console's own actions ask
@@ -96,11 +102,13 @@ function renderWho() {
   swap(who, h('label', {for: 'user-switcher'}, h('span', {class: 'demo-tag'}, 'demo'), h('span', {class: 'who-words'}, ' Signed in as ')), select);
 }
 
-// demoUsersOf reads the demo users from the server's 401 in demo mode ("Pick a demo user: alice,
-// bob, ops."); none outside demo mode.
+// demoUsersOf reads the demo users from the server's 401 in demo mode ("Pick a demo user: alice
+// (holds payments-admin), bob, ops (the operator)."), each with who they are; none outside demo
+// mode.
 function demoUsersOf(err) {
   const m = /^Pick a demo user: (.+)\.$/.exec(err.message || '');
-  return m ? m[1].split(',').map((u) => u.trim()).filter(Boolean) : [];
+  if (!m) return [];
+  return m[1].split(',').map((u) => /^\s*(\S+)(?: \((.+)\))?\s*$/.exec(u)).filter(Boolean).map((x) => ({name: x[1], who: x[2] || 'a requester'}));
 }
 
 // signOut ends the session (POST /auth/logout) and starts the page again: signed out, it shows
@@ -175,13 +183,30 @@ async function render(focus) {
     title: (t) => { document.title = `${t} · bindery`; },
   };
   cleanup = page.mount(main, ctx) || null;
-  if (focus) {
+  if (focus) focusHeading(token);
+}
+
+// focusHeading moves the keyboard focus to the page's heading after an in-app move (a link
+// followed with Enter must not leave the focus on the body). A page that draws its heading only
+// once its data came (a request) gets it then — unless the reader moved the focus meanwhile, or
+// moved on to another page.
+function focusHeading(token) {
+  const put = () => {
     const heading = main.querySelector('h1');
-    if (heading) {
-      heading.setAttribute('tabindex', '-1');
-      heading.focus();
-    }
-  }
+    if (!heading) return false;
+    heading.setAttribute('tabindex', '-1');
+    if (!heading.hasAttribute('data-focus')) heading.setAttribute('data-focus', 'page-heading'); // kept through live redraws (swap)
+    heading.focus();
+    return true;
+  };
+  if (put()) return;
+  const watch = new MutationObserver(() => {
+    const idle = !document.activeElement || document.activeElement === document.body;
+    if (token !== renderToken || !idle) watch.disconnect();
+    else if (put()) watch.disconnect();
+  });
+  watch.observe(main, {childList: true, subtree: true});
+  setTimeout(() => watch.disconnect(), 30000);
 }
 
 // In-app links navigate without a page load; modified clicks and new-tab links behave as usual.
@@ -243,10 +268,10 @@ async function boot() {
       // Demo mode without a user yet: the first page picks one (never a dead end).
       swap(main, h('h1', {}, 'Who are you in this demo?'),
         h('p', {}, 'bindery demo trusts the user you pick here (a real deployment uses your login). Pick one to start:'),
-        h('p', {class: 'demo-users'}, demoUsers.map((u) => {
-          const b = h('button', {type: 'button', 'data-demo-user': u}, `Continue as ${u}`);
-          b.addEventListener('click', () => switchUser(u));
-          return b;
+        h('ul', {class: 'demo-users'}, demoUsers.map((u) => {
+          const b = h('button', {type: 'button', 'data-demo-user': u.name, 'aria-describedby': `demo-user-${u.name}`}, `Continue as ${u.name}`);
+          b.addEventListener('click', () => switchUser(u.name));
+          return h('li', {}, b, h('span', {class: 'muted small', id: `demo-user-${u.name}`}, u.who));
         })));
       return;
     }

@@ -7,18 +7,25 @@ import {poll} from './poll.js';
 
 /**
  * pollSimulator shows `what` loading in region, then calls take(data) with each answer of path
- * and render() unless the user is reading a selection in region. Until take has had an answer,
+ * that differs from the one shown and render() unless the user is reading a selection in region. Until take has had an answer,
  * a failure shows an error box with a retry; `absent` is the sentence for a 404. Returns the
  * poll ({stop, now}).
  */
 export function pollSimulator(region, live, {path, what, absent, take, render}) {
   let had = false;
+  let shown = null; // the answer on screen: an answer that brings nothing new is not drawn again
   swap(region, loading(what));
   const p = poll(() => get(path), (data) => {
+    const seen = JSON.stringify(data);
+    live.ok();
+    // Drawing the same list again would move the caret out of a half-typed comment every 2 s
+    // (and a node under the pointer away from a click); a reader's selection holds it too.
+    if (had && seen === shown) return;
     take(data);
     had = true;
-    live.ok();
-    if (!busyReading(region)) render();
+    if (busyReading(region)) return;
+    shown = seen;
+    render();
   }, (err) => {
     live.failed();
     if (err.status === 404) {

@@ -46,7 +46,7 @@ type setup struct {
 
 func newSetup(t *testing.T) *setup {
 	t.Helper()
-	s := &setup{dsn: storetest.MySQLDSN(t), public: "https://bindery.example.com", over: map[string]string{}}
+	s := &setup{dsn: storetest.MigratedDSN(t, store.MySQL), public: "https://bindery.example.com", over: map[string]string{}}
 	storetest.Open(t, s.dsn, store.Options{}) // migrated
 	s.sims = sim.New(sim.Options{Config: config.NewStatic(config.MustParse(s.yaml("http://sim.invalid")))})
 	s.srv = httptest.NewServer(s.sims.Handler())

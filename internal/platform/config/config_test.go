@@ -602,3 +602,26 @@ func TestATargetsExpiryIsWrittenInDays(t *testing.T) {
 		}
 	}
 }
+
+// A target's owners are identities or groups (group:NAME), and its reviews key says how often a
+// review starts by itself and how long its reviewers have; a wrong value refuses the catalog.
+func TestATargetsOwnersAndReviews(t *testing.T) {
+	t.Parallel()
+	target := "targets:\n  - key: a\n    project: a/b\n    path: \"x/{subject}.yaml\"\n"
+	s, err := Parse([]byte(target + "    owners: [carol@example.com, \"group:dba\"]\n    reviews: {every: 90d}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := s.Targets()[0]
+	if !tg.Owned("carol@example.com", nil) || !tg.Owned("erin@example.com", []string{"web", "dba"}) || tg.Owned("erin@example.com", []string{"web"}) || tg.Owned("dba", nil) {
+		t.Errorf("owners %v", tg.Owners)
+	}
+	if tg.ReviewEvery != 90*24*time.Hour || tg.ReviewDue != DefaultReviewDue {
+		t.Errorf("reviews every %v, due %v", tg.ReviewEvery, tg.ReviewDue)
+	}
+	for _, bad := range []string{"    owners: [\"group:\"]\n", "    owners: [\"\"]\n", "    reviews: {every: soon}\n", "    reviews: {every: 1m}\n", "    reviews: {often: 90d}\n", "    reviews: 90d\n"} {
+		if _, err := Parse([]byte(target + bad)); err == nil {
+			t.Errorf("%q: loaded, want refused", bad)
+		}
+	}
+}

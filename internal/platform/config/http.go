@@ -67,6 +67,7 @@ func init() {
 			},
 		},
 		rateLimitKey("ratelimit.revoke", 10, "Revocations and withdrawals (POST /api/requests/:operationId/revoke and …/withdraw) per subject per window."),
+		rateLimitKey("ratelimit.renew", 10, "Renewals (POST /api/requests/:operationId/renew) per subject per window."),
 	)
 }
 

@@ -5,6 +5,7 @@ func init() {
 	probes["identity.directory"] = func(s *Snapshot) any { return len(s.IdentityDirectory().Entries()) }
 	probes["authz.opsRule"] = func(s *Snapshot) any { return s.OpsRule() }
 	probes["ratelimit.revoke"] = func(s *Snapshot) any { return s.RateLimit("ratelimit.revoke", 10) }
+	probes["ratelimit.renew"] = func(s *Snapshot) any { return s.RateLimit("ratelimit.renew", 10) }
 
 	misconfigTable["identity.loginHeader"] = []misconfigCase{ // authentication fails closed
 		{"missing", nil, DefaultLoginHeader}, {"blank", nil, DefaultLoginHeader}, {"garbage", str("'X User: me'"), ""},
@@ -24,4 +25,5 @@ func init() {
 		{"missing", nil, 10}, {"blank", nil, 0}, {"garbage", str("many"), 0},
 		{"negative/zero", str("-3"), 0}, {"valid", str("4"), 4},
 	}
+	misconfigTable["ratelimit.renew"] = misconfigTable["ratelimit.revoke"]
 }

@@ -389,7 +389,7 @@ var coreKeys = []Key{
 	},
 	{
 		Name: "targets", Type: "list of targets", Default: "(empty catalog)",
-		Doc:       "The catalog: key ([a-z0-9-], unique), title, project (GitLab project and batch partition), branch (default main), path (template with {subject}, inside the repository), ruleCodes (empty: anyone signed in), ttl (how long a binding stays in effect: whole days such as 30d, or a duration such as 720h; empty: no expiry).",
+		Doc:       "The catalog: key ([a-z0-9-], unique), title, project (GitLab project and batch partition), branch (default main), path (template with {subject}, inside the repository), ruleCodes (empty: anyone signed in), ttl (how long a binding stays in effect: whole days such as 30d, or a duration such as 720h; empty: no expiry), maxTtl (a renewal never sets the expiry later than this after the binding first came into effect; at least the ttl; empty: no bound), renewal (auto: a renewal is granted at once; approval, the default: it goes to the approval system like an application), owners (who reviews its bindings: identities, or group:NAME, compared case-insensitively; operators always may), reviews (every: a review starts by itself this long after the last one, such as 90d; due: how long its reviewers have, default 14d or every if shorter).",
 		Misconfig: "any invalid target rejects the whole file; the last good catalog stays in force. A removed target refuses new applications; requests in flight finish.",
 		apply: func(s *Snapshot, v value) (string, string, error) {
 			ts, err := parseTargets(v)

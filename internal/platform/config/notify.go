@@ -90,6 +90,8 @@ type notifySettings struct {
 	timeout      time.Duration
 	disableAfter time.Duration
 	keepAttempts time.Duration
+	// expiryReminders: how long before a binding expires its holder is reminded, longest first.
+	expiryReminders []time.Duration
 	// refused lists the keys of this area whose value was refused (the last good one kept).
 	refused []string
 }
@@ -183,7 +185,64 @@ func init() {
 				return s.keepAttempts.String(), note, nil
 			},
 		},
+		Key{
+			Name: "notify.expiryReminders", Type: "list of durations (days such as 7d, or such as 36h)", Default: "[7d, 1d]",
+			Doc: "How long before a binding expires its holder is reminded (binding.expiring, once per binding and reminder, emailed unless they chose otherwise), " +
+				"with when it expires and a link to renew it on the request page. off: no reminders.",
+			Misconfig: "missing/blank → [7d, 1d]; off → no reminders; a list with an entry that is not a positive number of days or a duration, or longer than 365d → [7d, 1d], noted.",
+			apply: func(s *Snapshot, v value) (string, string, error) {
+				ds, note := expiryReminders(v)
+				s.expiryReminders = ds
+				return remindersText(ds), note, nil
+			},
+		},
 	)
+}
+
+// defaultReminders is notify.expiryReminders' default.
+var defaultReminders = []time.Duration{7 * 24 * time.Hour, 24 * time.Hour}
+
+// expiryReminders reads notify.expiryReminders: longest first, each once.
+func expiryReminders(v value) ([]time.Duration, string) {
+	if sc, ok := v.scalar(); ok && strings.EqualFold(sc, "off") {
+		return nil, ""
+	}
+	items, note := stringList(v)
+	if note != "" || len(items) == 0 {
+		return defaultReminders, note
+	}
+	var out []time.Duration
+	for _, it := range items {
+		d, err := parseTTL(it)
+		if err != nil || d <= 0 || d > 365*24*time.Hour {
+			return defaultReminders, fmt.Sprintf("%q is not a positive number of days or a duration of at most 365d", it)
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b time.Duration) int { return int((b - a) / time.Second) })
+	return out, ""
+}
+
+// remindersText is the effective list as the report shows it.
+func remindersText(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "off"
+	}
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = DurationWords(d)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// DurationWords is a duration as the configuration writes it: whole days as 7d, else Go's form.
+func DurationWords(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
 }
 
 // notifyKey is a receiver key's apply: parse, and when the value is refused, keep the last good
@@ -440,6 +499,12 @@ func (s *Snapshot) NotifyTimeout() time.Duration { return s.timeout }
 // NotifyDisableAfter is notify.disableAfter: an endpoint failing this long is disabled. Default
 // 120h; blank, unparsable or ≤ 0 → 120h.
 func (s *Snapshot) NotifyDisableAfter() time.Duration { return s.disableAfter }
+
+// ExpiryReminders is notify.expiryReminders: how long before a binding expires its holder is
+// reminded, longest first. Default [7d, 1d]; missing or blank → the default; off → none (nil); a
+// list with an entry that is not a positive number of days or duration, or above 365d → the
+// default, noted.
+func (s *Snapshot) ExpiryReminders() []time.Duration { return s.expiryReminders }
 
 // NotifyKeepAttempts is notify.keepAttempts, how long attempts are kept. Default 720h; blank,
 // unparsable or ≤ 0 → 720h.

@@ -37,6 +37,7 @@ func init() {
 	probes["notify.timeout"] = func(s *Snapshot) any { return s.NotifyTimeout() }
 	probes["notify.disableAfter"] = func(s *Snapshot) any { return s.NotifyDisableAfter() }
 	probes["notify.keepAttempts"] = func(s *Snapshot) any { return s.NotifyKeepAttempts() }
+	probes["notify.expiryReminders"] = func(s *Snapshot) any { return remindersText(s.ExpiryReminders()) }
 
 	// A refused receiver key at the first load sends nothing through it (no last good value).
 	misconfigTable["notify.webhooks"] = []misconfigCase{
@@ -74,6 +75,11 @@ func init() {
 	}
 	misconfigTable["notify.disableAfter"] = durationRows(120*time.Hour, 2*time.Hour)
 	misconfigTable["notify.keepAttempts"] = durationRows(720*time.Hour, 48*time.Hour)
+	misconfigTable["notify.expiryReminders"] = []misconfigCase{
+		{"missing", nil, "[7d, 1d]"}, {"blank", nil, "[7d, 1d]"}, {"garbage", str("[soon]"), "[7d, 1d]"},
+		{"negative/zero", str("[0d, 1d]"), "[7d, 1d]"}, {"valid", str("[1d, 14d, 36h, 1d]"), "[14d, 36h0m0s, 1d]"},
+		{"off", str("off"), "off"}, {"not a list", str("7d"), "[7d, 1d]"}, {"above a year", str("[400d]"), "[7d, 1d]"},
+	}
 }
 
 // A receiver key whose value is wrong is refused on its own: the rest of the file loads, the

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,18 +22,78 @@ type Target struct {
 	Path      string        `json:"path"`      // file path template; {subject} and {target} are replaced
 	RuleCodes []string      `json:"ruleCodes"` // empty: any signed-in user may apply
 	TTL       time.Duration `json:"ttl"`       // binding expiry after validation; 0: never
+	// MaxTTL bounds renewals: a renewal never sets the expiry later than this long after the
+	// binding first came into effect (0: no bound).
+	MaxTTL time.Duration `json:"maxTtl,omitempty"`
+	// Renewal is how a renewal is decided: RenewalApproval (the default: a ticket in the approval
+	// system, as an application) or RenewalAuto (at once).
+	Renewal string `json:"renewal,omitempty"`
+	// Owners review the target's bindings (access reviews): identities, or group:NAME for the
+	// members of a group the identity provider names at sign-in. Operators may always.
+	Owners []string `json:"owners,omitempty"`
+	// ReviewEvery starts a review of the target by itself this long after the last one started
+	// (0: only by hand); ReviewDue is how long its reviewers have (default DefaultReviewDue).
+	ReviewEvery time.Duration `json:"reviewEvery,omitempty"`
+	ReviewDue   time.Duration `json:"reviewDue,omitempty"`
+}
+
+// DefaultReviewDue is how long the reviewers of a review started by itself have.
+const DefaultReviewDue = 14 * 24 * time.Hour
+
+// OwnerGroupPrefix marks an owner that is a group: group:NAME.
+const OwnerGroupPrefix = "group:"
+
+// Owned reports whether identity, or one of its groups, is among t's owners. Identities and
+// groups compare case-insensitively, as in permission.rules: an identity provider may name a
+// group "DBA" where the catalog says group:dba.
+func (t Target) Owned(identity string, groups []string) bool {
+	for _, o := range t.Owners {
+		if g, ok := strings.CutPrefix(o, OwnerGroupPrefix); ok {
+			if slices.ContainsFunc(groups, func(have string) bool { return strings.EqualFold(have, g) }) {
+				return true
+			}
+		} else if strings.EqualFold(o, identity) {
+			return true
+		}
+	}
+	return false
+}
+
+// How a target's renewals are decided (Target.Renewal).
+const (
+	RenewalApproval = "approval"
+	RenewalAuto     = "auto"
+)
+
+// RenewalMode is t's renewal mode: RenewalApproval unless the catalog says auto.
+func (t Target) RenewalMode() string {
+	if t.Renewal == RenewalAuto {
+		return RenewalAuto
+	}
+	return RenewalApproval
 }
 
 var targetKeyRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$`)
 
 type rawTarget struct {
-	Key       string   `yaml:"key"`
-	Title     string   `yaml:"title"`
-	Project   string   `yaml:"project"`
-	Branch    string   `yaml:"branch"`
-	Path      string   `yaml:"path"`
-	RuleCodes []string `yaml:"ruleCodes"`
-	TTL       string   `yaml:"ttl"`
+	Key       string    `yaml:"key"`
+	Title     string    `yaml:"title"`
+	Project   string    `yaml:"project"`
+	Branch    string    `yaml:"branch"`
+	Path      string    `yaml:"path"`
+	RuleCodes []string  `yaml:"ruleCodes"`
+	TTL       string    `yaml:"ttl"`
+	MaxTTL    string    `yaml:"maxTtl"`
+	Renewal   string    `yaml:"renewal"`
+	Owners    []string  `yaml:"owners"`
+	Reviews   yaml.Node `yaml:"reviews"`
+}
+
+// rawReviews is a target's reviews key: how often a review starts by itself, and how long its
+// reviewers have.
+type rawReviews struct {
+	Every string `yaml:"every"`
+	Due   string `yaml:"due"`
 }
 
 // parseTargets validates the catalog strictly: a broken catalog rejects the whole file, so the
@@ -99,7 +160,56 @@ func (rt rawTarget) validate() (Target, error) {
 		}
 		t.TTL = d
 	}
+	if s := strings.TrimSpace(rt.MaxTTL); s != "" {
+		d, err := parseTTL(s)
+		if err != nil || d <= 0 || (t.TTL > 0 && d < t.TTL) {
+			return t, fmt.Errorf("maxTtl %q: want a number of days such as 90d or a duration, at least the ttl, or nothing for no bound", s)
+		}
+		t.MaxTTL = d
+	}
+	switch r := strings.TrimSpace(rt.Renewal); r {
+	case "", RenewalApproval, RenewalAuto:
+		t.Renewal = r
+	default:
+		return t, fmt.Errorf("renewal %q: want auto, approval, or nothing (approval)", r)
+	}
+	for _, o := range rt.Owners {
+		o = strings.TrimSpace(o)
+		if o == "" || o == OwnerGroupPrefix || len(o) > 254 {
+			return t, fmt.Errorf("owners: %q is not an identity or group:NAME", o)
+		}
+		t.Owners = append(t.Owners, o)
+	}
+	if rt.Reviews.Kind != 0 {
+		if err := rt.validateReviews(&t); err != nil {
+			return t, err
+		}
+	}
 	return t, nil
+}
+
+// validateReviews reads the reviews key into t.
+func (rt rawTarget) validateReviews(t *Target) error {
+	var rr rawReviews
+	if err := decodeStrict(&rt.Reviews, &rr); err != nil {
+		return fmt.Errorf("reviews: %w", err)
+	}
+	for _, f := range []struct {
+		name, s string
+		into    *time.Duration
+	}{{"every", rr.Every, &t.ReviewEvery}, {"due", rr.Due, &t.ReviewDue}} {
+		if s := strings.TrimSpace(f.s); s != "" {
+			d, err := parseTTL(s)
+			if err != nil || d < time.Hour {
+				return fmt.Errorf("reviews.%s %q: want a number of days such as 90d or a duration of at least an hour", f.name, s)
+			}
+			*f.into = d
+		}
+	}
+	if t.ReviewEvery > 0 && t.ReviewDue == 0 {
+		t.ReviewDue = min(DefaultReviewDue, t.ReviewEvery)
+	}
+	return nil
 }
 
 // parseTTL reads a target's expiry: whole days ("30d", as people think of access) or a Go

@@ -31,6 +31,7 @@ type workflowSettings struct {
 	approvalTimeout     time.Duration
 	approvalPollAfter   time.Duration
 	schedules           map[string]string
+	driftEnabled        bool
 }
 
 // Cron job names, each with its schedule key "cron.<name>".
@@ -40,6 +41,8 @@ const (
 	JobSweep     = "sweep"
 	JobExpiry    = "expiry"
 	JobPurge     = "purge"
+	JobDrift     = "drift"
+	JobReviews   = "reviews"
 )
 
 var defaultSchedules = map[string]string{
@@ -48,6 +51,8 @@ var defaultSchedules = map[string]string{
 	JobSweep:     "@every 30s",
 	JobExpiry:    "@every 1m",
 	JobPurge:     "@every 1h",
+	JobDrift:     "@every 10m",
+	JobReviews:   "@every 10m",
 }
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -197,6 +202,18 @@ func init() {
 		scheduleKey(JobSweep, "Schedule of the repair sweep: in-flight work without a task (an old database, a hand edit) gets one. Crashed instances need no sweep: their work falls due again by itself."),
 		scheduleKey(JobExpiry, "Schedule of the expiry of bindings whose ttl passed (they are closed through the batch path)."),
 		scheduleKey(JobPurge, "Schedule of the purge of what is over: expired idempotency records, ended sessions, unfinished sign-ins, API tokens expired or revoked 30 days ago."),
+		scheduleKey(JobDrift, "Schedule of the drift check (docs/drift.md): per project, the target branch's head, and when it moved since the last look, the files under every target's path template, compared with the bindings bindery holds."),
+		scheduleKey(JobReviews, "Schedule of the access reviews' job (docs/workflow.md, 'Access reviews'): a review of each target whose reviews.every passed since its last one, and a reminder to the reviewers of each open review due within a day."),
+		Key{
+			Name: "drift.enabled", Type: "bool", Default: "true",
+			Doc:       "Whether the drift check (cron.drift) reads the config repository. Off: no round reads GitLab; the findings already recorded stay as they are.",
+			Misconfig: "blank or invalid → true: the check runs unless switched off with a clear false.",
+			apply: func(s *Snapshot, v value) (string, string, error) {
+				var note string
+				s.driftEnabled, note = boolOr(v, true, true)
+				return strconv.FormatBool(s.driftEnabled), note, nil
+			},
+		},
 	)
 }
 
@@ -251,7 +268,11 @@ func (s *Snapshot) ApprovalTimeout() time.Duration { return s.approvalTimeout }
 // ApprovalPollAfter is approval.pollAfter. Default 15m; blank, unparsable or ≤ 0 → 15m.
 func (s *Snapshot) ApprovalPollAfter() time.Duration { return s.approvalPollAfter }
 
-// Schedule is cron.<job>'s schedule (JobRounds, JobReconcile, JobSweep, JobExpiry, JobPurge).
+// DriftEnabled is drift.enabled. Default true; blank or invalid → true.
+func (s *Snapshot) DriftEnabled() bool { return s.driftEnabled }
+
+// Schedule is cron.<job>'s schedule (JobRounds, JobReconcile, JobSweep, JobExpiry, JobPurge,
+// JobDrift, JobReviews).
 // Blank or unparsable → the job's default.
 func (s *Snapshot) Schedule(job string) string {
 	if spec, ok := s.schedules[job]; ok {

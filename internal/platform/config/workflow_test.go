@@ -55,6 +55,11 @@ func init() {
 		{"missing", nil, 12}, {"blank", nil, 12}, {"garbage", str("few"), 12},
 		{"negative/zero", str("-3"), 12}, {"valid", str("0"), 0},
 	}
+	probes["drift.enabled"] = func(s *Snapshot) any { return s.DriftEnabled() }
+	misconfigTable["drift.enabled"] = []misconfigCase{
+		{"missing", nil, true}, {"blank", nil, true}, {"garbage", str("maybe"), true},
+		{"negative/zero", str("false"), false}, {"valid", str("true"), true},
+	}
 	for job, def := range defaultSchedules {
 		job := job
 		probes["cron."+job] = func(s *Snapshot) any { return s.Schedule(job) }

@@ -16,6 +16,9 @@ var demoEntries = []Entry{
 	{Account: "ops@example.com", EmployeeID: "E1003", Name: "ops"},
 }
 
+// DemoUsers lists the demo users, in the switcher's order.
+func DemoUsers() []Entry { return append([]Entry(nil), demoEntries...) }
+
 // DemoDirectory is the directory of the demo users.
 func DemoDirectory() *Directory {
 	d, err := NewDirectory(demoEntries)

@@ -79,6 +79,12 @@ type API interface {
 	Rebase(ctx context.Context, project string, iid int64) error
 	// ChecklistItems reads the approval checklist the project requires (empty: none).
 	ChecklistItems(ctx context.Context, project string) ([]ChecklistItem, error)
+	// Tree lists every file under dir at ref, every page or an error (repo.go).
+	Tree(ctx context.Context, project, ref, dir string) ([]TreeEntry, error)
+	// LastChangeOf reads the newest commit on ref that changed path (repo.go).
+	LastChangeOf(ctx context.Context, project, ref, path string) (PathCommit, error)
+	// RawFile reads a file's content at ref (repo.go).
+	RawFile(ctx context.Context, project, ref, path string) ([]byte, error)
 }
 
 // Branch is a repository branch.

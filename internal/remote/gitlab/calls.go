@@ -249,24 +249,41 @@ const maxPipelinePages = 20
 
 func (c *Client) MergeRequestPipelines(ctx context.Context, project string, iid int64) ([]Pipeline, error) {
 	var out []Pipeline
-	for page := int64(1); page > 0 && page <= maxPipelinePages; {
+	_, err := c.pages(ctx, "mr_pipelines", maxPipelinePages, func(l *gl.Client, o, page gl.RequestOptionFunc) (*gl.Response, error) {
+		list, resp, err := l.MergeRequests.ListMergeRequestPipelines(project, iid, o, page, perPage(100))
+		for _, p := range list {
+			out = append(out, toPipelineInfo(p))
+		}
+		return resp, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// pages runs one list call per page, as the bot, from page 1 until GitLab says there is no next
+// page or max pages were read; more reports that a next page was left unread. The first page
+// that fails ends it with that error.
+func (c *Client) pages(ctx context.Context, endpoint string, max int64, fn func(l *gl.Client, ctxOpt, page gl.RequestOptionFunc) (*gl.Response, error)) (more bool, err error) {
+	for page := int64(1); page > 0; {
+		if page > max {
+			return true, nil
+		}
 		next := int64(0)
-		err := c.call(ctx, botAccount(c.cfg.Current()), "mr_pipelines", func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
-			list, resp, err := l.MergeRequests.ListMergeRequestPipelines(project, iid, o, gl.WithOffsetPaginationParameters(page), perPage(100))
+		err := c.call(ctx, botAccount(c.cfg.Current()), endpoint, func(l *gl.Client, o gl.RequestOptionFunc) (*gl.Response, error) {
+			resp, err := fn(l, o, gl.WithOffsetPaginationParameters(page))
 			if err == nil {
-				for _, p := range list {
-					out = append(out, toPipelineInfo(p))
-				}
 				next = resp.NextPage
 			}
 			return resp, err
 		})
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		page = next
 	}
-	return out, nil
+	return false, nil
 }
 
 func perPage(n int) gl.RequestOptionFunc {

@@ -216,5 +216,23 @@ check(project.mergerequests.get(mr.iid).state == "merged", "closing a merged MR 
 found = project.mergerequests.list(source_branch="bindery/batch-2", state="all")
 check([x.iid for x in found] == [mr2.iid], f"MRs by source branch {[x.iid for x in found]}")
 
+# Reading the repository as the drift check does: the tree of main page by page, a 404 for a
+# path that is not there, and the commit that removed a file.
+tree = project.repository_tree(ref="main", recursive=True, per_page=2, get_all=True)
+blobs = [e["path"] for e in tree if e["type"] == "blob"]
+check("bindings/alice.yaml" in blobs and "bindings/bob.yaml" in blobs and "other/x.txt" in blobs, f"tree of main {blobs}")
+check(any(e["type"] == "tree" and e["path"] == "bindings" for e in tree), "the tree lists its directories")
+check(all(len(e["id"]) == 40 for e in tree), f"tree entry ids {[e['id'] for e in tree]}")
+try:
+    project.repository_tree(path="nowhere", ref="main")
+    check(False, "the tree of a missing path was answered")
+except gitlab.exceptions.GitlabGetError as e:
+    check(e.response_code == 404, f"tree of a missing path: {e.response_code}")
+removal = project.commits.create({"branch": "main", "commit_message": "clean up", "actions": [
+    {"action": "delete", "file_path": "bindings/bob.yaml"}]})
+# (python-gitlab reads a "path" keyword as the URL's own path: the parameter goes in query_parameters.)
+history = project.commits.list(query_parameters={"ref_name": "main", "path": "bindings/bob.yaml"}, per_page=1, get_all=False)
+check(len(history) == 1 and history[0].id == removal.id and history[0].author_name, f"who removed the file {history}")
+
 print(json.dumps({"source": SOURCE, "method": METHOD, "failures": failures}))
 sys.exit(1 if failures else 0)

@@ -109,6 +109,25 @@ func (h *Harness) DueNow(kind, ref string) {
 	}
 }
 
+// Expire ends kind/ref's claim as a lease that ran out without renewal ends it — its holder
+// stalled: a new epoch, so the holder's renewals and late writes are fenced out whenever they
+// come, and due now for any instance's dispatcher. One statement: DueNow alone leaves a live
+// holder its claim, and a renewal of the holder's before another instance claimed the task put
+// its due time back in the future.
+func (h *Harness) Expire(kind, ref string) {
+	h.T.Helper()
+	res, err := h.DB.Raw().Exec("UPDATE task SET epoch = epoch + 1, owner = NULL, due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", kind, ref)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n != 1 {
+			err = fmt.Errorf("%d rows", n)
+		}
+	}
+	if err != nil {
+		h.T.Fatalf("expire the claim of %s/%s: %v", kind, ref, err)
+	}
+}
+
 // TakeOver hands kind/ref's task to owner as another instance's claim would once the holder's
 // lease had run out: a new epoch (the running attempt is fenced out) and a lease that outlasts
 // the test. One statement, so no instance of the test ever sees the task due in between (a

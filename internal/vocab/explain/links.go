@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 
 	"bindery/api"
 )
@@ -18,6 +19,9 @@ type Links struct {
 func (l Links) Request(operationID string) string {
 	return l.Base + "/requests/" + url.PathEscape(operationID)
 }
+
+// Review is an access review's page.
+func (l Links) Review(id int64) string { return l.Base + "/reviews/" + strconv.FormatInt(id, 10) }
 
 // Ops is the ops console.
 func (l Links) Ops() string { return l.Base + "/ops" }

@@ -17,6 +17,14 @@ const (
 	EventRequestMerged   EventType = "request.merged"    // its change is merged, the deploy is awaited
 	EventRequestInEffect EventType = "request.in_effect" // deployed: the binding is in effect
 	EventRequestClosed   EventType = "request.closed"    // removed again (revoked or expired)
+	EventBindingExpiring EventType = "binding.expiring"  // in effect, its expiry nears (notify.expiryReminders)
+)
+
+// The reviewers' events: an access review of a target they own (docs/workflow.md, 'Access
+// reviews'). The person they concern is the reviewer, as the requester is of a request's.
+const (
+	EventReviewStarted EventType = "review.started" // a review asks them to keep or remove bindings
+	EventReviewDue     EventType = "review.due"     // an open review's due date nears
 )
 
 // The operators' events: what needs a person.
@@ -29,6 +37,9 @@ const (
 	EventTargetsRemoved        EventType = "config.targets_removed"  // a reload removed targets that bindings still use
 	EventEndpointDisabled      EventType = "endpoint.disabled"       // a delivery endpoint was switched off
 	EventEndpointTest          EventType = "endpoint.test"           // a test delivery (bindery doctor -send-test), never stored
+	// A file in the config repository differs from the bindings bindery holds (docs/drift.md);
+	// the requester of a binding whose file was removed is told too.
+	EventBindingDrifted EventType = "binding.drifted"
 )
 
 // The batch's own events, for its merge request's note (never sent to a webhook or a person).
@@ -65,6 +76,9 @@ var eventTypes = map[EventType]EventInfo{
 	EventRequestMerged:         {Audience: AudienceRequester},
 	EventRequestInEffect:       {Audience: AudienceRequester, EmailByDefault: true},
 	EventRequestClosed:         {Audience: AudienceRequester},
+	EventBindingExpiring:       {Audience: AudienceRequester, EmailByDefault: true},
+	EventReviewStarted:         {Audience: AudienceRequester, EmailByDefault: true},
+	EventReviewDue:             {Audience: AudienceRequester, EmailByDefault: true},
 	EventBatchBlocked:          {Audience: AudienceOperators},
 	EventRequestNeedsAttention: {Audience: AudienceOperators, AlsoRequester: true, EmailByDefault: true},
 	EventDeployOverdue:         {Audience: AudienceOperators},
@@ -73,6 +87,7 @@ var eventTypes = map[EventType]EventInfo{
 	EventTargetsRemoved:        {Audience: AudienceOperators},
 	EventEndpointDisabled:      {Audience: AudienceOperators},
 	EventEndpointTest:          {Audience: AudienceOperators},
+	EventBindingDrifted:        {Audience: AudienceOperators, AlsoRequester: true, EmailByDefault: true},
 	EventBatchOpened:           {Audience: AudienceBatch},
 	EventBatchCulprit:          {Audience: AudienceBatch},
 }

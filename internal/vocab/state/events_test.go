@@ -38,8 +38,8 @@ func TestEventsOfTransitions(t *testing.T) {
 	}
 }
 
-// Every event type has an audience; the requester's defaults are the documented four; the
-// batch's own events never leave bindery.
+// Every event type has an audience; the defaults of the person concerned (a requester, a
+// reviewer) are the documented ones; the batch's own events never leave bindery.
 func TestEventTable(t *testing.T) {
 	var defaults []EventType
 	for _, e := range EventTypes() {
@@ -54,7 +54,7 @@ func TestEventTable(t *testing.T) {
 			}
 		}
 	}
-	want := []EventType{EventRequestFailed, EventRequestInEffect, EventRequestNeedsAttention, EventRequestRejected}
+	want := []EventType{EventBindingDrifted, EventBindingExpiring, EventRequestFailed, EventRequestInEffect, EventRequestNeedsAttention, EventRequestRejected, EventReviewDue, EventReviewStarted}
 	if !slices.Equal(defaults, want) {
 		t.Errorf("email defaults %v, want %v", defaults, want)
 	}

@@ -76,11 +76,14 @@ func AwaitsDeploy(status BindingStatus, step Step) bool {
 // the deploy that includes its merge (steps 10201+: CLOSE_STARTED, CLOSE_MERGED), → CLOSED when
 // it is deployed, → HANDLE_FAILED if it fails. A failed request (CREATE_FAILED, HANDLE_FAILED
 // but a failed removal) may be withdrawn: → CLOSED (WITHDRAWN).
+// Adoption (docs/drift.md): a file already in the config repository that bindery takes over — an
+// unknown file an operator accepts, an imported repository's — is a new row in effect at once:
+// "" → VALIDATED (CALLED_BACK).
 // Failures go to CREATE_FAILED / HANDLE_FAILED; an operator retry moves them back to the
 // in-progress status of the step being re-run. Settlement may find the MR merged after all
 // ("merge wins"), hence the edges into MERGED from every in-progress and failed status.
 var bindingTransitions = map[BindingStatus][]BindingStatus{
-	"":                    {StatusApprovalSending, StatusMRCreating},
+	"":                    {StatusApprovalSending, StatusMRCreating, StatusValidated},
 	StatusRejected:        {StatusApprovalSending, StatusMRCreating},
 	StatusClosed:          {StatusApprovalSending, StatusMRCreating},
 	StatusApprovalSending: {StatusApprovalSent, StatusRejected, StatusMRCreating, StatusMerging, StatusCreateFailed, StatusHandleFailed},
@@ -378,7 +381,15 @@ type Action string
 const (
 	ActionAdd    Action = "ADD"
 	ActionDelete Action = "DELETE"
+	// A drift repair's restore (docs/drift.md, 'Repairs'): the binding's file written again as
+	// bindery renders it — created where it went missing (RESTORE), rewritten where it was
+	// changed (REWRITE). The binding stays in effect meanwhile: a restore moves no status.
+	ActionRestore Action = "RESTORE"
+	ActionRewrite Action = "REWRITE"
 )
+
+// Restores reports a drift repair's actions (RESTORE, REWRITE).
+func (a Action) Restores() bool { return a == ActionRestore || a == ActionRewrite }
 
 // Task kinds: the durable work of a request's own step (one per operation), of a batch, and of
 // telling people (an event's routing, then each of its deliveries).

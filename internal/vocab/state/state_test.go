@@ -33,7 +33,9 @@ func TestIllegalTransitionsAreRefused(t *testing.T) {
 		ok       bool
 	}{
 		{"", StatusApprovalSending, true},
-		{"", StatusValidated, false},
+		{"", StatusValidated, true}, // an adoption (docs/drift.md)
+		{"", StatusMerged, false},
+		{StatusClosed, StatusValidated, false},
 		{StatusMerged, StatusValidated, true},
 		{StatusValidated, StatusMerged, false},
 		{StatusRejected, StatusApprovalSending, true},

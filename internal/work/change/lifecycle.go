@@ -16,9 +16,10 @@ import (
 // (branch, commit, MR) → pipeline (flaky retries, a hung pipeline replaced once) → the reviewer
 // accounts' approvals → the merge phases (rebase, regenerate, the new head's pipeline, a person's
 // blocker) → merged, or a decided failure the owner settles. Each call is one bounded action: it
-// reads the remote state first, acts once, and returns a typed Outcome. What an outcome means —
-// which states the requests move to, whether the work stops for operators — is the business of
-// the kind that drives the MR (docs/architecture.md, "One merge-request lifecycle").
+// reads the remote state first, acts once, and returns a typed Outcome. What a merge outcome means
+// to the requests — the failure class, where they wait for a person — is one table
+// (MergeMeaning, phases.go); carrying it out is the business of the kind that drives the MR
+// (docs/architecture.md, "One merge-request lifecycle").
 
 // Memo is what the lifecycle remembers between its actions; the kind that drives the MR keeps it
 // in its task's memo (the JSON names are stored).

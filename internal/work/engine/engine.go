@@ -380,6 +380,8 @@ func (e *Engine) renew(ctx context.Context, cancel context.CancelCauseFunc, r *R
 			}
 			err := e.db.RenewTask(ctx, r.Task, ttl)
 			switch {
+			case errors.Is(err, store.ErrReleased):
+				return // the step's outcome is written: the claim is over
 			case errors.Is(err, store.ErrPreempted):
 				cancel(errClaimLost)
 				return

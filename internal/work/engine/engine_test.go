@@ -471,3 +471,37 @@ func TestTheEngineStopsBeforeItStartsTwiceAndLeavesNoGoroutine(t *testing.T) {
 		}
 	})
 }
+
+// A step's outcome is its next step and due time; a renewal of the claim that comes after the
+// outcome is written (the action still returning) must not move that due time to the lease's end.
+func TestARenewalAfterTheOutcomeKeepsTheNextStepsDueTime(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		written := make(chan struct{})
+		kind := engine.Kind{Name: "request", Lease: func() time.Duration { return 60 * time.Millisecond },
+			Run: func(ctx context.Context, r *engine.Run) error {
+				if err := r.Next(ctx, store.TaskNext{Step: "later", In: time.Hour}, nil); err != nil {
+					return err
+				}
+				// The renewal ticks every 20 ms: several come while the action still returns.
+				time.Sleep(200 * time.Millisecond)
+				close(written)
+				return nil
+			}, Fail: func(ctx context.Context, r *engine.Run, err error) error {
+				t.Errorf("failed: %v", err)
+				return r.Finish(ctx, nil)
+			}}
+		e := start(t, db, "i", nil, kind)
+		put(t, db, "request", "op-1", engine.LaneFirst, "ticket")
+		e.NudgeAll()
+		<-written
+		testkit.Eventually(t, "the claim released", func() bool {
+			task, err := db.Task(bg, "request", "op-1")
+			return err == nil && task.Owner == ""
+		})
+		task, err := db.Task(bg, "request", "op-1")
+		if err != nil || task.Step != "later" || task.Overdue > -50*time.Minute {
+			t.Fatalf("task %+v (%v): want step later, due in an hour", task, err)
+		}
+	})
+}

@@ -16,6 +16,7 @@ import (
 
 	"bindery/api"
 	"bindery/internal/platform/config"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 )
 
@@ -28,7 +29,12 @@ import (
 type emailSender struct{ n *Notifier }
 
 func (s emailSender) send(ctx context.Context, d store.Delivery, e store.Event, snap *config.Snapshot) result {
-	msg, err := s.n.message(e, d.Target, snap)
+	// The footer says why the person gets it: their own choice, or the defaults they never changed.
+	_, chose, err := s.n.db.EmailPrefs(ctx, e.SubjectID)
+	if err != nil {
+		return transportFailure(ctx, err)
+	}
+	msg, err := s.n.message(e, d.Target, snap, chose)
 	if err != nil {
 		return result{class: classInternal, err: "the message could not be written: " + err.Error()}
 	}
@@ -44,8 +50,9 @@ func ThreadID(operationID string) string { return "request-" + operationID + "@"
 // MessageID is the Message-ID of the message of event id (without the brackets).
 func MessageID(eventID string) string { return eventID + "@" + threadDomain }
 
-// message writes the email of e to address.
-func (n *Notifier) message(e store.Event, address string, snap *config.Snapshot) (*mail.Msg, error) {
+// message writes the email of e to address (chose: the person chose what they are emailed
+// about; else the defaults email them).
+func (n *Notifier) message(e store.Event, address string, snap *config.Snapshot, chose bool) (*mail.Msg, error) {
 	set := n.email(snap)
 	m := mail.NewMsg()
 	if err := m.From(set.From); err != nil {
@@ -54,7 +61,7 @@ func (n *Notifier) message(e store.Event, address string, snap *config.Snapshot)
 	if err := m.To(address); err != nil {
 		return nil, fmt.Errorf("to: %w", err)
 	}
-	m.Subject("[bindery] " + Summary(e, snap))
+	m.Subject("[bindery] " + mailSubject(e, snap))
 	m.SetMessageIDWithValue(MessageID(e.ID))
 	m.SetDateWithValue(e.CreatedAt)
 	if op := e.Facts.OperationID; op != "" {
@@ -63,7 +70,7 @@ func (n *Notifier) message(e store.Event, address string, snap *config.Snapshot)
 		m.SetGenHeader(mail.HeaderReferences, thread)
 	}
 	m.SetGenHeader("Auto-Submitted", "auto-generated")
-	v := mailView{Summary: Summary(e, snap), Words: Words(e.Type), Event: string(e.Type), ID: e.ID}
+	v := mailView{Summary: mailSubject(e, snap), Words: Words(e.Type), Event: string(e.Type), ID: e.ID, Chose: chose}
 	if rn, ok := news(e, snap, n.links(snap)).(*api.RequestNews); ok {
 		v.Request = rn
 	}
@@ -83,13 +90,32 @@ func (n *Notifier) message(e store.Event, address string, snap *config.Snapshot)
 type mailView struct {
 	Summary, Words, Event, ID string
 	Request                   *api.RequestNews
+	Chose                     bool // the person chose their emails (else the defaults)
+}
+
+// mailSubject is an email's subject: the requester's own request in the words of the others
+// ("Your request for Grafana editor: needs a person — it failed"), never an operation id.
+func mailSubject(e store.Event, snap *config.Snapshot) string {
+	f := e.Facts
+	title := f.TargetKey
+	if t, ok := snap.Target(f.TargetKey); ok && t.Title != "" {
+		title = t.Title
+	}
+	switch e.Type {
+	case state.EventRequestNeedsAttention:
+		return fmt.Sprintf("Your request for %s: %s — %s", title, Words(e.Type), shortAttention(f))
+	case state.EventDeployOverdue:
+		return fmt.Sprintf("Your request for %s: merged, its deploy not reported in time", title)
+	}
+	return Summary(e, snap)
 }
 
 var textMail = textTemplate.Must(textTemplate.New("text").Parse(`{{.Summary}}.
-{{with .Request}}
-Request:  {{.OperationID}}
-Target:   {{.TargetTitle}} ({{.TargetKey}}), project {{.Project}}
-Status:   {{.Status}} — {{.Step.Label}}
+{{with .Request}}{{if .OperationID}}
+Request:  {{.OperationID}}{{end}}
+Target:   {{.TargetTitle}} ({{.TargetKey}}){{if .Project}}, project {{.Project}}{{end}}
+{{- with .Step.Label}}
+Now:      {{.}}{{end}}
 {{- if .Note}}
 Note:     {{.Note}}{{end}}
 {{- if .MR}}
@@ -97,26 +123,28 @@ MR:       !{{.MR.ID}}{{if .MR.URL}} {{.MR.URL}}{{end}}{{end}}
 
 What now: {{.NextActionText}}
 
-Your request's page: {{.URL}}
+{{if .OperationID}}Your request's page{{else}}The review's page{{end}}: {{.URL}}
 {{end}}
 --
-bindery tells you this because you asked for it ({{.Words}}). Choose what you are emailed
-about on the settings page.
+{{if .Chose}}bindery tells you this because you chose to be emailed about it ({{.Words}}).
+{{else}}bindery tells you this because every requester is emailed about it ({{.Words}}) unless
+they choose otherwise.
+{{end}}Choose what you are emailed about on the settings page.
 `))
 
 var htmlMail = template.Must(template.New("html").Parse(`<!doctype html>
 <html><body style="font-family: sans-serif; line-height: 1.4">
 <p><strong>{{.Summary}}.</strong></p>
 {{with .Request}}<table style="border-collapse: collapse">
-<tr><td style="padding-right: 1em">Request</td><td><a href="{{.URL}}">{{.OperationID}}</a></td></tr>
-<tr><td style="padding-right: 1em">Target</td><td>{{.TargetTitle}} ({{.TargetKey}}), project {{.Project}}</td></tr>
-<tr><td style="padding-right: 1em">Status</td><td>{{.Status}} — {{.Step.Label}}</td></tr>
+{{if .OperationID}}<tr><td style="padding-right: 1em">Request</td><td><a href="{{.URL}}">{{.OperationID}}</a></td></tr>{{end}}
+<tr><td style="padding-right: 1em">Target</td><td>{{.TargetTitle}} ({{.TargetKey}}){{if .Project}}, project {{.Project}}{{end}}</td></tr>
+{{with .Step.Label}}<tr><td style="padding-right: 1em">Now</td><td>{{.}}</td></tr>{{end}}
 {{if .Note}}<tr><td style="padding-right: 1em">Note</td><td>{{.Note}}</td></tr>{{end}}
 {{if .MR}}<tr><td style="padding-right: 1em">Merge request</td><td>{{if .MR.URL}}<a href="{{.MR.URL}}">!{{.MR.ID}}</a>{{else}}!{{.MR.ID}}{{end}}</td></tr>{{end}}
 </table>
 <p>{{.NextActionText}}</p>
-<p><a href="{{.URL}}">Open your request</a></p>{{end}}
-<p style="color: #666; font-size: small">bindery tells you this because you asked for it ({{.Words}}). Choose what you are emailed about on the settings page.</p>
+<p><a href="{{.URL}}">{{if .OperationID}}Open your request{{else}}Open the review{{end}}</a></p>{{end}}
+<p style="color: #666; font-size: small">{{if .Chose}}bindery tells you this because you chose to be emailed about it ({{.Words}}).{{else}}bindery tells you this because every requester is emailed about it ({{.Words}}) unless they choose otherwise.{{end}} Choose what you are emailed about on the settings page.</p>
 </body></html>
 `))
 

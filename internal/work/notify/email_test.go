@@ -2,6 +2,7 @@ package notify
 
 import (
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,9 @@ import (
 	"bindery/store"
 	"bindery/store/storetest"
 )
+
+// statusCode finds a binding status code (MR_CREATING, VALIDATED …) in what a person reads.
+var statusCode = regexp.MustCompile(`\b(APPROVAL_SENDING|APPROVAL_SENT|MR_CREATING|MR_CREATED|MERGING|MERGED|VALIDATED|CREATE_FAILED|HANDLE_FAILED|REJECTED|CLOSED)\b`)
 
 // A requester is emailed what they chose — by default in effect, failed, rejected and "needs
 // you" — in plain text and HTML, every message about one request in one thread, read back from
@@ -62,6 +66,21 @@ func TestARequesterIsEmailedInOneThread(t *testing.T) {
 		if !strings.Contains(msgs[1].Subject, "needs a person") || msgs[1].Headers["In-Reply-To"][0] != "<"+ThreadID("op-2")+">" {
 			t.Fatalf("second message %q %v", msgs[1].Subject, msgs[1].Headers["In-Reply-To"])
 		}
+		// The "needs you" subject reads like the others, without the operation id; no body shows
+		// a status code; the footer says the defaults sent it (alice chose nothing).
+		if got := msgs[1].Subject; !strings.HasPrefix(got, "[bindery] Your request for team-b: needs a person — ") || strings.Contains(got, "op-2") || len(got) > 120 {
+			t.Errorf("the needs-you subject %q", got)
+		}
+		for _, m := range msgs {
+			for _, part := range []string{m.Text, m.HTML} {
+				if code := statusCode.FindString(part); code != "" {
+					t.Errorf("a body shows the status code %s:\n%s", code, part)
+				}
+				if !strings.Contains(part, "because every requester is emailed about it") || strings.Contains(part, "you chose") {
+					t.Errorf("the footer of a default email:\n%s", part)
+				}
+			}
+		}
 	})
 }
 
@@ -87,6 +106,11 @@ func TestEmailFollowsThePersonsChoice(t *testing.T) {
 		slices.Sort(subjects)
 		if want := []string{"[bindery] Your request for team-a: accepted", "[bindery] Your request for team-a: merged, waiting for the deploy"}; !slices.Equal(subjects, want) {
 			t.Fatalf("messages %q, want %q", subjects, want)
+		}
+		for _, m := range mp.messages(t) {
+			if !strings.Contains(m.Text, "because you chose to be emailed about it") {
+				t.Errorf("the footer of a chosen email:\n%s", m.Text)
+			}
 		}
 		got, chose, err := db.EmailPrefs(bg, "bob@example.com")
 		if err != nil || !chose || len(got) != 0 {

@@ -25,6 +25,9 @@ var eventWords = map[state.EventType]string{
 	state.EventRequestMerged:         "merged, waiting for the deploy",
 	state.EventRequestInEffect:       "in effect",
 	state.EventRequestClosed:         "removed (revoked or expired)",
+	state.EventBindingExpiring:       "expires soon: renew to keep it",
+	state.EventReviewStarted:         "an access review asks you to decide",
+	state.EventReviewDue:             "an access review is due soon",
 	state.EventBatchBlocked:          "batch blocked: a person must act",
 	state.EventRequestNeedsAttention: "needs a person",
 	state.EventDeployOverdue:         "deploy callback overdue",
@@ -33,6 +36,7 @@ var eventWords = map[state.EventType]string{
 	state.EventTargetsRemoved:        "targets in use removed from the catalog",
 	state.EventEndpointDisabled:      "delivery endpoint disabled",
 	state.EventEndpointTest:          "test delivery",
+	state.EventBindingDrifted:        "changed outside bindery",
 	state.EventBatchOpened:           "batch merge request opened",
 	state.EventBatchCulprit:          "culprit isolated",
 }
@@ -60,6 +64,9 @@ func news(e store.Event, snap *config.Snapshot, l explain.Links) any {
 	case state.EventBatchBlocked:
 		return &api.BatchNews{BatchID: f.BatchID, Project: f.Project, MR: l.MR(f.Project, f.MRIID), Why: f.Why, URL: l.Ops()}
 	}
+	if e.Type == state.EventBindingDrifted {
+		return &api.OpsNews{Why: DriftWords(e, snap), Project: f.Project, SHA: f.SHA, URL: l.Ops()}
+	}
 	n := &api.OpsNews{Why: f.Why, Project: f.Project, MRIID: f.MRIID, SHA: f.SHA, Refused: f.Refused, Endpoint: f.Endpoint, Instance: f.Instance, URL: l.Ops()}
 	for _, t := range f.Targets {
 		n.Targets = append(n.Targets, api.TargetUse(t))
@@ -77,7 +84,7 @@ func requestNews(e store.Event, snap *config.Snapshot, l explain.Links) *api.Req
 		title = t.Title
 	}
 	action := state.NextActionFor(f.Status, f.Step)
-	return &api.RequestNews{
+	n := &api.RequestNews{
 		OperationID: f.OperationID, Subject: f.Subject, TargetKey: f.TargetKey, TargetTitle: title, Project: f.Project,
 		Status: f.Status, PreviousStatus: f.From,
 		Step: api.StepView{Code: int(f.Step), Name: f.Step.String(), Label: explain.Label(f.Step)},
@@ -85,6 +92,19 @@ func requestNews(e store.Event, snap *config.Snapshot, l explain.Links) *api.Req
 		MR: l.MR(f.Project, f.MRIID), Pipeline: l.Pipeline(f.Project, f.PipelineID), BatchID: f.BatchID, Reason: f.Reason,
 		URL: l.Request(f.OperationID),
 	}
+	if e.Type == state.EventBindingExpiring && f.ExpiresAt != nil {
+		// The reminder says when and how: the request page's Renew.
+		n.ExpiresAt, n.NextActionText = f.ExpiresAt, explain.Expiring(title, *f.ExpiresAt, f.Left)
+	}
+	if f.Review != 0 && f.Due != nil {
+		// A reviewer's news: the review's page, where they keep or remove each binding.
+		n.Step, n.NextAction, n.URL = api.StepView{}, "", l.Review(f.Review)
+		n.NextActionText = explain.ReviewStarted(title, f.Items, *f.Due)
+		if e.Type == state.EventReviewDue {
+			n.NextActionText = explain.ReviewDue(title, *f.Due)
+		}
+	}
+	return n
 }
 
 // Summary is one line about e for people: a chat message's first line, an email's subject.
@@ -105,8 +125,18 @@ func Summary(e store.Event, snap *config.Snapshot) string {
 		return fmt.Sprintf("A test delivery to %s: bindery's notifications reach it (%s)", f.Endpoint, f.Why)
 	case state.EventDeployOverdue:
 		return fmt.Sprintf("Request %s (%s) merged, but its deploy has not been reported in time", f.OperationID, f.TargetKey)
+	case state.EventReviewStarted, state.EventReviewDue:
+		return fmt.Sprintf("Access review %d of %s: %s", f.Review, f.TargetKey, Words(e.Type))
 	case state.EventRequestNeedsAttention:
 		return fmt.Sprintf("Request %s (%s) needs a person: %s", f.OperationID, f.TargetKey, attentionWords(f, snap))
+	case state.EventBindingExpiring:
+		title := f.TargetKey
+		if t, ok := snap.Target(f.TargetKey); ok && t.Title != "" {
+			title = t.Title
+		}
+		return explain.ExpiringSummary(title, f.Left)
+	case state.EventBindingDrifted:
+		return DriftWords(e, snap)
 	case state.EventBatchOpened:
 		return fmt.Sprintf("Batch %d opened with %d changes", f.BatchID, len(f.Members))
 	case state.EventBatchCulprit:
@@ -145,6 +175,22 @@ func blockedWhy(why, project string, snap *config.Snapshot) string {
 }
 
 // attentionWords says why a request needs a person.
+// shortAttention is attentionWords in a few words, for a subject line.
+func shortAttention(f store.EventFacts) string {
+	switch f.Reason {
+	case store.AttentionFailed:
+		return "it failed"
+	case store.AttentionApproval:
+		return "its approval is taking long"
+	case store.AttentionDeploy:
+		return "its deploy is overdue"
+	}
+	if f.Step == state.StepHandleMRBlocked {
+		return "someone must act on its merge request in GitLab"
+	}
+	return strings.ToLower(explain.Label(f.Step))
+}
+
 func attentionWords(f store.EventFacts, snap *config.Snapshot) string {
 	switch f.Reason {
 	case store.AttentionFailed:
@@ -161,4 +207,18 @@ func attentionWords(f store.EventFacts, snap *config.Snapshot) string {
 		return "someone must act on its merge request in GitLab"
 	}
 	return explain.Label(f.Step)
+}
+
+// DriftWords is a binding.drifted event in words: to the requester of a binding whose file was
+// removed (the event names them), the removal; to operators, the finding.
+func DriftWords(e store.Event, snap *config.Snapshot) string {
+	f := e.Facts
+	if e.SubjectID != "" && f.Reason == store.DriftMissing {
+		title := f.TargetKey
+		if t, ok := snap.Target(f.TargetKey); ok && t.Title != "" {
+			title = t.Title
+		}
+		return explain.DriftRemoved(title, f.SHA, f.Author, f.At)
+	}
+	return explain.DriftFound(f.Reason, f.TargetKey, f.Subject, f.Path, f.SHA, f.Author)
 }

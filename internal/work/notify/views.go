@@ -21,7 +21,8 @@ import (
 var requesterTypes = []state.EventType{
 	state.EventRequestAccepted, state.EventRequestApproved, state.EventRequestRejected, state.EventRequestInCI,
 	state.EventRequestNeedsAttention, state.EventRequestFailed, state.EventRequestMerged, state.EventRequestInEffect,
-	state.EventRequestClosed,
+	state.EventRequestClosed, state.EventBindingExpiring, state.EventBindingDrifted,
+	state.EventReviewStarted, state.EventReviewDue,
 }
 
 // EmailPrefs is the settings page of subject.
@@ -185,6 +186,17 @@ func (n *Notifier) deliveryView(ctx context.Context, d store.Delivery) (api.Deli
 
 // Resend sends a failed or skipped delivery again, from a fresh schedule (an operator's action).
 func (n *Notifier) Resend(ctx context.Context, id int64) (api.DeliveryVw, error) {
+	// A disabled receiver gets nothing: its delivery would end at once, skipped, and "sent
+	// again" would be a claim that nothing backs. The operator enables the receiver first.
+	if d, err := n.db.Delivery(ctx, id); err == nil {
+		e, err := n.db.EndpointHealth(ctx, d.Endpoint)
+		if err != nil {
+			return api.DeliveryVw{}, err
+		}
+		if e.DisabledAt != nil {
+			return api.DeliveryVw{}, apperr.New(apperr.Conflict, "%s is disabled: enable the receiver first, then send the delivery again.", d.Endpoint)
+		}
+	}
 	err := n.db.Resend(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"bindery/internal/vocab/apperr"
@@ -20,7 +21,7 @@ func TestWhatPeopleSeeOfTheDeliveries(t *testing.T) {
 		mp := startMailpit(t)
 		e := newEnv(t, db, webhookConfig("ci", rc.URL+"/hooks/T0KEN/abc?k=secret", "[request.in_effect]")+"  email: {smtp: \""+mp.smtp+"\", from: \"b@example.com\", starttls: none}\n")
 		p, err := e.n.EmailPrefs(bg, "alice@example.com")
-		if err != nil || !p.Defaults || len(p.Events) != 4 || p.Address != "alice@example.com" || !p.EmailOn || len(p.Choices) != len(requesterTypes) {
+		if err != nil || !p.Defaults || len(p.Events) != 8 || p.Address != "alice@example.com" || !p.EmailOn || len(p.Choices) != len(requesterTypes) {
 			t.Fatalf("prefs %+v %v", p, err)
 		}
 		if _, err := e.n.SetEmailPrefs(bg, "alice@example.com", []state.EventType{state.EventBatchBlocked}); apperr.CodeOf(err) != apperr.InvalidArgument {
@@ -44,6 +45,13 @@ func TestWhatPeopleSeeOfTheDeliveries(t *testing.T) {
 		if hook.Name != "webhook:ci" || hook.URL != "http://"+rc.Listener.Addr().String()+"/hooks/…" || hook.DisabledAt == nil || len(hook.Deliveries) != 1 ||
 			len(hook.Deliveries[0].Tries) != 1 || hook.Deliveries[0].Tries[0].Code != 410 || hook.Deliveries[0].OperationID != "op-1" {
 			t.Fatalf("webhook endpoint %+v", hook)
+		}
+		// Sending again to a disabled receiver would send nothing: enable it first.
+		if _, err := e.n.Resend(bg, hook.Deliveries[0].ID); apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), "enable the receiver first") {
+			t.Fatalf("resend to a disabled receiver: %v", err)
+		}
+		if _, err := e.n.Enable(bg, "webhook:ci"); err != nil {
+			t.Fatalf("enable: %v", err)
 		}
 		if _, err := e.n.Resend(bg, hook.Deliveries[0].ID); err != nil {
 			t.Fatalf("resend: %v", err)

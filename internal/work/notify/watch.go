@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,7 +22,8 @@ import (
 // The watch: the notifier's periodic look, on every instance (no leader: its news is keyed, so
 // several instances finding the same thing tell it once). One run tells the news that is a
 // matter of time — a merged request whose deploy callback is overdue (deploy.overdue), a request
-// sent for approval longer than approval.timeout (request.needs_attention) — refreshes the
+// sent for approval longer than approval.timeout (request.needs_attention), a binding whose expiry
+// nears (binding.expiring, at each of notify.expiryReminders) — refreshes the
 // gauges the alert rules read, and purges the attempts older than notify.keepAttempts. It is
 // self-contained: RunOnce does one look; Start and Stop run it every period.
 
@@ -97,6 +99,9 @@ func (w *Watch) RunOnce(ctx context.Context) (int, error) {
 		told += k
 		errs = append(errs, err)
 	}
+	k, err := w.tellExpiring(ctx, snap)
+	told += k
+	errs = append(errs, err)
 	purged, err := n.db.PurgeAttempts(ctx, snap.NotifyKeepAttempts(), purgeBatch)
 	errs = append(errs, err, n.refreshChosen(ctx))
 	if told > 0 {
@@ -112,10 +117,18 @@ func (w *Watch) tellOverdue(ctx context.Context, status state.BindingStatus, aft
 		return 0, err
 	}
 	evs := make([]store.Event, len(ops))
-	keys := make([]string, len(ops))
 	for i, o := range ops {
 		evs[i] = store.OverdueEvent(t, reason, o)
-		keys[i] = evs[i].Key
+	}
+	return w.tellNew(ctx, evs)
+}
+
+// tellNew tells the keyed events of evs not told yet: one read of the keys told, then each new
+// one (a concurrent look's insert of the same key makes Tell answer false, never twice).
+func (w *Watch) tellNew(ctx context.Context, evs []store.Event) (int, error) {
+	keys := make([]string, len(evs))
+	for i, e := range evs {
+		keys[i] = e.Key
 	}
 	known, err := w.n.db.KeysTold(ctx, keys)
 	if err != nil {
@@ -135,6 +148,74 @@ func (w *Watch) tellOverdue(ctx context.Context, status state.BindingStatus, aft
 		}
 	}
 	return told, nil
+}
+
+// expiringPages bounds the pages of expiring bindings one look walks (the rest next time).
+const expiringPages = 10
+
+// tellExpiring reminds the holders of bindings whose expiry nears (binding.expiring): a binding
+// with time left at most d, for a reminder d of notify.expiryReminders, is reminded once for
+// the smallest such d (a look after a long pause sends the reminder that is due, not every
+// one it missed) — and only when its target's ttl is longer than d, so that a binding granted
+// for three days is not told at once "expires in 3 days". Keyed by the request, its expiry and
+// d (store.ExpiringEvent): once across looks and instances, again after a renewal.
+func (w *Watch) tellExpiring(ctx context.Context, snap *config.Snapshot) (int, error) {
+	offsets := snap.ExpiryReminders()
+	if len(offsets) == 0 {
+		return 0, nil
+	}
+	told := 0
+	var c store.ExpiringCursor
+	for range expiringPages {
+		page, next, err := w.n.db.ExpiringWithin(ctx, offsets[0], c, overdueBatch)
+		if err != nil {
+			return told, err
+		}
+		var evs []store.Event
+		for _, x := range page {
+			if d, ok := reminderDue(offsets, x, snap); ok {
+				evs = append(evs, store.ExpiringEvent(x, d))
+			}
+		}
+		k, err := w.tellNew(ctx, evs)
+		told += k
+		if err != nil {
+			return told, err
+		}
+		if next.ID == 0 {
+			break
+		}
+		c = next
+	}
+	return told, nil
+}
+
+// reminderDue is the reminder of offsets (longest first) due for x: the smallest one its time
+// left is within, if its target's ttl (as the request was accepted, else the catalog's) is longer.
+func reminderDue(offsets []time.Duration, x store.Expiring, snap *config.Snapshot) (time.Duration, bool) {
+	ttl := targetTTL(x.Operation, snap)
+	for i := len(offsets) - 1; i >= 0; i-- {
+		if d := offsets[i]; x.Left <= d {
+			if ttl != 0 && ttl <= d {
+				return 0, false
+			}
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// targetTTL is the ttl of o's target as it was accepted (store.Operation.TargetDef), else as the
+// catalog has it now; 0 when neither says.
+func targetTTL(o store.Operation, snap *config.Snapshot) time.Duration {
+	var t config.Target
+	if o.TargetDef != "" && json.Unmarshal([]byte(o.TargetDef), &t) == nil {
+		return t.TTL
+	}
+	if t, ok := snap.Target(o.TargetKey); ok {
+		return t.TTL
+	}
+	return 0
 }
 
 // Start runs a look at once and then every period, until Stop (the service contract,

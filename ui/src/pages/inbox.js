@@ -73,6 +73,9 @@ export function mount(root, ctx) {
           h('a', {href: `/requests/${encodeURIComponent(t.operationId)}`}, 'Follow the request'))));
       } catch (err) {
         swap(notice, h('div', {class: 'notice tone-bad', role: 'alert'}, h('p', {}, describeError(err))));
+        // The list is drawn again only when it changes: the ticket stays decidable as it is.
+        for (const other of b.parentNode.querySelectorAll('button')) other.disabled = false;
+        comment.disabled = false;
       }
       p.now();
     });

@@ -8,7 +8,7 @@
 import {h, swap, loading, empty, errorBox, externalLink, describeError, busyReading} from '../dom.js';
 import {get, post, qs, newOperationId} from '../api.js';
 import {poll, liveIndicator} from '../poll.js';
-import {batchBadge, statusBadge, stageName, stepName, duration, since, time, roundOutcome, keySource, auditAction, paramList, pipelineBadge} from '../format.js';
+import {batchBadge, statusBadge, stageName, stepName, duration, since, time, roundOutcome, keySource, auditAction, paramList, pipelineBadge, plural} from '../format.js';
 import {requestTable} from './requests.js';
 
 const STATUSES = ['APPROVAL_SENDING', 'APPROVAL_SENT', 'MR_CREATING', 'MR_CREATED', 'MERGING', 'MERGED', 'VALIDATED', 'CREATE_FAILED', 'HANDLE_FAILED', 'REJECTED', 'CLOSED'];
@@ -69,10 +69,13 @@ export function mount(root, ctx) {
       h('tbody', {}, rows.map((t) => {
         const cars = t.cars || [];
         const failed = cars.filter((c) => c.pipelineState === 'failed').length;
-        return h('tr', {'data-glance': t.project, class: t.blocked || failed ? 'row-bad' : t.paused ? 'row-warn' : null},
+        return h('tr', {'data-glance': t.project, class: t.blocked || failed || t.failed ? 'row-bad' : t.paused ? 'row-warn' : null},
           h('td', {'data-label': 'Project'}, h('strong', {}, t.project),
             t.blocked ? [' ', h('span', {class: 'badge tone-bad'}, 'BLOCKED')] : null,
-            failed ? [' ', h('span', {class: 'badge tone-bad'}, `${failed} failed`)] : null),
+            failed ? [' ', h('span', {class: 'badge tone-bad'}, `${failed} failed`)] : null,
+            // Its newest batch failed: its requests just failed, though nothing of it is in CI.
+            t.failed ? h('span', {class: 'small block', 'data-glance-failed': t.failed.batchId}, h('span', {class: 'badge tone-bad'}, 'last batch failed'), ' ',
+              h('a', {href: `#batch-${t.failed.batchId}`}, `Batch #${t.failed.batchId}`), ', ', time(t.failed.since), ': ', t.failed.why) : null),
           h('td', {'data-label': 'In CI'}, cars.length
             ? h('ul', {class: 'glance-cars'}, cars.map((c) => h('li', {'data-glance-car': c.batchId},
               h('a', {href: `#batch-${c.batchId}`}, `Batch #${c.batchId}`), ' ', h('span', {class: 'muted small'}, `car ${c.position} of ${cars.length}, for ${since(c.since)}`), ' ',
@@ -267,6 +270,117 @@ export function mount(root, ctx) {
   }, 3000);
   stops.push(stuckPoll.stop);
 
+  // ---- drift (docs/drift.md) ----
+  // What the drift check found in the config repository against the bindings bindery holds, the
+  // open findings first with their repairs: restore (bindery wins, through a batch), accept (the
+  // repository wins), ignore with a reason. Then adopting the files already there (import).
+  const drift = section(root, 'drift', 'Drift', true);
+  const ignoreDialog = h('dialog', {id: 'drift-ignore', 'aria-labelledby': 'drift-ignore-title'});
+  root.append(ignoreDialog);
+  const driftList = h('div', {});
+  const importBox = h('div', {id: 'import'});
+  swap(drift.body, h('p', {class: 'muted'}, 'Files of the config repository that differ from the bindings bindery holds: removed (missing), edited (changed), or added by hand (unknown). Nothing in flight is drift.'),
+    driftList, importBox);
+  const driftPoll = poll(() => get('/api/ops/drift'), (list) => {
+    drift.live.ok();
+    if (busyReading(driftList) || ignoreDialog.open) return;
+    const items = (list && list.items) || [];
+    const open = items.filter((f) => f.state === 'open');
+    const rest = items.filter((f) => f.state !== 'open');
+    swap(driftList,
+      open.length ? h('ul', {class: 'drift-list', id: 'drift-open'}, open.map(driftItem)) : empty(h('p', {}, 'Nothing drifts: the repository holds what bindery wrote.')),
+      rest.length ? remembered('drift-done', false, h('summary', {}, `${rest.length} closed or ignored`), h('ul', {class: 'drift-list'}, rest.map(driftItem))) : null);
+  }, (err) => {
+    drift.live.failed();
+    swap(driftList, errorBox(err, () => driftPoll.now()));
+  }, 5000);
+  stops.push(driftPoll.stop);
+
+  function driftItem(f) {
+    const restoring = f.restore && ['waiting', 'batched', 'merged'].includes(f.restore.state);
+    const tone = f.state !== 'open' ? '' : f.restore && f.restore.state === 'failed' ? ' tone-bad' : restoring ? ' tone-warn' : ' tone-bad';
+    const buttons = [];
+    if (f.state === 'open') {
+      if (f.kind !== 'unknown' && !restoring) buttons.push(driftButton(f, 'restore', 'Restore', 'Restoring…', `Restore asked: bindery writes ${f.path} again through a batch.`));
+      if (!restoring) buttons.push(driftButton(f, 'accept', 'Accept', 'Accepting…', f.kind === 'missing' ? `Accepted: the binding of ${f.subject} is closed.` : f.kind === 'changed' ? `Accepted: ${f.path} is the binding's own now.` : `Adopted: ${f.path} is a binding of ${f.subject} in effect.`));
+      const ignore = h('button', {type: 'button', 'data-focus': `drift-ignore-${f.id}`, 'data-drift-ignore': f.id}, 'Ignore…', h('span', {class: 'sr-only'}, ` ${f.path}`));
+      ignore.addEventListener('click', () => askIgnore(f));
+      if (!restoring) buttons.push(ignore);
+    }
+    return h('li', {class: `card drift${tone}`, 'data-drift-id': f.id, 'data-drift-kind': f.kind, 'data-drift-state': f.state},
+      h('div', {class: 'batch-head'},
+        h('span', {class: `badge${f.state === 'open' ? ' tone-bad' : ''}`}, f.kind), ' ',
+        h('strong', {}, f.targetKey), ' · ', f.subject, ' ',
+        h('span', {class: 'muted small'}, `${f.state}, first seen `, time(f.firstSeen), f.state === 'open' ? null : [', last seen ', time(f.lastSeen)])),
+      h('p', {}, f.text),
+      h('p', {class: 'muted small'}, h('code', {}, f.path), ' in ', f.project, f.operationId ? [' · ', h('a', {href: `/requests/${encodeURIComponent(f.operationId)}`}, 'its request')] : null),
+      f.ignoreReason ? h('p', {class: 'small'}, `Ignored: ${f.ignoreReason}`) : null,
+      f.restore ? h('p', {class: 'small', 'data-drift-restore': f.restore.state}, f.restore.text) : null,
+      buttons.length ? h('div', {class: 'actions'}, buttons) : null);
+  }
+
+  function driftButton(f, action, label, busy, done) {
+    const b = h('button', {type: 'button', class: action === 'restore' ? 'primary' : null, 'data-focus': `drift-${action}-${f.id}`, [`data-drift-${action}`]: f.id},
+      label, h('span', {class: 'sr-only'}, ` ${f.path}`));
+    b.addEventListener('click', () => act(b, busy, () => post(`/api/ops/drift/${f.id}/${action}`, {operationId: newOperationId()}), () => {
+      tell('ok', done);
+      driftPoll.now();
+    }));
+    return b;
+  }
+
+  // Ignoring asks why: the other operators read it, and the finding comes back if the file changes.
+  function askIgnore(f) {
+    const reason = h('textarea', {id: 'drift-ignore-reason', rows: '3', required: true, maxlength: '512'});
+    const yes = h('button', {type: 'submit', class: 'primary', id: 'drift-ignore-yes'}, 'Ignore this finding');
+    const no = h('button', {type: 'button', id: 'drift-ignore-no'}, 'Cancel');
+    const form = h('form', {method: 'dialog'},
+      h('h2', {id: 'drift-ignore-title'}, `Ignore ${f.kind} ${f.path}?`),
+      h('p', {}, 'It stays ignored while the file stays as it is now; any other change of the file opens it again.'),
+      h('label', {for: 'drift-ignore-reason'}, 'Why (the other operators read it)'), reason,
+      h('div', {class: 'actions'}, yes, no));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      if (!reason.value.trim()) return reason.reportValidity();
+      ignoreDialog.close();
+      act(yes, 'Ignoring…', () => post(`/api/ops/drift/${f.id}/ignore`, {operationId: newOperationId(), reason: reason.value.trim()}), () => {
+        tell('ok', `Ignored: ${f.path}.`);
+        driftPoll.now();
+      });
+    });
+    no.addEventListener('click', () => ignoreDialog.close());
+    swap(ignoreDialog, form);
+    ignoreDialog.showModal();
+    reason.focus();
+  }
+
+  // Import: a dry run lists every file under every target's path template with what it would
+  // become; then one step adopts them (docs/drift.md, 'Importing a repository').
+  const dryBtn = h('button', {type: 'button', id: 'import-dry-run', 'data-focus': 'import-dry-run'}, 'List the repository\'s files (dry run)');
+  const importResult = h('div', {id: 'import-result'});
+  swap(importBox, h('h3', {}, 'Adopt the files already in the repository'),
+    h('p', {class: 'muted'}, 'Lists every file under every target\'s path template and what it would become; nothing is written until you import.'),
+    h('div', {class: 'actions'}, dryBtn), importResult);
+  dryBtn.addEventListener('click', () => act(dryBtn, 'Reading the repository…', () => post('/api/ops/import', {operationId: newOperationId(), dryRun: true}), (r) => {
+    const items = (r && r.items) || [];
+    const adoptable = items.filter((it) => !it.problem && it.becomes && !it.becomes.startsWith('stays')).length;
+    const go = h('button', {type: 'button', class: 'primary', id: 'import-run', 'data-focus': 'import-run', disabled: adoptable ? null : true}, `Import ${plural(adoptable, 'file')}`);
+    go.addEventListener('click', () => act(go, 'Importing…', () => post('/api/ops/import', {operationId: newOperationId(), dryRun: false}), (res) => {
+      tell('ok', `Imported: ${plural((res && res.adopted) || 0, 'binding')} in effect.`);
+      swap(importResult);
+      driftPoll.now();
+    }));
+    swap(importResult, items.length ? h('div', {class: 'table-scroll'}, h('table', {class: 'list', id: 'import-items'},
+      h('thead', {}, h('tr', {}, ['File', 'Target', 'Subject', 'Expires', 'Becomes'].map((c) => h('th', {scope: 'col'}, c)))),
+      h('tbody', {}, items.map((it) => h('tr', {'data-import-path': it.path, class: it.problem ? 'row-bad' : null},
+        h('td', {'data-label': 'File'}, h('code', {}, it.path)),
+        h('td', {'data-label': 'Target'}, it.targetKey),
+        h('td', {'data-label': 'Subject'}, it.subject),
+        h('td', {'data-label': 'Expires'}, it.expiresAt ? time(it.expiresAt) : h('span', {class: 'muted'}, '—')),
+        h('td', {'data-label': 'Becomes'}, it.problem ? [h('span', {class: 'badge tone-bad'}, 'NOT IMPORTED'), ' ', it.problem] : it.becomes)))))) : empty(h('p', {}, 'No file under any target\'s path template.')),
+    h('div', {class: 'actions'}, go));
+  }));
+
   // A merge held for a person: a retry cannot clear it. What helps is the merge request (the
   // person acts there) or settling the batch.
   function blockedActions(bl) {
@@ -346,6 +460,7 @@ export function mount(root, ctx) {
   statusSelect.addEventListener('change', () => { batchStatus = statusSelect.value; batchesPoll.now(); });
   batches.body.before(h('p', {class: 'small'}, h('label', {for: 'batch-status'}, 'Show '), statusSelect));
   let recentMembers = [];
+  let batchesRead = false; // the recent batches were read once: their members are the sample of "Time per stage"
   // Unfiltered, the list reads the BLOCKED and the RUNNING batches on their own, so neither drops
   // off the page behind newer history, and shows them first: BLOCKED, then active, then history.
   const loadBatches = async () => {
@@ -359,7 +474,13 @@ export function mount(root, ctx) {
   const batchesPoll = poll(loadBatches, (page) => {
     batches.live.ok();
     const groups = page.groups.filter(([, items]) => items.length);
-    if (!batchStatus) recentMembers = page.recent.flatMap((b) => (b.members || []).map((m) => m.operationId));
+    if (!batchStatus) {
+      recentMembers = page.recent.flatMap((b) => (b.members || []).map((m) => m.operationId));
+      if (!batchesRead) {
+        batchesRead = true;
+        latencyPoll.now(); // measure at once, rather than at the next look
+      }
+    }
     if (busyReading(batches.body)) return;
     const none = batchStatus ? `No ${batchStatus.toLowerCase()} batches.` : 'No batches yet. Approved requests are batched by the next round.';
     swap(batches.body, groups.length ? groups.map(([title, items]) => [
@@ -425,11 +546,15 @@ export function mount(root, ctx) {
   // ---- per-stage latency ----
   const latency = section(root, 'latency', 'Time per stage (recent requests)', true);
   const latencyPoll = poll(async () => {
+    // Until the batches were read there is nothing to sample yet: the section stays "loading",
+    // not "no recent request".
+    if (!batchesRead) return null;
     // The request views carry per-stage durations; sample the members of the newest batches.
     const ids = [...new Set(recentMembers)].slice(0, 20);
     const views = await Promise.all(ids.map((id) => get(`/api/requests/${encodeURIComponent(id)}`).catch(() => null)));
     return views.filter(Boolean);
   }, (views) => {
+    if (views === null) return;
     latency.live.ok();
     swap(latency.body, stageTable(views));
   }, (err) => {
@@ -456,7 +581,7 @@ export function mount(root, ctx) {
       h('p', {class: 'muted small'}, e.url || e.channel, e.configured ? '' : ' · no longer configured',
         e.lastSuccess ? [' · last success ', time(e.lastSuccess)] : null, e.failingSince ? [' · failing since ', time(e.failingSince)] : null),
       e.disabledReason ? h('p', {class: 'small'}, 'Disabled: ', e.disabledReason) : null,
-      e.deliveries.length ? remembered(`notify-${e.name}`, !!(e.failingSince || e.disabledAt), h('summary', {}, `Last ${e.deliveries.length} deliveries`),
+      e.deliveries.length ? remembered(`notify-${e.name}`, !!(e.failingSince || e.disabledAt), h('summary', {}, `Last ${plural(e.deliveries.length, 'delivery')}`),
         h('div', {class: 'table-scroll'}, h('table', {class: 'list'},
           h('thead', {}, h('tr', {}, ['Event', 'Request', 'Status', 'Attempts', 'Next try', ''].map((c) => h('th', {scope: 'col'}, c)))),
           h('tbody', {}, e.deliveries.map((d) => h('tr', {'data-delivery': d.id},
@@ -465,7 +590,7 @@ export function mount(root, ctx) {
             h('td', {'data-label': 'Status'}, h('span', {class: `badge tone-${deliveryTone(d.status)}`}, d.status), d.lastError ? h('div', {class: 'small'}, d.lastError) : null),
             h('td', {'data-label': 'Attempts'}, attempts(d)),
             h('td', {'data-label': 'Next try'}, d.nextAt ? time(d.nextAt) : '—'),
-            h('td', {}, d.status === 'failed' || d.status === 'skipped' ? resendButton(d) : null))))))) : h('p', {class: 'muted small'}, 'Nothing sent yet.'))));
+            h('td', {}, d.status === 'failed' || d.status === 'skipped' ? resendButton(e, d) : null))))))) : h('p', {class: 'muted small'}, 'Nothing sent yet.'))));
   }
 
   function health(e) {
@@ -474,17 +599,24 @@ export function mount(root, ctx) {
     return h('span', {class: 'badge tone-ok'}, 'healthy');
   }
 
+  // attempts says how often a delivery was tried and what the latest tries met, in words:
+  // "2 attempts: answered 410 (gone), then answered 200".
   function attempts(d) {
     const tries = d.tries || [];
-    if (!tries.length) return String(d.attempts);
-    return h('span', {title: tries.map((a) => `${a.class}${a.code ? ` ${a.code}` : ''} in ${a.latencyMs} ms${a.error ? `: ${a.error}` : ''}`).join('\n')},
-      `${d.attempts}: `, tries.slice(-3).map((a) => `${a.class}${a.code ? ` ${a.code}` : ''}`).join(', '));
+    if (!tries.length) return plural(d.attempts || 0, 'attempt');
+    const said = (a) => (a.code ? `answered ${a.code}${a.class === 'ok' || a.class === 'status' ? '' : ` (${a.class})`}` : ({timeout: 'no answer in time', connect: 'could not connect', dropped: 'the connection dropped'}[a.class] || a.class));
+    return h('span', {title: tries.map((a) => `${said(a)} in ${a.latencyMs} ms${a.error ? `: ${a.error}` : ''}`).join('\n')},
+      `${plural(d.attempts, 'attempt')}: `, tries.slice(-3).map(said).join(', then '));
   }
 
-  function resendButton(d) {
+  // resendButton sends a failed delivery again, where that can work: a disabled receiver gets
+  // nothing until it is enabled, so its rows say that instead of offering a button that would
+  // send nothing.
+  function resendButton(e, d) {
+    if (e.disabledAt) return h('span', {class: 'small muted', 'data-resend-after-enable': d.id}, 'Enable the receiver first to send it again');
     const b = h('button', {type: 'button', 'data-focus': `resend-${d.id}`, 'data-resend': d.id}, 'Send again');
     b.addEventListener('click', () => act(b, 'Sending…', () => post(`/api/ops/notify/deliveries/${d.id}/resend`, {operationId: newOperationId()}), () => {
-      tell('ok', `Delivery ${d.id} (${d.event}) is sent again from a fresh schedule.`);
+      tell('ok', `Delivery ${d.id} (${d.event}) is queued to be sent again now; its row shows how it goes.`);
       notifyPoll.now();
     }));
     return b;
@@ -541,7 +673,7 @@ export function mount(root, ctx) {
 function glanceRank(t) {
   const cars = t.cars || [];
   if (t.blocked) return 0;
-  if (cars.some((c) => c.pipelineState === 'failed')) return 1;
+  if (t.failed || cars.some((c) => c.pipelineState === 'failed')) return 1;
   if (t.paused) return 2;
   if (cars.length || t.waiting) return 3;
   return 4;

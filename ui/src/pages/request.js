@@ -34,12 +34,14 @@ export function mount(root, ctx) {
     const v = view;
     ctx.title(v.targetTitle || v.targetKey);
     swap(region,
-      h('div', {class: 'title-row'}, h('h1', {}, v.targetTitle || v.targetKey), live.el),
+      h('div', {class: 'title-row'}, h('h1', {tabindex: '-1', 'data-focus': 'request-title'}, v.targetTitle || v.targetKey), live.el),
       h('p', {class: 'muted'}, h('code', {}, v.targetKey), ' · ', v.project, ' · requested by ', v.subject),
       noticeNearRevoke ? null : notice,
       statusCard(v, codes),
+      v.drift ? driftCard(v.drift) : null,
+      renewCard(v),
       stageTrack(v),
-      failed(v) ? failureCard(v, waysOut(v)) : v.waiting ? waitingCard(v, mergeNext(v)) : null,
+      failed(v) ? failureCard(v, waysOut(v)) : v.waiting ? waitingCard(v, mergeNext(v), codes) : null,
       v.status === 'REJECTED' ? decisionCard(v) : null,
       h('div', {class: 'columns'},
         h('section', {'aria-labelledby': 'timeline-title'}, h('h2', {id: 'timeline-title'}, 'Timeline'), timeline(v.timeline || [], !moving(v), codes)),
@@ -74,6 +76,29 @@ export function mount(root, ctx) {
       p.now();
     });
     return h('p', {class: 'actions'}, button, h('span', {class: 'muted small'}, 'Operators: send it into the next car of its project, ahead of the requests admitted before it (a hotfix).'));
+  }
+
+  // renewCard says how long a binding in effect has left — "expires in 6 days — Renew" — with
+  // the Renew button for its holder or an operator (docs/workflow.md, 'Expiry, reminders and
+  // renewal'): the binding stays in effect throughout; a renewal waiting for the approvers says
+  // so instead of the button.
+  function renewCard(v) {
+    if (!v.expiresIn) return null;
+    const mine = v.subject === ctx.me.identity;
+    const parts = [h('strong', {id: 'expires-in'}, v.expiresIn)];
+    if (v.renewable && (mine || ctx.me.ops)) {
+      const button = h('button', {type: 'button', class: 'primary', id: 'renew-request', 'data-focus': 'renew'}, 'Renew');
+      button.addEventListener('click', () => confirmThen(button, `Renew ${v.targetKey}${mine ? '' : ` for ${v.subject}`}?`,
+        'The binding stays in effect throughout; its new expiry is counted from now.', 'Renew',
+        () => post(`/api/requests/${encodeURIComponent(id)}/renew`, {operationId: newOperationId()}),
+        'Renewal asked. The expiry above follows it.'));
+      parts.push(' — ', button);
+    }
+    const r = v.renewal;
+    return h('section', {class: 'card renew', id: 'renew', 'aria-label': 'Expiry'},
+      h('p', {}, ...parts),
+      r && r.words ? h('p', {class: 'muted small', id: 'renewal-words'}, r.words) : null,
+      r && r.status === 'RENEWED' && r.decidedAt ? h('p', {class: 'muted small'}, `Last renewed ${time(r.decidedAt)}${r.decidedBy ? ` by ${r.decidedBy}` : ''}.`) : null);
   }
 
   function revokeSection(v) {
@@ -172,7 +197,8 @@ export function mount(root, ctx) {
     live.failed();
     if (err.code === 'NOT_FOUND' || err.code === 'ACCESS_DENIED') {
       p.stop();
-      swap(region, h('h1', {}, 'Request not found'), h('p', {}, 'There is no request ', h('code', {}, id), ' that you may see.'), h('p', {}, h('a', {href: '/requests'}, 'Back to my requests')));
+      sp.stop(); // nothing was sent about a request that is not there (or not the reader's)
+      swap(region, h('h1', {tabindex: '-1', 'data-focus': 'request-title'}, 'Request not found'), h('p', {}, 'There is no request ', h('code', {}, id), ' that you may see.'), h('p', {}, h('a', {href: '/requests'}, 'Back to my requests')));
       return;
     }
     if (!view) swap(region, h('h1', {}, 'Request'), errorBox(err, () => p.now()));
@@ -335,11 +361,11 @@ function decisionCard(v) {
     h('p', {class: 'muted small'}, time(decision.at)));
 }
 
-function waitingCard(v, action) {
+function waitingCard(v, action, forOps) {
   const w = v.waiting;
   const rows = [
     ['Stage', stageName(w.stage)],
-    ['Waiting for', w.waitingFor || '—'],
+    ['Waiting for', w.waitingFor ? h('span', {id: 'waiting-for'}, linkify(w.waitingFor)) : '—'],
     ['Since', h('span', {}, time(w.since), ` (${since(w.since)})`)],
   ];
   const b = w.blocker;
@@ -367,10 +393,13 @@ function waitingCard(v, action) {
   }
   if (w.estimate) {
     rows.push(['Estimated merge', h('span', {id: 'estimate'},
-      h('strong', {}, w.estimate.words), w.estimate.mergeAt ? [' (around ', time(w.estimate.mergeAt), ')'] : null,
+      // A late merge says when it was expected, not "around now" (the basis says why it is late).
+      h('strong', {}, w.estimate.words), w.estimate.mergeAt ? [w.estimate.words.startsWith('later than') ? ' (expected at ' : ' (around ', time(w.estimate.mergeAt), ')'] : null,
       h('span', {class: 'muted small block'}, w.estimate.basis))]);
   }
-  const work = bindery(w);
+  // bindery's own scheduling (a free worker, its next look) is an operator's matter while the
+  // approvers decide: a requester reads what the approvers take.
+  const work = forOps || w.stage !== 'approval' ? bindery(w) : null;
   if (work) rows.push(['bindery', work]);
   return h('section', {class: 'card waiting', 'aria-labelledby': 'waiting-title', id: 'waiting'},
     h('h2', {id: 'waiting-title'}, 'Why is it waiting?'),
@@ -416,4 +445,12 @@ function details(v) {
     h('dt', {}, 'Last change'), h('dd', {}, time(v.updatedAt)),
     v.expiresAt && v.status === 'VALIDATED' ? [h('dt', {}, 'Expires'), h('dd', {'data-expires': ''}, time(v.expiresAt), ' ', h('span', {class: 'muted'}, daysLeft(v.expiresAt)))] : null,
     h('dt', {}, 'Operation id'), h('dd', {}, h('code', {}, v.operationId)));
+}
+
+// driftCard: the drift check found this binding's file removed or edited in the config repository
+// by somebody outside bindery (docs/drift.md) — what is deployed is what the repository holds.
+function driftCard(d) {
+  return h('section', {class: 'card notice tone-bad', id: 'drift-card', role: 'status', 'data-drift': d.kind, 'data-drift-restoring': d.restoring ? 'true' : null, 'aria-labelledby': 'drift-title'},
+    h('h2', {id: 'drift-title'}, d.kind === 'missing' ? 'Removed outside bindery' : 'Changed outside bindery'),
+    h('p', {}, d.text));
 }

@@ -1,1 +1,0 @@
-import{a as n}from"./chunk-UIMWO5DE.js";import{a as l,b as p,c as m,f as i,g as s,h as u,k as e}from"./chunk-CDHFZB75.js";function B(t,f,{path:d,what:c,absent:h,take:w,render:x}){let a=!1;p(t,i(c));let r=n(()=>e(d),o=>{w(o),a=!0,f.ok(),m(t)||x()},o=>{if(f.failed(),o.status===404){r.stop(),p(t,s(l("p",{},h)));return}a||p(t,u(o,()=>r.now()))},2e3);return r}export{B as a};

@@ -1,0 +1,213 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"bindery/api"
+	"bindery/internal/platform/config"
+	"bindery/internal/sim"
+	"bindery/internal/vocab/state"
+	"bindery/store"
+	"bindery/store/storetest"
+)
+
+// A binding in effect with an expiry says how long it has left, on its page and in "My
+// requests", in the words shown beside Renew.
+func TestABindingInEffectSaysWhenItExpires(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{})
+		op := h.validated("alice", "db-read") // ttl 720h
+		h.waitFor("its expiry", func() bool { return h.view(op).ExpiresAt != nil })
+		if v := h.view(op); v.ExpiresIn != "expires in 30 days" {
+			t.Fatalf("the page says %q", v.ExpiresIn)
+		}
+		var mine api.Page[api.RequestSummary]
+		if code := h.api("GET", "/api/my/requests", "alice", "", &mine); code != 200 || len(mine.Items) != 1 ||
+			mine.Items[0].ExpiresIn != "expires in 30 days" || mine.Items[0].ExpiresAt == nil {
+			t.Fatalf("my requests: %d %+v", code, mine.Items)
+		}
+	})
+}
+
+// renewTargets: a target renewed at once within a bound, one whose bound leaves no room, and
+// db-read, renewed through the approval system (the default).
+const renewTargets = fastSims + `
+targets:
+  - key: db-read
+    title: DB read
+    project: infra/access-config
+    path: bindings/db-read/{subject}.yaml
+    ttl: 720h
+  - key: db-auto
+    title: DB auto
+    project: infra/access-config
+    path: bindings/db-auto/{subject}.yaml
+    ttl: 720h
+    maxTtl: 1000h
+    renewal: auto
+  - key: db-capped
+    title: DB capped
+    project: infra/access-config
+    path: bindings/db-capped/{subject}.yaml
+    ttl: 720h
+    maxTtl: 720h
+    renewal: auto
+`
+
+// renew posts a renewal as user and returns the status code, the view and the error code.
+func (h *harness) renew(op, user, id string) (int, api.RequestView, string) {
+	h.t.Helper()
+	var raw json.RawMessage
+	code := h.api("POST", "/api/requests/"+op+"/renew", user, `{"operationId":"`+id+`"}`, &raw)
+	var v api.RequestView
+	var e struct{ Code, Message string }
+	_ = json.Unmarshal(raw, &v)
+	_ = json.Unmarshal(raw, &e)
+	return code, v, e.Code
+}
+
+// Renewing a binding of a target with renewal: auto moves its expiry to now plus the ttl at once,
+// without leaving effect; the timeline says who renewed it until when; a second renewal right
+// after moves nothing and is refused; a repeat of the same call replays its answer. A binding
+// whose target's maxTtl leaves no room, one not in effect and someone else's are refused.
+func TestARenewalKeepsTheBindingInEffectWithALaterExpiry(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: renewTargets})
+		op, before := h.expiringSoon("alice", "db-auto")
+		code, v, _ := h.renew(op, "alice", "rn-1")
+		if code != 202 || v.Status != state.StatusValidated || v.ExpiresAt == nil || !v.ExpiresAt.After(before.Add(27*24*time.Hour)) ||
+			v.Renewal == nil || v.Renewal.Status != store.RenewalRenewed || !v.Renewable {
+			t.Fatalf("renew: %d %+v (before %s)", code, v, before)
+		}
+		if last := v.Timeline[len(v.Timeline)-1]; !strings.HasPrefix(last.Note, "Renewed by alice@example.com: now expires ") || last.Status != state.StatusValidated {
+			t.Fatalf("the timeline's last note %+v", last)
+		}
+		if code, again, _ := h.renew(op, "alice", "rn-1"); code != 202 || !again.ExpiresAt.Equal(*v.ExpiresAt) {
+			t.Fatalf("a repeat of the call: %d %v", code, again.ExpiresAt)
+		}
+		if code, _, e := h.renew(op, "alice", "rn-2"); code != 409 || e != "CONFLICT" {
+			t.Fatalf("a second renewal at once: %d %s", code, e)
+		}
+		if code, _, _ := h.renew(op, "bob", "rn-3"); code != 404 {
+			t.Fatalf("someone else's: %d", code)
+		}
+
+		capped := h.validated("bob", "db-capped")
+		h.waitFor("its expiry", func() bool { return h.view(capped).ExpiresAt != nil })
+		if code, _, e := h.renew(capped, "ops", "rn-4"); code != 409 || e != "CONFLICT" {
+			t.Fatalf("past maxTtl: %d %s", code, e)
+		}
+		waiting := h.apply("bob", "db-auto")
+		h.waitState(waiting, state.StatusApprovalSent, 0)
+		if code, _, e := h.renew(waiting, "bob", "rn-5"); code != 409 || e != "CONFLICT" {
+			t.Fatalf("not in effect: %d %s", code, e)
+		}
+		if n := countRows(t, db, "SELECT COUNT(*) FROM audit_log WHERE action = 'renew'"); n < 2 {
+			t.Fatalf("%d renewals audited", n)
+		}
+	})
+}
+
+// A target renewed through the approval system (the default) opens a ticket; the binding stays
+// in effect with its old expiry while it is decided, and a second renewal waits for it. Approved:
+// the new expiry, with the approver in the timeline. Rejected: the old expiry stays, and it can
+// be asked again.
+func TestARenewalThroughTheApprovalSystemKeepsTheOldExpiryUntilApproved(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: renewTargets})
+		op, before := h.expiringSoon("alice", "db-read")
+		code, v, _ := h.renew(op, "alice", "rn-a")
+		if code != 202 || v.Renewal == nil || v.Renewal.Status != store.RenewalPending || v.Renewable || !v.ExpiresAt.Equal(before) || v.Status != state.StatusValidated {
+			t.Fatalf("renew: %d %+v", code, v.Renewal)
+		}
+		if code, _, e := h.renew(op, "alice", "rn-b"); code != 409 || e != "CONFLICT" {
+			t.Fatalf("a second renewal while one waits: %d %s", code, e)
+		}
+		tk := h.ticketOf("renew-rn-a")
+		if _, err := h.sims.Approval.DecideAs(tk.ID, sim.TicketRejected, "dave", "not now"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor("the rejection", func() bool { r := h.view(op).Renewal; return r != nil && r.Status == store.RenewalRejected })
+		if v := h.view(op); !v.ExpiresAt.Equal(before) || !v.Renewable || v.Status != state.StatusValidated {
+			t.Fatalf("after the rejection: %v %v %s", v.ExpiresAt, v.Renewable, v.Status)
+		}
+		if code, _, _ := h.renew(op, "alice", "rn-c"); code != 202 {
+			t.Fatalf("asked again: %d", code)
+		}
+		if _, err := h.sims.Approval.DecideAs(h.ticketOf("renew-rn-c").ID, sim.TicketApproved, "erin", ""); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor("the renewal", func() bool { r := h.view(op).Renewal; return r != nil && r.Status == store.RenewalRenewed })
+		v = h.view(op)
+		if !v.ExpiresAt.After(before.Add(27*24*time.Hour)) || v.Renewal.DecidedBy != "erin" || !strings.HasPrefix(v.Timeline[len(v.Timeline)-1].Note, "Renewed by erin: ") {
+			t.Fatalf("after the approval: %v %+v %q", v.ExpiresAt, v.Renewal, v.Timeline[len(v.Timeline)-1].Note)
+		}
+	})
+}
+
+// expiringSoon takes user's request for target to VALIDATED and moves its expiry to two days
+// from now; it returns the request and that expiry.
+func (h *harness) expiringSoon(user, target string) (string, time.Time) {
+	h.t.Helper()
+	op := h.validated(user, target)
+	h.waitFor("its expiry", func() bool { return h.view(op).ExpiresAt != nil })
+	if _, err := h.db.Raw().Exec("UPDATE binding SET expires_at = "+pastOrFuture(h.db, "+2 days")+" WHERE operation_id = ?", op); err != nil {
+		h.t.Fatal(err)
+	}
+	return op, *h.view(op).ExpiresAt
+}
+
+// pastOrFuture is the database's clock moved by a SQLite modifier ("+2 days"), in either dialect.
+func pastOrFuture(db *store.DB, modifier string) string {
+	if db.Dialect() == store.MySQL {
+		var n int
+		var unit string
+		fmt.Sscanf(modifier, "%d %s", &n, &unit)
+		return fmt.Sprintf("NOW(6) + INTERVAL %d %s", n, strings.ToUpper(strings.TrimSuffix(unit, "s")))
+	}
+	return "datetime('now', '" + modifier + "')"
+}
+
+// countRows is the count a query answers.
+func countRows(t *testing.T, db *store.DB, q string) int {
+	t.Helper()
+	var n int
+	if err := db.Raw().QueryRow(q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A renewal whose decision's callback never gets through is decided all the same: its ticket is
+// read every approval.pollAfter, as an application's, and the decision found is applied as the
+// callback would have been — no renewal waits for ever.
+func TestARenewalWhoseCallbackIsLostIsDecidedFromItsTicket(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: renewTargets})
+		c := strings.Replace(configFor(false, renewTargets), "approval:\n", "approval:\n  pollAfter: 200ms\n", 1)
+		c = strings.Replace(c, "sim:\n", "sim:\n  approval:\n    callbackLossRate: 1\n", 1)
+		h.cfg.Replace(config.MustParse(c))
+		op, before := h.expiringSoon("alice", "db-read")
+		if code, _, _ := h.renew(op, "alice", "rn-lost"); code != 202 {
+			t.Fatalf("renew: %d", code)
+		}
+		if _, err := h.sims.Approval.DecideAs(h.ticketOf("renew-rn-lost").ID, sim.TicketApproved, "erin", ""); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor("the renewal read from its ticket", func() bool { r := h.view(op).Renewal; return r != nil && r.Status == store.RenewalRenewed })
+		if v := h.view(op); !v.ExpiresAt.After(before) || v.Renewal.DecidedBy != "erin" || v.Status != state.StatusValidated {
+			t.Fatalf("after the poll: %v %+v %s", v.ExpiresAt, v.Renewal, v.Status)
+		}
+		if _, ok := h.task(op); ok {
+			t.Fatal("the renewal's poll goes on after its decision")
+		}
+	})
+}
