@@ -27,7 +27,8 @@ func TestRenewFromTheReminderEmailsLink(t *testing.T) {
 	t.Parallel()
 	s := startSite(t, withTargets(shortTarget), set("notify.expiryReminders", []string{"719h59m50s"}))
 	op := s.validated("bob", "payments-db-short", "on-call rotation")
-	before := s.request(op).ExpiresAt
+	// The expiry is written right after the validation's commit, not with it: wait for it.
+	before := s.waitRequest(op, "its expiry", func(v api.RequestView) bool { return v.ExpiresAt != nil }).ExpiresAt
 
 	b := newBrowser(t, 1280, 900)
 	b.do("sign in as bob", chromedp.Navigate(s.URL+"/"), chromedp.Evaluate[chromedp.Void](`document.cookie = 'bindery_user=bob; Path=/'`))

