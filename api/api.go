@@ -241,6 +241,17 @@ type RenewalView struct {
 	ExpiresAt   *time.Time  `json:"expiresAt,omitempty"` // the expiry it gave (RENEWED)
 	Ticket      *TicketLink `json:"ticket,omitempty"`
 	Words       string      `json:"words,omitempty"` // what the page says of it while it waits
+	// File is where the file rewritten with the new expiry stands (RENEWED, when the target's
+	// file carries the expiry): through a batch, the train and CI like any change.
+	File *RenewalFile `json:"file,omitempty"`
+}
+
+// RenewalFile is where a renewal's rewrite of the binding's file stands.
+type RenewalFile struct {
+	State   string `json:"state"` // waiting, batched, merged, failed, done
+	BatchID int64  `json:"batchId,omitempty"`
+	MRIID   int64  `json:"mrIid,omitempty"`
+	Text    string `json:"text"`
 }
 
 // AuditRecord is one row of the audit export (GET /api/ops/audit/export): an application or an

@@ -159,15 +159,17 @@ func TargetDef(t config.Target) string {
 
 // RenderChange renders what request op changes in the repository: ADD creates the binding's
 // file (subject, target, operationId, reason, requested time and — with a ttl — the nominal
-// expiry, the request time plus the ttl; the binding's own expiry is set when it is validated),
-// DELETE removes it (the close phase). An error wraps change.ErrInvalidChange: the same request
+// expiry, the request time plus the ttl, or the latest renewal's once one rewrote the file; the
+// binding's own expiry is set when it is validated), DELETE removes it (the close phase); RESTORE,
+// REWRITE and RENEW write it again while the binding stays in effect. An error wraps change.ErrInvalidChange: the same request
 // renders the same way every time.
 func RenderChange(t config.Target, op store.Operation, a state.Action) (change.FileAction, error) {
 	switch a {
-	case state.ActionRestore, state.ActionRewrite:
-		// A drift repair writes the file again exactly as the grant did.
+	case state.ActionRestore, state.ActionRewrite, state.ActionRenew:
+		// A drift repair writes the file again as bindery holds it; a renewal rewrites it with its
+		// new expiry (op.FileExpiresAt, recorded with the renewal).
 		fa, err := RenderChange(t, op, state.ActionAdd)
-		if a == state.ActionRewrite {
+		if a != state.ActionRestore {
 			fa.Action = "update"
 		}
 		return fa, err
@@ -175,6 +177,9 @@ func RenderChange(t config.Target, op store.Operation, a state.Action) (change.F
 		f := change.BindingFile{Subject: op.SubjectID, OperationID: op.OperationID, Reason: op.Reason, RequestedAt: op.CreatedAt}
 		if t.TTL > 0 {
 			e := op.CreatedAt.Add(t.TTL)
+			if op.FileExpiresAt != nil {
+				e = *op.FileExpiresAt
+			}
 			f.ExpiresAt = &e
 		}
 		path, content, err := change.RenderFile(t, f)

@@ -301,7 +301,7 @@ func (r *run) changeOf(snap *config.Snapshot, q store.BatchRequest) (change.File
 		switch q.Action {
 		case state.ActionAdd, state.ActionRestore:
 			fa.Action, fa.Content = "create", c.Content
-		case state.ActionRewrite:
+		case state.ActionRewrite, state.ActionRenew:
 			fa.Action, fa.Content = "update", c.Content
 		}
 		return fa, c.Branch, nil

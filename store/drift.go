@@ -315,7 +315,7 @@ func (db *DB) DriftBindings(ctx context.Context, targets []string) ([]Operation,
 func (db *DB) driftBindings(ctx context.Context, targets []string, except []state.BindingStatus) ([]Operation, error) {
 	var out []Operation
 	for _, c := range chunks(targets, maxInList) {
-		q := "SELECT o.operation_id, o.subject_id, o.target_key, o.project, o.flow, o.reason, b.status, o.step, o.created_at, o.target_def " +
+		q := "SELECT o.operation_id, o.subject_id, o.target_key, o.project, o.flow, o.reason, b.status, o.step, o.created_at, o.target_def, o.file_expires_at " +
 			"FROM " + db.hinted("binding b", "idx_binding_target_status") + " JOIN operation o ON o.operation_id = b.operation_id " +
 			"WHERE b.target_key IN " + inList(len(c))
 		if len(except) > 0 {
@@ -324,10 +324,10 @@ func (db *DB) driftBindings(ctx context.Context, targets []string, except []stat
 		rows, err := db.ro.QueryContext(ctx, q, append(anys(c), anys(except)...)...)
 		ops, err := collect(rows, err, func(s scanner) (Operation, error) {
 			var o Operation
-			var created dbTime
+			var created, fileExpiry dbTime
 			var def sql.NullString
-			err := s.Scan(&o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step, &created, &def)
-			o.CreatedAt, o.TargetDef = created.T, def.String
+			err := s.Scan(&o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step, &created, &def, &fileExpiry)
+			o.CreatedAt, o.TargetDef, o.FileExpiresAt = created.T, def.String, fileExpiry.ptr()
 			return o, err
 		})
 		if err != nil {

@@ -40,6 +40,9 @@ type Operation struct {
 	// a target that left the catalog, or changed, since harms nothing in flight
 	// (batch.TargetOf).
 	TargetDef string
+	// FileExpiresAt is the expiry the binding's file carries since a renewal rewrote it (nil: the
+	// one its grant rendered, the request time plus the ttl; batch.RenderChange).
+	FileExpiresAt *time.Time
 	// Stages is the time spent in each stage entered, up to the change, on the operations a
 	// bulk transition returns (TransitionMany, MarkValidated, a deploy's or reconciliation's
 	// flips, a batch's members); nil on every other read.
@@ -47,20 +50,20 @@ type Operation struct {
 }
 
 const operationColumns = "id, operation_id, subject_id, target_key, project, flow, reason, status, step, version, " +
-	"mr_iid, pipeline_id, batch_id, created_at, updated_at, ticket_id, target_def, decided_by"
+	"mr_iid, pipeline_id, batch_id, created_at, updated_at, ticket_id, target_def, decided_by, file_expires_at"
 
 // scanOperation scans operationColumns, after the lead columns of a join when given.
 func scanOperation(s scanner, lead ...any) (Operation, error) {
 	var o Operation
 	var mr, pipeline, batch nullInt64
-	var created, updated dbTime
+	var created, updated, fileExpiry dbTime
 	var def nullString
 	if err := s.Scan(append(lead, &o.ID, &o.OperationID, &o.SubjectID, &o.TargetKey, &o.Project, &o.Flow, &o.Reason, &o.Status, &o.Step,
-		&o.Version, &mr, &pipeline, &batch, &created, &updated, &o.TicketID, &def, &o.DecidedBy)...); err != nil {
+		&o.Version, &mr, &pipeline, &batch, &created, &updated, &o.TicketID, &def, &o.DecidedBy, &fileExpiry)...); err != nil {
 		return Operation{}, translate(err)
 	}
 	o.MRIID, o.PipelineID, o.BatchID, o.TargetDef = int64(mr), int64(pipeline), int64(batch), string(def)
-	o.CreatedAt, o.UpdatedAt = created.T, updated.T
+	o.CreatedAt, o.UpdatedAt, o.FileExpiresAt = created.T, updated.T, fileExpiry.ptr()
 	return o, nil
 }
 

@@ -282,6 +282,9 @@ type Change struct {
 	ExpiresIn time.Duration
 	// ExpiresAt sets binding.expires_at to this time (a renewal); nil keeps it.
 	ExpiresAt *time.Time
+	// FileExpiresAt records the expiry the binding's file is rewritten with (a renewal of a
+	// target whose file carries it); nil keeps it.
+	FileExpiresAt *time.Time
 }
 
 // Transition is DB.Transition inside the transaction.
@@ -303,6 +306,9 @@ func (tx *Tx) transition(ctx context.Context, cur Request, c Change) (Request, e
 	}
 	if c.DecidedBy != "" {
 		a.set("decided_by = ?", clipText(c.DecidedBy, 254))
+	}
+	if c.FileExpiresAt != nil {
+		a.set("file_expires_at = ?", db.timeArg(*c.FileExpiresAt))
 	}
 	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("operation", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ?", append(a.args, op.ID, op.Version)...)
 	if err := requireOne(res, err, "transition operation %s", op.OperationID); err != nil {
@@ -344,6 +350,10 @@ func (tx *Tx) transition(ctx context.Context, cur Request, c Change) (Request, e
 	}
 	if c.DecidedBy != "" {
 		op.DecidedBy = clipText(c.DecidedBy, 254)
+	}
+	if c.FileExpiresAt != nil {
+		at := *c.FileExpiresAt
+		op.FileExpiresAt = &at
 	}
 	b.Status, b.Version = c.To, b.Version+1
 	if c.ExpiresAt != nil {
@@ -433,7 +443,7 @@ func (p statusParts) index() int {
 }
 
 // Column counts of the status read's parts, in the order they are selected.
-const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 18, 9, 11, 7, 9, 3, 5
+const nOperation, nBinding, nBatchBrief, nWaitingPlace, nTaskBrief, nFailedJob, nStep = 19, 9, 11, 7, 9, 3, 5
 
 // columnsOf hands out a row's columns part by part.
 type columnsOf values

@@ -31,7 +31,7 @@ type AdmittedChange struct {
 // Admit is DB.Admit inside the transaction. A duplicate leaves the transaction usable on both
 // databases (the failed statement alone is undone; TestDuplicateKeyInsideATransaction pins it).
 func (tx *Tx) admit(ctx context.Context, a Admission) (bool, error) {
-	if a.Action != state.ActionAdd && a.Action != state.ActionDelete && !a.Action.Restores() {
+	if a.Action != state.ActionAdd && a.Action != state.ActionDelete && !a.Action.InEffect() {
 		return false, fmt.Errorf("admit %s: unknown action %q", a.OperationID, a.Action)
 	}
 	_, err := tx.tx.ExecContext(ctx, "INSERT INTO merge_batch_request (operation_id, action, partition_key, change_branch, change_path, change_content) VALUES (?, ?, ?, ?, ?, ?)",

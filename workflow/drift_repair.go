@@ -110,7 +110,7 @@ func (w *Workflow) RestoreDrift(ctx context.Context, id int64, actor string) (ap
 		}
 		if err := tx.StartRestore(ctx, f, actor, adm); err != nil {
 			if errors.Is(err, store.ErrRestoring) {
-				return apperr.Wrap(err, apperr.Conflict, "A restore of this file is on its way already.")
+				return apperr.Wrap(err, apperr.Conflict, "A change of this file is on its way already (a restore, or a renewal's new expiry); restore it once that has ended.")
 			}
 			return err
 		}

@@ -50,8 +50,7 @@ func (w *Workflow) Renew(ctx context.Context, operationID, actor, renewalID stri
 				if err := tx.InsertRenewal(ctx, r); err != nil {
 					return renewRefused(err)
 				}
-				_, err = tx.Transition(ctx, cur, renewedChange(renewal, actor, ""))
-				return err
+				return w.grantRenewal(ctx, tx, snap, cur, renewedChange(renewal, actor, ""))
 			}
 			r.Status = store.RenewalPending
 			if err := tx.InsertRenewal(ctx, r); err != nil {
@@ -134,6 +133,58 @@ func renewedChange(at time.Time, by, comment string) store.Change {
 		note = strings.TrimSuffix(note, ".") + ": " + comment
 	}
 	return renewed(note, at)
+}
+
+// grantRenewal writes a renewal granted (c, renewedChange) on cur's binding. When its file carries
+// the expiry (its target, as the request was accepted, has a ttl), the file is rewritten with the
+// new expiry through the waiting set, a batch, the train and CI like any change — action RENEW,
+// no approval, the binding in effect meanwhile: admitted in this transaction, or, while another
+// write of the file is on its way (a drift restore, an earlier renewal's file in a batch), by the
+// step renew_file once that has ended. Otherwise the renewal is a record.
+func (w *Workflow) grantRenewal(ctx context.Context, tx *store.Tx, snap *config.Snapshot, cur store.Request, c store.Change) error {
+	t, ok := batch.TargetOf(snap, cur.Operation)
+	if ok && t.TTL > 0 {
+		c.FileExpiresAt = c.ExpiresAt
+	}
+	next, err := tx.Transition(ctx, cur, c)
+	if err != nil || c.FileExpiresAt == nil {
+		return err
+	}
+	adm, err := batch.Admission(t, next.Operation, state.ActionRenew)
+	if err != nil {
+		// It rendered at its grant: a file that no longer renders is the catalog's fault, and the
+		// drift round reports the file's old expiry as a change for an operator to decide.
+		w.log.WarnContext(ctx, "a renewal's file cannot be rendered", "operation", cur.Operation.OperationID, "error", err)
+		return nil
+	}
+	if err := tx.AdmitRenewal(ctx, adm); !errors.Is(err, store.ErrRestoring) {
+		return err
+	}
+	short, _, _, _ := snap.PollStages()
+	return tx.PutTask(ctx, w.requestTask(cur.Operation.OperationID, stepRenewFile, short, reqMemo{}), false)
+}
+
+// admitRenewFile is the step renew_file: a renewed binding's file, with its new expiry, waited for
+// an earlier write of the file to end; it goes into the waiting set now, or looks again a pipeline
+// poll later. A binding that left effect meanwhile needs no file (its close removes it).
+func (w *Workflow) admitRenewFile(ctx context.Context, r *reqRun) error {
+	op := r.req.Operation
+	snap := w.cfg.Current()
+	t, ok := batch.TargetOf(snap, op)
+	if !r.req.Current() || !inEffect(op) || op.FileExpiresAt == nil || !ok {
+		return r.Finish(ctx, nil)
+	}
+	adm, err := batch.Admission(t, op, state.ActionRenew)
+	if err != nil {
+		w.log.WarnContext(ctx, "a renewal's file cannot be rendered", "operation", op.OperationID, "error", err)
+		return r.Finish(ctx, nil)
+	}
+	err = r.Finish(ctx, func(tx *store.Tx) error { return tx.AdmitRenewal(ctx, adm) })
+	if !errors.Is(err, store.ErrRestoring) {
+		return err
+	}
+	short, _, _, _ := snap.PollStages()
+	return r.Next(ctx, store.TaskNext{In: short, Note: "the renewal's file waits for an earlier change of the file to end"}, nil)
 }
 
 // openRenewalTicket is the step that sends a pending renewal to the approval system, as an
@@ -249,8 +300,7 @@ func (w *Workflow) renewalDecision(ctx context.Context, cb api.ApprovalCallback,
 			if _, err := tx.DecideRenewal(ctx, renewalID, store.RenewalRenewed, by, &next); err != nil {
 				return err
 			}
-			_, err = tx.Transition(ctx, cur, renewedChange(next, by, oneLine(cb.Comment, maxComment)))
-			return err
+			return w.grantRenewal(ctx, tx, snap, cur, renewedChange(next, by, oneLine(cb.Comment, maxComment)))
 		})
 	})
 	if err != nil {
@@ -270,8 +320,9 @@ func renewalOf(operationID string) string {
 }
 
 // describeRenewal says on a request in effect whether it may be renewed now and what became of
-// its latest renewal.
-func (w *Workflow) describeRenewal(ctx context.Context, v *api.RequestView) error {
+// its latest renewal — with the rewrite of its file when that renewal gave the file's expiry
+// (fileExpiry, store.Operation.FileExpiresAt).
+func (w *Workflow) describeRenewal(ctx context.Context, v *api.RequestView, fileExpiry *time.Time) error {
 	rs, err := w.db.RenewalsOf(ctx, v.OperationID, 1)
 	if err != nil {
 		return err
@@ -285,6 +336,14 @@ func (w *Workflow) describeRenewal(ctx context.Context, v *api.RequestView) erro
 		RequestedAt: r.CreatedAt, DecidedAt: r.DecidedAt, ExpiresAt: r.NewExpiresAt, Ticket: w.ticketLink(r.TicketID)}
 	if r.Status == store.RenewalPending {
 		v.Renewable, v.Renewal.Words = false, explain.RenewalWaiting(r.RequestedBy)
+	}
+	if r.Status == store.RenewalRenewed && fileExpiry != nil && r.DecidedAt != nil && r.NewExpiresAt != nil && fileExpiry.Equal(*r.NewExpiresAt) {
+		// Its file carries the expiry: where the rewrite stands (one read more, only then).
+		f, err := w.db.RenewalFileOf(ctx, v.OperationID, *r.DecidedAt)
+		if err != nil {
+			return err
+		}
+		v.Renewal.File = &api.RenewalFile{State: f.State, BatchID: f.BatchID, MRIID: f.MRIID, Text: explain.RenewalFile(f.State, f.BatchID, f.MRIID, f.Note)}
 	}
 	return nil
 }

@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"bindery/api"
 	"bindery/internal/platform/config"
 	"bindery/internal/sim"
 	"bindery/internal/vocab/state"
+	"bindery/internal/work/change"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -208,6 +211,157 @@ func TestARenewalWhoseCallbackIsLostIsDecidedFromItsTicket(t *testing.T) {
 		}
 		if _, ok := h.task(op); ok {
 			t.Fatal("the renewal's poll goes on after its decision")
+		}
+	})
+}
+
+// renewalFile is op's latest renewal's file write as its page shows it (nil: none).
+func (h *harness) renewalFile(op string) *api.RenewalFile {
+	h.t.Helper()
+	if r := h.view(op).Renewal; r != nil {
+		return r.File
+	}
+	return nil
+}
+
+// fileExpiry reads the expiry the binding file at path on main carries.
+func (h *harness) fileExpiry(path string) time.Time {
+	h.t.Helper()
+	content, ok := h.sims.GitLab.File(project, "main", path)
+	if !ok {
+		h.t.Fatalf("%s is not on main", path)
+	}
+	var f change.BindingFile
+	if err := yaml.Unmarshal([]byte(content), &f); err != nil || f.ExpiresAt == nil {
+		h.t.Fatalf("%s: %v %q", path, err, content)
+	}
+	return *f.ExpiresAt
+}
+
+// docs/workflow.md, 'Expiry, reminders and renewal' (The file): a renewal of a target whose file
+// carries the expiry rewrites the file with the new expiry through a batch, the train and CI,
+// while the binding stays in effect; the drift round leaves the file alone on its way and finds
+// nothing once it is in effect. A second renewal while the first's file still waits for a batch
+// gives that file its newer expiry (one write). A restore asked while a renewal's file is on its
+// way is refused, and the finding closes by itself once the renewal's file is in effect; a
+// renewal while an operator's restore of the file is on its way waits for it (renew_file) and then
+// goes through. A renewal's file whose batch fails CI says so, and the drift round reports the
+// file's old expiry as a change although the branch did not move.
+func TestARenewalRewritesTheFileThroughTheTrain(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: renewTargets, realBatch: true})
+		op := h.validated("alice", "db-auto")
+		h.waitFor("its expiry", func() bool { return h.view(op).ExpiresAt != nil })
+		path := "bindings/db-auto/alice@example.com.yaml"
+		granted := h.fileExpiry(path)
+		h.drift()
+		backdate := func() { // the next renewal is not "just renewed" (renewAgainAfter)
+			if _, err := db.Raw().Exec("UPDATE renewal SET decided_at = "+pastOrFuture(db, "-2 minutes")+" WHERE operation_id = ?", op); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		code, v, _ := h.renew(op, "alice", "rn-1")
+		if code != 202 || v.Renewal == nil || v.Renewal.File == nil || v.Renewal.File.State != store.RestoreWaiting || v.Status != state.StatusValidated {
+			t.Fatalf("renew: %d %+v", code, v.Renewal)
+		}
+		backdate()
+		code, v, _ = h.renew(op, "alice", "rn-2")
+		if code != 202 || v.Renewal.File == nil || v.Renewal.File.State != store.RestoreWaiting {
+			t.Fatalf("the second renewal while the first's file waits: %d %+v", code, v.Renewal)
+		}
+		renewed := *v.ExpiresAt
+		if n := h.count("SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND action = 'RENEW'", op); n != 1 {
+			t.Fatalf("%d renewal writes waiting, want one", n)
+		}
+		if _, opened := h.drift(); opened != 0 {
+			t.Fatalf("the drift round reported a renewal on its way: %v", findings(t, db))
+		}
+		h.roundUntil("the renewal's file in effect", func() bool { f := h.renewalFile(op); return f != nil && f.State == store.RestoreDone })
+		if f := h.renewalFile(op); f.MRIID == 0 || !strings.Contains(f.Text, "is in effect") {
+			t.Fatalf("done: %+v", f)
+		}
+		if got := h.fileExpiry(path); !got.Equal(renewed.UTC().Truncate(time.Millisecond)) || !got.After(granted) {
+			t.Fatalf("the file carries %s; the binding expires %s (granted with %s)", got, renewed, granted)
+		}
+		if v := h.view(op); v.Status != state.StatusValidated || v.Step.Code != int(state.StepCalledBack) {
+			t.Fatalf("after the renewal's deploy: %s %+v", v.Status, v.Step)
+		}
+		if _, opened := h.drift(); opened != 0 {
+			got, _ := h.sims.GitLab.File(project, "main", path)
+			o, _ := db.Operation(bg, op)
+			t.Fatalf("the renewed file is reported as drift: %v\nfile %q\nop %v", findings(t, db), got, o.FileExpiresAt)
+		}
+
+		// Changed outside bindery: a renewal's file on its way refuses a restore (one write of a
+		// file at a time), and once it is in effect the finding closes by itself.
+		outside := func() int64 {
+			t.Helper()
+			if _, err := h.sims.GitLab.PushToBranch(project, "main", path, "subject: alice@example.com\n"); err != nil {
+				t.Fatal(err)
+			}
+			if _, opened := h.drift(); opened != 1 {
+				t.Fatalf("the outside change: %v", findings(t, db))
+			}
+			return findings(t, db)["alice@example.com"].ID
+		}
+		restore := func(id int64, opID string) int {
+			return h.api("POST", fmt.Sprintf("/api/ops/drift/%d/restore", id), "ops", `{"operationId":"`+opID+`"}`, nil)
+		}
+		id := outside()
+		backdate()
+		if code, _, _ := h.renew(op, "alice", "rn-3"); code != 202 {
+			t.Fatalf("renew: %d", code)
+		}
+		if code := restore(id, "rst-1"); code != 409 {
+			t.Fatalf("a restore while the renewal's file is on its way: %d", code)
+		}
+		h.roundUntil("the renewal's file over the outside change", func() bool { f := h.renewalFile(op); return f != nil && f.State == store.RestoreDone })
+		if h.drift(); findings(t, db)["alice@example.com"].State != store.DriftClosed {
+			t.Fatalf("the finding the renewal's file repaired: %+v", findings(t, db)["alice@example.com"])
+		}
+
+		// Changed again and restored by an operator; a renewal meanwhile waits for the restore
+		// (renew_file) and then writes its own file.
+		id = outside()
+		if code := restore(id, "rst-2"); code != 202 {
+			t.Fatalf("restore: %d", code)
+		}
+		backdate()
+		code, v, _ = h.renew(op, "alice", "rn-4")
+		if code != 202 || v.Renewal.File == nil || v.Renewal.File.State != store.RestoreWaiting {
+			t.Fatalf("a renewal while the restore is on its way: %d %+v", code, v.Renewal)
+		}
+		if task, ok := h.task(op); !ok || task.Step != "renew_file" {
+			t.Fatalf("the renewal's file does not wait in renew_file: %+v %v", task, ok)
+		}
+		renewed = *v.ExpiresAt
+		h.roundUntil("the renewal's file after the restore", func() bool { f := h.renewalFile(op); return f != nil && f.State == store.RestoreDone })
+		if got := h.fileExpiry(path); !got.Equal(renewed.UTC().Truncate(time.Millisecond)) {
+			t.Fatalf("the file carries %s after the restore and the renewal, want %s", got, renewed)
+		}
+		if h.drift(); findings(t, db)["alice@example.com"].State != store.DriftClosed {
+			t.Fatalf("the restored finding: %+v", findings(t, db)["alice@example.com"])
+		}
+
+		// A renewal's file whose batch fails: the page says so, a restore asked meanwhile was
+		// refused, and the drift round then finds the file's old expiry.
+		h.sims.GitLab.FailNextPipelines(100)
+		backdate()
+		if code, _, _ := h.renew(op, "alice", "rn-5"); code != 202 {
+			t.Fatalf("renew: %d", code)
+		}
+		h.roundUntil("the renewal's failed batch", func() bool { f := h.renewalFile(op); return f != nil && f.State == store.RestoreFailed })
+		h.sims.GitLab.FailNextPipelines(0)
+		if f := h.renewalFile(op); !strings.Contains(f.Text, "did not merge") {
+			t.Fatalf("failed: %+v", f)
+		}
+		if v := h.view(op); v.Status != state.StatusValidated {
+			t.Fatalf("after the failed file: %s", v.Status)
+		}
+		if h.drift(); findings(t, db)["alice@example.com"].State != store.DriftOpen || findings(t, db)["alice@example.com"].Kind != store.DriftChanged {
+			t.Fatalf("the file's old expiry is not found: %+v", findings(t, db)["alice@example.com"])
 		}
 	})
 }

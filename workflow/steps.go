@@ -43,6 +43,7 @@ const (
 	stepCloseMR       Step = "close_mr"     // legacy, rejected: close the request's MR
 	stepRenewTicket   Step = "renew_ticket" // in effect: send a renewal's approval ticket
 	stepRenewPoll     Step = "renew_poll"   // in effect, a renewal waits: ask the approval system now and then
+	stepRenewFile     Step = "renew_file"   // in effect, renewed: its file's new expiry waits for an earlier write of the file
 )
 
 // reqMemo is what a request's task remembers between runs: its MR's lifecycle, and the approval
@@ -109,6 +110,8 @@ func (w *Workflow) steps() []stepRow {
 			does: "in effect, a renewal asked (renewal: approval): send its ticket to the approval system (the binding stays in effect; nothing to fail)"},
 		{Step: es{Name: stepRenewPoll, Lane: bg, Polls: true, Run: w.run((*Workflow).pollRenewalTicket)},
 			does: "in effect, a renewal waits for its decision: every `approval.pollAfter`, read its ticket; a decision found is applied as its callback would be (no renewal waits for ever)"},
+		{Step: es{Name: stepRenewFile, Lane: bg, Polls: true, Run: w.run((*Workflow).admitRenewFile)},
+			does: "in effect, renewed while another write of its file was on its way (a restore, an earlier renewal's file in a batch): admit the file with the new expiry once that has ended (one look per pipeline poll)"},
 	}
 }
 

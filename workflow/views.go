@@ -120,7 +120,7 @@ func (w *Workflow) Request(ctx context.Context, operationID string) (api.Request
 	if v.ExpiresIn != "" {
 		// In effect with an expiry: it may be renewed, unless a renewal waits for its decision
 		// (one read, only for such a request).
-		if err := w.describeRenewal(ctx, &v); err != nil {
+		if err := w.describeRenewal(ctx, &v, d.Operation.FileExpiresAt); err != nil {
 			return api.RequestView{}, err
 		}
 	}

@@ -64,3 +64,29 @@ func Renewed(until time.Time, by string) string {
 func RenewalWaiting(by string) string {
 	return "A renewal asked by " + by + " waits for the approvers; the binding stays in effect until its current expiry meanwhile."
 }
+
+// RenewalFile says where a renewal's rewrite of the binding's file (its new expiry) stands: state
+// is waiting, batched, merged, failed or done (as a drift restore's), batch and mr the batch that
+// carries it and its MR, note a failed batch's note. The binding is in effect throughout.
+func RenewalFile(state string, batch, mr int64, note string) string {
+	switch state {
+	case "waiting":
+		return "The file with the new expiry waits for a batch; your access goes on meanwhile."
+	case "batched":
+		if mr > 0 {
+			return fmt.Sprintf("Batch %d carries the file with the new expiry (MR !%d) through CI and the train; your access goes on meanwhile.", batch, mr)
+		}
+		return fmt.Sprintf("Batch %d carries the file with the new expiry through CI and the train; your access goes on meanwhile.", batch)
+	case "merged":
+		return fmt.Sprintf("The file with the new expiry merged (MR !%d); it is in effect with the next deploy.", mr)
+	case "failed":
+		s := fmt.Sprintf("The file with the new expiry did not merge: batch %d failed", batch)
+		if note != "" {
+			s += " (" + note + ")"
+		}
+		return s + ". Your access and its new expiry stand in bindery; the operators are told of the file by the drift check."
+	case "done":
+		return fmt.Sprintf("The file with the new expiry is in effect (MR !%d).", mr)
+	}
+	return ""
+}

@@ -386,10 +386,18 @@ const (
 	// changed (REWRITE). The binding stays in effect meanwhile: a restore moves no status.
 	ActionRestore Action = "RESTORE"
 	ActionRewrite Action = "REWRITE"
+	// A renewal's new expiry written into the binding's file (docs/workflow.md, 'Expiry,
+	// reminders and renewal'), for a target whose file carries the expiry. Like a restore, it
+	// moves no status: the binding stays in effect while its file goes through the train.
+	ActionRenew Action = "RENEW"
 )
 
 // Restores reports a drift repair's actions (RESTORE, REWRITE).
 func (a Action) Restores() bool { return a == ActionRestore || a == ActionRewrite }
+
+// InEffect reports the actions that write the file of a binding in effect and move no status:
+// a drift repair's and a renewal's.
+func (a Action) InEffect() bool { return a.Restores() || a == ActionRenew }
 
 // Task kinds: the durable work of a request's own step (one per operation), of a batch, and of
 // telling people (an event's routing, then each of its deliveries).

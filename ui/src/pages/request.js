@@ -98,7 +98,8 @@ export function mount(root, ctx) {
     return h('section', {class: 'card renew', id: 'renew', 'aria-label': 'Expiry'},
       h('p', {}, ...parts),
       r && r.words ? h('p', {class: 'muted small', id: 'renewal-words'}, r.words) : null,
-      r && r.status === 'RENEWED' && r.decidedAt ? h('p', {class: 'muted small'}, `Last renewed ${time(r.decidedAt)}${r.decidedBy ? ` by ${r.decidedBy}` : ''}.`) : null);
+      r && r.status === 'RENEWED' && r.decidedAt ? h('p', {class: 'muted small'}, `Last renewed ${time(r.decidedAt)}${r.decidedBy ? ` by ${r.decidedBy}` : ''}.`) : null,
+      r && r.file ? h('p', {class: 'muted small', id: 'renewal-file', 'data-state': r.file.state}, r.file.text) : null);
   }
 
   function revokeSection(v) {
