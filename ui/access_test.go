@@ -20,7 +20,8 @@ var shortTarget = map[string]any{"key": "payments-db-short", "title": "Payments 
 	"renewal": "auto", "owners": []string{"alice@example.com"}}
 
 // The reminder email links the request page, which says "expires in 30 days — Renew"; Renew
-// keeps the binding in effect with a later expiry, and "My requests" offers the same. The
+// keeps the binding in effect with a later expiry, and "My requests" offers the same. The page
+// then follows the file with the new expiry through a batch to its deploy. The
 // reminder is due ten seconds after the grant (a reminder only comes for a binding granted for
 // longer than it), so that the watch's next look sends it.
 func TestRenewFromTheReminderEmailsLink(t *testing.T) {
@@ -52,6 +53,13 @@ func TestRenewFromTheReminderEmailsLink(t *testing.T) {
 	if v.Status != state.StatusValidated || v.Renewal == nil || v.Renewal.RequestedBy != "bob@example.com" {
 		t.Fatalf("after Renew: %+v", v)
 	}
+	// The target's file carries the expiry: the page follows the file with the new expiry
+	// through a batch to its deploy, the binding in effect throughout.
+	b.waitFor("the renewal's file on its way", `document.querySelector('#renewal-file') && document.querySelector('#renewal-file').innerText.includes('your access goes on meanwhile')`, 20*time.Second)
+	s.roundsUntil(op, "the renewal's file in effect", func(v api.RequestView) bool {
+		return v.Renewal != nil && v.Renewal.File != nil && v.Renewal.File.State == "done"
+	})
+	b.waitFor("the renewal's file in effect", `document.querySelector('#renewal-file') && document.querySelector('#renewal-file').dataset.state === 'done' && document.querySelector('#expires-in')`, 60*time.Second)
 }
 
 // A review from start to its removals in effect: alice, an owner, starts a review of the target
