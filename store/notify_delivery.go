@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bindery/internal/vocab/explain"
 	"bindery/internal/vocab/state"
 	"context"
 	"errors"
@@ -132,9 +131,11 @@ type Outcome struct {
 	Status string
 	Next   time.Duration
 	// Disable, when set, switches the receiver off with this reason (it answered 410 Gone);
-	// DisableAfter switches it off when it has failed for longer than that without a success.
-	Disable      string
-	DisableAfter time.Duration
+	// DisableAfter switches it off when it has failed for longer than that without a success,
+	// with the reason FailingTooLong.
+	Disable        string
+	DisableAfter   time.Duration
+	FailingTooLong string
 }
 
 // RecordAttempt writes an attempt of delivery d (as read: it must still be pending, else
@@ -160,17 +161,18 @@ func (tx *Tx) RecordAttempt(ctx context.Context, d Delivery, o Outcome) (disable
 	if err := requireOne(res, err, "record attempt of delivery %d", d.ID); err != nil {
 		return false, err
 	}
-	return tx.health(ctx, d.Endpoint, a.Class == ClassOK, o.Disable, o.DisableAfter)
+	return tx.health(ctx, d.Endpoint, a.Class == ClassOK, o)
 }
 
 // ClassOK is the class of an attempt the receiver took.
 const ClassOK = "ok"
 
 // health records an attempt's result on the receiver's row: a success clears its failing
-// streak, a failure starts one (or keeps the start); a receiver failing longer than after, or
-// told to go away (disable), is switched off — once, by the guarded write, whichever instance
-// gets there first — and operators are told.
-func (tx *Tx) health(ctx context.Context, endpoint string, ok bool, disable string, after time.Duration) (bool, error) {
+// streak, a failure starts one (or keeps the start); a receiver failing longer than
+// o.DisableAfter, or told to go away (o.Disable), is switched off — once, by the guarded write,
+// whichever instance gets there first — and operators are told.
+func (tx *Tx) health(ctx context.Context, endpoint string, ok bool, o Outcome) (bool, error) {
+	disable, after := o.Disable, o.DisableAfter
 	db := tx.db
 	set, col := "failing_since = COALESCE(failing_since, "+db.excluded("failing_since")+")", "failing_since"
 	if ok {
@@ -186,7 +188,7 @@ func (tx *Tx) health(ctx context.Context, endpoint string, ok bool, disable stri
 	}
 	why := disable
 	if why == "" {
-		why = explain.EndpointFailing(after)
+		why = o.FailingTooLong
 	}
 	now := 0
 	if disable != "" {

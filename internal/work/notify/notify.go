@@ -443,9 +443,10 @@ func (n *Notifier) send(ctx context.Context, r *engine.Run) error {
 func (n *Notifier) record(ctx context.Context, r *engine.Run, d store.Delivery, res result, took time.Duration) error {
 	snap := n.cfg.Current()
 	o := store.Outcome{
-		Attempt:      store.Attempt{Code: res.code, Latency: took, Class: res.class, Error: res.err, Instance: n.inst},
-		Status:       store.DeliveryDelivered,
-		DisableAfter: snap.NotifyDisableAfter(),
+		Attempt:        store.Attempt{Code: res.code, Latency: took, Class: res.class, Error: res.err, Instance: n.inst},
+		Status:         store.DeliveryDelivered,
+		DisableAfter:   snap.NotifyDisableAfter(),
+		FailingTooLong: explain.EndpointFailing(snap.NotifyDisableAfter()),
 	}
 	if !res.ok() {
 		o.Status = store.DeliveryFailed
