@@ -23,6 +23,10 @@ func TestMyRequestsSaysWhatEachHeldRequestsPageSays(t *testing.T) {
 	demoWaitFor(t, url, blocked, `"name":"HANDLE_MR_BLOCKED"`)
 	behind := demoApply(t, url, "alice", "payments-db-admin", "schema migration for the ledger")
 	demoDecide(t, url, behind, "APPROVED")
+	// Behind the blocked car, its own car goes on until its turn: approved by the reviewer bots
+	// (HANDLE_APPROVED), then it rests. Compared before that, the list and the page could be read
+	// on either side of the approval.
+	demoWaitFor(t, url, behind, `"name":"HANDLE_APPROVED"`)
 	demoWaitFor(t, url, behind, `"behind":true`)
 	if code, text := demoCall(t, "POST", url+"/api/ops/trains/pause", "ops",
 		`{"operationId":"pause-observability","project":"infra/observability-config","reason":"release freeze until 18:00"}`); code != 200 {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,7 +167,9 @@ func (g *GitLab) save() savedGitLab { // holds g.mu
 		if p == nil {
 			continue
 		}
-		sp := savedProject{ID: p.id, Path: p.path, DefaultBranch: p.defaultBranch, Branches: p.branches, NextPipeIID: p.nextPipeIID}
+		// Maps the simulator goes on changing are copied: the snapshot is encoded after the lock
+		// is released (a live map read by the encoder raced with a merge moving a branch).
+		sp := savedProject{ID: p.id, Path: p.path, DefaultBranch: p.defaultBranch, Branches: maps.Clone(p.branches), NextPipeIID: p.nextPipeIID}
 		for _, cid := range p.order {
 			c := p.commits[cid]
 			var parent tree
@@ -248,7 +251,7 @@ func saveSetup(p *project, sp *savedProject) {
 		protected = append(protected, savedProtection{Branch: b, ID: pr.id, Push: pr.push, Merge: pr.merge, PushUsers: pr.pushUsers, MergeSet: pr.mergeSet, ForcePush: pr.forcePush})
 	}
 	sp.Protected = &protected
-	sp.Variables = p.variables
+	sp.Variables = maps.Clone(p.variables)
 	for id := range p.members {
 		sp.Members = append(sp.Members, id)
 	}
@@ -379,7 +382,7 @@ func firstLine(s string) string {
 func (a *Approval) save() savedApproval { // holds a.mu
 	out := savedApproval{NextID: a.nextID, NextCB: a.nextCB}
 	for _, t := range a.tickets {
-		out.Tickets = append(out.Tickets, savedTicket{Ticket: *t, Title: t.title, CallbackURL: t.callbackURL, Ext: t.ext, CallbackID: t.callbackID, Delivered: t.delivered})
+		out.Tickets = append(out.Tickets, savedTicket{Ticket: *t, Title: t.title, CallbackURL: t.callbackURL, Ext: maps.Clone(t.ext), CallbackID: t.callbackID, Delivered: t.delivered})
 	}
 	return out
 }
