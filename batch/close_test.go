@@ -45,7 +45,8 @@ func TestCloseMembersRemoveTheirFilesThroughABatch(t *testing.T) {
 			e.admit(t, id, subjects[id], "t1", "needs access")
 		}
 		e.drain(t, svc, projectA)
-		if v, err := db.MarkValidated(bg, "op-alice", "op-bob", "op-dave", "op-eve"); err != nil || len(v) != 4 {
+		if v, err := db.TransitionMany(bg, []string{"op-alice", "op-bob", "op-dave", "op-eve"},
+			store.MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack}); err != nil || len(v) != 4 {
 			t.Fatalf("validate: %d %v", len(v), err)
 		}
 

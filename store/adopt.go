@@ -10,7 +10,8 @@ import (
 
 // Adoption is a binding bindery takes over from the config repository as it is there (docs/drift.md):
 // an unknown file an operator accepted, or a file of an imported repository. It is in effect from
-// the start: VALIDATED at CALLED_BACK, with a history whose one row says where it came from.
+// the start (the caller's move names the status and step: workflow's), with a history whose one
+// row says where it came from.
 type Adoption struct {
 	OperationID string
 	SubjectID   string
@@ -26,19 +27,19 @@ type Adoption struct {
 	Path, Blob string
 }
 
-// Adopt writes adoptions in the transaction: their operations, bindings and history, a
-// multi-row statement per chunk. A relation that has a binding already fails the whole
+// Adopt writes adoptions in the transaction, each at in's status and step (in.Note unused: each
+// adoption's own): their operations, bindings and history, a multi-row statement per chunk. A relation that has a binding already fails the whole
 // transaction with ErrDuplicate: nothing is adopted half. Nobody is told (an adoption changes
 // nothing of what is in effect).
-func (tx *Tx) Adopt(ctx context.Context, as []Adoption) error {
-	if !state.CanTransition("", state.StatusValidated) {
-		return &state.ErrIllegalTransition{From: "", To: state.StatusValidated}
+func (tx *Tx) Adopt(ctx context.Context, as []Adoption, in Change) error {
+	if !state.CanTransition("", in.To) {
+		return &state.ErrIllegalTransition{From: "", To: in.To}
 	}
 	for _, c := range chunks(as, maxInList/4) {
 		args := make([]any, 0, 9*len(c))
 		for _, a := range c {
 			args = append(args, a.OperationID, a.SubjectID, a.TargetKey, a.Project, state.FlowApprovalFirst, a.Reason,
-				state.StatusValidated, state.StepCalledBack, nullIfEmpty(a.TargetDef))
+				in.To, in.Step, nullIfEmpty(a.TargetDef))
 		}
 		if _, err := tx.tx.ExecContext(ctx, "INSERT INTO operation (operation_id, subject_id, target_key, project, flow, reason, status, step, target_def) VALUES "+
 			rowsOf("(?, ?, ?, ?, ?, ?, ?, ?, ?)", len(c)), args...); err != nil {
@@ -50,14 +51,14 @@ func (tx *Tx) Adopt(ctx context.Context, as []Adoption) error {
 			if a.ExpiresAt != nil {
 				exp = tx.db.timeArg(*a.ExpiresAt)
 			}
-			args = append(args, a.SubjectID, a.TargetKey, state.StatusValidated, a.OperationID, exp)
+			args = append(args, a.SubjectID, a.TargetKey, in.To, a.OperationID, exp)
 		}
 		if _, err := tx.tx.ExecContext(ctx, "INSERT INTO binding (subject_id, target_key, status, operation_id, expires_at) VALUES "+
 			rowsOf("(?, ?, ?, ?, ?)", len(c)), args...); err != nil {
 			return fmt.Errorf("adopt: %w", translate(err))
 		}
 		for _, a := range c {
-			if err := insertSteps(ctx, tx.tx, []stepRow{{a.OperationID, 1}}, state.StepCalledBack, state.StatusValidated, a.Note); err != nil {
+			if err := insertSteps(ctx, tx.tx, []stepRow{{a.OperationID, 1}}, in.Step, in.To, a.Note); err != nil {
 				return fmt.Errorf("adopt: %w", translate(err))
 			}
 			if a.Blob != "" {

@@ -191,61 +191,16 @@ func (db *DB) TransitionMany(ctx context.Context, operationIDs []string, c Membe
 	var out []Operation
 	err := db.InTx(ctx, func(tx *Tx) error {
 		var err error
-		out, err = tx.transitionMany(ctx, operationIDs, c, 0, "")
+		out, err = tx.TransitionMany(ctx, operationIDs, c, "")
 		return err
 	})
 	return out, err
 }
 
-// MarkValidated flips the given requests MERGED → VALIDATED (step CALLED_BACK), locking
-// operation then binding, and returns only the rows it really flipped: a request already
-// VALIDATED — by a racing deploy callback or reconciliation — is not returned, so the caller
-// emits the "validated" metric for exactly the returned rows, after this returns (the commit).
-func (db *DB) MarkValidated(ctx context.Context, operationIDs ...string) ([]Operation, error) {
-	var out []Operation
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		out, err = tx.MarkValidated(ctx, operationIDs, "", "")
-		return err
-	})
-	return out, err
-}
-
-// ConfirmDeploy is MarkValidated of one request whose deploy an operator confirmed, with note
-// in its step history. Empty when it is no longer MERGED: a deploy callback or reconciliation
-// flipped it first, and that flip was the one counted.
-func (db *DB) ConfirmDeploy(ctx context.Context, operationID, note string) ([]Operation, error) {
-	var out []Operation
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		out, err = tx.MarkValidated(ctx, []string{operationID}, "", note)
-		return err
-	})
-	return out, err
-}
-
-// ConfirmRemoval is ConfirmDeploy of a removal waiting for its deploy (CLOSE_MERGED): it is
-// closed. Empty when it no longer waits.
-func (db *DB) ConfirmRemoval(ctx context.Context, operationID, note string) ([]Operation, error) {
-	var out []Operation
-	err := db.InTx(ctx, func(tx *Tx) error {
-		var err error
-		out, err = tx.CloseRemovals(ctx, []string{operationID}, "", note)
-		return err
-	})
-	return out, err
-}
-
-// CloseRemovals is the mover VALIDATED at CLOSE_MERGED → CLOSED (CLOSE_SUCCEEDED): it closes the
-// removals among operationIDs that wait for their deploy (the others are left alone) and returns
-// those it closed. project != "" limits it to that project's.
-func (tx *Tx) CloseRemovals(ctx context.Context, operationIDs []string, project, note string) ([]Operation, error) {
-	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []state.BindingStatus{state.StatusValidated}, FromStep: state.StepCloseMerged,
-		To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note}, 0, project)
-}
-
-// MarkValidated is the mover MERGED → VALIDATED (CALLED_BACK), with note in the step history: it
-// returns only the rows it really flipped. project != "" limits it to that project's.
-func (tx *Tx) MarkValidated(ctx context.Context, operationIDs []string, project, note string) ([]Operation, error) {
-	return tx.transitionMany(ctx, operationIDs, MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note}, 0, project)
+// TransitionMany is DB.TransitionMany inside the transaction; project != "" limits it to that
+// project's operations. Which move it is — a deploy's validations, a removal's close — is the
+// caller's (workflow's transition table): it returns only the rows it really flipped, so that a
+// request a racing callback or reconciliation flipped first is counted once.
+func (tx *Tx) TransitionMany(ctx context.Context, operationIDs []string, c MemberChange, project string) ([]Operation, error) {
+	return tx.transitionMany(ctx, operationIDs, c, 0, project)
 }

@@ -286,3 +286,15 @@ func (g *writerGate) lineUp(t *testing.T, n, writers int, waiting func() int, st
 		})
 	}
 }
+
+// markValidated is the deploy's move as workflow makes it (MERGED → VALIDATED, CALLED_BACK),
+// with note in the history: the flips it really made.
+func markValidated(db *store.DB, note string, ids ...string) ([]store.Operation, error) {
+	return db.TransitionMany(bg, ids, store.MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note})
+}
+
+// closeRemoval is a removal's deploy as workflow makes it (VALIDATED at CLOSE_MERGED → CLOSED).
+func closeRemoval(db *store.DB, note string, ids ...string) ([]store.Operation, error) {
+	return db.TransitionMany(bg, ids, store.MemberChange{From: []state.BindingStatus{state.StatusValidated}, FromStep: state.StepCloseMerged,
+		To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note})
+}

@@ -381,7 +381,7 @@ func exerciseHotPaths(t *testing.T, db *store.DB, fx fixture) {
 	must("deploy by MR", err)
 	_, err = workflow.RecordDeploy(bg, db, store.Deploy{Project: "team/c", MRIID: 102, OperationIDs: fx.merged[250:260]})
 	must("deploy by ids", err)
-	_, err = db.MarkValidated(bg, fx.merged[:5]...)
+	_, err = markValidated(db, "", fx.merged[:5]...)
 	must("mark validated", err)
 	_, err = workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 	must("reconcile", err)

@@ -44,7 +44,7 @@ type Operation struct {
 	// one its grant rendered, the request time plus the ttl; batch.RenderChange).
 	FileExpiresAt *time.Time
 	// Stages is the time spent in each stage entered, up to the change, on the operations a
-	// bulk transition returns (TransitionMany, MarkValidated, a deploy's or reconciliation's
+	// bulk transition returns (TransitionMany: a deploy's or reconciliation's
 	// flips, a batch's members); nil on every other read.
 	Stages []StageTime
 }

@@ -132,14 +132,14 @@ func TestAnOverdueRemovalIsListedAndAnOperatorClosesIt(t *testing.T) {
 		if all, _, err := db.StuckOperations(bg, f); err != nil || len(all) != 2 {
 			t.Fatalf("with a longer deployOverdue: %v %v; want the failures only", opIDs(all), err)
 		}
-		closed, err := db.ConfirmRemoval(bg, "rm", "Deploy confirmed by olga.")
+		closed, err := closeRemoval(db, "Deploy confirmed by olga.", "rm")
 		if err != nil || len(closed) != 1 || status(t, db, "rm") != state.StatusClosed {
 			t.Fatalf("confirm: %v %v", opIDs(closed), err)
 		}
-		if again, err := db.ConfirmRemoval(bg, "rm", "Deploy confirmed by olga."); err != nil || len(again) != 0 {
+		if again, err := closeRemoval(db, "Deploy confirmed by olga.", "rm"); err != nil || len(again) != 0 {
 			t.Fatalf("confirmed twice: %v %v", opIDs(again), err)
 		}
-		if again, err := db.ConfirmRemoval(bg, "ok", "Deploy confirmed by olga."); err != nil || len(again) != 0 || status(t, db, "ok") != state.StatusValidated {
+		if again, err := closeRemoval(db, "Deploy confirmed by olga.", "ok"); err != nil || len(again) != 0 || status(t, db, "ok") != state.StatusValidated {
 			t.Fatalf("a binding in effect was closed: %v %v", opIDs(again), err)
 		}
 	})

@@ -42,7 +42,7 @@ func TestABulkTransitionReturnsTheTimeSpentInEachStage(t *testing.T) {
 			}
 		}
 		backdate(t, db, "s1", 30*time.Minute) // deploy 30m, counted by the flip itself
-		flipped, err := db.MarkValidated(bg, "s1")
+		flipped, err := markValidated(db, "", "s1")
 		if err != nil || len(flipped) != 1 {
 			t.Fatalf("validate: %+v %v", flipped, err)
 		}

@@ -171,7 +171,7 @@ func TestValidationRacesFlipEachRowExactlyOnce(t *testing.T) {
 					r, err = workflow.ReconcileDeploys(bg, db, 0, time.Hour)
 					ops = r.Validated
 				case 2:
-					ops, err = db.MarkValidated(bg, ids[w*5:]...)
+					ops, err = markValidated(db, "", ids[w*5:]...)
 				}
 				if err != nil && !errors.Is(err, store.ErrRetry) {
 					t.Errorf("validate: %v", err)
@@ -359,7 +359,7 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Add(1)
-			go func() { defer wg.Done(); add(db.ConfirmDeploy(bg, id, "Deploy confirmed by olga.")) }()
+			go func() { defer wg.Done(); add(markValidated(db, "Deploy confirmed by olga.", id)) }()
 		}
 		wg.Add(2)
 		go func() {
@@ -384,7 +384,7 @@ func TestAConfirmedDeployRacingTheCallbackValidatesOnce(t *testing.T) {
 		if all := count(t, db, "SELECT COUNT(*) FROM operation_step WHERE step = ?", state.StepCalledBack); all != len(ids) {
 			t.Fatalf("%d CALLED_BACK history rows (%d confirmed by the operator), want %d", all, confirmed, len(ids))
 		}
-		if again, err := db.ConfirmDeploy(bg, ids[0], "Deploy confirmed by olga."); err != nil || len(again) != 0 {
+		if again, err := markValidated(db, "Deploy confirmed by olga.", ids[0]); err != nil || len(again) != 0 {
 			t.Fatalf("a second confirmation flipped %v (%v)", again, err)
 		}
 	})

@@ -90,10 +90,10 @@ func recordDeploy(ctx context.Context, tx *store.Tx, d store.Deploy) (out Deploy
 			return Deployed{}, err
 		}
 	}
-	if out.Validated, err = tx.MarkValidated(ctx, targets, d.Project, ""); err != nil {
+	if out.Validated, err = tx.TransitionMany(ctx, targets, inEffectNow(""), d.Project); err != nil {
 		return Deployed{}, err
 	}
-	if out.Closed, err = tx.CloseRemovals(ctx, removals, d.Project, explain.DeployIncludesRemoval(d.MRIID)); err != nil {
+	if out.Closed, err = tx.TransitionMany(ctx, removals, removedNow(explain.DeployIncludesRemoval(d.MRIID)), d.Project); err != nil {
 		return Deployed{}, err
 	}
 	if out.Restored, err = tx.CloseRestored(ctx, d.Project, d.MRIID); err != nil {
@@ -205,14 +205,14 @@ func ReconcileDeploys(ctx context.Context, db *store.DB, minAge, maxAge time.Dur
 	}
 	for _, f := range from {
 		flipped, err := inChunks(ctx, db, due[f.MRIID], func(tx *store.Tx, ids []string) ([]store.Operation, error) {
-			return tx.MarkValidated(ctx, ids, f.Project, explain.DeployedInEffect(f.MRIID, f.MergedAt))
+			return tx.TransitionMany(ctx, ids, inEffectNow(explain.DeployedInEffect(f.MRIID, f.MergedAt)), f.Project)
 		})
 		out.Validated = append(out.Validated, flipped...)
 		if err != nil {
 			return out, fmt.Errorf("reconcile: %w", err)
 		}
 		flipped, err = inChunks(ctx, db, removals[f.MRIID], func(tx *store.Tx, ids []string) ([]store.Operation, error) {
-			return tx.CloseRemovals(ctx, ids, f.Project, explain.DeployedRemoved(f.MRIID, f.MergedAt))
+			return tx.TransitionMany(ctx, ids, removedNow(explain.DeployedRemoved(f.MRIID, f.MergedAt)), f.Project)
 		})
 		out.Closed = append(out.Closed, flipped...)
 		if err != nil {

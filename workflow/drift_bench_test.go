@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bindery/internal/remote/gitlab"
+	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
 )
@@ -55,7 +56,9 @@ func driftRound(b *testing.B, projects, files int) {
 			b.Fatal(err)
 		}
 	}
-	if err := db.InTx(bg, func(tx *store.Tx) error { return tx.Adopt(bg, adopt) }); err != nil {
+	if err := db.InTx(bg, func(tx *store.Tx) error {
+		return tx.Adopt(bg, adopt, store.Change{To: state.StatusValidated, Step: state.StepCalledBack})
+	}); err != nil {
 		b.Fatal(err)
 	}
 	round := func(name string, wantRead, wantOpened int) {

@@ -60,7 +60,7 @@ func (w *Workflow) AcceptDrift(ctx context.Context, id int64, actor string) (api
 		op := "adopted-" + store.NewEventID()
 		note := fmt.Sprintf("Adopted from the config repository (%s) by %s.", f.Path, actor)
 		err = tx.Adopt(ctx, []store.Adoption{{OperationID: op, SubjectID: f.Subject, TargetKey: t.Key, Project: t.Project,
-			Reason: note, TargetDef: batch.TargetDef(t), Note: note}})
+			Reason: note, TargetDef: batch.TargetDef(t), Note: note}}, adopted())
 		if errors.Is(err, store.ErrDuplicate) {
 			return apperr.New(apperr.Conflict, "%s has a request for %s already; it owns the file once it is in effect.", f.Subject, f.TargetKey)
 		}

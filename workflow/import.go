@@ -87,7 +87,7 @@ func Import(ctx context.Context, db *store.DB, snap *config.Snapshot, repo Repos
 			Params: map[string]any{"adopted": len(adopt), "files": len(res.Items)}}); err != nil {
 			return err
 		}
-		return tx.Adopt(ctx, adopt)
+		return tx.Adopt(ctx, adopt, adopted())
 	})
 	if errors.Is(err, store.ErrDuplicate) {
 		return res, fmt.Errorf("a relation got a request while importing; run the import again: %w", err)

@@ -104,3 +104,23 @@ func renewed(note string, at time.Time) store.Change {
 func noted(cur store.Request, note string) store.Change {
 	return store.Change{To: cur.Binding.Status, Step: cur.Operation.Step, Note: note}
 }
+
+// inEffectNow is the deploy's move of many requests at once: MERGED → VALIDATED (CALLED_BACK),
+// the deploy includes their merge (a callback, a reconciliation by merge order, an operator's
+// word), note in their history.
+func inEffectNow(note string) store.MemberChange {
+	return store.MemberChange{From: []state.BindingStatus{state.StatusMerged}, To: state.StatusValidated, Step: state.StepCalledBack, Note: note}
+}
+
+// removedNow is the deploy's move of removals: VALIDATED at CLOSE_MERGED → CLOSED
+// (CLOSE_SUCCEEDED), the deploy includes the merge that removed their files.
+func removedNow(note string) store.MemberChange {
+	return store.MemberChange{From: []state.BindingStatus{state.StatusValidated}, FromStep: state.StepCloseMerged,
+		To: state.StatusClosed, Step: state.StepCloseSucceeded, Note: note}
+}
+
+// adopted: a binding taken over from the config repository is in effect from the start
+// (store.Tx.Adopt; docs/drift.md).
+func adopted() store.Change {
+	return store.Change{To: state.StatusValidated, Step: state.StepCalledBack}
+}

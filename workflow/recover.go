@@ -172,11 +172,13 @@ func batchConflict(err error, batchID int64) error {
 // whoever races it, and the metric and the "validated" line follow only a real flip.
 // A removal waiting for its deploy is closed the same way.
 func (w *Workflow) confirmDeploy(ctx context.Context, operationID string, removal bool, actor string) (api.RequestView, error) {
-	confirm, after := w.db.ConfirmDeploy, w.validated
+	move, after := inEffectNow, w.validated
 	if removal {
-		confirm, after = w.db.ConfirmRemoval, w.removed
+		move, after = removedNow, w.removed
 	}
-	flipped, err := confirm(ctx, operationID, "Deploy confirmed by "+actor+".")
+	// Empty when it no longer waits: a deploy callback or reconciliation flipped it first, and
+	// that flip was the one counted.
+	flipped, err := w.db.TransitionMany(ctx, []string{operationID}, move("Deploy confirmed by "+actor+"."))
 	if err != nil {
 		return api.RequestView{}, err
 	}

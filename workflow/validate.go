@@ -16,7 +16,7 @@ import (
 
 // Validation: a MERGED request becomes VALIDATED when the deploy pipeline reports its MR (exact
 // operationIds when the callback carries them), or when reconciliation infers it from a later MR
-// of the same project. A removal that merged (VALIDATED at CLOSE_MERGED) is CLOSED the same way. Both go through the store's movers (MarkValidated, CloseRemovals), which return only the rows
+// of the same project. A removal that merged (VALIDATED at CLOSE_MERGED) is CLOSED the same way. Both are the movers inEffectNow and removedNow (moves.go) applied by store's TransitionMany, which returns only the rows
 // they really flipped; the metric and the stage durations are emitted for exactly those, after the
 // commit, so a race between the two paths counts each request once.
 
