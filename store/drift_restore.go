@@ -67,6 +67,18 @@ func (tx *Tx) forgetDriftHead(ctx context.Context, a Admission) error {
 	return nil
 }
 
+// DropWaitingRenewal takes operationID's renewal file out of the waiting set while no batch has
+// claimed it (its binding's removal starts: the file goes away). One in a batch goes on; the
+// removal waits for the next car.
+func (tx *Tx) DropWaitingRenewal(ctx context.Context, operationID string) error {
+	_, err := tx.tx.ExecContext(ctx, tx.db.deleteFrom("merge_batch_request", "uk_merge_batch_request_operation")+
+		" WHERE operation_id = ? AND action = ? AND batch_id IS NULL", operationID, state.ActionRenew)
+	if err != nil {
+		return fmt.Errorf("drop the renewal's file of %s: %w", operationID, translate(err))
+	}
+	return nil
+}
+
 // AdmitRenewal admits a — a renewal's file with its new expiry, action RENEW — into its
 // partition's waiting set. A renewal's file still waiting for a batch takes a's content instead
 // (the latest expiry wins, one commit); a file write in a batch on its way, or a restore, is

@@ -61,6 +61,11 @@ func (w *Workflow) beginClose(ctx context.Context, tx *store.Tx, cur store.Reque
 	if err != nil || !added {
 		return false, err
 	}
+	// A renewal's file still waiting for a batch would only rewrite the file the removal deletes
+	// (and share the removal's batch, changing one path twice): it leaves with the removal's start.
+	if err := tx.DropWaitingRenewal(ctx, cur.Operation.OperationID); err != nil {
+		return false, err
+	}
 	_, err = tx.Transition(ctx, cur, closeStarted(note))
 	return err == nil, err
 }

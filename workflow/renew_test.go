@@ -365,3 +365,28 @@ func TestARenewalRewritesTheFileThroughTheTrain(t *testing.T) {
 		}
 	})
 }
+
+// A removal that starts while a renewal's file waits for a batch takes that file out of the
+// waiting set (the file goes away; one batch would otherwise change its path twice): the
+// binding is removed through one batch and ends CLOSED, its file gone.
+func TestARevocationDropsARenewalsFileStillWaiting(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := setup(t, db, options{extra: renewTargets, realBatch: true})
+		op := h.validated("alice", "db-auto")
+		h.waitFor("its expiry", func() bool { return h.view(op).ExpiresAt != nil })
+		if code, _, _ := h.renew(op, "alice", "rn-1"); code != 202 {
+			t.Fatalf("renew: %d", code)
+		}
+		if code := h.api("POST", "/api/requests/"+op+"/revoke", "alice", `{"operationId":"rv-1"}`, nil); code != 202 {
+			t.Fatalf("revoke: %d", code)
+		}
+		if n := h.count("SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND action = 'RENEW'", op); n != 0 {
+			t.Fatalf("the renewal's file still waits beside the removal: %d", n)
+		}
+		h.roundUntil("closed", func() bool { return h.view(op).Status == state.StatusClosed })
+		if _, ok := h.sims.GitLab.File(project, "main", "bindings/db-auto/alice@example.com.yaml"); ok {
+			t.Fatal("the file is still on main")
+		}
+	})
+}
