@@ -249,6 +249,12 @@ func rows() []row {
 			want: []string{`"nextAction":"WAIT_MANUAL"`, "Operators have been alerted and can run it again"}},
 		{name: "another user's request is 404 like an unknown one", prep: bobs, call: get("/api/requests/op-bob", "alice"), status: 404, want: []string{`"message":"No such request."`}},
 		{name: "an operator sees anyone's request", prep: bobs, call: get("/api/requests/op-bob", "ops"), status: 200},
+		{name: "someone else's request while the permission service does not answer is 503, not 404", opts: options{permissionTimeout: 100 * time.Millisecond},
+			prep: func(h *harness) {
+				bobs(h)
+				h.perms.CheckFn = func(ctx context.Context, _ string, _, _ []string) (bool, error) { <-ctx.Done(); return true, ctx.Err() }
+			},
+			call: get("/api/requests/op-bob", "ops"), status: 503, want: []string{`"code":"UNAVAILABLE"`, "permission check did not answer"}, notWant: []string{"op-bob", "No such request"}},
 		{name: "an unknown request is 404", call: get("/api/requests/op-none", "alice"), status: 404, want: []string{`"code":"NOT_FOUND"`}},
 		{name: "a malformed operationId in the path is 400", call: get("/api/requests/%3Cscript%3E", "alice"), status: 400, want: []string{`"field":"operationId"`}},
 		{name: "my requests are listed", prep: func(h *harness) { validated(h); bobs(h) }, call: get("/api/my/requests?limit=5", "alice"), status: 200,

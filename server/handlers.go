@@ -139,7 +139,13 @@ func (s *Server) ownedRequest(r *http.Request) (api.RequestView, error) {
 	// The owner reads the requester's view; an operator (asked only for someone else's request,
 	// so that a requester's page costs no permission check) also reads the recorded causes.
 	if caller := infoOf(r).caller; v.Subject != caller.ID {
-		if !s.isOperator(r.Context(), caller) {
+		ops, err := s.operator(r.Context(), caller)
+		if err != nil {
+			// Not "not found": an operator would read that their request is gone. Nothing of it
+			// is shown either.
+			return api.RequestView{}, apperr.Wrap(err, apperr.Unavailable, "The permission check did not answer in time; try again in a moment.")
+		}
+		if !ops {
 			return api.RequestView{}, apperr.Wrap(errors.New("neither the owner nor an operator"), apperr.NotFound, "No such request.")
 		}
 		v = v.ForOperator()

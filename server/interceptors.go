@@ -251,8 +251,23 @@ func (s *Server) verifyApproval(w http.ResponseWriter, r *http.Request, limit in
 // isOperator asks the permission service whether the caller holds authz.opsRule. A caller with
 // an API token never does: a token carries no operator's powers (docs/api.md, 'API tokens').
 func (s *Server) isOperator(ctx context.Context, c identity.Caller) bool {
-	return !c.ByToken() && s.permit(ctx, c, s.deps.Config.Current().OpsRule())
+	ok, _ := s.operator(ctx, c)
+	return ok
 }
+
+// operator is isOperator that tells a refusal from a check that did not answer (errPermission:
+// an error, a panic or a timeout of the permission service): both grant nothing, but a caller
+// that would otherwise be told something false (someone else's request "not found") says that
+// the check did not answer.
+func (s *Server) operator(ctx context.Context, c identity.Caller) (bool, error) {
+	if c.ByToken() {
+		return false, nil
+	}
+	return s.permitted(ctx, c, s.deps.Config.Current().OpsRule())
+}
+
+// errPermission: the permission service did not answer (an error, a panic or a timeout).
+var errPermission = errors.New("the permission check did not answer")
 
 // orOps is codes and the ops rule, which grants whatever codes guard — except to an API token.
 func (s *Server) orOps(c identity.Caller, codes []string) []string {
@@ -267,6 +282,13 @@ func (s *Server) orOps(c identity.Caller, codes []string) []string {
 // It fails closed: no code configured, no permission service, an error, a panic or a timeout all
 // answer false. The deadline holds even if the service ignores its context.
 func (s *Server) permit(ctx context.Context, c identity.Caller, codes ...string) bool {
+	ok, _ := s.permitted(ctx, c, codes...)
+	return ok
+}
+
+// permitted is permit with the reason of a false that is no refusal: errPermission when the
+// service did not answer.
+func (s *Server) permitted(ctx context.Context, c identity.Caller, codes ...string) (bool, error) {
 	id := c.ID
 	var rules []string
 	for _, c := range codes {
@@ -277,7 +299,7 @@ func (s *Server) permit(ctx context.Context, c identity.Caller, codes ...string)
 	log := s.deps.Log
 	if len(rules) == 0 || id == "" {
 		log.WarnContext(ctx, "permission refused: no rule code configured", "identity", id)
-		return false
+		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.deps.PermissionTimeout)
 	defer cancel()
@@ -299,12 +321,12 @@ func (s *Server) permit(ctx context.Context, c identity.Caller, codes ...string)
 	case a := <-done:
 		if a.err != nil {
 			log.WarnContext(ctx, "permission check failed; access denied", "identity", id, "rules", rules, "err", a.err)
-			return false
+			return false, fmt.Errorf("%w: %v", errPermission, a.err)
 		}
-		return a.ok
+		return a.ok, nil
 	case <-ctx.Done():
 		log.WarnContext(ctx, "permission check timed out; access denied", "identity", id, "rules", rules, "err", ctx.Err())
-		return false
+		return false, fmt.Errorf("%w: %v", errPermission, ctx.Err())
 	}
 }
 
