@@ -60,6 +60,11 @@ var siteDefaults = []setting{
 	set("cron.reconcile", "@every 24h"),
 	set("ratelimit.apply", 1000),
 	set("ratelimit.revoke", 1000),
+	// A page's reads and an operator's round get the test kit's room, not production's 5 s: the
+	// ui tests run beside the other packages under -race on two cores, where a request's reads
+	// have taken longer than 5 s (a round then failed, a view had no estimate). A test of that
+	// deadline sets it itself.
+	set("database.requestTimeout", (testkit.Timeout() / 4).String()),
 }
 
 // site is one running demo, with a front that records page loads and files a test can make
