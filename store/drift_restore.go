@@ -238,13 +238,13 @@ func (db *DB) fileWrite(ctx context.Context, operationID string, actions []any, 
 	return out, gone, nil
 }
 
-// RestoringRelations are the relations of targets whose file is being written by bindery while
+// RelationsBeingWritten are the relations of targets whose file is being written by bindery while
 // the binding stays in effect — an open finding's restore, or a renewal's new expiry — in the
 // waiting set, in a batch, or merged and waiting for its deploy: target key → subjects. The drift
 // round leaves them as they are — nothing in flight is drift. A write merged longer than overdue
 // ago whose deploy callback never came is on its way no more: the round then finds the file as
 // bindery wrote it (and closes a restored finding itself).
-func (db *DB) RestoringRelations(ctx context.Context, targets []string, overdue time.Duration) (map[string]map[string]bool, error) {
+func (db *DB) RelationsBeingWritten(ctx context.Context, targets []string, overdue time.Duration) (map[string]map[string]bool, error) {
 	out := map[string]map[string]bool{}
 	// The write's row: waiting, in an active batch, or in a batch merged less than overdue ago.
 	onItsWay := "(r.batch_id IS NULL OR b.status IN (?, ?) OR (b.status = ? AND b.settled_at > " + db.nowPlus() + "))"

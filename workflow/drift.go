@@ -137,7 +137,7 @@ func (w *Workflow) driftBranch(ctx context.Context, snap *config.Snapshot, proje
 		}
 		look.Keep[op.TargetKey][op.SubjectID] = true
 	}
-	restoring, err := w.db.RestoringRelations(ctx, keys, snap.DeployOverdue())
+	restoring, err := w.db.RelationsBeingWritten(ctx, keys, snap.DeployOverdue())
 	if err != nil {
 		return false, 0, err
 	}

@@ -142,26 +142,35 @@ func renewedChange(at time.Time, by, comment string) store.Change {
 // write of the file is on its way (a drift restore, an earlier renewal's file in a batch), by the
 // step renew_file once that has ended. Otherwise the renewal is a record.
 func (w *Workflow) grantRenewal(ctx context.Context, tx *store.Tx, snap *config.Snapshot, cur store.Request, c store.Change) error {
-	t, ok := batch.TargetOf(snap, cur.Operation)
-	if ok && t.TTL > 0 {
+	if t, ok := batch.TargetOf(snap, cur.Operation); ok && t.TTL > 0 {
 		c.FileExpiresAt = c.ExpiresAt
 	}
 	next, err := tx.Transition(ctx, cur, c)
 	if err != nil || c.FileExpiresAt == nil {
 		return err
 	}
-	adm, err := batch.Admission(t, next.Operation, state.ActionRenew)
-	if err != nil {
-		// It rendered at its grant: a file that no longer renders is the catalog's fault, and the
-		// drift round reports the file's old expiry as a change for an operator to decide.
-		w.log.WarnContext(ctx, "a renewal's file cannot be rendered", "operation", cur.Operation.OperationID, "error", err)
-		return nil
-	}
-	if err := tx.AdmitRenewal(ctx, adm); !errors.Is(err, store.ErrRestoring) {
+	if err := w.admitRenewal(ctx, tx, snap, next.Operation); !errors.Is(err, store.ErrRestoring) {
 		return err
 	}
 	short, _, _, _ := snap.PollStages()
 	return tx.PutTask(ctx, w.requestTask(cur.Operation.OperationID, stepRenewFile, short, reqMemo{}), false)
+}
+
+// admitRenewal puts op's file with its renewed expiry into the waiting set in tx
+// (store.ErrRestoring: another write of the file is on its way). A file that no longer renders
+// is not admitted: it rendered at the grant, so the catalog changed under it, and the drift round
+// reports the file's old expiry as a change for an operator to decide.
+func (w *Workflow) admitRenewal(ctx context.Context, tx *store.Tx, snap *config.Snapshot, op store.Operation) error {
+	t, ok := batch.TargetOf(snap, op)
+	if !ok {
+		return nil
+	}
+	adm, err := batch.Admission(t, op, state.ActionRenew)
+	if err != nil {
+		w.log.WarnContext(ctx, "a renewal's file cannot be rendered", "operation", op.OperationID, "error", err)
+		return nil
+	}
+	return tx.AdmitRenewal(ctx, adm)
 }
 
 // admitRenewFile is the step renew_file: a renewed binding's file, with its new expiry, waited for
@@ -169,17 +178,11 @@ func (w *Workflow) grantRenewal(ctx context.Context, tx *store.Tx, snap *config.
 // poll later. A binding that left effect meanwhile needs no file (its close removes it).
 func (w *Workflow) admitRenewFile(ctx context.Context, r *reqRun) error {
 	op := r.req.Operation
+	if !r.req.Current() || !inEffect(op) || op.FileExpiresAt == nil {
+		return r.Finish(ctx, nil)
+	}
 	snap := w.cfg.Current()
-	t, ok := batch.TargetOf(snap, op)
-	if !r.req.Current() || !inEffect(op) || op.FileExpiresAt == nil || !ok {
-		return r.Finish(ctx, nil)
-	}
-	adm, err := batch.Admission(t, op, state.ActionRenew)
-	if err != nil {
-		w.log.WarnContext(ctx, "a renewal's file cannot be rendered", "operation", op.OperationID, "error", err)
-		return r.Finish(ctx, nil)
-	}
-	err = r.Finish(ctx, func(tx *store.Tx) error { return tx.AdmitRenewal(ctx, adm) })
+	err := r.Finish(ctx, func(tx *store.Tx) error { return w.admitRenewal(ctx, tx, snap, op) })
 	if !errors.Is(err, store.ErrRestoring) {
 		return err
 	}

@@ -483,7 +483,8 @@ func TestARenewalAfterTheOutcomeKeepsTheNextStepsDueTime(t *testing.T) {
 				if err := r.Next(ctx, store.TaskNext{Step: "later", In: time.Hour}, nil); err != nil {
 					return err
 				}
-				// The renewal ticks every 20 ms: several come while the action still returns.
+				// The behaviour under test: the action keeps running after its outcome is written
+				// while the claim's renewal ticks every 20 ms (several ticks in these 200 ms).
 				time.Sleep(200 * time.Millisecond)
 				close(written)
 				return nil
