@@ -187,9 +187,14 @@ func (db *DB) recordDrift(ctx context.Context, l DriftLook) (opened []DriftFindi
 			}
 		}
 		seen := map[[2]string]bool{}
+		var still, gone []int64 // findings seen as they were (last_seen moves), findings that closed
 		for _, o := range l.Seen {
 			k := [2]string{o.TargetKey, o.Subject}
 			seen[k] = true
+			if f := cur[k]; f.ID != 0 && f.stays(o) && f.BlobID == o.BlobID && f.Path == clipText(o.Path, 1024) {
+				still = append(still, f.ID)
+				continue
+			}
 			f, told, err := tx.observeDrift(ctx, l.Project, o, cur[k])
 			if err != nil {
 				return err
@@ -199,12 +204,20 @@ func (db *DB) recordDrift(ctx context.Context, l DriftLook) (opened []DriftFindi
 			}
 		}
 		for k, f := range cur {
-			if seen[k] || f.State == DriftClosed || l.Keep[f.TargetKey][f.Subject] {
-				continue
+			if !seen[k] && f.State != DriftClosed && !l.Keep[f.TargetKey][f.Subject] {
+				gone = append(gone, f.ID)
 			}
-			if _, err := tx.tx.ExecContext(ctx, "UPDATE drift_finding SET state = ?, closed_at = "+db.now()+", version = version + 1 WHERE id = ?",
-				DriftClosed, f.ID); err != nil {
-				return err
+		}
+		// A round over a repository with many findings writes them a chunk per statement.
+		for _, c := range chunks(still, maxInList) {
+			if _, err := tx.tx.ExecContext(ctx, "UPDATE drift_finding SET last_seen = "+db.now()+" WHERE id IN "+inList(len(c)), anys(c)...); err != nil {
+				return translate(err)
+			}
+		}
+		for _, c := range chunks(gone, maxInList) {
+			if _, err := tx.tx.ExecContext(ctx, "UPDATE drift_finding SET state = ?, closed_at = "+db.now()+", version = version + 1 WHERE id IN "+inList(len(c)),
+				append([]any{DriftClosed}, anys(c)...)...); err != nil {
+				return translate(err)
 			}
 		}
 		if l.ReadAgain {
@@ -216,6 +229,13 @@ func (db *DB) recordDrift(ctx context.Context, l DriftLook) (opened []DriftFindi
 		return nil, fmt.Errorf("record drift of %s %s: %w", l.Project, l.Branch, err)
 	}
 	return opened, nil
+}
+
+// stays says that observation o leaves finding f as it is (open with the same kind, or ignored
+// with the file and binding it was ignored for): only when it was last seen moves.
+func (f DriftFinding) stays(o DriftObservation) bool {
+	return f.State == DriftOpen && f.Kind == o.Kind ||
+		f.State == DriftIgnored && f.Kind == o.Kind && f.SettledBlob == o.BlobID && f.SettledOp == o.OperationID
 }
 
 // observeDrift applies one observation to the relation's row (f, zero: none yet) and tells it
@@ -240,9 +260,7 @@ func (tx *Tx) observeDrift(ctx context.Context, project string, o DriftObservati
 		}
 		return f, true, tx.tellDrift(ctx, f)
 	}
-	stays := f.State == DriftOpen && f.Kind == o.Kind ||
-		f.State == DriftIgnored && f.Kind == o.Kind && f.SettledBlob == o.BlobID && f.SettledOp == o.OperationID
-	if stays {
+	if f.stays(o) {
 		_, err := tx.tx.ExecContext(ctx, "UPDATE drift_finding SET last_seen = "+db.now()+", blob_id = ?, path = ? WHERE id = ?", o.BlobID, clipText(o.Path, 1024), f.ID)
 		return f, false, translate(err)
 	}
