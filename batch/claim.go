@@ -133,7 +133,39 @@ func take(ctx context.Context, tx *store.Tx, in store.ClaimInput, batchID int64,
 		}
 		members = append(members, more...)
 	}
+	members, moot := onePerOperation(members)
+	if len(moot) > 0 {
+		if err := tx.DropWaiting(ctx, moot); err != nil {
+			return nil, group, err
+		}
+	}
 	return members, group, nil
+}
+
+// onePerOperation keeps one row of each operation: a car changes a request's file once, and its
+// members are named by operation. A write of a file (a renewal's, a restore's) read beside its
+// binding's removal is moot — the removal deletes the file, and merged after it the write would
+// put it back: the removal goes, the write leaves the waiting set (moot, its rows). Otherwise the
+// first row goes and a second one (a later change of the same file) waits for a later car, so it
+// merges after the first.
+func onePerOperation(members []store.Member) (kept []store.Member, moot []int64) {
+	removing := map[string]bool{}
+	for _, m := range members {
+		if m.Action == state.ActionDelete {
+			removing[m.OperationID] = true
+		}
+	}
+	seen := make(map[string]bool, len(members))
+	for _, m := range members {
+		switch {
+		case m.Action.InEffect() && removing[m.OperationID]:
+			moot = append(moot, m.RequestID)
+		case !seen[m.OperationID]:
+			seen[m.OperationID] = true
+			kept = append(kept, m)
+		}
+	}
+	return kept, moot
 }
 
 // suspects is one suspect group of the partition (up to in.Max of its rows), none when no suspect

@@ -246,9 +246,14 @@ func (r *run) next(ctx context.Context, n store.TaskNext, step store.BatchStep) 
 // load reads what the batch holds and renders every member's file. A member that cannot be
 // rendered (its target left the catalog or moved project, its subject cannot be a path) fails
 // alone and leaves the batch; one whose target branch differs from the batch's, or whose file
-// another member already changes, goes back to the waiting set for a later batch. Those writes
-// are the outcome of this run (the caller's step runs again right after); members failing with
-// the same reason share one statement. moved reports that it wrote them.
+// another member already changes, goes back to the waiting set for a later batch. When the branch
+// is (re)built, a write of the file of a binding whose removal has started (a renewal's new
+// expiry, a drift restore) leaves the batch as moot: the removal, admitted meanwhile, deletes the
+// file, and this car might merge after it (a bisected car goes to the end of the train, behind
+// the removal's) and put the file back. Every move of a car behind another is a rebuild, so the
+// open step is where it is decided. Those writes are the outcome of this run (the caller's step
+// runs again right after); members failing with the same reason share one statement. moved
+// reports that it wrote them.
 func (r *run) load(ctx context.Context) (moved bool, err error) {
 	reqs, err := r.s.db.BatchRequests(ctx, r.batch.ID)
 	if err != nil {
@@ -256,10 +261,15 @@ func (r *run) load(ctx context.Context) (moved bool, err error) {
 	}
 	snap := r.s.cfg.Current()
 	invalid := map[string][]string{} // reason → members
-	var dropped, later []string
+	var dropped, later, moot []string
 	branch := ""
 	paths := map[string]bool{}
+	building := Step(r.r.Step.Name) == stepOpen
 	for _, q := range reqs {
+		if building && q.Action.InEffect() && !state.InEffect(q.Operation.Status, q.Operation.Step) {
+			moot = append(moot, q.Operation.OperationID)
+			continue
+		}
 		fa, to, err := r.changeOf(snap, q)
 		if err != nil {
 			invalid[err.Error()] = append(invalid[err.Error()], q.Operation.OperationID)
@@ -276,14 +286,17 @@ func (r *run) load(ctx context.Context) (moved bool, err error) {
 		paths[fa.Path] = true
 		r.members = append(r.members, member{op: q.Operation, action: q.Action, file: fa})
 	}
-	if len(dropped)+len(later) > 0 {
+	if len(dropped)+len(later)+len(moot) > 0 {
 		var moves []store.MemberMove
 		for reason, ops := range invalid {
 			moves = append(moves, failing(change.FailedInvalid.With(reason), ops)...)
 		}
 		moves = append(moves, requeued(later, fmt.Sprintf("not in batch %d: another target branch or the same file as another member; next batch", r.batch.ID))...)
 		note := fmt.Sprintf("%d members failed alone (not renderable), %d wait for a later batch", len(dropped), len(later))
-		return true, r.next(ctx, store.TaskNext{}, store.BatchStep{Change: store.BatchChange{Note: note}, Drop: dropped, Requeue: later, Moves: moves})
+		if len(moot) > 0 {
+			note += fmt.Sprintf(", %d file writes left: their bindings' removals started", len(moot))
+		}
+		return true, r.next(ctx, store.TaskNext{}, store.BatchStep{Change: store.BatchChange{Note: note}, Drop: append(dropped, moot...), Requeue: later, Moves: moves})
 	}
 	if len(r.members) == 0 {
 		return true, r.decide(ctx, change.FailedCreate.With("no member left to change"))

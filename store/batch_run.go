@@ -123,10 +123,14 @@ func (tx *Tx) advanceBatch(ctx context.Context, s BatchStep) (Batch, []Operation
 			requeue += ", suspect_of = ?, suspect_round = ?"
 			args = []any{s.Batch.BisectionRoot(), s.Batch.Bisections + 1}
 		}
-		if err := tx.detach(ctx, id, held, s.Requeue, requeue, args...); err != nil {
+		back, err := tx.detach(ctx, id, held, s.Requeue, requeue, args...)
+		if err != nil {
 			return Batch{}, nil, fmt.Errorf("requeue members of batch %d: %w", id, err)
 		}
-		if err := tx.detach(ctx, id, held, s.Drop, db.deleteFrom("merge_batch_request", "PRIMARY")); err != nil {
+		if err := tx.dropMootFileWrites(ctx, back); err != nil {
+			return Batch{}, nil, err
+		}
+		if _, err := tx.detach(ctx, id, held, s.Drop, db.deleteFrom("merge_batch_request", "PRIMARY")); err != nil {
 			return Batch{}, nil, fmt.Errorf("drop members of batch %d: %w", id, err)
 		}
 		if moved, err = tx.moveMembers(ctx, held, s.Moves, id); err != nil {
@@ -192,8 +196,9 @@ func (tx *Tx) batchEvents(ctx context.Context, cur, b Batch, c BatchChange, held
 
 // detach runs stmt (an UPDATE … SET or a DELETE FROM of merge_batch_request) on the rows of the
 // given members of the batch, by primary key, a chunk per statement; every one must be held.
-// args are stmt's own (its SET list's).
-func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operationIDs []string, stmt string, args ...any) error {
+// args are stmt's own (its SET list's). The rows it ran on. A batch holds one row per operation
+// (batch.Claim takes no operation twice).
+func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operationIDs []string, stmt string, args ...any) ([]int64, error) {
 	row := make(map[string]int64, len(held))
 	for _, m := range held {
 		row[m.OperationID] = m.RequestID
@@ -202,7 +207,7 @@ func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operatio
 	for _, op := range operationIDs {
 		id, ok := row[op]
 		if !ok {
-			return fmt.Errorf("%s is not held by the batch: %w", op, ErrPreempted)
+			return nil, fmt.Errorf("%s is not held by the batch: %w", op, ErrPreempted)
 		}
 		rows = append(rows, id)
 	}
@@ -210,8 +215,8 @@ func (tx *Tx) detach(ctx context.Context, batchID int64, held []Member, operatio
 		all := append(append(append([]any{}, args...), batchID), anys(chunk)...)
 		res, err := tx.tx.ExecContext(ctx, stmt+" WHERE batch_id = ? AND id IN "+inList(len(chunk)), all...)
 		if err := requireN(res, err, len(chunk), "%d rows", len(chunk)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return rows, nil
 }

@@ -43,11 +43,13 @@ func (tx *Tx) endFileWrites(ctx context.Context, operationID string) error {
 	return nil
 }
 
-// fileWritesOnTheirWay counts operationID's file writes still in the waiting set or in a batch.
+// fileWritesOnTheirWay counts operationID's changes of its file still in the waiting set or in a
+// batch: its file writes, and its removal — a write admitted beside the removal could merge after
+// it and put the removed file back.
 func (tx *Tx) fileWritesOnTheirWay(ctx context.Context, operationID string) (int, error) {
 	var n int
-	if err := tx.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND action IN "+inFileActions,
-		append([]any{operationID}, fileActions...)...).Scan(&n); err != nil {
+	if err := tx.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND action IN "+inList(len(fileActions)+1),
+		append([]any{operationID, state.ActionDelete}, fileActions...)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("file writes of %s: %w", operationID, translate(err))
 	}
 	return n, nil
@@ -67,14 +69,43 @@ func (tx *Tx) forgetDriftHead(ctx context.Context, a Admission) error {
 	return nil
 }
 
-// DropWaitingRenewal takes operationID's renewal file out of the waiting set while no batch has
-// claimed it (its binding's removal starts: the file goes away). One in a batch goes on; the
-// removal waits for the next car.
-func (tx *Tx) DropWaitingRenewal(ctx context.Context, operationID string) error {
+// DropWaitingFileWrites takes operationID's file writes (a restore's, a renewal's) out of the
+// waiting set while no batch has claimed them: its binding's removal starts, the file goes away.
+// One in a batch goes on ahead of the removal, or leaves that batch as moot when the batch loads
+// its members again (batch: a write of a binding no longer in effect).
+func (tx *Tx) DropWaitingFileWrites(ctx context.Context, operationID string) error {
 	_, err := tx.tx.ExecContext(ctx, tx.db.deleteFrom("merge_batch_request", "uk_merge_batch_request_operation")+
-		" WHERE operation_id = ? AND action = ? AND batch_id IS NULL", operationID, state.ActionRenew)
+		" WHERE operation_id = ? AND action IN "+inFileActions+" AND batch_id IS NULL", append([]any{operationID}, fileActions...)...)
 	if err != nil {
-		return fmt.Errorf("drop the renewal's file of %s: %w", operationID, translate(err))
+		return fmt.Errorf("drop the file writes of %s: %w", operationID, translate(err))
+	}
+	return nil
+}
+
+// DropWaiting deletes the waiting rows ids (still unclaimed): a claim found their changes moot.
+func (tx *Tx) DropWaiting(ctx context.Context, ids []int64) error {
+	for _, chunk := range chunks(ids, maxInList) {
+		_, err := tx.tx.ExecContext(ctx, "DELETE FROM merge_batch_request WHERE batch_id IS NULL AND id IN "+inList(len(chunk)), anys(chunk)...)
+		if err != nil {
+			return fmt.Errorf("drop waiting rows: %w", translate(err))
+		}
+	}
+	return nil
+}
+
+// dropMootFileWrites deletes, of the waiting rows ids (members a batch just returned to the
+// waiting set), the file writes whose operation's removal is admitted: the waiting set never
+// holds a write of a file beside its removal (DropWaitingFileWrites keeps that when the removal
+// is admitted, this when a write comes back).
+func (tx *Tx) dropMootFileWrites(ctx context.Context, ids []int64) error {
+	for _, chunk := range chunks(ids, maxInList) {
+		_, err := tx.tx.ExecContext(ctx, "DELETE FROM merge_batch_request WHERE batch_id IS NULL AND id IN "+inList(len(chunk))+
+			" AND action IN "+inFileActions+
+			" AND EXISTS (SELECT 1 FROM merge_batch_request d WHERE d.operation_id = merge_batch_request.operation_id AND d.action = ?)",
+			append(append(anys(chunk), fileActions...), state.ActionDelete)...)
+		if err != nil {
+			return fmt.Errorf("drop moot file writes: %w", translate(err))
+		}
 	}
 	return nil
 }

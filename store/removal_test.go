@@ -1,10 +1,12 @@
 package store_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"bindery/batch"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -141,6 +143,65 @@ func TestAnOverdueRemovalIsListedAndAnOperatorClosesIt(t *testing.T) {
 		}
 		if again, err := closeRemoval(db, "Deploy confirmed by olga.", "ok"); err != nil || len(again) != 0 || status(t, db, "ok") != state.StatusValidated {
 			t.Fatalf("a binding in effect was closed: %v %v", opIDs(again), err)
+		}
+	})
+}
+
+// The waiting set never holds a write of a binding's file (a renewal's new expiry, a drift
+// restore) beside the binding's removal — merged after the removal, the write would put the
+// removed file back: the removal's start drops the waiting writes, a write is not admitted while
+// the removal is on its way, and a write a batch returns to the waiting set (a bisection's half)
+// leaves it when the removal waits there.
+func TestAFileWriteNeverWaitsBesideItsBindingsRemoval(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		const p = "grp/files"
+		ids := []string{"fw-renewed", "fw-kept", "fw-restored"}
+		seedRequests(t, db, p, ids, state.StatusValidated, state.StepCalledBack, 0)
+		write := func(id string, a state.Action) store.Admission {
+			return store.Admission{OperationID: id, Action: a, Partition: p,
+				Change: store.AdmittedChange{Branch: "main", Path: "b/" + id + ".yaml", Content: "subject: " + id + "\n"}}
+		}
+		waiting := func(id string, a state.Action) int {
+			return count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND action = ? AND batch_id IS NULL", id, a)
+		}
+		for _, id := range ids[:2] {
+			if added, err := db.Admit(bg, write(id, state.ActionRenew)); err != nil || !added {
+				t.Fatalf("admit %s: %v %v", id, added, err)
+			}
+		}
+		claimable(t, db)
+		c, err := batch.Claim(bg, db, claimInput(p, 10))
+		if err != nil || len(c.Members) != 2 {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+
+		// fw-renewed is revoked while its renewal's file is in the batch; the batch returns both.
+		if added, err := db.Admit(bg, write("fw-renewed", state.ActionDelete)); err != nil || !added {
+			t.Fatalf("admit the removal: %v %v", added, err)
+		}
+		if err := db.InTx(bg, func(tx *store.Tx) error { return tx.AdmitRenewal(bg, write("fw-renewed", state.ActionRenew)) }); !errors.Is(err, store.ErrRestoring) {
+			t.Fatalf("a renewal's file admitted beside the removal: %v", err)
+		}
+		if _, _, err := db.AdvanceBatch(bg, store.BatchStep{Batch: c.Batch, Change: store.BatchChange{Note: "bisect"}, Requeue: []string{"fw-renewed", "fw-kept"}, Bisect: true}); err != nil {
+			t.Fatal(err)
+		}
+		if waiting("fw-renewed", state.ActionRenew) != 0 || waiting("fw-renewed", state.ActionDelete) != 1 {
+			t.Fatal("the returned renewal's file waits beside its binding's removal")
+		}
+		if waiting("fw-kept", state.ActionRenew) != 1 {
+			t.Fatal("a returned renewal's file without a removal left the waiting set")
+		}
+
+		// A restore waiting when its binding's removal starts leaves with that start.
+		if added, err := db.Admit(bg, write("fw-restored", state.ActionRestore)); err != nil || !added {
+			t.Fatalf("admit the restore: %v %v", added, err)
+		}
+		if err := db.InTx(bg, func(tx *store.Tx) error { return tx.DropWaitingFileWrites(bg, "fw-restored") }); err != nil {
+			t.Fatal(err)
+		}
+		if waiting("fw-restored", state.ActionRestore) != 0 {
+			t.Fatal("the restore still waits")
 		}
 	})
 }

@@ -61,9 +61,10 @@ func (w *Workflow) beginClose(ctx context.Context, tx *store.Tx, cur store.Reque
 	if err != nil || !added {
 		return false, err
 	}
-	// A renewal's file still waiting for a batch would only rewrite the file the removal deletes
-	// (and share the removal's batch, changing one path twice): it leaves with the removal's start.
-	if err := tx.DropWaitingRenewal(ctx, cur.Operation.OperationID); err != nil {
+	// A file write still waiting for a batch (a renewal's new expiry, a drift restore) would
+	// only write the file the removal deletes — and, merged after it, put it back: it leaves
+	// with the removal's start.
+	if err := tx.DropWaitingFileWrites(ctx, cur.Operation.OperationID); err != nil {
 		return false, err
 	}
 	_, err = tx.Transition(ctx, cur, closeStarted(note))

@@ -220,15 +220,7 @@ func (w *Workflow) driftBranch(ctx context.Context, snap *config.Snapshot, proje
 
 // inEffect: the binding's last change merged and no removal of it is on its way — the file
 // must be in the repository as bindery rendered it.
-func inEffect(op store.Operation) bool {
-	switch op.Status {
-	case state.StatusMerged:
-		return true
-	case state.StatusValidated:
-		return op.Step != state.StepCloseStarted && op.Step != state.StepCloseMerged && op.Step != state.StepCloseFailed
-	}
-	return false
-}
+func inEffect(op store.Operation) bool { return state.InEffect(op.Status, op.Step) }
 
 // templateDir is the directory a path template's files lie under: its text before the first
 // placeholder, up to the last slash ("" : the repository's root).

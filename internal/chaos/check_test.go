@@ -220,14 +220,20 @@ func (c *checker) invariants() {
 	// it back to the waiting set while it goes on (a bisection's returned half, a member for a
 	// later batch: the request's history shows it QUEUED again, or CLOSE_STARTED for a removal,
 	// between the two claims; with a merge train the next car claims it while the bisected car
-	// is still active) — and a queue row is claimed by the batch that lists it.
+	// is still active; a write of a binding's file — a restore, a renewal's — moves no step, so
+	// for it the later batch continuing the earlier one's bisection is the hand-back) — and a
+	// queue row is claimed by the batch that lists it.
 	c.none("I2: a request claimed by a batch while an earlier batch holding it was active",
 		`SELECT m1.operation_id, m1.action, m1.batch_id first_batch, a.settled_at, m2.batch_id second_batch, m2.claimed_at
 		   FROM merge_batch_member m1 JOIN merge_batch a ON a.id = m1.batch_id
 		   JOIN merge_batch_member m2 ON m2.operation_id = m1.operation_id AND m2.action = m1.action AND m2.batch_id > m1.batch_id
+		   JOIN merge_batch b2 ON b2.id = m2.batch_id
 		 WHERE (a.settled_at IS NULL OR m2.claimed_at < a.settled_at - `+clockSlack+`)
 		   AND NOT EXISTS (SELECT 1 FROM operation_step s WHERE s.operation_id = m1.operation_id AND s.step IN (10010, 10201)
-		     AND s.at > m1.claimed_at AND s.at <= m2.claimed_at + `+clockSlack+`)`)
+		     AND s.at > m1.claimed_at AND s.at <= m2.claimed_at + `+clockSlack+`)
+		   AND NOT (m1.action IN ('RESTORE', 'REWRITE', 'RENEW') AND b2.bisect_of = COALESCE(a.bisect_of, a.id))`)
+	c.none("I2: one batch holding two rows of one request (it changes a request's file once)",
+		`SELECT batch_id, operation_id, COUNT(*) n FROM merge_batch_member GROUP BY batch_id, operation_id HAVING COUNT(*) > 1`)
 	c.none("I2: a request listed twice in one batch's history",
 		`SELECT batch_id, operation_id, action, COUNT(*) n FROM merge_batch_member GROUP BY batch_id, operation_id, action HAVING COUNT(*) > 1`)
 	c.none("I2: a claimed queue row whose batch's history does not list it",

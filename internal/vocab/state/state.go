@@ -57,6 +57,20 @@ func Withdrawable(status BindingStatus, step Step) bool {
 	return status.Failed() && step != StepCloseFailed
 }
 
+// InEffect reports a binding whose last change merged and no removal of it is on its way: its
+// file must be in the repository as bindery rendered it, and a write of that file (a drift
+// restore, a renewal's new expiry) still means something. Once the removal starts (CLOSE_*),
+// such a write is moot: the removal deletes the file.
+func InEffect(status BindingStatus, step Step) bool {
+	switch status {
+	case StatusMerged:
+		return true
+	case StatusValidated:
+		return step != StepCloseStarted && step != StepCloseMerged && step != StepCloseFailed
+	}
+	return false
+}
+
 // AwaitsDeploy reports a request whose change merged and waits for the deploy that includes the
 // merge: a grant (MERGED) or a removal (VALIDATED at CLOSE_MERGED).
 func AwaitsDeploy(status BindingStatus, step Step) bool {
