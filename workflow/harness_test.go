@@ -559,11 +559,14 @@ func (f *fakeBatches) Wake(ctx context.Context, project string, iid int64) (int,
 	return 0, nil
 }
 
-// heldTickets holds every Open until released; entered receives each held call.
+// heldTickets holds every Open until released (with firstOnly, its first Open only); entered
+// receives each held call.
 type heldTickets struct {
-	next    workflow.Tickets
-	entered chan string
-	release chan struct{}
+	next      workflow.Tickets
+	entered   chan string
+	release   chan struct{}
+	firstOnly bool
+	held      atomic.Bool
 }
 
 func holdTickets(next workflow.Tickets) *heldTickets {
@@ -571,6 +574,9 @@ func holdTickets(next workflow.Tickets) *heldTickets {
 }
 
 func (k *heldTickets) Open(ctx context.Context, t approval.Ticket) (string, error) {
+	if k.held.Swap(true) && k.firstOnly {
+		return k.next.Open(ctx, t)
+	}
 	k.entered <- t.OperationID
 	select {
 	case <-k.release:
