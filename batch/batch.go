@@ -56,6 +56,15 @@ type Service struct {
 	log    *slog.Logger
 	rec    *metric.Recorder
 	rows   []stepRow // the step table (steps)
+	// afterMerge runs after the commit of a batch's merge (AfterMerge; nil: nothing).
+	afterMerge func(ctx context.Context, project string, mrIID int64)
+}
+
+// AfterMerge sets what runs after the commit that records a batch's merge: the workflow replays
+// a deploy callback that arrived before it (a quick deploy pipeline beats the merge's own write;
+// the callback's own look may have read before this commit). Set before the engine starts.
+func (s *Service) AfterMerge(f func(ctx context.Context, project string, mrIID int64)) {
+	s.afterMerge = f
 }
 
 // Errors of the operator calls (the workflow maps them to API codes).

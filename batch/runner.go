@@ -965,6 +965,9 @@ func (r *run) settleWith(ctx context.Context, s store.Settlement) error {
 	}
 	r.s.rec.Inc("bindery_batches_settled_total", "project", b.Project, "status", string(status))
 	r.s.log.Info("batch settled", "batch", b.ID, "status", status, "members", len(res.Members), "moved", len(res.Flipped), "note", note)
+	if m := s.Merge; status == state.BatchSucceeded && m != nil && m.MRIID != 0 && r.s.afterMerge != nil {
+		r.s.afterMerge(ctx, b.Project, m.MRIID)
+	}
 	// The cars behind it go on: their turn, or a rebuild without it. (Its place in the train is
 	// free for the next round.)
 	r.s.wakeBehind(ctx, b)

@@ -61,7 +61,7 @@ func (w *Workflow) DeployCallback(ctx context.Context, cb api.DeployCallback) (a
 	w.removed(ctx, d.Closed, "callback")
 	if d.Fresh && len(d.Validated)+len(d.Closed)+len(d.Refused) == 0 {
 		// Early: the MR's requests were not MERGED when this callback read them. The merge step
-		// replays a recorded callback after its own commit, but it may have read before this
+		// (a batch's settlement: batch.Service.AfterMerge) replays a recorded callback after its own commit, but it may have read before this
 		// record committed; reading again after it means one of the two always sees the other.
 		w.catchUpDeploy(ctx, cb.Project, cb.MRIID)
 	}
@@ -211,6 +211,12 @@ func (w *Workflow) observeApproval(ctx context.Context, operationID string) {
 			w.rec.Observe(metricStage, s.Duration.Seconds(), "stage", s.Stage)
 		}
 	}
+}
+
+// CatchUpDeploy is catchUpDeploy for the batch path (batch.Service.AfterMerge): it runs after
+// the commit that records a batch's merge.
+func (w *Workflow) CatchUpDeploy(ctx context.Context, project string, iid int64) {
+	w.catchUpDeploy(ctx, project, iid)
 }
 
 // catchUpDeploy replays the deploy callback of (project, iid) when it arrived before the MR's

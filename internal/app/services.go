@@ -60,6 +60,7 @@ func (a *App) wire() (server.Workflow, server.Permissions, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("workflow: %w", err)
 	}
+	batches.AfterMerge(wf.CatchUpDeploy)
 	no := notify.Options{
 		DB: a.db, Config: a.cfg, Engine: eng, Log: log, Recorder: rec, Instance: a.instance, BaseURL: a.URL(), GitLabURL: gitlabURL, Notes: gl,
 	}
