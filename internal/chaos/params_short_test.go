@@ -1,4 +1,4 @@
-//go:build !chaos
+//go:build e2e && !chaos
 
 package chaos
 
