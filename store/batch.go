@@ -684,7 +684,7 @@ type Settled struct {
 
 // Settle is DB.Settle inside the transaction (after the fenced write of the settling task).
 func (tx *Tx) settle(ctx context.Context, s Settlement) (Settled, error) {
-	if s.Status != state.BatchSucceeded && s.Status != state.BatchFailed {
+	if !slices.Contains(state.SettledBatchStatuses(), s.Status) {
 		return Settled{}, &state.ErrIllegalBatchTransition{From: state.BatchRunning, To: s.Status}
 	}
 	if s.Members != nil {
@@ -705,8 +705,8 @@ func (tx *Tx) settle(ctx context.Context, s Settlement) (Settled, error) {
 	if s.MergedOn != "" {
 		a.set("merged_on = ?", s.MergedOn)
 	}
-	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ? AND status IN (?, ?)",
-		append(a.args, s.BatchID, s.Version, state.BatchRunning, state.BatchBlocked)...)
+	res, err := tx.tx.ExecContext(ctx, "UPDATE "+db.hinted("merge_batch", "PRIMARY")+" SET "+a.list+" WHERE id = ? AND version = ? AND status IN "+inActive,
+		append(append(a.args, s.BatchID, s.Version), anys(state.ActiveBatchStatuses())...)...)
 	if err := requireOne(res, err, "settle batch %d", s.BatchID); err != nil {
 		return Settled{}, err
 	}

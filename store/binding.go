@@ -142,7 +142,7 @@ type TargetUse struct {
 // CLOSED), in key order: one grouped read of idx_binding_target_status, however many bindings.
 func (db *DB) TargetsInUse(ctx context.Context) ([]TargetUse, error) {
 	rows, err := db.ro.QueryContext(ctx, "SELECT target_key, status, COUNT(*) FROM "+db.hinted("binding", "idx_binding_target_status")+
-		" WHERE status NOT IN (?, ?) GROUP BY target_key, status ORDER BY target_key", state.StatusRejected, state.StatusClosed)
+		" WHERE status NOT IN "+inEnded+" GROUP BY target_key, status ORDER BY target_key", anys(state.EndedStatuses())...)
 	type counted struct {
 		key    string
 		status state.BindingStatus

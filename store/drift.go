@@ -327,7 +327,7 @@ func (db *DB) CountOpenDrift(ctx context.Context, limit int) (int, error) {
 // each as its current operation (status and step as the binding has them): what the drift check
 // compares the repository with.
 func (db *DB) DriftBindings(ctx context.Context, targets []string) ([]Operation, error) {
-	return db.driftBindings(ctx, targets, []state.BindingStatus{state.StatusRejected, state.StatusClosed})
+	return db.driftBindings(ctx, targets, state.EndedStatuses())
 }
 
 func (db *DB) driftBindings(ctx context.Context, targets []string, except []state.BindingStatus) ([]Operation, error) {

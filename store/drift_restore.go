@@ -35,8 +35,8 @@ var inFileActions = inList(len(fileActions))
 // have ended (merged, or failed and left the file as it was).
 func (tx *Tx) endFileWrites(ctx context.Context, operationID string) error {
 	_, err := tx.tx.ExecContext(ctx, tx.db.deleteFrom("merge_batch_request", "uk_merge_batch_request_operation")+
-		" WHERE operation_id = ? AND action IN "+inFileActions+" AND batch_id IN (SELECT id FROM merge_batch WHERE status IN (?, ?))",
-		append(append([]any{operationID}, fileActions...), state.BatchSucceeded, state.BatchFailed)...)
+		" WHERE operation_id = ? AND action IN "+inFileActions+" AND batch_id IN (SELECT id FROM merge_batch WHERE status IN "+inSettled+")",
+		append(append([]any{operationID}, fileActions...), anys(state.SettledBatchStatuses())...)...)
 	if err != nil {
 		return fmt.Errorf("end the file writes of %s: %w", operationID, translate(err))
 	}
@@ -278,8 +278,8 @@ func (db *DB) fileWrite(ctx context.Context, operationID string, actions []any, 
 func (db *DB) RelationsBeingWritten(ctx context.Context, targets []string, overdue time.Duration) (map[string]map[string]bool, error) {
 	out := map[string]map[string]bool{}
 	// The write's row: waiting, in an active batch, or in a batch merged less than overdue ago.
-	onItsWay := "(r.batch_id IS NULL OR b.status IN (?, ?) OR (b.status = ? AND b.settled_at > " + db.nowPlus() + "))"
-	wayArgs := []any{state.BatchRunning, state.BatchBlocked, state.BatchSucceeded, -micros(overdue)}
+	onItsWay := "(r.batch_id IS NULL OR b.status IN " + inActive + " OR (b.status = ? AND b.settled_at > " + db.nowPlus() + "))"
+	wayArgs := append(anys(state.ActiveBatchStatuses()), state.BatchSucceeded, -micros(overdue))
 	for _, c := range chunks(targets, maxInList) {
 		restores := "SELECT f.target_key, f.subject FROM drift_finding f WHERE f.target_key IN " + inList(len(c)) +
 			" AND f.state = ? AND f.restore_at IS NOT NULL AND EXISTS (SELECT 1 FROM merge_batch_request r LEFT JOIN merge_batch b ON b.id = r.batch_id " +

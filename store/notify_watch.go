@@ -34,26 +34,20 @@ func (db *DB) OpsCounts(ctx context.Context, deployOverdue, approvalOverdue, liv
 	var longest nullInt64
 	// The time a batch became BLOCKED is its batch.blocked event (its own updated_at moves with
 	// every note while it waits).
+	needs, needsArgs := db.needsOperator(deployOverdue, approvalOverdue)
 	q := "SELECT " +
 		"(SELECT COUNT(*) FROM merge_batch WHERE status = ?), " +
 		"(SELECT MAX(" + db.elapsed("e.at") + ") FROM (SELECT MAX(ev.created_at) AS at FROM merge_batch b JOIN notify_event ev ON ev.batch_id = b.id AND ev.type = ? " +
 		"WHERE b.status = ? GROUP BY b.id) e), " +
-		"(SELECT COUNT(*) FROM operation WHERE status IN (?, ?) OR (step >= ? AND step < ? AND status NOT IN (?, ?, ?))" +
-		" OR (status = ? AND updated_at < " + db.nowPlus() + ") OR (status = ? AND updated_at < " + db.nowPlus() + ")), " +
+		"(SELECT COUNT(*) FROM operation WHERE " + needs + "), " +
 		"(SELECT COUNT(*) FROM operation WHERE status = ? AND updated_at < " + db.nowPlus() + "), " +
 		"(SELECT COUNT(*) FROM instance WHERE heartbeat_at < " + db.nowPlus() + " AND heartbeat_at > " + db.nowPlus() + "), " +
 		"(SELECT COUNT(*) FROM notify_endpoint WHERE failing_since IS NOT NULL AND disabled_at IS NULL), " +
 		"(SELECT COUNT(*) FROM notify_endpoint WHERE disabled_at IS NOT NULL), " +
 		"(SELECT COUNT(*) FROM notify_delivery WHERE status = ?)"
-	err := db.ro.QueryRowContext(ctx, q,
-		state.BatchBlocked, state.EventBatchBlocked, state.BatchBlocked,
-		state.StatusCreateFailed, state.StatusHandleFailed, state.StepHandlePipelinePending, state.StepHandlePipelinePending+100,
-		state.StatusValidated, state.StatusRejected, state.StatusClosed,
-		state.StatusMerged, -micros(overdueOrNever(deployOverdue)), state.StatusApprovalSent, -micros(overdueOrNever(approvalOverdue)),
-		state.StatusMerged, -micros(overdueOrNever(deployOverdue)),
-		-micros(liveWithin), -micros(staleHorizon),
-		DeliveryPending,
-	).Scan(&c.BatchesBlocked, &longest, &c.NeedingAttention, &c.DeploysOverdue, &c.InstancesStale, &c.EndpointsFailing, &c.EndpointsOff, &c.PendingSends)
+	args := append([]any{state.BatchBlocked, state.EventBatchBlocked, state.BatchBlocked}, needsArgs...)
+	args = append(args, state.StatusMerged, -micros(overdueOrNever(deployOverdue)), -micros(liveWithin), -micros(staleHorizon), DeliveryPending)
+	err := db.ro.QueryRowContext(ctx, q, args...).Scan(&c.BatchesBlocked, &longest, &c.NeedingAttention, &c.DeploysOverdue, &c.InstancesStale, &c.EndpointsFailing, &c.EndpointsOff, &c.PendingSends)
 	if err != nil {
 		return OpsCounts{}, fmt.Errorf("ops counts: %w", translate(err))
 	}

@@ -121,9 +121,24 @@ type StuckFilter struct {
 	Page
 }
 
-var unfinished = []state.BindingStatus{
-	state.StatusApprovalSending, state.StatusApprovalSent, state.StatusMRCreating, state.StatusMRCreated, state.StatusMerging,
-	state.StatusMerged, state.StatusCreateFailed, state.StatusHandleFailed,
+// needsOperator is the one statement of "needs an operator" over operation rows (the stuck list's
+// filter and the ops console's count): a failure; a step whose outcome is unknown on the way to
+// being in effect; a grant merged longer than deployOverdue ago whose deploy has not come; a
+// decision awaited (APPROVAL_SENT) longer than approvalOverdue. An overdue of 0 leaves its part
+// out. (Removals whose deploy is overdue are VALIDATED; the stuck list reads them apart.)
+func (db *DB) needsOperator(deployOverdue, approvalOverdue time.Duration) (string, []any) {
+	failed, pending, unfinished := state.FailedStatuses(), state.PendingSteps(), state.UnfinishedStatuses()
+	q := "(status IN " + inList(len(failed)) + " OR (step IN " + inList(len(pending)) + " AND status IN " + inList(len(unfinished)) + ")"
+	args := append(append(anys(failed), anys(pending)...), anys(unfinished)...)
+	if deployOverdue > 0 {
+		q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
+		args = append(args, state.StatusMerged, -micros(deployOverdue))
+	}
+	if approvalOverdue > 0 {
+		q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
+		args = append(args, state.StatusApprovalSent, -micros(approvalOverdue))
+	}
+	return q + ")", args
 }
 
 // StuckOperations lists applications by status (and step), the longest unchanged first.
@@ -134,7 +149,7 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 	}
 	statuses := f.Statuses
 	if len(statuses) == 0 {
-		statuses = unfinished
+		statuses = state.UnfinishedStatuses()
 	}
 	if len(statuses) > maxInList {
 		return nil, "", fmt.Errorf("stuck list: %d statuses", len(statuses))
@@ -146,17 +161,9 @@ func (db *DB) StuckOperations(ctx context.Context, f StuckFilter) ([]Operation, 
 		args = append(args, f.Step)
 	}
 	if f.NeedsOperator {
-		q += " AND (status IN (?, ?) OR (step >= ? AND step < ?)"
-		args = append(args, state.StatusCreateFailed, state.StatusHandleFailed, state.StepHandlePipelinePending, state.StepHandlePipelinePending+100)
-		if f.DeployOverdue > 0 {
-			q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
-			args = append(args, state.StatusMerged, -micros(f.DeployOverdue))
-		}
-		if f.ApprovalOverdue > 0 {
-			q += " OR (status = ? AND updated_at < " + db.nowPlus() + ")"
-			args = append(args, state.StatusApprovalSent, -micros(f.ApprovalOverdue))
-		}
-		q += ")"
+		needs, needsArgs := db.needsOperator(f.DeployOverdue, f.ApprovalOverdue)
+		q += " AND " + needs
+		args = append(args, needsArgs...)
 	}
 	q, args = keyset{at: "updated_at", id: "id"}.page(db, q, args, c, after, f.limit())
 	rows, err := db.ro.QueryContext(ctx, q, args...)

@@ -520,8 +520,8 @@ func (db *DB) Orphans(ctx context.Context, limit int) ([]Operation, []Batch, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("orphan operations: %w", err)
 	}
-	rows, err = db.ro.QueryContext(ctx, "SELECT "+prefixed("b.", batchColumns)+" FROM merge_batch b WHERE b.status IN (?, ?)"+
-		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = "+db.text("b.id")+") ORDER BY b.id LIMIT ?", state.BatchRunning, state.BatchBlocked, state.TaskBatch, limit)
+	rows, err = db.ro.QueryContext(ctx, "SELECT "+prefixed("b.", batchColumns)+" FROM merge_batch b WHERE b.status IN "+inActive+
+		" AND NOT EXISTS (SELECT 1 FROM task t WHERE t.kind = ? AND t.ref = "+db.text("b.id")+") ORDER BY b.id LIMIT ?", append(anys(state.ActiveBatchStatuses()), state.TaskBatch, limit)...)
 	bs, err := collect(rows, err, scanBatch)
 	if err != nil {
 		return nil, nil, fmt.Errorf("orphan batches: %w", err)
@@ -542,8 +542,8 @@ func (db *DB) text(column string) string {
 // newest by the database clock (ids are no order on a distributed MySQL).
 func (db *DB) ActiveBatchByMR(ctx context.Context, project string, mrIID int64) (int64, error) {
 	var id int64
-	err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch WHERE project = ? AND mr_iid = ? AND status IN (?, ?) ORDER BY created_at DESC, id DESC LIMIT 1",
-		project, mrIID, state.BatchRunning, state.BatchBlocked).Scan(&id)
+	err := db.ro.QueryRowContext(ctx, "SELECT id FROM merge_batch WHERE project = ? AND mr_iid = ? AND status IN "+inActive+" ORDER BY created_at DESC, id DESC LIMIT 1",
+		append([]any{project, mrIID}, anys(state.ActiveBatchStatuses())...)...).Scan(&id)
 	return id, translate(err)
 }
 

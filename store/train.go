@@ -28,8 +28,8 @@ func (db *DB) Train(ctx context.Context, partition string) ([]Batch, error) {
 
 // Trains returns the active cars of every partition that has one, in train order per partition.
 func (db *DB) Trains(ctx context.Context) (map[string][]Batch, error) {
-	rows, err := db.ro.QueryContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE status IN (?, ?) ORDER BY partition_key, train_seq, id",
-		state.BatchRunning, state.BatchBlocked)
+	rows, err := db.ro.QueryContext(ctx, "SELECT "+batchColumns+" FROM merge_batch WHERE status IN "+inActive+" ORDER BY partition_key, train_seq, id",
+		anys(state.ActiveBatchStatuses())...)
 	cars, err := collect(rows, err, scanBatch)
 	if err != nil {
 		return nil, fmt.Errorf("the trains: %w", err)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"strings"
 	"time"
+
+	"bindery/internal/vocab/state"
 )
 
 // Tx is a write transaction that composes several store steps atomically, e.g. recording an
@@ -63,6 +65,14 @@ func chunks[T any](items []T, n int) [][]T {
 func inList(n int) string {
 	return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
 }
+
+// The IN lists of the vocabulary's selections (the active and the settled batch statuses, the
+// ended binding statuses): statements select by what a status means, which state defines.
+var (
+	inActive  = inList(len(state.ActiveBatchStatuses()))
+	inSettled = inList(len(state.SettledBatchStatuses()))
+	inEnded   = inList(len(state.EndedStatuses()))
+)
 
 // rowsOf returns n copies of one VALUES tuple, for a multi-row insert.
 func rowsOf(tuple string, n int) string {
