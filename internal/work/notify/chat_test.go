@@ -17,7 +17,7 @@ func TestAChatGetsOperatorsEventsAndItsProjectsRequests(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ops := newReceiver(t, nil)
 		team := newReceiver(t, nil)
-		newEnv(t, db, "notify:\n  timeout: 300ms\n  chat:\n    - {name: ops, url: \""+ops.URL+"\"}\n    - {name: team, url: \""+team.URL+"/hooks/abc\", events: [request.in_effect], projects: [infra/acl]}\n")
+		newEnv(t, db, "notify:\n  timeout: 2s\n  chat:\n    - {name: ops, url: \""+ops.URL+"\"}\n    - {name: team, url: \""+team.URL+"/hooks/abc\", events: [request.in_effect], projects: [infra/acl]}\n")
 		apply(t, db, "op-1", "alice@example.com", toInEffect...)
 		if _, err := db.Tell(bg, store.Event{Type: state.EventBatchBlocked, BatchID: 4, Facts: store.EventFacts{BatchID: 4, Project: "infra/acl", MRIID: 9, Why: "a thread must be resolved"}}); err != nil {
 			t.Fatal(err)

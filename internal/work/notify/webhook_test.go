@@ -196,7 +196,7 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		gone := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusGone) })
 		ops := newReceiver(t, nil)
-		yaml := "notify:\n  timeout: 300ms\n  webhooks:\n" +
+		yaml := "notify:\n  timeout: 2s\n  webhooks:\n" +
 			"    - {name: gone, url: \"" + gone.URL + "\", secrets: [" + secretA + "], events: [request.accepted]}\n" +
 			"    - {name: ops, url: \"" + ops.URL + "\", secrets: [" + secretA + "], events: [endpoint.disabled]}\n"
 		newEnv(t, db, yaml)
@@ -347,7 +347,7 @@ func TestAHangingReceiverNeverDelaysARequestsSteps(t *testing.T) {
 			}
 		})
 		t.Cleanup(func() { close(release) })
-		e := newEnv(t, db, strings.Replace(webhookConfig("slow", rc.URL, "[request.accepted]"), "timeout: 300ms", "timeout: 1m", 1))
+		e := newEnv(t, db, strings.Replace(webhookConfig("slow", rc.URL, "[request.accepted]"), "timeout: 2s", "timeout: 1m", 1))
 		ran := make(chan time.Time, 1)
 		e.eng.Register(engineKindThatFinishes("probe", ran))
 		for i := range 8 {
