@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -187,6 +188,27 @@ func (b *browser) click(sel string) {
 	b.t.Helper()
 	b.do("wait for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
 	b.waitFor("click "+sel, `(()=>{const e=document.querySelector(`+jsString(sel)+`); if(!e) return false; e.click(); return true})()`, 30*time.Second)
+}
+
+// clickUntil clicks an operator's action (sel) until the page shows done: when a step of the
+// request or batch runs at that moment, bindery answers "… is running right now; look again in
+// a moment" (a notice), and the operator clicks again, as a person would.
+func (b *browser) clickUntil(what, sel, done string, within time.Duration) {
+	b.t.Helper()
+	const busy = `[...document.querySelectorAll('.notice')].filter(n => n.innerText.includes('running right now')).length`
+	deadline := time.Now().Add(max(within, testkit.Timeout()))
+	for {
+		before := evalJS[int](b, busy)
+		b.click(sel)
+		b.waitFor(what, `(`+done+`) || `+busy+` > `+strconv.Itoa(before), within)
+		if evalJS[bool](b, `!!(`+done+`)`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: a step was still running after %s of clicks\npage shows:\n%s", what, within, b.pageText())
+		}
+		time.Sleep(time.Second) // "look again in a moment": the operator's pause before the next click
+	}
 }
 
 func (b *browser) screenshot(name string) {
