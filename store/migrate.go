@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -193,6 +194,14 @@ func missingTable(err error) bool {
 }
 
 func (db *DB) applyOne(ctx context.Context, conn *sql.Conn, m Migration) (bool, error) {
+	waitSet := false
+	defer func() {
+		// After the transaction's end (deferred before it): the connection goes back to the
+		// pool with the server's lock wait again.
+		if waitSet {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = DEFAULT")
+		}
+	}()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
@@ -205,8 +214,14 @@ func (db *DB) applyOne(ctx context.Context, conn *sql.Conn, m Migration) (bool, 
 	if n > 0 {
 		return false, nil
 	}
+	if db.dialect == MySQL {
+		if _, err := tx.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(ddlLockWait)); err != nil {
+			return false, err
+		}
+		waitSet = true
+	}
 	for _, stmt := range SplitStatements(m.SQL) {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		if err := db.execGivingWay(ctx, tx, stmt); err != nil {
 			return false, fmt.Errorf("%w\nstatement:\n%s", err, stmt)
 		}
 	}
@@ -214,6 +229,36 @@ func (db *DB) applyOne(ctx context.Context, conn *sql.Conn, m Migration) (bool, 
 		return false, err
 	}
 	return true, tx.Commit()
+}
+
+// ddlLockWait (seconds) bounds how long a statement of a migration waits for a table's metadata
+// lock on MySQL, and ddlTries how often it is tried. A DDL statement waiting behind a running
+// instance's open transaction queues every later statement on that table behind itself, so the
+// running release would stall for as long as that transaction lasts (a rolling upgrade's
+// previous release answered 503 for seconds). Bounded, the DDL gives way, the queued
+// statements pass, and it is tried again: under two minutes in all before the migration fails.
+const (
+	ddlLockWait = 2
+	ddlTries    = 30
+)
+
+// execGivingWay runs one statement of a migration; on MySQL one that could not get its lock in
+// ddlLockWait (ER_LOCK_WAIT_TIMEOUT) is tried again after a pause, up to ddlTries times. The
+// migrations are written to be run again (IF NOT EXISTS), and a statement that timed out changed
+// nothing.
+func (db *DB) execGivingWay(ctx context.Context, tx *sql.Tx, stmt string) error {
+	for try := 1; ; try++ {
+		_, err := tx.ExecContext(ctx, stmt)
+		var me *mysql.MySQLError
+		if err == nil || db.dialect != MySQL || !errors.As(err, &me) || me.Number != 1205 || try == ddlTries {
+			return err
+		}
+		select { // the pause lets the statements queued behind it through
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
+	}
 }
 
 // SplitStatements splits a migration into statements at semicolons that end a line, keeping
