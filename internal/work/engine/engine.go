@@ -363,6 +363,9 @@ func guard(ctx context.Context, fn func(context.Context, *Run) error, r *Run) (e
 // cancels the action.
 func (e *Engine) renew(ctx context.Context, cancel context.CancelCauseFunc, r *Run) (stop func()) {
 	ttl := r.kind.Lease()
+	// The claim as taken: the action may change its own copy meanwhile (a legacy merge records
+	// the slot it took), and the renewal names the claim only (its id and epoch).
+	task := r.Task
 	done := make(chan struct{})
 	var once sync.Once
 	stopped := make(chan struct{})
@@ -378,7 +381,7 @@ func (e *Engine) renew(ctx context.Context, cancel context.CancelCauseFunc, r *R
 				return
 			case <-tick.C:
 			}
-			err := e.db.RenewTask(ctx, r.Task, ttl)
+			err := e.db.RenewTask(ctx, task, ttl)
 			switch {
 			case errors.Is(err, store.ErrReleased):
 				return // the step's outcome is written: the claim is over
