@@ -141,8 +141,13 @@ func (r *run) stale(ctx context.Context, t train) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if base.Status == state.BatchSucceeded && base.TestedSHA == b.BaseSHA {
-		return "", nil // the car it was built on merged exactly what it carries
+	if base.Status == state.BatchSucceeded {
+		if base.TestedSHA == b.BaseSHA {
+			return "", nil // the car it was built on merged exactly what it carries
+		}
+		// Rebased after this car was built on it (a commit from outside the train), then
+		// merged: it did merge, only not the head this car stands on.
+		return fmt.Sprintf("car %d it was built on merged a newer head than the one it was built on", base.ID), nil
 	}
 	return fmt.Sprintf("car %d it was built on left the train without merging it", base.ID), nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -312,3 +313,13 @@ func (b *browser) answers(pattern string, handle func(*fetch.EventRequestPaused)
 }
 
 func jsString(s string) string { return fmt.Sprintf("%q", s) }
+
+// signInAs sets the demo user for the next pages (the cookie the user switcher sets), without
+// loading a page.
+func signInAs(b *browser, base, user string) {
+	b.t.Helper()
+	b.do("sign in as "+user, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, network.SetCookie, network.SetCookieParams{Name: "bindery_user", Value: user, URL: base + "/"})
+		return err
+	}))
+}

@@ -1,29 +1,18 @@
+//go:build e2e
+
 package ui_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"bindery/api"
 	"bindery/internal/vocab/state"
 )
-
-// signInAs sets the demo user for the next pages (the cookie the user switcher sets), without
-// loading a page.
-func signInAs(b *browser, base, user string) {
-	b.t.Helper()
-	b.do("sign in as "+user, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := cdp.Call(ctx, t, network.SetCookie, network.SetCookieParams{Name: "bindery_user", Value: user, URL: base + "/"})
-		return err
-	}))
-}
 
 // A failed request is no dead end for its owner: the page says what bindery knows of the cause
 // (bisection isolated the change, the failed job) and offers both ways out; the apply form

@@ -117,6 +117,7 @@ func eachEmptyDSN(t *testing.T, fn func(t *testing.T, dsn string)) {
 
 // The product booted on an empty database migrates it and serves.
 func TestBootedProductAnswersHealthReadinessAndMetrics(t *testing.T) {
+	t.Parallel()
 	eachEmptyDSN(t, func(t *testing.T, dsn string) {
 		b := boot(t, dsn, "log:\n  level: debug\n")
 		if code, body := get(t, b.URL()+"/healthz"); code != 200 || !strings.Contains(body, "ok") {
@@ -151,6 +152,7 @@ func TestBootedProductAnswersHealthReadinessAndMetrics(t *testing.T) {
 // edit the config of a running instance → the dynamic value changes; break it → the last
 // good value stays and the error is counted.
 func TestConfigEditAppliesWithoutRestartAndBrokenEditKeepsLastGood(t *testing.T) {
+	t.Parallel()
 	b := boot(t, storetest.SQLiteDSN(t), "ratelimit:\n  apply: 3\n")
 	limit := func() int { return b.Config().Current().RateLimit("ratelimit.apply", 10) }
 	if limit() != 3 {
@@ -179,6 +181,7 @@ func TestConfigEditAppliesWithoutRestartAndBrokenEditKeepsLastGood(t *testing.T)
 }
 
 func TestReadyzFailsWhenTheDatabaseIsGone(t *testing.T) {
+	t.Parallel()
 	b := boot(t, storetest.SQLiteDSN(t), "")
 	b.DB().Close()
 	code, body := get(t, b.URL()+"/readyz")
@@ -193,6 +196,7 @@ func TestReadyzFailsWhenTheDatabaseIsGone(t *testing.T) {
 }
 
 func TestGracefulShutdownDeregistersAndStops(t *testing.T) {
+	t.Parallel()
 	eachDSN(t, func(t *testing.T, dsn string) {
 		b := boot(t, dsn, "")
 		testkit.Eventually(t, "the instance's heartbeat row", func() bool {
@@ -217,6 +221,7 @@ func TestGracefulShutdownDeregistersAndStops(t *testing.T) {
 }
 
 func TestStartFailsClearlyOnBadInputs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
 	for name, tc := range map[string]struct{ config, dsn, want string }{
@@ -236,6 +241,7 @@ func TestStartFailsClearlyOnBadInputs(t *testing.T) {
 }
 
 func TestPrepareDemoKeepsExistingConfigAndData(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "demo")
 	path, dsn, err := app.PrepareDemo(dir)
 	if err != nil {
@@ -253,6 +259,7 @@ func TestPrepareDemoKeepsExistingConfigAndData(t *testing.T) {
 
 // With server.metricsAddr, /metrics is served there alone (and not on the API's listener).
 func TestMetricsOnTheirOwnListener(t *testing.T) {
+	t.Parallel()
 	b := boot(t, storetest.SQLiteDSN(t), "server:\n  metricsAddr: 127.0.0.1:0\n")
 	if b.MetricsURL() == "" {
 		t.Fatal("no metrics listener")
@@ -269,6 +276,7 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 }
 
 func TestVersionSaysWhatABuildDoesNotCarry(t *testing.T) {
+	t.Parallel()
 	got := app.Build{Version: "dev", Go: "go1.26", Platform: "linux/amd64"}.String()
 	for _, want := range []string{"bindery dev", "commit:   unknown", "built:    unknown", "not a release build"} {
 		if !strings.Contains(got, want) {

@@ -27,6 +27,7 @@ import (
 // request the copy holds goes on from where it was (its task resumes, nothing is stranded) and
 // reaches VALIDATED; what was applied after the copy is the only loss.
 func TestABackupTakenUnderLoadRestoresAndEveryRequestGoesOn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dsn := "sqlite:" + filepath.Join(dir, "bindery.db")
 	addr := testkit.FreeAddr(t)

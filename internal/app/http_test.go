@@ -40,6 +40,7 @@ func send(t *testing.T, method, url, header, user, body string) (int, string) {
 // The booted demo serves the API: identities, the catalog, an application through the wired
 // workflow; the ops console only to those the permission service says are operators.
 func TestBootedDemoServesTheAPI(t *testing.T) {
+	t.Parallel()
 	b := boot(t, storetest.SQLiteDSN(t), "apply:\n  mode: OPEN\ntargets:\n  - {key: a, title: A, project: p/q, path: \"x/{subject}.yaml\"}\n")
 	if code, body := do(t, "GET", b.URL()+"/api/me", "E1002", ""); code != 200 || !strings.Contains(body, `"identity":"bob@example.com"`) {
 		t.Fatalf("me: %d %s", code, body)
@@ -61,6 +62,7 @@ func TestBootedDemoServesTheAPI(t *testing.T) {
 // docs/api.md, 'Rate limits': two instances on one database each enforce ⌈limit ÷ 2⌉, learnt from
 // the heartbeat table in the background.
 func TestTwoInstancesShareOneRateLimit(t *testing.T) {
+	t.Parallel()
 	dsn := storetest.MigratedDSN(t, store.MySQL)
 	cfg := "apply:\n  mode: OPEN\nratelimit:\n  apply: 3\ntargets:\n"
 	for _, k := range []string{"a", "b", "c"} {

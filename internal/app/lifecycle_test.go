@@ -29,6 +29,7 @@ func serviceLog(t *testing.T, b *booted, msg string) []string {
 // in serve mode the HTTP server is the last to start and so the first to stop accepting; in demo
 // mode the listener and the simulators it serves outlive the engine whose steps call them.
 func TestCloseStopsEveryServiceInTheReverseOrderOfItsStart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode    app.Mode
 		started []string

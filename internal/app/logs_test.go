@@ -15,6 +15,7 @@ import (
 // key once (encoding/json would read a repeated key without a word), the components all speak,
 // each request leaves an access line, and durations are text.
 func TestADemoRunLogsEachKeyOncePerLine(t *testing.T) {
+	t.Parallel()
 	_, configPath, dsn := demoDir(t, "log:\n  level: info\n", "log:\n  level: debug\n  format: json\n")
 	d := startDemo(t, configPath, dsn)
 	op := apply(t, d, "alice", "payments-db-readonly")

@@ -22,6 +22,7 @@ import (
 // promlint finds no problem, every family has the type and help of the registry, and the
 // latency histograms have le buckets a histogram_quantile can use.
 func TestMetricsAfterAJourneyPassPrometheusLint(t *testing.T) {
+	t.Parallel()
 	_, configPath, dsn := demoDir(t)
 	d := startDemo(t, configPath, dsn)
 	op := apply(t, d, "alice", "payments-db-readonly")

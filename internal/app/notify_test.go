@@ -16,6 +16,7 @@ import (
 // checked with the standard's library; the batch's merge request gets the bot's note; the
 // request page lists what was sent.
 func TestTheDemoMailboxShowsARequestsJourney(t *testing.T) {
+	t.Parallel()
 	eachDSN(t, func(t *testing.T, dsn string) {
 		_, configPath, fileDSN := demoDir(t)
 		if strings.HasPrefix(dsn, "sqlite:") {

@@ -87,6 +87,7 @@ func serveAs(t *testing.T, method, url, identity, body string, out any) int {
 // cron job, applications and callbacks land on either, and every request is validated exactly
 // once, each in one batch.
 func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
+	t.Parallel()
 	dsn := storetest.MigratedDSN(t, store.MySQL)
 	addrA := testkit.FreeAddr(t)
 	simSrc := config.NewStatic(config.MustParse(serveConfig("http://unused")))
@@ -170,6 +171,7 @@ func TestTwoServeInstancesShareTheWorkOnOneDatabase(t *testing.T) {
 
 // Serve mode refuses to start without the systems it needs, with a message that says which.
 func TestServeModeWithoutGitLabRefusesToStart(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	approval := "approvalSystem:\n  url: http://approvals.invalid\n"
 	for _, tc := range []struct{ name, config, want string }{

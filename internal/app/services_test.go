@@ -134,6 +134,7 @@ func apply(t *testing.T, d *demo, user, target string) string {
 // One command: apply as a requester, approve in the inbox, and the request reaches VALIDATED
 // through a batch, its MR, pipeline, approvals, merge and the deploy callback.
 func TestTheDemoTakesARequestFromApplyToValidated(t *testing.T) {
+	t.Parallel()
 	eachDSN(t, func(t *testing.T, dsn string) {
 		_, configPath, fileDSN := demoDir(t)
 		if strings.HasPrefix(dsn, "sqlite:") {
@@ -162,6 +163,7 @@ func TestTheDemoTakesARequestFromApplyToValidated(t *testing.T) {
 // data directory finishes the request: the batch's task is in the database, due for its next
 // look, and the new process's dispatcher resumes it from GitLab's state.
 func TestAStoppedDemoFinishesTheRequestAfterARestart(t *testing.T) {
+	t.Parallel()
 	_, configPath, dsn := demoDir(t,
 		"timeScale: 20", "timeScale: 1", // real pipeline time (10s): the stop lands inside the wait
 		"server:\n", "server:\n  shutdownTimeout: 1s\n",
@@ -208,6 +210,7 @@ func readRequest(t *testing.T, dsn, op string) string {
 // -addr flag (here 127.0.0.1:0, the port the system picked) wins over server.addr, and the
 // row says so.
 func TestTheConfigViewShowsTheAddressTheProcessListensOn(t *testing.T) {
+	t.Parallel()
 	_, configPath, dsn := demoDir(t)
 	d := startDemo(t, configPath, dsn)
 	var view struct {

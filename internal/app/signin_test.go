@@ -21,6 +21,7 @@ import (
 // rehearsal of an installation uses); the session then applies and signs out. On both
 // databases.
 func TestTheDemoSignsInThroughTheConfiguredProvider(t *testing.T) {
+	t.Parallel()
 	eachDSN(t, func(t *testing.T, dsn string) {
 		idp := sim.New(sim.Options{Config: config.NewStatic(config.MustParse(""))})
 		ts := httptest.NewServer(idp.Handler())
@@ -69,6 +70,7 @@ func TestTheDemoSignsInThroughTheConfiguredProvider(t *testing.T) {
 // A provider that cannot be reached when bindery starts does not stop it: it serves and is
 // ready; only signing in says the provider cannot be reached.
 func TestServeStartsWithTheProviderDown(t *testing.T) {
+	t.Parallel()
 	closed := httptest.NewServer(http.NotFoundHandler())
 	issuer := closed.URL + "/realms/main"
 	closed.Close()

@@ -25,6 +25,7 @@ targets:
 // In demo mode the simulators are mounted under /sim/ and bindery's real clients reach them
 // over HTTP; their fault knobs follow edits of the config file.
 func TestDemoServesTheSimulatorsToTheRealClients(t *testing.T) {
+	t.Parallel()
 	b := boot(t, storetest.SQLiteDSN(t), demoSims)
 	if b.Sims() == nil {
 		t.Fatal("demo mode without simulators")
@@ -75,6 +76,7 @@ func TestDemoServesTheSimulatorsToTheRealClients(t *testing.T) {
 }
 
 func TestServeModeHasNoSimulators(t *testing.T) {
+	t.Parallel()
 	b := bootServe(t, storetest.SQLiteDSN(t), "")
 	if b.Sims() != nil {
 		t.Fatal("serve mode mounted simulators")
