@@ -101,15 +101,33 @@ func (db *DB) Migrate(ctx context.Context, fsys fs.FS) ([]string, error) {
 	)`); err != nil {
 		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var newest sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
+	// The versions recorded before this start, in one read: an instance starting on a migrated
+	// database (every start but an upgrade's) then opens no transaction per migration. Each
+	// migration not among them is checked again in its own transaction (applyOne).
+	recorded, newest := map[int]bool{}, 0
+	rows, err := conn.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
 		return nil, fmt.Errorf("read schema version: %w", err)
 	}
-	if known := latest(migs); int(newest.Int64) > known {
-		return nil, &NewerSchemaError{Database: int(newest.Int64), Binary: known}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read schema version: %w", err)
+		}
+		recorded[v], newest = true, max(newest, v)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("read schema version: %w", err)
+	}
+	if known := latest(migs); newest > known {
+		return nil, &NewerSchemaError{Database: newest, Binary: known}
 	}
 	var applied []string
 	for _, m := range migs {
+		if recorded[m.Version] {
+			continue
+		}
 		done, err := db.applyOne(ctx, conn, m)
 		if err != nil {
 			return applied, fmt.Errorf("migration %s: %w", m.Name, err)

@@ -161,7 +161,7 @@ func (h *harness) start(o options) {
 	if o.instance == "" {
 		o.instance = "test-instance-1"
 	}
-	first, idle := o.workers, 10*time.Millisecond
+	first, idle := o.workers, 100*time.Millisecond // enginekit's default: a shorter idle poll costs MariaDB more than it saves
 	if o.first > 0 {
 		first = o.first
 	}
@@ -266,7 +266,7 @@ type options struct {
 	extra         string                                  // config keys (YAML) beside fastSims
 	workers       int                                     // each lane's workers (default 4)
 	first         int                                     // the first-steps lane's, when set
-	idlePoll      time.Duration                           // the lanes' idle poll (default 10ms)
+	idlePoll      time.Duration                           // the lanes' idle poll (default 100ms)
 	noDispatch    bool                                    // the instance's engine takes no work (it only answers HTTP)
 	wrapTickets   func(workflow.Tickets) workflow.Tickets // e.g. hold or break the approval client
 	wrapGitLab    func(gitlab.API) gitlab.API             // e.g. record the GitLab calls

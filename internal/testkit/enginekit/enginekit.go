@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,9 @@ import (
 type Harness struct {
 	T  testing.TB
 	DB *store.DB
+
+	mu      sync.Mutex
+	engines []*engine.Engine // the engines built on it, nudged after the harness's own writes
 }
 
 // Each runs fn against a fresh SQLite and a fresh MariaDB database, in parallel subtests
@@ -40,7 +44,7 @@ func On(t testing.TB, db *store.DB) *Harness { return &Harness{T: t, DB: db} }
 type Options struct {
 	Instance string           // the claims' owner (default "test-1")
 	Lanes    map[string]int   // workers per lane (default: first 1, background 2, notify 1)
-	IdlePoll time.Duration    // how often an idle lane looks for work (default 10 ms)
+	IdlePoll time.Duration    // how often an idle lane looks for work (default 100 ms)
 	Log      *slog.Logger     // default: discarded
 	Recorder *metric.Recorder // default: none
 	Kinds    []engine.Kind    // registered before the engine starts
@@ -58,8 +62,11 @@ func (h *Harness) Engine(o Options) *engine.Engine {
 	if o.Lanes == nil {
 		o.Lanes = map[string]int{engine.LaneFirst: 1, engine.LaneBackground: 2, engine.LaneNotify: 1}
 	}
+	// An idle lane's look is two queries; at 10 ms the suite's engines kept MariaDB busier than
+	// the tests' own work did. The harness's writes (Put, DueNow, Expire) nudge its engines, as
+	// the product's writers nudge their own; other instances' work is seen at the next look.
 	if o.IdlePoll == 0 {
-		o.IdlePoll = 10 * time.Millisecond
+		o.IdlePoll = 100 * time.Millisecond
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -69,6 +76,9 @@ func (h *Harness) Engine(o Options) *engine.Engine {
 		e.Register(k)
 	}
 	h.T.Cleanup(e.Kill)
+	h.mu.Lock()
+	h.engines = append(h.engines, e)
+	h.mu.Unlock()
 	if !o.Held {
 		if err := e.Start(context.Background()); err != nil {
 			h.T.Fatalf("start engine %s: %v", o.Instance, err)
@@ -84,6 +94,17 @@ func (h *Harness) Put(spec store.TaskSpec) {
 		return tx.PutTask(context.Background(), spec, false)
 	}); err != nil {
 		h.T.Fatalf("put task %s/%s: %v", spec.Kind, spec.Ref, err)
+	}
+	h.nudge()
+}
+
+// nudge makes the harness's engines look for due work now (the harness changed the task table
+// behind their backs).
+func (h *Harness) nudge() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.engines {
+		e.NudgeAll()
 	}
 }
 
@@ -107,6 +128,7 @@ func (h *Harness) DueNow(kind, ref string) {
 	if _, err := h.DB.Raw().Exec("UPDATE task SET due_at = '2000-01-01 00:00:00' WHERE kind = ? AND ref = ?", kind, ref); err != nil {
 		h.T.Fatalf("make %s/%s due: %v", kind, ref, err)
 	}
+	h.nudge()
 }
 
 // Expire ends kind/ref's claim as a lease that ran out without renewal ends it — its holder
@@ -126,6 +148,7 @@ func (h *Harness) Expire(kind, ref string) {
 	if err != nil {
 		h.T.Fatalf("expire the claim of %s/%s: %v", kind, ref, err)
 	}
+	h.nudge()
 }
 
 // TakeOver hands kind/ref's task to owner as another instance's claim would once the holder's
