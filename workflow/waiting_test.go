@@ -8,6 +8,7 @@ import (
 
 	"bindery/internal/sim"
 	"bindery/internal/testkit"
+	"bindery/internal/vocab/explain"
 	"bindery/internal/vocab/state"
 	"bindery/store"
 	"bindery/store/storetest"
@@ -36,7 +37,9 @@ func TestHeldForMoreRequestsSaysUntilWhen(t *testing.T) {
 			if d := w.HeldUntil.Sub(want); d < -2*time.Second || d > time.Minute+2*time.Second { // rounded up to its minute
 				t.Errorf("%s: held until %s, want about %s", op, w.HeldUntil, want)
 			}
-			clock := w.HeldUntil.UTC().Format("15:04")
+			// As people read it: with the date when the hold ends on another day than today (a
+			// test run in the ten minutes before midnight UTC).
+			clock := explain.Clock(*w.HeldUntil, time.Now())
 			if !strings.Contains(w.WaitingFor, "more requests of infra/access-config to share a pipeline with, until "+clock) ||
 				v.NextAction != state.NextWait || !strings.HasPrefix(v.NextActionText, "Your request waits until "+clock) || !strings.Contains(v.NextActionText, "for more requests to share a pipeline") {
 				t.Errorf("%s: %q / %q", op, w.WaitingFor, v.NextActionText)
