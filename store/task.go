@@ -478,31 +478,49 @@ func (db *DB) elapsed(expr string) string {
 	return "CAST((julianday('now') - julianday(" + expr + ")) * 86400000000.0 AS INTEGER)"
 }
 
-// inFlight is the operations whose state needs bindery itself to act (not a person, not the
-// waiting set, not a batch): the approval ticket to send or to read while its decision is
-// awaited, and the legacy flow's own MR steps
-// before a pending stop. Every one of them has a request task; Orphans finds those that do not.
+// inFlight selects the operations state.DrivenByItsTask reports, built from it: per status, the
+// flows and steps it holds for — no condition where it holds for all of them, otherwise the
+// shorter of the steps it holds for (IN) and the steps it does not (NOT IN, so that a step code
+// this release does not know counts as driven, as the rule's "every step but" says). Every one of
+// them has a request task; Orphans finds those that do not.
 func inFlight(alias string) (string, []any) {
-	return alias + "status IN (?, ?, ?, ?, ?) AND (" + alias + "status IN (?, ?) OR (" + alias + "flow = ? AND (" +
-			alias + "status = ? OR (" + alias + "status = ? AND " + alias + "step = ?)" +
-			" OR (" + alias + "status = ? AND " + alias + "step NOT IN (" + pendingSteps() + ")))))",
-		[]any{state.StatusApprovalSending, state.StatusApprovalSent, state.StatusMRCreated, state.StatusMRCreating, state.StatusMerging,
-			state.StatusApprovalSending, state.StatusApprovalSent, state.FlowLegacy,
-			state.StatusMRCreated, state.StatusMRCreating, state.StepCreateStarted,
-			state.StatusMerging}
-}
-
-// pendingSteps lists the codes of the pending steps that wait for an operator, from the step
-// table (a step that waits for a person outside bindery is still driven by its task).
-func pendingSteps() string {
-	var codes []string
-	for _, s := range state.Steps() {
-		if info := s.Info(); info.Pending && !info.Person {
-			codes = append(codes, itoa(s))
+	var terms []string
+	var args []any
+	for _, status := range state.AllStatuses {
+		byFlow := map[string]string{} // flow -> its step condition ("" : every step)
+		var flows []string
+		for _, flow := range state.Flows() {
+			var in, out []string
+			for _, step := range state.Steps() {
+				if state.DrivenByItsTask(flow, status, step) {
+					in = append(in, itoa(step))
+				} else {
+					out = append(out, itoa(step))
+				}
+			}
+			switch {
+			case len(in) == 0:
+				continue
+			case len(out) == 0:
+				byFlow[flow] = ""
+			case len(in) <= len(out):
+				byFlow[flow] = " AND " + alias + "step IN (" + strings.Join(in, ", ") + ")"
+			default:
+				byFlow[flow] = " AND " + alias + "step NOT IN (" + strings.Join(out, ", ") + ")"
+			}
+			flows = append(flows, flow)
+		}
+		if len(flows) == len(state.Flows()) && !slices.ContainsFunc(flows, func(f string) bool { return byFlow[f] != byFlow[flows[0]] }) {
+			terms = append(terms, "("+alias+"status = ?"+byFlow[flows[0]]+")") // the same whatever the flow
+			args = append(args, status)
+			continue
+		}
+		for _, flow := range flows {
+			terms = append(terms, "("+alias+"status = ? AND "+alias+"flow = ?"+byFlow[flow]+")")
+			args = append(args, status, flow)
 		}
 	}
-	slices.Sort(codes)
-	return strings.Join(codes, ", ")
+	return "(" + strings.Join(terms, " OR ") + ")", args
 }
 
 func itoa(s state.Step) string { return strconv.Itoa(int(s)) }

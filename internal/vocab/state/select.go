@@ -50,3 +50,26 @@ var allBatchStatuses = []BatchStatus{BatchRunning, BatchBlocked, BatchSucceeded,
 func batchStatusesWhere(keep func(BatchStatus) bool) []BatchStatus {
 	return slices.DeleteFunc(slices.Clone(allBatchStatuses), func(s BatchStatus) bool { return !keep(s) })
 }
+
+// DrivenByItsTask says whether a request of flow at status and step needs bindery itself to act
+// — not a person, not the waiting set, not a batch: the approval ticket to send, or to read while
+// its decision is awaited, and the legacy flow's own MR steps before a stop that waits for an
+// operator (a step that waits for a person outside bindery is still driven by its task). Every
+// such request has a request task; the orphan sweep gives one to any that lacks it.
+func DrivenByItsTask(flow string, s BindingStatus, step Step) bool {
+	switch s {
+	case StatusApprovalSending, StatusApprovalSent:
+		return true
+	case StatusMRCreated:
+		return flow == FlowLegacy
+	case StatusMRCreating:
+		return flow == FlowLegacy && step == StepCreateStarted
+	case StatusMerging:
+		info := step.Info()
+		return flow == FlowLegacy && !(info.Pending && !info.Person)
+	}
+	return false
+}
+
+// Flows lists the flows a request may follow.
+func Flows() []string { return []string{FlowApprovalFirst, FlowLegacy} }
