@@ -104,20 +104,8 @@ func (db *DB) Migrate(ctx context.Context, fsys fs.FS) ([]string, error) {
 	// The versions recorded before this start, in one read: an instance starting on a migrated
 	// database (every start but an upgrade's) then opens no transaction per migration. Each
 	// migration not among them is checked again in its own transaction (applyOne).
-	recorded, newest := map[int]bool{}, 0
-	rows, err := conn.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	recorded, newest, err := recordedVersions(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("read schema version: %w", err)
-	}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read schema version: %w", err)
-		}
-		recorded[v], newest = true, max(newest, v)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, fmt.Errorf("read schema version: %w", err)
 	}
 	if known := latest(migs); newest > known {
@@ -175,30 +163,35 @@ func (db *DB) Schema(ctx context.Context, fsys fs.FS) (SchemaStatus, error) {
 		return SchemaStatus{}, err
 	}
 	st := SchemaStatus{Binary: latest(migs)}
-	done := map[int]bool{}
-	rows, err := db.ro.QueryContext(ctx, "SELECT version FROM schema_migrations")
-	if err == nil {
-		defer rows.Close()
-		for rows.Next() {
-			var v int
-			if err := rows.Scan(&v); err != nil {
-				return st, err
-			}
-			done[v] = true
-			st.Database = max(st.Database, v)
-		}
-		if err := rows.Err(); err != nil {
-			return st, err
-		}
-	} else if !missingTable(err) {
+	done, newest, err := recordedVersions(ctx, db.ro)
+	if err != nil && !missingTable(err) {
 		return st, fmt.Errorf("read schema_migrations: %w", err)
 	}
+	st.Database = newest
 	for _, m := range migs {
 		if !done[m.Version] {
 			st.Pending = append(st.Pending, m.Name)
 		}
 	}
 	return st, nil
+}
+
+// recordedVersions reads the versions schema_migrations records, and the highest of them.
+func recordedVersions(ctx context.Context, q queryer) (map[int]bool, int, error) {
+	rows, err := q.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	done, newest := map[int]bool{}, 0
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, 0, err
+		}
+		done[v], newest = true, max(newest, v)
+	}
+	return done, newest, rows.Err()
 }
 
 // missingTable is the error of a read from a table that does not exist (MySQL 1146, SQLite's
