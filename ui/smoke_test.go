@@ -26,14 +26,23 @@ func applyFor(b *browser, target, reason string) string {
 	return op
 }
 
-func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *testing.T) {
-	t.Parallel()
+// aliceAppliedInTheBrowser starts a site and a browser in which alice applied for
+// payments-db-readonly with the form, and returns them with the form's operationId once the
+// page said the application was accepted.
+func aliceAppliedInTheBrowser(t *testing.T) (*site, *browser, string) {
+	t.Helper()
 	s := startSite(t)
 	b := newBrowser(t, 1280, 900)
 	signInAs(b, s.URL, "alice")
 	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
 	op := applyFor(b, "payments-db-readonly", "quarterly revenue report")
 	b.waitFor("the accepted notice", `document.querySelector('#apply-accepted')`, 10*time.Second)
+	return s, b, op
+}
+
+func TestApplyApproveInTheInboxAndWatchTheRequestReachValidatedWithoutReload(t *testing.T) {
+	t.Parallel()
+	s, b, op := aliceAppliedInTheBrowser(t)
 	if got := s.myRequests("alice"); len(got) != 1 || got[0] != op {
 		t.Fatalf("requests recorded %v, want exactly the form's %s", got, op)
 	}

@@ -167,12 +167,7 @@ func TestARevocationEndsWithItsDeploy(t *testing.T) {
 // A rejection's page shows who decided and their comment, typed in the approval inbox.
 func TestARejectionShowsWhoDecidedAndTheirComment(t *testing.T) {
 	t.Parallel()
-	s := startSite(t)
-	b := newBrowser(t, 1280, 900)
-	signInAs(b, s.URL, "alice")
-	b.do("open the apply page", chromedp.Navigate(s.URL+"/"))
-	op := applyFor(b, "payments-db-readonly", "quarterly revenue report")
-	b.waitFor("the accepted notice", `document.querySelector('#apply-accepted')`, 10*time.Second)
+	s, b, op := aliceAppliedInTheBrowser(t)
 
 	signInAs(b, s.URL, "ops")
 	b.do("open the inbox", chromedp.Navigate(s.URL+"/inbox"))
